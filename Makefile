@@ -1,0 +1,51 @@
+# Quick start on a fresh Debian machine (root): `make demo`, `make test`.
+# `setup` is idempotent: a venv with the project and its dev tools, a Docker engine that
+# answers (installed and started only when none does), and the locally built images.
+
+VENV   ?= .venv
+PYTHON ?= python3
+BIN    := $(VENV)/bin
+export TESTCONTAINERS_RYUK_DISABLED := true
+export TESTCONTAINERS_CONNECTION_MODE := docker_host
+
+.PHONY: setup venv engine images test lint unit integration demo bench clean
+
+setup: venv engine images
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@command -v git >/dev/null || (apt-get update -qq && apt-get install -y -qq git)
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || \
+	  (apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV))
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+engine:
+	@bash scripts/ensure-engine.sh
+
+images: venv engine
+	$(BIN)/bakeoff-sandbox images build
+
+lint: venv
+	$(BIN)/ruff check runner rig tests bench
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest tests/unit
+
+integration: setup
+	$(BIN)/pytest tests/integration
+
+test: setup lint
+	$(BIN)/pytest
+
+demo: setup
+	$(BIN)/bakeoff-sandbox demo
+
+bench: setup
+	$(BIN)/python bench/up_down.py
+
+clean:
+	rm -rf $(VENV) .state .mypy_cache .ruff_cache .pytest_cache

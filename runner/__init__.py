@@ -1,0 +1,1 @@
+"""Orchestration: everything that touches contestants (sandboxes, checkouts, agents)."""

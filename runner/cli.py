@@ -1,0 +1,177 @@
+"""The `bakeoff-sandbox` command line (DESIGN.md, "The command line").
+
+Exit codes: 0 done; 1 an unexpected internal error; 2 bad input; 3 the measurement is
+invalid (a rig error, a missing image, a broken engine); 4 the frozen contract does not
+match. Every error is one clear message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer._click.exceptions import ClickException
+
+from runner import images, lifecycle
+from runner.engine import Engine
+from runner.errors import RunnerError
+from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, load_manifest, write_init
+from runner.progress import ImageBuildView
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Fair, container-isolated bake-offs between AI coding agents.")
+images_app = typer.Typer(no_args_is_help=True, help="Build the local images (nothing is pulled).")
+app.add_typer(images_app, name="images")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
+
+
+def _load(path: Path) -> LoadedManifest:
+    return load_manifest(path)
+
+
+def _say(text: str) -> None:
+    err.print(text, markup=False)
+
+
+@images_app.command("build")
+def images_build(
+    names: Annotated[list[str] | None,
+                     typer.Argument(help="images to build (all when none)")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="rebuild without cache")] = False,
+    base_image: Annotated[str | None, typer.Option(
+        "--base-image", help="a LOCAL image to use as the base instead of bootstrapping")] = None,
+) -> None:
+    """Bootstrap the base rootfs and build images/ locally; print each image's ID and identity."""
+    engine = Engine()
+    with ImageBuildView(err) as view:
+        built = images.build(engine, list(names or []), view, nocache=no_cache, base_ref=base_image)
+    for image in built:
+        cache = "cache hit" if image.cached else "built"
+        out.print(f"{image.name:<10} {image.tag:<26} {image.image_id}  identity "
+                  f"{image.identity}  {cache}", markup=False)
+
+
+@app.command()
+def init(directory: Annotated[Path, typer.Argument(help="where to write")] = Path(".")) -> None:
+    """Write a commented bakeoff.toml and a brief template."""
+    for path in write_init(directory):
+        out.print(f"wrote {path}", markup=False)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of bakeoff.toml."""
+    out.print_json(json.dumps(json_schema()))
+
+
+@app.command()
+def up(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    change: Annotated[str | None, typer.Option("--change", help="the change to stage")] = None,
+) -> None:
+    """Make one isolated sandbox per arm: checkout, network, schema, limits."""
+    loaded = _load(file)
+    made = lifecycle.up(Engine(), loaded, change, progress=_say)
+    _say(f"experiment {made.experiment} is up: {len(made.arms)} arms, change {made.change}, "
+         f"base {made.base_commit[:12]}, image {made.image_id[:19]}")
+    _print_status(loaded, as_json=False)
+
+
+@app.command()
+def status(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
+) -> None:
+    """One row per arm: state, image, commit, schema, verdicts."""
+    _print_status(_load(file), as_json=as_json)
+
+
+def _print_status(loaded: LoadedManifest, *, as_json: bool) -> None:
+    rows = lifecycle.status_rows(Engine(), loaded)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    table = Table("arm", "model", "control", "state", "image", "commit", "schema", "verdicts",
+                  box=None)
+    for row in rows:
+        verdicts = ", ".join(f"{k}={v}" for k, v in row["verdicts"].items()) or "-"
+        table.add_row(row["arm"], row["model"], "yes" if row["control"] else "",
+                      row["state"], (row["image"] or "-")[:19], (row["commit"] or "-")[:12],
+                      row["schema"] or "-", verdicts)
+    out.print(table)
+
+
+@app.command("exec", context_settings={"allow_extra_args": True,
+                                       "ignore_unknown_options": True})
+def exec_(
+    ctx: typer.Context,
+    arm: Annotated[str, typer.Argument(help="the arm whose sandbox runs the command")],
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+) -> None:
+    """Run a command inside an arm's sandbox: exec ARM -- CMD..."""
+    command = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
+    if not command:
+        raise typer.BadParameter("give the command after --, e.g. exec C0 -- git log")
+    result = lifecycle.exec_arm(Engine(), _load(file), arm, command)
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    if result.timed_out:
+        _say(f"timed out after {result.duration_s:.0f}s")
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def down(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
+    """Remove this experiment's containers, networks, schemas and roles (work is kept)."""
+    lifecycle.down(Engine(), _load(file), progress=_say)
+
+
+@app.command()
+def gc(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    all_: Annotated[bool, typer.Option("--all", help="every bakeoff-labelled resource")] = False,
+) -> None:
+    """Remove orphans by label (leftovers of an interrupted `up`)."""
+    removed = lifecycle.gc(Engine(), None if all_ else _load(file))
+    _say(f"gc: removed {removed['container']} containers, {removed['network']} networks, "
+         f"{removed['volume']} volumes")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app; turn our errors into one message and an exit code."""
+    try:
+        # Outside standalone mode, click returns an Exit's code instead of raising it.
+        code = app(args=argv, standalone_mode=False)
+    except RunnerError as error:
+        err.print(f"error: {error}", markup=False)
+        return error.exit_code
+    except typer.Exit as done:
+        return int(done.exit_code)
+    except ClickException as error:
+        error.show()
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted", markup=False)
+        return 130
+    except Exception as error:  # an internal error: one line, the traceback on request
+        if os.environ.get("BAKEOFF_DEBUG"):
+            raise
+        err.print(f"internal error: {type(error).__name__}: {error}\n"
+                  "  (set BAKEOFF_DEBUG=1 to see the traceback, and please report it)",
+                  markup=False)
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

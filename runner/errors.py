@@ -1,0 +1,89 @@
+"""The root exception of `runner` and its subclasses.
+
+Every error a user can see says what was wrong, where, and what to do; the CLI prints
+``str(error)`` and exits with ``error.exit_code`` (DESIGN.md, "The command line").
+"""
+
+from __future__ import annotations
+
+
+class RunnerError(Exception):
+    """Root of every error raised by `runner`. Exit code 1: an unexpected internal error."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message}\n  fix: {hint}")
+
+
+class BadInputError(RunnerError):
+    """Bad input: manifest, arguments, a dirty tree. Exit code 2."""
+
+    exit_code = 2
+
+
+class ManifestError(BadInputError):
+    """A manifest value is wrong. Names the file, the key path, what was found and the fix."""
+
+    def __init__(
+        self, file: str, key_path: str, problem: str, *, found: object = None, fix: str
+    ) -> None:
+        self.file = file
+        self.key_path = key_path
+        self.found = found
+        where = f"{file}: {key_path}" if key_path else file
+        found_text = "" if found is None else f" (found {found!r})"
+        super().__init__(f"{where}: {problem}{found_text}", hint=fix)
+
+
+class DirtyTreeError(BadInputError):
+    """The target repository has uncommitted or untracked files."""
+
+
+class ExperimentBusyError(BadInputError):
+    """Another `up` of the same experiment holds the lock."""
+
+
+class UnknownArmError(BadInputError):
+    """A command named an arm the manifest does not have."""
+
+
+class NotUpError(BadInputError):
+    """A command needs sandboxes that `up` has not made (or `down` removed)."""
+
+
+class InfraError(RunnerError):
+    """The engine, an image or the database is not usable. Exit code 3."""
+
+    exit_code = 3
+
+
+class SandboxUnavailableError(InfraError):
+    """The engine broke or the container vanished: the sandbox itself is gone.
+
+    A command that ran and failed is a value (`ExecResult`); this is an exception.
+    """
+
+
+class ImageMissingError(InfraError):
+    """An image is not present locally. We never pull: the message says how to build it."""
+
+    def __init__(self, image: str, build_command: str) -> None:
+        self.image = image
+        self.build_command = build_command
+        super().__init__(
+            f"image {image} is not present locally (nothing is ever pulled)",
+            hint=f"build it with: {build_command}",
+        )
+
+
+class DatabaseError(InfraError):
+    """The experiment's Postgres could not be started or administered."""
+
+
+class ContractMismatchError(RunnerError):
+    """The frozen contract does not match the manifest. Exit code 4."""
+
+    exit_code = 4

@@ -1,0 +1,328 @@
+"""`up`, `down`, `gc`, `status`, `exec`: the life of an experiment's sandboxes.
+
+`up` labels everything it creates with a fresh run id and records that run as committed
+only at the very end; a run that never committed (the orchestrator was killed) is an
+orphan, and `gc` removes it by label. If `up` fails, it removes what it made before it
+re-raises (testcontainers' rule: clean up inside a failed start).
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+from runner import database, images, sandbox, workspace
+from runner import state as state_mod
+from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.errors import BadInputError, DatabaseError, NotUpError, UnknownArmError
+from runner.manifest import LoadedManifest
+from runner.state import ArmSandbox, DbState, ExperimentState
+from runner.store import ensure_excluded, experiment_dir, experiment_lock
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class UpPlan:
+    loaded: LoadedManifest
+    change: str
+    run: str
+    base_commit: str
+    image: images.BuiltImage
+    db_image: images.BuiltImage | None
+
+
+def stage_dir(directory: Path, change: str) -> Path:
+    return directory / "stages" / change
+
+
+def checkout_path(directory: Path, change: str, arm: str) -> Path:
+    return stage_dir(directory, change) / "arms" / arm / "work"
+
+
+def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
+       progress: Progress = _quiet) -> ExperimentState:
+    """Freeze nothing yet (later issues do); make one sandbox per arm and report them."""
+    repo = loaded.repo_path
+    name = loaded.manifest.experiment.name
+    ensure_excluded(repo)
+    workspace.require_clean(repo)
+    directory = experiment_dir(repo, name)
+    with experiment_lock(directory, name, "up"):
+        existing = state_mod.load(directory)
+        if existing is not None and existing.phase == "up":
+            raise BadInputError(f"experiment {name!r} is already up (run {existing.run})",
+                                hint="run `bakeoff-sandbox down` first, or use it as it is")
+        if existing is not None:
+            progress(f"removing leftovers of an interrupted up (run {existing.run})")
+            _remove_orphans(engine, directory, name, keep_run=None)
+        plan = _plan(engine, loaded, change)
+        state_mod.save(directory, _starting_state(plan))
+        try:
+            made = _make(engine, plan, directory, progress)
+        except BaseException:
+            progress("up failed: removing what this run created")
+            engine.remove_labelled({LABEL_EXPERIMENT: name, LABEL_RUN: plan.run})
+            state_mod.clear(directory)
+            raise
+        state_mod.save(directory, made)
+        return made
+
+
+def _plan(engine: Engine, loaded: LoadedManifest, change: str | None) -> UpPlan:
+    manifest = loaded.manifest
+    change_ids = [c.id for c in manifest.changes]
+    chosen = change or change_ids[0]
+    if chosen not in change_ids:
+        raise BadInputError(f"--change {chosen!r} is not in {loaded.path}",
+                            hint=f"choose one of: {', '.join(change_ids)}")
+    base = workspace.resolve_commit(loaded.repo_path, manifest.experiment.base)
+    image = images.resolve(engine, manifest.toolchain.image)
+    db_image = images.resolve(engine, manifest.database.image) if manifest.database else None
+    return UpPlan(loaded, chosen, secrets.token_hex(3), base, image, db_image)
+
+
+def _starting_state(plan: UpPlan) -> ExperimentState:
+    manifest = plan.loaded.manifest
+    limits = manifest.limits
+    return ExperimentState(
+        experiment=manifest.experiment.name, run=plan.run, change=plan.change,
+        phase="starting", base_commit=plan.base_commit, image=plan.image.tag,
+        image_id=plan.image.image_id, image_identity=plan.image.identity,
+        limits={"cpus": limits.cpus, "memory_mb": limits.memory_mb, "pids": limits.pids})
+
+
+def _labels(plan: UpPlan, role: str, arm: str = "") -> Labels:
+    return Labels(plan.loaded.manifest.experiment.name, role, arm, plan.run)
+
+
+def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> ExperimentState:
+    manifest = plan.loaded.manifest
+    experiment = manifest.experiment.name
+    arms = manifest.arms
+    with ThreadPoolExecutor(max_workers=len(arms) + 1) as pool:
+        db_future = pool.submit(_start_db, engine, plan) if plan.db_image else None
+        prepared = list(pool.map(lambda arm: _prepare_arm(engine, plan, directory, arm), arms))
+        server = db_future.result() if db_future else None
+    schemas: dict[str, database.DbSchema] = {}
+    if server is not None and manifest.database is not None:
+        for arm in arms:
+            _connect_db(engine, server.container_id, prepared_network(prepared, arm.id))
+        # Connecting a network can re-publish the container's ports: read the port again.
+        server = database.refresh_port(engine, server)
+        progress("Postgres ready: one schema and role per arm")
+        database.lock_down(server)
+        for arm in arms:
+            schemas[arm.id] = database.create_schema(server, database.role_name(experiment, arm.id))
+    with ThreadPoolExecutor(max_workers=len(arms)) as pool:
+        sandboxes = list(pool.map(
+            lambda item: _start_arm(engine, plan, item, schemas.get(item[0]), progress),
+            prepared))
+    db_state = None
+    if server is not None and manifest.database is not None:
+        db_state = DbState(container_id=server.container_id, host_port=server.host_port,
+                           admin_password=server.admin_password,
+                           network=_db_network_name(plan), url_env=manifest.database.url_env)
+    return _starting_state(plan).model_copy(
+        update={"phase": "up", "arms": sandboxes, "db": db_state})
+
+
+def prepared_network(prepared: list[tuple[str, Path, str, bool]], arm: str) -> str:
+    return next(net for arm_id, _, net, _ in prepared if arm_id == arm)
+
+
+def _db_network_name(plan: UpPlan) -> str:
+    return sandbox.network_name(plan.loaded.manifest.experiment.name, "db", plan.run)
+
+
+def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
+    assert plan.db_image is not None
+    network = _db_network_name(plan)
+    # Not internal: a published port (127.0.0.1 only) needs a routable bridge.
+    sandbox.create_network(engine, network, _labels(plan, "database-network"), egress=True)
+    name = f"bakeoff-{plan.loaded.manifest.experiment.name}-db-{plan.run}"
+    return database.start_server(engine, plan.db_image.image_id, _labels(plan, "database"),
+                                 network, name)
+
+
+def _prepare_arm(engine: Engine, plan: UpPlan, directory: Path,
+                 arm: Any) -> tuple[str, Path, str, bool]:
+    checkout = workspace.make_checkout(plan.loaded.repo_path, plan.base_commit,
+                                       checkout_path(directory, plan.change, arm.id))
+    egress = arm.network == "egress"
+    network = sandbox.network_name(plan.loaded.manifest.experiment.name, arm.id, plan.run)
+    sandbox.create_network(engine, network, _labels(plan, "arm-network", arm.id), egress=egress)
+    return arm.id, checkout, network, egress
+
+
+def _connect_db(engine: Engine, db_container: str, network: str) -> None:
+    net = engine.call("find network", engine.client.networks.get, network, retry=True)
+    engine.call("connect db", net.connect, db_container, aliases=[database.DB_ALIAS])
+
+
+def _start_arm(engine: Engine, plan: UpPlan, item: tuple[str, Path, str, bool],
+               schema: database.DbSchema | None, progress: Progress) -> ArmSandbox:
+    arm_id, checkout, network, egress = item
+    manifest = plan.loaded.manifest
+    env: dict[str, str] = {"BAKEOFF_EXPERIMENT": manifest.experiment.name,
+                           "BAKEOFF_ARM": arm_id, "HOME": "/home/agent"}
+    if schema is not None and manifest.database is not None:
+        env[manifest.database.url_env] = schema.url()
+    name = f"bakeoff-{manifest.experiment.name}-{arm_id}-{plan.run}".lower()
+    limits = manifest.limits
+    spec = sandbox.SandboxSpec(
+        name=name, image_id=plan.image.image_id, labels=_labels(plan, "arm", arm_id),
+        checkout=checkout, network=network, env=env, user=workspace.sandbox_user(),
+        limits=sandbox.SandboxLimits(limits.cpus, limits.memory_mb, limits.pids),
+        hostname=arm_id.lower())
+    container_id = sandbox.create(engine, spec)
+    progress(f"arm {arm_id}: sandbox {name} up")
+    return ArmSandbox(arm=arm_id, container_id=container_id, container_name=name,
+                      network=network, egress=egress, checkout=str(checkout),
+                      schema_name=schema.name if schema else None,
+                      schema_password=schema.password if schema else None)
+
+
+def require_up(loaded: LoadedManifest) -> tuple[Path, ExperimentState]:
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    current = state_mod.load(directory)
+    if current is None or current.phase != "up":
+        raise NotUpError(f"experiment {loaded.manifest.experiment.name!r} is not up",
+                         hint=f"run `bakeoff-sandbox up -f {loaded.path}` first")
+    return directory, current
+
+
+def exec_arm(engine: Engine, loaded: LoadedManifest, arm_id: str,
+             command: list[str]) -> sandbox.ExecResult:
+    _, current = require_up(loaded)
+    arm = current.arm(arm_id)
+    if arm is None:
+        raise UnknownArmError(f"no arm {arm_id!r} in experiment {current.experiment!r}",
+                              hint=f"arms: {', '.join(a.arm for a in current.arms)}")
+    return sandbox.exec_in(engine, arm.container_id, command,
+                           timeout_s=loaded.manifest.limits.check_timeout_s)
+
+
+@dataclass(frozen=True)
+class DownReport:
+    removed: dict[str, int]
+    dropped: list[str]
+    schemas_left: list[str]
+    roles_left: list[str]
+
+
+def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) -> DownReport:
+    """Keep the arms' commits (fetched back), drop schemas and roles, remove by label."""
+    repo = loaded.repo_path
+    name = loaded.manifest.experiment.name
+    directory = experiment_dir(repo, name)
+    dropped: list[str] = []
+    left: tuple[list[str], list[str]] = ([], [])
+    with experiment_lock(directory, name, "down"):
+        current = state_mod.load(directory)
+        if current is not None and current.phase == "up":
+            _keep_work(repo, current, progress)
+            dropped, left = _drop_schemas(current, progress)
+        removed = engine.remove_labelled({LABEL_EXPERIMENT: name})
+        state_mod.clear(directory)
+    progress(f"removed {removed['container']} containers, {removed['network']} networks, "
+             f"dropped {len(dropped)} schemas and their roles")
+    return DownReport(removed, dropped, *left)
+
+
+def _keep_work(repo: Path, current: ExperimentState, progress: Progress) -> None:
+    for arm in current.arms:
+        checkout = Path(arm.checkout)
+        if not (checkout / ".git").exists():
+            continue
+        head = workspace.run_git(checkout, "rev-parse", "HEAD", check=False)
+        if head and head != current.base_commit:
+            branch = workspace.arm_branch(current.experiment, current.change, arm.arm)
+            workspace.fetch_back(repo, checkout, branch)
+            progress(f"arm {arm.arm}: kept its commits as {branch}")
+
+
+def _drop_schemas(current: ExperimentState,
+                  progress: Progress) -> tuple[list[str], tuple[list[str], list[str]]]:
+    """Drop every arm's schema and role; then list what is left under our prefix."""
+    if current.db is None:
+        return [], ([], [])
+    server = database.DbServer(current.db.container_id, current.db.host_port,
+                               current.db.admin_password)
+    dropped = []
+    try:
+        for arm in current.arms:
+            if arm.schema_name:
+                database.drop_schema(server, arm.schema_name)
+                dropped.append(arm.schema_name)
+        left = database.list_owned(server, database.role_name(current.experiment, ""))
+    except DatabaseError as error:
+        progress(f"could not drop schemas ({error.message}); removing the database anyway")
+        return dropped, ([], [])
+    return dropped, left
+
+
+def gc(engine: Engine, loaded: LoadedManifest | None) -> dict[str, int]:
+    """Remove orphans: labelled resources of a run that never finished `up`.
+
+    Without a manifest (`--all`), every resource carrying our experiment label goes.
+    """
+    if loaded is None:
+        return engine.remove_labelled({LABEL_EXPERIMENT: ""})
+    name = loaded.manifest.experiment.name
+    directory = experiment_dir(loaded.repo_path, name)
+    with experiment_lock(directory, name, "gc"):
+        current = state_mod.load(directory)
+        keep = current.run if current is not None and current.phase == "up" else None
+        removed = _remove_orphans(engine, directory, name, keep_run=keep)
+        if keep is None:
+            state_mod.clear(directory)
+        return removed
+
+
+def _remove_orphans(engine: Engine, directory: Path, name: str,
+                    keep_run: str | None) -> dict[str, int]:
+    removed = engine.remove_labelled(
+        {LABEL_EXPERIMENT: name},
+        keep=lambda labels: keep_run is not None and labels.get(LABEL_RUN) == keep_run)
+    if keep_run is None:
+        state_mod.clear(directory)
+    return removed
+
+
+def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
+    """One row per arm: state, image, commit, schema (and verdicts, once scored)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    current = state_mod.load(directory)
+    rows = []
+    for arm in loaded.manifest.arms:
+        live = current.arm(arm.id) if current is not None and current.phase == "up" else None
+        row: dict[str, Any] = {"arm": arm.id, "model": arm.model, "control": arm.control,
+                               "state": "down", "image": None, "commit": None, "schema": None,
+                               "verdicts": {}}
+        if live is not None and current is not None:
+            try:
+                described = sandbox.describe(engine, live.container_id)
+            except docker.errors.APIError:
+                described = {"state": "unknown"}
+            head = workspace.run_git(Path(live.checkout), "rev-parse", "HEAD", check=False)
+            row.update(state=described["state"], image=current.image_id,
+                       commit=head or None, schema=live.schema_name,
+                       container=live.container_name)
+        rows.append(row)
+    return rows
+
+
+def remove_checkouts(directory: Path, change: str) -> None:
+    shutil.rmtree(stage_dir(directory, change) / "arms", ignore_errors=True)

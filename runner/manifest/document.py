@@ -1,0 +1,113 @@
+"""`Manifest`: the whole bakeoff.toml, with the rules that span sections."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import Field, model_validator
+
+from runner.manifest.models import (
+    MIN_SAMPLES,
+    RESERVED_CHECK_NAMES,
+    Arm,
+    Change,
+    Check,
+    Contract,
+    Database,
+    Experiment,
+    Limits,
+    Section,
+    Toolchain,
+)
+from runner.manifest.rules import RuleViolation, raise_if_any
+
+
+class Manifest(Section):
+    """bakeoff.toml. Sections as in the reference manifest; see `bakeoff-sandbox init`."""
+
+    experiment: Experiment = Field(description="what is compared, where, from which base")
+    contract: Contract = Field(description="the grading, frozen at `up`")
+    toolchain: Toolchain = Field(description="the image every container runs")
+    limits: Limits = Field(default_factory=Limits, description="per-container limits")
+    database: Database | None = Field(default=None, description="optional per-arm Postgres")
+    checks: list[Check] = Field(default_factory=list, description="objective checks")
+    changes: list[Change] = Field(min_length=1, description="one stage each, run in order")
+    arms: list[Arm] = Field(min_length=1, description="the contestants; one is the control")
+
+    @property
+    def control_arms(self) -> list[Arm]:
+        """The arms marked ``control = true`` (at least one)."""
+        return [arm for arm in self.arms if arm.control]
+
+    @property
+    def caveats(self) -> list[str]:
+        """What weakens every measurement of this manifest, one line each."""
+        caveats = []
+        if self.contract.samples < MIN_SAMPLES:
+            caveats.append(
+                f"samples={self.contract.samples} < {MIN_SAMPLES} (allow_fewer_samples)"
+            )
+        return caveats
+
+    @model_validator(mode="after")
+    def _cross_section_rules(self) -> Manifest:
+        raise_if_any([
+            *_duplicates("arms", "id", [arm.id for arm in self.arms]),
+            *_duplicates("checks", "name", [check.name for check in self.checks]),
+            *_duplicates("changes", "id", [change.id for change in self.changes]),
+            *_reserved_check_names(self.checks),
+            *self._control_violations(),
+            *self._judge_violations(),
+        ])
+        return self
+
+    def _control_violations(self) -> list[RuleViolation]:
+        if self.control_arms:
+            return []
+        return [RuleViolation(
+            ("arms",), "no arm has control = true (a control arm is mandatory)",
+            "add control = true to the arm that runs the default/no-intervention configuration",
+        )]
+
+    def _judge_violations(self) -> list[RuleViolation]:
+        judge = self.contract.judge
+        for index, arm in enumerate(self.arms):
+            if _same_model(judge, arm.model):
+                return [RuleViolation(
+                    ("contract", "judge"),
+                    f"is the model of arms[{index}] ({arm.id}): a contestant cannot grade itself",
+                    'use a model no arm runs, or judge = "none"', found=judge,
+                )]
+        return []
+
+
+def _duplicates(table: str, key: str, values: Iterable[str]) -> list[RuleViolation]:
+    seen: dict[str, int] = {}
+    violations = []
+    for index, value in enumerate(values):
+        if value in seen:
+            violations.append(RuleViolation(
+                (table, index, key), f"duplicates {table}[{seen[value]}].{key}",
+                f"give every entry of [[{table}]] its own {key}", found=value,
+            ))
+        seen.setdefault(value, index)
+    return violations
+
+
+def _reserved_check_names(checks: list[Check]) -> list[RuleViolation]:
+    return [
+        RuleViolation(
+            ("checks", index, "name"),
+            "is reserved for the success criterion (samples are CHANGE/ARM/success/N)",
+            "rename the check", found=check.name,
+        )
+        for index, check in enumerate(checks) if check.name in RESERVED_CHECK_NAMES
+    ]
+
+
+def _same_model(judge: str, model: str) -> bool:
+    """True when the judge names `model`, bare or as the last part of provider:model."""
+    judge_name = judge.strip().lower()
+    model_name = model.strip().lower()
+    last_part = judge_name.replace(":", "/").rsplit("/", 1)[-1]
+    return model_name in (judge_name, last_part)

@@ -1,0 +1,179 @@
+"""Read bakeoff.toml: TOML, then the models, then the files and git refs it names.
+
+Whatever is wrong comes back as ONE `ManifestError` (exit code 2) naming the file, the
+key path (``arms[2].effort_normalized``), what was found and the fix; never a traceback.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+from pydantic import ValidationError
+
+from runner.errors import BadInputError, ManifestError, UnknownArmError
+from runner.manifest.document import Manifest
+from runner.manifest.issues import Issue, manifest_error, validation_issues
+from runner.manifest.models import Arm, Change
+
+DEFAULT_MANIFEST = "bakeoff.toml"
+
+
+@dataclass(frozen=True)
+class LoadedManifest:
+    """A validated manifest and where it came from (relative paths resolve against `root`)."""
+
+    manifest: Manifest
+    path: Path  # the manifest file, absolute
+    root: Path  # the directory holding it, absolute
+
+    @property
+    def repo_path(self) -> Path:
+        """The target repository, absolute."""
+        return _resolve(self.root, self.manifest.experiment.repo)
+
+    @property
+    def control_arms(self) -> list[Arm]:
+        """The arms marked ``control = true``."""
+        return self.manifest.control_arms
+
+    @property
+    def caveats(self) -> list[str]:
+        """What weakens every measurement of this manifest."""
+        return self.manifest.caveats
+
+    def brief_path(self, change: Change | str) -> Path:
+        """The brief file of a change (or change id), absolute."""
+        found = self.change(change) if isinstance(change, str) else change
+        return _resolve(self.root, found.brief)
+
+    def change(self, change_id: str) -> Change:
+        """The change with this id; `BadInputError` naming the known ids otherwise."""
+        for change in self.manifest.changes:
+            if change.id == change_id:
+                return change
+        known = ", ".join(change.id for change in self.manifest.changes)
+        raise BadInputError(f"{self.path}: no change {change_id!r}", hint=f"use one of: {known}")
+
+    def arm(self, arm_id: str) -> Arm:
+        """The arm with this id; `UnknownArmError` naming the known ids otherwise."""
+        for arm in self.manifest.arms:
+            if arm.id == arm_id:
+                return arm
+        known = ", ".join(arm.id for arm in self.manifest.arms)
+        raise UnknownArmError(f"{self.path}: no arm {arm_id!r}", hint=f"use one of: {known}")
+
+
+def load_manifest(path: Path) -> LoadedManifest:
+    """Read, validate and cross-check a manifest; raise one `ManifestError` if anything is off."""
+    path = Path(path).expanduser().absolute()
+    manifest = parse_manifest(_read_toml(path), path)
+    loaded = LoadedManifest(manifest, path, path.parent)
+    issues = [*_brief_issues(loaded), *_repo_issues(loaded)]
+    if issues:
+        raise manifest_error(str(path), issues)
+    return loaded
+
+
+def parse_manifest(data: dict[str, Any], path: Path) -> Manifest:
+    """Validate TOML data; no filesystem access. `path` only names the file in errors."""
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise manifest_error(str(path), validation_issues(exc)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        problem = "is a directory, not a manifest" if path.is_dir() else "manifest not found"
+        raise ManifestError(
+            str(path), "", problem,
+            fix=f"write one with `bakeoff-sandbox init`, or pass -f FILE "
+                f"(the default is ./{DEFAULT_MANIFEST})",
+        )
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ManifestError(str(path), "", f"is not UTF-8 text ({exc.reason})",
+                            fix="save the manifest as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(str(path), "", f"TOML syntax error: {exc}",
+                            fix="correct the TOML at that line (https://toml.io)") from None
+
+
+def _resolve(root: Path, relative: str) -> Path:
+    path = Path(relative).expanduser()
+    return (path if path.is_absolute() else root / path).resolve()
+
+
+def _brief_issues(loaded: LoadedManifest) -> list[Issue]:
+    issues = []
+    for index, change in enumerate(loaded.manifest.changes):
+        brief = loaded.brief_path(change)
+        if not brief.is_file():
+            issues.append(Issue(
+                f"changes[{index}].brief", f"the brief file does not exist: {brief}",
+                "write the brief (symptom + acceptance criteria; the diagnosis is withheld) "
+                "at that path, or correct the path (relative to the manifest)",
+                found=change.brief,
+            ))
+    return issues
+
+
+def _repo_issues(loaded: LoadedManifest) -> list[Issue]:
+    experiment = loaded.manifest.experiment
+    try:
+        repo = git.Repo(loaded.repo_path)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return [_not_a_repo(loaded)]
+    with repo:
+        issues = []
+        if not _resolves(repo, experiment.base):
+            issues.append(Issue(
+                "experiment.base", f"is not a ref or commit of {loaded.repo_path}",
+                "name an existing branch, tag or commit (see `git branch --list`)",
+                found=experiment.base,
+            ))
+        return issues + _reference_issues(loaded, repo)
+
+
+def _not_a_repo(loaded: LoadedManifest) -> Issue:
+    repo_path = loaded.repo_path
+    fix = "point repo at the root of the target git repository (relative to the manifest)"
+    try:
+        top = git.Repo(repo_path, search_parent_directories=True).working_tree_dir
+        fix += f"; the enclosing repository is {top}"
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        fix += ", or run `git init` there and commit"
+    return Issue("experiment.repo", f"is not the root of a git repository: {repo_path}",
+                 fix, found=loaded.manifest.experiment.repo)
+
+
+def _reference_issues(loaded: LoadedManifest, repo: git.Repo) -> list[Issue]:
+    issues = []
+    for index, change in enumerate(loaded.manifest.changes):
+        ref = change.reference
+        if not ref or _resolves(repo, ref) or _is_file(ref, loaded):
+            continue
+        issues.append(Issue(
+            f"changes[{index}].reference", "is neither a commit of the repository nor a file",
+            'name a commit (or a patch file relative to the manifest), or set reference = ""',
+            found=ref,
+        ))
+    return issues
+
+
+def _is_file(relative: str, loaded: LoadedManifest) -> bool:
+    return any(_resolve(base, relative).is_file() for base in (loaded.root, loaded.repo_path))
+
+
+def _resolves(repo: git.Repo, ref: str) -> bool:
+    """True when `ref` names a commit in `repo` (branch, tag, sha, ``main~2``)."""
+    try:
+        repo.commit(ref)
+    except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
+        return False
+    return True

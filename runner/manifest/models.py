@@ -1,0 +1,418 @@
+"""Pydantic models of bakeoff.toml: every section and key of the reference manifest.
+
+Models are frozen, forbid unknown keys and validate strictly (a TOML string is not an
+integer). Enum fields alone accept their string values. Cross-field rules raise
+`rules.rule_error` so each violation keeps its own key path.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic.config import JsonDict
+
+from runner.manifest.rules import RuleViolation, raise_if_any, rule_error
+
+PARSER_NAMES: tuple[str, ...] = (
+    "pytest", "cargo", "go-test", "node-test", "jest", "vitest", "junit", "exit-code",
+)
+ParserName = Literal[
+    "pytest", "cargo", "go-test", "node-test", "jest", "vitest", "junit", "exit-code"
+]
+MIN_SAMPLES = 3
+RESERVED_CHECK_NAMES = ("success",)  # the success criterion's samples are CHANGE/ARM/success/N
+COVERAGE_JSON_PREFIX = "coverage-json:"
+
+SLUG = r"^[a-z0-9-]+$"
+CHECK_NAME = r"^[a-z0-9_-]+$"
+ARM_ID = r"^[A-Za-z0-9_-]+$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+NON_BLANK = r"\S"
+PATTERN_HELP = {
+    SLUG: "lowercase letters, digits and '-' only",
+    CHECK_NAME: "lowercase letters, digits, '_' and '-' only",
+    ARM_ID: "letters, digits, '_' and '-' only",
+    ENV_NAME: "an environment variable name (letters, digits, '_'; not starting with a digit)",
+    NON_BLANK: "a non-empty text",
+}
+
+Slug = Annotated[str, StringConstraints(pattern=SLUG)]
+NonBlank = Annotated[str, StringConstraints(pattern=NON_BLANK)]
+EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME)]
+LENIENT = Field(strict=False)  # an enum field: TOML gives its value as a string
+
+
+class EffortNormalized(StrEnum):
+    """The arm's effort on a common scale; ``unknown`` is the honest value."""
+
+    NONE = "none"
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    XHIGH = "xhigh"
+    MAX = "max"
+    ULTRA = "ultra"
+    UNKNOWN = "unknown"
+
+
+class EffortProvenance(StrEnum):
+    """Where the stated effort comes from."""
+
+    SOURCE_DOCUMENT = "source_document"
+    EXPERIMENT_CONFIG = "experiment_config"
+    RUNTIME_LOG = "runtime_log"
+    UNKNOWN = "unknown"
+
+
+class Mode(StrEnum):
+    """How the contestant works."""
+
+    SINGLE_AGENT = "single_agent"
+    MULTI_AGENT = "multi_agent"
+    ADAPTIVE = "adaptive"
+    UNKNOWN = "unknown"
+
+
+def compile_problem(pattern: str) -> str | None:
+    """Why `pattern` is not a valid Python regex, or None when it compiles."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"is not a valid regular expression ({exc})"
+    return None
+
+
+def relative_path_problem(path: str) -> str | None:
+    """Why `path` cannot name a file inside the repository, or None."""
+    if not path.strip():
+        return "is empty"
+    if path.startswith("/") or ".." in path.replace("\\", "/").split("/"):
+        return "must be a path relative to the repository root, without '..'"
+    return None
+
+
+def _relative_paths(paths: list[str], fix: str) -> list[str]:
+    violations = [
+        RuleViolation((i,), problem, fix, found=p)
+        for i, p in enumerate(paths)
+        if (problem := relative_path_problem(p)) is not None
+    ]
+    raise_if_any(violations)
+    return paths
+
+
+def _no_schema_default(schema: JsonDict) -> None:
+    schema.pop("default", None)
+
+
+class Section(BaseModel):
+    """Base of every manifest table: frozen, strict, unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Experiment(Section):
+    """``[experiment]``: what is compared, where, from which base."""
+
+    name: Slug = Field(description="names the state dir and the branches ([a-z0-9-])")
+    repo: NonBlank = Field(
+        default=".", description="the target git repository, relative to the manifest"
+    )
+    base: NonBlank = Field(default="main", description="a clean ref; each arm starts from it")
+    branch: NonBlank = Field(  # the default is filled in from the name before validation
+        default="",
+        description="the experiment branch that accumulates merges (default bakeoff/<name>)",
+        json_schema_extra=_no_schema_default,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_branch(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "branch" not in data and isinstance(data.get("name"), str):
+            return {**data, "branch": f"bakeoff/{data['name']}"}
+        return data
+
+    @model_validator(mode="after")
+    def _branch_is_not_base(self) -> Experiment:
+        if self.branch == self.base:
+            fix = f'name another branch, e.g. branch = "bakeoff/{self.name}"'
+            raise rule_error([RuleViolation(
+                ("branch",), "must differ from base (merges would land on the base)", fix,
+                found=self.branch,
+            )])
+        return self
+
+
+class Weights(Section):
+    """``[contract.weights]``: the rubric; each weight scores 0..5."""
+
+    success: int = Field(default=3, ge=0, description="objective: success-criterion pass-rate")
+    checks: int = Field(default=2, ge=0, description="objective: checks pass-rates")
+    diagnosis: int = Field(default=2, ge=0, description="subjective (judge)")
+    plan: int = Field(default=1, ge=0, description="subjective (judge)")
+    code_quality: int = Field(default=1, ge=0, description="subjective (judge)")
+    intent: int = Field(default=1, ge=0, description="subjective (judge)")
+
+    @property
+    def total(self) -> int:
+        """The sum of the weights."""
+        return (self.success + self.checks + self.diagnosis + self.plan
+                + self.code_quality + self.intent)
+
+    @property
+    def max(self) -> int:
+        """The highest possible score: 5 * sum(weights)."""
+        return 5 * self.total
+
+    @model_validator(mode="after")
+    def _not_all_zero(self) -> Weights:
+        if self.total == 0:
+            raise rule_error([RuleViolation(
+                (), "all weights are 0: no score could be computed",
+                "give at least one weight a positive value (e.g. success = 3)",
+            )])
+        return self
+
+
+class Contract(Section):
+    """``[contract]``: the grading, frozen at ``up`` and verified by every later command."""
+
+    metric: NonBlank = Field(description="what is measured, in words")
+    threshold: float = Field(
+        default=1.0, ge=0.0, le=1.0,
+        description="pass-rate an arm needs for the change to count as solved (0..1)",
+    )
+    samples: int = Field(
+        default=MIN_SAMPLES, ge=1, description="fresh containers per check per arm (>= 3)"
+    )
+    judge: NonBlank = Field(
+        default="none", description='"none", or an adapter; never a contestant\'s model'
+    )
+    weights: Weights = Field(default_factory=Weights, description="the rubric")
+    allow_fewer_samples: bool = Field(
+        default=False, description="permit samples < 3 (recorded as a caveat)"
+    )
+
+    @model_validator(mode="after")
+    def _enough_samples(self) -> Contract:
+        if self.samples < MIN_SAMPLES and not self.allow_fewer_samples:
+            raise rule_error([RuleViolation(
+                ("samples",), f"must be >= {MIN_SAMPLES} (one sample cannot show flakiness)",
+                f"set samples = {MIN_SAMPLES} or more, or set allow_fewer_samples = true "
+                "(recorded as a caveat)",
+                found=self.samples,
+            )])
+        return self
+
+
+class Toolchain(Section):
+    """``[toolchain]``: the image every container of the experiment runs."""
+
+    image: NonBlank = Field(
+        default="python", description="a name under images/ or any image reference"
+    )
+    setup: list[str] = Field(
+        default_factory=list, description="commands baked into a prepared image"
+    )
+    requires: list[NonBlank] = Field(
+        default_factory=list, description="preflight: each must be on PATH in the image"
+    )
+    env_files: list[str] = Field(
+        default_factory=list, description="files copied from the main checkout into every arm"
+    )
+
+    @field_validator("env_files")
+    @classmethod
+    def _env_files_relative(cls, value: list[str]) -> list[str]:
+        return _relative_paths(value, "name a file relative to the repository root")
+
+
+class Limits(Section):
+    """``[limits]``: per container, the same for every arm."""
+
+    cpus: float = Field(default=1.0, gt=0, description="CPUs per container")
+    memory_mb: int = Field(default=2048, ge=64, description="memory per container, MiB")
+    pids: int = Field(default=512, ge=16, description="process limit per container")
+    dispatch_timeout_s: float = Field(default=1800, gt=0, description="agent wall-clock limit")
+    check_timeout_s: float = Field(default=600, gt=0, description="one sample's wall-clock limit")
+
+
+class Database(Section):
+    """``[database]``: optional per-arm Postgres schema + role."""
+
+    image: NonBlank = Field(default="postgres", description="the Postgres image")
+    url_env: EnvName = Field(
+        default="DATABASE_URL", description="the variable that carries the arm's URL"
+    )
+
+
+class Check(Section):
+    """``[[checks]]``: an objective check (weight "checks"), or a ratchet."""
+
+    name: Annotated[str, StringConstraints(pattern=CHECK_NAME)] = Field(
+        description="unique; [a-z0-9_-]"
+    )
+    run: NonBlank = Field(description="the command, run in the checkout")
+    parser: ParserName | None = Field(
+        default=None, description="how the output is read (required for kind = \"test\")"
+    )
+    kind: Literal["test", "ratchet"] = Field(
+        default="test", description='"test", or "ratchet": a metric that must not get worse'
+    )
+    metric: str | None = Field(
+        default=None,
+        description="ratchet only: a regex with a named group 'value', or coverage-json:<path>",
+    )
+    better: Literal["higher", "lower"] | None = Field(
+        default=None, description="ratchet only: which direction is an improvement"
+    )
+    tolerance: float = Field(default=0.0, ge=0, description="ratchet only: allowed worsening")
+    junit: str | None = Field(default=None, description="the JUnit XML file the run writes")
+
+    @field_validator("metric")
+    @classmethod
+    def _metric_readable(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        problem = metric_problem(value)
+        if problem is not None:
+            fix = ("use a regex with a named group, e.g. 'coverage: (?P<value>[0-9.]+)%', "
+                   f"or '{COVERAGE_JSON_PREFIX}<path>'")
+            raise rule_error([RuleViolation((), problem, fix, found=value)])
+        return value
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Check:
+        raise_if_any(self._ratchet_violations() if self.kind == "ratchet"
+                     else self._test_violations())
+        return self
+
+    def _ratchet_violations(self) -> list[RuleViolation]:
+        missing = [key for key in ("metric", "better") if getattr(self, key) is None]
+        return [RuleViolation((key,), "a ratchet requires it", _RATCHET_FIX[key])
+                for key in missing]
+
+    def _test_violations(self) -> list[RuleViolation]:
+        ratchet_only = {"metric": self.metric, "better": self.better,
+                        "tolerance": self.tolerance or None}
+        violations = [
+            RuleViolation((key,), 'only a kind = "ratchet" check may set it',
+                          f'remove {key}, or set kind = "ratchet"', found=value)
+            for key, value in ratchet_only.items() if value is not None
+        ]
+        if self.parser is None:
+            violations.append(RuleViolation(
+                ("parser",), "a test check requires a parser",
+                f"set parser to one of: {', '.join(PARSER_NAMES)}",
+            ))
+        return violations
+
+
+_RATCHET_FIX = {
+    "metric": "set metric = a regex with a named group 'value', or 'coverage-json:<path>'",
+    "better": 'set better = "higher" or "lower"',
+}
+
+
+def metric_problem(metric: str) -> str | None:
+    """Why a ratchet metric cannot be read, or None."""
+    if metric.startswith(COVERAGE_JSON_PREFIX):
+        path = metric.removeprefix(COVERAGE_JSON_PREFIX)
+        return None if path.strip() else "names no coverage JSON file after 'coverage-json:'"
+    problem = compile_problem(metric)
+    if problem is not None:
+        return problem
+    if "value" not in re.compile(metric).groupindex:
+        return "has no named group 'value' (write (?P<value>...))"
+    return None
+
+
+class Server(Section):
+    """``server = {...}``: a fresh server per sample, health-checked before the run."""
+
+    run: NonBlank = Field(description="the command that starts the server; $PORT is set")
+    health: str = Field(default="/", pattern=r"^/", description="the HTTP path polled for 2xx")
+    port_env: EnvName = Field(default="PORT", description="the variable that carries the port")
+    startup_timeout_s: float = Field(default=30, gt=0, description="how long to wait for health")
+
+
+class Success(Section):
+    """``[changes.success]``: the success criterion of a change."""
+
+    run: NonBlank = Field(description="the command whose pass is success")
+    parser: ParserName = Field(default="pytest", description="how the output is read")
+    server: Server | None = Field(default=None, description="optional: a fresh server per sample")
+
+
+class Change(Section):
+    """``[[changes]]``: one stage; run in order, each from the previous merge."""
+
+    id: Slug = Field(description="unique; [a-z0-9-]")
+    brief: NonBlank = Field(
+        description="the brief file (symptom + acceptance criteria), relative to the manifest"
+    )
+    protected: list[str] = Field(
+        default_factory=list, description="restored from the contract before every sample"
+    )
+    reference: str = Field(
+        default="", description="optional: a commit or patch file that must PASS"
+    )
+    success: Success = Field(description="the success criterion")
+
+    @field_validator("protected")
+    @classmethod
+    def _protected_relative(cls, value: list[str]) -> list[str]:
+        return _relative_paths(value, "name a path relative to the repository root")
+
+
+class Arm(Section):
+    """``[[arms]]``: one contestant and the identity of its measurement."""
+
+    id: Annotated[str, StringConstraints(pattern=ARM_ID)] = Field(description="unique")
+    model: NonBlank = Field(description="the model under test")
+    effort: NonBlank = Field(description="the effort as the dispatch surface names it")
+    effort_normalized: Annotated[EffortNormalized, LENIENT] = Field(
+        description="the effort on the common scale; never inferred from a model default"
+    )
+    effort_provenance: Annotated[EffortProvenance, LENIENT] = Field(
+        description="where the stated effort comes from"
+    )
+    effort_evidence: NonBlank = Field(description="the evidence for the stated effort")
+    mode: Annotated[Mode, LENIENT] = Field(description="how the contestant works")
+    agent: NonBlank = Field(default="command", description="the adapter")
+    command: NonBlank = Field(description="run inside the arm's container, cwd = the checkout")
+    control: bool = Field(default=False, description="the default/no-intervention arm")
+    secrets: list[EnvName] = Field(
+        default_factory=list, description="host variables passed to the agent (redacted)"
+    )
+    network: Literal["none", "egress"] = Field(
+        default="none", description="dispatch network: none, or egress (a model API)"
+    )
+    commit_ignored: list[str] = Field(
+        default_factory=list, description="ignored paths the agent's commit still includes"
+    )
+    effort_probe: str | None = Field(
+        default=None, description="a regex that finds the effort in the agent's log"
+    )
+
+    @field_validator("effort_probe")
+    @classmethod
+    def _probe_compiles(cls, value: str | None) -> str | None:
+        problem = None if value is None else compile_problem(value)
+        if problem is not None:
+            raise rule_error([RuleViolation(
+                (), problem, "write a Python regular expression, e.g. 'effort[=: ]+(\\w+)'",
+                found=value,
+            )])
+        return value

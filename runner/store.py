@@ -1,0 +1,94 @@
+"""The run directory `<repo>/.bakeoff/<experiment>/` and its atomic JSON records.
+
+Records are written to a temporary file in the same directory, fsynced, then renamed
+over the target: a reader (or a killed writer) never sees half a record.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from runner.errors import ExperimentBusyError
+
+STATE_ROOT = ".bakeoff"
+M = TypeVar("M", bound=BaseModel)
+
+
+def experiment_dir(repo: Path, experiment: str) -> Path:
+    return repo / STATE_ROOT / experiment
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_model(path: Path, model: BaseModel) -> None:
+    write_text_atomic(path, model.model_dump_json(indent=2) + "\n")
+
+
+def read_model(path: Path, model: type[M]) -> M | None:
+    if not path.exists():
+        return None
+    return model.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def ensure_excluded(repo: Path) -> None:
+    """List `.bakeoff/` in `.git/info/exclude` so the state never dirties the tree."""
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    current = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+    if f"/{STATE_ROOT}/" in current.splitlines():
+        return
+    separator = "" if current.endswith("\n") or not current else "\n"
+    exclude.write_text(f"{current}{separator}/{STATE_ROOT}/\n", encoding="utf-8")
+
+
+@contextmanager
+def experiment_lock(directory: Path, experiment: str, action: str) -> Iterator[None]:
+    """An exclusive, non-blocking lock; the kernel releases it if we are killed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "lock"
+    with path.open("a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ExperimentBusyError(
+                f"experiment {experiment!r} is busy: {holder} holds {path}",
+                hint="wait for it to finish; if it was killed, the lock is already free — "
+                     "run `bakeoff-sandbox gc` to remove its leftovers",
+            ) from error
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} ({action})\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

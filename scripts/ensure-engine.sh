@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Make sure a Docker engine answers. If one already does, touch nothing.
+# Otherwise (root on Debian only): install docker.io + mmdebstrap, start dockerd in
+# the background, and wait until `docker info` answers. The PID of the dockerd we
+# started is written to .state/dockerd.pid so only that process is ever stopped.
+set -euo pipefail
+
+STATE_DIR="${BAKEOFF_STATE_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.state}"
+WAIT_S="${BAKEOFF_ENGINE_WAIT_S:-60}"
+
+engine_answers() { docker info >/dev/null 2>&1; }
+
+need_pkgs() {
+  local missing=()
+  command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+  command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+  printf '%s\n' "${missing[@]:-}"
+}
+
+install_pkgs() {
+  local pkgs
+  pkgs=$(need_pkgs | xargs)
+  [ -z "$pkgs" ] && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "ensure-engine: missing $pkgs and cannot install them (need root on Debian)." >&2
+    echo "  fix: install docker.io and mmdebstrap, or point DOCKER_HOST at a running engine" >&2
+    exit 1
+  fi
+  echo "ensure-engine: installing $pkgs"
+  # apt-get update is bounded: a stuck mirror must not hang setup forever.
+  timeout 300 apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+}
+
+# mmdebstrap is needed to bootstrap the base image even when an engine answers.
+if engine_answers; then
+  echo "ensure-engine: engine answers ($(docker version --format '{{.Server.Version}}' 2>/dev/null)); leaving it alone"
+  command -v mmdebstrap >/dev/null 2>&1 || install_pkgs
+  exit 0
+fi
+
+install_pkgs
+# docker.io's client lives in /usr/bin; make sure some client exists.
+command -v docker >/dev/null 2>&1 || { echo "ensure-engine: no docker client after install" >&2; exit 1; }
+
+mkdir -p "$STATE_DIR"
+echo "ensure-engine: starting dockerd in the background (log: $STATE_DIR/dockerd.log)"
+# setsid: dockerd must outlive this make invocation, and not get our terminal's signals.
+setsid dockerd >"$STATE_DIR/dockerd.log" 2>&1 < /dev/null &
+echo $! > "$STATE_DIR/dockerd.pid"
+
+for _ in $(seq 1 "$WAIT_S"); do
+  if engine_answers; then
+    echo "ensure-engine: engine ready ($(docker version --format '{{.Server.Version}}'))"
+    exit 0
+  fi
+  if ! kill -0 "$(cat "$STATE_DIR/dockerd.pid")" 2>/dev/null; then
+    echo "ensure-engine: dockerd exited; last lines of its log:" >&2
+    tail -n 20 "$STATE_DIR/dockerd.log" >&2
+    exit 1
+  fi
+  sleep 1
+done
+echo "ensure-engine: dockerd did not answer within ${WAIT_S}s; last lines of its log:" >&2
+tail -n 20 "$STATE_DIR/dockerd.log" >&2
+exit 1

@@ -1,0 +1,56 @@
+"""Integration fixtures: a real engine, real images, real git repositories, real Postgres.
+
+Without an engine these tests skip with a clear reason, except in CI (CI=true), where a
+missing engine is a failure: CI must run them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from runner import images
+from runner.engine import Engine
+from runner.images import BuiltImage
+from runner.manifest import LoadedManifest, load_manifest
+from tests.integration.helpers import PlainReporter, cleanup, make_target
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration" in str(item.path):
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    try:
+        docker.from_env(timeout=10).ping()
+    except Exception as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs a Docker engine and none answers: {error}")
+        pytest.skip(f"no Docker engine answers ({error}); run `make setup`")
+    return Engine()
+
+
+@pytest.fixture(scope="session")
+def built_images(engine: Engine) -> dict[str, BuiltImage]:
+    """The base, python and postgres images (cache hits when `make setup` built them)."""
+    return {b.name: b for b in images.build(engine, ["base", "python", "postgres"],
+                                            PlainReporter())}
+
+
+@pytest.fixture
+def target(tmp_path: Path, engine: Engine, built_images: dict[str, BuiltImage]
+           ) -> Iterator[LoadedManifest]:
+    """A two-arm experiment (A, B) with Postgres; always torn down by label afterwards."""
+    loaded = load_manifest(make_target(tmp_path / "repo", ["A", "B"]))
+    yield loaded
+    cleanup(engine, loaded)

@@ -1,0 +1,105 @@
+"""Helpers for integration tests: target repositories, manifests, cleanup by label."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import textwrap
+from pathlib import Path
+
+from runner import lifecycle
+from runner.engine import LABEL_EXPERIMENT, Engine
+from runner.images import BuiltImage
+from runner.manifest import LoadedManifest
+
+
+class PlainReporter:
+    def start(self, name: str) -> None: ...
+    def line(self, name: str, text: str) -> None: ...
+    def done(self, image: BuiltImage) -> None: ...
+
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+ARM_TEMPLATE = """
+[[arms]]
+id = "{arm}"
+model = "scripted-{arm}"
+effort = "unknown"
+effort_normalized = "unknown"
+effort_provenance = "unknown"
+effort_evidence = "scripted contestant; no effort setting exists"
+mode = "single_agent"
+agent = "command"
+command = "true"
+control = {control}
+network = "{network}"
+"""
+
+MANIFEST = """
+[experiment]
+name = "{name}"
+repo = "."
+base = "main"
+
+[contract]
+metric = "pass-rate of the success criterion over fresh-container samples"
+samples = 3
+judge = "none"
+
+[toolchain]
+image = "python"
+requires = ["python3", "pytest", "git"]
+
+[limits]
+cpus = 1.0
+memory_mb = {memory_mb}
+pids = {pids}
+check_timeout_s = 60
+
+{database}
+
+[[changes]]
+id = "first"
+brief = "briefs/first.md"
+protected = ["tests/test_app.py"]
+
+[changes.success]
+run = "pytest -q -p no:cacheprovider tests/test_app.py"
+parser = "pytest"
+"""
+
+
+def make_target(root: Path, arms: list[str], *, database: bool = True, memory_mb: int = 256,
+                pids: int = 128, name: str | None = None, egress: tuple[str, ...] = ()) -> Path:
+    """A small committed Python repo with a manifest; returns the manifest path."""
+    name = name or f"it-{secrets.token_hex(3)}"
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "test@bakeoff.invalid")
+    git(root, "config", "user.name", "test")
+    (root / "briefs").mkdir()
+    (root / "briefs" / "first.md").write_text("Make the test pass.\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_app.py").write_text("def test_app():\n    assert 1 + 1 == 3\n")
+    (root / "app.py").write_text("VALUE = 1\n")
+    db = '[database]\nimage = "postgres"\nurl_env = "DATABASE_URL"' if database else ""
+    text = MANIFEST.format(name=name, memory_mb=memory_mb, pids=pids, database=db)
+    text += "".join(ARM_TEMPLATE.format(arm=a, control=str(i == 0).lower(),
+                                        network="egress" if a in egress else "none")
+                    for i, a in enumerate(arms))
+    (root / "bakeoff.toml").write_text(textwrap.dedent(text))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    return root / "bakeoff.toml"
+
+
+def cleanup(engine: Engine, loaded: LoadedManifest) -> None:
+    try:
+        lifecycle.down(engine, loaded)
+    finally:
+        engine.remove_labelled({LABEL_EXPERIMENT: loaded.manifest.experiment.name})

@@ -1,0 +1,196 @@
+"""up / down / gc / exec through the real command line, with a real engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runner import database, images, lifecycle
+from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.manifest import LoadedManifest, load_manifest
+from tests.integration.helpers import PlainReporter, cleanup, git, make_target
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def ours(engine: Engine, experiment: str) -> dict[str, int]:
+    flt = {LABEL_EXPERIMENT: experiment}
+    return {kind: len(engine.labelled(kind, flt)) for kind in ("container", "network", "volume")}
+
+
+def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest) -> None:
+    name = target.manifest.experiment.name
+    first = lifecycle.up(engine, target)
+    assert ours(engine, name) == {"container": 3, "network": 3, "volume": 0}
+    assert first.db is not None
+    server = database.DbServer(first.db.container_id, first.db.host_port,
+                               first.db.admin_password)
+    prefix = database.role_name(name, "")
+    assert database.list_owned(server, prefix) == ([f"{prefix}a", f"{prefix}b"],
+                                                   [f"{prefix}a", f"{prefix}b"])
+    report = lifecycle.down(engine, target)
+    assert report.dropped == [f"{prefix}a", f"{prefix}b"]
+    assert (report.schemas_left, report.roles_left) == ([], [])
+    assert report.removed == {"container": 3, "network": 3, "volume": 0}
+    assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
+    second = lifecycle.up(engine, target)
+    assert second.run != first.run
+    assert lifecycle.exec_arm(engine, target, "B", ["echo", "again"]).stdout == "again\n"
+
+
+def test_cli_status_exec_and_exit_codes(engine: Engine, target: LoadedManifest) -> None:
+    repo = target.repo_path
+    up = cli("up", cwd=repo)
+    assert up.returncode == 0, up.stderr
+    rows = json.loads(cli("status", "--json", cwd=repo).stdout)
+    head = git(repo, "rev-parse", "main")
+    assert [(r["arm"], r["state"], r["commit"]) for r in rows] == [
+        ("A", "running", head), ("B", "running", head)]
+    assert {r["schema"] for r in rows} == {database.role_name(target.manifest.experiment.name, a)
+                                           for a in ("a", "b")}
+    ran = cli("exec", "A", "--", "sh", "-c", "echo $BAKEOFF_ARM; id -u; exit 7", cwd=repo)
+    assert (ran.returncode, ran.stdout) == (7, "A\n1000\n")
+    unknown = cli("exec", "Z", "--", "true", cwd=repo)
+    assert unknown.returncode == 2
+    assert "no arm 'Z'" in unknown.stderr and "Traceback" not in unknown.stderr
+    again = cli("up", cwd=repo)
+    assert again.returncode == 2 and "already up" in again.stderr
+
+
+def test_up_refuses_a_dirty_tree_including_untracked_files(engine: Engine,
+                                                           target: LoadedManifest) -> None:
+    repo = target.repo_path
+    (repo / "scratch.txt").write_text("not committed\n")
+    refused = cli("up", cwd=repo)
+    assert refused.returncode == 2
+    assert "untracked files: scratch.txt" in refused.stderr
+    assert "git stash -u" in refused.stderr and "Traceback" not in refused.stderr
+    assert ours(engine, target.manifest.experiment.name)["container"] == 0
+
+
+def test_second_concurrent_up_is_refused(engine: Engine, target: LoadedManifest) -> None:
+    repo = target.repo_path
+    first = subprocess.Popen([sys.executable, "-m", "runner.cli", "up"], cwd=repo,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lock = repo / ".bakeoff" / target.manifest.experiment.name / "lock"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "(up)" not in (lock.read_text() if lock.exists() else ""):
+        time.sleep(0.02)
+    second = cli("up", cwd=repo)
+    assert first.wait(timeout=120) == 0
+    assert second.returncode == 2
+    assert f"experiment '{target.manifest.experiment.name}' is busy" in second.stderr
+    assert f"pid {first.pid} (up)" in second.stderr
+
+
+def test_gc_after_sigkill_mid_up_removes_only_labelled_leftovers(
+        engine: Engine, target: LoadedManifest, built_images: dict[str, images.BuiltImage]
+        ) -> None:
+    repo = target.repo_path
+    name = target.manifest.experiment.name
+    foreign = engine.client.containers.run(built_images["python"].image_id, ["sleep", "300"],
+                                           detach=True, labels={"test.foreign": name})
+    try:
+        up = subprocess.Popen([sys.executable, "-m", "runner.cli", "up"], cwd=repo,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and ours(engine, name)["container"] == 0:
+            time.sleep(0.05)
+        os.kill(up.pid, signal.SIGKILL)
+        up.wait()
+        assert up.returncode == -signal.SIGKILL
+        left = ours(engine, name)
+        assert left["container"] + left["network"] > 0
+        swept = cli("gc", cwd=repo)
+        assert swept.returncode == 0, swept.stderr
+        assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
+        foreign.reload()
+        assert foreign.status == "running"
+        assert lifecycle.up(engine, target).phase == "up"
+    finally:
+        foreign.remove(force=True)
+
+
+def test_gc_keeps_a_live_experiment_and_removes_an_orphan_run(
+        engine: Engine, target: LoadedManifest, built_images: dict[str, images.BuiltImage]
+        ) -> None:
+    name = target.manifest.experiment.name
+    live = lifecycle.up(engine, target)
+    orphan_labels = Labels(name, "arm", "A", run="deadbe").as_dict()
+    engine.client.containers.run(built_images["python"].image_id, ["sleep", "300"],
+                                 detach=True, labels=orphan_labels)
+    removed = lifecycle.gc(engine, target)
+    assert removed == {"container": 1, "network": 0, "volume": 0}
+    runs = {c.labels[LABEL_RUN] for c in engine.labelled("container", {LABEL_EXPERIMENT: name})}
+    assert runs == {live.run}
+
+
+def test_missing_image_is_a_clear_error_never_a_pull(engine: Engine, tmp_path: Path) -> None:
+    manifest = make_target(tmp_path / "repo", ["A"], database=False)
+    text = manifest.read_text().replace('image = "python"', 'image = "nosuchtool"')
+    manifest.write_text(text)
+    git(manifest.parent, "commit", "-qam", "use a toolchain image that was never built")
+    refused = cli("up", cwd=manifest.parent)
+    assert refused.returncode == 3
+    assert "image bakeoff/nosuchtool:latest is not present locally" in refused.stderr
+    assert "bakeoff-sandbox images build nosuchtool" in refused.stderr
+    cleanup(engine, load_manifest(manifest))
+
+
+def test_second_images_build_is_all_cache_hits(engine: Engine,
+                                               built_images: dict[str, images.BuiltImage]
+                                               ) -> None:
+    again = images.build(engine, ["base", "python", "postgres"], PlainReporter())
+    assert sorted((b.name, b.cached) for b in again) == [
+        ("base", True), ("postgres", True), ("python", True)]
+    assert {b.name: b.image_id for b in again} == {
+        n: built_images[n].image_id for n in ("base", "python", "postgres")}
+    base = built_images["base"]
+    attrs = engine.client.images.get(base.image_id).attrs
+    assert base.identity == attrs["RootFS"]["Layers"][0]
+
+
+@pytest.mark.parametrize("arms", [["A"]])
+def test_up_without_database_has_no_schema(engine: Engine, tmp_path: Path,
+                                           arms: list[str]) -> None:
+    loaded = load_manifest(make_target(tmp_path / "repo", arms, database=False))
+    try:
+        made = lifecycle.up(engine, loaded)
+        assert made.db is None and made.arms[0].schema_name is None
+        env = lifecycle.exec_arm(engine, loaded, "A", ["sh", "-c", "echo ${DATABASE_URL:-none}"])
+        assert env.stdout == "none\n"
+    finally:
+        cleanup(engine, loaded)
+
+
+def test_changed_dockerfile_rebuilds_and_unchanged_is_a_cache_hit(
+        engine: Engine, tmp_path: Path, built_images: dict[str, images.BuiltImage]) -> None:
+    context = tmp_path / "images" / "tiny"
+    context.mkdir(parents=True)
+    dockerfile = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN echo {word} > /word\n"
+    (context / "Dockerfile").write_text(dockerfile.replace("{word}", "one"))
+    base = built_images["base"]
+    build = [images.build_image(engine, "tiny", base, PlainReporter(), directory=context.parent)
+             for _ in range(2)]
+    (context / "Dockerfile").write_text(dockerfile.replace("{word}", "two"))
+    changed = images.build_image(engine, "tiny", base, PlainReporter(), directory=context.parent)
+    try:
+        assert [b.cached for b in build] == [False, True]
+        assert build[0].image_id == build[1].image_id
+        assert changed.cached is False and changed.identity != build[0].identity
+        word = engine.client.containers.run(changed.image_id, ["cat", "/word"], remove=True)
+        assert word == b"two\n"
+    finally:
+        engine.client.images.remove(changed.tag, force=True)
+        for image_id in {build[0].image_id}:
+            engine.client.images.remove(image_id, force=True)

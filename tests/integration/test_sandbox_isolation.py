@@ -1,0 +1,189 @@
+"""Principle 6, proved with a real engine, real git and real Postgres: arms cannot see,
+reach or starve each other, and the limits hold."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+import threading
+from pathlib import Path
+
+from runner import lifecycle
+from runner.engine import Engine
+from runner.manifest import LoadedManifest, load_manifest
+from tests.integration.helpers import cleanup, git, make_target
+
+
+def sh(engine: Engine, loaded: LoadedManifest, arm: str, script: str,
+       timeout_s: float = 60) -> lifecycle.sandbox.ExecResult:
+    _, current = lifecycle.require_up(loaded)
+    found = current.arm(arm)
+    assert found is not None
+    return lifecycle.sandbox.exec_in(engine, found.container_id, script, timeout_s=timeout_s)
+
+
+def test_arm_sees_only_base_history_after_rival_commits_and_later_main_commits(
+        engine: Engine, target: LoadedManifest) -> None:
+    """A plain worktree would show rivals' branches and the future fix; a per-arm fetch
+    of the base commit must show neither."""
+    repo = target.repo_path
+    base_log = git(repo, "log", "--oneline", "main")
+    lifecycle.up(engine, target)
+    committed = sh(engine, target, "B", "echo fix > fix.txt && git add fix.txt && "
+                   "git commit -qm 'B: the fix' && git log --oneline | head -1")
+    assert committed.exit_code == 0, committed.stderr
+    git(repo, "checkout", "-q", "-b", "later")
+    (repo / "future.txt").write_text("the future fix\n")
+    git(repo, "add", "future.txt")
+    git(repo, "commit", "-q", "-m", "later: the future fix")
+    git(repo, "tag", "v-later")
+    git(repo, "checkout", "-q", "main")
+
+    seen = sh(engine, target, "A", "git log --all --oneline; git tag; git remote")
+    assert seen.exit_code == 0, seen.stderr
+    assert seen.stdout.splitlines() == base_log.splitlines()
+    objects = sh(engine, target, "A", "git cat-file --batch-all-objects --batch-check | wc -l")
+    base_objects = git(repo, "rev-list", "--objects", "main")
+    assert int(objects.stdout.strip()) == len(base_objects.splitlines())
+
+
+def test_arm_cannot_see_rival_checkout_on_the_filesystem(engine: Engine,
+                                                         target: LoadedManifest) -> None:
+    lifecycle.up(engine, target)
+    wrote = sh(engine, target, "B", "echo secret > secret-of-B.txt")
+    assert wrote.exit_code == 0
+    _, current = lifecycle.require_up(target)
+    b_checkout = current.arm("B").checkout  # type: ignore[union-attr]
+    assert (Path(b_checkout) / "secret-of-B.txt").read_text() == "secret\n"
+    search = sh(engine, target, "A",
+                f"find / -xdev -name secret-of-B.txt 2>/dev/null; ls {b_checkout} 2>&1; "
+                "ls /work; cat /proc/mounts | grep -c ' /work '")
+    lines = search.stdout.splitlines()
+    assert "secret-of-B.txt" not in search.stdout
+    assert any("No such file or directory" in line for line in lines)
+    assert lines[-1] == "1"  # exactly one mount at /work: its own checkout
+
+
+def test_role_cannot_read_rival_schema_or_create_in_public(engine: Engine,
+                                                          target: LoadedManifest) -> None:
+    lifecycle.up(engine, target)
+    created = sh(engine, target, "B", "python3 -c \"import os, psycopg; "
+                 "c = psycopg.connect(os.environ['DATABASE_URL']); "
+                 "c.execute('CREATE TABLE notes (t text)'); "
+                 "c.execute(\\\"INSERT INTO notes VALUES ('b-only')\\\"); c.commit()\"")
+    assert created.exit_code == 0, created.stderr
+    probe = (
+        "import os, psycopg\n"
+        "c = psycopg.connect(os.environ['DATABASE_URL'], autocommit=True)\n"
+        "for q in ('SELECT * FROM {b}.notes', 'CREATE TABLE public.stolen (x int)',\n"
+        "          'SET search_path = {b}; SELECT * FROM notes'):\n"
+        "    try:\n"
+        "        c.execute(q)\n"
+        "        print('ALLOWED', q)\n"
+        "    except psycopg.Error as e:\n"
+        "        print(e.sqlstate, str(e).splitlines()[0])\n"
+    )
+    b_schema = lifecycle.require_up(target)[1].arm("B").schema_name  # type: ignore[union-attr]
+    result = sh(engine, target, "A", f"python3 -c \"{probe.format(b=b_schema)}\"")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"42501 permission denied for schema {b_schema}",
+        "42501 permission denied for schema public",
+        # search_path is not a boundary: without USAGE the schema is skipped, not read.
+        '42P01 relation "notes" does not exist',
+    ]
+
+
+SERVE = ("echo {arm} > /tmp/who && cd /tmp && "
+         "nohup python3 -m http.server 8000 --bind 0.0.0.0 >/tmp/server.log 2>&1 &")
+FETCH = ("for i in $(seq 1 50); do python3 -c \"import urllib.request;"
+         "print(urllib.request.urlopen('http://127.0.0.1:8000/who').read().decode().strip())\" "
+         "2>/dev/null && exit 0; sleep 0.1; done; exit 1")
+
+
+def test_two_arms_listen_on_port_8000_at_once(engine: Engine, target: LoadedManifest) -> None:
+    lifecycle.up(engine, target)
+    for arm in ("A", "B"):
+        assert sh(engine, target, arm, SERVE.format(arm=arm)).exit_code == 0
+    answers = {arm: sh(engine, target, arm, FETCH).stdout.strip() for arm in ("A", "B")}
+    assert answers == {"A": "A", "B": "B"}
+
+
+REACH = (
+    "import socket\n"
+    "for host, port in {targets}:\n"
+    "    s = socket.socket(); s.settimeout(3)\n"
+    "    try:\n"
+    "        s.connect((host, port)); print('REACHED', host)\n"
+    "    except OSError as e:\n"
+    "        print('blocked', host)\n"
+)
+
+
+def _accept_some(listener: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        for _ in range(4):
+            listener.accept()[0].close()
+
+
+def test_arm_reaches_neither_the_outside_nor_rival(engine: Engine, tmp_path: Path) -> None:
+    """The only address a test may try is one of this machine's: a listener on the
+    docker0 gateway (a host address outside every arm network). An internal arm must
+    not reach it nor B; an arm with network = "egress" reaches it (the probe can tell)."""
+    loaded = load_manifest(make_target(tmp_path / "repo", ["A", "B", "E"], egress=("E",)))
+    ipam = engine.client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    gateway = ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
+    listener = socket.create_server((gateway, 0))
+    port = listener.getsockname()[1]
+    listener.settimeout(60)
+    threading.Thread(target=_accept_some, args=(listener,), daemon=True).start()
+    try:
+        lifecycle.up(engine, loaded)
+        assert sh(engine, loaded, "B", SERVE.format(arm="B")).exit_code == 0
+        assert sh(engine, loaded, "B", FETCH).exit_code == 0  # B really listens
+        _, current = lifecycle.require_up(loaded)
+        b = engine.client.containers.get(current.arm("B").container_id)  # type: ignore[union-attr]
+        b_ip = next(iter(b.attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+        both = REACH.format(targets=((b_ip, 8000), (gateway, port)))
+        assert sh(engine, loaded, "A", f'python3 -c "{both}"').stdout.splitlines() == [
+            f"blocked {b_ip}", f"blocked {gateway}"]
+        # The egress arm probes only the host listener: an egress route could carry a
+        # probe of any other address off this machine.
+        host_only = REACH.format(targets=((gateway, port),))
+        assert sh(engine, loaded, "E", f'python3 -c "{host_only}"').stdout.splitlines() == [
+            f"REACHED {gateway}"]
+    finally:
+        listener.close()
+        cleanup(engine, loaded)
+
+
+FORK_BOMB = (
+    "import os, time\n"
+    "n = 0\n"
+    "while True:\n"
+    "    try:\n"
+    "        pid = os.fork()\n"
+    "    except OSError as e:\n"
+    "        print('blocked', n, e.errno); break\n"
+    "    if pid == 0:\n"
+    "        time.sleep(2); os._exit(0)\n"
+    "    n += 1\n"
+)
+
+
+def test_fork_bomb_is_held_by_pids_limit_and_memory_hog_is_killed(
+        engine: Engine, target: LoadedManifest) -> None:
+    lifecycle.up(engine, target)
+    bomb = sh(engine, target, "A", f"python3 -c \"{FORK_BOMB}\"", timeout_s=60)
+    verdict, forks, errno_value = bomb.stdout.split()
+    assert verdict == "blocked" and errno_value == "11"  # EAGAIN from the pids cgroup
+    assert 0 < int(forks) < target.manifest.limits.pids
+    assert engine.client.ping()
+    assert sh(engine, target, "B", "echo alive").stdout == "alive\n"
+
+    hog = sh(engine, target, "A", "python3 -c \"b = bytearray(1024 * 1024 * 1024); "
+             "print('survived')\"", timeout_s=60)
+    assert hog.exit_code == 137 and not hog.timed_out
+    assert "survived" not in hog.stdout
+    assert sh(engine, target, "A", "echo still-here").stdout == "still-here\n"
