@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from typer._click.exceptions import ClickException
 
+from runner import demo as demo_mod
 from runner import images, lifecycle
 from runner.engine import Engine
 from runner.errors import RunnerError
@@ -29,7 +30,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 images_app = typer.Typer(no_args_is_help=True, help="Build the local images (nothing is pulled).")
 app.add_typer(images_app, name="images")
 
-out = Console(highlight=False, soft_wrap=True)
+# Not a terminal (a pipe, CI): wide enough that tables never truncate ids.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
@@ -145,6 +147,15 @@ def gc(
     removed = lifecycle.gc(Engine(), None if all_ else _load(file))
     _say(f"gc: removed {removed['container']} containers, {removed['network']} networks, "
          f"{removed['volume']} volumes")
+
+
+@app.command()
+def demo(keep: Annotated[Path | None, typer.Option(
+        "--keep", help="run in this (new or empty) directory and keep it")] = None) -> None:
+    """The bundled example, end to end."""
+    where = demo_mod.run(Engine(), keep, _say, lambda loaded: _print_status(loaded, as_json=False))
+    if keep is not None:
+        _say(f"demo: kept in {where}")
 
 
 def main(argv: list[str] | None = None) -> int:
