@@ -127,22 +127,24 @@ def bootstrap_rootfs(reporter: BuildReporter) -> Path:
                               "BAKEOFF_BASE_IMAGE to a local image")
     tarball.parent.mkdir(parents=True, exist_ok=True)
     reporter.line(BASE, f"mmdebstrap --variant=minbase {SUITE} (about 15 s)")
-    partial = Path(tempfile.mkstemp(dir=tarball.parent, suffix=".tar.partial")[1])
+    # mmdebstrap picks the output format from the name: keep the partial file a `.tar`.
+    partial = Path(tempfile.mkdtemp(dir=tarball.parent, prefix="partial-")) / "base.tar"
     env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
     try:
         done = subprocess.run(
             ["mmdebstrap", "--variant=minbase", "--quiet", SUITE, str(partial)],
             env=env, capture_output=True, text=True, timeout=MMDEBSTRAP_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as error:
-        partial.unlink(missing_ok=True)
+        shutil.rmtree(partial.parent, ignore_errors=True)
         raise InfraError(f"mmdebstrap took over {MMDEBSTRAP_TIMEOUT_S}s",
                          hint="check the Debian mirror is reachable") from error
     if done.returncode != 0:
-        partial.unlink(missing_ok=True)
+        shutil.rmtree(partial.parent, ignore_errors=True)
         tail = "\n".join(done.stderr.splitlines()[-5:])
         raise InfraError(f"mmdebstrap failed (exit {done.returncode}):\n{tail}",
                          hint="check the Debian mirror is reachable and we run as root")
     partial.replace(tarball)
+    shutil.rmtree(partial.parent, ignore_errors=True)
     return tarball
 
 
