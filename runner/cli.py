@@ -19,7 +19,7 @@ from rich.table import Table
 from typer._click.exceptions import ClickException
 
 from runner import demo as demo_mod
-from runner import images, lifecycle
+from runner import images, lifecycle, scoring
 from runner.engine import Engine
 from runner.errors import RunnerError
 from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, load_manifest, write_init
@@ -147,6 +147,34 @@ def gc(
     removed = lifecycle.gc(Engine(), None if all_ else _load(file))
     _say(f"gc: removed {removed['container']} containers, {removed['network']} networks, "
          f"{removed['volume']} volumes")
+
+
+@app.command()
+def oracle(
+    commit: Annotated[str, typer.Option("--commit", help="the commit (any git ref) to score")],
+    check: Annotated[str, typer.Option("--check", help="a check name, or `success`")],
+    samples: Annotated[int, typer.Option("--samples", min=1, help="fresh containers")] = 3,
+    change: Annotated[str | None, typer.Option("--change", help="whose success/protected")] = None,
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+) -> None:
+    """Score one commit: N samples, each in a fresh container; print verdicts and pass-rate."""
+    records, rate, stage = scoring.oracle(Engine(), _load(file), commit, check, samples,
+                                          change, _say)
+    table = Table("sample", "verdict", "reason", "exit", "passed", "failed", "skipped",
+                  "errors", "seconds", box=None)
+    for record in records:
+        counts = record.counts
+        numbers = ["-"] * 4 if counts is None else [
+            str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.errors)]
+        table.add_row(record.sample, str(record.verdict), record.reason or "",
+                      str(record.exit_code), *numbers, f"{record.duration_s:.1f}")
+    out.print(table)
+    flaky = "  flaky" if rate.flaky else ""
+    errors = f"  ({rate.rig_errors} rig errors)" if rate.rig_errors else ""
+    out.print(f"pass-rate {rate.text()}{flaky}{errors}", markup=False)
+    _say(f"records: {stage}")
+    if rate.rig_errors:
+        raise typer.Exit(3)
 
 
 @app.command()

@@ -1,7 +1,7 @@
 """The run directory `<repo>/.bakeoff/<experiment>/` and its atomic JSON records.
 
-Records are written to a temporary file in the same directory, fsynced, then renamed
-over the target: a reader (or a killed writer) never sees half a record.
+Records are written atomically (`rig.persist`): a reader (or a killed writer) never
+sees half a record.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from rig.persist import write_text_atomic
 from runner.errors import ExperimentBusyError
 
 STATE_ROOT = ".bakeoff"
@@ -25,20 +25,6 @@ M = TypeVar("M", bound=BaseModel)
 
 def experiment_dir(repo: Path, experiment: str) -> Path:
     return repo / STATE_ROOT / experiment
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: Path, data: Any) -> None:

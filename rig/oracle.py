@@ -1,0 +1,165 @@
+"""The oracle: one check, one commit, one sample, one FRESH container -> one verdict.
+
+The oracle decides nothing about containers: a `SampleExecutor` (runner's docker
+executor in practice) runs the sample and reports what happened; the oracle persists the
+log, then grades it with the parser and `rig.verdict.decide`, then writes the record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from rig.parsers import get_parser
+from rig.persist import write_text_atomic
+from rig.record import SampleCounts, SampleRecord
+from rig.verdict import Outcome, RigErrorReason, Verdict, decide
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    """What to run: the identity of the sample and the command that grades it."""
+
+    change: str
+    arm: str
+    check: str
+    n: int
+    commit: str
+    base_commit: str
+    command: str
+    parser: str
+    timeout_s: float
+    protected: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+
+    @property
+    def sample(self) -> str:
+        return f"{self.change}/{self.arm}/{self.check}/{self.n}"
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What happened in the container. `infra_error` set: the rig itself failed."""
+
+    exit_code: int | None
+    log: str
+    duration_s: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    program_present: bool = True
+    missing_tools: tuple[str, ...] = ()
+    infra_error: str | None = None
+    image: str = ""
+    image_id: str = ""
+    image_identity: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[Mapping[str, str], ...] = ()
+    limits: Mapping[str, float | int] = field(default_factory=dict)
+    network: str = "none"
+    db_schema: str | None = None
+    protected: Mapping[str, str] = field(default_factory=dict)
+
+
+class SampleExecutor(Protocol):
+    def execute(self, spec: SampleSpec) -> Execution: ...
+
+
+def grade(spec: SampleSpec, execution: Execution) -> Outcome:
+    """The verdict of an execution: infra and missing tools first, then the parser."""
+    if execution.infra_error is not None:
+        return Outcome(Verdict.RIG_ERROR, RigErrorReason.infra, execution.infra_error, None)
+    if execution.missing_tools:
+        missing = ", ".join(execution.missing_tools)
+        return Outcome(Verdict.RIG_ERROR, RigErrorReason.tool_missing,
+                       f"not on PATH in image {execution.image or execution.image_id}: "
+                       f"{missing}", None)
+    parsed = get_parser(spec.parser).parse(execution.log)
+    return decide(parser=spec.parser, exit_code=execution.exit_code, parsed=parsed,
+                  timed_out=execution.timed_out, oom_killed=execution.oom_killed,
+                  program_present=execution.program_present)
+
+
+def record_of(spec: SampleSpec, execution: Execution, outcome: Outcome, started_at: str,
+              log_name: str) -> SampleRecord:
+    counts = outcome.counts
+    rig_error = str(outcome.reason) if outcome.verdict is Verdict.RIG_ERROR else None
+    return SampleRecord(
+        sample=spec.sample, change=spec.change, arm=spec.arm, check=spec.check, n=spec.n,
+        commit=spec.commit, base_commit=spec.base_commit, image=execution.image,
+        image_id=execution.image_id, image_identity=execution.image_identity,
+        command=spec.command, parser=spec.parser, env=dict(execution.env),
+        mounts=[dict(m) for m in execution.mounts], limits=dict(execution.limits),
+        network=execution.network, db_schema=execution.db_schema,
+        protected=dict(execution.protected), requires=list(spec.requires),
+        exit_code=execution.exit_code, timed_out=execution.timed_out,
+        oom_killed=execution.oom_killed, program_present=execution.program_present,
+        counts=None if counts is None else SampleCounts(
+            passed=counts.passed, failed=counts.failed, skipped=counts.skipped,
+            errors=counts.errors),
+        tests_ran=0 if counts is None else counts.ran, verdict=outcome.verdict,
+        reason=None if outcome.reason is None else str(outcome.reason), rig_error=rig_error,
+        detail=outcome.detail, started_at=started_at, duration_s=round(execution.duration_s, 3),
+        log=log_name)
+
+
+def sample_paths(root: Path, spec: SampleSpec) -> tuple[Path, Path]:
+    """(record, log) of a sample under a stage directory: samples/ARM/CHECK/N.{json,log}."""
+    base = root / "samples" / spec.arm / spec.check / str(spec.n)
+    return base.with_suffix(".json"), base.with_suffix(".log")
+
+
+def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path) -> SampleRecord:
+    """Execute, persist the log, grade, persist the record. Never re-runs a stored sample."""
+    record_path, log_path = sample_paths(stage_dir, spec)
+    if record_path.exists():
+        return SampleRecord.model_validate_json(record_path.read_text(encoding="utf-8"))
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    execution = executor.execute(spec)
+    write_text_atomic(log_path, execution.log)
+    outcome = grade(spec, execution)
+    record = record_of(spec, execution, outcome, started, log_path.name)
+    write_text_atomic(record_path, record.model_dump_json(indent=2) + "\n")
+    return record
+
+
+@dataclass(frozen=True)
+class PassRate:
+    passed: int
+    n: int
+    rate: float
+    low: float
+    high: float
+    flaky: bool
+    rig_errors: int
+
+    def text(self) -> str:
+        return f"{self.rate:.2f} [{self.low:.2f}, {self.high:.2f}] ({self.passed}/{self.n})"
+
+
+def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (95 % by default)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = passed / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - spread), min(1.0, centre + spread)
+
+
+def pass_rate(verdicts: Iterable[Verdict]) -> PassRate:
+    """Pass-rate over samples; RIG_ERROR samples are counted apart (they measure nothing)."""
+    seen = list(verdicts)
+    graded = [v for v in seen if v is not Verdict.RIG_ERROR]
+    passed = sum(1 for v in graded if v is Verdict.PASS)
+    n = len(graded)
+    rate = passed / n if n else 0.0
+    low, high = wilson(passed, n)
+    return PassRate(passed, n, rate, low, high, flaky=0 < passed < n,
+                    rig_errors=len(seen) - n)

@@ -1,0 +1,126 @@
+"""The typed result every parser returns: text in, `ParseResult` out, nothing else.
+
+`Counts` lives here (and is re-exported by `rig.verdict`) so that parsers never import
+the verdict rules and the verdict rules can import the parser registry without a cycle.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Test counts read from a runner's own summary (never guessed from per-test lines)."""
+
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every test the runner reported, skipped ones included."""
+        return self.passed + self.failed + self.skipped + self.errors
+
+    @property
+    def ran(self) -> int:
+        """Tests that really executed: passed + failed + errors (skips did not run)."""
+        return self.passed + self.failed + self.errors
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.passed + other.passed,
+            self.failed + other.failed,
+            self.skipped + other.skipped,
+            self.errors + other.errors,
+        )
+
+
+class TestStatus(enum.StrEnum):
+    """The status of one test case, as the runner printed it."""
+
+    __test__ = False  # not a pytest test class
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One test case. `id` is qualified enough to be unique (cargo: `binary::path`)."""
+
+    __test__ = False  # not a pytest test class
+
+    id: str
+    status: TestStatus
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What a parser read from one sample's output.
+
+    counts: the runner's summary (summed where the format has one per binary/package);
+        None when no summary was found.
+    summaries: how many summary lines/blocks were found.
+    summed: True when several summaries are normal for this format (cargo binaries, go
+        packages) and `counts` is their sum; False when more than one means a spoof.
+    spoof_evidence: sentences naming output the runner cannot have printed itself
+        (e.g. a cargo `test result:` line with no `running N tests` header before it).
+    incomplete: sentences showing the test process ended before the runner could report
+        all of it (`os._exit` in the code under test, a crashed cargo test binary).
+    tests: per-test statuses where the output lists them, in output order.
+    build_failed: the code under test did not compile / import (the contestant's fault).
+    usage_error: the text shows the runner rejected its command line (the rig's fault).
+    notes: anything odd a reviewer should see; never changes the verdict by itself.
+    expects_tests: False only for the `exit-code` parser.
+    """
+
+    counts: Counts | None
+    summaries: int = 0
+    tests: tuple[TestCase, ...] = ()
+    build_failed: bool = False
+    usage_error: bool = False
+    notes: tuple[str, ...] = ()
+    expects_tests: bool = True
+    summed: bool = False
+    spoof_evidence: tuple[str, ...] = ()
+    incomplete: tuple[str, ...] = ()
+
+
+def count_statuses(tests: tuple[TestCase, ...]) -> Counts:
+    """Counts of a list of test cases (for formats whose summary is the case list)."""
+    by = {status: 0 for status in TestStatus}
+    for case in tests:
+        by[case.status] += 1
+    return Counts(
+        by[TestStatus.PASSED], by[TestStatus.FAILED], by[TestStatus.SKIPPED], by[TestStatus.ERROR]
+    )
+
+
+def most_failing(found: list[Counts]) -> Counts | None:
+    """The summary to report when a run printed several: the one with the most failures.
+
+    A single-summary runner that printed more than one was spoofed (the verdict says so);
+    the code under test forges passes, not failures, so the most failing one is likeliest
+    the runner's own. Ties go to the last one (runners print their summary last).
+    """
+    if not found:
+        return None
+    return max(reversed(found), key=lambda counts: counts.failed + counts.errors)
+
+
+def plain(text: str) -> str:
+    """`text` without ANSI colour/cursor sequences (`--color=yes`, FORCE_COLOR, a TTY)."""
+    return _ANSI.sub("", text)
+
+
+def contains_any(text: str, needles: tuple[str, ...]) -> bool:
+    """True when any of `needles` occurs in `text`."""
+    return any(needle in text for needle in needles)

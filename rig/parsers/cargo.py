@@ -1,0 +1,175 @@
+"""`cargo test` output: one `test result:` line per test binary and per doc-test crate.
+
+Counts are the SUM of every `test result:` line (the first one, often a `0 passed` bin
+target, is not the answer). Each result must close a `running N tests` header of the
+same binary with matching numbers; a result line with no open header, or one inside a
+test's captured stdout (`---- name stdout ----`), was printed by the code under test.
+A header with no result means the test binary crashed (SIGABRT, SIGSEGV, ...): counted
+as one error and reported as `incomplete`. The parser needs stderr merged in order
+(`2>&1`): cargo prints the `Running <binary>` lines there, and they qualify test ids
+(`tests/api.rs::same_name`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rig.parsers.base import Counts, ParseResult, TestCase, TestStatus, contains_any, plain
+
+_RUNNING = re.compile(r"^\s+Running (?P<label>.+?)(?: \((?P<path>[^)]+)\))?$")
+_DOCTESTS = re.compile(r"^\s+Doc-tests (?P<crate>\S+)$")
+_HEADER = re.compile(r"^running (?P<n>\d+) tests?$")
+_RESULT = re.compile(
+    r"^test result: (?:ok|FAILED)\. (?P<passed>\d+) passed; (?P<failed>\d+) failed; "
+    r"(?P<ignored>\d+) ignored; (?P<measured>\d+) measured;"
+)
+_TEST = re.compile(r"^test (?P<name>.+) \.\.\. (?P<st>ok|FAILED|ignored(?:, .*)?)$")
+_CAPTURED = re.compile(r"^---- .+ std(?:out|err) ----$")
+_HASH = re.compile(r"-[0-9a-f]{16}$")
+_BUILD_FAILED = ("error[E", "error: could not compile")
+_USAGE = (
+    "error: Found argument",
+    "error: unexpected argument",
+    "error: no such command",
+    "error: no such subcommand",
+    "error: unrecognized subcommand",
+    "error: no test target named",
+    "error: no bin target named",
+    "error: no example target named",
+    "error: package(s) `",
+    "error: invalid value",
+)
+
+
+def usage_error(exit_code: int | None, text: str) -> bool:
+    """cargo rejected its command line. cargo has no usage-only exit code: text decides."""
+    del exit_code  # clap exits 1, cargo 101: both also mean other things
+    return contains_any(text, _USAGE)
+
+
+@dataclass
+class _Binary:
+    label: str
+    artifact: str
+    header: int | None = None
+
+
+@dataclass
+class _State:
+    counts: Counts = field(default_factory=Counts)
+    results: int = 0
+    result_lines: int = 0
+    binary: _Binary = field(default_factory=lambda: _Binary("binary#0", ""))
+    in_captured: bool = False
+    tests: list[tuple[_Binary, str, TestStatus]] = field(default_factory=list)
+    spoof: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+
+
+def _status(word: str) -> TestStatus:
+    if word == "ok":
+        return TestStatus.PASSED
+    return TestStatus.FAILED if word == "FAILED" else TestStatus.SKIPPED
+
+
+def _close_unfinished(state: _State) -> None:
+    if state.binary.header is not None:
+        state.counts += Counts(errors=1)
+        state.incomplete.append(
+            f"{state.binary.label}: `running {state.binary.header} tests` with no "
+            "`test result:` line: the test binary crashed; counted as 1 error"
+        )
+        state.binary.header = None
+
+
+def _result(state: _State, match: re.Match[str]) -> None:
+    passed, failed, ignored, measured = (
+        int(match[k]) for k in ("passed", "failed", "ignored", "measured")
+    )
+    binary = state.binary
+    if state.in_captured:
+        state.spoof.append(f"{binary.label}: a `test result:` line inside a test's output")
+    elif binary.header is None:
+        state.spoof.append(f"{binary.label}: a `test result:` line with no `running` header")
+    elif binary.header != passed + failed + ignored + measured:
+        state.spoof.append(
+            f"{binary.label}: `running {binary.header} tests` but the result line adds up to "
+            f"{passed + failed + ignored + measured}"
+        )
+    else:
+        state.counts += Counts(passed=passed + measured, failed=failed, skipped=ignored)
+        state.results += 1
+        binary.header = None
+
+
+def _binary(line: str) -> _Binary | None:
+    """The binary a `Running ...` / `Doc-tests ...` line starts, if it is one."""
+    if running := _RUNNING.match(line):
+        path = running["path"] or running["label"]
+        return _Binary(running["label"], _HASH.sub("", path.rsplit("/", 1)[-1]))
+    if doc := _DOCTESTS.match(line):
+        return _Binary(f"Doc-tests {doc['crate']}", doc["crate"])
+    return None
+
+
+def _line(state: _State, line: str) -> None:
+    if binary := _binary(line):
+        _close_unfinished(state)
+        state.binary = binary
+        state.in_captured = False
+    elif header := _HEADER.match(line):
+        if state.in_captured or state.binary.header is not None:
+            state.spoof.append(f"{state.binary.label}: a second `running N tests` header")
+        else:
+            state.binary.header = int(header["n"])
+    elif _CAPTURED.match(line):
+        state.in_captured = True
+    elif line == "failures:":
+        state.in_captured = False
+    elif result := _RESULT.match(line):
+        state.result_lines += 1
+        _result(state, result)
+    elif (test := _TEST.match(line)) and not state.in_captured:
+        state.tests.append((state.binary, test["name"], _status(test["st"])))
+
+
+def _qualified(state: _State) -> tuple[TestCase, ...]:
+    """Test ids `binary::name`; a label two binaries share gets its artifact appended."""
+    artifacts: dict[str, set[str]] = {}
+    for binary, _, _ in state.tests:
+        artifacts.setdefault(binary.label, set()).add(binary.artifact)
+    cases = []
+    for binary, name, status in state.tests:
+        label = binary.label
+        if len(artifacts[label]) > 1:
+            label = f"{label} ({binary.artifact})"
+        cases.append(TestCase(f"{label}::{name}", status))
+    return tuple(cases)
+
+
+def _notes(text: str) -> tuple[str, ...]:
+    if "error: test failed, to rerun pass" in text and " failed:\n" not in text:
+        return ("cargo stopped at the first failing binary: pass --no-fail-fast to count all",)
+    return ()
+
+
+def parse(text: str) -> ParseResult:
+    """Sum every binary's `test result:` line; qualify test ids by binary."""
+    text = plain(text)
+    state = _State()
+    for raw in text.splitlines():
+        _line(state, raw.rstrip())
+    _close_unfinished(state)
+    found = state.results > 0 or state.counts.errors > 0
+    return ParseResult(
+        counts=state.counts if found else None,
+        summaries=state.result_lines,
+        tests=_qualified(state),
+        build_failed=contains_any(text, _BUILD_FAILED),
+        usage_error=usage_error(None, text) and not found,
+        notes=_notes(text),
+        incomplete=tuple(state.incomplete),
+        summed=True,
+        spoof_evidence=tuple(state.spoof),
+    )

@@ -1,0 +1,151 @@
+"""`go test -json` events and plain `go test -v` output (one parser, detected per line).
+
+Every test counts, subtests included (`TestClamp/above` and its parent both fail), as
+gotestsum counts them. Each package has one result (`ok`/`FAIL`/`?` line, or a package
+`pass`/`fail`/`skip` event): results are summed across packages, and a package or a
+test reported twice was partly printed by the code under test (test2json itself turns
+a `--- PASS: TestX` line printed by a test into an event, so duplicates are the sign).
+A package that failed with no failing test (a crash in TestMain, a test-binary flag
+error) counts as one error. Go 1.19 prints build errors as plain text even in -json
+mode (`FAIL pkg [build failed]`); both modes are read. Plain output needs `-v`: without
+it passing tests are not listed and the counts cannot be read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from rig.parsers.base import (
+    Counts,
+    ParseResult,
+    TestCase,
+    TestStatus,
+    contains_any,
+    count_statuses,
+    plain,
+)
+
+_PACKAGE_LINE = re.compile(r"^(?P<st>ok|FAIL|\?)\s+(?P<pkg>[^\s\[]+)(?:\s.*)?$")
+_TEST_LINE = re.compile(r"^\s*--- (?P<st>PASS|FAIL|SKIP): (?P<name>\S+) \(")
+_STATUS = {
+    "pass": TestStatus.PASSED,
+    "PASS": TestStatus.PASSED,
+    "fail": TestStatus.FAILED,
+    "FAIL": TestStatus.FAILED,
+    "skip": TestStatus.SKIPPED,
+    "SKIP": TestStatus.SKIPPED,
+    "ok": TestStatus.PASSED,
+    "?": TestStatus.SKIPPED,
+}
+_BUILD_FAILED = ("[build failed]", "[setup failed]")
+_USAGE = (
+    "flag provided but not defined",
+    'invalid value "',
+    "usage: go test",
+    ": unknown command",
+    "no required module provides package",
+    "directory not found",
+    "no Go files in",
+    "matched no packages",
+    "cannot find package",
+    "is not in GOROOT",
+    "malformed import path",
+    "go.mod file not found",
+)
+
+
+def usage_error(exit_code: int | None, text: str) -> bool:
+    """go rejected its command line. go exits 2 for build failures too: text decides."""
+    del exit_code
+    return contains_any(text, _USAGE)
+
+
+@dataclass
+class _Run:
+    tests: dict[tuple[str, str], TestStatus] = field(default_factory=dict)
+    packages: dict[str, TestStatus] = field(default_factory=dict)
+    pending: list[tuple[str, TestStatus]] = field(default_factory=list)
+    spoof: list[str] = field(default_factory=list)
+    json_events: int = 0
+
+    def test(self, package: str, name: str, status: TestStatus) -> None:
+        key = (package, name)
+        if key in self.tests:
+            self.spoof.append(f"{package} {name}: reported twice ({self.tests[key]}, {status})")
+            status = max(self.tests[key], status, key=_severity)
+        self.tests[key] = status
+
+    def package(self, package: str, status: TestStatus) -> None:
+        if package in self.packages:
+            self.spoof.append(f"{package}: two package results")
+        self.packages[package] = status
+        for name, test_status in self.pending:
+            self.test(package, name, test_status)
+        self.pending.clear()
+
+
+def _severity(status: TestStatus) -> int:
+    return [TestStatus.SKIPPED, TestStatus.PASSED, TestStatus.FAILED].index(status)
+
+
+def _event(run: _Run, line: str) -> bool:
+    """Record one test2json event; False when `line` is not one."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return False
+    if not isinstance(event, dict) or "Action" not in event:
+        return False
+    run.json_events += 1
+    action, package = event["Action"], str(event.get("Package", ""))
+    if action in ("pass", "fail", "skip"):
+        if event.get("Test"):
+            run.test(package, str(event["Test"]), _STATUS[action])
+        else:
+            run.package(package, _STATUS[action])
+    return True
+
+
+def _plain(run: _Run, line: str) -> None:
+    if test := _TEST_LINE.match(line):
+        run.pending.append((test["name"], _STATUS[test["st"]]))
+    elif package := _PACKAGE_LINE.match(line):
+        run.package(package["pkg"], _STATUS[package["st"]])
+
+
+def _cases(run: _Run) -> tuple[TestCase, ...]:
+    return tuple(TestCase(f"{pkg}::{name}", st) for (pkg, name), st in run.tests.items())
+
+
+def _counts(run: _Run) -> Counts:
+    failed_packages = {pkg for pkg, st in run.packages.items() if st is TestStatus.FAILED}
+    with_failing_test = {pkg for (pkg, _), st in run.tests.items() if st is TestStatus.FAILED}
+    return count_statuses(_cases(run)) + Counts(errors=len(failed_packages - with_failing_test))
+
+
+def parse(text: str) -> ParseResult:
+    """Read test and package results from -json events and plain lines alike."""
+    text = plain(text)
+    run = _Run()
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not (line.startswith("{") and _event(run, line)):
+            _plain(run, line)
+    notes: tuple[str, ...] = ()
+    counts: Counts | None = _counts(run) if run.packages else None
+    passed_package = any(st is TestStatus.PASSED for st in run.packages.values())
+    if passed_package and not run.tests and not run.json_events:
+        counts = None
+        notes = ("plain `go test` output without -v lists no passing tests: use -json",)
+    return ParseResult(
+        counts=counts,
+        summaries=len(run.packages),
+        tests=_cases(run),
+        build_failed=contains_any(text, _BUILD_FAILED),
+        usage_error=usage_error(None, text) and not run.tests,
+        notes=notes,
+        summed=True,
+        spoof_evidence=tuple(run.spoof),
+    )

@@ -1,0 +1,146 @@
+"""`node --test` output: the TAP reporter (the default without a TTY) and `spec`.
+
+Both end with one summary block (`# tests 9`, or the spec reporter's INFORMATION SOURCE
+sign instead of `#`; then pass, fail, cancelled, skipped, todo). The code under test can
+print text that looks like it (the spec reporter passes a test's stdout through
+unescaped): more than one block is a spoof. When a test
+file's process ends early (`process.exit(0)` in the code under test), node reports the
+FILE as one passing test and its real tests vanish from the counts: a top-level `ok`
+whose name is a file path and which has no subtests is `incomplete`. A file that failed
+to load with a `SyntaxError` is the code's build failure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rig.parsers.base import Counts, ParseResult, TestCase, TestStatus, contains_any, plain
+
+USAGE_EXIT_CODES = frozenset({9})  # node: "Invalid Argument"
+
+_SUMMARY = re.compile(
+    "^(?:# |\u2139 )"  # INFORMATION SOURCE: the spec reporter's prefix
+    r"(?P<key>tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) [\d.]+$"
+)
+_SUBTEST = re.compile(r"^# Subtest: ")
+_POINT = re.compile(
+    r"^(?P<indent> *)(?P<ok>ok|not ok) \d+ - (?P<name>.*?)(?: # (?P<dir>SKIP|TODO)\b.*)?$"
+)
+_SPEC = re.compile(r"^(?P<indent> *)(?P<mark>[✔✖﹣]) (?P<name>.+?)(?: \([\d.]+m?s\))?(?: # .*)?$")
+_FILE = re.compile(r"^/\S+\.(?:[cm]?[jt]s|[jt]sx)$")
+_USAGE = ("node: bad option:", "Could not find '")
+
+
+def usage_error(exit_code: int | None, text: str) -> bool:
+    """node rejected its command line: exit 9 (invalid argument) or node's own message."""
+    return exit_code in USAGE_EXIT_CODES or contains_any(text, _USAGE)
+
+
+@dataclass
+class _Reading:
+    blocks: list[dict[str, int]] = field(default_factory=list)
+    tests: list[TestCase] = field(default_factory=list)
+    nested_since_top: int = 0
+    file_failed: bool = False
+    incomplete: list[str] = field(default_factory=list)
+
+
+def _summary_line(reading: _Reading, line: str) -> bool:
+    match = _SUMMARY.match(line)
+    if match is None:
+        return False
+    if match["key"] == "tests":
+        reading.blocks.append({})
+    if reading.blocks:
+        number = line.rsplit(" ", 1)[1]
+        reading.blocks[-1][match["key"]] = int(float(number))
+    return True
+
+
+def _top_level(reading: _Reading, name: str, passed: bool) -> None:
+    if _FILE.match(name):
+        if not passed:
+            reading.file_failed = True
+        elif reading.nested_since_top == 0:
+            reading.incomplete.append(
+                f"node reported test file {name} as one passing test with no subtests: its "
+                "process ended before reporting its tests"
+            )
+    reading.nested_since_top = 0
+
+
+def _tap_point(reading: _Reading, match: re.Match[str]) -> None:
+    passed = match["ok"] == "ok"
+    status = TestStatus.PASSED if passed else TestStatus.FAILED
+    if match["dir"]:
+        status = TestStatus.SKIPPED
+    reading.tests.append(TestCase(match["name"], status))
+    if match["indent"]:
+        reading.nested_since_top += 1
+    else:
+        _top_level(reading, match["name"], passed)
+
+
+def _spec_line(reading: _Reading, match: re.Match[str]) -> None:
+    mark = match["mark"]
+    status = {"✔": TestStatus.PASSED, "✖": TestStatus.FAILED}.get(mark, TestStatus.SKIPPED)
+    reading.tests.append(TestCase(match["name"], status))
+    if match["indent"]:
+        reading.nested_since_top += 1
+    else:
+        _top_level(reading, match["name"], mark != "✖")
+
+
+def _counts(block: dict[str, int]) -> Counts:
+    return Counts(
+        passed=block.get("pass", 0),
+        failed=block.get("fail", 0) + block.get("cancelled", 0),
+        skipped=block.get("skipped", 0) + block.get("todo", 0),
+    )
+
+
+def _failures(block: dict[str, int]) -> int:
+    """Blocks are ranked by failures: the code under test forges passes, not failures."""
+    return block.get("fail", 0) + block.get("cancelled", 0)
+
+
+def _notes(block: dict[str, int] | None) -> tuple[str, ...]:
+    if block is None or "tests" not in block:
+        return ()
+    counted = sum(block.get(k, 0) for k in ("pass", "fail", "cancelled", "skipped", "todo"))
+    if counted == block["tests"]:
+        return ()
+    return (f"node's summary says {block['tests']} tests but its parts add up to {counted}",)
+
+
+def parse(text: str) -> ParseResult:
+    """Read node's summary block(s) and test points (TAP) or marks (spec)."""
+    text = plain(text)
+    reading = _Reading()
+    listing = True  # the spec reporter repeats failures after "✖ failing tests:"
+    for line in text.splitlines():
+        if _summary_line(reading, line) or not listing:
+            continue
+        if line == "✖ failing tests:":
+            listing = False
+        elif _SUBTEST.match(line) or line.startswith("▶ "):
+            reading.nested_since_top = 0
+        elif point := _POINT.match(line):
+            _tap_point(reading, point)
+        elif spec := _SPEC.match(line):
+            _spec_line(reading, spec)
+    last = max(reversed(reading.blocks), key=_failures) if reading.blocks else None
+    spoof: tuple[str, ...] = ()
+    if len(reading.blocks) > 1:
+        spoof = (f"{len(reading.blocks)} node summary blocks; node prints one",)
+    return ParseResult(
+        counts=_counts(last) if last is not None else None,
+        summaries=len(reading.blocks),
+        tests=tuple(reading.tests),
+        build_failed=reading.file_failed and "SyntaxError" in text,
+        usage_error=usage_error(None, text),
+        notes=_notes(last),
+        spoof_evidence=spoof,
+        incomplete=tuple(reading.incomplete),
+    )

@@ -1,0 +1,79 @@
+"""Vitest's summary: `      Tests  1 failed | 3 passed | 1 skipped | 1 todo (6)`.
+
+Vitest prints one `Tests` line per run (`Tests  no tests` when a file failed to load);
+the code under test can print a look-alike to stdout: more than one is a spoof, and the
+counts come from the most failing one. Todo tests count as skipped. A `Failed Suites` section
+(a test file that did not load or whose suite hook threw) is the code's build failure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rig.parsers.base import (
+    Counts,
+    ParseResult,
+    TestCase,
+    TestStatus,
+    contains_any,
+    most_failing,
+    plain,
+)
+
+_SUMMARY = re.compile(
+    r"^\s*Tests  (?P<body>no tests|(?:\d+ [a-z]+ \| )*\d+ [a-z]+ \(\d+\))\s*$"
+)
+_PART = re.compile(r"(\d+) ([a-z]+)")
+_FIELDS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "todo": "skipped"}
+_FAILED_MARK = "\u00d7"  # MULTIPLICATION SIGN: Vitest's mark of a failed test
+_TEST = re.compile(f"^ +(?P<mark>[✓{_FAILED_MARK}↓]) " r"(?P<name>.+?)(?: \d+ms)?$")
+_FILE_LINE = re.compile(r"\(\d+ tests?(?: \|.*)?\)")
+_MARKS = {"✓": TestStatus.PASSED, _FAILED_MARK: TestStatus.FAILED, "↓": TestStatus.SKIPPED}
+_BUILD_FAILED = re.compile(r"⎯ Failed Suites \d+ ⎯")
+_NO_TESTS = ("No test files found, exiting with code 1",)
+_USAGE = ("CACError: ", "Unknown option `")
+
+
+def usage_error(exit_code: int | None, text: str) -> bool:
+    """Vitest rejected its command line (its CLI parser, cac, threw). Text decides."""
+    del exit_code
+    return contains_any(text, _USAGE)
+
+
+def summary_counts(body: str) -> Counts:
+    """Counts of a `Tests` line's body (`1 failed | 3 passed (4)`, or `no tests`)."""
+    found = {"passed": 0, "failed": 0, "skipped": 0}
+    for number, word in _PART.findall(body):
+        if word in _FIELDS:
+            found[_FIELDS[word]] += int(number)
+    return Counts(**found)
+
+
+def _tests(lines: list[str]) -> tuple[TestCase, ...]:
+    cases = []
+    for line in lines:
+        test = _TEST.match(line)
+        if test and not _FILE_LINE.search(test["name"]):
+            cases.append(TestCase(test["name"], _MARKS[test["mark"]]))
+    return tuple(cases)
+
+
+def parse(text: str) -> ParseResult:
+    """Read Vitest's `Tests` line(s), its test marks and its suite failures."""
+    text = plain(text)
+    lines = text.splitlines()
+    found = [summary_counts(m["body"]) for m in map(_SUMMARY.match, lines) if m]
+    counts = most_failing(found)
+    if counts is None and contains_any(text, _NO_TESTS):
+        counts = Counts()
+    spoof: tuple[str, ...] = ()
+    if len(found) > 1:
+        spoof = (f"{len(found)} Vitest `Tests` lines; Vitest prints one",)
+    return ParseResult(
+        counts=counts,
+        summaries=len(found),
+        tests=_tests(lines),
+        build_failed=_BUILD_FAILED.search(text) is not None,
+        usage_error=usage_error(None, text),
+        spoof_evidence=spoof,
+    )

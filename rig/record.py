@@ -1,0 +1,58 @@
+"""The sample record: one JSON per sample, with everything `reproduce` needs.
+
+Execute, persist, then grade: a record's `execution` part is written from what ran, and
+its verdict can always be recomputed from the stored log (`rig.oracle.regrade`).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from rig.verdict import Verdict
+
+
+class SampleCounts(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    passed: int
+    failed: int
+    skipped: int
+    errors: int
+
+
+class SampleRecord(BaseModel):
+    """DESIGN.md, "Records": one sample of one check on one commit in one fresh container."""
+
+    model_config = ConfigDict(frozen=True)
+    schema_version: str = "bakeoff-sample/v1"
+    sample: str  # CHANGE/ARM/CHECK/N
+    change: str
+    arm: str
+    check: str
+    n: int
+    commit: str
+    base_commit: str
+    image: str
+    image_id: str
+    image_identity: str
+    command: str
+    parser: str
+    env: dict[str, str]  # secrets redacted
+    mounts: list[dict[str, str]]
+    limits: dict[str, float | int]
+    network: str
+    db_schema: str | None
+    protected: dict[str, str]  # path -> sha256 of the content restored from the base
+    requires: list[str]
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    program_present: bool
+    counts: SampleCounts | None
+    tests_ran: int
+    verdict: Verdict
+    reason: str | None
+    rig_error: str | None
+    detail: str
+    started_at: str
+    duration_s: float
+    log: str  # file name of the full log, beside the record

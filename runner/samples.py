@@ -1,0 +1,232 @@
+"""The docker `SampleExecutor`: each sample in a FRESH container, from a fresh copy of the
+commit's tree (from git, never a live checkout), protected files restored from the base,
+a fresh empty schema, the network off (only the database is reachable), then removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import secrets
+import shlex
+import subprocess
+import tarfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import docker.errors
+import requests
+
+from rig.oracle import Execution, SampleSpec
+from runner import database, sandbox, workspace
+from runner.engine import Engine, Labels
+from runner.errors import DatabaseError, SandboxUnavailableError
+from runner.images import BuiltImage
+
+TOOL_MISSING_EXIT = 199
+TOOL_MISSING_MARK = "bakeoff-rig: tool missing:"
+# Run inside the sample container: check the tools, then the command under `timeout`.
+DRIVER = (
+    't="$1"; c="$2"; shift 2; missing=""; '
+    'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || missing="$missing $x"; done; '
+    f'if [ -n "$missing" ]; then echo "{TOOL_MISSING_MARK}$missing" >&2; '
+    f'exit {TOOL_MISSING_EXIT}; fi; '
+    'exec timeout -k 5 "$t" sh -c "$c"'
+)
+HOST_GRACE_S = 60
+SHELL_WORDS = frozenset({"cd", "export", "set", "exec", "env", "if", "for", "test", "[", "true"})
+
+
+def program_of(command: str) -> str | None:
+    """The program a command runs first, when it is a plain PATH lookup."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    words = [w for w in words if "=" not in w.split("/")[0]]  # skip VAR=value prefixes
+    if not words or "/" in words[0] or words[0] in SHELL_WORDS:
+        return None
+    return words[0]
+
+
+def tree_archive(repo: Path, commit: str, base: str,
+                 protected: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
+    """A tar of `commit` under work/, owned by the sandbox user, with each protected path
+    replaced by the base's version (removed when the base has none)."""
+    raw = subprocess.run(["git", "archive", "--format=tar", "--prefix=work/", commit],
+                         cwd=repo, capture_output=True, check=True, timeout=120).stdout
+    restored = {p: _show(repo, base, p) for p in protected}
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for member in src.getmembers():
+            if member.name.removeprefix("work/") in restored:
+                continue
+            member.uid, member.gid = workspace.SANDBOX_UID, workspace.SANDBOX_GID
+            member.uname = member.gname = ""
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+        hashes: dict[str, str] = {}
+        for path, content in sorted(restored.items()):
+            if content is None:
+                hashes[path] = "absent"
+                continue
+            info = tarfile.TarInfo(f"work/{path}")
+            info.size, info.mode = len(content), 0o644
+            info.uid, info.gid = workspace.SANDBOX_UID, workspace.SANDBOX_GID
+            dst.addfile(info, io.BytesIO(content))
+            hashes[path] = hashlib.sha256(content).hexdigest()
+    return out.getvalue(), hashes
+
+
+def _show(repo: Path, commit: str, path: str) -> bytes | None:
+    done = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=repo, capture_output=True,
+                          check=False, timeout=60)
+    return done.stdout if done.returncode == 0 else None
+
+
+def redact_url(url: str) -> str:
+    """postgresql://role:secret@host -> postgresql://role:***@host."""
+    head, at, tail = url.partition("@")
+    if not at or ":" not in head.split("//", 1)[-1]:
+        return url
+    scheme_user, _, _ = head.rpartition(":")
+    return f"{scheme_user}:***@{tail}"
+
+
+class DockerSampleExecutor:
+    """Runs samples for one experiment; owns its sample networks (and Postgres, if any)."""
+
+    def __init__(self, engine: Engine, repo: Path, experiment: str, image: BuiltImage,
+                 limits: sandbox.SandboxLimits, url_env: str | None = None,
+                 db_image: BuiltImage | None = None) -> None:
+        self.engine, self.repo, self.experiment = engine, repo, experiment
+        self.image, self.limits, self.url_env, self.db_image = image, limits, url_env, db_image
+        self.run = secrets.token_hex(3)
+        self.server: database.DbServer | None = None
+        self.networks: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> DockerSampleExecutor:
+        if self.db_image is not None:
+            net = sandbox.network_name(self.experiment, "scoredb", self.run)
+            sandbox.create_network(self.engine, net, self._labels("score-network"), egress=True)
+            self.server = database.start_server(
+                self.engine, self.db_image.image_id, self._labels("score-database"), net,
+                f"bakeoff-{self.experiment}-scoredb-{self.run}")
+            database.lock_down(self.server)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.engine.remove_labelled({"io.bakeoff.experiment": self.experiment,
+                                     "io.bakeoff.run": self.run})
+
+    def _labels(self, role: str, arm: str = "") -> Labels:
+        return Labels(self.experiment, role, arm, self.run)
+
+    def _network(self, arm: str) -> str:
+        """The arm's sample network: internal, bridge without a host address, db attached."""
+        with self.lock:
+            if arm in self.networks:
+                return self.networks[arm]
+            name = sandbox.network_name(self.experiment, f"{arm}-samples", self.run)
+            sandbox.create_network(self.engine, name, self._labels("sample-network", arm),
+                                   egress=False)
+            if self.server is not None:
+                net = self.engine.client.networks.get(name)
+                self.engine.call("connect db", net.connect, self.server.container_id,
+                                 aliases=[database.DB_ALIAS])
+                self.server = database.refresh_port(self.engine, self.server)
+            self.networks[arm] = name
+            return name
+
+    def execute(self, spec: SampleSpec) -> Execution:
+        started = time.monotonic()
+        try:
+            return self._execute(spec, started)
+        except (SandboxUnavailableError, docker.errors.APIError,
+                requests.exceptions.RequestException, DatabaseError) as error:
+            return Execution(exit_code=None, log="", duration_s=time.monotonic() - started,
+                             infra_error=f"the rig failed: {error}", image=self.image.tag,
+                             image_id=self.image.image_id,
+                             image_identity=self.image.identity)
+
+    def _execute(self, spec: SampleSpec, started: float) -> Execution:
+        archive, protected = tree_archive(self.repo, spec.commit, spec.base_commit,
+                                          spec.protected)
+        network = self._network(spec.arm) if self.server is not None else "none"
+        schema = None
+        if self.server is not None:
+            with self.lock:
+                owner = f"s{secrets.token_hex(4)}"
+                schema = database.create_schema(
+                    self.server, database.role_name(self.experiment, owner))
+        env = {"HOME": "/home/agent", "BAKEOFF_SAMPLE": spec.sample}
+        if schema is not None and self.url_env:
+            env[self.url_env] = schema.url()
+        program = program_of(spec.command)
+        tools = list(dict.fromkeys([*spec.requires, *([program] if program else [])]))
+        try:
+            code, log, timed_out, oom = self._run(spec, archive, env, network, tools)
+        finally:
+            if schema is not None and self.server is not None:
+                database.drop_schema(self.server, schema.name)
+        missing = _missing_tools(code, log)
+        return Execution(
+            exit_code=code, log=log, duration_s=time.monotonic() - started,
+            timed_out=timed_out, oom_killed=oom,
+            program_present=program is None or program not in missing,
+            missing_tools=tuple(m for m in missing if m in spec.requires or m == program),
+            image=self.image.tag, image_id=self.image.image_id,
+            image_identity=self.image.identity,
+            env={k: redact_url(v) if k == self.url_env else v for k, v in env.items()},
+            mounts=({"type": "archive", "target": sandbox.WORKDIR,
+                     "source": f"git archive {spec.commit}"},),
+            limits=self.limits.as_record(), network=network,
+            db_schema=None if schema is None else schema.name, protected=protected)
+
+    def _run(self, spec: SampleSpec, archive: bytes, env: dict[str, str], network: str,
+             tools: list[str]) -> tuple[int | None, str, bool, bool]:
+        memory = f"{self.limits.memory_mb}m"
+        net: dict[str, Any] = {"network_mode": "none"} if network == "none" else {
+            "network": network}
+        container: Any = self.engine.call(
+            f"create sample {spec.sample}", self.engine.client.containers.create,
+            self.image.image_id, ["sh", "-c", DRIVER, "bakeoff-rig",
+                                  str(max(1, int(spec.timeout_s))), spec.command, *tools],
+            user=workspace.sandbox_user(), working_dir=sandbox.WORKDIR, environment=env,
+            labels=self._labels("sample", spec.arm).as_dict(), cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], nano_cpus=int(self.limits.cpus * 1e9),
+            mem_limit=memory, memswap_limit=memory, pids_limit=self.limits.pids, init=True,
+            **net)
+        try:
+            self.engine.call("copy tree", container.put_archive, "/", archive)
+            began = time.monotonic()
+            self.engine.call("start sample", container.start)
+            try:
+                status = container.wait(timeout=spec.timeout_s + 5 + HOST_GRACE_S)
+            except requests.exceptions.RequestException as error:
+                raise SandboxUnavailableError(f"sample {spec.sample} did not stop although "
+                                              "`timeout` should have ended it") from error
+            elapsed = time.monotonic() - began
+            log = container.logs(stdout=True, stderr=True).decode(errors="replace")
+            container.reload()
+            code = int(status.get("StatusCode", -1))
+            oom = bool(container.attrs["State"].get("OOMKilled"))
+            timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
+            return code, log, timed_out, oom and not timed_out
+        finally:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True, v=True)
+
+
+def _missing_tools(code: int | None, log: str) -> list[str]:
+    if code != TOOL_MISSING_EXIT:
+        return []
+    first = log.lstrip().splitlines()[0] if log.strip() else ""
+    if not first.startswith(TOOL_MISSING_MARK):
+        return []
+    return first.removeprefix(TOOL_MISSING_MARK).split()

@@ -1,0 +1,102 @@
+"""Scoring commits: N fresh-container samples of a check, concurrently (bounded by cores)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from rig.oracle import PassRate, SampleSpec, pass_rate, run_sample
+from rig.record import SampleRecord
+from runner import images, prepared, sandbox, workspace
+from runner.engine import Engine
+from runner.errors import BadInputError
+from runner.manifest import LoadedManifest
+from runner.samples import DockerSampleExecutor
+from runner.store import ensure_excluded, experiment_dir
+
+SUCCESS = "success"
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    name: str
+    command: str
+    parser: str
+
+
+def check_plan(loaded: LoadedManifest, change: str, check: str) -> CheckPlan:
+    """The command and parser of `check` (or the change's success criterion)."""
+    if check == SUCCESS:
+        success = loaded.change(change).success
+        return CheckPlan(SUCCESS, success.run, success.parser)
+    for item in loaded.manifest.checks:
+        if item.name == check:
+            if item.parser is None:
+                raise BadInputError(f"check {check!r} has no parser (a ratchet?)",
+                                    hint="score a test check or `success`")
+            return CheckPlan(item.name, item.run, item.parser)
+    known = ", ".join([SUCCESS, *(c.name for c in loaded.manifest.checks)])
+    raise BadInputError(f"{loaded.path}: no check {check!r}", hint=f"use one of: {known}")
+
+
+def executor_for(engine: Engine, loaded: LoadedManifest, commit: str,
+                 say: Callable[[str], None]) -> DockerSampleExecutor:
+    manifest = loaded.manifest
+    toolchain = images.resolve(engine, manifest.toolchain.image)
+    image = prepared.prepare(engine, loaded.repo_path, commit, toolchain,
+                             list(manifest.toolchain.setup), say)
+    db_image = images.resolve(engine, manifest.database.image) if manifest.database else None
+    limits = sandbox.SandboxLimits(manifest.limits.cpus, manifest.limits.memory_mb,
+                                   manifest.limits.pids)
+    return DockerSampleExecutor(engine, loaded.repo_path, manifest.experiment.name, image,
+                                limits, manifest.database.url_env if manifest.database else None,
+                                db_image)
+
+
+def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit: str,
+          base: str, samples: int) -> list[SampleSpec]:
+    manifest = loaded.manifest
+    protected = tuple(loaded.change(change).protected)
+    return [SampleSpec(change=change, arm=arm, check=plan.name, n=n, commit=commit,
+                       base_commit=base, command=plan.command, parser=plan.parser,
+                       timeout_s=manifest.limits.check_timeout_s, protected=protected,
+                       requires=tuple(manifest.toolchain.requires))
+            for n in range(1, samples + 1)]
+
+
+def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
+            say: Callable[[str], None]) -> list[SampleRecord]:
+    """Every sample in its own fresh container, at most one per core at a time."""
+    def one(spec: SampleSpec) -> SampleRecord:
+        record = run_sample(executor, spec, stage)
+        counts = record.counts
+        shown = "" if counts is None else f" ({counts.passed} passed, {counts.failed} failed)"
+        reason = f" {record.reason}" if record.reason else ""
+        say(f"{record.sample}: {record.verdict}{reason}{shown} in {record.duration_s:.1f}s")
+        return record
+
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, todo))
+
+
+def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples: int,
+           change: str | None, say: Callable[[str], None]
+           ) -> tuple[list[SampleRecord], PassRate, Path]:
+    """`bakeoff-sandbox oracle`: score one commit; records go to a new directory."""
+    repo = loaded.repo_path
+    change_id = change or loaded.manifest.changes[0].id
+    plan = check_plan(loaded, change_id, check)
+    commit = workspace.resolve_commit(repo, ref)
+    base = workspace.resolve_commit(repo, loaded.manifest.experiment.base)
+    ensure_excluded(repo)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    stage = (experiment_dir(repo, loaded.manifest.experiment.name) / "oracle"
+             / f"{stamp}-{commit[:12]}-{plan.name}")
+    todo = specs(loaded, change_id, "oracle", plan, commit, base, samples)
+    with executor_for(engine, loaded, commit, say) as executor:
+        records = run_all(executor, todo, stage, say)
+    return records, pass_rate(r.verdict for r in records), stage

@@ -1,0 +1,172 @@
+"""The labelled verdict suite: real containers, real pytest, each case an incident.
+
+Every case commits a base tree and an "arm" commit on top, runs ONE sample of a command
+through the oracle in a fresh container, and asserts the exact verdict and reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from rig.oracle import SampleSpec, run_sample
+from runner import images, sandbox
+from runner.engine import Engine
+from runner.images import BuiltImage
+from runner.samples import DockerSampleExecutor
+from tests.integration.helpers import git
+
+PASSING = "def test_one():\n    assert 1 + 1 == 2\n\n\ndef test_two():\n    assert True\n"
+FAILING = "def test_one():\n    assert 1 + 1 == 3\n\n\ndef test_two():\n    assert True\n"
+PYTEST = "pytest -q -p no:cacheprovider tests"
+
+
+@dataclass(frozen=True)
+class Case:
+    command: str = PYTEST
+    parser: str = "pytest"
+    base: dict[str, str] = field(default_factory=lambda: {"tests/test_app.py": PASSING})
+    arm: dict[str, str | None] = field(default_factory=dict)
+    requires: tuple[str, ...] = ("python3", "pytest")
+    protected: tuple[str, ...] = ()
+    timeout_s: float = 60
+    expect: tuple[str, str | None] = ("PASS", None)
+    counts: tuple[int, int] | None = None  # (passed, failed)
+
+
+CONFTEST_FAKE = ("def pytest_sessionstart(session):\n"
+                 "    print('=' * 20 + ' 5 passed in 0.01s ' + '=' * 20)\n")
+CASES: dict[str, Case] = {
+    "passing_suite_is_a_pass": Case(counts=(2, 0)),
+    "failing_assertion_is_fail_tests_failed": Case(
+        arm={"tests/test_app.py": FAILING}, expect=("FAIL", "tests_failed"), counts=(1, 1)),
+    "required_tool_absent_from_image_is_rig_error_not_fail": Case(
+        requires=("python3", "cargo"), expect=("RIG_ERROR", "tool_missing")),
+    "command_program_absent_from_image_is_tool_missing": Case(
+        command="nosuchrunner -q tests", expect=("RIG_ERROR", "tool_missing")),
+    "missing_script_exit_127_is_command_not_found": Case(
+        command="./scripts/run-tests.sh", expect=("RIG_ERROR", "command_not_found")),
+    "non_executable_script_exit_126_is_command_not_found": Case(
+        command="./run.sh", base={"run.sh": "pytest -q\n", "tests/test_app.py": PASSING},
+        expect=("RIG_ERROR", "command_not_found")),
+    "pytest_usage_error_exit_4_is_bad_invocation": Case(
+        command="pytest -q --no-such-option tests", expect=("RIG_ERROR", "bad_invocation")),
+    "pytest_collects_nothing_is_no_tests_ran": Case(
+        base={"tests/test_app.py": "VALUE = 1\n"}, expect=("RIG_ERROR", "no_tests_ran")),
+    "wrong_path_collects_nothing_is_no_tests_ran": Case(
+        command="pytest -q -p no:cacheprovider nosuchdir", expect=("RIG_ERROR", "bad_invocation")),
+    "no_summary_in_output_is_unparsed_output": Case(
+        command="echo all good", expect=("RIG_ERROR", "unparsed_output")),
+    "endless_test_is_fail_timeout": Case(
+        arm={"tests/test_app.py": "import time\n\ndef test_forever():\n    time.sleep(600)\n"},
+        timeout_s=3, expect=("FAIL", "timeout")),
+    "memory_hog_is_fail_oom_killed": Case(
+        arm={"tests/test_app.py": "def test_hog():\n    b = bytearray(2 * 1024 ** 3)\n"},
+        expect=("FAIL", "oom_killed")),
+    "fake_passed_lines_printed_by_code_under_test_are_not_a_pass": Case(
+        arm={"tests/test_app.py": FAILING, "tests/conftest.py": CONFTEST_FAKE},
+        expect=("FAIL", "spoofed_output")),
+    "protected_test_edited_to_assert_true_is_restored_and_still_fails": Case(
+        base={"tests/test_app.py": FAILING}, arm={"tests/test_app.py": PASSING},
+        protected=("tests/test_app.py",), expect=("FAIL", "tests_failed"), counts=(1, 1)),
+    "protected_test_deleted_by_contestant_is_restored_and_still_fails": Case(
+        base={"tests/test_app.py": FAILING}, arm={"tests/test_app.py": None},
+        protected=("tests/test_app.py",), expect=("FAIL", "tests_failed"), counts=(1, 1)),
+    "exit_zero_with_failures_is_exit_mismatch": Case(
+        command=f"{PYTEST}; true", arm={"tests/test_app.py": FAILING},
+        expect=("FAIL", "exit_mismatch")),
+    "nonzero_exit_with_all_passing_is_exit_mismatch": Case(
+        command=f"{PYTEST} && exit 3", expect=("FAIL", "exit_mismatch")),
+    "import_error_in_code_under_test_is_fail_build_failed": Case(
+        arm={"tests/test_app.py": "import app_module_that_is_gone\n\n" + PASSING},
+        expect=("FAIL", "build_failed")),
+    "syntax_error_in_code_under_test_is_fail_not_rig_error": Case(
+        base={"app.py": "VALUE = 1\n", "tests/test_app.py": "import app\n\n" + PASSING},
+        arm={"app.py": "VALUE = (\n"}, command=f"PYTHONPATH=. {PYTEST}",
+        expect=("FAIL", "build_failed")),
+    "every_test_skipped_is_no_tests_ran": Case(
+        arm={"tests/test_app.py": "import pytest\n\n@pytest.mark.skip\ndef test_x():\n    pass\n"},
+        expect=("RIG_ERROR", "no_tests_ran")),
+    "exit_code_check_success_is_pass": Case(
+        command="python3 -m compileall -q .", parser="exit-code", requires=("python3",)),
+    "exit_code_check_failure_is_fail": Case(
+        command="python3 -m compileall -q .", parser="exit-code", requires=("python3",),
+        arm={"broken.py": "def (\n"}, expect=("FAIL", "tests_failed")),
+    "sample_sees_no_network_at_all": Case(
+        arm={"tests/test_net.py": "def test_no_route():\n"
+             "    assert open('/proc/net/route').read().count('\\n') == 1\n"}, counts=(3, 0)),
+    "sample_runs_as_non_root_in_work": Case(
+        arm={"tests/test_who.py": "import os\n\ndef test_who():\n"
+             "    assert os.getuid() == 1000 and os.getcwd() == '/work'\n"}, counts=(3, 0)),
+    "file_left_by_contestant_outside_git_is_not_seen": Case(
+        arm={"tests/test_clean.py": "import os\n\ndef test_clean():\n"
+             "    assert sorted(os.listdir('tests')) == ['test_app.py', 'test_clean.py']\n"},
+        counts=(3, 0)),
+}
+
+
+@pytest.fixture(scope="module")
+def executor_image(engine: Engine, built_images: dict[str, BuiltImage]) -> BuiltImage:
+    return built_images["python"]
+
+
+@pytest.fixture
+def executor(engine: Engine, executor_image: BuiltImage, tmp_path: Path
+             ) -> Iterator[DockerSampleExecutor]:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    limits = sandbox.SandboxLimits(cpus=1.0, memory_mb=256, pids=128)
+    with DockerSampleExecutor(engine, repo, f"vs-{os.getpid()}", executor_image,
+                              limits) as runner:
+        yield runner
+
+
+def commit(repo: Path, files: dict[str, str | None], message: str) -> str:
+    for name, text in files.items():
+        path = repo / name
+        if text is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
+        "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_verdict(name: str, executor: DockerSampleExecutor, tmp_path: Path) -> None:
+    case = CASES[name]
+    base = commit(executor.repo, case.base, "base")
+    head = commit(executor.repo, case.arm, "arm")
+    spec = SampleSpec(change="suite", arm="arm", check="check", n=1, commit=head,
+                      base_commit=base, command=case.command, parser=case.parser,
+                      timeout_s=case.timeout_s, protected=case.protected,
+                      requires=case.requires)
+    record = run_sample(executor, spec, tmp_path / "stage")
+    assert (str(record.verdict), record.reason) == case.expect, record.detail
+    if case.counts is not None:
+        assert record.counts is not None
+        assert (record.counts.passed, record.counts.failed) == case.counts
+    assert (tmp_path / "stage" / "samples" / "arm" / "check" / "1.log").exists()
+
+
+def test_infra_failure_is_rig_error_infra(engine: Engine, tmp_path: Path) -> None:
+    """An image that vanished under the executor is the rig's failure, never the model's."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    head = commit(repo, {"tests/test_app.py": PASSING}, "base")
+    ghost = images.BuiltImage("ghost", "bakeoff/ghost:none", "sha256:" + "0" * 64, "x", True)
+    with DockerSampleExecutor(engine, repo, f"vs-{os.getpid()}", ghost,
+                              sandbox.SandboxLimits()) as runner:
+        spec = SampleSpec(change="suite", arm="arm", check="check", n=1, commit=head,
+                          base_commit=head, command=PYTEST, parser="pytest", timeout_s=30)
+        record = run_sample(runner, spec, tmp_path / "stage")
+    assert (str(record.verdict), record.reason) == ("RIG_ERROR", "infra")

@@ -1,0 +1,346 @@
+"""Parsers against REAL captured output (tests/unit/parsers/fixtures/, see FIXTURES.md).
+
+Every capture asserts exact counts. The captures were produced in our own images from
+the fixture projects under tests/fixtures/ by tests/fixtures/capture-all.sh; each has a
+`.meta` line saying which tool version, image and command produced it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rig.parsers import PARSERS, UnknownParserError, get_parser
+from rig.parsers.base import Counts, ParseResult, TestStatus
+from rig.verdict import decide
+
+FIXTURES = Path(__file__).parent / "parsers" / "fixtures"
+PROJECTS = Path(__file__).parents[1] / "fixtures"
+FORMAT_PARSER = {
+    "pytest": "pytest",
+    "cargo": "cargo",
+    "go_test": "go-test",
+    "node_test": "node-test",
+    "jest": "jest",
+    "vitest": "vitest",
+    "junit": "junit",
+}
+
+
+def capture(fmt: str, name: str) -> tuple[str, dict[str, Any]]:
+    """The captured text of `fmt/name` and its provenance line."""
+    meta = json.loads((FIXTURES / fmt / f"{name}.meta").read_text())
+    suffix = ".xml" if fmt == "junit" else ".txt"
+    return (FIXTURES / fmt / f"{name}{suffix}").read_text(), meta
+
+
+def parsed(fmt: str, name: str) -> ParseResult:
+    text, _ = capture(fmt, name)
+    return get_parser(FORMAT_PARSER[fmt]).parse(text)
+
+
+def all_captures() -> list[tuple[str, str]]:
+    return sorted((meta.parent.name, meta.stem) for meta in FIXTURES.glob("*/*.meta"))
+
+
+# (format, capture) -> (passed, failed, skipped, errors) or None, summaries, flags
+# flags: b = build_failed, u = usage_error, s = spoof evidence, i = incomplete
+EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] = {
+    ("pytest", "proj-pass"): ((6, 0, 1, 0), 1, ""),
+    ("pytest", "proj-fail"): ((3, 3, 1, 0), 1, ""),
+    ("pytest", "proj-pass-verbose"): ((6, 0, 1, 0), 1, ""),
+    ("pytest", "proj-fail-verbose"): ((3, 3, 1, 0), 1, ""),
+    ("pytest", "proj-fail-color"): ((3, 3, 1, 0), 1, ""),
+    ("pytest", "exit-swallowed"): ((3, 3, 1, 0), 1, ""),
+    ("pytest", "exit-nonzero-after-pass"): ((6, 0, 1, 0), 1, ""),
+    ("pytest", "spoof-captured-stdout"): ((5, 1, 1, 0), 2, "s"),
+    ("pytest", "spoof-atexit"): ((3, 3, 1, 0), 2, "s"),
+    ("pytest", "abort-os-exit"): (None, 0, "i"),
+    ("pytest", "collection-error"): ((0, 0, 0, 1), 1, "b"),
+    ("pytest", "conftest-error"): (None, 0, "b"),
+    ("pytest", "usage-error"): (None, 0, "u"),
+    ("pytest", "missing-path"): ((0, 0, 0, 0), 1, "u"),
+    ("pytest", "no-tests-deselected"): ((0, 0, 0, 0), 1, ""),
+    ("pytest", "no-tests-collected"): ((0, 0, 0, 0), 1, ""),
+    ("pytest", "command-not-found"): (None, 0, ""),
+    ("cargo", "ws-pass"): ((9, 0, 1, 0), 7, ""),
+    ("cargo", "ws-fail"): ((8, 1, 1, 0), 7, ""),
+    ("cargo", "ws-fail-color"): ((8, 1, 1, 0), 7, ""),
+    ("cargo", "ws-fail-fast"): ((3, 1, 1, 0), 3, ""),
+    ("cargo", "build-error"): (None, 0, "b"),
+    ("cargo", "spoof-captured-stdout"): ((8, 1, 1, 0), 8, "s"),
+    ("cargo", "abort-test-binary"): ((6, 0, 1, 2), 5, "i"),
+    ("cargo", "usage-error"): (None, 0, "u"),
+    ("cargo", "no-such-test-target"): (None, 0, "u"),
+    ("cargo", "filtered-to-nothing"): ((0, 0, 0, 0), 5, ""),
+    ("go_test", "mod-pass-json"): ((7, 0, 1, 0), 3, ""),
+    ("go_test", "mod-fail-json"): ((5, 2, 1, 0), 3, ""),
+    ("go_test", "mod-pass-verbose"): ((7, 0, 1, 0), 3, ""),
+    ("go_test", "mod-fail-verbose"): ((5, 2, 1, 0), 3, ""),
+    ("go_test", "build-failed-json"): ((5, 0, 1, 1), 3, "b"),
+    ("go_test", "build-failed-verbose"): ((5, 0, 1, 1), 3, "b"),
+    ("go_test", "spoof-json"): ((5, 2, 1, 0), 3, "s"),
+    ("go_test", "spoof-verbose"): ((5, 2, 1, 0), 3, "s"),
+    ("go_test", "usage-error"): (None, 0, "u"),
+    ("go_test", "test-binary-flag"): ((0, 0, 0, 2), 3, "u"),
+    ("go_test", "no-such-package"): (None, 0, "u"),
+    ("go_test", "no-test-files"): ((0, 0, 0, 0), 1, ""),
+    ("go_test", "run-matches-nothing"): ((0, 0, 0, 0), 3, ""),
+    ("node_test", "cart-pass-tap"): ((7, 0, 2, 0), 1, ""),
+    ("node_test", "cart-fail-tap"): ((5, 2, 2, 0), 1, ""),
+    ("node_test", "cart-pass-spec"): ((7, 0, 2, 0), 1, ""),
+    ("node_test", "cart-fail-spec"): ((5, 2, 2, 0), 1, ""),
+    ("node_test", "cart-fail-spec-color"): ((5, 2, 2, 0), 1, ""),
+    ("node_test", "spoof-tap"): ((5, 2, 2, 0), 1, ""),
+    ("node_test", "spoof-spec"): ((5, 2, 2, 0), 5, "s"),
+    ("node_test", "syntax-error-tap"): ((0, 2, 0, 0), 1, "b"),
+    ("node_test", "abort-process-exit-tap"): ((3, 0, 0, 0), 1, "i"),
+    ("node_test", "usage-error"): (None, 0, "u"),
+    ("node_test", "missing-file"): (None, 0, "u"),
+    ("node_test", "no-tests"): ((0, 0, 0, 0), 1, ""),
+    ("jest", "cart-pass"): ((4, 0, 2, 0), 1, ""),
+    ("jest", "cart-fail"): ((3, 1, 2, 0), 1, ""),
+    ("jest", "cart-fail-color"): ((3, 1, 2, 0), 1, ""),
+    ("jest", "spoof-stdout"): ((3, 1, 2, 0), 3, "s"),
+    ("jest", "suite-failed-to-run"): ((0, 0, 0, 0), 1, "b"),
+    ("jest", "usage-error"): (None, 0, "u"),
+    ("jest", "no-tests"): ((0, 0, 0, 0), 0, ""),
+    ("vitest", "cart-pass"): ((4, 0, 2, 0), 1, ""),
+    ("vitest", "cart-fail"): ((3, 1, 2, 0), 1, ""),
+    ("vitest", "cart-fail-color"): ((3, 1, 2, 0), 1, ""),
+    ("vitest", "spoof-stdout"): ((3, 1, 2, 0), 3, "s"),
+    ("vitest", "suite-failed-to-run"): ((0, 0, 0, 0), 1, "b"),
+    ("vitest", "usage-error"): (None, 0, "u"),
+    ("vitest", "no-tests"): ((0, 0, 0, 0), 0, ""),
+    ("junit", "pytest-pass"): ((6, 0, 1, 0), 1, ""),
+    ("junit", "pytest-fail"): ((3, 3, 1, 0), 1, ""),
+    ("junit", "pytest-collection-error"): ((0, 0, 0, 1), 1, "b"),
+    ("junit", "vitest-pass"): ((4, 0, 2, 0), 1, ""),
+    ("junit", "vitest-fail"): ((3, 1, 2, 0), 1, ""),
+}
+
+
+def test_every_capture_is_in_the_exact_table() -> None:
+    """A capture nobody asserts on is a fixture that proves nothing."""
+    assert set(all_captures()) == set(EXACT)
+
+
+@pytest.mark.parametrize(("fmt", "name"), all_captures())
+def test_every_capture_says_which_tool_image_and_command_produced_it(fmt: str, name: str) -> None:
+    _, meta = capture(fmt, name)
+    assert meta["tool"] and meta["command"]
+    assert meta["image"].startswith("bakeoff/")
+    assert meta["image_id"].startswith("sha256:")
+    assert isinstance(meta["exit_code"], int)
+
+
+@pytest.mark.parametrize(("fmt", "name"), sorted(EXACT))
+def test_capture_parses_to_exact_counts(fmt: str, name: str) -> None:
+    counts, summaries, flags = EXACT[fmt, name]
+    result = parsed(fmt, name)
+    assert result.counts == (Counts(*counts) if counts is not None else None)
+    assert result.summaries == summaries
+    assert result.build_failed == ("b" in flags)
+    assert result.usage_error == ("u" in flags)
+    assert bool(result.spoof_evidence) == ("s" in flags)
+    assert bool(result.incomplete) == ("i" in flags)
+
+
+def test_cargo_sums_every_binary_where_the_first_result_line_says_ok() -> None:
+    """Regression: a first-match grep of `test result:` reads the lib binary (ok, 2
+    passed) and misses the failure in tests/api.rs; the answer is the sum of all 7."""
+    text, _ = capture("cargo", "ws-fail")
+    first = next(line for line in text.splitlines() if line.startswith("test result:"))
+    assert first.startswith("test result: ok. 2 passed; 0 failed; 1 ignored")
+    result = parsed("cargo", "ws-fail")
+    assert result.counts == Counts(passed=8, failed=1, skipped=1)
+    assert result.summaries == 7
+
+
+def test_cargo_keeps_same_named_tests_of_different_binaries() -> None:
+    """Two integration binaries (and the lib) each hold a test named `same_name`: all
+    three are distinct tests, and only the one in tests/api.rs failed."""
+    status = {case.id: case.status for case in parsed("cargo", "ws-fail").tests}
+    assert status["tests/api.rs::same_name"] is TestStatus.FAILED
+    assert status["tests/props.rs::same_name"] is TestStatus.PASSED
+    assert status["unittests src/lib.rs (shapes)::tests::same_name"] is TestStatus.PASSED
+    assert "unittests src/lib.rs (units)::tests::converts_centimetres" in status
+    assert "Doc-tests shapes::src/lib.rs - Rect::area (line 23)" in status
+    assert len(status) == 10
+
+
+@pytest.mark.parametrize(
+    ("fmt", "colored", "uncolored"),
+    [
+        ("pytest", "proj-fail-color", "proj-fail"),
+        ("cargo", "ws-fail-color", "ws-fail"),
+        ("node_test", "cart-fail-spec-color", "cart-fail-spec"),
+        ("jest", "cart-fail-color", "cart-fail"),
+        ("vitest", "cart-fail-color", "cart-fail"),
+    ],
+)
+def test_colored_output_reads_like_plain_output(fmt: str, colored: str, uncolored: str) -> None:
+    """`--color=yes` / FORCE_COLOR wrap the summary in ANSI codes: same counts, same tests."""
+    assert "\x1b[" in capture(fmt, colored)[0]
+    with_color, without = parsed(fmt, colored), parsed(fmt, uncolored)
+    assert with_color.counts == without.counts
+    assert {c.id: c.status for c in with_color.tests} == {c.id: c.status for c in without.tests}
+
+
+def test_cargo_without_no_fail_fast_says_the_counts_are_partial() -> None:
+    assert any("--no-fail-fast" in note for note in parsed("cargo", "ws-fail-fast").notes)
+    assert parsed("cargo", "ws-fail").notes == ()
+
+
+def test_go_counts_subtests_and_qualifies_ids_by_package() -> None:
+    status = {case.id: case.status for case in parsed("go_test", "mod-fail-json").tests}
+    assert status["example.com/gomod/mathx::TestClamp/above"] is TestStatus.FAILED
+    assert status["example.com/gomod/mathx::TestClamp"] is TestStatus.FAILED
+    assert status["example.com/gomod/strs::ExampleShout"] is TestStatus.PASSED
+
+
+def test_go_json_and_verbose_modes_agree_on_the_same_run() -> None:
+    for outcome in ("pass", "fail"):
+        json_mode = parsed("go_test", f"mod-{outcome}-json")
+        verbose = parsed("go_test", f"mod-{outcome}-verbose")
+        assert json_mode.counts == verbose.counts
+        assert {c.id: c.status for c in json_mode.tests} == {c.id: c.status for c in verbose.tests}
+
+
+def test_plain_go_test_without_verbose_is_not_read_as_zero_tests() -> None:
+    """Without -v, passing tests are not listed: counting them as 0 would be a lie."""
+    result = get_parser("go-test").parse("ok  \texample.com/m\t0.01s\n")
+    assert result.counts is None
+    assert "-json" in result.notes[0]
+
+
+def test_pytest_reports_the_most_failing_summary_when_spoofed() -> None:
+    """The atexit spoof prints `7 passed` after the real `3 failed`: report the real one."""
+    assert parsed("pytest", "spoof-atexit").counts == Counts(passed=3, failed=3, skipped=1)
+
+
+def test_pytest_notes_a_collection_error_on_a_missing_module() -> None:
+    (note,) = parsed("pytest", "conftest-error").notes
+    assert "no_such_helper_module" in note
+
+
+def test_pytest_reads_per_test_statuses() -> None:
+    status = {case.id: case.status for case in parsed("pytest", "proj-fail-verbose").tests}
+    assert status["tests/test_calc.py::test_sub_table[2-3--1]"] is TestStatus.FAILED
+    assert status["tests/test_calc.py::test_not_on_linux"] is TestStatus.SKIPPED
+    assert status["tests/test_calc.py::test_add"] is TestStatus.PASSED
+
+
+def test_jest_qualifies_tests_by_file_and_describe_block() -> None:
+    status = {case.id: case.status for case in parsed("jest", "cart-fail").tests}
+    failed = "test/cart.jest.test.js \u203a discount \u203a ten percent at the threshold"
+    assert status[failed] is TestStatus.FAILED
+    assert status["test/cart.jest.test.js \u203a a todo test"] is TestStatus.SKIPPED
+
+
+def test_junit_refuses_a_doctype_with_entities() -> None:
+    """The XML comes from the sandbox: an entity bomb must not be expanded."""
+    bomb = (
+        '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+        '<!ENTITY lol2 "&lol;&lol;&lol;&lol;">]><testsuite tests="1">'
+        '<testcase name="&lol2;"/></testsuite>'
+    )
+    result = get_parser("junit").parse(bomb)
+    assert result.counts is None
+    assert "DOCTYPE" in result.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "note"),
+    [("not xml at all", "no JUnit XML"), ("<testsuite><testcase", "does not parse")],
+)
+def test_junit_without_a_readable_document_has_no_counts(text: str, note: str) -> None:
+    result = get_parser("junit").parse(text)
+    assert result.counts is None
+    assert note in result.notes[0]
+
+
+def test_junit_notes_suites_that_declare_other_totals_than_their_cases() -> None:
+    text = '<testsuite tests="3"><testcase name="a"/><testcase name="b"/></testsuite>'
+    result = get_parser("junit").parse(text)
+    assert result.counts == Counts(passed=2)
+    assert "declare 3" in result.notes[0]
+
+
+def test_exit_code_parser_expects_no_tests_and_reads_nothing() -> None:
+    result = get_parser("exit-code").parse("anything\n10 passed in 0.1s\n")
+    assert result == ParseResult(counts=None, expects_tests=False)
+
+
+def expected_runs() -> list[tuple[str, str, str]]:
+    runs = []
+    for spec in sorted(PROJECTS.glob("*/EXPECTED.json")):
+        for parser in json.loads(spec.read_text())["parsers"]:
+            runs += [(spec.parent.name, parser, outcome) for outcome in ("pass", "fail")]
+    return runs
+
+
+@pytest.mark.parametrize(("project", "parser", "outcome"), expected_runs())
+def test_fixture_project_capture_matches_its_expected_json(
+    project: str, parser: str, outcome: str
+) -> None:
+    """EXPECTED.json of each fixture project states the exact counts of its command on the
+    clean tree and with fail.patch applied; the capture of that very command agrees."""
+    spec = json.loads((PROJECTS / project / "EXPECTED.json").read_text())
+    command = spec["parsers"][parser]["command"]
+    want = spec["parsers"][parser][outcome]
+    patch = spec["fail_patch"] if outcome == "fail" else None
+    fmt = next(f for f, p in FORMAT_PARSER.items() if p == parser)
+    matches = [
+        name
+        for f, name in all_captures()
+        if f == fmt
+        and (meta := capture(f, name)[1])["fixture"] == f"tests/fixtures/{project}"
+        and meta["command"] == command
+        and meta["patch"] == patch
+    ]
+    assert matches, f"no capture of {command!r} on {project} ({outcome})"
+    for name in matches:
+        text, meta = capture(fmt, name)
+        result = get_parser(parser).parse(text)
+        keys = ("passed", "failed", "skipped", "errors")
+        assert result.counts == Counts(*(want[k] for k in keys))
+        assert meta["exit_code"] == want["exit_code"]
+        outcome_ = decide(parser=parser, exit_code=meta["exit_code"], parsed=result,
+                          timed_out=False, oom_killed=False)
+        assert outcome_.verdict == want["verdict"]
+        assert outcome_.reason == want.get("reason")
+
+
+def test_registry_is_keyed_by_the_manifest_names() -> None:
+    assert set(PARSERS) == {
+        "pytest", "cargo", "go-test", "node-test", "jest", "vitest", "junit", "exit-code"
+    }
+    assert all(parser.name == name for name, parser in PARSERS.items())
+
+
+def test_unknown_parser_name_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownParserError) as raised:
+        get_parser("go-test-json")
+    assert isinstance(raised.value, KeyError) and isinstance(raised.value, ValueError)
+    assert "go-test-json" in str(raised.value) and "node-test" in str(raised.value)
+
+
+def test_pure_core_imports_no_docker_git_or_runner() -> None:
+    """rig.parsers and rig.verdict are pure: a fresh interpreter can import them without
+    pulling in docker, GitPython or the orchestration package."""
+    code = (
+        "import json, sys\n"
+        "import rig.parsers, rig.verdict\n"
+        "print(json.dumps(sorted(m for m in sys.modules\n"
+        "    if m.split('.')[0] in {'docker', 'git', 'runner'})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    assert json.loads(out) == []

@@ -1,0 +1,357 @@
+"""`rig.verdict.decide`: one test per rule, named after the incident it pins.
+
+Where a real capture shows the situation it is used (tests/unit/parsers/fixtures/);
+container-level facts (timeout, OOM, preflight) are given as the flags the oracle sets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rig.parsers import UnknownParserError, get_parser
+from rig.parsers.base import Counts, ParseResult
+from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict, decide
+
+FIXTURES = Path(__file__).parent / "parsers" / "fixtures"
+FORMAT_PARSER = {
+    "pytest": "pytest",
+    "cargo": "cargo",
+    "go_test": "go-test",
+    "node_test": "node-test",
+    "jest": "jest",
+    "vitest": "vitest",
+    "junit": "junit",
+}
+
+
+def judge(fmt: str, name: str, *, exit_code: int | None = None, **flags: bool) -> Outcome:
+    """decide() on a real capture, with its recorded exit code unless one is given."""
+    meta = json.loads((FIXTURES / fmt / f"{name}.meta").read_text())
+    text = (FIXTURES / fmt / f"{name}{'.xml' if fmt == 'junit' else '.txt'}").read_text()
+    parser = FORMAT_PARSER[fmt]
+    return decide(
+        parser=parser,
+        exit_code=meta["exit_code"] if exit_code is None else exit_code,
+        parsed=get_parser(parser).parse(text),
+        timed_out=flags.get("timed_out", False),
+        oom_killed=flags.get("oom_killed", False),
+        program_present=flags.get("program_present", True),
+    )
+
+
+def given(counts: Counts | None, exit_code: int, parser: str = "pytest", **fields: Any) -> Outcome:
+    """decide() on a hand-made ParseResult, for situations no capture shows."""
+    fields.setdefault("summaries", 0 if counts is None else 1)
+    parsed = ParseResult(counts=counts, **fields)
+    return decide(parser=parser, exit_code=exit_code, parsed=parsed, timed_out=False,
+                  oom_killed=False)
+
+
+def test_enum_values_are_the_record_strings() -> None:
+    assert [v.value for v in Verdict] == ["PASS", "FAIL", "RIG_ERROR"]
+    assert {r.value for r in RigErrorReason} == {
+        "tool_missing", "command_not_found", "bad_invocation", "no_tests_ran",
+        "unparsed_output", "infra",
+    }
+    assert {"tests_failed", "timeout", "oom_killed", "exit_mismatch", "spoofed_output",
+            "build_failed"} <= {r.value for r in FailReason}
+
+
+# Rule 1-3: what preflight, the container and the shell say
+
+
+def test_tool_absent_at_preflight_is_a_rig_error_not_the_models_failure() -> None:
+    """The image lacks pytest: exit 127 must not count against the arm."""
+    outcome = judge("pytest", "command-not-found", program_present=False)
+    assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.tool_missing)
+
+
+def test_typo_in_the_check_command_exit_127_is_command_not_found() -> None:
+    """`pytset -q`: the shell says command not found; the code under test never ran."""
+    outcome = judge("pytest", "command-not-found")
+    assert (outcome.verdict, outcome.reason) == (
+        Verdict.RIG_ERROR, RigErrorReason.command_not_found
+    )
+
+
+def test_exit_126_not_executable_is_command_not_found() -> None:
+    outcome = given(None, 126)
+    assert outcome.reason is RigErrorReason.command_not_found
+    assert "not executable" in outcome.detail
+
+
+def test_timeout_is_a_fail_even_when_a_passing_summary_was_printed() -> None:
+    outcome = judge("pytest", "proj-pass", timed_out=True)
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.timeout)
+
+
+def test_oom_killed_container_is_a_fail() -> None:
+    outcome = judge("cargo", "ws-pass", exit_code=137, oom_killed=True)
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.oom_killed)
+
+
+def test_no_recorded_exit_code_is_an_infra_rig_error() -> None:
+    outcome = decide(parser="pytest", exit_code=None, parsed=ParseResult(counts=None),
+                     timed_out=False, oom_killed=False)
+    assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.infra)
+
+
+# Rule 4: the exit-code parser
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "verdict", "reason"),
+    [
+        (0, Verdict.PASS, None),
+        (1, Verdict.FAIL, FailReason.tests_failed),
+        (139, Verdict.FAIL, FailReason.tests_failed),
+        (127, Verdict.RIG_ERROR, RigErrorReason.command_not_found),
+    ],
+)
+def test_exit_code_check_passes_on_zero_only(
+    exit_code: int, verdict: Verdict, reason: FailReason | RigErrorReason | None
+) -> None:
+    outcome = decide(parser="exit-code", exit_code=exit_code,
+                     parsed=get_parser("exit-code").parse("compiling...\n"),
+                     timed_out=False, oom_killed=False)
+    assert (outcome.verdict, outcome.reason) == (verdict, reason)
+
+
+def test_signal_exit_is_named_in_the_detail() -> None:
+    outcome = decide(parser="exit-code", exit_code=139, parsed=ParseResult(counts=None,
+                     expects_tests=False), timed_out=False, oom_killed=False)
+    assert "SIGSEGV" in outcome.detail
+
+
+# Rule 5: the contestant broke the build
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [
+        ("cargo", "build-error"),
+        ("go_test", "build-failed-json"),
+        ("go_test", "build-failed-verbose"),
+        ("pytest", "collection-error"),
+        ("junit", "pytest-collection-error"),
+        ("node_test", "syntax-error-tap"),
+        ("jest", "suite-failed-to-run"),
+        ("vitest", "suite-failed-to-run"),
+    ],
+)
+def test_compile_error_in_the_code_under_test_is_build_failed_never_a_rig_error(
+    fmt: str, name: str
+) -> None:
+    """cargo `error[E0277]`, go `[build failed]`, pytest exit 2 collection error, a JS
+    syntax error: the contestant broke the code; no summary must not mean RIG_ERROR."""
+    outcome = judge(fmt, name)
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.build_failed)
+
+
+def test_go_package_that_does_not_build_fails_the_run_while_others_pass() -> None:
+    outcome = judge("go_test", "build-failed-json")
+    assert outcome.counts == Counts(passed=5, skipped=1, errors=1)
+
+
+def test_broken_conftest_exit_4_is_build_failed_not_bad_invocation() -> None:
+    """pytest exits 4 (its usage-error code) when conftest.py fails to import: the
+    conftest is the repository's code, so this is the contestant's failure."""
+    outcome = judge("pytest", "conftest-error")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.build_failed)
+
+
+# Rule 6: the rig's command line is wrong
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [
+        ("pytest", "usage-error"),
+        ("pytest", "missing-path"),
+        ("cargo", "usage-error"),
+        ("cargo", "no-such-test-target"),
+        ("go_test", "usage-error"),
+        ("go_test", "test-binary-flag"),
+        ("go_test", "no-such-package"),
+        ("node_test", "usage-error"),
+        ("node_test", "missing-file"),
+        ("jest", "usage-error"),
+        ("vitest", "usage-error"),
+    ],
+)
+def test_runner_rejecting_the_check_command_is_bad_invocation(fmt: str, name: str) -> None:
+    """An unknown flag or a test path that does not exist is the rig's fault."""
+    outcome = judge(fmt, name)
+    assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.bad_invocation)
+
+
+def test_usage_text_printed_by_failing_code_does_not_turn_a_fail_into_a_rig_error() -> None:
+    """Code under test that prints `error: unrecognized arguments:` while its tests fail
+    must not escape its FAIL as bad_invocation."""
+    outcome = given(Counts(passed=3, failed=3), 1, usage_error=True)
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.tests_failed)
+
+
+# Rule 7: output the runner did not print
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [
+        ("pytest", "spoof-captured-stdout"),
+        ("cargo", "spoof-captured-stdout"),
+        ("go_test", "spoof-json"),
+        ("go_test", "spoof-verbose"),
+        ("node_test", "spoof-spec"),
+        ("jest", "spoof-stdout"),
+        ("vitest", "spoof-stdout"),
+    ],
+)
+def test_fake_passed_lines_printed_by_code_under_test_are_not_a_pass(fmt: str, name: str) -> None:
+    """The patch prints its own `5 passed` / `test result: ok` / `--- PASS` lines."""
+    outcome = judge(fmt, name)
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.spoofed_output)
+
+
+def test_fake_summary_printed_at_exit_after_the_real_one_is_spoofed() -> None:
+    """An atexit hook prints `7 passed` after pytest's real `3 failed` summary line."""
+    outcome = judge("pytest", "spoof-atexit")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.spoofed_output)
+    assert outcome.counts == Counts(passed=3, failed=3, skipped=1)
+
+
+def test_spoofed_summary_with_exit_0_is_still_not_a_pass() -> None:
+    """Two summaries and exit 0 (the forged one agreeing with the exit code)."""
+    outcome = given(Counts(passed=5), 0, summaries=2)
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.spoofed_output)
+
+
+def test_node_tap_escapes_printed_summary_lines_so_the_real_failure_stands() -> None:
+    """node's TAP reporter turns printed `# tests 9` into `# \\# tests 9`: no spoof
+    evidence is needed, the real counts say FAIL."""
+    outcome = judge("node_test", "spoof-tap")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.tests_failed)
+
+
+# Rule 8: the test process ended before the runner reported it all
+
+
+def test_os_exit_before_pytest_summary_is_aborted_not_a_rig_error() -> None:
+    """`os._exit(0)` in the code under test: progress dots, no summary, exit 0."""
+    outcome = judge("pytest", "abort-os-exit")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.aborted)
+
+
+def test_process_exit_in_code_under_test_hiding_node_tests_is_never_a_pass() -> None:
+    """node reports the cut-short file as ONE passing test; 3 passed, exit 0."""
+    outcome = judge("node_test", "abort-process-exit-tap")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.aborted)
+
+
+def test_crashed_cargo_test_binary_is_aborted() -> None:
+    """SIGABRT in two integration binaries: their `test result:` lines never come."""
+    outcome = judge("cargo", "abort-test-binary")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.aborted)
+
+
+# Rule 9: no summary
+
+
+def test_output_without_any_summary_is_unparsed_output() -> None:
+    parsed = get_parser("pytest").parse("Fatal Python error: Segmentation fault\n")
+    outcome = decide(parser="pytest", exit_code=139, parsed=parsed, timed_out=False,
+                     oom_killed=False)
+    assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.unparsed_output)
+    assert outcome.detail == "no pytest summary in the output"
+
+
+# Rule 10: no test ran
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [
+        ("pytest", "no-tests-collected"),
+        ("pytest", "no-tests-deselected"),
+        ("cargo", "filtered-to-nothing"),
+        ("go_test", "no-test-files"),
+        ("go_test", "run-matches-nothing"),
+        ("node_test", "no-tests"),
+        ("jest", "no-tests"),
+        ("vitest", "no-tests"),
+    ],
+)
+def test_a_check_that_ran_no_test_is_no_tests_ran(fmt: str, name: str) -> None:
+    """pytest exit 5, a filter matching nothing, `[no test files]`: the oracle executed
+    nothing, so neither PASS nor FAIL can be trusted."""
+    outcome = judge(fmt, name)
+    assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.no_tests_ran)
+
+
+def test_every_test_skipped_is_no_tests_ran() -> None:
+    """All skipped (e.g. the service the tests need is absent in the image)."""
+    outcome = given(Counts(skipped=4), 0)
+    assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.no_tests_ran)
+
+
+# Rule 11: exit code against counts
+
+
+def test_exit_0_with_failures_is_exit_mismatch() -> None:
+    """`pytest ... || true` swallowed the exit code: 3 failed, exit 0."""
+    outcome = judge("pytest", "exit-swallowed")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.exit_mismatch)
+    assert outcome.detail == "exit 0 but 3 tests failed (3 passed, 3 failed, 1 skipped)"
+
+
+def test_nonzero_exit_with_every_test_passed_is_exit_mismatch_never_a_pass() -> None:
+    """All tests pass, then an atexit hook makes the process exit 3."""
+    outcome = judge("pytest", "exit-nonzero-after-pass")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.exit_mismatch)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    sorted((p.parent.name, p.stem) for p in FIXTURES.glob("*/*.meta")),
+)
+@pytest.mark.parametrize("exit_code", [0, 1, 2, 3, 101])
+def test_a_pass_always_has_exit_0_and_no_failure(fmt: str, name: str, exit_code: int) -> None:
+    """Whatever a capture holds and whatever exit code comes with it."""
+    outcome = judge(fmt, name, exit_code=exit_code)
+    if outcome.verdict is Verdict.PASS:
+        assert exit_code == 0
+        assert outcome.counts is not None and outcome.counts.failed + outcome.counts.errors == 0
+
+
+# Rule 12: the plain outcomes
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [("pytest", "proj-fail"), ("cargo", "ws-fail"), ("cargo", "ws-fail-fast"),
+     ("go_test", "mod-fail-json"), ("node_test", "cart-fail-tap"), ("jest", "cart-fail"),
+     ("vitest", "cart-fail"), ("junit", "vitest-fail")],
+)
+def test_failing_tests_with_a_nonzero_exit_are_tests_failed(fmt: str, name: str) -> None:
+    outcome = judge(fmt, name)
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.tests_failed)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [("pytest", "proj-pass"), ("cargo", "ws-pass"), ("go_test", "mod-pass-verbose"),
+     ("node_test", "cart-pass-spec"), ("jest", "cart-pass"), ("vitest", "cart-pass"),
+     ("junit", "pytest-pass")],
+)
+def test_all_tests_passed_with_exit_0_is_a_pass(fmt: str, name: str) -> None:
+    outcome = judge(fmt, name)
+    assert (outcome.verdict, outcome.reason) == (Verdict.PASS, None)
+
+
+def test_unknown_parser_name_is_a_callers_bug_not_a_verdict() -> None:
+    with pytest.raises(UnknownParserError):
+        given(Counts(passed=1), 0, parser="go-test-json")
