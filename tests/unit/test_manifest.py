@@ -34,7 +34,8 @@ from runner.manifest import (
 )
 
 REFERENCE = Path(__file__).parent / "bad_manifests" / "reference.toml"
-SHARED_REFERENCE = Path("/work/shared/bakeoff.example.toml")
+# shared/ sits beside the checkout (here and in CI): <repo>/../shared
+SHARED_REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "bakeoff.example.toml"
 AUTHOR = git.Actor("bakeoff-test", "bakeoff-test@example.invalid")
 
 
