@@ -153,12 +153,15 @@ def build_base(engine: Engine, reporter: BuildReporter, base_ref: str | None = N
     reporter.start(BASE)
     attrs = inspect(engine, BASE_TAG)
     cached = attrs is not None
-    if attrs is None and base_ref:
+    if base_ref:
         source = inspect(engine, base_ref)
         if source is None:
             raise ImageMissingError(base_ref, "load it locally first (docker load); "
                                     "nothing is ever pulled")
-        engine.call("tag base", engine.client.images.get(base_ref).tag, BASE_TAG)
+        cached = attrs is not None and attrs["Id"] == source["Id"]
+        if not cached:
+            reporter.line(BASE, f"using {base_ref} as the base")
+            engine.call("tag base", engine.client.images.get(base_ref).tag, BASE_TAG)
         attrs = inspect(engine, BASE_TAG)
     if attrs is None:
         tarball = bootstrap_rootfs(reporter)

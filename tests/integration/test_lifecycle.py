@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from runner import database, images, lifecycle
+from runner import database, images, lifecycle, sandbox
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.errors import ImageMissingError, SandboxUnavailableError
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import PlainReporter, cleanup, git, make_target
 
@@ -194,3 +195,22 @@ def test_changed_dockerfile_rebuilds_and_unchanged_is_a_cache_hit(
         engine.client.images.remove(changed.tag, force=True)
         for image_id in {build[0].image_id}:
             engine.client.images.remove(image_id, force=True)
+
+
+def test_exec_reports_a_timeout_as_a_value_and_a_vanished_sandbox_as_an_error(
+        engine: Engine, target: LoadedManifest) -> None:
+    lifecycle.up(engine, target)
+    _, current = lifecycle.require_up(target)
+    a = current.arm("A")
+    assert a is not None
+    slow = sandbox.exec_in(engine, a.container_id, "sleep 30", timeout_s=2)
+    assert (slow.timed_out, slow.exit_code) == (True, 124)
+    assert 2 <= slow.duration_s < 10
+    engine.client.containers.get(a.container_id).remove(force=True)
+    with pytest.raises(SandboxUnavailableError, match="has vanished"):
+        sandbox.exec_in(engine, a.container_id, "true", timeout_s=5)
+
+
+def test_user_base_image_must_exist_locally(engine: Engine) -> None:
+    with pytest.raises(ImageMissingError, match="bakeoff/no-such-base:1 is not present"):
+        images.build_base(engine, PlainReporter(), "bakeoff/no-such-base:1")
