@@ -29,13 +29,15 @@ from runner.images import BuiltImage
 
 TOOL_MISSING_EXIT = 199
 TOOL_MISSING_MARK = "bakeoff-rig: tool missing:"
-# Run inside the sample container: check the tools, then the command under `timeout`.
+# Run inside the sample container: check the tools, then the command under `timeout`,
+# stderr merged into stdout IN ORDER (cargo prints `Running <binary>` on stderr and its
+# `running N tests` on stdout: two docker streams interleave by arrival, not by order).
 DRIVER = (
     't="$1"; c="$2"; shift 2; missing=""; '
     'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || missing="$missing $x"; done; '
     f'if [ -n "$missing" ]; then echo "{TOOL_MISSING_MARK}$missing" >&2; '
     f'exit {TOOL_MISSING_EXIT}; fi; '
-    'exec timeout -k 5 "$t" sh -c "$c"'
+    'exec timeout -k 5 "$t" sh -c "$c" 2>&1'
 )
 HOST_GRACE_S = 60
 SHELL_WORDS = frozenset({"cd", "export", "set", "exec", "env", "if", "for", "test", "[", "true"})
