@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from typer._click.exceptions import ClickException
 
+from rig.errors import RigError
 from runner import demo as demo_mod
 from runner import images, lifecycle, scoring
 from runner.engine import Engine
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Outside standalone mode, click returns an Exit's code instead of raising it.
         code = app(args=argv, standalone_mode=False)
-    except RunnerError as error:
+    except (RunnerError, RigError) as error:
         err.print(f"error: {error}", markup=False)
         return error.exit_code
     except typer.Exit as done:

@@ -83,7 +83,3 @@ class DatabaseError(InfraError):
     """The experiment's Postgres could not be started or administered."""
 
 
-class ContractMismatchError(RunnerError):
-    """The frozen contract does not match the manifest. Exit code 4."""
-
-    exit_code = 4

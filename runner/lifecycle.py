@@ -27,6 +27,7 @@ from runner.state import ArmSandbox, DbState, ExperimentState
 from runner.store import ensure_excluded, experiment_dir, experiment_lock
 
 Progress = Callable[[str], None]
+AGENTS_DIR = "/agents"
 
 
 def _quiet(_: str) -> None:
@@ -185,13 +186,18 @@ def _start_arm(engine: Engine, plan: UpPlan, item: tuple[str, Path, str, bool],
         name=name, image_id=plan.image.image_id, labels=_labels(plan, "arm", arm_id),
         checkout=checkout, network=network, env=env, user=workspace.sandbox_user(),
         limits=sandbox.SandboxLimits(limits.cpus, limits.memory_mb, limits.pids),
-        hostname=arm_id.lower())
+        hostname=arm_id.lower(), read_only=agents_mount(plan.loaded))
     container_id = sandbox.create(engine, spec)
     progress(f"arm {arm_id}: sandbox {name} up")
     return ArmSandbox(arm=arm_id, container_id=container_id, container_name=name,
                       network=network, egress=egress, checkout=str(checkout),
                       schema_name=schema.name if schema else None,
                       schema_password=schema.password if schema else None)
+
+
+def agents_mount(loaded: LoadedManifest) -> tuple[tuple[Path, str], ...]:
+    agents = loaded.agents_path
+    return () if agents is None else ((agents, AGENTS_DIR),)
 
 
 def require_up(loaded: LoadedManifest) -> tuple[Path, ExperimentState]:

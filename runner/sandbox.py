@@ -52,6 +52,7 @@ class SandboxSpec:
     user: str = "1000:1000"
     hostname: str = "sandbox"
     read_only_checkout: bool = False
+    read_only: tuple[tuple[Path, str], ...] = ()  # (host path, container path)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ def create(engine: Engine, spec: SandboxSpec) -> str:
     if spec.checkout is not None:
         mounts.append(Mount(WORKDIR, str(spec.checkout.resolve()), type="bind",
                             read_only=spec.read_only_checkout))
+    mounts += [Mount(target, str(source.resolve()), type="bind", read_only=True)
+               for source, target in spec.read_only]
     memory = f"{spec.limits.memory_mb}m"
     container: Any = engine.call(
         f"create sandbox {spec.name}", engine.client.containers.run, spec.image_id,

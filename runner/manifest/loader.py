@@ -36,6 +36,12 @@ class LoadedManifest:
         return _resolve(self.root, self.manifest.experiment.repo)
 
     @property
+    def agents_path(self) -> Path | None:
+        """`[experiment].agents_dir`, absolute (mounted read-only at /agents), if set."""
+        agents = self.manifest.experiment.agents_dir
+        return None if agents is None else _resolve(self.root, agents)
+
+    @property
     def control_arms(self) -> list[Arm]:
         """The arms marked ``control = true``."""
         return self.manifest.control_arms
@@ -72,7 +78,7 @@ def load_manifest(path: Path) -> LoadedManifest:
     path = Path(path).expanduser().absolute()
     manifest = parse_manifest(_read_toml(path), path)
     loaded = LoadedManifest(manifest, path, path.parent)
-    issues = [*_brief_issues(loaded), *_repo_issues(loaded)]
+    issues = [*_brief_issues(loaded), *_agents_issues(loaded), *_repo_issues(loaded)]
     if issues:
         raise manifest_error(str(path), issues)
     return loaded
@@ -121,6 +127,15 @@ def _brief_issues(loaded: LoadedManifest) -> list[Issue]:
                 found=change.brief,
             ))
     return issues
+
+
+def _agents_issues(loaded: LoadedManifest) -> list[Issue]:
+    agents = loaded.agents_path
+    if agents is None or agents.is_dir():
+        return []
+    return [Issue("experiment.agents_dir", f"is not a directory: {agents}",
+                  "point it at the directory holding the agent scripts (relative to the "
+                  "manifest), or remove the key", found=loaded.manifest.experiment.agents_dir)]
 
 
 def _repo_issues(loaded: LoadedManifest) -> list[Issue]:

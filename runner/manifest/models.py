@@ -135,6 +135,11 @@ class Experiment(Section):
         description="the experiment branch that accumulates merges (default bakeoff/<name>)",
         json_schema_extra=_no_schema_default,
     )
+    agents_dir: NonBlank | None = Field(
+        default=None,
+        description="a directory (relative to the manifest) mounted read-only at /agents in "
+                    "every arm's sandbox: scripted contestants or agent wrappers",
+    )
 
     @model_validator(mode="before")
     @classmethod
