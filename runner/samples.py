@@ -1,6 +1,10 @@
 """The docker `SampleExecutor`: each sample in a FRESH container, from a fresh copy of the
 commit's tree (from git, never a live checkout), protected files restored from the base,
 a fresh empty schema, the network off (only the database is reachable), then removed.
+
+The fresh copy is a `git archive` extracted into a scratch directory of its own and
+bind-mounted at /work (a `put_archive` into the container cost ~80 ms a sample; the
+bind mount costs nothing and scales with the tree), deleted after the sample.
 """
 
 from __future__ import annotations
@@ -10,8 +14,10 @@ import hashlib
 import io
 import secrets
 import shlex
+import shutil
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,6 +26,7 @@ from typing import Any
 
 import docker.errors
 import requests
+from docker.types import Mount
 
 from rig.oracle import Execution, SampleSpec
 from runner import database, sandbox, workspace
@@ -110,6 +117,7 @@ class DockerSampleExecutor:
         self.server: database.DbServer | None = None
         self.networks: dict[str, str] = {}
         self.lock = threading.Lock()
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
 
     def __enter__(self) -> DockerSampleExecutor:
         if self.db_image is not None:
@@ -123,6 +131,7 @@ class DockerSampleExecutor:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
         self.engine.remove_labelled({"io.bakeoff.experiment": self.experiment,
                                      "io.bakeoff.run": self.run})
 
@@ -159,6 +168,7 @@ class DockerSampleExecutor:
     def _execute(self, spec: SampleSpec, started: float) -> Execution:
         archive, protected = tree_archive(self.repo, spec.commit, spec.base_commit,
                                           spec.protected)
+        tree = self._extract(archive)
         network = self._network(spec.arm) if self.server is not None else "none"
         schema = None
         if self.server is not None:
@@ -172,8 +182,9 @@ class DockerSampleExecutor:
         program = program_of(spec.command)
         tools = list(dict.fromkeys([*spec.requires, *([program] if program else [])]))
         try:
-            code, log, timed_out, oom = self._run(spec, archive, env, network, tools)
+            code, log, timed_out, oom = self._run(spec, tree, env, network, tools)
         finally:
+            shutil.rmtree(tree.parent, ignore_errors=True)
             if schema is not None and self.server is not None:
                 database.drop_schema(self.server, schema.name)
         missing = _missing_tools(code, log)
@@ -185,12 +196,22 @@ class DockerSampleExecutor:
             image=self.image.tag, image_id=self.image.image_id,
             image_identity=self.image.identity,
             env={k: redact_url(v) if k == self.url_env else v for k, v in env.items()},
-            mounts=({"type": "archive", "target": sandbox.WORKDIR,
-                     "source": f"git archive {spec.commit}"},),
+            mounts=({"type": "bind", "target": sandbox.WORKDIR,
+                     "source": f"fresh git archive of {spec.commit}"},),
             limits=self.limits.as_record(), network=network,
             db_schema=None if schema is None else schema.name, protected=protected)
 
-    def _run(self, spec: SampleSpec, archive: bytes, env: dict[str, str], network: str,
+    def _extract(self, archive: bytes) -> Path:
+        """A fresh directory holding the tree (as work/), owned by the sandbox user."""
+        scratch = Path(tempfile.mkdtemp(prefix="sample-", dir=self.scratch))
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(scratch, filter="fully_trusted")  # our own git archive
+        tree = scratch / "work"
+        tree.mkdir(exist_ok=True)
+        workspace.give_to_sandbox(tree)
+        return tree
+
+    def _run(self, spec: SampleSpec, tree: Path, env: dict[str, str], network: str,
              tools: list[str]) -> tuple[int | None, str, bool, bool]:
         memory = f"{self.limits.memory_mb}m"
         net: dict[str, Any] = {"network_mode": "none"} if network == "none" else {
@@ -203,9 +224,8 @@ class DockerSampleExecutor:
             labels=self._labels("sample", spec.arm).as_dict(), cap_drop=["ALL"],
             security_opt=["no-new-privileges"], nano_cpus=int(self.limits.cpus * 1e9),
             mem_limit=memory, memswap_limit=memory, pids_limit=self.limits.pids, init=True,
-            **net)
+            mounts=[Mount(sandbox.WORKDIR, str(tree), type="bind")], **net)
         try:
-            self.engine.call("copy tree", container.put_archive, "/", archive)
             began = time.monotonic()
             self.engine.call("start sample", container.start)
             try:
