@@ -18,7 +18,7 @@ from typing import Any
 
 import docker.errors
 
-from runner import database, images, sandbox, workspace
+from runner import database, images, prepared, sandbox, workspace
 from runner import state as state_mod
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import BadInputError, DatabaseError, NotUpError, UnknownArmError
@@ -68,7 +68,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
         if existing is not None:
             progress(f"removing leftovers of an interrupted up (run {existing.run})")
             _remove_orphans(engine, directory, name, keep_run=None)
-        plan = _plan(engine, loaded, change)
+        plan = _plan(engine, loaded, change, progress)
         state_mod.save(directory, _starting_state(plan))
         try:
             made = _make(engine, plan, directory, progress)
@@ -81,7 +81,8 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
         return made
 
 
-def _plan(engine: Engine, loaded: LoadedManifest, change: str | None) -> UpPlan:
+def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
+          progress: Progress) -> UpPlan:
     manifest = loaded.manifest
     change_ids = [c.id for c in manifest.changes]
     chosen = change or change_ids[0]
@@ -89,7 +90,10 @@ def _plan(engine: Engine, loaded: LoadedManifest, change: str | None) -> UpPlan:
         raise BadInputError(f"--change {chosen!r} is not in {loaded.path}",
                             hint=f"choose one of: {', '.join(change_ids)}")
     base = workspace.resolve_commit(loaded.repo_path, manifest.experiment.base)
-    image = images.resolve(engine, manifest.toolchain.image)
+    toolchain = images.resolve(engine, manifest.toolchain.image)
+    # The same prepared image (setup baked in) that scores the base serves the sandboxes.
+    image = prepared.prepare(engine, loaded.repo_path, base, toolchain,
+                             list(manifest.toolchain.setup), progress)
     db_image = images.resolve(engine, manifest.database.image) if manifest.database else None
     return UpPlan(loaded, chosen, secrets.token_hex(3), base, image, db_image)
 

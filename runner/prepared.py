@@ -22,6 +22,7 @@ from runner.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.errors import InfraError
 from runner.images import BuiltImage, inspect
 
+PREPARED = "prepared"
 DEPENDENCY_FILES = frozenset({
     "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements-dev.txt",
     "poetry.lock", "uv.lock", "Pipfile.lock", "package.json", "package-lock.json",
@@ -55,10 +56,10 @@ def prepare(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setu
     tag = f"bakeoff/prepared:{digest[:16]}"
     attrs = inspect(engine, tag)
     if attrs is not None:
-        return BuiltImage("prepared", tag, attrs["Id"], f"sha256:{digest}", cached=True)
+        return BuiltImage(PREPARED, tag, attrs["Id"], f"sha256:{digest}", cached=True)
     say(f"preparing image {tag}: {' && '.join(setup)}")
     image_id = _build(engine, repo, commit, toolchain, setup, tag, digest)
-    return BuiltImage("prepared", tag, image_id, f"sha256:{digest}", cached=False)
+    return BuiltImage(PREPARED, tag, image_id, f"sha256:{digest}", cached=False)
 
 
 def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: list[str]) -> bytes:
@@ -89,7 +90,7 @@ def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup
     stream = engine.call("build prepared image", engine.client.api.build,
                          fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True,
                          forcerm=True, decode=True, pull=False,
-                         labels={LABEL_IMAGE: "prepared", LABEL_IDENTITY: f"sha256:{digest}"})
+                         labels={LABEL_IMAGE: PREPARED, LABEL_IDENTITY: f"sha256:{digest}"})
     tail: list[str] = []
     image_id = ""
     for chunk in iter_stream(stream):

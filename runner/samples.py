@@ -4,7 +4,9 @@ a fresh empty schema, the network off (only the database is reachable), then rem
 
 The fresh copy is a `git archive` extracted into a scratch directory of its own and
 bind-mounted at /work (a `put_archive` into the container cost ~80 ms a sample; the
-bind mount costs nothing and scales with the tree), deleted after the sample.
+bind mount costs nothing and scales with the tree), deleted after the sample. A prepared
+image (toolchain `setup` baked in) may hold what setup generated in /work (node_modules,
+*.egg-info): a mount would hide it, so there the tree is copied in over it instead.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import requests
 from docker.types import Mount
 
 from rig.oracle import Execution, SampleSpec
-from runner import database, sandbox, workspace
+from runner import database, prepared, sandbox, workspace
 from runner.engine import Engine, Labels
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.images import BuiltImage
@@ -118,6 +120,7 @@ class DockerSampleExecutor:
         self.networks: dict[str, str] = {}
         self.lock = threading.Lock()
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
+        self.copy_tree = image.name == prepared.PREPARED
 
     def __enter__(self) -> DockerSampleExecutor:
         if self.db_image is not None:
@@ -224,8 +227,12 @@ class DockerSampleExecutor:
             labels=self._labels("sample", spec.arm).as_dict(), cap_drop=["ALL"],
             security_opt=["no-new-privileges"], nano_cpus=int(self.limits.cpus * 1e9),
             mem_limit=memory, memswap_limit=memory, pids_limit=self.limits.pids, init=True,
-            mounts=[Mount(sandbox.WORKDIR, str(tree), type="bind")], **net)
+            mounts=[] if self.copy_tree else [Mount(sandbox.WORKDIR, str(tree), type="bind")],
+            **net)
         try:
+            if self.copy_tree:
+                self.engine.call("copy tree", container.put_archive, "/",
+                                 _tar_of(tree))
             began = time.monotonic()
             self.engine.call("start sample", container.start)
             try:
@@ -243,6 +250,13 @@ class DockerSampleExecutor:
         finally:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True, v=True)
+
+
+def _tar_of(tree: Path) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        tar.add(tree, arcname="work")
+    return out.getvalue()
 
 
 def _missing_tools(code: int | None, log: str) -> list[str]:

@@ -1,0 +1,236 @@
+"""The contract's content: what grading means, built from a manifest, canonical and hashed.
+
+`build_contract` turns a loaded manifest, plus what only the runner can see (the base
+commit, the image identity, files at the base, resolved refs), into a `Contract`;
+`contract_sha256` hashes its `canonical_json`. No git and no docker here: the runner
+passes `read_at_base` and `resolve_reference`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rig.errors import RigError
+from runner.manifest import Change, Check, LoadedManifest
+
+ABSENT: Final = "absent"  # the hash of a protected path that does not exist at the base
+
+ReadAtBase = Callable[[str], bytes | None]  # repo-relative path -> bytes at the base, or None
+ResolveReference = Callable[[str], str | None]  # a ref -> its commit id, or None
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ContractWeights(_Part):
+    """The rubric weights."""
+
+    success: int
+    checks: int
+    diagnosis: int
+    plan: int
+    code_quality: int
+    intent: int
+
+
+class ContractCheck(_Part):
+    """One objective check, every key that changes what it measures."""
+
+    name: str
+    run: str
+    parser: str | None
+    kind: str
+    metric: str | None
+    better: str | None
+    tolerance: float
+    junit: str | None
+
+
+class ContractServer(_Part):
+    """The server started fresh for every sample of a success criterion."""
+
+    run: str
+    health: str
+    port_env: str
+    startup_timeout_s: float
+
+
+class ContractSuccess(_Part):
+    """A change's success criterion."""
+
+    run: str
+    parser: str
+    server: ContractServer | None
+
+
+class ContractChange(_Part):
+    """One change: its success criterion and the hashes of what defines it."""
+
+    id: str
+    success: ContractSuccess
+    brief_sha256: str  # of the brief file's bytes
+    protected: dict[str, str]  # repo path -> sha256 of its content at the base, or "absent"
+    reference: str  # as the manifest names it ("" when unset)
+    reference_sha256: str  # of the patch file's bytes, or the resolved commit id; "" when unset
+
+
+class ContractToolchain(_Part):
+    """The image every container runs, by name and by identity."""
+
+    image: str
+    image_identity: str
+    setup: list[str]
+    requires: list[str]
+
+
+class ContractLimits(_Part):
+    """Per-container limits, the same for every arm."""
+
+    cpus: float
+    memory_mb: int
+    pids: int
+    dispatch_timeout_s: float
+    check_timeout_s: float
+
+
+class Contract(_Part):
+    """The canonical grading content; its `contract_sha256` is what `verify` compares."""
+
+    metric: str
+    threshold: float
+    samples: int
+    allow_fewer_samples: bool
+    weights: ContractWeights
+    judge: str
+    checks: list[ContractCheck]
+    changes: list[ContractChange]
+    toolchain: ContractToolchain
+    limits: ContractLimits
+    base_commit: str
+    ratchet_baselines: dict[str, float] = Field(default_factory=dict)  # check -> base value
+
+
+
+def build_contract(
+    loaded: LoadedManifest,
+    *,
+    base_commit: str,
+    image_identity: str,
+    read_at_base: ReadAtBase,
+    resolve_reference: ResolveReference,
+) -> Contract:
+    """The contract of `loaded` at `base_commit`, with `image_identity` for its toolchain."""
+    manifest = loaded.manifest
+    terms = manifest.contract
+    toolchain = manifest.toolchain
+    return Contract(
+        metric=terms.metric, threshold=terms.threshold, samples=terms.samples,
+        allow_fewer_samples=terms.allow_fewer_samples,
+        weights=ContractWeights(**terms.weights.model_dump()),
+        judge=terms.judge,
+        checks=[_check(check) for check in manifest.checks],
+        changes=[
+            _change(loaded, change, read_at_base, resolve_reference)
+            for change in manifest.changes
+        ],
+        toolchain=ContractToolchain(
+            image=toolchain.image, image_identity=image_identity,
+            setup=list(toolchain.setup), requires=list(toolchain.requires),
+        ),
+        limits=ContractLimits(**manifest.limits.model_dump()),
+        base_commit=base_commit,
+    )
+
+
+def canonical_json(contract: Contract) -> str:
+    """Sorted keys, no whitespace, floats as repr: equal contracts give equal text."""
+    return json.dumps(contract.model_dump(mode="json"), sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+def contract_sha256(contract: Contract) -> str:
+    """The sha256 (hex) of `canonical_json`."""
+    return _sha256(canonical_json(contract).encode("utf-8"))
+
+
+def reference_file(loaded: LoadedManifest, reference: str) -> Path | None:
+    """The patch file a reference names (relative to the manifest, then the repository).
+
+    A file wins over a ref of the same name; None when no such file exists.
+    """
+    if not reference:
+        return None
+    for base in (loaded.root, loaded.repo_path):
+        path = (base / Path(reference).expanduser()).resolve()
+        if path.is_file():
+            return path
+    return None
+
+
+def _check(check: Check) -> ContractCheck:
+    return ContractCheck(
+        name=check.name, run=check.run, parser=check.parser, kind=check.kind,
+        metric=check.metric, better=check.better, tolerance=check.tolerance, junit=check.junit,
+    )
+
+
+def _change(
+    loaded: LoadedManifest, change: Change, read_at_base: ReadAtBase,
+    resolve_reference: ResolveReference,
+) -> ContractChange:
+    success = change.success
+    server = None if success.server is None else ContractServer(**success.server.model_dump())
+    return ContractChange(
+        id=change.id,
+        success=ContractSuccess(run=success.run, parser=success.parser, server=server),
+        brief_sha256=_brief_sha256(loaded, change),
+        protected={path: _sha256_or_absent(read_at_base(path)) for path in change.protected},
+        reference=change.reference,
+        reference_sha256=_reference_sha256(loaded, change, resolve_reference),
+    )
+
+
+def _brief_sha256(loaded: LoadedManifest, change: Change) -> str:
+    path = loaded.brief_path(change)
+    try:
+        return _sha256(path.read_bytes())
+    except OSError as exc:
+        raise RigError(
+            f"{loaded.path}: cannot read the brief of change {change.id!r} ({path}): "
+            f"{exc.strerror or exc}",
+            hint="write the brief at that path, or correct changes[].brief",
+        ) from None
+
+
+def _reference_sha256(
+    loaded: LoadedManifest, change: Change, resolve_reference: ResolveReference
+) -> str:
+    if not change.reference:
+        return ""
+    patch = reference_file(loaded, change.reference)
+    if patch is not None:
+        return _sha256(patch.read_bytes())
+    commit = resolve_reference(change.reference)
+    if commit is None:
+        raise RigError(
+            f"{loaded.path}: changes[{change.id}].reference {change.reference!r} is neither "
+            "a patch file nor a commit of the repository",
+            hint='name a commit, or a patch file relative to the manifest, or set reference = ""',
+        )
+    return commit
+
+
+def _sha256_or_absent(content: bytes | None) -> str:
+    return ABSENT if content is None else _sha256(content)
+
+
+def _sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
