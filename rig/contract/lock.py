@@ -51,7 +51,6 @@ class Lock(_Part):
         return self.versions[-1]
 
 
-
 def lock_path(directory: Path) -> Path:
     """Where the lock of the experiment directory `directory` lives."""
     return Path(directory) / LOCK_FILE
