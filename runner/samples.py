@@ -36,18 +36,14 @@ from runner.engine import Engine, Labels
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.images import BuiltImage
 
-TOOL_MISSING_EXIT = 199
-TOOL_MISSING_MARK = "bakeoff-rig: tool missing:"
-# Run inside the sample container: check the tools, then the command under `timeout`,
-# stderr merged into stdout IN ORDER (cargo prints `Running <binary>` on stderr and its
-# `running N tests` on stdout: two docker streams interleave by arrival, not by order).
-DRIVER = (
-    't="$1"; c="$2"; shift 2; missing=""; '
-    'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || missing="$missing $x"; done; '
-    f'if [ -n "$missing" ]; then echo "{TOOL_MISSING_MARK}$missing" >&2; '
-    f'exit {TOOL_MISSING_EXIT}; fi; '
-    'exec timeout -k 5 "$t" sh -c "$c" 2>&1'
-)
+# Run inside the sample container: the command under `timeout`, stderr merged into stdout
+# IN ORDER (cargo prints `Running <binary>` on stderr and its `running N tests` on stdout:
+# two docker streams interleave by arrival, not by order).
+DRIVER = 't="$1"; c="$2"; exec timeout -k 5 "$t" sh -c "$c" 2>&1'
+# Which tools are not on PATH, checked once per image in a container of its own, never
+# in-band: output the code under test printed could imitate an in-band signal.
+TOOL_CHECK = 'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || echo "$x"; done'
+TOOL_CHECK_TIMEOUT_S = 60
 HOST_GRACE_S = 60
 SHELL_WORDS = frozenset({"cd", "export", "set", "exec", "env", "if", "for", "test", "[", "true"})
 
@@ -121,6 +117,7 @@ class DockerSampleExecutor:
         self.lock = threading.Lock()
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
         self.copy_tree = image.name == prepared.PREPARED
+        self.tool_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def __enter__(self) -> DockerSampleExecutor:
         if self.db_image is not None:
@@ -183,19 +180,22 @@ class DockerSampleExecutor:
         if schema is not None and self.url_env:
             env[self.url_env] = schema.url()
         program = program_of(spec.command)
-        tools = list(dict.fromkeys([*spec.requires, *([program] if program else [])]))
+        missing = self.missing_tools((*spec.requires, *([program] if program else [])))
+        code, log, timed_out, oom = None, "", False, False
+        if missing:
+            log = f"bakeoff-rig: not on PATH in {self.image.tag}: {' '.join(missing)}\n"
         try:
-            code, log, timed_out, oom = self._run(spec, tree, env, network, tools)
+            if not missing:
+                code, log, timed_out, oom = self._run(spec, tree, env, network)
         finally:
             shutil.rmtree(tree.parent, ignore_errors=True)
             if schema is not None and self.server is not None:
                 database.drop_schema(self.server, schema.name)
-        missing = _missing_tools(code, log)
         return Execution(
             exit_code=code, log=log, duration_s=time.monotonic() - started,
             timed_out=timed_out, oom_killed=oom,
             program_present=program is None or program not in missing,
-            missing_tools=tuple(m for m in missing if m in spec.requires or m == program),
+            missing_tools=missing,
             image=self.image.tag, image_id=self.image.image_id,
             image_identity=self.image.identity,
             env={k: redact_url(v) if k == self.url_env else v for k, v in env.items()},
@@ -214,15 +214,24 @@ class DockerSampleExecutor:
         workspace.give_to_sandbox(tree)
         return tree
 
-    def _run(self, spec: SampleSpec, tree: Path, env: dict[str, str], network: str,
-             tools: list[str]) -> tuple[int | None, str, bool, bool]:
+    def missing_tools(self, tools: tuple[str, ...]) -> tuple[str, ...]:
+        """The tools not on PATH in this executor's image (checked once per tool set)."""
+        wanted = tuple(dict.fromkeys(tools))
+        with self.lock:
+            if wanted not in self.tool_cache:
+                self.tool_cache[wanted] = tools_missing(
+                    self.engine, self.image.image_id, wanted, self._labels("tool-check"))
+            return self.tool_cache[wanted]
+
+    def _run(self, spec: SampleSpec, tree: Path, env: dict[str, str],
+             network: str) -> tuple[int | None, str, bool, bool]:
         memory = f"{self.limits.memory_mb}m"
         net: dict[str, Any] = {"network_mode": "none"} if network == "none" else {
             "network": network}
         container: Any = self.engine.call(
             f"create sample {spec.sample}", self.engine.client.containers.create,
             self.image.image_id, ["sh", "-c", DRIVER, "bakeoff-rig",
-                                  str(max(1, int(spec.timeout_s))), spec.command, *tools],
+                                  str(max(1, int(spec.timeout_s))), spec.command],
             user=workspace.sandbox_user(), working_dir=sandbox.WORKDIR, environment=env,
             labels=self._labels("sample", spec.arm).as_dict(), cap_drop=["ALL"],
             security_opt=["no-new-privileges"], nano_cpus=int(self.limits.cpus * 1e9),
@@ -259,10 +268,14 @@ def _tar_of(tree: Path) -> bytes:
     return out.getvalue()
 
 
-def _missing_tools(code: int | None, log: str) -> list[str]:
-    if code != TOOL_MISSING_EXIT:
-        return []
-    first = log.lstrip().splitlines()[0] if log.strip() else ""
-    if not first.startswith(TOOL_MISSING_MARK):
-        return []
-    return first.removeprefix(TOOL_MISSING_MARK).split()
+def tools_missing(engine: Engine, image_id: str, tools: tuple[str, ...],
+                  labels: Labels) -> tuple[str, ...]:
+    """Run `command -v` for each tool in a throwaway container of the image (no network)."""
+    if not tools:
+        return ()
+    output = engine.call(
+        "check tools", engine.client.containers.run, image_id,
+        ["sh", "-c", TOOL_CHECK, "bakeoff-tools", *tools], remove=True, network_mode="none",
+        labels=labels.as_dict(), user=workspace.sandbox_user(), stdout=True, stderr=False)
+    found = set(output.decode(errors="replace").split())
+    return tuple(t for t in tools if t in found)

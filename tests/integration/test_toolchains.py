@@ -57,3 +57,36 @@ def test_oracle_counts_match_the_fixture_on_pass_and_fail(
             if "reason" in want:
                 assert record.reason == want["reason"]
 
+
+
+CRATE = {
+    "Cargo.toml": '[package]\nname = "edge"\nversion = "0.1.0"\nedition = "2021"\n',
+    "src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+    "tests/it.rs": "#[test]\nfn adds() {\n    assert_eq!(edge::add(2, 2), 5);\n}\n",
+}
+
+
+def test_cargo_lib_reporting_zero_passed_does_not_hide_a_failing_integration_binary(
+        engine: Engine, tmp_path: Path) -> None:
+    """The first `test result:` line is the lib's `ok. 0 passed`: a first-match grep would
+    call this a pass (or no tests); the sum over every binary is 1 failed."""
+    image = images.build(engine, ["rust"], PlainReporter())[-1]
+    repo = tmp_path / "repo"
+    for name, text in CRATE.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "edge")
+    head = git(repo, "rev-parse", "HEAD")
+    limits = sandbox.SandboxLimits(cpus=2.0, memory_mb=2048, pids=512)
+    with DockerSampleExecutor(engine, repo, f"tc-{os.getpid()}", image, limits) as executor:
+        spec = SampleSpec(change="toolchain", arm="edge", check="cargo", n=1, commit=head,
+                          base_commit=head, command="cargo test --no-fail-fast --offline",
+                          parser="cargo", timeout_s=600)
+        record = run_sample(executor, spec, tmp_path / "stage")
+    log = (tmp_path / "stage" / "samples" / "edge" / "cargo" / "1.log").read_text()
+    assert log.index("test result: ok. 0 passed") < log.index("test result: FAILED")
+    assert (str(record.verdict), record.reason) == ("FAIL", "tests_failed"), record.detail
+    assert record.counts is not None
+    assert (record.counts.passed, record.counts.failed) == (0, 1)
