@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from runner import images, lifecycle
 from runner.engine import Engine
 from runner.manifest import load_manifest
-from tests.integration.helpers import PlainReporter, cleanup, make_target
+from tests.integration.helpers import CORE, PlainReporter, cleanup, make_target
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
@@ -31,7 +31,7 @@ def measure(engine: Engine, arms: int, work: Path) -> tuple[float, float]:
     loaded = load_manifest(make_target(work, [f"A{i}" for i in range(arms)]))
     try:
         started = time.perf_counter()
-        lifecycle.up(engine, loaded)
+        lifecycle.up(engine, loaded, options=CORE)
         up_s = time.perf_counter() - started
         started = time.perf_counter()
         lifecycle.down(engine, loaded)

@@ -81,10 +81,16 @@ def schema() -> None:
 def up(
     file: ManifestOpt = Path(DEFAULT_MANIFEST),
     change: Annotated[str | None, typer.Option("--change", help="the change to stage")] = None,
+    refreeze: Annotated[bool, typer.Option(
+        "--refreeze", help="record a new contract version (the old one is kept)")] = False,
+    allow_passing_baseline: Annotated[bool, typer.Option(
+        "--allow-passing-baseline", help="proceed although the base passes (a caveat)")] = False,
 ) -> None:
-    """Make one isolated sandbox per arm: checkout, network, schema, limits."""
+    """Freeze the contract, preflight, prove the base fails, make one sandbox per arm."""
     loaded = _load(file)
-    made = lifecycle.up(Engine(), loaded, change, progress=_say)
+    options = lifecycle.UpOptions(refreeze=refreeze,
+                                  allow_passing_baseline=allow_passing_baseline)
+    made = lifecycle.up(Engine(), loaded, change, progress=_say, options=options)
     _say(f"experiment {made.experiment} is up: {len(made.arms)} arms, change {made.change}, "
          f"base {made.base_commit[:12]}, image {made.image_id[:19]}")
     _print_status(loaded, as_json=False)

@@ -18,13 +18,15 @@ from typing import Any
 
 import docker.errors
 
-from runner import database, images, prepared, sandbox, workspace
+from rig import contract as contract_mod
+from runner import database, freeze, images, prepared, sandbox, scoring, workspace
+from runner import stage as stage_mod
 from runner import state as state_mod
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import BadInputError, DatabaseError, NotUpError, UnknownArmError
 from runner.manifest import LoadedManifest
 from runner.state import ArmSandbox, DbState, ExperimentState
-from runner.store import ensure_excluded, experiment_dir, experiment_lock
+from runner.store import ensure_excluded, experiment_dir, experiment_lock, stage_dir
 
 Progress = Callable[[str], None]
 AGENTS_DIR = "/agents"
@@ -44,17 +46,24 @@ class UpPlan:
     db_image: images.BuiltImage | None
 
 
-def stage_dir(directory: Path, change: str) -> Path:
-    return directory / "stages" / change
-
-
 def checkout_path(directory: Path, change: str, arm: str) -> Path:
     return stage_dir(directory, change) / "arms" / arm / "work"
 
 
+@dataclass(frozen=True)
+class UpOptions:
+    """`up`'s choices. `prove=False` skips preflight and the baseline/reference proofs
+    (the library's tests of the sandbox core and the sandbox benchmark use it)."""
+
+    refreeze: bool = False
+    allow_passing_baseline: bool = False
+    prove: bool = True
+
+
 def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
-       progress: Progress = _quiet) -> ExperimentState:
-    """Freeze nothing yet (later issues do); make one sandbox per arm and report them."""
+       progress: Progress = _quiet, options: UpOptions = UpOptions()) -> ExperimentState:
+    """Check and freeze the stage's contract, prove the base fails, then make one sandbox
+    per arm: checkout, network, schema, limits."""
     repo = loaded.repo_path
     name = loaded.manifest.experiment.name
     ensure_excluded(repo)
@@ -69,6 +78,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             progress(f"removing leftovers of an interrupted up (run {existing.run})")
             _remove_orphans(engine, directory, name, keep_run=None)
         plan = _plan(engine, loaded, change, progress)
+        _freeze(engine, plan, directory, options, progress)
         state_mod.save(directory, _starting_state(plan))
         try:
             made = _make(engine, plan, directory, progress)
@@ -79,6 +89,28 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             raise
         state_mod.save(directory, made)
         return made
+
+
+def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
+            progress: Progress) -> None:
+    """The stage's contract: refused if it changed (unless --refreeze), proved, frozen."""
+    loaded, change = plan.loaded, plan.change
+    stage = stage_dir(directory, change)
+    current = freeze.build_contract(loaded, change, plan.base_commit, plan.image)
+    if contract_mod.load_lock(stage) is not None and not options.refreeze:
+        contract_mod.verify(stage, current)
+    proofs = stage / "proofs" / contract_mod.contract_sha256(current)[:12]
+    proof = None
+    if options.prove:
+        with scoring.executor_for(engine, loaded, plan.base_commit, progress) as executor:
+            proof = stage_mod.prove(executor, loaded, change, plan.base_commit, proofs,
+                                    progress,
+                                    allow_passing_baseline=options.allow_passing_baseline)
+    version = contract_mod.freeze(stage, current, refreeze=options.refreeze)
+    progress(f"contract v{version.version} frozen ({version.sha256[:12]}) in "
+             f"{contract_mod.lock_path(stage)}")
+    if proof is not None:
+        stage_mod.record(stage, change, plan.base_commit, proof, version)
 
 
 def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,

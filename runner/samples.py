@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import io
 import secrets
-import shlex
 import shutil
 import subprocess
 import tarfile
@@ -31,6 +30,7 @@ import requests
 from docker.types import Mount
 
 from rig.oracle import Execution, SampleSpec
+from rig.preflight import program_of
 from runner import database, prepared, sandbox, workspace
 from runner.engine import Engine, Labels
 from runner.errors import DatabaseError, SandboxUnavailableError
@@ -45,19 +45,6 @@ DRIVER = 't="$1"; c="$2"; exec timeout -k 5 "$t" sh -c "$c" 2>&1'
 TOOL_CHECK = 'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || echo "$x"; done'
 TOOL_CHECK_TIMEOUT_S = 60
 HOST_GRACE_S = 60
-SHELL_WORDS = frozenset({"cd", "export", "set", "exec", "env", "if", "for", "test", "[", "true"})
-
-
-def program_of(command: str) -> str | None:
-    """The program a command runs first, when it is a plain PATH lookup."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    words = [w for w in words if "=" not in w.split("/")[0]]  # skip VAR=value prefixes
-    if not words or "/" in words[0] or words[0] in SHELL_WORDS:
-        return None
-    return words[0]
 
 
 def tree_archive(repo: Path, commit: str, base: str,

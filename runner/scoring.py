@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rig.oracle import PassRate, SampleSpec, pass_rate, run_sample
 from rig.record import SampleRecord
-from runner import images, prepared, sandbox, workspace
+from runner import freeze, images, prepared, sandbox, workspace
 from runner.engine import Engine
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -91,6 +91,7 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
     change_id = change or loaded.manifest.changes[0].id
     plan = check_plan(loaded, change_id, check)
     commit = workspace.resolve_commit(repo, ref)
+    freeze.verify(engine, loaded, change_id)
     base = workspace.resolve_commit(repo, loaded.manifest.experiment.base)
     ensure_excluded(repo)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")

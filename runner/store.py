@@ -27,6 +27,11 @@ def experiment_dir(repo: Path, experiment: str) -> Path:
     return repo / STATE_ROOT / experiment
 
 
+def stage_dir(directory: Path, change: str) -> Path:
+    """`stages/<change>/` of an experiment directory: one per change."""
+    return directory / "stages" / change
+
+
 def write_json(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 

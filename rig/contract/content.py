@@ -117,7 +117,6 @@ class Contract(_Part):
     ratchet_baselines: dict[str, float] = Field(default_factory=dict)  # check -> base value
 
 
-
 def build_contract(
     loaded: LoadedManifest,
     *,

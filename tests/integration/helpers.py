@@ -103,3 +103,8 @@ def cleanup(engine: Engine, loaded: LoadedManifest) -> None:
         lifecycle.down(engine, loaded)
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: loaded.manifest.experiment.name})
+
+
+# The sandbox core's own tests skip the proofs (preflight, baseline, reference) that `up`
+# runs before making sandboxes; the CLI tests and the contract tests run them for real.
+CORE = lifecycle.UpOptions(prove=False)

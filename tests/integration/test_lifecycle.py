@@ -16,7 +16,7 @@ from runner import database, images, lifecycle, sandbox
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import ImageMissingError, SandboxUnavailableError
 from runner.manifest import LoadedManifest, load_manifest
-from tests.integration.helpers import PlainReporter, cleanup, git, make_target
+from tests.integration.helpers import CORE, PlainReporter, cleanup, git, make_target
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -31,7 +31,7 @@ def ours(engine: Engine, experiment: str) -> dict[str, int]:
 
 def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest) -> None:
     name = target.manifest.experiment.name
-    first = lifecycle.up(engine, target)
+    first = lifecycle.up(engine, target, options=CORE)
     assert ours(engine, name) == {"container": 3, "network": 3, "volume": 0}
     assert first.db is not None
     server = database.DbServer(first.db.container_id, first.db.host_port,
@@ -44,7 +44,7 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
     assert (report.schemas_left, report.roles_left) == ([], [])
     assert report.removed == {"container": 3, "network": 3, "volume": 0}
     assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
-    second = lifecycle.up(engine, target)
+    second = lifecycle.up(engine, target, options=CORE)
     assert second.run != first.run
     assert lifecycle.exec_arm(engine, target, "B", ["echo", "again"]).stdout == "again\n"
 
@@ -117,7 +117,7 @@ def test_gc_after_sigkill_mid_up_removes_only_labelled_leftovers(
         assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
         foreign.reload()
         assert foreign.status == "running"
-        assert lifecycle.up(engine, target).phase == "up"
+        assert lifecycle.up(engine, target, options=CORE).phase == "up"
     finally:
         foreign.remove(force=True)
 
@@ -126,7 +126,7 @@ def test_gc_keeps_a_live_experiment_and_removes_an_orphan_run(
         engine: Engine, target: LoadedManifest, built_images: dict[str, images.BuiltImage]
         ) -> None:
     name = target.manifest.experiment.name
-    live = lifecycle.up(engine, target)
+    live = lifecycle.up(engine, target, options=CORE)
     orphan_labels = Labels(name, "arm", "A", run="deadbe").as_dict()
     engine.client.containers.run(built_images["python"].image_id, ["sleep", "300"],
                                  detach=True, labels=orphan_labels)
@@ -166,7 +166,7 @@ def test_up_without_database_has_no_schema(engine: Engine, tmp_path: Path,
                                            arms: list[str]) -> None:
     loaded = load_manifest(make_target(tmp_path / "repo", arms, database=False))
     try:
-        made = lifecycle.up(engine, loaded)
+        made = lifecycle.up(engine, loaded, options=CORE)
         assert made.db is None and made.arms[0].schema_name is None
         env = lifecycle.exec_arm(engine, loaded, "A", ["sh", "-c", "echo ${DATABASE_URL:-none}"])
         assert env.stdout == "none\n"
@@ -199,7 +199,7 @@ def test_changed_dockerfile_rebuilds_and_unchanged_is_a_cache_hit(
 
 def test_exec_reports_a_timeout_as_a_value_and_a_vanished_sandbox_as_an_error(
         engine: Engine, target: LoadedManifest) -> None:
-    lifecycle.up(engine, target)
+    lifecycle.up(engine, target, options=CORE)
     _, current = lifecycle.require_up(target)
     a = current.arm("A")
     assert a is not None

@@ -12,7 +12,7 @@ from pathlib import Path
 from runner import lifecycle
 from runner.engine import Engine
 from runner.manifest import LoadedManifest, load_manifest
-from tests.integration.helpers import cleanup, git, make_target
+from tests.integration.helpers import CORE, cleanup, git, make_target
 
 
 def sh(engine: Engine, loaded: LoadedManifest, arm: str, script: str,
@@ -29,7 +29,7 @@ def test_arm_sees_only_base_history_after_rival_commits_and_later_main_commits(
     of the base commit must show neither."""
     repo = target.repo_path
     base_log = git(repo, "log", "--oneline", "main")
-    lifecycle.up(engine, target)
+    lifecycle.up(engine, target, options=CORE)
     committed = sh(engine, target, "B", "echo fix > fix.txt && git add fix.txt && "
                    "git commit -qm 'B: the fix' && git log --oneline | head -1")
     assert committed.exit_code == 0, committed.stderr
@@ -50,7 +50,7 @@ def test_arm_sees_only_base_history_after_rival_commits_and_later_main_commits(
 
 def test_arm_cannot_see_rival_checkout_on_the_filesystem(engine: Engine,
                                                          target: LoadedManifest) -> None:
-    lifecycle.up(engine, target)
+    lifecycle.up(engine, target, options=CORE)
     wrote = sh(engine, target, "B", "echo secret > secret-of-B.txt")
     assert wrote.exit_code == 0
     _, current = lifecycle.require_up(target)
@@ -67,7 +67,7 @@ def test_arm_cannot_see_rival_checkout_on_the_filesystem(engine: Engine,
 
 def test_role_cannot_read_rival_schema_or_create_in_public(engine: Engine,
                                                           target: LoadedManifest) -> None:
-    lifecycle.up(engine, target)
+    lifecycle.up(engine, target, options=CORE)
     created = sh(engine, target, "B", "python3 -c \"import os, psycopg; "
                  "c = psycopg.connect(os.environ['DATABASE_URL']); "
                  "c.execute('CREATE TABLE notes (t text)'); "
@@ -103,7 +103,7 @@ FETCH = ("for i in $(seq 1 50); do python3 -c \"import urllib.request;"
 
 
 def test_two_arms_listen_on_port_8000_at_once(engine: Engine, target: LoadedManifest) -> None:
-    lifecycle.up(engine, target)
+    lifecycle.up(engine, target, options=CORE)
     for arm in ("A", "B"):
         assert sh(engine, target, arm, SERVE.format(arm=arm)).exit_code == 0
     answers = {arm: sh(engine, target, arm, FETCH).stdout.strip() for arm in ("A", "B")}
@@ -139,7 +139,7 @@ def test_arm_reaches_neither_the_outside_nor_rival(engine: Engine, tmp_path: Pat
     listener.settimeout(60)
     threading.Thread(target=_accept_some, args=(listener,), daemon=True).start()
     try:
-        lifecycle.up(engine, loaded)
+        lifecycle.up(engine, loaded, options=CORE)
         assert sh(engine, loaded, "B", SERVE.format(arm="B")).exit_code == 0
         assert sh(engine, loaded, "B", FETCH).exit_code == 0  # B really listens
         _, current = lifecycle.require_up(loaded)
@@ -174,7 +174,7 @@ FORK_BOMB = (
 
 def test_fork_bomb_is_held_by_pids_limit_and_memory_hog_is_killed(
         engine: Engine, target: LoadedManifest) -> None:
-    lifecycle.up(engine, target)
+    lifecycle.up(engine, target, options=CORE)
     bomb = sh(engine, target, "A", f"python3 -c \"{FORK_BOMB}\"", timeout_s=60)
     verdict, forks, errno_value = bomb.stdout.split()
     assert verdict == "blocked" and errno_value == "11"  # EAGAIN from the pids cgroup

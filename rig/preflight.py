@@ -1,0 +1,78 @@
+"""Preflight: before any agent runs and before any sample, prove the rig can measure.
+
+Every `requires` tool and every check's program must be on PATH in the prepared image,
+and every command must parse as shell. What is missing is a rig error (exit 3) that
+names the tool and the image — never a column of FAILs later.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rig.errors import RigError
+
+SHELL_WORDS = frozenset({"cd", "export", "set", "exec", "env", "if", "for", "test", "[", "true",
+                         "false", "while", "case", "!", "{", "(", "."})
+
+
+class PreflightError(RigError):
+    """The rig cannot measure: a tool is missing or a command does not parse (exit 3)."""
+
+    def __init__(self, problems: Sequence[str], image: str) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            f"preflight failed for image {image}:\n  - " + "\n  - ".join(problems),
+            hint="add the tools to the toolchain image (images/<name>/Dockerfile or "
+                 "[toolchain].setup) and rebuild, or fix the command in the manifest")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command the rig will run: where it comes from (for messages) and its text."""
+
+    where: str  # e.g. "checks[tests].run", "changes[cap-horizon].success.run"
+    text: str
+
+
+def program_of(command: str) -> str | None:
+    """The program a command runs first, when it is a plain PATH lookup."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    words = [w for w in words if "=" not in w.split("/")[0]]  # skip VAR=value prefixes
+    if not words or "/" in words[0] or words[0] in SHELL_WORDS:
+        return None
+    return words[0]
+
+
+def syntax_problem(command: str) -> str | None:
+    """Why `sh` cannot parse a command (`sh -n`: parse only, nothing runs), else None."""
+    done = subprocess.run(["sh", "-n", "-c", command], capture_output=True, text=True,
+                          timeout=10, check=False)
+    if done.returncode == 0:
+        return None
+    return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "does not parse"
+
+
+def check(requires: Sequence[str], commands: Sequence[Command], image: str,
+          missing: Callable[[tuple[str, ...]], tuple[str, ...]]) -> None:
+    """Raise `PreflightError` naming every missing tool and every unparseable command.
+
+    `missing(tools)` answers which of `tools` are not on PATH in the image (the runner
+    asks docker); this module stays free of docker.
+    """
+    problems = [f"{c.where}: does not parse as shell: {why}"
+                for c in commands if (why := syntax_problem(c.text)) is not None]
+    wanted: dict[str, str] = {tool: "[toolchain].requires" for tool in requires}
+    for command in commands:
+        program = program_of(command.text)
+        if program is not None:
+            wanted.setdefault(program, f"the program of {command.where}")
+    absent = missing(tuple(wanted))
+    problems += [f"{tool} is not on PATH (needed by {wanted[tool]})" for tool in absent]
+    if problems:
+        raise PreflightError(problems, image)
