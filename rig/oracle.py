@@ -37,6 +37,7 @@ class SampleSpec:
     timeout_s: float
     protected: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    contract: str | None = None  # "v<N>:<sha256>" of the frozen contract it was graded under
 
     @property
     def sample(self) -> str:
@@ -104,8 +105,8 @@ def record_of(spec: SampleSpec, execution: Execution, outcome: Outcome, started_
             errors=counts.errors),
         tests_ran=0 if counts is None else counts.ran, verdict=outcome.verdict,
         reason=None if outcome.reason is None else str(outcome.reason), rig_error=rig_error,
-        detail=outcome.detail, started_at=started_at, duration_s=round(execution.duration_s, 3),
-        log=log_name)
+        detail=outcome.detail, contract=spec.contract, started_at=started_at,
+        duration_s=round(execution.duration_s, 3), log=log_name)
 
 
 def sample_paths(root: Path, spec: SampleSpec) -> tuple[Path, Path]:

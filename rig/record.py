@@ -53,6 +53,7 @@ class SampleRecord(BaseModel):
     reason: str | None
     rig_error: str | None
     detail: str
+    contract: str | None = None  # "v<N>:<sha256>": results after a refreeze are a new contract
     started_at: str
     duration_s: float
     log: str  # file name of the full log, beside the record

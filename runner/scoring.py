@@ -58,13 +58,13 @@ def executor_for(engine: Engine, loaded: LoadedManifest, commit: str,
 
 
 def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit: str,
-          base: str, samples: int) -> list[SampleSpec]:
+          base: str, samples: int, contract: str | None = None) -> list[SampleSpec]:
     manifest = loaded.manifest
     protected = tuple(loaded.change(change).protected)
     return [SampleSpec(change=change, arm=arm, check=plan.name, n=n, commit=commit,
                        base_commit=base, command=plan.command, parser=plan.parser,
                        timeout_s=manifest.limits.check_timeout_s, protected=protected,
-                       requires=tuple(manifest.toolchain.requires))
+                       requires=tuple(manifest.toolchain.requires), contract=contract)
             for n in range(1, samples + 1)]
 
 
@@ -91,13 +91,14 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
     change_id = change or loaded.manifest.changes[0].id
     plan = check_plan(loaded, change_id, check)
     commit = workspace.resolve_commit(repo, ref)
-    freeze.verify(engine, loaded, change_id)
+    frozen = freeze.verify(engine, loaded, change_id)
+    contract = None if frozen is None else f"v{frozen.version}:{frozen.sha256}"
     base = workspace.resolve_commit(repo, loaded.manifest.experiment.base)
     ensure_excluded(repo)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     stage = (experiment_dir(repo, loaded.manifest.experiment.name) / "oracle"
              / f"{stamp}-{commit[:12]}-{plan.name}")
-    todo = specs(loaded, change_id, "oracle", plan, commit, base, samples)
+    todo = specs(loaded, change_id, "oracle", plan, commit, base, samples, contract)
     with executor_for(engine, loaded, commit, say) as executor:
         records = run_all(executor, todo, stage, say)
     return records, pass_rate(r.verdict for r in records), stage

@@ -137,3 +137,14 @@ def test_toolchain_without_pytest_fails_preflight_naming_pytest(repo: Path) -> N
     assert refused.returncode == 3
     assert "preflight failed for image bakeoff/base:bookworm" in refused.stderr
     assert "pytest is not on PATH (needed by [toolchain].requires)" in refused.stderr
+
+
+def test_samples_record_the_contract_version_they_were_graded_under(repo: Path) -> None:
+    assert cli(repo, "up").returncode == 0
+    done = cli(repo, "oracle", "--commit", "HEAD", "--check", "success", "--samples", "1")
+    assert done.returncode == 0, done.stderr
+    stage = Path(done.stderr.strip().splitlines()[-1].split("records: ", 1)[1])
+    record = json.loads(next(stage.glob("samples/*/*/1.json")).read_text())
+    versions = lock_of(repo)["versions"]
+    assert isinstance(versions, list)
+    assert record["contract"] == f"v1:{versions[0]['sha256']}"
