@@ -19,7 +19,7 @@ from typing import Any
 import docker.errors
 
 from rig import contract as contract_mod
-from runner import database, freeze, images, prepared, sandbox, scoring, workspace
+from runner import database, freeze, images, merge, prepared, sandbox, scoring, workspace
 from runner import stage as stage_mod
 from runner import state as state_mod
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
@@ -121,7 +121,8 @@ def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
     if chosen not in change_ids:
         raise BadInputError(f"--change {chosen!r} is not in {loaded.path}",
                             hint=f"choose one of: {', '.join(change_ids)}")
-    base = workspace.resolve_commit(loaded.repo_path, manifest.experiment.base)
+    # The first change starts from the manifest's base, later ones from the last merge.
+    base = merge.stage_base(loaded, chosen)
     toolchain = images.resolve(engine, manifest.toolchain.image)
     # The same prepared image (setup baked in) that scores the base serves the sandboxes.
     image = prepared.prepare(engine, loaded.repo_path, base, toolchain,

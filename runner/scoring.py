@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rig.oracle import PassRate, SampleSpec, pass_rate, run_sample
 from rig.record import SampleRecord
-from runner import freeze, images, prepared, sandbox, workspace
+from runner import freeze, images, merge, prepared, sandbox, workspace
 from runner.engine import Engine
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -93,7 +93,7 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
     commit = workspace.resolve_commit(repo, ref)
     frozen = freeze.verify(engine, loaded, change_id)
     contract = None if frozen is None else f"v{frozen.version}:{frozen.sha256}"
-    base = workspace.resolve_commit(repo, loaded.manifest.experiment.base)
+    base = merge.stage_base(loaded, change_id)
     ensure_excluded(repo)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     stage = (experiment_dir(repo, loaded.manifest.experiment.name) / "oracle"
