@@ -21,6 +21,8 @@ from typer._click.exceptions import ClickException
 from rig.errors import RigError
 from runner import demo as demo_mod
 from runner import images, lifecycle, scoring
+from runner import score as score_mod
+from runner.dispatch_cli import dispatch_command
 from runner.engine import Engine
 from runner.errors import RunnerError
 from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, load_manifest, write_init
@@ -181,6 +183,24 @@ def oracle(
     out.print(f"pass-rate {rate.text()}{flaky}{errors}", markup=False)
     _say(f"records: {stage}")
     if rate.rig_errors:
+        raise typer.Exit(3)
+
+
+app.command("dispatch")(dispatch_command)
+
+
+@app.command()
+def score(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    change: Annotated[str | None, typer.Option("--change", help="the change to score")] = None,
+) -> None:
+    """Re-score every arm's committed code in fresh containers; write SCORECARD.md."""
+    loaded = _load(file)
+    chosen = change or lifecycle.current_change(loaded)
+    arms, card = score_mod.score(Engine(), loaded, chosen, _say)
+    out.print(card.read_text(encoding="utf-8"), markup=False)
+    _say(f"scorecard: {card}")
+    if any(not arm.valid for arm in arms):
         raise typer.Exit(3)
 
 

@@ -237,6 +237,13 @@ def agents_mount(loaded: LoadedManifest) -> tuple[tuple[Path, str], ...]:
     return () if agents is None else ((agents, AGENTS_DIR),)
 
 
+def current_change(loaded: LoadedManifest) -> str:
+    """The change `up` staged last (from the state file), else the first change."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    current = state_mod.load(directory)
+    return current.change if current is not None else loaded.manifest.changes[0].id
+
+
 def require_up(loaded: LoadedManifest) -> tuple[Path, ExperimentState]:
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = state_mod.load(directory)

@@ -1,0 +1,80 @@
+"""The brief: identical for every arm, written into each sandbox outside the checkout.
+
+Its text is the change's brief file (symptom + acceptance criteria) followed by the
+repository guardrails. Nothing in it names an arm, so it is byte-identical across arms
+(its sha256 is recorded with every arm, and the contract can hash the same text); the
+per-arm test-user id comes in `$BAKEOFF_TEST_USER`. It lives at `BRIEF_PATH`, owned by
+root and read-only, outside /work so it is never committed and no agent can rewrite it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import time
+from dataclasses import dataclass
+
+from runner.errors import BadInputError
+from runner.manifest import LoadedManifest
+
+BRIEF_DIR = "/tmp/bakeoff"
+BRIEF_PATH = f"{BRIEF_DIR}/brief.md"
+TEST_USER_ENV = "BAKEOFF_TEST_USER"
+
+GUARDRAILS = f"""\
+## Repository guardrails
+
+These rules are the same for everyone working on this change.
+
+- Work only in /work (your checkout of the repository).
+- No pushes and no deploys.
+- Never use `--no-verify`.
+- No DDL outside your own database schema.
+- Your unique test-user id is `<experiment>-<arm>`, given in `${TEST_USER_ENV}`: use it for
+  any test data you create, and clean up only by that id.
+- Verify by running, and commit your work.
+"""
+
+
+@dataclass(frozen=True)
+class Brief:
+    change: str
+    text: str          # what every agent reads: the brief file, then the guardrails
+    file_sha256: str   # of the brief file's bytes alone
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def compose_brief(loaded: LoadedManifest, change_id: str) -> Brief:
+    """The change's brief file followed by the guardrails."""
+    path = loaded.brief_path(change_id)
+    try:
+        raw = path.read_bytes()
+        body = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadInputError(f"{loaded.path}: changes[{change_id}].brief: cannot read {path} "
+                            f"({error})", hint="point brief at a UTF-8 text file") from error
+    return Brief(change_id, f"{body.rstrip()}\n\n---\n\n{GUARDRAILS}",
+                 hashlib.sha256(raw).hexdigest())
+
+
+def arm_test_user(experiment: str, arm: str) -> str:
+    return f"{experiment}-{arm}"
+
+
+def brief_archive(brief: Brief) -> bytes:
+    """A tar for `put_archive(container, "/")`: the brief, root-owned and read-only."""
+    data = brief.text.encode("utf-8")
+    now = time.time()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        folder = tarfile.TarInfo(BRIEF_DIR.lstrip("/"))
+        folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, now
+        tar.addfile(folder)
+        info = tarfile.TarInfo(BRIEF_PATH.lstrip("/"))
+        info.size, info.mode, info.mtime = len(data), 0o444, now
+        tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
