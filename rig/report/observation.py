@@ -1,0 +1,206 @@
+"""OBSERVATION.json: the abc-comparison/v2 artifact, exactly as DESIGN.md "Records" lays out.
+
+    {"schema": "abc-comparison/v2", experiment, contract {..., sha256}, rounds[]}
+    round: {change, base_commit, baseline {pass_rate, verdicts}, arms[], winner,
+            grafts[] {from, what, rationale, verified}, flags[]}
+    arm:   {arm, model, effort, effort_normalized, effort_provenance, effort_evidence, mode,
+            control, commit, image_id, results {success {pass_rate, ci95, samples[]},
+            checks {NAME: {...}}}, scores {success, checks, diagnosis, plan, code_quality,
+            intent}, total, max, valid, caveats[]}
+
+Every model forbids unknown keys; `write_observation` validates what it is about to write
+(a reload of its own dump) before it replaces the file atomically.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rig.oracle import PassRate
+from rig.persist import write_text_atomic
+from rig.score import ArmScore, CheckResult
+from rig.verdict import Verdict
+
+SCHEMA: Final = "abc-comparison/v2"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Baseline(_Model):
+    """The success criterion on the untouched base (it must fail: principle 2)."""
+
+    pass_rate: float = Field(ge=0, le=1)
+    verdicts: list[Verdict]
+
+
+class Rate(_Model):
+    """A pass-rate over fresh-container samples, its 95 % Wilson interval, its samples."""
+
+    pass_rate: float = Field(ge=0, le=1)
+    ci95: tuple[float, float]
+    samples: list[str]
+
+    @model_validator(mode="after")
+    def _interval_holds_the_rate(self) -> Rate:
+        low, high = self.ci95
+        if not 0 <= low <= high <= 1:
+            raise ValueError(f"ci95 {list(self.ci95)} is not an interval within [0, 1]")
+        return self
+
+
+class Results(_Model):
+    success: Rate
+    checks: dict[str, Rate]
+
+
+class Scores(_Model):
+    """0..5 per dim; null: not scored (judge = "none", no checks, or nothing graded)."""
+
+    success: float | None = Field(ge=0, le=5)
+    checks: float | None = Field(ge=0, le=5)
+    diagnosis: float | None = Field(ge=0, le=5)
+    plan: float | None = Field(ge=0, le=5)
+    code_quality: float | None = Field(ge=0, le=5)
+    intent: float | None = Field(ge=0, le=5)
+
+
+class ArmEntry(_Model):
+    arm: str
+    model: str
+    effort: str
+    effort_normalized: str
+    effort_provenance: str
+    effort_evidence: str
+    mode: str
+    control: bool
+    commit: str
+    image_id: str
+    results: Results
+    scores: Scores
+    total: float = Field(ge=0)
+    max: float = Field(ge=0)
+    valid: bool
+    caveats: list[str]
+
+    @model_validator(mode="after")
+    def _total_within_max(self) -> ArmEntry:
+        if self.total > self.max + 1e-9:
+            raise ValueError(f"arm {self.arm}: total {self.total} exceeds max {self.max}")
+        return self
+
+
+class Graft(_Model):
+    """A change of another arm applied onto the winner, re-verified; kept iff verified."""
+
+    from_arm: str = Field(alias="from")
+    what: str
+    rationale: str
+    verified: bool
+
+
+class Round(_Model):
+    change: str
+    base_commit: str
+    baseline: Baseline
+    arms: list[ArmEntry]
+    winner: str | None
+    grafts: list[Graft]
+    flags: list[str]
+
+    @model_validator(mode="after")
+    def _winner_is_a_valid_arm(self) -> Round:
+        ids = [a.arm for a in self.arms]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"round {self.change}: duplicate arm ids in {ids}")
+        valid = {a.arm for a in self.arms if a.valid}
+        if self.winner is not None and self.winner not in valid:
+            raise ValueError(f"round {self.change}: winner {self.winner!r} is not a valid arm "
+                             "of the round")
+        return self
+
+
+class Observation(_Model):
+    schema_name: Literal["abc-comparison/v2"] = Field(default=SCHEMA, alias="schema")
+    experiment: str
+    contract: dict[str, Any]
+    rounds: list[Round]
+
+    @field_validator("contract")
+    @classmethod
+    def _contract_has_its_hash(cls, value: dict[str, Any]) -> dict[str, Any]:
+        sha = value.get("sha256")
+        if not isinstance(sha, str) or not _SHA256.match(sha):
+            raise ValueError("the contract must carry its sha256 (64 lowercase hex digits)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_round_per_change(self) -> Observation:
+        changes = [r.change for r in self.rounds]
+        if len(set(changes)) != len(changes):
+            raise ValueError(f"one round per change, found {changes}")
+        return self
+
+    def dump(self) -> str:
+        """The JSON text, keys as DESIGN.md names them ("schema", "from")."""
+        return self.model_dump_json(by_alias=True, indent=2) + "\n"
+
+
+def rate_of(result: CheckResult) -> Rate:
+    return _rate(result.rate, result.samples)
+
+
+def _rate(rate: PassRate, samples: Sequence[str]) -> Rate:
+    return Rate(pass_rate=rate.rate, ci95=(rate.low, rate.high), samples=list(samples))
+
+
+def arm_entry(arm: ArmScore) -> ArmEntry:
+    """One arm of a round, from its `ArmScore`."""
+    results = Results(success=rate_of(arm.success),
+                      checks={name: rate_of(check) for name, check in arm.checks.items()})
+    return ArmEntry(
+        arm=arm.arm, model=arm.model, effort=arm.effort,
+        effort_normalized=arm.effort_normalized, effort_provenance=arm.effort_provenance,
+        effort_evidence=arm.effort_evidence, mode=arm.mode, control=arm.control,
+        commit=arm.commit, image_id=arm.image_id, results=results,
+        scores=Scores.model_validate(arm.scores), total=arm.total, max=arm.max,
+        valid=arm.valid, caveats=list(arm.caveats))
+
+
+def round_of(change: str, base_commit: str, baseline_rate: float,
+             baseline_verdicts: Sequence[Verdict | str], arms: Sequence[ArmScore],
+             winner: str | None, grafts: Sequence[Mapping[str, Any] | Graft],
+             flags: Sequence[str]) -> Round:
+    """One change's round. `grafts`: {from, what, rationale, verified} each."""
+    return Round(
+        change=change, base_commit=base_commit,
+        baseline=Baseline(pass_rate=baseline_rate,
+                          verdicts=[Verdict(v) for v in baseline_verdicts]),
+        arms=[arm_entry(arm) for arm in arms], winner=winner,
+        grafts=[g if isinstance(g, Graft) else Graft.model_validate(dict(g)) for g in grafts],
+        flags=list(flags))
+
+
+def observation(experiment: str, contract: Mapping[str, Any],
+                rounds: Sequence[Round]) -> Observation:
+    """The artifact. `contract`: the frozen contract with its sha256 (e.g. the lock's
+    latest `LockVersion.model_dump(mode="json")`)."""
+    return Observation(experiment=experiment, contract=dict(contract), rounds=list(rounds))
+
+
+def write_observation(path: Path, obs: Observation) -> None:
+    """Validate the dump by reloading it, then replace `path` atomically."""
+    text = obs.dump()
+    Observation.model_validate_json(text)
+    write_text_atomic(path, text)
+
+
+def read_observation(path: Path) -> Observation:
+    return Observation.model_validate_json(path.read_text(encoding="utf-8"))

@@ -1,0 +1,123 @@
+"""RESULTS.md across every change: the scoreboard (arms x rounds), the per-model pattern,
+where the merge beat every single arm, and the scoring-integrity caveats.
+
+Pure: an `Observation` in, Markdown out (the artifact is the single source of the report).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rig.report.observation import ArmEntry, Observation, Round
+from rig.report.scorecard import cell
+from rig.score import describe_flag
+
+
+def label(entry: ArmEntry) -> str:
+    return f"{entry.model} @ {entry.effort} / {entry.mode}"
+
+
+def _arms_in_order(obs: Observation) -> dict[str, ArmEntry]:
+    """Every arm id, in order of first appearance, with its first entry (its identity)."""
+    first: dict[str, ArmEntry] = {}
+    for round_ in obs.rounds:
+        for entry in round_.arms:
+            first.setdefault(entry.arm, entry)
+    return first
+
+
+def _total(round_: Round, arm: str) -> str:
+    entry = next((a for a in round_.arms if a.arm == arm), None)
+    if entry is None:
+        return "—"
+    text = f"{entry.total:.2f} / {entry.max:g}"
+    if not entry.valid:
+        return text + " (invalid)"
+    return text + (" ★" if round_.winner == arm else "")
+
+
+def scoreboard(obs: Observation) -> list[str]:
+    """Rows: arms (labelled model @ effort / mode); columns: rounds; ★ the round's winner."""
+    changes = [r.change for r in obs.rounds]
+    lines = ["| arm | model @ effort / mode | " + " | ".join(changes) + " |",
+             "|" + "---|" * (len(changes) + 2)]
+    for arm, entry in _arms_in_order(obs).items():
+        control = " · control" if entry.control else ""
+        totals = [_total(r, arm) for r in obs.rounds]
+        lines.append("| " + " | ".join(cell(t) for t in [arm, label(entry) + control, *totals])
+                     + " |")
+    return lines
+
+
+def per_model(obs: Observation) -> list[str]:
+    """Mean total per model over its valid entries, with the share of max and the wins."""
+    entries: dict[str, list[ArmEntry]] = {}
+    wins: dict[str, int] = {}
+    for round_ in obs.rounds:
+        for entry in round_.arms:
+            entries.setdefault(entry.model, []).append(entry)
+            wins[entry.model] = wins.get(entry.model, 0) + (round_.winner == entry.arm)
+    lines = ["| model | arms | valid / entries | mean total | mean % of max | wins |",
+             "|---|---|---|---|---|---|"]
+    for model, seen in entries.items():
+        valid = [e for e in seen if e.valid]
+        mean = f"{sum(e.total for e in valid) / len(valid):.2f}" if valid else "—"
+        shares = [e.total / e.max for e in valid if e.max]
+        share = f"{100 * sum(shares) / len(shares):.0f} %" if shares else "—"
+        arms = ", ".join(sorted({e.arm for e in seen}))
+        lines.append("| " + " | ".join(cell(t) for t in [
+            model, arms, f"{len(valid)} / {len(seen)}", mean, share, str(wins[model])]) + " |")
+    return lines
+
+
+def merge_lines(obs: Observation) -> list[str]:
+    """Per round: the merge, and whether it beat every single arm (a verified graft kept)."""
+    lines: list[str] = []
+    for round_ in obs.rounds:
+        kept = [g for g in round_.grafts if g.verified]
+        dropped = [g for g in round_.grafts if not g.verified]
+        if round_.winner is None:
+            lines.append(f"- **{round_.change}**: no valid arm reached the threshold; "
+                         "nothing merged.")
+            continue
+        if kept:
+            what = "; ".join(f"{g.what} from {g.from_arm}" for g in kept)
+            lines.append(f"- **{round_.change}**: the merge beat every single arm: winner "
+                         f"{round_.winner} plus {len(kept)} verified graft(s) it lacked "
+                         f"({what}), re-verified with nothing regressing.")
+        else:
+            lines.append(f"- **{round_.change}**: the merge is {round_.winner} alone "
+                         "(no graft kept).")
+        lines.extend(f"  - dropped: {g.what} from {g.from_arm}: {g.rationale}" for g in dropped)
+    return lines
+
+
+def integrity_lines(obs: Observation) -> list[str]:
+    """Every flag and every invalid arm (with its caveats), per round."""
+    lines: list[str] = []
+    for round_ in obs.rounds:
+        lines.extend(f"- {round_.change}: {describe_flag(flag)}" for flag in round_.flags)
+        for entry in round_.arms:
+            if not entry.valid:
+                why = "; ".join(entry.caveats) or "a rig error"
+                lines.append(f"- {round_.change}: **{entry.arm} is invalid** (not ranked): {why}")
+    return lines or ["None: every arm valid, no flag raised."]
+
+
+def _section(title: str, body: Sequence[str]) -> list[str]:
+    return [f"## {title}", "", *body, ""]
+
+
+def render_results(observation: Observation) -> str:
+    """RESULTS.md of the experiment."""
+    sha = observation.contract.get("sha256", "")
+    parts = [
+        f"# Results: {observation.experiment}", "",
+        f"Contract sha256 `{sha}`; {len(observation.rounds)} round(s). Totals are weighted "
+        "rubric scores over the dims that were scored; ★ marks a round's winner.", "",
+        *_section("Scoreboard", scoreboard(observation)),
+        *_section("Per model", per_model(observation)),
+        *_section("Merges", merge_lines(observation)),
+        *_section("Scoring integrity", integrity_lines(observation)),
+    ]
+    return "\n".join(parts).rstrip("\n") + "\n"

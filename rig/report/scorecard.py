@@ -1,0 +1,141 @@
+"""SCORECARD.md of one change: the rubric table (arms as columns, dims as rows), the
+verdict per arm, the flags, the merge and graft rationale, and the caveats.
+
+Pure: `ArmScore`s in, Markdown out. It can be regenerated from stored sample records.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rig.score import (
+    SUBJECTIVE,
+    ArmScore,
+    CheckResult,
+    RubricWeights,
+    describe_flag,
+    rank,
+)
+from rig.verdict import Verdict
+
+
+def cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def arm_heading(arm: ArmScore) -> str:
+    """``fixer: scripted-fixer @ none / single_agent`` (+ ``· control``)."""
+    return f"{arm.arm}: {arm.label}" + (" · control" if arm.control else "")
+
+
+def rate_text(result: CheckResult) -> str:
+    """``1.00 [0.44, 1.00] 3/3``, plus rig errors, flakiness and spoofing."""
+    rate = result.rate
+    text = f"{rate.rate:.2f} [{rate.low:.2f}, {rate.high:.2f}] {rate.passed}/{rate.n}"
+    if rate.rig_errors:
+        text += f" +{rate.rig_errors} RIG_ERROR"
+    if rate.flaky:
+        text += " flaky"
+    if result.spoofed:
+        text += " spoofed"
+    return text
+
+
+def outcomes(result: CheckResult) -> str:
+    """``3 FAIL spoofed_output``: what the samples of a check ended as."""
+    seen = Counter(str(r.verdict) if r.verdict is Verdict.PASS else f"{r.verdict} {r.reason}"
+                   for r in result.records)
+    return ", ".join(f"{n} {what}" for what, n in sorted(seen.items()))
+
+
+def _score(value: float | None, missing: str) -> str:
+    return missing if value is None else f"{value:.2f}"
+
+
+def _check_names(arms: Sequence[ArmScore]) -> list[str]:
+    names: list[str] = []
+    for arm in arms:
+        names.extend(name for name in arm.checks if name not in names)
+    return names
+
+
+def _row(label: str, cells: Sequence[str]) -> str:
+    return "| " + " | ".join([label, *(cell(c) for c in cells)]) + " |"
+
+
+def rubric_table(arms: Sequence[ArmScore], weights: RubricWeights) -> list[str]:
+    """Dims as rows, arms as columns; pass-rates with their 95 % Wilson intervals."""
+    lines = [_row("dim (weight)", [arm_heading(a) for a in arms]),
+             "|" + "---|" * (len(arms) + 1)]
+    lines.append(_row(f"success (w={weights.success})", [
+        f"{_score(a.scores['success'], '—')} · {rate_text(a.success)}" for a in arms]))
+    lines.append(_row(f"checks (w={weights.checks})", [
+        _score(a.scores["checks"], "— (no checks)" if not a.checks else "— (not measured)")
+        for a in arms]))
+    for name in _check_names(arms):
+        lines.append(_row(f"↳ {name}", [
+            rate_text(a.checks[name]) if name in a.checks else "—" for a in arms]))
+    for dim in SUBJECTIVE:
+        lines.append(_row(f"{dim} (w={getattr(weights, dim)})", [
+            _score(a.scores[dim], "— (judge = none)") for a in arms]))
+    lines.append(_row("**total / max**", [
+        f"**{a.total:.2f}** / {a.max:g}" + ("" if a.valid else " (invalid)") for a in arms]))
+    return lines
+
+
+def verdict_lines(arms: Sequence[ArmScore], winner: str | None) -> list[str]:
+    """One line per arm: valid (rank, winner) or invalid (why), and its success samples."""
+    ranked = rank(arms)
+    lines = []
+    for arm in arms:
+        if arm.valid:
+            place = f"valid, rank {ranked.index(arm.arm) + 1} of {len(ranked)}"
+            place += ", **winner**" if arm.arm == winner else ""
+        else:
+            errors = ", ".join(f"{s} {r}" for s, r in arm.rig_errors)
+            place = f"**invalid**: RIG_ERROR in {errors}; not ranked until the rig is fixed"
+        lines.append(f"- **{arm.arm}** ({arm.label}): {place}; success: {outcomes(arm.success)}")
+    return lines
+
+
+def graft_lines(grafts: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not grafts:
+        return ["No graft."]
+    lines = []
+    for graft in grafts:
+        kept = "kept (re-verified)" if graft.get("verified") else "dropped"
+        lines.append(f"- from **{graft.get('from')}**: {graft.get('what')} — {kept}: "
+                     f"{graft.get('rationale')}")
+    return lines
+
+
+def caveat_lines(arms: Sequence[ArmScore]) -> list[str]:
+    """Caveats every arm shares once, then each arm's own."""
+    shared = [c for c in arms[0].caveats if all(c in a.caveats for a in arms)] if arms else []
+    lines = [f"- all arms: {c}" for c in shared]
+    lines += [f"- {a.arm}: {c}" for a in arms for c in a.caveats if c not in shared]
+    return lines or ["None."]
+
+
+def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeights,
+                     flags: Sequence[str], winner: str | None, merge_note: str,
+                     grafts: Sequence[Mapping[str, Any]]) -> str:
+    """SCORECARD.md of `change`."""
+    top = 5 * (weights.success + weights.checks + sum(getattr(weights, d) for d in SUBJECTIVE))
+    won = (f"**Winner: {winner}**" if winner is not None
+           else "**No winner**: no valid arm reached the threshold")
+    parts = [
+        f"# Scorecard: {change}", "",
+        f"Each dim scores 0..5, weighted by w (max {top} when every dim is scored). "
+        "Pass-rates: rate [95 % Wilson interval] passed/graded samples.", "",
+        *rubric_table(arms, weights), "",
+        "## Verdict", "", won, "", *verdict_lines(arms, winner), "",
+        "## Flags", "", *([f"- {describe_flag(f)}" for f in flags] or ["None."]), "",
+        "## Merge", "", merge_note.strip() or "Nothing merged.", "",
+        "### Grafts", "", *graft_lines(grafts), "",
+        "## Caveats", "", *caveat_lines(arms),
+    ]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,144 @@
+"""`score`: every arm's final commit through the oracle (every check and the success
+criterion, `samples` fresh containers each), the judge on the subjective dims, the
+rubric, and SCORECARD.md. Execute, persist, then grade: the scorecard is rebuilt from the
+stored sample records and judge answers alone (`stage_scores`), without docker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from rig import judge as judge_mod
+from rig import score as rubric
+from rig.oracle import SampleSpec
+from rig.persist import write_text_atomic
+from rig.record import SampleRecord
+from rig.report import render_scorecard
+from runner import freeze, images, merge, prepared, scoring, workspace
+from runner.engine import Engine
+from runner.errors import BadInputError
+from runner.manifest import LoadedManifest
+from runner.store import experiment_dir, stage_dir
+
+Say = Callable[[str], None]
+JUDGE_TIMEOUT_S = 300
+OUTPUT_TAIL = 4000
+
+
+def stage_path(loaded: LoadedManifest, change: str) -> Path:
+    return stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name), change)
+
+
+def arm_commits(loaded: LoadedManifest, change: str) -> dict[str, str]:
+    """Each arm's final commit, as dispatch fetched it back."""
+    commits: dict[str, str] = {}
+    for arm in loaded.manifest.arms:
+        branch = workspace.arm_branch(loaded.manifest.experiment.name, change, arm.id)
+        head = merge.branch_head(loaded.repo_path, branch)
+        if head is None:
+            raise BadInputError(f"arm {arm.id!r} has no commits for {change!r} ({branch})",
+                                hint="run `bakeoff-sandbox dispatch` first")
+        commits[arm.id] = head
+    return commits
+
+
+def plans(loaded: LoadedManifest, change: str) -> list[scoring.CheckPlan]:
+    """The success criterion, then every test check (ratchets are scored apart)."""
+    return [scoring.check_plan(loaded, change, scoring.SUCCESS),
+            *(scoring.check_plan(loaded, change, c.name) for c in loaded.manifest.checks
+              if c.kind == "test")]
+
+
+def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
+                commits: dict[str, str], say: Say, stage: Path) -> None:
+    """Every (arm, check, n) sample; arms sharing a prepared image share an executor."""
+    frozen = freeze.verify(engine, loaded, change)
+    if frozen is None:
+        raise BadInputError(f"change {change!r} has no frozen contract",
+                            hint="run `bakeoff-sandbox up` first")
+    base, contract = frozen.contract.base_commit, f"v{frozen.version}:{frozen.sha256}"
+    toolchain = images.resolve(engine, loaded.manifest.toolchain.image)
+    groups: dict[str, list[SampleSpec]] = {}
+    for arm, commit in commits.items():
+        image = prepared.prepare(engine, loaded.repo_path, commit, toolchain,
+                                 list(loaded.manifest.toolchain.setup), say)
+        for plan in plans(loaded, change):
+            groups.setdefault(commit if image.name == prepared.PREPARED else "", []).extend(
+                scoring.specs(loaded, change, arm, plan, commit, base,
+                              loaded.manifest.contract.samples, contract))
+    for key, todo in groups.items():
+        with scoring.executor_for(engine, loaded, key or base, say) as executor:
+            scoring.run_all(executor, todo, stage, say)
+
+
+def records_of(stage: Path, arm: str, check: str) -> list[SampleRecord]:
+    folder = stage / "samples" / arm / check
+    found = [SampleRecord.model_validate_json(p.read_text(encoding="utf-8"))
+             for p in folder.glob("*.json")]
+    return sorted(found, key=lambda r: r.n)
+
+
+def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], base: str,
+               stage: Path, say: Say) -> None:
+    command = judge_mod.judge_command(loaded.manifest.contract.judge)
+    if command is None:
+        return
+    brief = loaded.brief_path(change).read_text(encoding="utf-8")
+    protected = list(loaded.change(change).protected)
+    for arm, commit in commits.items():
+        answer = stage / "judge" / f"{arm}.json"
+        if answer.exists():
+            continue
+        diff = workspace.run_git(loaded.repo_path, "diff", "--no-color", base, commit)
+        outputs = {p.name: _log_tail(stage, arm, p.name) for p in plans(loaded, change)}
+        doc = judge_mod.judge_input(change, arm, brief, diff, protected, outputs)
+        scores = judge_mod.run_judge(command, doc, loaded.root, JUDGE_TIMEOUT_S)
+        write_text_atomic(answer, json.dumps(
+            {d: {"score": s.score, "evidence": s.evidence} for d, s in scores.dims().items()},
+            indent=2) + "\n")
+        say(f"judge: {arm} " + ", ".join(f"{d}={s.score:g}" for d, s in scores.dims().items()))
+
+
+def _log_tail(stage: Path, arm: str, check: str) -> str:
+    log = stage / "samples" / arm / check / "1.log"
+    return log.read_text(encoding="utf-8")[-OUTPUT_TAIL:] if log.exists() else ""
+
+
+def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
+    """The rubric for every arm, from stored records and judge answers (no docker)."""
+    stage = stage_path(loaded, change)
+    scored = []
+    for arm in loaded.manifest.arms:
+        success = rubric.check_result(scoring.SUCCESS,
+                                      records_of(stage, arm.id, scoring.SUCCESS))
+        checks = {p.name: rubric.check_result(p.name, records_of(stage, arm.id, p.name))
+                  for p in plans(loaded, change)[1:]}
+        answer = stage / "judge" / f"{arm.id}.json"
+        judged = judge_mod.parse_judgement(answer.read_text()) if answer.exists() else None
+        scored.append(rubric.score_arm(arm, success, checks, judged,
+                                       loaded.manifest.contract.weights))
+    return scored
+
+
+def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not merged yet",
+                    grafts: list[dict[str, object]] | None = None) -> Path:
+    arms = stage_scores(loaded, change)
+    contract = loaded.manifest.contract
+    text = render_scorecard(change, arms, contract.weights, rubric.flags(arms),
+                            rubric.winner(arms, contract.threshold), merge_note, grafts or [])
+    path = stage_path(loaded, change) / "SCORECARD.md"
+    write_text_atomic(path, text)
+    return path
+
+
+def score(engine: Engine, loaded: LoadedManifest, change: str,
+          say: Say) -> tuple[list[rubric.ArmScore], Path]:
+    stage = stage_path(loaded, change)
+    commits = arm_commits(loaded, change)
+    run_samples(engine, loaded, change, commits, say, stage)
+    frozen = freeze.verify(engine, loaded, change)
+    assert frozen is not None
+    run_judges(loaded, change, commits, frozen.contract.base_commit, stage, say)
+    return stage_scores(loaded, change), write_scorecard(loaded, change)
