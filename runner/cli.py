@@ -20,8 +20,9 @@ from typer._click.exceptions import ClickException
 
 from rig.errors import RigError
 from runner import demo as demo_mod
-from runner import images, lifecycle, scoring
+from runner import images, lifecycle, loop, reporting, scoring, stage_merge
 from runner import score as score_mod
+from runner.dispatch.view import DispatchView
 from runner.dispatch_cli import dispatch_command
 from runner.engine import Engine
 from runner.errors import RunnerError
@@ -204,13 +205,55 @@ def score(
         raise typer.Exit(3)
 
 
+@app.command("merge")
+def merge_(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    change: Annotated[str | None, typer.Option("--change", help="the change to merge")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="merge this arm, not the top")] = None,
+    graft: Annotated[list[str] | None, typer.Option(
+        "--graft", help="ARM:PATH or ARM:COMMIT (repeatable)")] = None,
+) -> None:
+    """Best-of + verified grafts onto the experiment branch."""
+    loaded = _load(file)
+    chosen = change or lifecycle.current_change(loaded)
+    record = stage_merge.merge_stage(Engine(), loaded, chosen, _say, base_arm=base,
+                                     grafts=list(graft or []))
+    out.print(str(record["note"]), markup=False)
+
+
+@app.command()
+def report(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
+    """RESULTS.md + OBSERVATION.json across stages (from stored records; no docker)."""
+    obs, obs_path, results_path = reporting.report(_load(file))
+    out.print(results_path.read_text(encoding="utf-8"), markup=False)
+    _say(f"report: {results_path}, {obs_path} ({len(obs.rounds)} round(s))")
+
+
+@app.command("run")
+def run_(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
+    """Every change in order: up, dispatch, score, merge; then report. Resumable."""
+    loaded = _load(file)
+    _run_loop(loaded)
+
+
+def _run_loop(loaded: LoadedManifest) -> None:
+    arms = [a.id for a in loaded.manifest.arms]
+    with DispatchView(err, arms) as view:
+        obs = loop.run(Engine(), loaded, _say, view)
+    directory = loaded.repo_path / ".bakeoff" / loaded.manifest.experiment.name
+    out.print((directory / "RESULTS.md").read_text(encoding="utf-8"), markup=False)
+    _say(f"artifacts: {directory}/RESULTS.md, {directory}/OBSERVATION.json "
+         f"({len(obs.rounds)} rounds), scorecards in {directory}/stages/*/SCORECARD.md")
+
+
 @app.command()
 def demo(keep: Annotated[Path | None, typer.Option(
-        "--keep", help="run in this (new or empty) directory and keep it")] = None) -> None:
-    """The bundled example, end to end."""
-    where = demo_mod.run(Engine(), keep, _say, lambda loaded: _print_status(loaded, as_json=False))
-    if keep is not None:
-        _say(f"demo: kept in {where}")
+        "--keep", help="run in this (new or empty) directory instead of a temporary one")]
+         = None) -> None:
+    """The bundled example, end to end: two changes, five scripted contestants, a judge."""
+    manifest = demo_mod.prepare(keep)
+    _say(f"demo: the example is in {manifest.parent} (a real git repo in repo/)")
+    _run_loop(_load(manifest))
 
 
 def main(argv: list[str] | None = None) -> int:

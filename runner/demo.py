@@ -1,8 +1,8 @@
 """`bakeoff-sandbox demo`: the bundled example (examples/horizon), end to end.
 
 The example is copied to a fresh directory, its `repo/` becomes a real git repository
-(one commit on `main`), and the experiment runs against it. So far the demo shows the
-sandbox core: `up`, `status`, a command in every arm with `exec`, then `down`.
+(one commit on `main`), and `run` takes it through every change: up, dispatch (the
+scripted contestants), score (with the scripted judge), merge; then the report.
 """
 
 from __future__ import annotations
@@ -11,17 +11,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
-from runner import lifecycle
-from runner.engine import Engine
 from runner.errors import BadInputError
-from runner.manifest import LoadedManifest, load_manifest
 
 EXAMPLE = "horizon"
-DB_PROBE = ("python3 -c \"import os, psycopg; c = psycopg.connect(os.environ['DATABASE_URL']); "
-            "print('schema', c.execute('select current_schema()').fetchone()[0])\"")
 
 
 def examples_dir() -> Path:
@@ -49,25 +43,3 @@ def prepare(dest: Path | None) -> Path:
                   "commit", "-q", "-m", "horizon service: base"]):
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60)
     return root / "bakeoff.toml"
-
-
-def run(engine: Engine, keep: Path | None, say: Callable[[str], None],
-        show_status: Callable[[LoadedManifest], None]) -> Path:
-    """up → status → exec in every arm → down. Returns the demo directory."""
-    manifest = prepare(keep)
-    say(f"demo: example copied to {manifest.parent}")
-    loaded = load_manifest(manifest)
-    try:
-        made = lifecycle.up(engine, loaded, progress=say)
-        say(f"demo: {len(made.arms)} sandboxes up (run {made.run})")
-        show_status(loaded)
-        for arm in made.arms:
-            result = lifecycle.exec_arm(engine, loaded, arm.arm, [
-                "sh", "-c", f"echo \"$BAKEOFF_ARM: $(git log --oneline | wc -l) commit(s), "
-                f"$(ls | wc -l) entries in /work\"; {DB_PROBE}"])
-            say(result.stdout.strip() + (f"\n{result.stderr.strip()}" if result.exit_code else ""))
-    finally:
-        lifecycle.down(engine, loaded, progress=say)
-    if keep is None:
-        shutil.rmtree(manifest.parent, ignore_errors=True)
-    return manifest.parent

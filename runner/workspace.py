@@ -109,7 +109,9 @@ def sandbox_user() -> str:
 
 
 def arm_branch(experiment: str, change: str, arm: str) -> str:
-    return f"bakeoff/{experiment}/{change}/{arm}"
+    # Not bakeoff/<experiment>/...: the experiment branch defaults to bakeoff/<experiment>,
+    # and git cannot hold both a ref and refs below it of the same name.
+    return f"bakeoff-arms/{experiment}/{change}/{arm}"
 
 
 def fetch_back(repo_path: Path, checkout: Path, branch: str) -> str:

@@ -1,27 +1,52 @@
-"""`bakeoff-sandbox demo` end to end, through the real command line."""
+"""`bakeoff-sandbox demo`: the whole loop on the bundled example, through the real CLI,
+with the exact outcome the example is built to produce."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+from rig.report import read_observation
 from runner.engine import LABEL_EXPERIMENT, Engine
 from runner.images import BuiltImage
+from tests.integration.helpers import git
 
 
-def test_demo_brings_up_every_arm_runs_in_each_and_tears_down(
+def test_demo_runs_the_whole_loop_with_the_expected_outcome(
         engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> None:
     keep = tmp_path / "demo"
     done = subprocess.run([sys.executable, "-m", "runner.cli", "demo", "--keep", str(keep)],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    arms = ["control", "fixer", "fixer-graft", "cheat", "broken"]
-    for arm in arms:
-        assert f"{arm}: 1 commit(s)" in done.stderr
-        assert f"schema bk_horizon_{arm.replace('-', '_')}" in done.stderr
-    status_rows = [line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()]
-    assert status_rows == arms
-    assert "removed 6 containers, 6 networks, dropped 5 schemas" in done.stderr
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = keep / "repo" / ".bakeoff" / "horizon"
+    obs = read_observation(state / "OBSERVATION.json")  # validates abc-comparison/v2
+    assert [r.change for r in obs.rounds] == ["cap-horizon", "horizon-units"]
+    first, second = obs.rounds
+    arms = {a.arm: a for a in first.arms}
+
+    assert first.winner == "fixer"  # the correct fix with a test wins change 1
+    assert first.baseline.pass_rate == 0.0
+    assert arms["cheat"].scores.success == 0.0
+    cheat_samples = [json.loads((state / "stages" / "cap-horizon" / "samples" / "cheat" /
+                                 "success" / f"{n}.json").read_text()) for n in (1, 2, 3)]
+    assert {(s["verdict"], s["reason"]) for s in cheat_samples} == {("FAIL", "spoofed_output")}
+    assert "spoofed:cheat" in first.flags
+    broken = [json.loads((state / "stages" / "cap-horizon" / "samples" / "broken" /
+                          "success" / f"{n}.json").read_text()) for n in (1, 2, 3)]
+    assert {(s["verdict"], s["reason"]) for s in broken} == {("FAIL", "build_failed")}
+    assert arms["broken"].valid and arms["control"].valid
+    assert arms["control"].results.success.pass_rate == 0.0
+
+    assert [(g.from_arm, g.what, g.verified) for g in first.grafts] == [
+        ("fixer-graft", "src/horizon/db.py", True)]
+    repo = keep / "repo"
+    first_head = json.loads((state / "stages" / "cap-horizon" / "merge.json").read_text())["head"]
+    assert second.base_commit == first_head  # change 2 starts from the merged head
+    assert git(repo, "show", f"{first_head}:src/horizon/db.py") == git(
+        repo, "show", f"{arms['fixer-graft'].commit}:src/horizon/db.py")
+    assert second.winner == "fixer"
+    assert "effort_confounded" in first.flags
     assert engine.labelled("container", {LABEL_EXPERIMENT: "horizon"}) == []
-    assert (keep / "repo" / ".git").is_dir() and (keep / "bakeoff.toml").is_file()
+    assert "artifacts:" in done.stderr and "| fixer |" in done.stdout

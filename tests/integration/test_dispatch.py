@@ -75,7 +75,7 @@ class Experiment:
         return found.container_id
 
     def branch(self, arm: str) -> str:
-        return f"bakeoff/{self.loaded.manifest.experiment.name}/cap-horizon/{arm}"
+        return f"bakeoff-arms/{self.loaded.manifest.experiment.name}/cap-horizon/{arm}"
 
     def show(self, ref: str, path: str) -> str:
         return git(self.loaded.repo_path, "show", f"{ref}:{path}")

@@ -1,0 +1,159 @@
+"""`merge`: the top valid arm (or `--base ARM`) onto the experiment branch, then grafts —
+asked for (`--graft ARM:PATH`, `--graft ARM:COMMIT`) or proposed (files an arm whose
+checks all passed changed and the winner did not) — each applied, re-verified in fresh
+containers (success + checks) and kept only if nothing regresses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rig import score as rubric
+from rig.oracle import pass_rate
+from rig.persist import write_text_atomic
+from rig.record import SampleRecord
+from runner import freeze, merge, scoring, workspace
+from runner import score as score_mod
+from runner.engine import Engine
+from runner.errors import BadInputError
+from runner.manifest import LoadedManifest
+
+Say = Callable[[str], None]
+MERGE_FILE = "merge.json"
+
+
+@dataclass(frozen=True)
+class GraftResult:
+    arm: str
+    what: str
+    rationale: str
+    verified: bool
+    kept: bool
+    why: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"from": self.arm, "what": self.what, "rationale": self.rationale,
+                "verified": self.verified, "kept": self.kept, "why": self.why}
+
+
+def requested(loaded: LoadedManifest, change: str, asks: list[str],
+              commits: dict[str, str], base: str) -> list[merge.Candidate]:
+    """`ARM:PATH` or `ARM:COMMIT` (every file that commit changed) as candidates."""
+    found = []
+    for ask in asks:
+        arm, _, what = ask.partition(":")
+        if arm not in commits or not what:
+            raise BadInputError(f"--graft {ask!r}: expected ARM:PATH or ARM:COMMIT with an "
+                                f"arm of {change!r}", hint=f"arms: {', '.join(commits)}")
+        sha = workspace.run_git(loaded.repo_path, "rev-parse", "--verify", "--quiet",
+                                f"{what}^{{commit}}", check=False)
+        paths = sorted(merge.changed(loaded.repo_path, f"{sha}^", sha)) if sha else [what]
+        found += [merge.Candidate(arm, commits[arm], p) for p in paths]
+    return found
+
+
+def _rates(records_by_check: dict[str, list[SampleRecord]]) -> dict[str, float]:
+    return {check: pass_rate(r.verdict for r in recs).rate
+            for check, recs in records_by_check.items()}
+
+
+def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, label: str,
+           base: str, say: Say) -> dict[str, float]:
+    """Pass-rates of success + every test check on `commit`, fresh containers each."""
+    stage = score_mod.stage_path(loaded, change) / "merge"
+    todo = [spec for plan in score_mod.plans(loaded, change)
+            for spec in scoring.specs(loaded, change, label, plan, commit, base,
+                                      loaded.manifest.contract.samples)]
+    with scoring.executor_for(engine, loaded, commit, say) as executor:
+        records = scoring.run_all(executor, todo, stage, say)
+    grouped: dict[str, list[SampleRecord]] = {}
+    for record in records:
+        grouped.setdefault(record.check, []).append(record)
+    return _rates(grouped)
+
+
+def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *,
+                base_arm: str | None = None, grafts: list[str] | None = None) -> dict[str, object]:
+    frozen = freeze.verify(engine, loaded, change)
+    if frozen is None:
+        raise BadInputError(f"change {change!r} has no frozen contract",
+                            hint="run `bakeoff-sandbox up` first")
+    base = frozen.contract.base_commit
+    arms = score_mod.stage_scores(loaded, change)
+    commits = {a.arm: a.commit for a in arms}
+    winner = base_arm or rubric.winner(arms, loaded.manifest.contract.threshold)
+    branch = loaded.manifest.experiment.branch
+    onto = merge.branch_head(loaded.repo_path, branch) or base
+    if winner is None:
+        merge.advance(loaded.repo_path, branch, onto)
+        note = "no valid arm reached the threshold: nothing merged; the branch stays at the base"
+        return _write(loaded, change, None, onto, note, [])
+    if winner not in commits:
+        raise BadInputError(f"--base {winner!r} is not an arm of {change!r}",
+                            hint=f"arms: {', '.join(commits)}")
+    head = merge.merge(loaded.repo_path, onto, commits[winner], f"bakeoff: merge {winner} "
+                       f"for {change}")
+    say(f"merged {winner} ({commits[winner][:12]}) onto {branch}")
+    by_arm = {a.arm: a for a in arms}
+    floor = _arm_rates(by_arm[winner])
+    eligible = {a.arm: a.commit for a in arms if a.arm != winner and a.valid
+                and all(c.rate.rate == 1.0 for c in a.checks.values())}
+    protected = set(loaded.change(change).protected)
+    asked = requested(loaded, change, grafts or [], commits, base)
+    proposed = merge.candidates(loaded.repo_path, base, commits[winner], eligible, protected)
+    results = []
+    for n, candidate in enumerate([*asked, *(c for c in proposed if c not in asked)], 1):
+        head, result = _try_graft(engine, loaded, change, head, candidate, floor, n, base, say,
+                                  asked=candidate in asked)
+        results.append(result)
+    merge.advance(loaded.repo_path, branch, head)
+    kept = sum(r.kept for r in results)
+    note = (f"{winner} merged onto {branch}; {kept} of {len(results)} graft(s) kept; "
+            f"head {head[:12]}")
+    return _write(loaded, change, winner, head, note, results)
+
+
+def _arm_rates(arm: rubric.ArmScore) -> dict[str, float]:
+    return {scoring.SUCCESS: arm.success.rate.rate,
+            **{name: c.rate.rate for name, c in arm.checks.items()}}
+
+
+def _try_graft(engine: Engine, loaded: LoadedManifest, change: str, head: str,
+               candidate: merge.Candidate, floor: dict[str, float], n: int, base: str,
+               say: Say, *, asked: bool) -> tuple[str, GraftResult]:
+    what = candidate.path
+    rationale = ("asked for with --graft" if asked else
+                 f"{candidate.arm}'s checks all passed and it changed {candidate.path}, "
+                 "which the winner did not")
+    grafted = merge.graft(loaded.repo_path, head, candidate)
+    rates = verify(engine, loaded, change, grafted, f"graft-{n}", base, say)
+    worse = [f"{k} {floor[k]:.2f} -> {v:.2f}" for k, v in rates.items() if v < floor.get(k, 0)]
+    if worse:
+        say(f"graft {what}: dropped ({'; '.join(worse)})")
+        return head, GraftResult(candidate.arm, what, rationale, True, False,
+                                 "regressed: " + "; ".join(worse))
+    say(f"graft {what}: kept (nothing regressed)")
+    return grafted, GraftResult(candidate.arm, what, rationale, True, True,
+                                "re-verified: " + ", ".join(f"{k} {v:.2f}"
+                                                            for k, v in rates.items()))
+
+
+def _write(loaded: LoadedManifest, change: str, winner: str | None, head: str, note: str,
+           results: list[GraftResult]) -> dict[str, object]:
+    record: dict[str, object] = {"change": change, "winner": winner, "head": head,
+                                 "note": note, "grafts": [r.as_dict() for r in results]}
+    path = score_mod.stage_path(loaded, change) / MERGE_FILE
+    write_text_atomic(path, json.dumps(record, indent=2) + "\n")
+    score_mod.write_scorecard(loaded, change, note, [r.as_dict() for r in results])
+    return record
+
+
+def load(loaded: LoadedManifest, change: str) -> dict[str, object] | None:
+    path: Path = score_mod.stage_path(loaded, change) / MERGE_FILE
+    if not path.exists():
+        return None
+    data: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
+    return data
