@@ -17,9 +17,20 @@ from typing import Protocol
 from rig.parsers import get_parser
 from rig.persist import write_text_atomic
 from rig.record import SampleCounts, SampleRecord
-from rig.verdict import Outcome, RigErrorReason, Verdict, decide
+from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict, decide
 
 Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A fresh server per sample: started on a port the sample chooses, health-checked
+    before the criterion runs, stopped after (`[changes.success].server`)."""
+
+    run: str
+    health: str = "/"
+    port_env: str = "PORT"
+    startup_timeout_s: float = 30
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class SampleSpec:
     protected: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     contract: str | None = None  # "v<N>:<sha256>" of the frozen contract it was graded under
+    server: ServerSpec | None = None
 
     @property
     def sample(self) -> str:
@@ -65,6 +77,8 @@ class Execution:
     network: str = "none"
     db_schema: str | None = None
     protected: Mapping[str, str] = field(default_factory=dict)
+    server: str = "none"  # none | healthy | unhealthy | no_http_client
+    server_log: str = ""
 
 
 class SampleExecutor(Protocol):
@@ -80,6 +94,15 @@ def grade(spec: SampleSpec, execution: Execution) -> Outcome:
         return Outcome(Verdict.RIG_ERROR, RigErrorReason.tool_missing,
                        f"not on PATH in image {execution.image or execution.image_id}: "
                        f"{missing}", None)
+    if execution.server == "no_http_client":
+        return Outcome(Verdict.RIG_ERROR, RigErrorReason.tool_missing,
+                       f"no HTTP client (python3, node, wget or curl) in image "
+                       f"{execution.image or execution.image_id} for the server's health check",
+                       None)
+    if execution.server == "unhealthy":
+        tail = execution.server_log.strip().splitlines()[-3:]
+        return Outcome(Verdict.FAIL, FailReason.server_unhealthy,
+                       "the server never answered its health check: " + " | ".join(tail), None)
     parsed = get_parser(spec.parser).parse(execution.log)
     return decide(parser=spec.parser, exit_code=execution.exit_code, parsed=parsed,
                   timed_out=execution.timed_out, oom_killed=execution.oom_killed,
@@ -105,7 +128,8 @@ def record_of(spec: SampleSpec, execution: Execution, outcome: Outcome, started_
             errors=counts.errors),
         tests_ran=0 if counts is None else counts.ran, verdict=outcome.verdict,
         reason=None if outcome.reason is None else str(outcome.reason), rig_error=rig_error,
-        detail=outcome.detail, contract=spec.contract, started_at=started_at,
+        detail=outcome.detail, contract=spec.contract, server=execution.server,
+        started_at=started_at,
         duration_s=round(execution.duration_s, 3), log=log_name)
 
 
@@ -123,6 +147,8 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path) -> S
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     execution = executor.execute(spec)
     write_text_atomic(log_path, execution.log)
+    if execution.server_log:  # kept apart: never parsed as the criterion's output
+        write_text_atomic(log_path.with_suffix(".server.log"), execution.server_log)
     outcome = grade(spec, execution)
     record = record_of(spec, execution, outcome, started, log_path.name)
     write_text_atomic(record_path, record.model_dump_json(indent=2) + "\n")

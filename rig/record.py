@@ -54,6 +54,7 @@ class SampleRecord(BaseModel):
     rig_error: str | None
     detail: str
     contract: str | None = None  # "v<N>:<sha256>": results after a refreeze are a new contract
+    server: str = "none"  # a server per sample: none | healthy | unhealthy | no_http_client
     started_at: str
     duration_s: float
     log: str  # file name of the full log, beside the record

@@ -59,6 +59,7 @@ class FailReason(enum.StrEnum):
     spoofed_output = "spoofed_output"
     build_failed = "build_failed"
     aborted = "aborted"
+    server_unhealthy = "server_unhealthy"  # the code's server never answered its health check
 
 
 @dataclass(frozen=True)

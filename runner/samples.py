@@ -31,7 +31,7 @@ from docker.types import Mount
 
 from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
-from runner import database, prepared, sandbox, workspace
+from runner import database, prepared, sample_server, sandbox, workspace
 from runner.engine import Engine, Labels
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.images import BuiltImage
@@ -105,6 +105,7 @@ class DockerSampleExecutor:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
         self.copy_tree = image.name == prepared.PREPARED
         self.tool_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.marks: dict[str, str] = {}  # sample -> the marker of its server's output
 
     def __enter__(self) -> DockerSampleExecutor:
         if self.db_image is not None:
@@ -178,8 +179,12 @@ class DockerSampleExecutor:
             shutil.rmtree(tree.parent, ignore_errors=True)
             if schema is not None and self.server is not None:
                 database.drop_schema(self.server, schema.name)
+        server, server_log = "none", ""
+        if spec.server is not None and spec.sample in self.marks:
+            log, server, server_log = sample_server.split(log, self.marks.pop(spec.sample))
         return Execution(
             exit_code=code, log=log, duration_s=time.monotonic() - started,
+            server=server, server_log=server_log,
             timed_out=timed_out, oom_killed=oom,
             program_present=program is None or program not in missing,
             missing_tools=missing,
@@ -215,10 +220,14 @@ class DockerSampleExecutor:
         memory = f"{self.limits.memory_mb}m"
         net: dict[str, Any] = {"network_mode": "none"} if network == "none" else {
             "network": network}
+        command = ["sh", "-c", DRIVER, "bakeoff-rig", str(max(1, int(spec.timeout_s))),
+                   spec.command]
+        if spec.server is not None:
+            command, self.marks[spec.sample] = sample_server.argv(
+                spec.server, spec.command, spec.timeout_s)
         container: Any = self.engine.call(
             f"create sample {spec.sample}", self.engine.client.containers.create,
-            self.image.image_id, ["sh", "-c", DRIVER, "bakeoff-rig",
-                                  str(max(1, int(spec.timeout_s))), spec.command],
+            self.image.image_id, command,
             user=workspace.sandbox_user(), working_dir=sandbox.WORKDIR, environment=env,
             labels=self._labels("sample", spec.arm).as_dict(), cap_drop=["ALL"],
             security_opt=["no-new-privileges"], nano_cpus=int(self.limits.cpus * 1e9),

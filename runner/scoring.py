@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.oracle import PassRate, SampleSpec, pass_rate, run_sample
+from rig.oracle import PassRate, SampleSpec, ServerSpec, pass_rate, run_sample
 from rig.record import SampleRecord
 from runner import freeze, images, merge, prepared, sandbox, workspace
 from runner.engine import Engine
@@ -61,10 +61,14 @@ def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit
           base: str, samples: int, contract: str | None = None) -> list[SampleSpec]:
     manifest = loaded.manifest
     protected = tuple(loaded.change(change).protected)
+    server = loaded.change(change).success.server if plan.name == SUCCESS else None
+    serve = None if server is None else ServerSpec(server.run, server.health, server.port_env,
+                                                   server.startup_timeout_s)
     return [SampleSpec(change=change, arm=arm, check=plan.name, n=n, commit=commit,
                        base_commit=base, command=plan.command, parser=plan.parser,
                        timeout_s=manifest.limits.check_timeout_s, protected=protected,
-                       requires=tuple(manifest.toolchain.requires), contract=contract)
+                       requires=tuple(manifest.toolchain.requires), contract=contract,
+                       server=serve)
             for n in range(1, samples + 1)]
 
 
