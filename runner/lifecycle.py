@@ -238,10 +238,16 @@ def agents_mount(loaded: LoadedManifest) -> tuple[tuple[Path, str], ...]:
 
 
 def current_change(loaded: LoadedManifest) -> str:
-    """The change `up` staged last (from the state file), else the first change."""
+    """The change in progress: the one that is up; else the first frozen change not yet
+    merged; else the last frozen one; else the first change."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = state_mod.load(directory)
-    return current.change if current is not None else loaded.manifest.changes[0].id
+    if current is not None and current.phase == "up":
+        return current.change
+    frozen = [c.id for c in loaded.manifest.changes
+              if contract_mod.load_lock(stage_dir(directory, c.id)) is not None]
+    open_ = [c for c in frozen if not (stage_dir(directory, c) / "merge.json").exists()]
+    return (open_ or frozen[-1:] or [loaded.manifest.changes[0].id])[0]
 
 
 def require_up(loaded: LoadedManifest) -> tuple[Path, ExperimentState]:
