@@ -106,6 +106,8 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
             proof = stage_mod.prove(executor, loaded, change, plan.base_commit, proofs,
                                     progress,
                                     allow_passing_baseline=options.allow_passing_baseline)
+    if proof is not None and proof.ratchets:  # the ratchets' base values, measured or carried
+        current = current.model_copy(update={"ratchet_baselines": proof.baselines})
     version = contract_mod.freeze(stage, current, refreeze=options.refreeze)
     progress(f"contract v{version.version} frozen ({version.sha256[:12]}) in "
              f"{contract_mod.lock_path(stage)}")
@@ -289,7 +291,7 @@ def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) ->
         current = state_mod.load(directory)
         if current is not None and current.phase == "up":
             _keep_work(repo, current, progress)
-            dropped, left = _drop_schemas(current, progress)
+            dropped, left = _drop_schemas(engine, current, progress)
         removed = engine.remove_labelled({LABEL_EXPERIMENT: name})
         state_mod.clear(directory)
     progress(f"removed {removed['container']} containers, {removed['network']} networks, "
@@ -309,7 +311,7 @@ def _keep_work(repo: Path, current: ExperimentState, progress: Progress) -> None
             progress(f"arm {arm.arm}: kept its commits as {branch}")
 
 
-def _drop_schemas(current: ExperimentState,
+def _drop_schemas(engine: Engine, current: ExperimentState,
                   progress: Progress) -> tuple[list[str], tuple[list[str], list[str]]]:
     """Drop every arm's schema and role; then list what is left under our prefix."""
     if current.db is None:
@@ -318,6 +320,7 @@ def _drop_schemas(current: ExperimentState,
                                current.db.admin_password)
     dropped = []
     try:
+        server = database.refresh_port(engine, server)  # a network connect may re-publish
         for arm in current.arms:
             if arm.schema_name:
                 database.drop_schema(server, arm.schema_name)

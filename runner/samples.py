@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import posixpath
 import secrets
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -45,6 +48,7 @@ DRIVER = 't="$1"; c="$2"; exec timeout -k 5 "$t" sh -c "$c" 2>&1'
 TOOL_CHECK = 'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || echo "$x"; done'
 TOOL_CHECK_TIMEOUT_S = 60
 HOST_GRACE_S = 60
+COLLECT_LIMIT = 32 * 1024 * 1024  # a coverage.py JSON of a large project is a few MiB
 
 
 def tree_archive(repo: Path, commit: str, base: str,
@@ -81,6 +85,17 @@ def _show(repo: Path, commit: str, path: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
+@dataclass(frozen=True)
+class SampleSetting:
+    """Where one sample runs: its fresh tree, network, schema, env and restored files."""
+
+    tree: Path
+    env: dict[str, str]
+    network: str
+    schema: database.DbSchema | None
+    protected: dict[str, str]  # path -> sha256 (or "absent") restored from the base
+
+
 def redact_url(url: str) -> str:
     """postgresql://role:secret@host -> postgresql://role:***@host."""
     head, at, tail = url.partition("@")
@@ -95,20 +110,25 @@ class DockerSampleExecutor:
 
     def __init__(self, engine: Engine, repo: Path, experiment: str, image: BuiltImage,
                  limits: sandbox.SandboxLimits, url_env: str | None = None,
-                 db_image: BuiltImage | None = None) -> None:
+                 db_image: BuiltImage | None = None,
+                 shared_db: database.DbServer | None = None) -> None:
         self.engine, self.repo, self.experiment = engine, repo, experiment
         self.image, self.limits, self.url_env, self.db_image = image, limits, url_env, db_image
         self.run = secrets.token_hex(3)
-        self.server: database.DbServer | None = None
+        # The experiment's own Postgres when it is up (saves a start per executor): samples
+        # still get fresh schemas; we only attach it to our sample networks and detach it.
+        self.server: database.DbServer | None = shared_db
+        self.shared = shared_db is not None
         self.networks: dict[str, str] = {}
         self.lock = threading.Lock()
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
         self.copy_tree = image.name == prepared.PREPARED
         self.tool_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.marks: dict[str, str] = {}  # sample -> the marker of its server's output
+        self.files: dict[str, dict[str, str]] = {}  # sample -> `spec.collect` as read back
 
     def __enter__(self) -> DockerSampleExecutor:
-        if self.db_image is not None:
+        if self.db_image is not None and not self.shared:
             net = sandbox.network_name(self.experiment, "scoredb", self.run)
             sandbox.create_network(self.engine, net, self._labels("score-network"), egress=True)
             self.server = database.start_server(
@@ -120,6 +140,11 @@ class DockerSampleExecutor:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.shared and self.server is not None:
+            for name in self.networks.values():
+                with contextlib.suppress(docker.errors.DockerException):
+                    self.engine.client.networks.get(name).disconnect(
+                        self.server.container_id, force=True)
         self.engine.remove_labelled({"io.bakeoff.experiment": self.experiment,
                                      "io.bakeoff.run": self.run})
 
@@ -142,10 +167,13 @@ class DockerSampleExecutor:
             self.networks[arm] = name
             return name
 
-    def execute(self, spec: SampleSpec) -> Execution:
+    def execute(self, spec: SampleSpec,
+                extra_env: Mapping[str, str] | None = None) -> Execution:
+        """One sample in a fresh container. `extra_env` (reproduce: the recorded env, its
+        secrets re-read from the environment) is laid over the sample's own env."""
         started = time.monotonic()
         try:
-            return self._execute(spec, started)
+            return self._execute(spec, started, extra_env)
         except (SandboxUnavailableError, docker.errors.APIError,
                 requests.exceptions.RequestException, DatabaseError) as error:
             return Execution(exit_code=None, log="", duration_s=time.monotonic() - started,
@@ -153,7 +181,39 @@ class DockerSampleExecutor:
                              image_id=self.image.image_id,
                              image_identity=self.image.identity)
 
-    def _execute(self, spec: SampleSpec, started: float) -> Execution:
+    def _execute(self, spec: SampleSpec, started: float,
+                 extra_env: Mapping[str, str] | None = None) -> Execution:
+        with self.setting(spec, extra_env) as setting:
+            program = program_of(spec.command)
+            missing = self.missing_tools((*spec.requires, *([program] if program else [])))
+            code, log, timed_out, oom = None, "", False, False
+            if missing:
+                log = f"bakeoff-rig: not on PATH in {self.image.tag}: {' '.join(missing)}\n"
+            else:
+                code, log, timed_out, oom = self._run(spec, setting.tree, setting.env,
+                                                      setting.network)
+        server, server_log = "none", ""
+        if spec.server is not None and spec.sample in self.marks:
+            log, server, server_log = sample_server.split(log, self.marks.pop(spec.sample))
+        return Execution(
+            exit_code=code, log=log, duration_s=time.monotonic() - started,
+            server=server, server_log=server_log,
+            timed_out=timed_out, oom_killed=oom,
+            program_present=program is None or program not in missing,
+            missing_tools=missing,
+            image=self.image.tag, image_id=self.image.image_id,
+            image_identity=self.image.identity,
+            env={k: redact_url(v) if k == self.url_env else v for k, v in setting.env.items()},
+            mounts=({"type": "bind", "target": sandbox.WORKDIR,
+                     "source": f"fresh git archive of {spec.commit}"},),
+            limits=self.limits.as_record(), network=setting.network,
+            db_schema=None if setting.schema is None else setting.schema.name,
+            protected=setting.protected, files=self.files.pop(spec.sample, {}))
+
+    @contextlib.contextmanager
+    def setting(self, spec: SampleSpec,
+                extra_env: Mapping[str, str] | None = None) -> Iterator[SampleSetting]:
+        """A sample's fresh tree, network, schema and env; all gone when the block ends."""
         archive, protected = tree_archive(self.repo, spec.commit, spec.base_commit,
                                           spec.protected)
         tree = self._extract(archive)
@@ -167,34 +227,13 @@ class DockerSampleExecutor:
         env = {"HOME": "/home/agent", "BAKEOFF_SAMPLE": spec.sample}
         if schema is not None and self.url_env:
             env[self.url_env] = schema.url()
-        program = program_of(spec.command)
-        missing = self.missing_tools((*spec.requires, *([program] if program else [])))
-        code, log, timed_out, oom = None, "", False, False
-        if missing:
-            log = f"bakeoff-rig: not on PATH in {self.image.tag}: {' '.join(missing)}\n"
+        env.update(extra_env or {})
         try:
-            if not missing:
-                code, log, timed_out, oom = self._run(spec, tree, env, network)
+            yield SampleSetting(tree, env, network, schema, protected)
         finally:
             shutil.rmtree(tree.parent, ignore_errors=True)
             if schema is not None and self.server is not None:
                 database.drop_schema(self.server, schema.name)
-        server, server_log = "none", ""
-        if spec.server is not None and spec.sample in self.marks:
-            log, server, server_log = sample_server.split(log, self.marks.pop(spec.sample))
-        return Execution(
-            exit_code=code, log=log, duration_s=time.monotonic() - started,
-            server=server, server_log=server_log,
-            timed_out=timed_out, oom_killed=oom,
-            program_present=program is None or program not in missing,
-            missing_tools=missing,
-            image=self.image.tag, image_id=self.image.image_id,
-            image_identity=self.image.identity,
-            env={k: redact_url(v) if k == self.url_env else v for k, v in env.items()},
-            mounts=({"type": "bind", "target": sandbox.WORKDIR,
-                     "source": f"fresh git archive of {spec.commit}"},),
-            limits=self.limits.as_record(), network=network,
-            db_schema=None if schema is None else schema.name, protected=protected)
 
     def _extract(self, archive: bytes) -> Path:
         """A fresh directory holding the tree (as work/), owned by the sandbox user."""
@@ -215,11 +254,28 @@ class DockerSampleExecutor:
                     self.engine, self.image.image_id, wanted, self._labels("tool-check"))
             return self.tool_cache[wanted]
 
-    def _run(self, spec: SampleSpec, tree: Path, env: dict[str, str],
-             network: str) -> tuple[int | None, str, bool, bool]:
+    def container_kwargs(self, arm: str, tree: Path, env: Mapping[str, str],
+                         network: str) -> dict[str, Any]:
+        """How a sample container is created (image aside): user, limits, labels, network,
+        the tree's mount. `reproduce` re-creates a sample with exactly these."""
         memory = f"{self.limits.memory_mb}m"
         net: dict[str, Any] = {"network_mode": "none"} if network == "none" else {
             "network": network}
+        return dict(
+            user=workspace.sandbox_user(), working_dir=sandbox.WORKDIR, environment=dict(env),
+            labels=self._labels("sample", arm).as_dict(), cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], nano_cpus=int(self.limits.cpus * 1e9),
+            mem_limit=memory, memswap_limit=memory, pids_limit=self.limits.pids, init=True,
+            mounts=[] if self.copy_tree else [Mount(sandbox.WORKDIR, str(tree), type="bind")],
+            **net)
+
+    def load_tree(self, container: Any, tree: Path) -> None:
+        """A prepared image keeps what setup generated in /work: copy the tree over it."""
+        if self.copy_tree:
+            self.engine.call("copy tree", container.put_archive, "/", _tar_of(tree))
+
+    def _run(self, spec: SampleSpec, tree: Path, env: dict[str, str],
+             network: str) -> tuple[int | None, str, bool, bool]:
         command = ["sh", "-c", DRIVER, "bakeoff-rig", str(max(1, int(spec.timeout_s))),
                    spec.command]
         if spec.server is not None:
@@ -228,16 +284,9 @@ class DockerSampleExecutor:
         container: Any = self.engine.call(
             f"create sample {spec.sample}", self.engine.client.containers.create,
             self.image.image_id, command,
-            user=workspace.sandbox_user(), working_dir=sandbox.WORKDIR, environment=env,
-            labels=self._labels("sample", spec.arm).as_dict(), cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], nano_cpus=int(self.limits.cpus * 1e9),
-            mem_limit=memory, memswap_limit=memory, pids_limit=self.limits.pids, init=True,
-            mounts=[] if self.copy_tree else [Mount(sandbox.WORKDIR, str(tree), type="bind")],
-            **net)
+            **self.container_kwargs(spec.arm, tree, env, network))
         try:
-            if self.copy_tree:
-                self.engine.call("copy tree", container.put_archive, "/",
-                                 _tar_of(tree))
+            self.load_tree(container, tree)
             began = time.monotonic()
             self.engine.call("start sample", container.start)
             try:
@@ -251,10 +300,33 @@ class DockerSampleExecutor:
             code = int(status.get("StatusCode", -1))
             oom = bool(container.attrs["State"].get("OOMKilled"))
             timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
+            if spec.collect:
+                self.files[spec.sample] = collect_files(self.engine, container, spec.collect)
             return code, log, timed_out, oom and not timed_out
         finally:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True, v=True)
+
+
+def collect_files(engine: Engine, container: Any, paths: tuple[str, ...]) -> dict[str, str]:
+    """The regular files at `paths` (relative to /work) in the stopped container, read
+    through the engine: never via the host, so a symlink the code planted reaches nothing
+    of ours. Absent files, symlinks, directories and files over COLLECT_LIMIT are left out."""
+    found: dict[str, str] = {}
+    for path in paths:
+        try:
+            stream, stat = engine.call(f"read back {path}", container.get_archive,
+                                       posixpath.join(sandbox.WORKDIR, path))
+        except docker.errors.NotFound:
+            continue
+        if int(stat.get("size", 0)) > COLLECT_LIMIT:
+            continue
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            handle = tar.extractfile(member) if member is not None and member.isfile() else None
+            if handle is not None:
+                found[path] = handle.read().decode(errors="replace")
+    return found
 
 
 def _tar_of(tree: Path) -> bytes:

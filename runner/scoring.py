@@ -9,11 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
+
 from rig.oracle import PassRate, SampleSpec, ServerSpec, pass_rate, run_sample
 from rig.record import SampleRecord
-from runner import freeze, images, merge, prepared, sandbox, workspace
+from runner import database, freeze, images, merge, prepared, sandbox, state, workspace
 from runner.engine import Engine
-from runner.errors import BadInputError
+from runner.errors import BadInputError, DatabaseError
 from runner.manifest import LoadedManifest
 from runner.samples import DockerSampleExecutor
 from runner.store import ensure_excluded, experiment_dir
@@ -54,7 +56,21 @@ def executor_for(engine: Engine, loaded: LoadedManifest, commit: str,
                                    manifest.limits.pids)
     return DockerSampleExecutor(engine, loaded.repo_path, manifest.experiment.name, image,
                                 limits, manifest.database.url_env if manifest.database else None,
-                                db_image)
+                                db_image, shared_db=live_db(engine, loaded))
+
+
+def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
+    """The experiment's Postgres, when `up` left it running (its port as it is now)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    current = state.load(directory)
+    if current is None or current.phase != "up" or current.db is None:
+        return None
+    server = database.DbServer(current.db.container_id, current.db.host_port,
+                               current.db.admin_password)
+    try:
+        return database.refresh_port(engine, server)
+    except (docker.errors.NotFound, DatabaseError):
+        return None
 
 
 def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit: str,
