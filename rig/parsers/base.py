@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -124,3 +125,17 @@ def plain(text: str) -> str:
 def contains_any(text: str, needles: tuple[str, ...]) -> bool:
     """True when any of `needles` occurs in `text`."""
     return any(needle in text for needle in needles)
+
+
+def one_summary(lines: list[str], text: str, summary: re.Pattern[str],
+                counts_of: Callable[[str], Counts], no_tests: tuple[str, ...],
+                what: str) -> tuple[Counts | None, int, tuple[str, ...]]:
+    """For runners that print ONE summary line (`summary` captures its `body`): the
+    most-failing of the lines found (a spoof cannot hide a failure), how many there
+    were, and the spoof evidence when there was more than one."""
+    found = [counts_of(m["body"]) for m in map(summary.match, lines) if m]
+    counts = most_failing(found)
+    if counts is None and contains_any(text, no_tests):
+        counts = Counts()
+    spoof = (f"{len(found)} {what} lines; the runner prints one",) if len(found) > 1 else ()
+    return counts, len(found), spoof

@@ -18,7 +18,7 @@ from rig.parsers.base import (
     TestCase,
     TestStatus,
     contains_any,
-    most_failing,
+    one_summary,
     plain,
 )
 
@@ -79,16 +79,11 @@ def parse(text: str) -> ParseResult:
     """Read Jest's `Tests:` line(s), its test listing and its suite failures."""
     text = plain(text)
     lines = text.splitlines()
-    found = [summary_counts(m["body"]) for m in map(_SUMMARY.match, lines) if m]
-    counts = most_failing(found)
-    if counts is None and contains_any(text, _NO_TESTS):
-        counts = Counts()
-    spoof: tuple[str, ...] = ()
-    if len(found) > 1:
-        spoof = (f"{len(found)} Jest `Tests:` lines; Jest prints one",)
+    counts, summaries, spoof = one_summary(lines, text, _SUMMARY, summary_counts, _NO_TESTS,
+                                           "Jest `Tests:`")
     return ParseResult(
         counts=counts,
-        summaries=len(found),
+        summaries=summaries,
         tests=_tests(lines),
         build_failed=contains_any(text, _BUILD_FAILED),
         usage_error=usage_error(None, text),

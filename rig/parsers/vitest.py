@@ -16,7 +16,7 @@ from rig.parsers.base import (
     TestCase,
     TestStatus,
     contains_any,
-    most_failing,
+    one_summary,
     plain,
 )
 
@@ -62,16 +62,11 @@ def parse(text: str) -> ParseResult:
     """Read Vitest's `Tests` line(s), its test marks and its suite failures."""
     text = plain(text)
     lines = text.splitlines()
-    found = [summary_counts(m["body"]) for m in map(_SUMMARY.match, lines) if m]
-    counts = most_failing(found)
-    if counts is None and contains_any(text, _NO_TESTS):
-        counts = Counts()
-    spoof: tuple[str, ...] = ()
-    if len(found) > 1:
-        spoof = (f"{len(found)} Vitest `Tests` lines; Vitest prints one",)
+    counts, summaries, spoof = one_summary(lines, text, _SUMMARY, summary_counts, _NO_TESTS,
+                                           "Vitest `Tests`")
     return ParseResult(
         counts=counts,
-        summaries=len(found),
+        summaries=summaries,
         tests=_tests(lines),
         build_failed=_BUILD_FAILED.search(text) is not None,
         usage_error=usage_error(None, text),
