@@ -19,6 +19,8 @@ from typing import Any
 import docker.errors
 
 from rig import contract as contract_mod
+from rig.record import SampleRecord
+from rig.verdict import Verdict
 from runner import database, freeze, images, merge, prepared, sandbox, scoring, workspace
 from runner import stage as stage_mod
 from runner import state as state_mod
@@ -364,12 +366,13 @@ def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
     """One row per arm: state, image, commit, schema (and verdicts, once scored)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = state_mod.load(directory)
+    change = current_change(loaded)
     rows = []
     for arm in loaded.manifest.arms:
         live = current.arm(arm.id) if current is not None and current.phase == "up" else None
         row: dict[str, Any] = {"arm": arm.id, "model": arm.model, "control": arm.control,
                                "state": "down", "image": None, "commit": None, "schema": None,
-                               "verdicts": {}}
+                               "change": change, "verdicts": verdicts(directory, change, arm.id)}
         if live is not None and current is not None:
             try:
                 described = sandbox.describe(engine, live.container_id)
@@ -381,6 +384,20 @@ def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
                        container=live.container_name)
         rows.append(row)
     return rows
+
+
+def verdicts(directory: Path, change: str, arm: str) -> dict[str, str]:
+    """`passed/samples` per scored check of an arm (from the stored sample records)."""
+    shown: dict[str, str] = {}
+    for folder in sorted((stage_dir(directory, change) / "samples" / arm).glob("*")):
+        records = [SampleRecord.model_validate_json(p.read_text(encoding="utf-8"))
+                   for p in folder.glob("*.json")]
+        if records:
+            passed = sum(r.verdict is Verdict.PASS for r in records)
+            errors = sum(r.verdict is Verdict.RIG_ERROR for r in records)
+            shown[folder.name] = f"{passed}/{len(records)}" + (f" ({errors} rig)" if errors
+                                                               else "")
+    return shown
 
 
 def remove_checkouts(directory: Path, change: str) -> None:

@@ -3,6 +3,7 @@ is invalid and unranked and the command exits 3 — never a column of FAILs."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -51,5 +52,9 @@ def test_missing_tool_in_a_check_makes_every_arm_invalid_and_unranked(
         card = (repo / ".bakeoff" / loaded.manifest.experiment.name / "stages" / "first" /
                 "SCORECARD.md").read_text()
         assert "**Winner" not in card and "invalid" in card
+        rows = json.loads(cli(repo, "status", "--json").stdout)
+        assert [(r["arm"], r["verdicts"]) for r in rows] == [
+            ("A", {"fmt": "0/3 (3 rig)", "success": "0/3"}),
+            ("B", {"fmt": "0/3 (3 rig)", "success": "0/3"})]
     finally:
         cleanup(engine, loaded)
