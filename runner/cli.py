@@ -28,6 +28,7 @@ from runner.engine import Engine
 from runner.errors import RunnerError
 from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, load_manifest, write_init
 from runner.progress import ImageBuildView
+from runner.reproduce_cli import reproduce_command, rescore_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fair, container-isolated bake-offs between AI coding agents.")
@@ -188,6 +189,9 @@ def oracle(
 
 
 app.command("dispatch")(dispatch_command)
+app.command("reproduce", context_settings={"allow_extra_args": True,
+                                           "ignore_unknown_options": True})(reproduce_command)
+app.command("rescore")(rescore_command)
 
 
 @app.command()

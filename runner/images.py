@@ -243,3 +243,29 @@ def build(engine: Engine, names: list[str], reporter: BuildReporter, *, nocache:
     for name in (n for n in known if n in wanted and n != BASE):
         results.append(build_image(engine, name, base, reporter, nocache=nocache))
     return results
+
+
+def name_of(tag: str) -> str | None:
+    """The images/ name a tag of ours was built from (`bakeoff/python:latest` -> python)."""
+    if tag == BASE_TAG:
+        return BASE
+    repository, _, version = tag.partition(":")
+    if repository.startswith("bakeoff/") and version == "latest":
+        return repository.removeprefix("bakeoff/")
+    return None
+
+
+def remove_ours(engine: Engine, ref: str) -> bool:
+    """Remove an image only when it carries our image label; False when it was absent."""
+    attrs = inspect(engine, ref)
+    if attrs is None:
+        return False
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    if LABEL_IMAGE not in labels:
+        raise InfraError(f"image {ref} does not carry the {LABEL_IMAGE} label: not ours, "
+                         "so it is never removed", hint="remove it yourself if you mean to")
+    try:
+        engine.call(f"remove image {ref}", engine.client.images.remove, ref)
+    except docker.errors.ImageNotFound:
+        return False
+    return True

@@ -13,8 +13,8 @@ from rig import score as rubric
 from rig.persist import write_text_atomic
 from rig.report import Observation, Round, observation, render_results, round_of
 from rig.report import write_observation as write_obs
+from runner import rescore, stage_merge
 from runner import score as score_mod
-from runner import stage_merge
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.store import experiment_dir
@@ -66,5 +66,6 @@ def report(loaded: LoadedManifest) -> tuple[Observation, Path, Path]:
     obs = observation(loaded.manifest.experiment.name, contract_summary(loaded), rounds)
     obs_path, results_path = directory / "OBSERVATION.json", directory / "RESULTS.md"
     write_obs(obs_path, obs)
-    write_text_atomic(results_path, render_results(obs))
+    # The latest rescore of each stage, when there is one (runner.rescore).
+    write_text_atomic(results_path, render_results(obs) + rescore.results_section(loaded))
     return obs, obs_path, results_path
