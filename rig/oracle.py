@@ -12,8 +12,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from rig import ratchet as ratchet_mod
 from rig.parsers import get_parser
 from rig.persist import write_text_atomic
 from rig.record import SampleCounts, SampleRecord
@@ -50,10 +51,16 @@ class SampleSpec:
     requires: tuple[str, ...] = ()
     contract: str | None = None  # "v<N>:<sha256>" of the frozen contract it was graded under
     server: ServerSpec | None = None
+    ratchet: ratchet_mod.Ratchet | None = None  # a ratchet check: graded on its metric
 
     @property
     def sample(self) -> str:
         return f"{self.change}/{self.arm}/{self.check}/{self.n}"
+
+    @property
+    def collect(self) -> tuple[str, ...]:
+        """Files (relative to /work) the executor reads back after the command."""
+        return () if self.ratchet is None else self.ratchet.collect
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,7 @@ class Execution:
     protected: Mapping[str, str] = field(default_factory=dict)
     server: str = "none"  # none | healthy | unhealthy | no_http_client
     server_log: str = ""
+    files: Mapping[str, str] = field(default_factory=dict)  # `SampleSpec.collect`, as read
 
 
 class SampleExecutor(Protocol):
@@ -103,6 +111,12 @@ def grade(spec: SampleSpec, execution: Execution) -> Outcome:
         tail = execution.server_log.strip().splitlines()[-3:]
         return Outcome(Verdict.FAIL, FailReason.server_unhealthy,
                        "the server never answered its health check: " + " | ".join(tail), None)
+    if spec.ratchet is not None:
+        return ratchet_mod.grade(spec.ratchet, exit_code=execution.exit_code,
+                                 log=execution.log, files=execution.files,
+                                 timed_out=execution.timed_out,
+                                 oom_killed=execution.oom_killed,
+                                 program_present=execution.program_present)
     parsed = get_parser(spec.parser).parse(execution.log)
     return decide(parser=spec.parser, exit_code=execution.exit_code, parsed=parsed,
                   timed_out=execution.timed_out, oom_killed=execution.oom_killed,
@@ -130,7 +144,24 @@ def record_of(spec: SampleSpec, execution: Execution, outcome: Outcome, started_
         reason=None if outcome.reason is None else str(outcome.reason), rig_error=rig_error,
         detail=outcome.detail, contract=spec.contract, server=execution.server,
         started_at=started_at,
-        duration_s=round(execution.duration_s, 3), log=log_name)
+        duration_s=round(execution.duration_s, 3), log=log_name,
+        **_metric_fields(spec, execution, log_name))
+
+
+def _metric_fields(spec: SampleSpec, execution: Execution, log_name: str) -> dict[str, Any]:
+    """A ratchet's value, its frozen base and where the files it read are kept."""
+    if spec.ratchet is None:
+        return {}
+    return {"metric_value": ratchet_mod.extract(spec.ratchet.metric, execution.log,
+                                                execution.files),
+            "metric_base": spec.ratchet.base,
+            "collected": {path: collected_name(log_name, path) for path in execution.files}}
+
+
+def collected_name(log_name: str, path: str) -> str:
+    """``1.log`` + ``reports/cov.json`` -> ``1.files/reports__cov.json``, beside the log (a
+    folder of its own: a sample's folder holds only its records as ``*.json``)."""
+    return f"{log_name.removesuffix('.log')}.files/{path.replace('/', '__')}"
 
 
 def sample_paths(root: Path, spec: SampleSpec) -> tuple[Path, Path]:
@@ -149,6 +180,8 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path) -> S
     write_text_atomic(log_path, execution.log)
     if execution.server_log:  # kept apart: never parsed as the criterion's output
         write_text_atomic(log_path.with_suffix(".server.log"), execution.server_log)
+    for path, text in execution.files.items():  # what a ratchet read: kept to re-grade
+        write_text_atomic(log_path.parent / collected_name(log_path.name, path), text)
     outcome = grade(spec, execution)
     record = record_of(spec, execution, outcome, started, log_path.name)
     write_text_atomic(record_path, record.model_dump_json(indent=2) + "\n")

@@ -55,6 +55,9 @@ class SampleRecord(BaseModel):
     detail: str
     contract: str | None = None  # "v<N>:<sha256>": results after a refreeze are a new contract
     server: str = "none"  # a server per sample: none | healthy | unhealthy | no_http_client
+    metric_value: float | None = None  # a ratchet: the value this sample measured
+    metric_base: float | None = None  # a ratchet: the frozen base value it was graded against
+    collected: dict[str, str] = {}  # a ratchet: file the command wrote -> its copy beside the log
     started_at: str
     duration_s: float
     log: str  # file name of the full log, beside the record

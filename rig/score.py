@@ -97,6 +97,16 @@ class CheckResult:
     def samples(self) -> list[str]:
         return [r.sample for r in self.records]
 
+    @property
+    def metric_base(self) -> float | None:
+        """A ratchet: the frozen base value its samples were graded against."""
+        return next((r.metric_base for r in self.records if r.metric_base is not None), None)
+
+    @property
+    def metric_values(self) -> list[float | None]:
+        """A ratchet: the value each sample measured (None: not measured)."""
+        return [r.metric_value for r in self.records]
+
 
 def check_result(name: str, records: Iterable[SampleRecord]) -> CheckResult:
     """The `CheckResult` of `records` (samples of one check), ordered by sample number."""

@@ -60,6 +60,7 @@ class FailReason(enum.StrEnum):
     build_failed = "build_failed"
     aborted = "aborted"
     server_unhealthy = "server_unhealthy"  # the code's server never answered its health check
+    ratchet_regressed = "ratchet_regressed"  # a ratchet's metric got worse than the base
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,14 @@ check every later command makes against the frozen one (principle 1; exit 4)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rig import contract as contract_mod
+from rig import ratchet
 from rig.contract import LockVersion
 from runner import images, prepared, workspace
 from runner.engine import Engine
@@ -38,7 +41,78 @@ def build_contract(loaded: LoadedManifest, change: str, base: str,
     full = contract_mod.build_contract(
         loaded, base_commit=base, image_identity=image.identity,
         read_at_base=read_at(loaded.repo_path, base), resolve_reference=resolver(loaded.repo_path))
-    return full.model_copy(update={"changes": [c for c in full.changes if c.id == change]})
+    stage = full.model_copy(update={"changes": [c for c in full.changes if c.id == change]})
+    known = known_baselines(loaded, change, stage)
+    return stage.model_copy(update={"ratchet_baselines": {k: b.value for k, b in known.items()}})
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A ratchet's frozen base value and where it came from."""
+
+    value: float
+    source: str
+
+
+def known_baselines(loaded: LoadedManifest, change: str,
+                    current: contract_mod.Contract) -> dict[str, Baseline]:
+    """The ratchet base values a stage needs no measurement for, per ratchet defined the
+    same way: the stage's own frozen value (same base commit and toolchain), else, for a
+    later change, the previous change's: as its merge moved it, else as it was frozen.
+    Never lowered: a recorded movement in the worse direction is ignored. The others
+    are measured on the base at `up` (`runner.stage.prove`)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    ids = [c.id for c in loaded.manifest.changes]
+    found: dict[str, Baseline] = {}
+    if ids.index(change) > 0:
+        found = _carried(directory, ids[ids.index(change) - 1], current)
+    own = contract_mod.load_lock(stage_dir(directory, change))
+    if own is not None and (own.latest.contract.base_commit, own.latest.contract.toolchain) == (
+            current.base_commit, current.toolchain):
+        found.update({name: Baseline(own.latest.contract.ratchet_baselines[name],
+                                     "frozen in this stage's contract")
+                      for name in _same_ratchets(own.latest.contract, current)})
+    return found
+
+
+def _same_ratchets(frozen: contract_mod.Contract, current: contract_mod.Contract) -> list[str]:
+    """Ratchets `frozen` holds a value for, defined in `current` exactly as in `frozen`."""
+    before = {c.name: c for c in frozen.checks}
+    return [c.name for c in current.checks if c.kind == "ratchet"
+            and c.name in frozen.ratchet_baselines and before.get(c.name) == c]
+
+
+def _carried(directory: Path, previous: str,
+             current: contract_mod.Contract) -> dict[str, Baseline]:
+    lock = contract_mod.load_lock(stage_dir(directory, previous))
+    if lock is None:
+        return {}
+    frozen = lock.latest.contract
+    merge_file = stage_dir(directory, previous) / "merge.json"  # runner.stage_merge writes it
+    moves: dict[str, dict[str, object]] = {}
+    if merge_file.exists():
+        moves = json.loads(merge_file.read_text(encoding="utf-8")).get("ratchets") or {}
+    better = {c.name: c.better for c in current.checks}
+    found = {}
+    for name in _same_ratchets(frozen, current):
+        value = frozen.ratchet_baselines[name]
+        move = moves.get(name) or {}
+        to = _moved_to(move, value, better[name])
+        found[name] = (Baseline(value, f"as frozen for {previous} ("
+                                + str(move.get("why") or "its merge recorded no move") + ")")
+                       if to is None else
+                       Baseline(to, f"moved by {previous}'s merge: {move.get('why')}"))
+    return found
+
+
+def _moved_to(move: dict[str, object], frozen: float, better: str | None) -> float | None:
+    """The value a merge record moved `frozen` to, if it is a move in the better direction."""
+    to = move.get("to")
+    if move.get("from") != frozen or not isinstance(to, int | float) or better not in (
+            "higher", "lower"):
+        return None
+    return float(to) if ratchet.worse_by(float(to), frozen,
+                                         "higher" if better == "higher" else "lower") < 0 else None
 
 
 def verify(engine: Engine, loaded: LoadedManifest, change: str) -> LockVersion | None:

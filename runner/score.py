@@ -7,10 +7,13 @@ stored sample records and judge answers alone (`stage_scores`), without docker.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
+from rig import contract as contract_mod
 from rig import judge as judge_mod
+from rig import ratchet as ratchet_mod
 from rig import score as rubric
 from rig.oracle import SampleSpec
 from rig.persist import write_text_atomic
@@ -25,6 +28,7 @@ from runner.store import experiment_dir, stage_dir
 Say = Callable[[str], None]
 JUDGE_TIMEOUT_S = 300
 OUTPUT_TAIL = 4000
+METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.ratchet, not by a parser
 
 
 def stage_path(loaded: LoadedManifest, change: str) -> Path:
@@ -45,10 +49,45 @@ def arm_commits(loaded: LoadedManifest, change: str) -> dict[str, str]:
 
 
 def plans(loaded: LoadedManifest, change: str) -> list[scoring.CheckPlan]:
-    """The success criterion, then every test check (ratchets are scored apart)."""
+    """The success criterion, then every check; a ratchet is a check (its pass-rate counts
+    in the checks dim), graded on its metric by `rig.ratchet`, never by a parser."""
     return [scoring.check_plan(loaded, change, scoring.SUCCESS),
-            *(scoring.check_plan(loaded, change, c.name) for c in loaded.manifest.checks
-              if c.kind == "test")]
+            *(scoring.check_plan(loaded, change, c.name) if c.kind == "test"
+              else scoring.CheckPlan(c.name, c.run, METRIC_PARSER)
+              for c in loaded.manifest.checks)]
+
+
+def ratchet_of(loaded: LoadedManifest, check: str,
+               baselines: Mapping[str, float] | None) -> ratchet_mod.Ratchet | None:
+    """The ratchet `check` graded against its frozen base value; None for a test check.
+    `baselines` None: the base's own value is being measured (at `up`)."""
+    for item in loaded.manifest.checks:
+        if item.name != check or item.kind != "ratchet":
+            continue
+        assert item.metric is not None and item.better is not None  # the manifest's rule
+        if baselines is not None and check not in baselines:
+            raise ratchet_mod.RatchetError(
+                f"ratchet {check!r} has no frozen base value in the stage's contract",
+                hint="run `bakeoff-sandbox up` with its proofs: it measures the base's value")
+        base = None if baselines is None else baselines[check]
+        return ratchet_mod.Ratchet(item.metric, item.better, item.tolerance, base)
+    return None
+
+
+def plan_specs(loaded: LoadedManifest, change: str, arm: str, plan: scoring.CheckPlan,
+               commit: str, base: str, baselines: Mapping[str, float] | None,
+               contract: str | None = None) -> list[SampleSpec]:
+    """`scoring.specs` of one plan; a ratchet's samples carry what they are graded on."""
+    todo = scoring.specs(loaded, change, arm, plan, commit, base,
+                         loaded.manifest.contract.samples, contract)
+    ratchet = ratchet_of(loaded, plan.name, baselines) if plan.name != scoring.SUCCESS else None
+    return todo if ratchet is None else [replace(spec, ratchet=ratchet) for spec in todo]
+
+
+def frozen_baselines(loaded: LoadedManifest, change: str) -> dict[str, float]:
+    """The ratchet base values frozen in the stage's contract (none before `up`)."""
+    lock = contract_mod.load_lock(stage_path(loaded, change))
+    return {} if lock is None else dict(lock.latest.contract.ratchet_baselines)
 
 
 def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
@@ -66,8 +105,8 @@ def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
                                  list(loaded.manifest.toolchain.setup), say)
         for plan in plans(loaded, change):
             groups.setdefault(commit if image.name == prepared.PREPARED else "", []).extend(
-                scoring.specs(loaded, change, arm, plan, commit, base,
-                              loaded.manifest.contract.samples, contract))
+                plan_specs(loaded, change, arm, plan, commit, base,
+                           frozen.contract.ratchet_baselines, contract))
     for key, todo in groups.items():
         with scoring.executor_for(engine, loaded, key or base, say) as executor:
             scoring.run_all(executor, todo, stage, say)

@@ -9,19 +9,20 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import preflight
+from rig import preflight, ratchet
 from rig.contract import LockVersion
 from rig.errors import RigError
 from rig.oracle import PassRate, pass_rate
 from rig.record import SampleRecord
 from rig.verdict import Verdict
-from runner import scoring, workspace
+from runner import freeze, scoring, workspace
+from runner import score as score_mod
 from runner.errors import BadInputError
-from runner.freeze import resolver
+from runner.freeze import Baseline, resolver
 from runner.manifest import LoadedManifest
 from runner.samples import DockerSampleExecutor
 from runner.store import write_json
@@ -42,6 +43,12 @@ class Proof:
     reference_commit: str | None
     reference: PassRate | None
     caveats: list[str]
+    ratchets: dict[str, Baseline] = field(default_factory=dict)  # check -> its base value
+
+    @property
+    def baselines(self) -> dict[str, float]:
+        """What the contract freezes as `ratchet_baselines`."""
+        return {name: found.value for name, found in self.ratchets.items()}
 
 
 def reference_commit(loaded: LoadedManifest, change: str, base: str) -> str | None:
@@ -109,8 +116,45 @@ def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, b
             raise RigError(f"the rig cannot pass this task: the reference {reference[:12]} "
                            f"gave {shown}", hint="fix the success criterion, the reference or "
                            "the toolchain until the reference passes every sample")
+    ratchets = ratchet_baselines(executor, loaded, change, base, stage, say)
     return Proof(pass_rate(r.verdict for r in records), [str(r.verdict) for r in records],
-                 reference, reference_rate, caveats)
+                 reference, reference_rate, caveats, ratchets)
+
+
+def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
+                      base: str, stage: Path, say: Say) -> dict[str, Baseline]:
+    """Every ratchet's base value: a known one (frozen, or carried from the previous
+    change: never re-measured, so a lowered value is never baked in) as it is; the others
+    measured on the base in `samples` fresh containers that must all agree. No value or
+    no agreement is the rig's problem: `RatchetError`, exit 3."""
+    if not any(c.kind == "ratchet" for c in loaded.manifest.checks):
+        return {}
+    known = freeze.known_baselines(loaded, change,
+                                   freeze.build_contract(loaded, change, base, executor.image))
+    todo = [p for p in score_mod.plans(loaded, change)[1:]
+            if score_mod.ratchet_of(loaded, p.name, None) is not None and p.name not in known]
+    if not todo:
+        return known
+    say(f"ratchets: measuring {', '.join(p.name for p in todo)} on the untouched base "
+        f"({loaded.manifest.contract.samples} fresh containers each)")
+    records = scoring.run_all(executor, [
+        spec for plan in todo
+        for spec in score_mod.plan_specs(loaded, change, "baseline", plan, base, base, None)],
+        stage, say)
+    measured, problems = dict(known), []
+    for plan in todo:
+        mine = [r for r in records if r.check == plan.name]
+        try:
+            value = ratchet.baseline(plan.name, mine)
+        except ratchet.RatchetError as error:
+            problems.append(error)
+            continue
+        measured[plan.name] = Baseline(value, f"measured on the base ({len(mine)} samples agree)")
+        say(f"ratchet {plan.name}: base value {ratchet.show(value)}")
+    if problems:
+        raise ratchet.RatchetError("; ".join(p.message for p in problems),
+                                   hint=problems[0].hint)
+    return measured
 
 
 def _judge_baseline(records: list[SampleRecord], allow_passing: bool) -> list[str]:
@@ -142,4 +186,6 @@ def record(stage: Path, change: str, base: str, proof: Proof,
         "baseline": {"pass_rate": proof.baseline.rate, "verdicts": proof.baseline_verdicts},
         "reference": None if proof.reference is None else {
             "commit": proof.reference_commit, "pass_rate": proof.reference.rate},
-        "caveats": proof.caveats})
+        "caveats": proof.caveats,
+        "ratchets": {name: {"value": found.value, "source": found.source}
+                     for name, found in proof.ratchets.items()}})

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rig import ratchet
 from rig import score as rubric
 from rig.oracle import pass_rate
 from rig.persist import write_text_atomic
@@ -62,11 +63,13 @@ def _rates(records_by_check: dict[str, list[SampleRecord]]) -> dict[str, float]:
 
 def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, label: str,
            base: str, say: Say) -> dict[str, float]:
-    """Pass-rates of success + every test check on `commit`, fresh containers each."""
+    """Pass-rates of success + every check on `commit`, fresh containers each (a ratchet
+    graded against the stage's frozen base value)."""
     stage = score_mod.stage_path(loaded, change) / "merge"
+    baselines = score_mod.frozen_baselines(loaded, change)
     todo = [spec for plan in score_mod.plans(loaded, change)
-            for spec in scoring.specs(loaded, change, label, plan, commit, base,
-                                      loaded.manifest.contract.samples)]
+            for spec in score_mod.plan_specs(loaded, change, label, plan, commit, base,
+                                             baselines)]
     with scoring.executor_for(engine, loaded, commit, say) as executor:
         records = scoring.run_all(executor, todo, stage, say)
     grouped: dict[str, list[SampleRecord]] = {}
@@ -90,7 +93,7 @@ def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *
     if winner is None:
         merge.advance(loaded.repo_path, branch, onto)
         note = "no valid arm reached the threshold: nothing merged; the branch stays at the base"
-        return _write(loaded, change, None, onto, note, [])
+        return _write(loaded, change, None, onto, note, [], _moves(loaded, change, None))
     if winner not in commits:
         raise BadInputError(f"--base {winner!r} is not an arm of {change!r}",
                             hint=f"arms: {', '.join(commits)}")
@@ -113,7 +116,48 @@ def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *
     kept = sum(r.kept for r in results)
     note = (f"{winner} merged onto {branch}; {kept} of {len(results)} graft(s) kept; "
             f"head {head[:12]}")
-    return _write(loaded, change, winner, head, note, results)
+    moves = _moves(loaded, change, _merged_records(engine, loaded, change, head,
+                                                   (winner, commits[winner]), base, say))
+    return _write(loaded, change, winner, head, note, results, moves)
+
+
+def _merged_records(engine: Engine, loaded: LoadedManifest, change: str, head: str,
+                    winner: tuple[str, str], base: str, say: Say
+                    ) -> dict[str, list[SampleRecord]] | None:
+    """The merged result's samples, per check (None without ratchets: nothing needs them):
+    the winner's own when the merge left its tree as it was, else the last kept graft's
+    re-verification, else a fresh verification of the head."""
+    if not score_mod.frozen_baselines(loaded, change):
+        return None
+    stage = score_mod.stage_path(loaded, change)
+    names = [p.name for p in score_mod.plans(loaded, change)]
+    def tree(ref: str) -> str:
+        return workspace.run_git(loaded.repo_path, "rev-parse", f"{ref}^{{tree}}")
+    if tree(head) == tree(winner[1]):
+        return {name: score_mod.records_of(stage, winner[0], name) for name in names}
+    folder = stage / "merge"
+    for label in sorted(p.name for p in (folder / "samples").glob("*")):
+        found = {name: score_mod.records_of(folder, label, name) for name in names}
+        if all(found.values()) and all(r.commit == head for rs in found.values() for r in rs):
+            return found
+    verify(engine, loaded, change, head, f"merged-{head[:12]}", base, say)
+    return {name: score_mod.records_of(folder, f"merged-{head[:12]}", name) for name in names}
+
+
+def _moves(loaded: LoadedManifest, change: str,
+           merged: dict[str, list[SampleRecord]] | None) -> dict[str, ratchet.Movement]:
+    """Each ratchet's baseline for the next change (`rig.ratchet.move`); nothing merged:
+    every baseline stays."""
+    baselines = score_mod.frozen_baselines(loaded, change)
+    moves = {}
+    for check in loaded.manifest.checks:
+        if check.name not in baselines or check.better is None:
+            continue
+        before = baselines[check.name]
+        moves[check.name] = (
+            ratchet.Movement(check.name, before, before, None, "kept: nothing was merged")
+            if merged is None else ratchet.move(check.name, check.better, before, merged))
+    return moves
 
 
 def _arm_rates(arm: rubric.ArmScore) -> dict[str, float]:
@@ -142,9 +186,14 @@ def _try_graft(engine: Engine, loaded: LoadedManifest, change: str, head: str,
 
 
 def _write(loaded: LoadedManifest, change: str, winner: str | None, head: str, note: str,
-           results: list[GraftResult]) -> dict[str, object]:
+           results: list[GraftResult],
+           moves: dict[str, ratchet.Movement] | None = None) -> dict[str, object]:
     record: dict[str, object] = {"change": change, "winner": winner, "head": head,
                                  "note": note, "grafts": [r.as_dict() for r in results]}
+    if moves:  # the next change's ratchet baselines, and why each moved or stayed
+        record["ratchets"] = {name: move.as_dict() for name, move in moves.items()}
+        note += "\n\nRatchet baselines for the next change: " + "; ".join(
+            move.text() for move in moves.values())
     path = score_mod.stage_path(loaded, change) / MERGE_FILE
     write_text_atomic(path, json.dumps(record, indent=2) + "\n")
     score_mod.write_scorecard(loaded, change, note, [r.as_dict() for r in results])

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rig.ratchet import show
 from rig.score import (
     SUBJECTIVE,
     ArmScore,
@@ -42,6 +43,14 @@ def rate_text(result: CheckResult) -> str:
     if result.spoofed:
         text += " spoofed"
     return text
+
+
+def metric_text(result: CheckResult) -> str:
+    """A ratchet's ``base 80.32 → 79.79`` (every distinct sample value); "" for a test."""
+    if result.metric_base is None:
+        return ""
+    values = " / ".join(dict.fromkeys(show(v) for v in result.metric_values))
+    return f"base {show(result.metric_base)} → {values or '?'}"
 
 
 def outcomes(result: CheckResult) -> str:
@@ -77,7 +86,8 @@ def rubric_table(arms: Sequence[ArmScore], weights: RubricWeights) -> list[str]:
         for a in arms]))
     for name in _check_names(arms):
         lines.append(_row(f"↳ {name}", [
-            rate_text(a.checks[name]) if name in a.checks else "—" for a in arms]))
+            " · ".join(filter(None, (rate_text(a.checks[name]), metric_text(a.checks[name]))))
+            if name in a.checks else "—" for a in arms]))
     for dim in SUBJECTIVE:
         lines.append(_row(f"{dim} (w={getattr(weights, dim)})", [
             _score(a.scores[dim], "— (judge = none)") for a in arms]))
