@@ -114,6 +114,10 @@ def admin(server: DbServer) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
         raise DatabaseError(
             f"cannot reach the experiment's Postgres on 127.0.0.1:{server.host_port}: {error}",
             hint="run `bakeoff-sandbox status`; `up` again if it is gone") from error
+    except psycopg.Error as error:  # a refused statement is the rig's problem, one message
+        raise DatabaseError(f"Postgres refused an administrative statement: {error}",
+                            hint="run the command again; if it persists, `bakeoff-sandbox gc` "
+                                 "and `up`") from error
 
 
 def lock_down(server: DbServer) -> None:

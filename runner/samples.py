@@ -233,7 +233,11 @@ class DockerSampleExecutor:
         finally:
             shutil.rmtree(tree.parent, ignore_errors=True)
             if schema is not None and self.server is not None:
-                database.drop_schema(self.server, schema.name)
+                # Under the same lock as create: both rewrite the database's ACL
+                # (GRANT CONNECT / DROP OWNED BY), and Postgres refuses concurrent updates
+                # of one catalog row ("tuple concurrently updated").
+                with self.lock:
+                    database.drop_schema(self.server, schema.name)
 
     def _extract(self, archive: bytes) -> Path:
         """A fresh directory holding the tree (as work/), owned by the sandbox user."""
