@@ -80,10 +80,12 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             progress(f"removing leftovers of an interrupted up (run {existing.run})")
             _remove_orphans(engine, directory, name, keep_run=None)
         plan = _plan(engine, loaded, change, progress)
-        _freeze(engine, plan, directory, options, progress)
+        contract = _contract(plan, directory, options)  # a changed contract fails fast
         state_mod.save(directory, _starting_state(plan))
         try:
             made = _make(engine, plan, directory, progress)
+            # The proofs use the experiment's Postgres; a failed proof removes it all.
+            _freeze(engine, plan, directory, options, progress, contract, made.db)
         except BaseException:
             progress("up failed: removing what this run created")
             engine.remove_labelled({LABEL_EXPERIMENT: name, LABEL_RUN: plan.run})
@@ -93,18 +95,27 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
         return made
 
 
-def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
-            progress: Progress) -> None:
-    """The stage's contract: refused if it changed (unless --refreeze), proved, frozen."""
-    loaded, change = plan.loaded, plan.change
-    stage = stage_dir(directory, change)
-    current = freeze.build_contract(loaded, change, plan.base_commit, plan.image)
+def _contract(plan: UpPlan, directory: Path, options: UpOptions) -> contract_mod.Contract:
+    """The stage's contract, refused (exit 4) if it changed since frozen, unless refreeze."""
+    stage = stage_dir(directory, plan.change)
+    current = freeze.build_contract(plan.loaded, plan.change, plan.base_commit, plan.image)
     if contract_mod.load_lock(stage) is not None and not options.refreeze:
         contract_mod.verify(stage, current)
+    return current
+
+
+def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
+            progress: Progress, current: contract_mod.Contract, db: DbState | None) -> None:
+    """Prove the stage (preflight, baseline, reference, ratchets), then freeze it."""
+    loaded, change = plan.loaded, plan.change
+    stage = stage_dir(directory, change)
     proofs = stage / "proofs" / contract_mod.contract_sha256(current)[:12]
     proof = None
+    shared = None if db is None else database.DbServer(db.container_id, db.host_port,
+                                                       db.admin_password)
     if options.prove:
-        with scoring.executor_for(engine, loaded, plan.base_commit, progress) as executor:
+        with scoring.executor_for(engine, loaded, plan.base_commit, progress,
+                                  shared_db=shared) as executor:
             proof = stage_mod.prove(executor, loaded, change, plan.base_commit, proofs,
                                     progress,
                                     allow_passing_baseline=options.allow_passing_baseline)

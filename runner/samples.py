@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import posixpath
 import secrets
 import shutil
@@ -38,6 +39,7 @@ from runner import database, prepared, sample_server, sandbox, workspace
 from runner.engine import Engine, Labels
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.images import BuiltImage
+from runner.store import experiment_dir, write_json
 
 # Run inside the sample container: the command under `timeout`, stderr merged into stdout
 # IN ORDER (cargo prints `Running <binary>` on stderr and its `running N tests` on stdout:
@@ -250,13 +252,27 @@ class DockerSampleExecutor:
         return tree
 
     def missing_tools(self, tools: tuple[str, ...]) -> tuple[str, ...]:
-        """The tools not on PATH in this executor's image (checked once per tool set)."""
+        """The tools not on PATH in this executor's image (checked once per tool set).
+
+        An image ID names fixed content, so the answer is kept on disk per image ID
+        (`.bakeoff/<experiment>/tools/`) and later executors skip the check container.
+        """
         wanted = tuple(dict.fromkeys(tools))
         with self.lock:
             if wanted not in self.tool_cache:
-                self.tool_cache[wanted] = tools_missing(
-                    self.engine, self.image.image_id, wanted, self._labels("tool-check"))
+                self.tool_cache[wanted] = self._tools_on_disk(wanted)
             return self.tool_cache[wanted]
+
+    def _tools_on_disk(self, wanted: tuple[str, ...]) -> tuple[str, ...]:
+        key = hashlib.sha256("\0".join([self.image.image_id, *wanted]).encode()).hexdigest()
+        path = experiment_dir(self.repo, self.experiment) / "tools" / f"{key[:24]}.json"
+        if path.exists():
+            return tuple(json.loads(path.read_text(encoding="utf-8"))["missing"])
+        missing = tools_missing(self.engine, self.image.image_id, wanted,
+                                self._labels("tool-check"))
+        write_json(path, {"image_id": self.image.image_id, "tools": list(wanted),
+                          "missing": list(missing)})
+        return missing
 
     def container_kwargs(self, arm: str, tree: Path, env: Mapping[str, str],
                          network: str) -> dict[str, Any]:

@@ -7,7 +7,9 @@ stored sample records and judge answers alone (`stage_scores`), without docker.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -126,10 +128,11 @@ def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], bas
         return
     brief = loaded.brief_path(change).read_text(encoding="utf-8")
     protected = list(loaded.change(change).protected)
-    for arm, commit in commits.items():
+
+    def judge(arm: str, commit: str) -> None:
         answer = stage / "judge" / f"{arm}.json"
         if answer.exists():
-            continue
+            return
         diff = workspace.run_git(loaded.repo_path, "diff", "--no-color", base, commit)
         outputs = {p.name: _log_tail(stage, arm, p.name) for p in plans(loaded, change)}
         doc = judge_mod.judge_input(change, arm, brief, diff, protected, outputs)
@@ -138,6 +141,10 @@ def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], bas
             {d: {"score": s.score, "evidence": s.evidence} for d, s in scores.dims().items()},
             indent=2) + "\n")
         say(f"judge: {arm} " + ", ".join(f"{d}={s.score:g}" for d, s in scores.dims().items()))
+
+    # Judges are independent (one arm each, blind to the others): ask them concurrently.
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        list(pool.map(judge, commits.keys(), commits.values()))
 
 
 def _log_tail(stage: Path, arm: str, check: str) -> str:

@@ -46,7 +46,8 @@ def check_plan(loaded: LoadedManifest, change: str, check: str) -> CheckPlan:
 
 
 def executor_for(engine: Engine, loaded: LoadedManifest, commit: str,
-                 say: Callable[[str], None]) -> DockerSampleExecutor:
+                 say: Callable[[str], None],
+                 shared_db: database.DbServer | None = None) -> DockerSampleExecutor:
     manifest = loaded.manifest
     toolchain = images.resolve(engine, manifest.toolchain.image)
     image = prepared.prepare(engine, loaded.repo_path, commit, toolchain,
@@ -56,7 +57,7 @@ def executor_for(engine: Engine, loaded: LoadedManifest, commit: str,
                                    manifest.limits.pids)
     return DockerSampleExecutor(engine, loaded.repo_path, manifest.experiment.name, image,
                                 limits, manifest.database.url_env if manifest.database else None,
-                                db_image, shared_db=live_db(engine, loaded))
+                                db_image, shared_db=shared_db or live_db(engine, loaded))
 
 
 def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
