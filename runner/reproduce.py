@@ -28,6 +28,7 @@ import docker.errors
 
 from rig.oracle import Execution, SampleSpec, ServerSpec, run_sample
 from rig.parsers import UnknownParserError, get_parser
+from rig.ratchet import Ratchet
 from rig.record import SampleRecord
 from rig.verdict import Verdict
 from runner import images, prepared, sandbox, workspace
@@ -37,6 +38,7 @@ from runner.images import BuiltImage
 from runner.manifest import LoadedManifest
 from runner.manifest.models import Limits
 from runner.samples import DRIVER, DockerSampleExecutor, tree_archive
+from runner.score import METRIC_PARSER
 from runner.store import STATE_ROOT, experiment_dir, stage_dir
 
 Say = Callable[[str], None]
@@ -223,16 +225,34 @@ def spec_of(record: SampleRecord, loaded: LoadedManifest | None) -> SampleSpec:
                       commit=record.commit, base_commit=record.base_commit,
                       command=record.command, parser=record.parser, timeout_s=timeout,
                       protected=tuple(record.protected), requires=tuple(record.requires),
-                      contract=record.contract, server=server_of(record, loaded))
+                      contract=record.contract, server=server_of(record, loaded),
+                      ratchet=ratchet_of(record, loaded))
 
 
 def gradable(record: SampleRecord) -> bool:
-    """Re-grading needs the record's parser (a ratchet's metric is graded apart)."""
+    """Re-grading needs the record's parser, or a ratchet's metric (from the manifest)."""
+    if record.parser == METRIC_PARSER:
+        return True
     try:
         get_parser(record.parser)
     except UnknownParserError:
         return False
     return True
+
+
+def ratchet_of(record: SampleRecord, loaded: LoadedManifest | None) -> Ratchet | None:
+    """A ratchet sample is graded against the base value it recorded, on the metric the
+    manifest defines (how to read the value is not in the record)."""
+    if record.parser != METRIC_PARSER:
+        return None
+    check = None if loaded is None else next(
+        (c for c in loaded.manifest.checks if c.name == record.check and c.kind == "ratchet"),
+        None)
+    if check is None or check.metric is None or check.better is None:
+        raise BadInputError(f"sample {record.sample} is a ratchet, and no manifest here says "
+                            f"how its metric {record.check!r} is read",
+                            hint="run from the experiment's repository, or pass -f FILE")
+    return Ratchet(check.metric, check.better, check.tolerance, record.metric_base)
 
 
 def ensure_gradable(record: SampleRecord) -> None:

@@ -21,13 +21,15 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from rig.oracle import Execution
+from rig.oracle import Execution, SampleSpec, run_sample
+from rig.ratchet import Ratchet
 from rig.record import SampleRecord
 from rig.verdict import Verdict
-from runner import images, rescore, scoring
+from runner import images, rescore, sandbox, scoring
 from runner import score as score_mod
 from runner.engine import LABEL_EXPERIMENT, Engine
 from runner.manifest import LoadedManifest, load_manifest
+from runner.samples import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git, make_target
 
 RUN = "pytest -q -p no:cacheprovider tests/test_app.py"
@@ -280,3 +282,39 @@ FAKE: dict[str, object] = {
     "program_present": True, "counts": None, "tests_ran": 0, "verdict": "FAIL",
     "reason": "tests_failed", "rig_error": None, "detail": "", "started_at": "now",
     "duration_s": 1.0, "log": "1.log"}
+
+
+RATCHET = '''
+[[checks]]
+name = "lint"
+kind = "ratchet"
+run = "python3 lint.py"
+metric = 'lint: (?P<value>\\d+) findings'
+better = "lower"
+'''
+
+
+def test_a_ratchet_sample_is_reproduced_against_its_recorded_base(
+        engine: Engine, built_images: dict[str, images.BuiltImage], tmp_path: Path) -> None:
+    """A ratchet is graded on its metric, not a parser: reproduce rebuilds it from the
+    manifest and the base value the record kept (2 findings > base 0: regressed)."""
+    manifest = make_target(tmp_path / "repo", ["A"], database=False, name="rt-ratchet")
+    text = manifest.read_text().replace("\n[[changes]]", RATCHET + "\n[[changes]]", 1)
+    manifest.write_text(text)
+    repo = manifest.parent
+    (repo / "lint.py").write_text("print('lint: 2 findings')\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a lint ratchet")
+    head = git(repo, "rev-parse", "HEAD")
+    stage = repo / ".bakeoff" / "rt-ratchet" / "stages" / "first"
+    spec = SampleSpec(change="first", arm="A", check="lint", n=1, commit=head, base_commit=head,
+                command="python3 lint.py", parser="metric", timeout_s=60,
+                ratchet=Ratchet(r"lint: (?P<value>\d+) findings", "lower", 0.0, 0.0))
+    with DockerSampleExecutor(engine, repo, "rt-ratchet", built_images["python"],
+                              sandbox.SandboxLimits()) as executor:
+        recorded = run_sample(executor, spec, stage)
+    assert (recorded.verdict.value, recorded.reason) == ("FAIL", "ratchet_regressed")
+    done = subprocess.run([sys.executable, "-m", "runner.cli", "reproduce", "first/A/lint/1"],
+                          cwd=repo, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ratchet_regressed" in done.stdout
