@@ -3,9 +3,8 @@ check every later command makes against the frozen one (principle 1; exit 4)."""
 
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,28 +18,13 @@ from runner.manifest import LoadedManifest
 from runner.store import experiment_dir, stage_dir
 
 
-def read_at(repo: Path, commit: str) -> Callable[[str], bytes | None]:
-    def read(path: str) -> bytes | None:
-        done = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=repo,
-                              capture_output=True, check=False, timeout=60)
-        return done.stdout if done.returncode == 0 else None
-    return read
-
-
-def resolver(repo: Path) -> Callable[[str], str | None]:
-    def resolve(ref: str) -> str | None:
-        sha = workspace.run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",
-                                check=False)
-        return sha or None
-    return resolve
-
-
 def build_contract(loaded: LoadedManifest, change: str, base: str,
                    image: BuiltImage) -> contract_mod.Contract:
     """The grading of this stage; only this change's criterion is part of it."""
     full = contract_mod.build_contract(
         loaded, base_commit=base, image_identity=image.identity,
-        read_at_base=read_at(loaded.repo_path, base), resolve_reference=resolver(loaded.repo_path))
+        read_at_base=functools.partial(workspace.file_at, loaded.repo_path, base),
+        resolve_reference=functools.partial(workspace.commit_of, loaded.repo_path))
     stage = full.model_copy(update={"changes": [c for c in full.changes if c.id == change]})
     known = known_baselines(loaded, change, stage)
     return stage.model_copy(update={"ratchet_baselines": {k: b.value for k, b in known.items()}})

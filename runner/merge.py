@@ -28,9 +28,7 @@ class Candidate:
 
 
 def branch_head(repo: Path, branch: str) -> str | None:
-    sha = workspace.run_git(repo, "rev-parse", "--verify", "--quiet",
-                            f"refs/heads/{branch}^{{commit}}", check=False)
-    return sha or None
+    return workspace.commit_of(repo, f"refs/heads/{branch}")
 
 
 def stage_base(loaded: LoadedManifest, change: str) -> str:

@@ -289,8 +289,7 @@ def limits_of(record: SampleRecord) -> sandbox.SandboxLimits:
 def verify_protected(repo: Path, record: SampleRecord) -> None:
     """The commit exists and its protected files restore to the recorded sha256."""
     for commit in {record.commit, record.base_commit}:
-        if not workspace.run_git(repo, "rev-parse", "--verify", "--quiet",
-                                 f"{commit}^{{commit}}", check=False):
+        if workspace.commit_of(repo, commit) is None:
             raise BadInputError(f"commit {commit} of sample {record.sample} is not in {repo}",
                                 hint="was its arm branch deleted? fetch it back first")
     _, restored = tree_archive(repo, record.commit, record.base_commit,

@@ -59,7 +59,7 @@ def tree_archive(repo: Path, commit: str, base: str,
     replaced by the base's version (removed when the base has none)."""
     raw = subprocess.run(["git", "archive", "--format=tar", "--prefix=work/", commit],
                          cwd=repo, capture_output=True, check=True, timeout=120).stdout
-    restored = {p: _show(repo, base, p) for p in protected}
+    restored = {p: workspace.file_at(repo, base, p) for p in protected}
     out = io.BytesIO()
     with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=out, mode="w") as dst:
         for member in src.getmembers():
@@ -79,12 +79,6 @@ def tree_archive(repo: Path, commit: str, base: str,
             dst.addfile(info, io.BytesIO(content))
             hashes[path] = hashlib.sha256(content).hexdigest()
     return out.getvalue(), hashes
-
-
-def _show(repo: Path, commit: str, path: str) -> bytes | None:
-    done = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=repo, capture_output=True,
-                          check=False, timeout=60)
-    return done.stdout if done.returncode == 0 else None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from rig.verdict import Verdict
 from runner import freeze, scoring, workspace
 from runner import score as score_mod
 from runner.errors import BadInputError
-from runner.freeze import Baseline, resolver
+from runner.freeze import Baseline
 from runner.manifest import LoadedManifest
 from runner.samples import DockerSampleExecutor
 from runner.store import write_json
@@ -60,7 +60,7 @@ def reference_commit(loaded: LoadedManifest, change: str, base: str) -> str | No
     repo = loaded.repo_path
     patch = contract_mod.reference_file(loaded, reference)
     if patch is None:
-        return resolver(repo)(reference)
+        return workspace.commit_of(repo, reference)
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
         def git(*args: str) -> str:

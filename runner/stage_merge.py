@@ -49,8 +49,7 @@ def requested(loaded: LoadedManifest, change: str, asks: list[str],
         if arm not in commits or not what:
             raise BadInputError(f"--graft {ask!r}: expected ARM:PATH or ARM:COMMIT with an "
                                 f"arm of {change!r}", hint=f"arms: {', '.join(commits)}")
-        sha = workspace.run_git(loaded.repo_path, "rev-parse", "--verify", "--quiet",
-                                f"{what}^{{commit}}", check=False)
+        sha = workspace.commit_of(loaded.repo_path, what)
         paths = sorted(merge.changed(loaded.repo_path, f"{sha}^", sha)) if sha else [what]
         found += [merge.Candidate(arm, commits[arm], p) for p in paths]
     return found

@@ -66,9 +66,22 @@ def require_clean(repo_path: Path) -> None:
                              hint="commit or stash them (git stash -u), then run again")
 
 
-def resolve_commit(repo_path: Path, ref: str) -> str:
+def commit_of(repo_path: Path, ref: str) -> str | None:
+    """The commit `ref` names (a branch, tag, id...), or None when it names none."""
     sha = run_git(repo_path, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",
                   check=False)
+    return sha or None
+
+
+def file_at(repo_path: Path, commit: str, path: str) -> bytes | None:
+    """A file's bytes as `commit` has it, or None when the commit has no such file."""
+    done = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=repo_path, env=_env(),
+                          capture_output=True, check=False, timeout=GIT_TIMEOUT_S)
+    return done.stdout if done.returncode == 0 else None
+
+
+def resolve_commit(repo_path: Path, ref: str) -> str:
+    sha = commit_of(repo_path, ref)
     if not sha:
         raise BadInputError(f"{repo_path}: ref {ref!r} does not name a commit",
                             hint="set [experiment].base to an existing branch, tag or commit")
