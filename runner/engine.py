@@ -7,7 +7,6 @@ Nothing is ever removed here unless it carries our labels (`remove_labelled`).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -152,6 +151,3 @@ def iter_stream(stream: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
         raise SandboxUnavailableError(f"docker stream broke: {error}", hint=ENGINE_HINT) from error
 
-
-def host_uid_gid() -> tuple[int, int]:
-    return os.getuid(), os.getgid()

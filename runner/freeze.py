@@ -13,6 +13,7 @@ from rig import ratchet
 from rig.contract import LockVersion
 from runner import images, prepared, workspace
 from runner.engine import Engine
+from runner.errors import BadInputError
 from runner.images import BuiltImage
 from runner.manifest import LoadedManifest
 from runner.store import experiment_dir, stage_dir
@@ -110,3 +111,12 @@ def verify(engine: Engine, loaded: LoadedManifest, change: str) -> LockVersion |
     image = prepared.prepare(engine, loaded.repo_path, base, toolchain,
                              list(loaded.manifest.toolchain.setup), lambda _: None)
     return contract_mod.verify(stage, build_contract(loaded, change, base, image))
+
+
+def require(engine: Engine, loaded: LoadedManifest, change: str) -> LockVersion:
+    """`verify`, for commands that cannot work without a frozen contract."""
+    frozen = verify(engine, loaded, change)
+    if frozen is None:
+        raise BadInputError(f"change {change!r} has no frozen contract",
+                            hint="run `bakeoff-sandbox up` first")
+    return frozen

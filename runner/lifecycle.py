@@ -9,7 +9,6 @@ re-raises (testcontainers' rule: clean up inside a failed start).
 from __future__ import annotations
 
 import secrets
-import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -357,10 +356,7 @@ def gc(engine: Engine, loaded: LoadedManifest | None) -> dict[str, int]:
     with experiment_lock(directory, name, "gc"):
         current = state_mod.load(directory)
         keep = current.run if current is not None and current.phase == "up" else None
-        removed = _remove_orphans(engine, directory, name, keep_run=keep)
-        if keep is None:
-            state_mod.clear(directory)
-        return removed
+        return _remove_orphans(engine, directory, name, keep_run=keep)
 
 
 def _remove_orphans(engine: Engine, directory: Path, name: str,
@@ -410,6 +406,3 @@ def verdicts(directory: Path, change: str, arm: str) -> dict[str, str]:
                                                                else "")
     return shown
 
-
-def remove_checkouts(directory: Path, change: str) -> None:
-    shutil.rmtree(stage_dir(directory, change) / "arms", ignore_errors=True)

@@ -17,6 +17,7 @@ from rig import contract as contract_mod
 from rig import judge as judge_mod
 from rig import ratchet as ratchet_mod
 from rig import score as rubric
+from rig.contract import LockVersion
 from rig.oracle import SampleSpec
 from rig.persist import write_text_atomic
 from rig.record import SampleRecord
@@ -93,12 +94,8 @@ def frozen_baselines(loaded: LoadedManifest, change: str) -> dict[str, float]:
 
 
 def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
-                commits: dict[str, str], say: Say, stage: Path) -> None:
+                commits: dict[str, str], say: Say, stage: Path, frozen: LockVersion) -> None:
     """Every (arm, check, n) sample; arms sharing a prepared image share an executor."""
-    frozen = freeze.verify(engine, loaded, change)
-    if frozen is None:
-        raise BadInputError(f"change {change!r} has no frozen contract",
-                            hint="run `bakeoff-sandbox up` first")
     base, contract = frozen.contract.base_commit, f"v{frozen.version}:{frozen.sha256}"
     toolchain = images.resolve(engine, loaded.manifest.toolchain.image)
     groups: dict[str, list[SampleSpec]] = {}
@@ -183,8 +180,7 @@ def score(engine: Engine, loaded: LoadedManifest, change: str,
           say: Say) -> tuple[list[rubric.ArmScore], Path]:
     stage = stage_path(loaded, change)
     commits = arm_commits(loaded, change)
-    run_samples(engine, loaded, change, commits, say, stage)
-    frozen = freeze.verify(engine, loaded, change)
-    assert frozen is not None
+    frozen = freeze.require(engine, loaded, change)
+    run_samples(engine, loaded, change, commits, say, stage, frozen)
     run_judges(loaded, change, commits, frozen.contract.base_commit, stage, say)
     return stage_scores(loaded, change), write_scorecard(loaded, change)

@@ -79,10 +79,7 @@ def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, lab
 
 def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *,
                 base_arm: str | None = None, grafts: list[str] | None = None) -> dict[str, object]:
-    frozen = freeze.verify(engine, loaded, change)
-    if frozen is None:
-        raise BadInputError(f"change {change!r} has no frozen contract",
-                            hint="run `bakeoff-sandbox up` first")
+    frozen = freeze.require(engine, loaded, change)
     base = frozen.contract.base_commit
     arms = score_mod.stage_scores(loaded, change)
     commits = {a.arm: a.commit for a in arms}

@@ -15,8 +15,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import git
-
 from runner.errors import BadInputError, DirtyTreeError, RunnerError
 
 GIT_TIMEOUT_S = 120
@@ -45,14 +43,6 @@ def run_git(cwd: Path, *args: str, check: bool = True) -> str:
     if check and done.returncode != 0:
         raise GitError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip()}")
     return done.stdout.strip()
-
-
-def open_repo(path: Path) -> git.Repo:
-    try:
-        return git.Repo(path)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as error:
-        raise BadInputError(f"{path} is not a git repository",
-                            hint="point [experiment].repo at the target repository") from error
 
 
 def require_clean(repo_path: Path) -> None:
@@ -136,10 +126,3 @@ def fetch_back(repo_path: Path, checkout: Path, branch: str) -> str:
             f"+HEAD:refs/heads/{branch}")
     return head
 
-
-def delete_branches(repo_path: Path, prefix: str) -> list[str]:
-    refs = run_git(repo_path, "for-each-ref", "--format=%(refname)", f"refs/heads/{prefix}")
-    names = [r for r in refs.splitlines() if r]
-    for ref in names:
-        run_git(repo_path, "update-ref", "-d", ref)
-    return names
