@@ -139,3 +139,17 @@ def one_summary(lines: list[str], text: str, summary: re.Pattern[str],
         counts = Counts()
     spoof = (f"{len(found)} {what} lines; the runner prints one",) if len(found) > 1 else ()
     return counts, len(found), spoof
+
+
+_WORD_COUNT = re.compile(r"(\d+) ([a-z]+)")
+_JS_FIELDS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "todo": "skipped"}
+
+
+def word_counts(body: str) -> Counts:
+    """`N word` pairs of a JS runner's summary (jest, vitest): todo counts as skipped,
+    words it does not count (`total`, `suites`) are ignored."""
+    found = {"passed": 0, "failed": 0, "skipped": 0}
+    for number, word in _WORD_COUNT.findall(body):
+        if word in _JS_FIELDS:
+            found[_JS_FIELDS[word]] += int(number)
+    return Counts(**found)

@@ -13,18 +13,16 @@ from __future__ import annotations
 import re
 
 from rig.parsers.base import (
-    Counts,
     ParseResult,
     TestCase,
     TestStatus,
     contains_any,
     one_summary,
     plain,
+    word_counts,
 )
 
 _SUMMARY = re.compile(r"^Tests:\s+(?P<body>(?:\d+ [a-z]+, )*\d+ total)\s*$")
-_PART = re.compile(r"(\d+) ([a-z]+)")
-_FIELDS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "todo": "skipped"}
 _FILE = re.compile(r"^ ?(?:PASS|FAIL) +(?P<file>\S+)$")
 _TEST = re.compile(r"^(?P<indent> +)(?P<mark>✓|✕|○ skipped|✎ todo) (?P<name>.+?)(?: \(\d+ m?s\))?$")
 _MARKS = {"✓": TestStatus.PASSED, "✕": TestStatus.FAILED}
@@ -44,15 +42,6 @@ def usage_error(exit_code: int | None, text: str) -> bool:
     """Jest rejected its command line. Jest exits 1 for that and for failures: text decides."""
     del exit_code
     return contains_any(text, _USAGE)
-
-
-def summary_counts(body: str) -> Counts:
-    """Counts of a `Tests:` line's body (`1 failed, 3 passed, 4 total`)."""
-    found = {"passed": 0, "failed": 0, "skipped": 0}
-    for number, word in _PART.findall(body):
-        if word in _FIELDS:
-            found[_FIELDS[word]] += int(number)
-    return Counts(**found)
 
 
 def _tests(lines: list[str]) -> tuple[TestCase, ...]:
@@ -79,7 +68,7 @@ def parse(text: str) -> ParseResult:
     """Read Jest's `Tests:` line(s), its test listing and its suite failures."""
     text = plain(text)
     lines = text.splitlines()
-    counts, summaries, spoof = one_summary(lines, text, _SUMMARY, summary_counts, _NO_TESTS,
+    counts, summaries, spoof = one_summary(lines, text, _SUMMARY, word_counts, _NO_TESTS,
                                            "Jest `Tests:`")
     return ParseResult(
         counts=counts,

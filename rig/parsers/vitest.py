@@ -11,20 +11,18 @@ from __future__ import annotations
 import re
 
 from rig.parsers.base import (
-    Counts,
     ParseResult,
     TestCase,
     TestStatus,
     contains_any,
     one_summary,
     plain,
+    word_counts,
 )
 
 _SUMMARY = re.compile(
     r"^\s*Tests  (?P<body>no tests|(?:\d+ [a-z]+ \| )*\d+ [a-z]+ \(\d+\))\s*$"
 )
-_PART = re.compile(r"(\d+) ([a-z]+)")
-_FIELDS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "todo": "skipped"}
 _FAILED_MARK = "\u00d7"  # MULTIPLICATION SIGN: Vitest's mark of a failed test
 _TEST = re.compile(f"^ +(?P<mark>[✓{_FAILED_MARK}↓]) " r"(?P<name>.+?)(?: \d+ms)?$")
 _FILE_LINE = re.compile(r"\(\d+ tests?(?: \|.*)?\)")
@@ -40,15 +38,6 @@ def usage_error(exit_code: int | None, text: str) -> bool:
     return contains_any(text, _USAGE)
 
 
-def summary_counts(body: str) -> Counts:
-    """Counts of a `Tests` line's body (`1 failed | 3 passed (4)`, or `no tests`)."""
-    found = {"passed": 0, "failed": 0, "skipped": 0}
-    for number, word in _PART.findall(body):
-        if word in _FIELDS:
-            found[_FIELDS[word]] += int(number)
-    return Counts(**found)
-
-
 def _tests(lines: list[str]) -> tuple[TestCase, ...]:
     cases = []
     for line in lines:
@@ -62,7 +51,7 @@ def parse(text: str) -> ParseResult:
     """Read Vitest's `Tests` line(s), its test marks and its suite failures."""
     text = plain(text)
     lines = text.splitlines()
-    counts, summaries, spoof = one_summary(lines, text, _SUMMARY, summary_counts, _NO_TESTS,
+    counts, summaries, spoof = one_summary(lines, text, _SUMMARY, word_counts, _NO_TESTS,
                                            "Vitest `Tests`")
     return ParseResult(
         counts=counts,
