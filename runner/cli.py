@@ -39,6 +39,8 @@ app.add_typer(images_app, name="images")
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+# `CMD ARGS...` after `--` reach the command untouched (exec, reproduce).
+EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
 
 
@@ -124,8 +126,7 @@ def _print_status(loaded: LoadedManifest, *, as_json: bool) -> None:
     out.print(table)
 
 
-@app.command("exec", context_settings={"allow_extra_args": True,
-                                       "ignore_unknown_options": True})
+@app.command("exec", context_settings=EXTRA_ARGS)
 def exec_(
     ctx: typer.Context,
     arm: Annotated[str, typer.Argument(help="the arm whose sandbox runs the command")],
@@ -189,8 +190,7 @@ def oracle(
 
 
 app.command("dispatch")(dispatch_command)
-app.command("reproduce", context_settings={"allow_extra_args": True,
-                                           "ignore_unknown_options": True})(reproduce_command)
+app.command("reproduce", context_settings=EXTRA_ARGS)(reproduce_command)
 app.command("rescore")(rescore_command)
 
 

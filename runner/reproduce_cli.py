@@ -1,7 +1,6 @@
 """`bakeoff-sandbox reproduce` and `bakeoff-sandbox rescore`: the commands.
 
-Registered in runner/cli.py with `register(app)` (or the two `app.command` lines it
-runs). `python -m runner.reproduce_cli ...` is the whole CLI with these two included.
+Registered in runner/cli.py.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
-EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 UNCOMPARED = frozenset({"schema", "seconds"})  # fresh each time by design
 
 
@@ -135,23 +133,3 @@ def changes_table(result: rescore_mod.Rescore) -> Table:
         table.add_row(pair.old.sample, rep.verdict_text(pair.old), rep.verdict_text(pair.new),
                       image, pair.attribution)
     return table
-
-
-def register(app: typer.Typer) -> None:
-    """Add `reproduce` and `rescore` to the CLI (once)."""
-    names = {c.name for c in app.registered_commands}
-    if "reproduce" not in names:
-        app.command("reproduce", context_settings=EXTRA_ARGS)(reproduce_command)
-    if "rescore" not in names:
-        app.command("rescore")(rescore_command)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from runner import cli  # the CLI registers these commands itself once wired in
-
-    register(cli.app)
-    return cli.main(argv)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -108,3 +109,9 @@ def cleanup(engine: Engine, loaded: LoadedManifest) -> None:
 # The sandbox core's own tests skip the proofs (preflight, baseline, reference) that `up`
 # runs before making sandboxes; the CLI tests and the contract tests run them for real.
 CORE = lifecycle.UpOptions(prove=False)
+
+
+def cli(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`bakeoff-sandbox ARGS...` run in `repo` through the real command line."""
+    return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=repo,
+                          capture_output=True, text=True, timeout=timeout, check=False)

@@ -4,8 +4,6 @@ is invalid and unranked and the command exits 3 — never a column of FAILs."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from rig import score as rubric
@@ -13,7 +11,7 @@ from runner import score as score_mod
 from runner.engine import Engine
 from runner.images import BuiltImage
 from runner.manifest import load_manifest
-from tests.integration.helpers import cleanup, git, make_target
+from tests.integration.helpers import cleanup, cli, git, make_target
 
 LINT = '''
 [[checks]]
@@ -22,10 +20,6 @@ run = "sh -c 'rustfmt --check src'"
 parser = "exit-code"
 '''
 
-
-def cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=repo,
-                          capture_output=True, text=True, timeout=600, check=False)
 
 
 def test_missing_tool_in_a_check_makes_every_arm_invalid_and_unranked(

@@ -4,8 +4,6 @@ and verified, the base must fail, a reference must pass, the rig must be able to
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,12 +12,7 @@ import pytest
 from runner.engine import Engine
 from runner.images import BuiltImage
 from runner.manifest import load_manifest
-from tests.integration.helpers import cleanup, git, make_target
-
-
-def cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=repo,
-                          capture_output=True, text=True, timeout=600, check=False)
+from tests.integration.helpers import cleanup, cli, git, make_target
 
 
 @pytest.fixture

@@ -16,12 +16,7 @@ from runner import database, images, lifecycle, sandbox
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import ImageMissingError, SandboxUnavailableError
 from runner.manifest import LoadedManifest, load_manifest
-from tests.integration.helpers import CORE, PlainReporter, cleanup, git, make_target
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, check=False)
+from tests.integration.helpers import CORE, PlainReporter, cleanup, cli, git, make_target
 
 
 def ours(engine: Engine, experiment: str) -> dict[str, int]:
@@ -51,20 +46,20 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
 
 def test_cli_status_exec_and_exit_codes(engine: Engine, target: LoadedManifest) -> None:
     repo = target.repo_path
-    up = cli("up", cwd=repo)
+    up = cli(repo, "up", timeout=300)
     assert up.returncode == 0, up.stderr
-    rows = json.loads(cli("status", "--json", cwd=repo).stdout)
+    rows = json.loads(cli(repo, "status", "--json", timeout=300).stdout)
     head = git(repo, "rev-parse", "main")
     assert [(r["arm"], r["state"], r["commit"]) for r in rows] == [
         ("A", "running", head), ("B", "running", head)]
     assert {r["schema"] for r in rows} == {database.role_name(target.manifest.experiment.name, a)
                                            for a in ("a", "b")}
-    ran = cli("exec", "A", "--", "sh", "-c", "echo $BAKEOFF_ARM; id -u; exit 7", cwd=repo)
+    ran = cli(repo, "exec", "A", "--", "sh", "-c", "echo $BAKEOFF_ARM; id -u; exit 7", timeout=300)
     assert (ran.returncode, ran.stdout) == (7, "A\n1000\n")
-    unknown = cli("exec", "Z", "--", "true", cwd=repo)
+    unknown = cli(repo, "exec", "Z", "--", "true", timeout=300)
     assert unknown.returncode == 2
     assert "no arm 'Z'" in unknown.stderr and "Traceback" not in unknown.stderr
-    again = cli("up", cwd=repo)
+    again = cli(repo, "up", timeout=300)
     assert again.returncode == 2 and "already up" in again.stderr
 
 
@@ -72,7 +67,7 @@ def test_up_refuses_a_dirty_tree_including_untracked_files(engine: Engine,
                                                            target: LoadedManifest) -> None:
     repo = target.repo_path
     (repo / "scratch.txt").write_text("not committed\n")
-    refused = cli("up", cwd=repo)
+    refused = cli(repo, "up", timeout=300)
     assert refused.returncode == 2
     assert "untracked files: scratch.txt" in refused.stderr
     assert "git stash -u" in refused.stderr and "Traceback" not in refused.stderr
@@ -87,7 +82,7 @@ def test_second_concurrent_up_is_refused(engine: Engine, target: LoadedManifest)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and "(up)" not in (lock.read_text() if lock.exists() else ""):
         time.sleep(0.02)
-    second = cli("up", cwd=repo)
+    second = cli(repo, "up", timeout=300)
     assert first.wait(timeout=120) == 0
     assert second.returncode == 2
     assert f"experiment '{target.manifest.experiment.name}' is busy" in second.stderr
@@ -112,7 +107,7 @@ def test_gc_after_sigkill_mid_up_removes_only_labelled_leftovers(
         assert up.returncode == -signal.SIGKILL
         left = ours(engine, name)
         assert left["container"] + left["network"] > 0
-        swept = cli("gc", cwd=repo)
+        swept = cli(repo, "gc", timeout=300)
         assert swept.returncode == 0, swept.stderr
         assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
         foreign.reload()
@@ -141,7 +136,7 @@ def test_missing_image_is_a_clear_error_never_a_pull(engine: Engine, tmp_path: P
     text = manifest.read_text().replace('image = "python"', 'image = "nosuchtool"')
     manifest.write_text(text)
     git(manifest.parent, "commit", "-qam", "use a toolchain image that was never built")
-    refused = cli("up", cwd=manifest.parent)
+    refused = cli(manifest.parent, "up", timeout=300)
     assert refused.returncode == 3
     assert "image bakeoff/nosuchtool:latest is not present locally" in refused.stderr
     assert "bakeoff-sandbox images build nosuchtool" in refused.stderr

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from runner.engine import LABEL_EXPERIMENT, Engine
 from runner.manifest import LoadedManifest
-from tests.integration.helpers import git
+from tests.integration.helpers import cli, git
 
 DB_TEST = '''import os
 import psycopg
@@ -25,11 +23,6 @@ def test_schema_starts_empty_and_is_writable():
 '''
 
 
-def oracle(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner.cli", "oracle", *args], cwd=repo,
-                          capture_output=True, text=True, timeout=600, check=False)
-
-
 def records(stage_line: str) -> list[dict[str, object]]:
     stage = Path(stage_line.split("records: ", 1)[1].strip())
     return [json.loads(p.read_text()) for p in sorted(stage.glob("samples/*/*/*.json"))]
@@ -42,7 +35,7 @@ def test_same_commit_scored_twice_gives_identical_verdicts_and_full_records(
     (repo / "tests" / "test_app.py").write_text("def test_app():\n    assert 1 + 1 == 2\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "a DB-writing test; the app test passes")
-    runs = [oracle(repo, "--commit", "HEAD", "--check", "success", "--samples", "3")
+    runs = [cli(repo, "oracle", "--commit", "HEAD", "--check", "success", "--samples", "3")
             for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
     found = [records(r.stderr.splitlines()[-1]) for r in runs]
@@ -73,6 +66,6 @@ def test_every_db_sample_gets_a_fresh_empty_schema(engine: Engine,
         'run = "pytest -q -p no:cacheprovider tests/test_db.py"')
     (repo / "bakeoff.toml").write_text(text)
     git(repo, "commit", "-qam", "score the DB test")
-    done = oracle(repo, "--commit", "HEAD", "--check", "success", "--samples", "3")
+    done = cli(repo, "oracle", "--commit", "HEAD", "--check", "success", "--samples", "3")
     assert done.returncode == 0, done.stderr
     assert "pass-rate 1.00 [0.44, 1.00] (3/3)" in done.stdout

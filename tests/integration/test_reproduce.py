@@ -13,7 +13,6 @@ import json
 import os
 import re
 import secrets
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from runner import score as score_mod
 from runner.engine import LABEL_EXPERIMENT, Engine
 from runner.manifest import LoadedManifest, load_manifest
 from runner.samples import DockerSampleExecutor
-from tests.integration.helpers import PlainReporter, git, make_target
+from tests.integration.helpers import PlainReporter, cli, git, make_target
 
 RUN = "pytest -q -p no:cacheprovider tests/test_app.py"
 TEST = '''from pathlib import Path
@@ -42,10 +41,6 @@ def test_value():
 PROBE = ("USER root\nRUN printf '#!/bin/sh\\nexec \"$@\"\\n' > /usr/local/bin/rtprobe "
          "&& chmod 755 /usr/local/bin/rtprobe\nUSER agent\n")
 
-
-def cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner.reproduce_cli", *args], cwd=repo,
-                          capture_output=True, text=True, timeout=600, check=False)
 
 
 def target(root: Path, *, image: str = "python", run: str = RUN,
@@ -198,7 +193,7 @@ def test_reproduce_shell_lands_in_work_at_the_commit_with_the_samples_env(
     try:
         recorded = record(engine, loaded, base, {"A": fixed})["A"]
         assert recorded.verdict is Verdict.PASS and recorded.db_schema
-        child = pexpect.spawn(sys.executable, ["-m", "runner.reproduce_cli", "reproduce",
+        child = pexpect.spawn(sys.executable, ["-m", "runner.cli", "reproduce",
                                                "first/A/success/1", "--shell"],
                               cwd=str(repo), env={**os.environ, "TERM": "dumb"},
                               encoding="utf-8", timeout=120)
@@ -314,7 +309,6 @@ def test_a_ratchet_sample_is_reproduced_against_its_recorded_base(
                               sandbox.SandboxLimits()) as executor:
         recorded = run_sample(executor, spec, stage)
     assert (recorded.verdict.value, recorded.reason) == ("FAIL", "ratchet_regressed")
-    done = subprocess.run([sys.executable, "-m", "runner.cli", "reproduce", "first/A/lint/1"],
-                          cwd=repo, capture_output=True, text=True, timeout=300, check=False)
+    done = cli(repo, "reproduce", "first/A/lint/1", timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ratchet_regressed" in done.stdout
