@@ -61,6 +61,9 @@ class FailReason(enum.StrEnum):
     aborted = "aborted"
     server_unhealthy = "server_unhealthy"  # the code's server never answered its health check
     ratchet_regressed = "ratchet_regressed"  # a ratchet's metric got worse than the base
+    tampered = "tampered"  # the rig's canaries did not come out as planted: the run lied
+    unsafe_work = "unsafe_work"  # the arm's work could not be imported safely (fsck, paths)
+    broke_harness = "broke_harness"  # looked like a rig fault, but the base does not reproduce it
 
 
 @dataclass(frozen=True)
