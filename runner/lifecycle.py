@@ -236,7 +236,8 @@ def _start_arm(engine: Engine, plan: UpPlan, item: tuple[str, Path, str, bool],
     spec = sandbox.SandboxSpec(
         name=name, image_id=plan.image.image_id, labels=_labels(plan, "arm", arm_id),
         checkout=checkout, network=network, env=env, user=workspace.sandbox_user(),
-        limits=sandbox.SandboxLimits(limits.cpus, limits.memory_mb, limits.pids),
+        limits=sandbox.SandboxLimits(limits.cpus, limits.memory_mb, limits.pids,
+                                      limits.disk_mb),
         hostname=arm_id.lower(), read_only=agents_mount(plan.loaded))
     container_id = sandbox.create(engine, spec)
     progress(f"arm {arm_id}: sandbox {name} up")

@@ -279,8 +279,10 @@ def server_of(record: SampleRecord, loaded: LoadedManifest | None) -> ServerSpec
 
 def limits_of(record: SampleRecord) -> sandbox.SandboxLimits:
     try:
-        return sandbox.SandboxLimits(float(record.limits["cpus"]),
-                                     int(record.limits["memory_mb"]), int(record.limits["pids"]))
+        limits = record.limits
+        return sandbox.SandboxLimits(float(limits["cpus"]), int(limits["memory_mb"]),
+                                     int(limits["pids"]),
+                                     int(limits.get("disk_mb", sandbox.SandboxLimits.disk_mb)))
     except KeyError as error:
         raise BadInputError(f"sample {record.sample}'s record has no limit {error}",
                             hint="re-score the commit: this record cannot be re-created") from error

@@ -33,9 +33,11 @@ class SandboxLimits:
     cpus: float = 1.0
     memory_mb: int = 2048
     pids: int = 512
+    disk_mb: int = 2048
 
     def as_record(self) -> dict[str, float | int]:
-        return {"cpus": self.cpus, "memory_mb": self.memory_mb, "pids": self.pids}
+        return {"cpus": self.cpus, "memory_mb": self.memory_mb, "pids": self.pids,
+                "disk_mb": self.disk_mb}
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def executor_for(engine: Engine, loaded: LoadedManifest, commit: str,
                              list(manifest.toolchain.setup), say)
     db_image = images.resolve(engine, manifest.database.image) if manifest.database else None
     limits = sandbox.SandboxLimits(manifest.limits.cpus, manifest.limits.memory_mb,
-                                   manifest.limits.pids)
+                                   manifest.limits.pids, manifest.limits.disk_mb)
     return DockerSampleExecutor(engine, loaded.repo_path, manifest.experiment.name, image,
                                 limits, manifest.database.url_env if manifest.database else None,
                                 db_image, shared_db=shared_db or live_db(engine, loaded))

@@ -98,6 +98,7 @@ class ContractLimits(_Part):
     pids: int
     dispatch_timeout_s: float
     check_timeout_s: float
+    disk_mb: int
 
 
 class Contract(_Part):

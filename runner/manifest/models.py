@@ -251,6 +251,11 @@ class Limits(Section):
     pids: int = Field(default=512, ge=16, description="process limit per container")
     dispatch_timeout_s: float = Field(default=1800, gt=0, description="agent wall-clock limit")
     check_timeout_s: float = Field(default=600, gt=0, description="one sample's wall-clock limit")
+    disk_mb: int = Field(
+        default=2048, ge=16,
+        description="writable space per container (checkout, /tmp, HOME), MiB: size-limited "
+                    "tmpfs, so filling it fails the arm, never the host",
+    )
 
 
 class Database(Section):
