@@ -43,7 +43,7 @@ class SampleRecord(BaseModel):
     db_schema: str | None
     protected: dict[str, str]  # path -> sha256 of the content restored from the base
     requires: list[str]
-    exit_code: int | None
+    exit_code: int | None  # the command's exit status, as it was
     timed_out: bool
     oom_killed: bool
     program_present: bool
@@ -61,3 +61,9 @@ class SampleRecord(BaseModel):
     started_at: str
     duration_s: float
     log: str  # file name of the full log, beside the record
+    exit_code_graded: int | None = None  # the status graded (the must-fail canary's out)
+    harness: str = "arm"  # "base": the success criterion ran under the base's harness
+    pinned: dict[str, list[str]] = {}  # what the rig changed: restored, removed, bytecode
+    canaries: dict[str, object] | None = None  # planted canaries and how they came out
+    truncated_bytes: int = 0  # output left out between the kept head and tail of the log
+    diagnosis: dict[str, str | None] | None = None  # the base's run it was judged against

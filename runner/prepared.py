@@ -5,7 +5,9 @@ image is built. A prepared image is keyed by (toolchain identity, setup commands
 the dependency manifests and lockfiles in the tree): commits with the same dependency
 set reuse it and never reinstall; a commit that changes its dependencies gets its own.
 The tree's tracked files are removed after setup, so a sample only ever sees the tree
-it is given (what setup generated, e.g. node_modules or *.egg-info, stays).
+it is given; what setup generated in /work and in the sandbox user's HOME (node_modules,
+*.egg-info, a `pip install --user`) is kept, root-owned, under /opt/bakeoff/prepared/:
+a sample's /work and HOME are fresh tmpfs mounts, and its driver copies that in first.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from runner.errors import InfraError
 from runner.images import BuiltImage, inspect
 
 PREPARED = "prepared"
+FORMAT = 2  # of the image's layout (2: setup's output under /opt/bakeoff/prepared/)
 DEPENDENCY_FILES = frozenset({
     "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements-dev.txt",
     "poetry.lock", "uv.lock", "Pipfile.lock", "package.json", "package-lock.json",
@@ -43,7 +46,8 @@ def dependency_hash(repo: Path, commit: str) -> str:
 
 
 def key(toolchain: BuiltImage, setup: list[str], deps: str) -> str:
-    blob = json.dumps({"toolchain": toolchain.identity, "setup": setup, "deps": deps})
+    blob = json.dumps({"toolchain": toolchain.identity, "setup": setup, "deps": deps,
+                       "format": FORMAT})
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -72,7 +76,13 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: list[str]) -
         f"FROM {toolchain.image_id}\nUSER root\nCOPY tree/ /work/\nCOPY tracked.txt /tmp/\n"
         "RUN chown -R 1000:1000 /work\nUSER 1000\nWORKDIR /work\n"
         f"RUN {script}\n"
-        "RUN tr '\\n' '\\0' < /tmp/tracked.txt | xargs -0 -r rm -f --\n")
+        "RUN tr '\\n' '\\0' < /tmp/tracked.txt | xargs -0 -r rm -f --\n"
+        # Root-owned, outside the sample's tmpfs mounts: read-only for the code under test.
+        "USER root\n"
+        "RUN mkdir -p /opt/bakeoff/prepared && cp -a /work /opt/bakeoff/prepared/work "
+        "&& cp -a /home/agent /opt/bakeoff/prepared/home "
+        "&& chown -R root:root /opt/bakeoff && chmod -R go-w /opt/bakeoff\n"
+        "USER 1000\n")
     out = io.BytesIO()
     with tarfile.open(fileobj=io.BytesIO(tree)) as src, tarfile.open(fileobj=out, mode="w") as dst:
         for member in src.getmembers():

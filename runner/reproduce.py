@@ -37,15 +37,14 @@ from runner.errors import BadInputError, InfraError
 from runner.images import BuiltImage
 from runner.manifest import LoadedManifest
 from runner.manifest.models import Limits
-from runner.samples import DRIVER, DockerSampleExecutor, tree_archive
+from runner.sample_tree import protected_hashes
+from runner.samples import DockerSampleExecutor
 from runner.score import METRIC_PARSER
 from runner.store import STATE_ROOT, experiment_dir, stage_dir
 
 Say = Callable[[str], None]
 REDACTED = "***"
 DEFAULT_TIMEOUT_S = float(Limits.model_fields["check_timeout_s"].default)
-# The interactive shell: bash when the image has it, else sh.
-SHELL = ["sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"]
 CLI = "bakeoff-sandbox"
 
 
@@ -226,7 +225,15 @@ def spec_of(record: SampleRecord, loaded: LoadedManifest | None) -> SampleSpec:
                       command=record.command, parser=record.parser, timeout_s=timeout,
                       protected=tuple(record.protected), requires=tuple(record.requires),
                       contract=record.contract, server=server_of(record, loaded),
-                      ratchet=ratchet_of(record, loaded))
+                      ratchet=ratchet_of(record, loaded),
+                      harness="base" if record.harness == "base" else "arm",
+                      token=_token(record))
+
+
+def _token(record: SampleRecord) -> str | None:
+    """The recorded canaries' names: a reproduction plants the same ones."""
+    token = (record.canaries or {}).get("token")
+    return token if isinstance(token, str) else None
 
 
 def gradable(record: SampleRecord) -> bool:
@@ -294,8 +301,7 @@ def verify_protected(repo: Path, record: SampleRecord) -> None:
         if workspace.commit_of(repo, commit) is None:
             raise BadInputError(f"commit {commit} of sample {record.sample} is not in {repo}",
                                 hint="was its arm branch deleted? fetch it back first")
-    _, restored = tree_archive(repo, record.commit, record.base_commit,
-                               tuple(record.protected))
+    restored = protected_hashes(repo, record.base_commit, tuple(record.protected))
     differ = [p for p in record.protected if restored.get(p) != record.protected[p]]
     if differ:
         shown = ", ".join(f"{p} (recorded {record.protected[p][:12]}, now "
@@ -378,16 +384,17 @@ def enter(engine: Engine, located: Located, loaded: LoadedManifest | None,
                               "reproduce to re-run the sample")
     with executor_for(engine, located, loaded, image) as executor, \
             executor.setting(spec, env) as setting:
+        if setting.tree is None:
+            raise BadInputError(f"sample {record.sample}: its tree is unsafe to lay out: "
+                                f"{setting.refused}", hint="read the record's detail")
         tty = command is None
-        argv = SHELL if command is None else [
-            "sh", "-c", DRIVER, "bakeoff-rig", str(max(1, int(spec.timeout_s))),
-            sandbox.shell_join(command)]
-        kwargs = executor.container_kwargs(spec.arm, setting.tree, setting.env, setting.network)
+        argv = executor.driver("shell" if tty else "exec", spec, setting,
+                               None if command is None else sandbox.shell_join(command))
+        kwargs = executor.container_kwargs(spec.arm, setting)
         container: Any = engine.call(f"create reproduction of {record.sample}",
                                      engine.client.containers.create, image.image_id, argv,
                                      tty=tty, stdin_open=tty, **kwargs)
         try:
-            executor.load_tree(container, setting.tree)
             schema = "" if setting.schema is None else f", schema {setting.schema.name}"
             say(f"{record.sample}: {image.tag} ({image.image_id[:19]}), commit "
                 f"{record.commit[:12]}, network {setting.network}{schema}; /work is a fresh "

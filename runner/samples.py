@@ -1,12 +1,14 @@
 """The docker `SampleExecutor`: each sample in a FRESH container, from a fresh copy of the
-commit's tree (from git, never a live checkout), protected files restored from the base,
-a fresh empty schema, the network off (only the database is reachable), then removed.
+commit's tree (from git objects, never a live checkout), with the rig's layer on top
+(`runner.sample_tree`: the base's harness and protected files, no bytecode, canaries),
+a fresh empty database, the network off (only the database is reachable), then removed.
 
-The fresh copy is a `git archive` extracted into a scratch directory of its own and
-bind-mounted at /work (a `put_archive` into the container cost ~80 ms a sample; the
-bind mount costs nothing and scales with the tree), deleted after the sample. A prepared
-image (toolchain `setup` baked in) may hold what setup generated in /work (node_modules,
-*.egg-info): a mount would hide it, so there the tree is copied in over it instead.
+The container runs `runner.sample_driver` as root with three capabilities (CHOWN, SETUID,
+SETGID); it lays the tree out in a size-limited tmpfs, makes the files the code under
+test must not change root-owned, runs the command as the sandbox user with none, kills
+whatever the command left, and writes the output's head and tail (and the files the rig
+reads back) where only it can write. Nothing of a sample touches the host's disk but
+the rig's own inputs.
 """
 
 from __future__ import annotations
@@ -15,16 +17,15 @@ import contextlib
 import hashlib
 import io
 import json
-import posixpath
+import random
 import secrets
 import shutil
-import subprocess
 import tarfile
 import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,63 +34,30 @@ import docker.errors
 import requests
 from docker.types import Mount
 
+from rig.canary import RESULTS_DIR, RESULTS_FILE
 from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
-from runner import database, prepared, sample_server, sandbox, workspace
+from rig.tree import Tree, UnsafeTreeError
+from runner import database, sample_driver, sample_tree, sandbox, workspace
 from runner.engine import Engine, Labels
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.images import BuiltImage
 from runner.store import experiment_dir, write_json
 
-# Run inside the sample container: the command under `timeout`, stderr merged into stdout
-# IN ORDER (cargo prints `Running <binary>` on stderr and its `running N tests` on stdout:
-# two docker streams interleave by arrival, not by order).
-DRIVER = 't="$1"; c="$2"; exec timeout -k 5 "$t" sh -c "$c" 2>&1'
 # Which tools are not on PATH, checked once per image in a container of its own, never
 # in-band: output the code under test printed could imitate an in-band signal.
 TOOL_CHECK = 'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || echo "$x"; done'
-TOOL_CHECK_TIMEOUT_S = 60
+# What the sandbox user could write outside the sample's tmpfs mounts: must be nothing
+# (else the code under test could fill the host's disk through the container's layer).
+TMPFS_DIRS = ("/work", "/tmp", "/var/tmp", "/run/lock")
+WRITABLE_CHECK = ('find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /work '
+                  '-o -path /tmp -o -path /var/tmp -o -path /run/lock -o -path "$HOME" \\) '
+                  "-prune -o ! -type l -writable -printf '%y %p\\n' 2>/dev/null; true")
+HOME = "/home/agent"
+IN_DIR, OUT_DIR, RUN_DIR = sample_driver.IN, sample_driver.OUT, sample_driver.RUN
+RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head and tail
 HOST_GRACE_S = 60
-COLLECT_LIMIT = 32 * 1024 * 1024  # a coverage.py JSON of a large project is a few MiB
-
-
-def tree_archive(repo: Path, commit: str, base: str,
-                 protected: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
-    """A tar of `commit` under work/, owned by the sandbox user, with each protected path
-    replaced by the base's version (removed when the base has none)."""
-    raw = subprocess.run(["git", "archive", "--format=tar", "--prefix=work/", commit],
-                         cwd=repo, capture_output=True, check=True, timeout=120).stdout
-    restored = {p: workspace.file_at(repo, base, p) for p in protected}
-    out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=out, mode="w") as dst:
-        for member in src.getmembers():
-            if member.name.removeprefix("work/") in restored:
-                continue
-            member.uid, member.gid = workspace.SANDBOX_UID, workspace.SANDBOX_GID
-            member.uname = member.gname = ""
-            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-        hashes: dict[str, str] = {}
-        for path, content in sorted(restored.items()):
-            if content is None:
-                hashes[path] = "absent"
-                continue
-            info = tarfile.TarInfo(f"work/{path}")
-            info.size, info.mode = len(content), 0o644
-            info.uid, info.gid = workspace.SANDBOX_UID, workspace.SANDBOX_GID
-            dst.addfile(info, io.BytesIO(content))
-            hashes[path] = hashlib.sha256(content).hexdigest()
-    return out.getvalue(), hashes
-
-
-@dataclass(frozen=True)
-class SampleSetting:
-    """Where one sample runs: its fresh tree, network, schema, env and restored files."""
-
-    tree: Path
-    env: dict[str, str]
-    network: str
-    schema: database.DbSchema | None
-    protected: dict[str, str]  # path -> sha256 (or "absent") restored from the base
+SERVER_PORTS = (20000, 60000)
 
 
 def redact_url(url: str) -> str:
@@ -99,6 +67,38 @@ def redact_url(url: str) -> str:
         return url
     scheme_user, _, _ = head.rpartition(":")
     return f"{scheme_user}:***@{tail}"
+
+
+@dataclass(frozen=True)
+class SampleSetting:
+    """Where one sample runs: its inputs, network, schema, env, and its tree."""
+
+    inputs: Path  # the host directory mounted read-only at /bakeoff/in
+    env: dict[str, str]
+    network: str
+    schema: database.DbSchema | None
+    tree: sample_tree.SampleTree | None  # None: the tree was refused
+    refused: str | None = None
+
+
+@dataclass
+class Outputs:
+    """What the driver left in /var/lib/bakeoff/out, as read back through the engine."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def text(self, name: str) -> str:
+        return self.files.get(name, b"").decode(errors="replace")
+
+    def collected(self) -> dict[str, str]:
+        found = {}
+        for name, data in self.files.items():
+            if name.startswith("files/") and name.endswith(".path"):
+                content = self.files.get(name.removesuffix(".path"))
+                if content is not None and len(content) <= sample_driver.FILE_LIMIT:
+                    found[data.decode(errors="replace").rstrip("\n")] = content.decode(
+                        errors="replace")
+        return found
 
 
 class DockerSampleExecutor:
@@ -112,16 +112,15 @@ class DockerSampleExecutor:
         self.image, self.limits, self.url_env, self.db_image = image, limits, url_env, db_image
         self.run = secrets.token_hex(3)
         # The experiment's own Postgres when it is up (saves a start per executor): samples
-        # still get fresh schemas; we only attach it to our sample networks and detach it.
+        # still get fresh databases; we only attach it to our sample networks and detach it.
         self.server: database.DbServer | None = shared_db
         self.shared = shared_db is not None
         self.networks: dict[str, str] = {}
         self.lock = threading.Lock()
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
-        self.copy_tree = image.name == prepared.PREPARED
+        self.scratch.chmod(0o755)
         self.tool_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self.marks: dict[str, str] = {}  # sample -> the marker of its server's output
-        self.files: dict[str, dict[str, str]] = {}  # sample -> `spec.collect` as read back
+        self.trees: dict[str, Tree] = {}  # commit -> its checked tree (bases are reused)
 
     def __enter__(self) -> DockerSampleExecutor:
         if self.db_image is not None and not self.shared:
@@ -163,11 +162,15 @@ class DockerSampleExecutor:
             self.networks[arm] = name
             return name
 
+    # -- one sample ----------------------------------------------------------------------
+
     def execute(self, spec: SampleSpec,
                 extra_env: Mapping[str, str] | None = None) -> Execution:
         """One sample in a fresh container. `extra_env` (reproduce: the recorded env, its
         secrets re-read from the environment) is laid over the sample's own env."""
         started = time.monotonic()
+        if spec.refused is not None:
+            return self._refused(spec.refused, started)
         try:
             return self._execute(spec, started, extra_env)
         except (SandboxUnavailableError, docker.errors.APIError,
@@ -177,73 +180,184 @@ class DockerSampleExecutor:
                              image_id=self.image.image_id,
                              image_identity=self.image.identity)
 
+    def _refused(self, why: str, started: float) -> Execution:
+        return Execution(exit_code=None, log=f"bakeoff-rig: nothing run: {why}\n",
+                         duration_s=time.monotonic() - started, refused=why,
+                         image=self.image.tag, image_id=self.image.image_id,
+                         image_identity=self.image.identity, limits=self.limits.as_record())
+
     def _execute(self, spec: SampleSpec, started: float,
                  extra_env: Mapping[str, str] | None = None) -> Execution:
+        program = program_of(spec.command)
+        missing = self.missing_tools((*spec.requires, *([program] if program else [])))
+        unsafe = self.unsafe_image()
+        if unsafe is not None:
+            raise SandboxUnavailableError(unsafe)
         with self.setting(spec, extra_env) as setting:
-            program = program_of(spec.command)
-            missing = self.missing_tools((*spec.requires, *([program] if program else [])))
-            code, log, timed_out, oom = None, "", False, False
+            if setting.tree is None:
+                return self._refused(setting.refused or "unsafe tree", started)
+            code, outputs, timed_out, oom, problem = None, Outputs(), False, False, None
+            log = ""
             if missing:
                 log = f"bakeoff-rig: not on PATH in {self.image.tag}: {' '.join(missing)}\n"
             else:
-                code, log, timed_out, oom = self._run(spec, setting.tree, setting.env,
-                                                      setting.network)
-        server, server_log = "none", ""
-        if spec.server is not None and spec.sample in self.marks:
-            log, server, server_log = sample_server.split(log, self.marks.pop(spec.sample))
-        return Execution(
-            exit_code=code, log=log, duration_s=time.monotonic() - started,
-            server=server, server_log=server_log,
-            timed_out=timed_out, oom_killed=oom,
-            program_present=program is None or program not in missing,
-            missing_tools=missing,
-            image=self.image.tag, image_id=self.image.image_id,
-            image_identity=self.image.identity,
-            env={k: redact_url(v) if k == self.url_env else v for k, v in setting.env.items()},
-            mounts=({"type": "bind", "target": sandbox.WORKDIR,
-                     "source": f"fresh git archive of {spec.commit}"},),
-            limits=self.limits.as_record(), network=setting.network,
-            db_schema=None if setting.schema is None else setting.schema.name,
-            protected=setting.protected, files=self.files.pop(spec.sample, {}))
+                code, outputs, timed_out, oom, problem = self._run(spec, setting)
+                log = outputs.text("log")
+            tree = setting.tree
+            return Execution(
+                exit_code=code, log=log, duration_s=time.monotonic() - started,
+                server=(outputs.text("server").strip() or "none") if spec.server else "none",
+                server_log=outputs.text("server.log"), timed_out=timed_out, oom_killed=oom,
+                program_present=program is None or program not in missing,
+                missing_tools=missing, image=self.image.tag, image_id=self.image.image_id,
+                image_identity=self.image.identity,
+                env={k: redact_url(v) if k == self.url_env else v
+                     for k, v in setting.env.items()},
+                mounts=self.mounts_record(spec), limits=self.limits.as_record(),
+                network=setting.network,
+                db_schema=None if setting.schema is None else setting.schema.name,
+                protected=tree.protected, files=outputs.collected(), canary=tree.canary,
+                canary_results=(outputs.text("canary.jsonl") if tree.canary is not None
+                                and tree.canary.runner == "pytest" and not problem else None),
+                pinned=tree.pinned, truncated=int(outputs.text("log.truncated") or 0),
+                infra_error=problem, layout_failed=problem is not None)
+
+    def mounts_record(self, spec: SampleSpec) -> tuple[Mapping[str, str], ...]:
+        return ({"type": "tmpfs", "target": sandbox.WORKDIR,
+                 "source": f"fresh tree of {spec.commit} from git objects"},
+                {"type": "bind", "target": IN_DIR, "source": "the rig's inputs (read-only)"})
 
     @contextlib.contextmanager
     def setting(self, spec: SampleSpec,
                 extra_env: Mapping[str, str] | None = None) -> Iterator[SampleSetting]:
-        """A sample's fresh tree, network, schema and env; all gone when the block ends."""
-        archive, protected = tree_archive(self.repo, spec.commit, spec.base_commit,
-                                          spec.protected)
-        tree = self._extract(archive)
+        """A sample's inputs, network, database and env; all gone when the block ends."""
+        inputs = Path(tempfile.mkdtemp(prefix="sample-", dir=self.scratch))
+        inputs.chmod(0o755)
+        tree, refused = self._tree(spec, inputs)
         network = self._network(spec.arm) if self.server is not None else "none"
         schema = None
-        if self.server is not None:
+        if self.server is not None and tree is not None:
             with self.lock:
                 owner = f"s{secrets.token_hex(4)}"
                 schema = database.create_schema(
                     self.server, database.role_name(self.experiment, owner))
-        env = {"HOME": "/home/agent", "BAKEOFF_SAMPLE": spec.sample}
+        env = {"HOME": HOME, "BAKEOFF_SAMPLE": spec.sample, "PYTHONSAFEPATH": "1",
+               "PYTHONPYCACHEPREFIX": "/tmp/.bakeoff-pycache"}
+        if tree is not None and tree.canary is not None:
+            env.update(tree.canary.env())
         if schema is not None and self.url_env:
             env[self.url_env] = schema.url()
         env.update(extra_env or {})
         try:
-            yield SampleSetting(tree, env, network, schema, protected)
+            yield SampleSetting(inputs, env, network, schema, tree, refused)
         finally:
-            shutil.rmtree(tree.parent, ignore_errors=True)
+            shutil.rmtree(inputs, ignore_errors=True)
             if schema is not None and self.server is not None:
-                # Under the same lock as create: both rewrite the database's ACL
-                # (GRANT CONNECT / DROP OWNED BY), and Postgres refuses concurrent updates
-                # of one catalog row ("tuple concurrently updated").
+                # Under the same lock as create: both rewrite the database's ACL, and
+                # Postgres refuses concurrent updates of one catalog row.
                 with self.lock:
                     database.drop_schema(self.server, schema.name)
 
-    def _extract(self, archive: bytes) -> Path:
-        """A fresh directory holding the tree (as work/), owned by the sandbox user."""
-        scratch = Path(tempfile.mkdtemp(prefix="sample-", dir=self.scratch))
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(scratch, filter="fully_trusted")  # our own git archive
-        tree = scratch / "work"
-        tree.mkdir(exist_ok=True)
-        workspace.give_to_sandbox(tree)
-        return tree
+    def _tree(self, spec: SampleSpec,
+              inputs: Path) -> tuple[sample_tree.SampleTree | None, str | None]:
+        """The sample's tree, written to `inputs`; (None, why) when it is unsafe."""
+        try:
+            tree = dict(self._checked(spec.commit))
+            base = (self._checked(spec.base_commit)
+                    if spec.protected or spec.harness == "base" else None)
+        except UnsafeTreeError as error:
+            return None, error.message
+        built = sample_tree.build(spec, tree, base, spec.token)
+        (inputs / "tree.tar").write_bytes(built.tar)
+        (inputs / "root-owned").write_bytes(sample_tree.nul_list(built.root_owned))
+        (inputs / "root-dirs").write_bytes(sample_tree.nul_list(built.root_dirs))
+        (inputs / "collect").write_text("".join(f"{p}\n" for p in spec.collect))
+        (inputs / "driver.sh").write_text(sample_driver.script())
+        canary = built.canary
+        if canary is not None and canary.plugin:
+            (inputs / "plugin").mkdir(mode=0o755)
+            (inputs / "plugin" / f"{canary.plugin_module}.py").write_bytes(canary.plugin)
+        for path in inputs.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        return built, None
+
+    def _checked(self, commit: str) -> Tree:
+        with self.lock:
+            if commit not in self.trees:
+                self.trees[commit] = sample_tree.read_tree(self.repo, commit)
+            return self.trees[commit]
+
+    def container_kwargs(self, arm: str, setting: SampleSetting) -> dict[str, Any]:
+        """How a sample container is created (image and command aside): the driver's user
+        and capabilities, limits, labels, network, tmpfs mounts and the rig's inputs.
+        `reproduce` re-creates a sample with exactly these."""
+        memory = f"{self.limits.memory_mb}m"
+        disk = f"size={self.limits.disk_mb}m,exec"
+        tmpfs = {**{path: f"{disk},mode=1777" for path in TMPFS_DIRS[1:]},
+                 sandbox.WORKDIR: f"{disk},mode=0755", HOME: f"{disk},mode=0755",
+                 RUN_DIR: f"size={RUN_TMPFS_MB}m,mode=0700",
+                 **{path: f"{disk},mode=0755" for path in self.writable_dirs()}}
+        net: dict[str, Any] = {"network_mode": "none"} if setting.network == "none" else {
+            "network": setting.network}
+        return dict(
+            user="0:0", working_dir=sandbox.WORKDIR, environment=dict(setting.env),
+            labels=self._labels("sample", arm).as_dict(), cap_drop=["ALL"],
+            cap_add=["CHOWN", "SETUID", "SETGID"], security_opt=["no-new-privileges"],
+            nano_cpus=int(self.limits.cpus * 1e9), mem_limit=memory, memswap_limit=memory,
+            pids_limit=self.limits.pids, init=True, tmpfs=tmpfs,
+            mounts=[Mount(IN_DIR, str(setting.inputs), type="bind", read_only=True)],
+            **net)
+
+    def driver(self, mode: str, spec: SampleSpec, setting: SampleSetting,
+               command: str | None = None) -> list[str]:
+        """The container's command: the driver in `mode` (run | shell | exec)."""
+        canary = None if setting.tree is None else setting.tree.canary
+        results = "" if canary is None or canary.runner != "pytest" else (
+            f"{RESULTS_DIR.format(token=canary.token)}/{RESULTS_FILE}")
+        argv = ["sh", f"{IN_DIR}/driver.sh", mode, workspace.sandbox_user(),
+                str(max(1, int(spec.timeout_s))), command or spec.command, results]
+        if spec.server is not None:
+            server = spec.server
+            argv += [server.run, server.health, server.port_env,
+                     str(random.randint(*SERVER_PORTS)),
+                     str(max(1, int(server.startup_timeout_s)))]
+        return argv
+
+    def _run(self, spec: SampleSpec, setting: SampleSetting
+             ) -> tuple[int | None, Outputs, bool, bool, str | None]:
+        """(exit code, outputs, timed out, OOM-killed, why the layout failed)."""
+        container: Any = self.engine.call(
+            f"create sample {spec.sample}", self.engine.client.containers.create,
+            self.image.image_id, self.driver("run", spec, setting),
+            **self.container_kwargs(spec.arm, setting))
+        try:
+            began = time.monotonic()
+            self.engine.call("start sample", container.start)
+            deadline = spec.timeout_s + 5 + HOST_GRACE_S
+            if spec.server is not None:
+                deadline += spec.server.startup_timeout_s
+            try:
+                status = container.wait(timeout=deadline)
+            except requests.exceptions.RequestException as error:
+                raise SandboxUnavailableError(f"sample {spec.sample} did not stop although "
+                                              "`timeout` should have ended it") from error
+            elapsed = time.monotonic() - began
+            container.reload()
+            code = int(status.get("StatusCode", -1))
+            oom = bool(container.attrs["State"].get("OOMKilled"))
+            outputs = read_outputs(self.engine, container)
+            if "ready" not in outputs.files and not oom:
+                tail = container.logs(stdout=True, stderr=True, tail=20).decode(
+                    errors="replace").strip()
+                return code, outputs, False, False, (
+                    f"the sample's tree could not be laid out (exit {code}): {tail}")
+            timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
+            return code, outputs, timed_out, oom and not timed_out, None
+        finally:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True, v=True)
+
+    # -- what the image allows -----------------------------------------------------------
 
     def missing_tools(self, tools: tuple[str, ...]) -> tuple[str, ...]:
         """The tools not on PATH in this executor's image (checked once per tool set).
@@ -254,100 +368,62 @@ class DockerSampleExecutor:
         wanted = tuple(dict.fromkeys(tools))
         with self.lock:
             if wanted not in self.tool_cache:
-                self.tool_cache[wanted] = self._tools_on_disk(wanted)
+                self.tool_cache[wanted] = tuple(self._cached(
+                    "missing", wanted, lambda: tools_missing(
+                        self.engine, self.image.image_id, wanted,
+                        self._labels("tool-check"))))
             return self.tool_cache[wanted]
 
-    def _tools_on_disk(self, wanted: tuple[str, ...]) -> tuple[str, ...]:
-        key = hashlib.sha256("\0".join([self.image.image_id, *wanted]).encode()).hexdigest()
-        path = experiment_dir(self.repo, self.experiment) / "tools" / f"{key[:24]}.json"
+    def writable(self) -> tuple[str, ...]:
+        """`writable` of this executor's image (checked once per image)."""
+        with self.lock:
+            key = ("@writable",)
+            if key not in self.tool_cache:
+                self.tool_cache[key] = tuple(self._cached("writable", (), lambda: writable(
+                    self.engine, self.image.image_id, self._labels("tool-check"))))
+            return self.tool_cache[key]
+
+    def writable_dirs(self) -> list[str]:
+        """Directories outside the standard tmpfs mounts the sandbox user could write in
+        this image: each gets a tmpfs too."""
+        return [item[2:] for item in self.writable() if item.startswith("d ")]
+
+    def unsafe_image(self) -> str | None:
+        """Why the image cannot hold a sample: files the sandbox user could grow."""
+        files = [item[2:] for item in self.writable() if not item.startswith("d ")]
+        if not files:
+            return None
+        return (f"image {self.image.tag} lets the sandbox user write {', '.join(files[:5])} "
+                "outside the rig's size-limited mounts (fix: make them root-owned in the "
+                "image)")
+
+    def _cached(self, what: str, wanted: tuple[str, ...],
+                compute: Any) -> list[str]:
+        key = hashlib.sha256("\0".join([what, self.image.image_id, *wanted]).encode())
+        path = (experiment_dir(self.repo, self.experiment) / "tools"
+                / f"{key.hexdigest()[:24]}.json")
         if path.exists():
-            return tuple(json.loads(path.read_text(encoding="utf-8"))["missing"])
-        missing = tools_missing(self.engine, self.image.image_id, wanted,
-                                self._labels("tool-check"))
-        write_json(path, {"image_id": self.image.image_id, "tools": list(wanted),
-                          "missing": list(missing)})
-        return missing
-
-    def container_kwargs(self, arm: str, tree: Path, env: Mapping[str, str],
-                         network: str) -> dict[str, Any]:
-        """How a sample container is created (image aside): user, limits, labels, network,
-        the tree's mount. `reproduce` re-creates a sample with exactly these."""
-        memory = f"{self.limits.memory_mb}m"
-        net: dict[str, Any] = {"network_mode": "none"} if network == "none" else {
-            "network": network}
-        return dict(
-            user=workspace.sandbox_user(), working_dir=sandbox.WORKDIR, environment=dict(env),
-            labels=self._labels("sample", arm).as_dict(), cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], nano_cpus=int(self.limits.cpus * 1e9),
-            mem_limit=memory, memswap_limit=memory, pids_limit=self.limits.pids, init=True,
-            mounts=[] if self.copy_tree else [Mount(sandbox.WORKDIR, str(tree), type="bind")],
-            **net)
-
-    def load_tree(self, container: Any, tree: Path) -> None:
-        """A prepared image keeps what setup generated in /work: copy the tree over it."""
-        if self.copy_tree:
-            self.engine.call("copy tree", container.put_archive, "/", _tar_of(tree))
-
-    def _run(self, spec: SampleSpec, tree: Path, env: dict[str, str],
-             network: str) -> tuple[int | None, str, bool, bool]:
-        command = ["sh", "-c", DRIVER, "bakeoff-rig", str(max(1, int(spec.timeout_s))),
-                   spec.command]
-        if spec.server is not None:
-            command, self.marks[spec.sample] = sample_server.argv(
-                spec.server, spec.command, spec.timeout_s)
-        container: Any = self.engine.call(
-            f"create sample {spec.sample}", self.engine.client.containers.create,
-            self.image.image_id, command,
-            **self.container_kwargs(spec.arm, tree, env, network))
-        try:
-            self.load_tree(container, tree)
-            began = time.monotonic()
-            self.engine.call("start sample", container.start)
-            try:
-                status = container.wait(timeout=spec.timeout_s + 5 + HOST_GRACE_S)
-            except requests.exceptions.RequestException as error:
-                raise SandboxUnavailableError(f"sample {spec.sample} did not stop although "
-                                              "`timeout` should have ended it") from error
-            elapsed = time.monotonic() - began
-            log = container.logs(stdout=True, stderr=True).decode(errors="replace")
-            container.reload()
-            code = int(status.get("StatusCode", -1))
-            oom = bool(container.attrs["State"].get("OOMKilled"))
-            timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
-            if spec.collect:
-                self.files[spec.sample] = collect_files(self.engine, container, spec.collect)
-            return code, log, timed_out, oom and not timed_out
-        finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True, v=True)
+            return list(json.loads(path.read_text(encoding="utf-8"))[what])
+        found = list(compute())
+        write_json(path, {"image_id": self.image.image_id, "tools": list(wanted), what: found})
+        return found
 
 
-def collect_files(engine: Engine, container: Any, paths: tuple[str, ...]) -> dict[str, str]:
-    """The regular files at `paths` (relative to /work) in the stopped container, read
-    through the engine: never via the host, so a symlink the code planted reaches nothing
-    of ours. Absent files, symlinks, directories and files over COLLECT_LIMIT are left out."""
-    found: dict[str, str] = {}
-    for path in paths:
-        try:
-            stream, stat = engine.call(f"read back {path}", container.get_archive,
-                                       posixpath.join(sandbox.WORKDIR, path))
-        except docker.errors.NotFound:
-            continue
-        if int(stat.get("size", 0)) > COLLECT_LIMIT:
-            continue
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-            member = tar.next()
-            handle = tar.extractfile(member) if member is not None and member.isfile() else None
+def read_outputs(engine: Engine, container: Any) -> Outputs:
+    """The driver's output directory of a stopped container, through the engine. Only the
+    driver (root) writes there, each file bounded, so reading it whole is bounded too."""
+    try:
+        stream, _ = engine.call("read the sample's outputs", container.get_archive, OUT_DIR)
+    except docker.errors.NotFound:
+        return Outputs()
+    found: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        for member in tar.getmembers():
+            handle = tar.extractfile(member) if member.isfile() else None
             if handle is not None:
-                found[path] = handle.read().decode(errors="replace")
-    return found
-
-
-def _tar_of(tree: Path) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        tar.add(tree, arcname="work")
-    return out.getvalue()
+                found[member.name.split("/", 1)[1] if "/" in member.name else ""] = (
+                    handle.read())
+    return Outputs(found)
 
 
 def tools_missing(engine: Engine, image_id: str, tools: tuple[str, ...],
@@ -355,9 +431,30 @@ def tools_missing(engine: Engine, image_id: str, tools: tuple[str, ...],
     """Run `command -v` for each tool in a throwaway container of the image (no network)."""
     if not tools:
         return ()
-    output = engine.call(
-        "check tools", engine.client.containers.run, image_id,
-        ["sh", "-c", TOOL_CHECK, "bakeoff-tools", *tools], remove=True, network_mode="none",
-        labels=labels.as_dict(), user=workspace.sandbox_user(), stdout=True, stderr=False)
-    found = set(output.decode(errors="replace").split())
+    output = _check(engine, image_id, ["sh", "-c", TOOL_CHECK, "bakeoff-tools", *tools],
+                    labels)
+    found = set(output.split())
     return tuple(t for t in tools if t in found)
+
+
+def writable(engine: Engine, image_id: str, labels: Labels) -> list[str]:
+    """The top-level paths the sandbox user can write outside the standard tmpfs mounts,
+    `d /path` for a directory (it gets a tmpfs), `f /path` for anything else (a file no
+    tmpfs can cover: the image is refused)."""
+    output = _check(engine, image_id, ["sh", "-c", WRITABLE_CHECK], labels,
+                    env={"HOME": HOME})
+    found = sorted((line[2:], line[0]) for line in output.splitlines() if line[2:3] == "/")
+    dirs = [p for p, kind in found if kind == "d"]
+    return [f"{'d' if kind == 'd' else 'f'} {p}" for p, kind in found
+            if not any(p.startswith(q + "/") for q in dirs)]
+
+
+def _check(engine: Engine, image_id: str, command: list[str], labels: Labels,
+           env: Mapping[str, str] | None = None) -> str:
+    output = engine.call(
+        "check the image", engine.client.containers.run, image_id, command, remove=True,
+        network_mode="none", labels=labels.as_dict(), user=workspace.sandbox_user(),
+        environment=dict(env or {}), stdout=True, stderr=False, cap_drop=["ALL"],
+        security_opt=["no-new-privileges"])
+    return bytes(output).decode(errors="replace")
+

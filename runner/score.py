@@ -23,6 +23,7 @@ from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.report import render_scorecard
 from runner import freeze, images, merge, prepared, scoring, workspace
+from runner.dispatch.record import RECORD_FILE, load_record
 from runner.engine import Engine
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -102,13 +103,23 @@ def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
     for arm, commit in commits.items():
         image = prepared.prepare(engine, loaded.repo_path, commit, toolchain,
                                  list(loaded.manifest.toolchain.setup), say)
+        refused = work_refused(loaded, change, arm)
         for plan in plans(loaded, change):
             groups.setdefault(commit if image.name == prepared.PREPARED else "", []).extend(
-                plan_specs(loaded, change, arm, plan, commit, base,
-                           frozen.contract.ratchet_baselines, contract))
+                replace(spec, refused=refused) for spec in plan_specs(
+                    loaded, change, arm, plan, commit, base,
+                    frozen.contract.ratchet_baselines, contract))
     for key, todo in groups.items():
         with scoring.executor_for(engine, loaded, key or base, say) as executor:
-            scoring.run_all(executor, todo, stage, say)
+            scoring.run_all(executor, todo, stage, say, proofs=stage)
+
+
+def work_refused(loaded: LoadedManifest, change: str, arm: str) -> str | None:
+    """Why the arm's work was refused at import (its samples are FAIL unsafe_work)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    record = load_record(stage_dir(directory, change) / "arms" / arm / RECORD_FILE)
+    why = getattr(record, "work_refused", None)
+    return None if why is None else f"the arm's work was refused at import: {why}"
 
 
 def records_of(stage: Path, arm: str, check: str) -> list[SampleRecord]:

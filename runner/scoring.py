@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -11,14 +13,15 @@ from pathlib import Path
 
 import docker.errors
 
-from rig.oracle import PassRate, SampleSpec, ServerSpec, pass_rate, run_sample
+from rig.diagnosis import BaseRun
+from rig.oracle import PassRate, SampleSpec, ServerSpec, base_run, pass_rate, run_sample
 from rig.record import SampleRecord
 from runner import database, freeze, images, merge, prepared, sandbox, state, workspace
 from runner.engine import Engine
 from runner.errors import BadInputError, DatabaseError
 from runner.manifest import LoadedManifest
 from runner.samples import DockerSampleExecutor
-from runner.store import ensure_excluded, experiment_dir
+from runner.store import ensure_excluded, experiment_dir, stage_dir
 
 SUCCESS = "success"
 
@@ -85,15 +88,60 @@ def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit
                        base_commit=base, command=plan.command, parser=plan.parser,
                        timeout_s=manifest.limits.check_timeout_s, protected=protected,
                        requires=tuple(manifest.toolchain.requires), contract=contract,
-                       server=serve)
+                       server=serve, harness="base" if plan.name == SUCCESS else "arm")
             for n in range(1, samples + 1)]
 
 
+BASE_ARM = "@base"  # never an arm id (ids are [A-Za-z0-9_-])
+
+
+class BaseRuns:
+    """The base's run of each check in one executor's image, made once and kept under
+    `stage/diagnosis/<image>/` (`rig.diagnosis`): `up`'s baseline proof in the same
+    image is reused for the success criterion."""
+
+    def __init__(self, executor: DockerSampleExecutor, stage: Path,
+                 proofs: Path | None = None) -> None:
+        self.executor, self.stage, self.proofs = executor, stage, proofs
+        self.lock = threading.Lock()
+        self.locks: dict[str, threading.Lock] = {}
+        self.found: dict[str, BaseRun] = {}
+
+    def __call__(self, spec: SampleSpec) -> BaseRun:
+        with self.lock:
+            lock = self.locks.setdefault(spec.check, threading.Lock())
+        with lock:
+            if spec.check not in self.found:
+                record = self._proof(spec) or run_sample(
+                    self.executor, dataclasses.replace(
+                        spec, arm=BASE_ARM, n=1, commit=spec.base_commit, token=None,
+                        refused=None),
+                    self.stage / "diagnosis" / self.executor.image.image_id[7:19])
+                self.found[spec.check] = base_run(record)
+            return self.found[spec.check]
+
+    def _proof(self, spec: SampleSpec) -> SampleRecord | None:
+        if self.proofs is None:
+            return None
+        for path in sorted(self.proofs.glob(f"proofs/*/samples/baseline/{spec.check}/*.json")):
+            record = SampleRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            if (record.image_id == self.executor.image.image_id and record.commit ==
+                    spec.base_commit and record.command == spec.command):
+                return record
+        return None
+
+
 def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
-            say: Callable[[str], None]) -> list[SampleRecord]:
-    """Every sample in its own fresh container, at most one per core at a time."""
+            say: Callable[[str], None], *, diagnose: bool = True,
+            proofs: Path | None = None) -> list[SampleRecord]:
+    """Every sample in its own fresh container, at most one per core at a time. With
+    `diagnose`, a sample that looks like a rig fault (or whose canaries did not come out
+    as planted) is judged against the base's run of its check (`BaseRuns`); the proofs
+    of the base itself run without (`diagnose=False`)."""
+    base = BaseRuns(executor, stage, proofs) if diagnose else None
+
     def one(spec: SampleSpec) -> SampleRecord:
-        record = run_sample(executor, spec, stage)
+        record = run_sample(executor, spec, stage, base)
         counts = record.counts
         shown = "" if counts is None else f" ({counts.passed} passed, {counts.failed} failed)"
         reason = f" {record.reason}" if record.reason else ""
@@ -121,5 +169,7 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
              / f"{stamp}-{commit[:12]}-{plan.name}")
     todo = specs(loaded, change_id, "oracle", plan, commit, base, samples, contract)
     with executor_for(engine, loaded, commit, say) as executor:
-        records = run_all(executor, todo, stage, say)
+        records = run_all(executor, todo, stage, say,
+                          proofs=stage_dir(experiment_dir(repo, loaded.manifest.experiment.name),
+                                           change_id))
     return records, pass_rate(r.verdict for r in records), stage

@@ -94,7 +94,7 @@ def _samples(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str
     plan = scoring.check_plan(loaded, change, scoring.SUCCESS)
     todo = scoring.specs(loaded, change, who, plan, commit, base,
                          loaded.manifest.contract.samples)
-    return scoring.run_all(executor, todo, stage, say)
+    return scoring.run_all(executor, todo, stage, say, diagnose=False)
 
 
 def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, base: str,
@@ -140,7 +140,7 @@ def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, ch
     records = scoring.run_all(executor, [
         spec for plan in todo
         for spec in score_mod.plan_specs(loaded, change, "baseline", plan, base, base, None)],
-        stage, say)
+        stage, say, diagnose=False)
     measured, problems = dict(known), []
     for plan in todo:
         mine = [r for r in records if r.check == plan.name]

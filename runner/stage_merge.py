@@ -70,7 +70,8 @@ def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, lab
             for spec in score_mod.plan_specs(loaded, change, label, plan, commit, base,
                                              baselines)]
     with scoring.executor_for(engine, loaded, commit, say) as executor:
-        records = scoring.run_all(executor, todo, stage, say)
+        records = scoring.run_all(executor, todo, stage, say,
+                                  proofs=score_mod.stage_path(loaded, change))
     grouped: dict[str, list[SampleRecord]] = {}
     for record in records:
         grouped.setdefault(record.check, []).append(record)

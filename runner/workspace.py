@@ -45,6 +45,19 @@ def run_git(cwd: Path, *args: str, check: bool = True) -> str:
     return done.stdout.strip()
 
 
+def git_bytes(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """Run `git ARGS` in `cwd` with a timeout; return stdout as bytes (objects, -z lists)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, env=_env(), input=stdin,
+                              capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise GitError(f"git {' '.join(args)} took over {GIT_TIMEOUT_S}s in {cwd}") from error
+    if done.returncode != 0:
+        raise GitError(f"git {' '.join(args)} failed in {cwd}: "
+                       f"{done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
+
+
 def require_clean(repo_path: Path) -> None:
     """Refuse a dirty tree, untracked files included: an arm must start from a commit."""
     status = run_git(repo_path, "status", "--porcelain", "--untracked-files=all")

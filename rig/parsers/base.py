@@ -77,6 +77,8 @@ class ParseResult:
     incomplete: sentences showing the test process ended before the runner could report
         all of it (`os._exit` in the code under test, a crashed cargo test binary).
     tests: per-test statuses where the output lists them, in output order.
+    summary_sequence: the counts of every summary line/block, in output order (the
+        single-summary runners: pytest, jest, vitest, node-test).
     build_failed: the code under test did not compile / import (the contestant's fault).
     usage_error: the text shows the runner rejected its command line (the rig's fault).
     notes: anything odd a reviewer should see; never changes the verdict by itself.
@@ -93,6 +95,7 @@ class ParseResult:
     summed: bool = False
     spoof_evidence: tuple[str, ...] = ()
     incomplete: tuple[str, ...] = ()
+    summary_sequence: tuple[Counts, ...] = ()  # every summary found, in output order
 
 
 def count_statuses(tests: tuple[TestCase, ...]) -> Counts:

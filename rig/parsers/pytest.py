@@ -138,4 +138,5 @@ def parse(text: str) -> ParseResult:
         notes=_notes(text, build_failed),
         spoof_evidence=spoof,
         incomplete=_incomplete(lines, found, text),
+        summary_sequence=tuple(found),
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rig.oracle import SampleSpec, run_sample
+from rig.record import SampleRecord
 from runner import images, sandbox
 from runner.engine import Engine
 from runner.samples import DockerSampleExecutor
@@ -50,12 +51,24 @@ def test_oracle_counts_match_the_fixture_on_pass_and_fail(
             record = run_sample(executor, spec, tmp_path / "stage")
             want = check[label]
             assert record.counts is not None, record.detail
-            got = {"exit_code": record.exit_code, "passed": record.counts.passed,
+            # The exit status graded: a must-fail canary's failure is taken out of it.
+            got = {"exit_code": record.exit_code_graded, "passed": record.counts.passed,
                    "failed": record.counts.failed, "skipped": record.counts.skipped,
                    "errors": record.counts.errors, "verdict": str(record.verdict)}
             assert got == {k: want[k] for k in got}, record.detail
             if "reason" in want:
                 assert record.reason == want["reason"]
+            assert_canaries_as_planted(record)
+
+
+def assert_canaries_as_planted(record: SampleRecord) -> None:
+    """Every toolchain's runner reported the rig's canaries as they were planted."""
+    canaries = record.canaries
+    assert canaries is not None, f"{record.sample}: no canaries planted"
+    seen = canaries["seen"]
+    assert isinstance(seen, dict)
+    expect = canaries["fail_expect"] if canaries["fail"] is not None else None
+    assert (seen["pass"], seen["fail"]) == ("passed", expect), (record.sample, canaries)
 
 
 

@@ -40,6 +40,9 @@ class Case:
 
 CONFTEST_FAKE = ("def pytest_sessionstart(session):\n"
                  "    print('=' * 20 + ' 5 passed in 0.01s ' + '=' * 20)\n")
+CONFTEST_ATEXIT = ("import atexit, os, sys\n\n\ndef _fake():\n"
+                   "    sys.stdout.write('=' * 20 + ' 5 passed in 0.01s ' + '=' * 20 + '\\n')\n"
+                   "    sys.stdout.flush()\n    os._exit(0)\n\n\natexit.register(_fake)\n")
 CASES: dict[str, Case] = {
     "passing_suite_is_a_pass": Case(counts=(2, 0)),
     "failing_assertion_is_fail_tests_failed": Case(
@@ -67,8 +70,14 @@ CASES: dict[str, Case] = {
     "memory_hog_is_fail_oom_killed": Case(
         arm={"tests/test_app.py": "def test_hog():\n    b = bytearray(2 * 1024 ** 3)\n"},
         expect=("FAIL", "oom_killed")),
+    # Printed before pytest's own summary (which carries the must-fail canary): the
+    # forged line cannot raise the score, the honest failure stands.
     "fake_passed_lines_printed_by_code_under_test_are_not_a_pass": Case(
         arm={"tests/test_app.py": FAILING, "tests/conftest.py": CONFTEST_FAKE},
+        expect=("FAIL", "tests_failed"), counts=(1, 1)),
+    # Printed after it (atexit): the last line is the forgery; it lacks the canary.
+    "fake_summary_printed_after_pytest_s_own_is_spoofed_output": Case(
+        arm={"tests/test_app.py": FAILING, "tests/conftest.py": CONFTEST_ATEXIT},
         expect=("FAIL", "spoofed_output")),
     "protected_test_edited_to_assert_true_is_restored_and_still_fails": Case(
         base={"tests/test_app.py": FAILING}, arm={"tests/test_app.py": PASSING},
@@ -104,7 +113,8 @@ CASES: dict[str, Case] = {
              "    assert os.getuid() == 1000 and os.getcwd() == '/work'\n"}, counts=(3, 0)),
     "file_left_by_contestant_outside_git_is_not_seen": Case(
         arm={"tests/test_clean.py": "import os\n\ndef test_clean():\n"
-             "    assert sorted(os.listdir('tests')) == ['test_app.py', 'test_clean.py']\n"},
+             "    mine = [n for n in os.listdir('tests') if not n.startswith('bakeoff_')]\n"
+             "    assert sorted(mine) == ['test_app.py', 'test_clean.py']\n"},
         counts=(3, 0)),
 }
 

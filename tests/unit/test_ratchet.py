@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rig import ratchet
-from rig.oracle import Execution, SampleSpec, grade, record_of, run_sample
+from rig.oracle import Execution, SampleSpec, assess, grade, record_of, run_sample
 from rig.ratchet import Movement, Ratchet, RatchetError
 from rig.record import SampleRecord
 from rig.report.scorecard import metric_text

@@ -1,0 +1,134 @@
+"""The program every sample container runs: it lays out the tree, runs the command as the
+sandbox user, and writes what the rig reads back where only it can write.
+
+It starts as root with no capability but CHOWN, SETUID and SETGID (and no-new-
+privileges); everything of the tree's runs as the sandbox user with none at all
+(`setpriv`). The layout:
+
+- /work, /tmp, /var/tmp, /run/lock, HOME: size-limited tmpfs (`[limits].disk_mb`):
+  filling them fails the sample, never the host. The rest of the root filesystem is not
+  writable by the sandbox user (checked once per image by the executor).
+- /bakeoff/in (read-only): `tree.tar` (the sample's tree, built from git objects by the
+  rig), `root-owned` / `root-dirs` (NUL-separated paths the code under test must not
+  change: protected and pinned files, the canaries, and every directory above them,
+  which become root-owned and sticky so nothing in them can be renamed or removed),
+  `collect` (files to read back, one per line), `plugin/` (pytest's canary plugin).
+- /bakeoff/run (tmpfs, root only): the command's output file. The command's stdout and
+  stderr are that one file, in order; the rig keeps its head and tail.
+- /var/lib/bakeoff/out (root only, on the container's own filesystem, read back through
+  the engine once it stopped): `ready` (the layout is done), `log` (+ `log.truncated`),
+  `server`, `server.log`, `canary.jsonl`, `files/N` (+ `files/N.path`). The code under
+  test can never write here.
+
+Before anything is read back, every process of the sandbox user is killed: nothing the
+command left behind can write once it is over. The container's exit status is the
+command's.
+"""
+
+from __future__ import annotations
+
+OUT = "/var/lib/bakeoff/out"
+IN = "/bakeoff/in"
+RUN = "/bakeoff/run"
+HEAD_BYTES = 1024 * 1024
+TAIL_BYTES = 1024 * 1024
+FILE_LIMIT = 32 * 1024 * 1024  # a file read back (coverage JSON); larger ones are left out
+CANARY_LIMIT = 8 * 1024 * 1024
+TRUNCATED = "[bakeoff: output truncated: {} bytes omitted]"
+
+# $1 mode: run | shell | exec (the command on the terminal, nothing captured)
+# $2 uid:gid  $3 timeout  $4 command  $5 the canary plugin's results file, or ""
+# then, with a server: $6 server command  $7 health path  $8 port variable  $9 port
+# ${10} startup seconds
+SCRIPT = r'''
+mode="$1"; ug="$2"; t="$3"; c="$4"; results="$5"
+uid="${ug%%:*}"; gid="${ug#*:}"
+AS="setpriv --reuid=$uid --regid=$gid --clear-groups --"
+as() { $AS "$@"; }
+out=/var/lib/bakeoff/out; in=/bakeoff/in; run=/bakeoff/run
+mkdir -p "$out/files" && chmod 0700 "$out" "$run" || exit 125
+# The tree: a prepared image's setup output first, then the commit's files over it.
+if [ -d /opt/bakeoff/prepared/work ]; then cp -a /opt/bakeoff/prepared/work/. /work/; fi
+if [ -d /opt/bakeoff/prepared/home ]; then cp -a /opt/bakeoff/prepared/home/. "$HOME"/; fi
+tar -x --no-same-owner -f "$in/tree.tar" -C /work || exit 125
+chown -R -h "$ug" /work "$HOME" || exit 125
+if [ -s "$in/root-owned" ]; then xargs -0 chown -h 0:0 -- < "$in/root-owned" || exit 125; fi
+if [ -s "$in/root-dirs" ]; then
+  xargs -0 chown 0:0 -- < "$in/root-dirs" && xargs -0 chmod 1777 -- < "$in/root-dirs" || exit 125
+fi
+if [ -d "$in/plugin" ]; then
+  site=$(cd / && as python3 -I -c 'import site; print(site.getusersitepackages())') || exit 125
+  as mkdir -p "$site" && as cp "$in"/plugin/*.py "$site"/ || exit 125
+fi
+cd /work || exit 125
+: > "$out/ready"
+if [ "$mode" = shell ]; then
+  if command -v bash >/dev/null 2>&1; then exec $AS bash; fi
+  exec $AS sh
+fi
+if [ "$mode" = exec ]; then exec $AS timeout -k 5 "$t" sh -c "$c"; fi
+keep() {  # $1 file, $2 destination: its head and tail, and how much was left out
+  size=$(wc -c < "$1")
+  keep_n=$(( HEAD + TAIL ))
+  if [ "$size" -gt "$keep_n" ]; then
+    { head -c "$HEAD" "$1"; printf '\n[bakeoff: output truncated: %s bytes omitted]\n' \
+        $(( size - keep_n )); tail -c "$TAIL" "$1"; } > "$2"
+    echo $(( size - keep_n )) > "$2.truncated"
+  else
+    cat "$1" > "$2"
+  fi
+}
+if [ -n "${6:-}" ]; then
+  s="$6"; h="$7"; pv="$8"; port="$9"; w="${10}"
+  export "$pv=$port"
+  as sh -c "$s" > "$run/server.log" 2>&1 &
+  url="http://127.0.0.1:$port$h"
+  py='import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)'
+  js='require("http").get(process.argv[1], r => process.exit(r.statusCode < 500 ? 0 : 1))'
+  js="$js"'.on("error", () => process.exit(1))'
+  probe() {
+    if command -v python3 >/dev/null 2>&1; then as python3 -I -c "$py" "$url"
+    elif command -v node >/dev/null 2>&1; then as node -e "$js" "$url"
+    elif command -v wget >/dev/null 2>&1; then as wget -q -O /dev/null "$url"
+    elif command -v curl >/dev/null 2>&1; then as curl -fsS -o /dev/null "$url"
+    else return 2; fi
+  }
+  tries=$(( w * 5 )); state=unhealthy
+  while [ "$tries" -gt 0 ]; do
+    probe >/dev/null 2>&1; r=$?
+    if [ "$r" = 2 ]; then state=no_http_client; break; fi
+    if [ "$r" = 0 ]; then state=healthy; break; fi
+    sleep 0.2; tries=$(( tries - 1 ))
+  done
+  echo "$state" > "$out/server"
+  if [ "$state" != healthy ]; then
+    as sh -c 'kill -9 -1' 2>/dev/null
+    keep "$run/server.log" "$out/server.log"
+    : > "$out/log"
+    exit 0
+  fi
+fi
+as timeout -k 5 "$t" sh -c "$c" > "$run/log" 2>&1 < /dev/null
+code=$?
+as sh -c 'kill -9 -1' 2>/dev/null
+keep "$run/log" "$out/log"
+if [ -n "${6:-}" ]; then keep "$run/server.log" "$out/server.log"; fi
+if [ -n "$results" ]; then as head -c "$CANARY" "$results" > "$out/canary.jsonl" 2>/dev/null; fi
+if [ -s "$in/collect" ]; then
+  n=0
+  while IFS= read -r p; do
+    n=$(( n + 1 ))
+    if as test -f "/work/$p" && ! as test -L "/work/$p"; then
+      as head -c "$LIMIT" "/work/$p" > "$out/files/$n" 2>/dev/null
+      printf '%s\n' "$p" > "$out/files/$n.path"
+    fi
+  done < "$in/collect"
+fi
+exit "$code"
+'''
+
+
+def script() -> str:
+    """The driver with its limits filled in."""
+    return (f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}; LIMIT={FILE_LIMIT + 1}; "
+            f"CANARY={CANARY_LIMIT}\n" + SCRIPT)
