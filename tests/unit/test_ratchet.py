@@ -188,7 +188,7 @@ def test_a_test_check_record_has_no_metric_fields() -> None:
     spec = SampleSpec(change="c", arm="a", check="tests", n=1, commit="c", base_commit="b",
                       command="true", parser="exit-code", timeout_s=1)
     record = record_of(spec, Execution(exit_code=0, log="", duration_s=0),
-                       grade(spec, Execution(exit_code=0, log="", duration_s=0)), "t", "1.log")
+                       assess(spec, Execution(exit_code=0, log="", duration_s=0)), "t", "1.log")
     assert (record.metric_value, record.metric_base, record.collected) == (None, None, {})
 
 
