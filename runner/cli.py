@@ -10,34 +10,31 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from typer._click.exceptions import ClickException
 
 from rig.errors import RigError
 from runner import demo as demo_mod
-from runner import images, lifecycle, loop, reporting, scoring, stage_merge
+from runner import images, lifecycle, loop, reporting, scoring, stage_merge, terminal
 from runner import score as score_mod
 from runner.dispatch.view import DispatchView
 from runner.dispatch_cli import dispatch_command
 from runner.engine import Engine
 from runner.errors import RunnerError
-from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, load_manifest, write_init
+from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, write_init
 from runner.progress import ImageBuildView
 from runner.reproduce_cli import reproduce_command, rescore_command
+from runner.terminal import SECRETS, RedactedStream, err, out, redact, say
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fair, container-isolated bake-offs between AI coding agents.")
 images_app = typer.Typer(no_args_is_help=True, help="Build the local images (nothing is pulled).")
 app.add_typer(images_app, name="images")
-
-# Not a terminal (a pipe, CI): wide enough that tables never truncate ids.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # `CMD ARGS...` after `--` reach the command untouched (exec, reproduce).
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -45,11 +42,10 @@ ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
 
 
 def _load(path: Path) -> LoadedManifest:
-    return load_manifest(path)
+    return terminal.load(path)  # the arms' secrets are redacted from here on
 
 
-def _say(text: str) -> None:
-    err.print(text, markup=False)
+_say = say
 
 
 @images_app.command("build")
@@ -114,7 +110,7 @@ def status(
 def _print_status(loaded: LoadedManifest, *, as_json: bool) -> None:
     rows = lifecycle.status_rows(Engine(), loaded)
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(redact(json.dumps(rows, indent=2)) + "\n")
         return
     table = Table("arm", "model", "control", "state", "image", "commit", "schema", "verdicts",
                   box=None)
@@ -137,8 +133,8 @@ def exec_(
     if not command:
         raise typer.BadParameter("give the command after --, e.g. exec C0 -- git log")
     result = lifecycle.exec_arm(Engine(), _load(file), arm, command)
-    sys.stdout.write(result.stdout)
-    sys.stderr.write(result.stderr)
+    sys.stdout.write(redact(result.stdout))
+    sys.stderr.write(redact(result.stderr))
     if result.timed_out:
         _say(f"timed out after {result.duration_s:.0f}s")
     raise typer.Exit(result.exit_code)
@@ -261,7 +257,9 @@ def demo(keep: Annotated[Path | None, typer.Option(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app; turn our errors into one message and an exit code."""
+    """Entry point: run the app; turn our errors into one message and an exit code.
+
+    Every message goes through `err`, which redacts the arms' secrets (runner.terminal)."""
     try:
         # Outside standalone mode, click returns an Exit's code instead of raising it.
         code = app(args=argv, standalone_mode=False)
@@ -271,14 +269,15 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as done:
         return int(done.exit_code)
     except ClickException as error:
-        error.show()
+        error.show(file=RedactedStream(lambda: sys.stderr, SECRETS).as_text_io())
         return 2
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted", markup=False)
         return 130
     except Exception as error:  # an internal error: one line, the traceback on request
-        if os.environ.get("BAKEOFF_DEBUG"):
-            raise
+        if os.environ.get("BAKEOFF_DEBUG"):  # through `err` too: a frame may hold a secret
+            err.print(traceback.format_exc(), markup=False)
+            return 1
         err.print(f"internal error: {type(error).__name__}: {error}\n"
                   "  (set BAKEOFF_DEBUG=1 to see the traceback, and please report it)",
                   markup=False)

@@ -7,18 +7,17 @@ and a re-run redoes it); an agent that failed or timed out is a result, exit cod
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from runner.dispatch import DispatchReport, dispatch
 from runner.dispatch.view import DispatchView
 from runner.engine import Engine
-from runner.manifest import DEFAULT_MANIFEST, load_manifest
+from runner.manifest import DEFAULT_MANIFEST
+from runner.terminal import err, load, out, redact
 
 ManifestOption = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
 ArmOption = Annotated[list[str] | None, typer.Option(
@@ -28,12 +27,10 @@ ArmOption = Annotated[list[str] | None, typer.Option(
 def dispatch_command(file: ManifestOption = Path(DEFAULT_MANIFEST),
                      arm: ArmOption = None) -> None:
     """Run every arm's agent in its own sandbox, in parallel, on the same brief."""
-    loaded = load_manifest(file)
+    loaded = load(file)
     arms = list(arm) if arm else [a.id for a in loaded.manifest.arms]
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     with DispatchView(err, arms) as view:
         report = dispatch(Engine(), loaded, arms, view)
-    out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     out.print(summary_table(report))
     err.print(f"dispatch: {len(report.outcomes)} arm(s), change {report.change}, brief sha256 "
               f"{report.brief_sha256[:16]}, {report.wall_s:.1f}s", markup=False)
@@ -53,5 +50,5 @@ def summary_table(report: DispatchReport) -> Table:
         table.add_row(r.arm, str(r.state), "-" if r.exit_code is None else str(r.exit_code),
                       "-" if r.duration_s is None else f"{r.duration_s:.1f}",
                       (r.commit or "-")[:12], diff,
-                      f"{r.effort} ({r.effort_provenance})", note)
+                      f"{r.effort} ({r.effort_provenance})", redact(note))  # a cell may wrap
     return table

@@ -11,7 +11,7 @@ from pathlib import Path
 from rig import contract as contract_mod
 from rig import ratchet
 from rig.contract import LockVersion
-from runner import images, prepared, workspace
+from runner import images, prepared, protected, workspace
 from runner.engine import Engine
 from runner.errors import BadInputError
 from runner.images import BuiltImage
@@ -21,14 +21,36 @@ from runner.store import experiment_dir, stage_dir
 
 def build_contract(loaded: LoadedManifest, change: str, base: str,
                    image: BuiltImage) -> contract_mod.Contract:
-    """The grading of this stage; only this change's criterion is part of it."""
+    """The grading of this stage; only this change's criterion is part of it, with its
+    `protected` entries frozen as the files they name at `base`."""
     full = contract_mod.build_contract(
         loaded, base_commit=base, image_identity=image.identity,
         read_at_base=functools.partial(workspace.file_at, loaded.repo_path, base),
-        resolve_reference=functools.partial(workspace.commit_of, loaded.repo_path))
+        resolve_reference=functools.partial(workspace.commit_of, loaded.repo_path),
+        # Other changes are dropped below; their globs may name files only later bases have.
+        protected_files=lambda c: expand_protected(loaded, c.id, base) if c.id == change else ())
     stage = full.model_copy(update={"changes": [c for c in full.changes if c.id == change]})
     known = known_baselines(loaded, change, stage)
     return stage.model_copy(update={"ratchet_baselines": {k: b.value for k, b in known.items()}})
+
+
+def protected_paths(loaded: LoadedManifest, change: str, base: str) -> tuple[str, ...]:
+    """The files `change` pins at `base`: every consumer (samples, the judge, grafts) reads
+    them here. Equal to the file list the stage's contract froze whenever that contract
+    verifies (the base's tree never changes; a changed `protected` is refused, exit 4).
+    Expanded rather than read back from the lock: `up --refreeze` proves the NEW list
+    before freezing it, and the lock then still holds the old one."""
+    return expand_protected(loaded, change, base)
+
+
+def expand_protected(loaded: LoadedManifest, change: str, base: str) -> tuple[str, ...]:
+    """`protected`'s globs and directories expanded against the base commit's tree (git
+    ls-tree, never the working tree); `ManifestError` (exit 2) for one that names nothing."""
+    entries = loaded.change(change).protected
+    if not entries:
+        return ()
+    return protected.expand(entries, set(workspace.files_at(loaded.repo_path, base)),
+                            manifest=str(loaded.path), change=change, base=base)
 
 
 @dataclass(frozen=True)

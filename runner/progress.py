@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from types import TracebackType
 
@@ -46,22 +45,26 @@ class ImageBuildView:
         if self.live is not None:
             self.live.update(self._table())
 
+    def _plain(self, text: str) -> None:
+        """One line through the console (the command line's redacts secrets)."""
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
     def start(self, name: str) -> None:
         self.started[name] = time.monotonic()
         self.rows[name] = ["building", ""]
         if self.live is None:
-            print(f"[{name}] building", file=sys.stderr, flush=True)
+            self._plain(f"[{name}] building")
         self._refresh()
 
     def line(self, name: str, text: str) -> None:
         self.rows.setdefault(name, ["building", ""])[1] = text
         if self.live is None:
-            print(f"[{name}] {text}", file=sys.stderr, flush=True)
+            self._plain(f"[{name}] {text}")
         self._refresh()
 
     def done(self, image: BuiltImage) -> None:
         state = "cached" if image.cached else "built"
         self.rows[image.name] = [state, image.image_id[:19]]
         if self.live is None:
-            print(f"[{image.name}] {state}", file=sys.stderr, flush=True)
+            self._plain(f"[{image.name}] {state}")
         self._refresh()

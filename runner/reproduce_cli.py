@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from rig.record import SampleRecord
@@ -19,11 +18,10 @@ from runner import reproduce as rep
 from runner import rescore as rescore_mod
 from runner.engine import Engine
 from runner.errors import BadInputError
-from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, load_manifest
+from runner.manifest import DEFAULT_MANIFEST, LoadedManifest
 from runner.progress import ImageBuildView
-
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+from runner.terminal import err, out
+from runner.terminal import load as load_manifest
 
 ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
 UNCOMPARED = frozenset({"schema", "seconds"})  # fresh each time by design

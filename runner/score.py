@@ -135,7 +135,7 @@ def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], bas
     if command is None:
         return
     brief = loaded.brief_path(change).read_text(encoding="utf-8")
-    protected = list(loaded.change(change).protected)
+    protected = list(freeze.protected_paths(loaded, change, base))
 
     def judge(arm: str, commit: str) -> None:
         answer = stage / "judge" / f"{arm}.json"

@@ -80,7 +80,7 @@ def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
 def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit: str,
           base: str, samples: int, contract: str | None = None) -> list[SampleSpec]:
     manifest = loaded.manifest
-    protected = tuple(loaded.change(change).protected)
+    protected = freeze.protected_paths(loaded, change, base)
     server = loaded.change(change).success.server if plan.name == SUCCESS else None
     serve = None if server is None else ServerSpec(server.run, server.health, server.port_env,
                                                    server.startup_timeout_s)

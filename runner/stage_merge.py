@@ -101,7 +101,7 @@ def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *
     floor = _arm_rates(by_arm[winner])
     eligible = {a.arm: a.commit for a in arms if a.arm != winner and a.valid
                 and all(c.rate.rate == 1.0 for c in a.checks.values())}
-    protected = set(loaded.change(change).protected)
+    protected = set(freeze.protected_paths(loaded, change, base))
     asked = requested(loaded, change, grafts or [], commits, base)
     proposed = merge.candidates(loaded.repo_path, base, commits[winner], eligible, protected)
     results = []

@@ -83,6 +83,14 @@ def file_at(repo_path: Path, commit: str, path: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def files_at(repo_path: Path, commit: str) -> list[str]:
+    """Every file of `commit`'s tree (regular files and symlinks; no submodule), read from
+    git's objects, never from the working tree."""
+    listing = run_git(repo_path, "ls-tree", "-r", "-z", "--full-tree", commit)
+    entries = (entry.split("\t", 1) for entry in listing.split("\0") if entry)
+    return [path for meta, path in entries if meta.split(" ")[1] == "blob"]
+
+
 def resolve_commit(repo_path: Path, ref: str) -> str:
     sha = commit_of(repo_path, ref)
     if not sha:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -22,6 +22,7 @@ from runner.manifest import Change, Check, LoadedManifest
 ABSENT: Final = "absent"  # the hash of a protected path that does not exist at the base
 
 ReadAtBase = Callable[[str], bytes | None]  # repo-relative path -> bytes at the base, or None
+ProtectedFiles = Callable[[Change], Sequence[str]]  # a change -> the files `protected` names
 ResolveReference = Callable[[str], str | None]  # a ref -> its commit id, or None
 
 
@@ -125,8 +126,13 @@ def build_contract(
     image_identity: str,
     read_at_base: ReadAtBase,
     resolve_reference: ResolveReference,
+    protected_files: ProtectedFiles | None = None,
 ) -> Contract:
-    """The contract of `loaded` at `base_commit`, with `image_identity` for its toolchain."""
+    """The contract of `loaded` at `base_commit`, with `image_identity` for its toolchain.
+
+    `protected_files` gives the files each change's `protected` entries name at the base
+    (the runner expands globs and directories there); by default the entries as written."""
+    files = protected_files or (lambda change: change.protected)
     manifest = loaded.manifest
     terms = manifest.contract
     toolchain = manifest.toolchain
@@ -137,7 +143,7 @@ def build_contract(
         judge=terms.judge,
         checks=[_check(check) for check in manifest.checks],
         changes=[
-            _change(loaded, change, read_at_base, resolve_reference)
+            _change(loaded, change, read_at_base, resolve_reference, files(change))
             for change in manifest.changes
         ],
         toolchain=ContractToolchain(
@@ -183,7 +189,7 @@ def _check(check: Check) -> ContractCheck:
 
 def _change(
     loaded: LoadedManifest, change: Change, read_at_base: ReadAtBase,
-    resolve_reference: ResolveReference,
+    resolve_reference: ResolveReference, protected: Sequence[str],
 ) -> ContractChange:
     success = change.success
     server = None if success.server is None else ContractServer(**success.server.model_dump())
@@ -191,7 +197,7 @@ def _change(
         id=change.id,
         success=ContractSuccess(run=success.run, parser=success.parser, server=server),
         brief_sha256=_brief_sha256(loaded, change),
-        protected={path: _sha256_or_absent(read_at_base(path)) for path in change.protected},
+        protected={path: _sha256_or_absent(read_at_base(path)) for path in protected},
         reference=change.reference,
         reference_sha256=_reference_sha256(loaded, change, resolve_reference),
     )

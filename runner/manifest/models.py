@@ -373,7 +373,10 @@ class Change(Section):
         description="the brief file (symptom + acceptance criteria), relative to the manifest"
     )
     protected: list[str] = Field(
-        default_factory=list, description="restored from the contract before every sample"
+        default_factory=list,
+        description="restored from the contract before every sample: files, directories "
+                    "(every file under them) or git-style globs (* ? [...], ** for any "
+                    "depth), expanded against the base commit and frozen as the file list",
     )
     reference: str = Field(
         default="", description="optional: a commit or patch file that must PASS"
@@ -383,7 +386,13 @@ class Change(Section):
     @field_validator("protected")
     @classmethod
     def _protected_relative(cls, value: list[str]) -> list[str]:
-        return _relative_paths(value, "name a path relative to the repository root")
+        _relative_paths(value, "name a path relative to the repository root")
+        # A git path never holds `.` or empty segments: such an entry would match nothing.
+        raise_if_any([RuleViolation((i,), "holds an empty or '.' path segment",
+                                    "write tests/test_x.py, not ./tests//test_x.py", found=p)
+                      for i, p in enumerate(value)
+                      if any(part in ("", ".") for part in p.rstrip("/").split("/"))])
+        return value
 
 
 class Arm(Section):

@@ -189,6 +189,9 @@ BAD_MANIFESTS = [
     Bad("protected-outside-repo", edit('protected = ["tests/test_horizon.py"]',
                                        'protected = ["../grader.py"]'),
         "changes[0].protected[0]", "relative"),
+    Bad("protected-dot-segment", edit('protected = ["tests/test_horizon.py"]',
+                                      'protected = ["tests/", "./tests/*.py"]'),
+        "changes[0].protected[1]", "'.' path segment"),
     Bad("reference-unresolvable", edit('reference = ""', 'reference = "deadbeef"'),
         "changes[0].reference"),
     Bad("server-health-not-a-path", edit(
