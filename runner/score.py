@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rig import contract as contract_mod
+from rig import harness
 from rig import judge as judge_mod
 from rig import ratchet as ratchet_mod
 from rig import score as rubric
@@ -172,8 +173,20 @@ def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
         answer = stage / "judge" / f"{arm.id}.json"
         judged = judge_mod.parse_judgement(answer.read_text()) if answer.exists() else None
         scored.append(rubric.score_arm(arm, success, checks, judged,
-                                       loaded.manifest.contract.weights))
+                                       loaded.manifest.contract.weights,
+                                       harness_touched(loaded, change, success)))
     return scored
+
+
+def harness_touched(loaded: LoadedManifest, change: str,
+                    success: rubric.CheckResult) -> list[str]:
+    """The harness files (of any parser the stage uses) the arm's commit changed."""
+    record = next(iter(success.records), None)
+    if record is None or record.commit == record.base_commit:
+        return []
+    changed = merge.changed(loaded.repo_path, record.base_commit, record.commit)
+    parsers = {p.parser for p in plans(loaded, change) if p.parser != METRIC_PARSER}
+    return sorted({path for parser in parsers for path in harness.touched(parser, sorted(changed))})
 
 
 def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not merged yet",

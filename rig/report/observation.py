@@ -89,6 +89,7 @@ class ArmEntry(_Model):
     max: float = Field(ge=0)
     valid: bool
     caveats: list[str]
+    harness_touched: list[str] = []  # harness files the arm's diff changed
 
     @model_validator(mode="after")
     def _total_within_max(self) -> ArmEntry:
@@ -171,7 +172,7 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
         effort_evidence=arm.effort_evidence, mode=arm.mode, control=arm.control,
         commit=arm.commit, image_id=arm.image_id, results=results,
         scores=Scores.model_validate(arm.scores), total=arm.total, max=arm.max,
-        valid=arm.valid, caveats=list(arm.caveats))
+        valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched))
 
 
 def round_of(change: str, base_commit: str, baseline_rate: float,

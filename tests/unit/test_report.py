@@ -29,7 +29,7 @@ GRAFT = {"from": "graft", "what": "src/horizon/db.py", "verified": True,
          "rationale": "connect_timeout and an index; success + checks re-verified"}
 ARM_KEYS = {"arm", "model", "effort", "effort_normalized", "effort_provenance",
             "effort_evidence", "mode", "control", "commit", "image_id", "results", "scores",
-            "total", "max", "valid", "caveats"}
+            "total", "max", "valid", "caveats", "harness_touched"}
 
 
 def round_one() -> list[ArmScore]:
