@@ -29,10 +29,21 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     assert first.winner == "fixer"  # the correct fix with a test wins change 1
     assert first.baseline.pass_rate == 0.0
     assert arms["cheat"].scores.success == 0.0
-    cheat_samples = [json.loads((state / "stages" / "cap-horizon" / "samples" / "cheat" /
-                                 "success" / f"{n}.json").read_text()) for n in (1, 2, 3)]
-    assert {(s["verdict"], s["reason"]) for s in cheat_samples} == {("FAIL", "spoofed_output")}
-    assert "spoofed:cheat" in first.flags
+    # The cheat rewrote the protected test and planted a conftest that prints a fake
+    # summary at exit: the success criterion ran under the base's harness (its conftest
+    # removed, the test restored) and failed honestly; its own suite (its harness kept)
+    # printed the fake after pytest's real summary: spoofed.
+    def samples(arm: str, check: str) -> list[dict[str, object]]:
+        return [json.loads((state / "stages" / "cap-horizon" / "samples" / arm / check /
+                            f"{n}.json").read_text()) for n in (1, 2, 3)]
+    cheat = samples("cheat", "success")
+    assert {(s["verdict"], s["reason"]) for s in cheat} == {("FAIL", "tests_failed")}
+    assert [s["pinned"] for s in cheat] == [
+        {"restored": [], "removed": ["conftest.py"], "bytecode": []}] * 3
+    assert {(s["verdict"], s["reason"]) for s in samples("cheat", "tests")} == {
+        ("FAIL", "spoofed_output")}
+    assert {"spoofed:cheat", "harness_touched:cheat"} <= set(first.flags)
+    assert arms["cheat"].harness_touched == ["conftest.py"]
     broken = [json.loads((state / "stages" / "cap-horizon" / "samples" / "broken" /
                           "success" / f"{n}.json").read_text()) for n in (1, 2, 3)]
     assert {(s["verdict"], s["reason"]) for s in broken} == {("FAIL", "build_failed")}
