@@ -15,10 +15,12 @@ privileges); everything of the tree's runs as the sandbox user with none at all
   `collect` (files to read back, one per line), `plugin/` (pytest's canary plugin).
 - /bakeoff/run (tmpfs, root only): the command's output file. The command's stdout and
   stderr are that one file, in order; the rig keeps its head and tail.
-- /var/lib/bakeoff/out (root only, on the container's own filesystem, read back through
-  the engine once it stopped): `ready` (the layout is done), `log` (+ `log.truncated`),
-  `server`, `server.log`, `canary.jsonl`, `files/N` (+ `files/N.path`). The code under
-  test can never write here.
+- /var/lib/bakeoff/out (root only): `ready` (the layout is done), `log` (+
+  `log.truncated`), `server`, `server.log`, `canary.jsonl`, `files/N` (+ `files/N.path`).
+  The code under test can never write here. At the end the driver writes it, as a
+  base64 tar on one line after `bakeoff-out:`, to its own stdout: the container's log,
+  which only the driver and the init hold (the command's output is a file), read back
+  with one cheap `logs` call (a `get_archive` of a stopped container costs ~60 ms).
 
 Before anything is read back, every process of the sandbox user is killed: nothing the
 command left behind can write once it is over. The container's exit status is the
@@ -28,6 +30,7 @@ command's.
 from __future__ import annotations
 
 OUT = "/var/lib/bakeoff/out"
+MARK = b"bakeoff-out:"  # the one stdout line of the driver: a base64 tar of OUT
 IN = "/bakeoff/in"
 RUN = "/bakeoff/run"
 HEAD_BYTES = 1024 * 1024
@@ -46,21 +49,27 @@ uid="${ug%%:*}"; gid="${ug#*:}"
 AS="setpriv --reuid=$uid --regid=$gid --clear-groups --"
 as() { $AS "$@"; }
 out=/var/lib/bakeoff/out; in=/bakeoff/in; run=/bakeoff/run
-mkdir -p "$out/files" && chmod 0700 "$out" "$run" || exit 125
+finish() {
+  printf 'bakeoff-out:'; (cd "$out" 2>/dev/null && tar -cf - .) | base64 -w 0; printf '\n'
+  exit "$1"
+}
+mkdir -p "$out/files" && chmod 0700 "$out" "$run" || finish 125
 # The tree: a prepared image's setup output first, then the commit's files over it.
 if [ -d /opt/bakeoff/prepared/work ]; then cp -a /opt/bakeoff/prepared/work/. /work/; fi
 if [ -d /opt/bakeoff/prepared/home ]; then cp -a /opt/bakeoff/prepared/home/. "$HOME"/; fi
-tar -x --no-same-owner -f "$in/tree.tar" -C /work || exit 125
-chown -R -h "$ug" /work "$HOME" || exit 125
-if [ -s "$in/root-owned" ]; then xargs -0 chown -h 0:0 -- < "$in/root-owned" || exit 125; fi
+tar -x --no-same-owner -f "$in/tree.tar" -C /work || finish 125
+chown -R -h "$ug" /work "$HOME" || finish 125
+if [ -s "$in/root-owned" ]; then xargs -0 chown -h 0:0 -- < "$in/root-owned" || finish 125; fi
 if [ -s "$in/root-dirs" ]; then
-  xargs -0 chown 0:0 -- < "$in/root-dirs" && xargs -0 chmod 1777 -- < "$in/root-dirs" || exit 125
+  xargs -0 chown 0:0 -- < "$in/root-dirs" && xargs -0 chmod 1777 -- < "$in/root-dirs" ||
+    finish 125
 fi
 if [ -d "$in/plugin" ]; then
-  site=$(cd / && as python3 -I -c 'import site; print(site.getusersitepackages())') || exit 125
-  as mkdir -p "$site" && as cp "$in"/plugin/*.py "$site"/ || exit 125
+  site=$(cd / && as python3 -I -c 'import site; print(site.getusersitepackages())') ||
+    finish 125
+  as mkdir -p "$site" && as cp "$in"/plugin/*.py "$site"/ || finish 125
 fi
-cd /work || exit 125
+cd /work || finish 125
 : > "$out/ready"
 if [ "$mode" = shell ]; then
   if command -v bash >/dev/null 2>&1; then exec $AS bash; fi
@@ -105,7 +114,7 @@ if [ -n "${6:-}" ]; then
     as sh -c 'kill -9 -1' 2>/dev/null
     keep "$run/server.log" "$out/server.log"
     : > "$out/log"
-    exit 0
+    finish 0
   fi
 fi
 as timeout -k 5 "$t" sh -c "$c" > "$run/log" 2>&1 < /dev/null
@@ -124,7 +133,7 @@ if [ -s "$in/collect" ]; then
     fi
   done < "$in/collect"
 fi
-exit "$code"
+finish "$code"
 '''
 
 
