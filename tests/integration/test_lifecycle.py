@@ -36,7 +36,7 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
                                                    [f"{prefix}a", f"{prefix}b"])
     report = lifecycle.down(engine, target)
     assert report.dropped == [f"{prefix}a", f"{prefix}b"]
-    assert (report.schemas_left, report.roles_left) == ([], [])
+    assert (report.databases_left, report.roles_left) == ([], [])
     assert report.removed == {"container": 3, "network": 3, "volume": 0}
     assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
     second = lifecycle.up(engine, target, options=CORE)
