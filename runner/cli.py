@@ -142,7 +142,7 @@ def exec_(
 
 @app.command()
 def down(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
-    """Remove this experiment's containers, networks, schemas and roles (work is kept)."""
+    """Remove this experiment's containers, networks, databases and roles (work is kept)."""
     lifecycle.down(Engine(), _load(file), progress=_say)
 
 

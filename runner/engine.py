@@ -16,7 +16,7 @@ import docker
 import docker.errors
 import requests
 
-from runner.errors import SandboxUnavailableError
+from runner.errors import LeftoverError, SandboxUnavailableError
 
 T = TypeVar("T")
 
@@ -26,6 +26,7 @@ LABEL_ROLE = "io.bakeoff.role"
 LABEL_RUN = "io.bakeoff.run"
 LABEL_IMAGE = "io.bakeoff.image"
 LABEL_IDENTITY = "io.bakeoff.identity"
+KINDS = ("container", "network", "volume")  # the order of removal: a network holds containers
 
 API_TIMEOUT_S = 120
 # Transient engine errors (a daemon restarting, a socket hiccup) are retried this many
@@ -33,6 +34,7 @@ API_TIMEOUT_S = 120
 # a create that timed out may have happened, and a duplicate would escape our bookkeeping.
 RETRIES = 2
 RETRY_BACKOFF_S = 0.5
+SWEEPS = 2
 ENGINE_HINT = "check that `docker info` answers (make setup starts an engine when none does)"
 
 
@@ -112,19 +114,37 @@ class Engine:
         """Remove our containers, then networks, then volumes matching `filters`.
 
         `filters` must name LABEL_EXPERIMENT (or at least the label key): we never remove
-        anything that does not carry our labels. `keep(labels)` spares a resource.
+        anything that does not carry our labels. `keep(labels)` spares a resource. A network
+        is emptied first (every container still attached is disconnected, not removed: a
+        kept container of a live run goes on running). One resource that vanished meanwhile
+        is skipped, one the engine refuses does not stop the sweep; if anything of ours is
+        still there at the end, `LeftoverError` names each with the engine's answer.
         """
         if not any(key.startswith("io.bakeoff.") for key in filters):
             raise ValueError("refusing to remove resources without a bakeoff label filter")
-        removed = {"container": 0, "network": 0, "volume": 0}
-        for kind in ("container", "network", "volume"):
+        removed = {kind: 0 for kind in KINDS}
+        refused: dict[str, str] = {}
+        # A second sweep catches what the first could not yet remove (a container still
+        # being removed holds its network); both sweeps are bounded, and idempotent.
+        for _ in range(SWEEPS):
+            for kind, item in self._ours(filters, keep):
+                try:
+                    if _remove(self, kind, item):
+                        removed[kind] += 1
+                except (docker.errors.APIError, SandboxUnavailableError) as error:
+                    refused[f"{kind} {item.name}"] = str(error)
+            left = [f"{kind} {item.name}" for kind, item in self._ours(filters, keep)]
+            if not left:
+                return removed
+            time.sleep(RETRY_BACKOFF_S)
+        raise LeftoverError(left, refused)
+
+    def _ours(self, filters: dict[str, str],
+              keep: Callable[[dict[str, str]], bool] | None) -> Iterator[tuple[str, Any]]:
+        for kind in KINDS:
             for item in self.labelled(kind, filters):
-                labels = _labels_of(kind, item)
-                if keep is not None and keep(labels):
-                    continue
-                if _remove(self, kind, item):
-                    removed[kind] += 1
-        return removed
+                if keep is None or not keep(_labels_of(kind, item)):
+                    yield kind, item
 
 
 def _labels_of(kind: str, item: Any) -> dict[str, str]:
@@ -134,14 +154,31 @@ def _labels_of(kind: str, item: Any) -> dict[str, str]:
 
 
 def _remove(engine: Engine, kind: str, item: Any) -> bool:
+    """Remove one resource; False when it was already gone."""
     try:
         if kind == "container":
             engine.call("remove container", item.remove, force=True, v=True)
+        elif kind == "network":
+            _empty_network(engine, item)
+            engine.call("remove network", item.remove)
         else:
             engine.call(f"remove {kind}", item.remove)
     except docker.errors.NotFound:
         return False
     return True
+
+
+def _empty_network(engine: Engine, network: Any) -> None:
+    """Disconnect every container still attached (a network with endpoints is refused with
+    403 "has active endpoints"): e.g. the experiment's Postgres, kept for the live run,
+    still on a sample network of a run that was killed."""
+    engine.call("inspect network", network.reload, retry=True)  # a listing has no endpoints
+    for container_id in network.attrs.get("Containers") or {}:
+        try:
+            engine.call("disconnect from network", network.disconnect, container_id,
+                        force=True)
+        except docker.errors.NotFound:  # the container went meanwhile
+            continue
 
 
 def iter_stream(stream: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -83,3 +83,15 @@ class DatabaseError(InfraError):
     """The experiment's Postgres could not be started or administered."""
 
 
+
+
+class LeftoverError(InfraError):
+    """Resources of ours are still there after a sweep (`down`, `gc`): each is named with
+    what the engine answered when it was removed."""
+
+    def __init__(self, left: list[str], refused: dict[str, str]) -> None:
+        self.left = tuple(left)
+        self.refused = dict(refused)
+        named = "; ".join(f"{what} ({refused.get(what, 'still there')})" for what in left)
+        super().__init__(f"{len(left)} of our resources are still there after removal: {named}",
+                         hint="run the command again; `docker inspect NAME` shows what holds it")

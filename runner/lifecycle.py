@@ -25,7 +25,7 @@ from runner import stage as stage_mod
 from runner import state as state_mod
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import BadInputError, DatabaseError, NotUpError, UnknownArmError
-from runner.manifest import LoadedManifest
+from runner.manifest import Database, LoadedManifest
 from runner.state import ArmSandbox, DbState, ExperimentState
 from runner.store import ensure_excluded, experiment_dir, experiment_lock, stage_dir
 
@@ -64,7 +64,7 @@ class UpOptions:
 def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
        progress: Progress = _quiet, options: UpOptions = UpOptions()) -> ExperimentState:
     """Check and freeze the stage's contract, prove the base fails, then make one sandbox
-    per arm: checkout, network, schema, limits."""
+    per arm: checkout, network, database, limits."""
     repo = loaded.repo_path
     name = loaded.manifest.experiment.name
     ensure_excluded(repo)
@@ -173,7 +173,7 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
             _connect_db(engine, server.container_id, prepared_network(prepared, arm.id))
         # Connecting a network can re-publish the container's ports: read the port again.
         server = database.refresh_port(engine, server)
-        progress("Postgres ready: one schema and role per arm")
+        progress("Postgres ready: one database and owner role per arm")
         database.lock_down(server)
         for arm in arms:
             schemas[arm.id] = database.create_schema(server, database.role_name(experiment, arm.id))
@@ -203,9 +203,20 @@ def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
     network = _db_network_name(plan)
     # Not internal: a published port (127.0.0.1 only) needs a routable bridge.
     sandbox.create_network(engine, network, _labels(plan, "database-network"), egress=True)
-    name = f"bakeoff-{plan.loaded.manifest.experiment.name}-db-{plan.run}"
+    manifest = plan.loaded.manifest
+    assert manifest.database is not None
+    name = f"bakeoff-{manifest.experiment.name}-db-{plan.run}"
+    # Room for every arm's database and for the samples that `score` runs on this server.
     return database.start_server(engine, plan.db_image.image_id, _labels(plan, "database"),
-                                 network, name)
+                                 network, name, policy=db_policy(manifest.database),
+                                 databases=len(manifest.arms) + database.SAMPLE_DATABASES)
+
+
+def db_policy(section: Database) -> database.DbPolicy:
+    """The manifest's `[database]` limits, as every arm's and sample's role gets them."""
+    return database.DbPolicy(connection_limit=section.connection_limit,
+                             statement_timeout_s=section.statement_timeout_s,
+                             temp_file_limit_mb=section.temp_file_limit_mb)
 
 
 def _prepare_arm(engine: Engine, plan: UpPlan, directory: Path,
@@ -288,13 +299,13 @@ def exec_arm(engine: Engine, loaded: LoadedManifest, arm_id: str,
 @dataclass(frozen=True)
 class DownReport:
     removed: dict[str, int]
-    dropped: list[str]
-    schemas_left: list[str]
+    dropped: list[str]  # databases, each with its owner role of the same name
+    databases_left: list[str]
     roles_left: list[str]
 
 
 def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) -> DownReport:
-    """Keep the arms' commits (fetched back), drop schemas and roles, remove by label."""
+    """Keep the arms' commits (fetched back), drop databases and roles, remove by label."""
     repo = loaded.repo_path
     name = loaded.manifest.experiment.name
     directory = experiment_dir(repo, name)
@@ -304,11 +315,11 @@ def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) ->
         current = state_mod.load(directory)
         if current is not None and current.phase == "up":
             _keep_work(repo, current, progress)
-            dropped, left = _drop_schemas(engine, current, progress)
+            dropped, left = _drop_databases(engine, current, progress)
         removed = engine.remove_labelled({LABEL_EXPERIMENT: name})
         state_mod.clear(directory)
     progress(f"removed {removed['container']} containers, {removed['network']} networks, "
-             f"dropped {len(dropped)} schemas and their roles")
+             f"dropped {len(dropped)} databases and their roles")
     return DownReport(removed, dropped, *left)
 
 
@@ -324,23 +335,30 @@ def _keep_work(repo: Path, current: ExperimentState, progress: Progress) -> None
             progress(f"arm {arm.arm}: kept its commits as {branch}")
 
 
-def _drop_schemas(engine: Engine, current: ExperimentState,
-                  progress: Progress) -> tuple[list[str], tuple[list[str], list[str]]]:
-    """Drop every arm's schema and role; then list what is left under our prefix."""
+def _drop_databases(engine: Engine, current: ExperimentState,
+                    progress: Progress) -> tuple[list[str], tuple[list[str], list[str]]]:
+    """Drop every arm's database and role, then any other of the experiment's (a sample's,
+    orphaned by a killed `score`); then list what is left under our prefix."""
     if current.db is None:
         return [], ([], [])
     server = database.DbServer(current.db.container_id, current.db.host_port,
                                current.db.admin_password)
-    dropped = []
+    prefix = database.role_name(current.experiment, "")
+    dropped: list[str] = []
     try:
         server = database.refresh_port(engine, server)  # a network connect may re-publish
         for arm in current.arms:
             if arm.schema_name:
                 database.drop_schema(server, arm.schema_name)
                 dropped.append(arm.schema_name)
-        left = database.list_owned(server, database.role_name(current.experiment, ""))
-    except DatabaseError as error:
-        progress(f"could not drop schemas ({error.message}); removing the database anyway")
+        databases, roles = database.list_owned(server, prefix)
+        for orphan in sorted(set(databases) | set(roles)):
+            database.drop_schema(server, orphan)
+            dropped.append(orphan)
+        left = database.list_owned(server, prefix)
+    except (DatabaseError, docker.errors.NotFound) as error:
+        what = error.message if isinstance(error, DatabaseError) else "its container is gone"
+        progress(f"could not drop databases ({what}); removing the server anyway")
         return dropped, ([], [])
     return dropped, left
 

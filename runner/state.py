@@ -29,6 +29,8 @@ class ArmSandbox(BaseModel):
     network: str
     egress: bool
     checkout: str
+    # The arm's Postgres database and its owner role: one name (a field name of the
+    # schema era, kept so a state file written before issue 11 still reads).
     schema_name: str | None = None
     schema_password: str | None = None
 

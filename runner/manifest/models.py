@@ -259,11 +259,25 @@ class Limits(Section):
 
 
 class Database(Section):
-    """``[database]``: optional per-arm Postgres schema + role."""
+    """``[database]``: optional Postgres; a database + owner role per arm and per sample."""
 
     image: NonBlank = Field(default="postgres", description="the Postgres image")
     url_env: EnvName = Field(
         default="DATABASE_URL", description="the variable that carries the arm's URL"
+    )
+    connection_limit: int = Field(
+        default=20, ge=1, le=100,
+        description="connections each arm's (and each sample's) role may hold at once; the "
+                    "server's max_connections is sized so every role can hold them all",
+    )
+    statement_timeout_s: float = Field(
+        default=120, gt=0,
+        description="statement_timeout of every arm's and sample's role, seconds",
+    )
+    temp_file_limit_mb: int = Field(
+        default=1024, ge=1,
+        description="temp_file_limit of every arm's and sample's role (superuser-only: the "
+                    "role cannot lift it), MiB",
     )
 
 

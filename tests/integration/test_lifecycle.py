@@ -36,7 +36,7 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
                                                    [f"{prefix}a", f"{prefix}b"])
     report = lifecycle.down(engine, target)
     assert report.dropped == [f"{prefix}a", f"{prefix}b"]
-    assert (report.schemas_left, report.roles_left) == ([], [])
+    assert (report.databases_left, report.roles_left) == ([], [])
     assert report.removed == {"container": 3, "network": 3, "volume": 0}
     assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
     second = lifecycle.up(engine, target, options=CORE)
@@ -129,6 +129,63 @@ def test_gc_keeps_a_live_experiment_and_removes_an_orphan_run(
     assert removed == {"container": 1, "network": 0, "volume": 0}
     runs = {c.labels[LABEL_RUN] for c in engine.labelled("container", {LABEL_EXPERIMENT: name})}
     assert runs == {live.run}
+
+
+def test_gc_after_run_killed_in_scoring_removes_a_sample_network_the_live_db_is_on(
+        engine: Engine, target: LoadedManifest) -> None:
+    """Regression (issue 11): `run` SIGKILLed during scoring left its sample network with the
+    experiment's Postgres (kept: it belongs to the live run) still attached, and `gc` crashed
+    with `APIError: 403 ... has active endpoints`. Now gc disconnects it and removes only the
+    network: exit 0, the network gone, the Postgres still running and answering."""
+    name = target.manifest.experiment.name
+    live = lifecycle.up(engine, target, options=CORE)
+    assert live.db is not None
+    orphan = sandbox.network_name(name, "A-samples", "deadbe")
+    sandbox.create_network(engine, orphan, Labels(name, "sample-network", "A", "deadbe"),
+                           egress=False)
+    engine.client.networks.get(orphan).connect(live.db.container_id,
+                                               aliases=[database.DB_ALIAS])
+    swept = cli(target.repo_path, "gc", timeout=300)
+    assert swept.returncode == 0, swept.stderr
+    assert swept.stderr == "gc: removed 0 containers, 1 networks, 0 volumes\n"
+    assert engine.client.networks.list(names=[orphan]) == []
+    db = engine.client.containers.get(live.db.container_id)
+    assert db.status == "running"
+    assert orphan not in db.attrs["NetworkSettings"]["Networks"]
+    server = database.refresh_port(engine, database.DbServer(
+        live.db.container_id, live.db.host_port, live.db.admin_password))
+    prefix = database.role_name(name, "")
+    assert database.list_owned(server, prefix)[0] == [f"{prefix}a", f"{prefix}b"]
+
+
+def test_gc_goes_on_past_a_refused_resource_and_names_it_when_it_stays(
+        engine: Engine, tmp_path: Path, built_images: dict[str, images.BuiltImage]) -> None:
+    """One resource the engine refuses (an orphan volume a kept container still uses) does
+    not stop the sweep: the orphan network after it is removed; `gc` then exits 3 naming
+    the volume and the engine's answer, never a traceback; the kept container runs on."""
+    loaded = load_manifest(make_target(tmp_path / "repo", ["A"], database=False))
+    name = loaded.manifest.experiment.name
+    try:
+        live = lifecycle.up(engine, loaded, options=CORE)
+        volume = engine.client.volumes.create(
+            name=f"{name}-scratch-deadbe", labels=Labels(name, "scratch", "", "deadbe").as_dict())
+        kept = engine.client.containers.run(
+            built_images["python"].image_id, ["sleep", "300"], detach=True,
+            labels=Labels(name, "arm", "A", live.run).as_dict(),
+            volumes={volume.name: {"bind": "/scratch", "mode": "rw"}})
+        orphan = sandbox.network_name(name, "A-samples", "deadbe")
+        sandbox.create_network(engine, orphan, Labels(name, "sample-network", "A", "deadbe"),
+                               egress=False)
+        swept = cli(loaded.repo_path, "gc", timeout=300)
+        assert swept.returncode == 3
+        assert (f"1 of our resources are still there after removal: volume {volume.name} ("
+                in swept.stderr)
+        assert "volume is in use" in swept.stderr and "Traceback" not in swept.stderr
+        assert engine.client.networks.list(names=[orphan]) == []
+        kept.reload()
+        assert kept.status == "running"
+    finally:
+        cleanup(engine, loaded)
 
 
 def test_missing_image_is_a_clear_error_never_a_pull(engine: Engine, tmp_path: Path) -> None:

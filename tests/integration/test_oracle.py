@@ -1,4 +1,4 @@
-"""`bakeoff-sandbox oracle`: fresh containers, fresh schemas, records a reproducer needs."""
+"""`bakeoff-sandbox oracle`: fresh containers, fresh databases, records a reproducer needs."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ DB_TEST = '''import os
 import psycopg
 
 
-def test_schema_starts_empty_and_is_writable():
+def test_database_is_its_own_and_starts_empty_and_is_writable():
     with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
-        tables = conn.execute("select count(*) from pg_tables "
-                              "where schemaname = current_schema()").fetchone()[0]
+        assert conn.execute("select current_database() = current_user").fetchone()[0]
+        tables = conn.execute("select count(*) from pg_class c join pg_namespace n"
+                              " on n.oid = c.relnamespace where n.nspname not in"
+                              " ('pg_catalog', 'information_schema', 'pg_toast')").fetchone()[0]
         assert tables == 0
         conn.execute("create table seen (n int)")
         conn.execute("insert into seen values (1)")
@@ -51,12 +53,12 @@ def test_same_commit_scored_twice_gives_identical_verdicts_and_full_records(
     assert sample["command"] == "pytest -q -p no:cacheprovider tests/test_app.py"
     assert sample["limits"] == {"cpus": 1.0, "memory_mb": 256, "pids": 128, "disk_mb": 2048}
     assert "***" in sample["env"]["DATABASE_URL"]
-    assert len({r["db_schema"] for rs in found for r in rs}) == 6  # a fresh schema each
+    assert len({r["db_schema"] for rs in found for r in rs}) == 6  # a fresh database each
     assert engine.labelled("container", {LABEL_EXPERIMENT: target.manifest.experiment.name}) == []
 
 
-def test_every_db_sample_gets_a_fresh_empty_schema(engine: Engine,
-                                                   target: LoadedManifest) -> None:
+def test_every_db_sample_gets_a_fresh_empty_database_of_its_own(
+        engine: Engine, target: LoadedManifest) -> None:
     repo = target.repo_path
     (repo / "tests" / "test_db.py").write_text(DB_TEST)
     git(repo, "add", "-A")

@@ -184,7 +184,7 @@ def test_reproduce_gives_the_recorded_verdict_and_counts_for_pass_and_fail(
 def test_reproduce_shell_lands_in_work_at_the_commit_with_the_samples_env(
         engine: Engine, built_images: dict[str, images.BuiltImage], tmp_path: Path) -> None:
     """A real pseudo-terminal: /work holds the sample's commit, BAKEOFF_SAMPLE is the
-    record's, and DATABASE_URL names a FRESH schema with a live password (never ***)."""
+    record's, and DATABASE_URL names a FRESH database with a live password (never ***)."""
     loaded, base = target(tmp_path / "repo", database=True)
     repo = loaded.repo_path
     marker = f"commit-{secrets.token_hex(6)}"
@@ -204,11 +204,12 @@ def test_reproduce_shell_lands_in_work_at_the_commit_with_the_samples_env(
             child.sendline(command)
             child.expect(answer)
         child.sendline('echo "U=$DATABASE_URL"')
-        child.expect(r"U=postgresql://(\w+):([^@\s]+)@db:5432/")
+        child.expect(r"U=postgresql://(\w+):([^@\s]+)@db:5432/(\w+)")
+        assert child.match.group(3) == child.match.group(1)  # the role's own database
         schema, password = child.match.group(1), child.match.group(2)
         assert schema != recorded.db_schema and "***" not in password
         child.sendline('python3 -c "import os, psycopg; print(\'D=\' + psycopg.connect('
-                       'os.environ[\'DATABASE_URL\']).execute(\'select current_schema()\')'
+                       'os.environ[\'DATABASE_URL\']).execute(\'select current_database()\')'
                        '.fetchone()[0])"')
         child.expect(f"D={schema}")
         child.sendline("exit 0")

@@ -65,8 +65,10 @@ def test_arm_cannot_see_rival_checkout_on_the_filesystem(engine: Engine,
     assert lines[-1] == "1"  # exactly one mount at /work: its own checkout
 
 
-def test_role_cannot_read_rival_schema_or_create_in_public(engine: Engine,
-                                                          target: LoadedManifest) -> None:
+def test_role_reads_only_its_own_database_and_owns_it(engine: Engine,
+                                                     target: LoadedManifest) -> None:
+    """Each arm has a database of its own (issue 11): B's tables are not in A's database
+    at all, under any name or search_path, and A is at home in its own `public`."""
     lifecycle.up(engine, target, options=CORE)
     created = sh(engine, target, "B", "python3 -c \"import os, psycopg; "
                  "c = psycopg.connect(os.environ['DATABASE_URL']); "
@@ -76,22 +78,23 @@ def test_role_cannot_read_rival_schema_or_create_in_public(engine: Engine,
     probe = (
         "import os, psycopg\n"
         "c = psycopg.connect(os.environ['DATABASE_URL'], autocommit=True)\n"
-        "for q in ('SELECT * FROM {b}.notes', 'CREATE TABLE public.stolen (x int)',\n"
-        "          'SET search_path = {b}; SELECT * FROM notes'):\n"
+        "for q in ('SELECT * FROM {b}.notes', 'SELECT * FROM public.notes',\n"
+        "          'SET search_path = {b}; SELECT * FROM notes',\n"
+        "          'CREATE TABLE public.mine (x int)'):\n"
         "    try:\n"
         "        c.execute(q)\n"
         "        print('ALLOWED', q)\n"
         "    except psycopg.Error as e:\n"
         "        print(e.sqlstate, str(e).splitlines()[0])\n"
     )
-    b_schema = lifecycle.require_up(target)[1].arm("B").schema_name  # type: ignore[union-attr]
-    result = sh(engine, target, "A", f"python3 -c \"{probe.format(b=b_schema)}\"")
+    b_db = lifecycle.require_up(target)[1].arm("B").schema_name  # type: ignore[union-attr]
+    result = sh(engine, target, "A", f"python3 -c \"{probe.format(b=b_db)}\"")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines() == [
-        f"42501 permission denied for schema {b_schema}",
-        "42501 permission denied for schema public",
-        # search_path is not a boundary: without USAGE the schema is skipped, not read.
+        f'42P01 relation "{b_db}.notes" does not exist',
+        '42P01 relation "public.notes" does not exist',
         '42P01 relation "notes" does not exist',
+        "ALLOWED CREATE TABLE public.mine (x int)",
     ]
 
 

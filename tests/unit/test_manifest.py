@@ -173,6 +173,15 @@ BAD_MANIFESTS = [
     Bad("threshold-1.5", edit("threshold = 1.0", "threshold = 1.5"), "contract.threshold",
         "<= 1"),
     Bad("pids-0", edit("pids = 512", "pids = 0"), "limits.pids", ">= 16"),
+    Bad("database-connection-limit-0",
+        edit('url_env = "DATABASE_URL"', 'url_env = "DATABASE_URL"\nconnection_limit = 0'),
+        "database.connection_limit", ">= 1"),
+    Bad("database-connection-limit-1000",
+        edit('url_env = "DATABASE_URL"', 'url_env = "DATABASE_URL"\nconnection_limit = 1000'),
+        "database.connection_limit", "<= 100"),
+    Bad("database-statement-timeout-0",
+        edit('url_env = "DATABASE_URL"', 'url_env = "DATABASE_URL"\nstatement_timeout_s = 0'),
+        "database.statement_timeout_s", "> 0"),
     Bad("network-open", edit("control = true", 'control = true\nnetwork = "open"'),
         "arms[0].network", "none, egress"),
     Bad("missing-contract-section", cut("[contract]", "[toolchain]"), "contract",
@@ -269,6 +278,21 @@ def test_limits_and_database_sections_are_optional(manifest_path: Path) -> None:
     manifest = load_manifest(manifest_path).manifest
     assert manifest.database is None
     assert manifest.limits.memory_mb == 2048 and manifest.limits.pids == 512
+
+
+def test_database_limits_default_and_can_be_set(manifest_path: Path) -> None:
+    """Issue 11: each arm's and sample's role gets these (defaults in code)."""
+    database = load_manifest(manifest_path).manifest.database
+    assert database is not None
+    assert (database.connection_limit, database.statement_timeout_s,
+            database.temp_file_limit_mb) == (20, 120, 1024)
+    manifest_path.write_text(edit('url_env = "DATABASE_URL"', 'url_env = "DATABASE_URL"\n'
+                                  "connection_limit = 5\nstatement_timeout_s = 2.5\n"
+                                  "temp_file_limit_mb = 64")(manifest_path.read_text()))
+    database = load_manifest(manifest_path).manifest.database
+    assert database is not None
+    assert (database.connection_limit, database.statement_timeout_s,
+            database.temp_file_limit_mb) == (5, 2.5, 64)
 
 
 def test_fewer_samples_allowed_when_asked_and_recorded_as_caveat(manifest_path: Path) -> None:
