@@ -33,6 +33,7 @@ from psycopg import sql
 
 from runner.engine import Engine, Labels
 from runner.errors import DatabaseError
+from runner.manifest.models import Database
 
 ADMIN_USER = "bakeoff"
 DB_NAME = "bakeoff"  # the admin database: no arm role may connect to it
@@ -116,6 +117,15 @@ def _configure_testcontainers() -> None:
     # an empty /.dockerenv: without docker_host mode testcontainers hands out bridge IPs.
     os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
     os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+
+
+def policy_of(section: Database | None) -> DbPolicy:
+    """The manifest's `[database]` limits, as every arm's and sample's role gets them."""
+    if section is None:
+        return DbPolicy()
+    return DbPolicy(connection_limit=section.connection_limit,
+                    statement_timeout_s=section.statement_timeout_s,
+                    temp_file_limit_mb=section.temp_file_limit_mb)
 
 
 def start_server(engine: Engine, image_id: str, labels: Labels, network: str, name: str,

@@ -25,7 +25,7 @@ from runner import stage as stage_mod
 from runner import state as state_mod
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import BadInputError, DatabaseError, NotUpError, UnknownArmError
-from runner.manifest import Database, LoadedManifest
+from runner.manifest import LoadedManifest
 from runner.state import ArmSandbox, DbState, ExperimentState
 from runner.store import ensure_excluded, experiment_dir, experiment_lock, stage_dir
 
@@ -208,15 +208,8 @@ def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
     name = f"bakeoff-{manifest.experiment.name}-db-{plan.run}"
     # Room for every arm's database and for the samples that `score` runs on this server.
     return database.start_server(engine, plan.db_image.image_id, _labels(plan, "database"),
-                                 network, name, policy=db_policy(manifest.database),
+                                 network, name, policy=database.policy_of(manifest.database),
                                  databases=len(manifest.arms) + database.SAMPLE_DATABASES)
-
-
-def db_policy(section: Database) -> database.DbPolicy:
-    """The manifest's `[database]` limits, as every arm's and sample's role gets them."""
-    return database.DbPolicy(connection_limit=section.connection_limit,
-                             statement_timeout_s=section.statement_timeout_s,
-                             temp_file_limit_mb=section.temp_file_limit_mb)
 
 
 def _prepare_arm(engine: Engine, plan: UpPlan, directory: Path,

@@ -31,7 +31,7 @@ from rig.parsers import UnknownParserError, get_parser
 from rig.ratchet import Ratchet
 from rig.record import SampleRecord
 from rig.verdict import Verdict
-from runner import images, prepared, sandbox, workspace
+from runner import database, images, prepared, sandbox, workspace
 from runner.engine import Engine
 from runner.errors import BadInputError, InfraError
 from runner.images import BuiltImage
@@ -322,8 +322,10 @@ def executor_for(engine: Engine, located: Located, loaded: LoadedManifest | None
         wanted = loaded.manifest.database.image if loaded and loaded.manifest.database \
             else "postgres"
         db_image = images.resolve(engine, wanted)
+    section = loaded.manifest.database if loaded else None
     return DockerSampleExecutor(engine, located.repo, located.experiment, image,
-                                limits_of(record), url_env, db_image)
+                                limits_of(record), url_env, db_image,
+                                db_policy=database.policy_of(section))
 
 
 class RecordedEnvExecutor:

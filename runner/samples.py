@@ -108,9 +108,11 @@ class DockerSampleExecutor:
     def __init__(self, engine: Engine, repo: Path, experiment: str, image: BuiltImage,
                  limits: sandbox.SandboxLimits, url_env: str | None = None,
                  db_image: BuiltImage | None = None,
-                 shared_db: database.DbServer | None = None) -> None:
+                 shared_db: database.DbServer | None = None,
+                 db_policy: database.DbPolicy | None = None) -> None:
         self.engine, self.repo, self.experiment = engine, repo, experiment
         self.image, self.limits, self.url_env, self.db_image = image, limits, url_env, db_image
+        self.db_policy = db_policy or database.DbPolicy()
         self.run = secrets.token_hex(3)
         # The experiment's own Postgres when it is up (saves a start per executor): samples
         # still get fresh databases; we only attach it to our sample networks and detach it.
@@ -129,7 +131,7 @@ class DockerSampleExecutor:
             sandbox.create_network(self.engine, net, self._labels("score-network"), egress=True)
             self.server = database.start_server(
                 self.engine, self.db_image.image_id, self._labels("score-database"), net,
-                f"bakeoff-{self.experiment}-scoredb-{self.run}")
+                f"bakeoff-{self.experiment}-scoredb-{self.run}", policy=self.db_policy)
             database.lock_down(self.server)
         return self
 
@@ -254,8 +256,8 @@ class DockerSampleExecutor:
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
             if schema is not None and self.server is not None:
-                # Under the same lock as create: both rewrite the database's ACL, and
-                # Postgres refuses concurrent updates of one catalog row.
+                # Under the same lock as create (the database module serializes admin DDL
+                # across executors too).
                 with self.lock:
                     database.drop_schema(self.server, schema.name)
 

@@ -60,7 +60,8 @@ def executor_for(engine: Engine, loaded: LoadedManifest, commit: str,
                                    manifest.limits.pids, manifest.limits.disk_mb)
     return DockerSampleExecutor(engine, loaded.repo_path, manifest.experiment.name, image,
                                 limits, manifest.database.url_env if manifest.database else None,
-                                db_image, shared_db=shared_db or live_db(engine, loaded))
+                                db_image, shared_db=shared_db or live_db(engine, loaded),
+                                db_policy=database.policy_of(manifest.database))
 
 
 def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
