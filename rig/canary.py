@@ -198,7 +198,8 @@ def _join(anchor: str, name: str) -> str:
 
 
 def _pytest(token: str, anchor: str) -> Canary:
-    # Not named test_*.py: collected only because the plugin adds it, never twice.
+    # Not named like a test module: only the plugin collects it (never an argument: in
+    # pytest 8.0-8.3 a file argument inside a directory argument replaces the directory).
     path = _join(anchor, f"bakeoff_{token}.py")
     passing, failing = f"test_{token}_pass", f"test_{token}_fail"
     content = ("import pytest\n\n\n"
@@ -215,6 +216,9 @@ def _pytest_plugin(token: str, path: str) -> str:
     return f'''"""bakeoff-sandbox's canary plugin for one sample (written by the rig)."""
 import json
 import os
+import pathlib
+
+import pytest
 
 _CANARY = {("/work/" + path)!r}
 _OUT = {out!r}
@@ -224,17 +228,18 @@ _WORKER = []
 def pytest_configure(config):
     if hasattr(config, "workerinput"):  # an xdist worker: the controller reports
         _WORKER.append(True)
-        return
-    if _CANARY not in [str(a) for a in config.args]:
-        config.args.append(_CANARY)
 
 
-def pytest_collection_modifyitems(items):
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """The canaries join whatever the command collected, after its own selection."""
     seen = set()
     for item in list(items):
         if item.nodeid in seen:
             items.remove(item)
         seen.add(item.nodeid)
+    module = pytest.Module.from_parent(session, path=pathlib.Path(_CANARY))
+    items.extend(item for item in module.collect() if item.nodeid not in seen)
 
 
 def _write(record):
