@@ -38,6 +38,7 @@ CANARY_RUNNERS = ("pytest", "node-test", "go-test", "cargo")
 FAILURE_EXIT = {"pytest": 1, "node-test": 1, "go-test": 1, "cargo": 101}
 RESULTS_DIR = "/tmp/.bakeoff-{token}"  # where the pytest plugin writes (writable by the sandbox)
 RESULTS_FILE = "results.jsonl"
+PLUGIN_DIR = "/bakeoff/in/plugin"  # the rig's inputs, read-only in the sample
 PLUGIN_LIMIT = 8 * 1024 * 1024  # bytes of plugin results read back
 
 
@@ -66,10 +67,12 @@ class Canary:
     plugin: bytes = b""  # pytest: the plugin's source, installed in the user site
 
     def env(self) -> dict[str, str]:
-        """What the sample's command needs to see them (pytest: load the plugin)."""
+        """What the sample's command needs to see them (pytest: load the plugin, which
+        the driver installs in the sandbox user's site and which PYTHONPATH also names,
+        for a virtualenv's python that has no user site)."""
         if self.runner != "pytest":
             return {}
-        return {"PYTEST_ADDOPTS": f"-p {self.plugin_module}"}
+        return {"PYTEST_ADDOPTS": f"-p {self.plugin_module}", "PYTHONPATH": PLUGIN_DIR}
 
     def as_record(self) -> dict[str, str | None]:
         return {"runner": self.runner, "token": self.token, "path": self.path,

@@ -112,7 +112,8 @@ def test_pytest_canaries_sit_next_to_the_protected_test_and_load_through_a_plugi
     assert plan is not None
     assert (plan.path, plan.pass_name, plan.fail_name, plan.fail_expect) == (
         "tests/bakeoff_ab12.py", "test_ab12_pass", "test_ab12_fail", Seen.SKIPPED)
-    assert plan.env() == {"PYTEST_ADDOPTS": "-p bakeoff_canary_ab12"}
+    assert plan.env() == {"PYTEST_ADDOPTS": "-p bakeoff_canary_ab12",
+                          "PYTHONPATH": "/bakeoff/in/plugin"}
     assert b"xfail(strict=True" in plan.content
     assert b"/work/tests/bakeoff_ab12.py" in plan.plugin
 
