@@ -15,14 +15,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rig.parsers.base import Counts, ParseResult, TestCase, TestStatus, contains_any, plain
+from rig.parsers.base import (
+    Counts,
+    ParseResult,
+    TestCase,
+    TestStatus,
+    bounded,
+    contains_any,
+    output_lines,
+    plain,
+)
 
-_RUNNING = re.compile(r"^\s+Running (?P<label>.+?)(?: \((?P<path>[^)]+)\))?$")
 _DOCTESTS = re.compile(r"^\s+Doc-tests (?P<crate>\S+)$")
-_HEADER = re.compile(r"^running (?P<n>\d+) tests?$")
+_HEADER = re.compile(r"^running (?P<n>\d{1,9}) tests?$")
 _RESULT = re.compile(
-    r"^test result: (?:ok|FAILED)\. (?P<passed>\d+) passed; (?P<failed>\d+) failed; "
-    r"(?P<ignored>\d+) ignored; (?P<measured>\d+) measured;"
+    r"^test result: (?:ok|FAILED)\. (?P<passed>\d{1,9}) passed; (?P<failed>\d{1,9}) failed; "
+    r"(?P<ignored>\d{1,9}) ignored; (?P<measured>\d{1,9}) measured;"
 )
 _TEST = re.compile(r"^test (?P<name>.+) \.\.\. (?P<st>ok|FAILED|ignored(?:, .*)?)$")
 _CAPTURED = re.compile(r"^---- .+ std(?:out|err) ----$")
@@ -103,13 +111,36 @@ def _result(state: _State, match: re.Match[str]) -> None:
         binary.header = None
 
 
+def _running(line: str) -> tuple[str, str | None] | None:
+    r"""(label, path) of `   Running <label>[ (<path>)]`; linear in the line's length.
+
+    The same reading as `^\s+Running (?P<label>.+?)(?: \((?P<path>[^)]+)\))?$`: the path
+    is the text in the LAST parentheses at the end, opened by the first ` (` after any
+    other `)`.
+    """
+    stripped = line.lstrip()
+    if len(stripped) == len(line) or not stripped.startswith("Running "):
+        return None
+    rest = stripped[len("Running ") :]
+    if not rest:
+        return None
+    if rest.endswith(")"):
+        close = rest.rfind(")", 0, len(rest) - 1)
+        opened = rest.find(" (", max(close + 1, 1))
+        if opened != -1 and opened + 2 < len(rest) - 1:
+            return rest[:opened], rest[opened + 2 : -1]
+    return rest, None
+
+
 def _binary(line: str) -> _Binary | None:
     """The binary a `Running ...` / `Doc-tests ...` line starts, if it is one."""
-    if running := _RUNNING.match(line):
-        path = running["path"] or running["label"]
-        return _Binary(running["label"], _HASH.sub("", path.rsplit("/", 1)[-1]))
+    if running := _running(line):
+        label, path = running
+        artifact = _HASH.sub("", (path or label).rsplit("/", 1)[-1])
+        return _Binary(bounded(label), bounded(artifact))
     if doc := _DOCTESTS.match(line):
-        return _Binary(f"Doc-tests {doc['crate']}", doc["crate"])
+        crate = bounded(doc["crate"])
+        return _Binary(f"Doc-tests {crate}", crate)
     return None
 
 
@@ -158,8 +189,9 @@ def parse(text: str) -> ParseResult:
     """Sum every binary's `test result:` line; qualify test ids by binary."""
     text = plain(text)
     state = _State()
-    for raw in text.splitlines():
-        _line(state, raw.rstrip())
+    lines = [raw.rstrip() for raw in output_lines(text)]
+    for line in lines:
+        _line(state, line)
     _close_unfinished(state)
     found = state.results > 0 or state.counts.errors > 0
     return ParseResult(

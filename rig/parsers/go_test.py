@@ -22,8 +22,10 @@ from rig.parsers.base import (
     ParseResult,
     TestCase,
     TestStatus,
+    bounded,
     contains_any,
     count_statuses,
+    output_lines,
     plain,
 )
 
@@ -94,12 +96,12 @@ def _event(run: _Run, line: str) -> bool:
     """Record one test2json event; False when `line` is not one."""
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json allows
         return False
     if not isinstance(event, dict) or "Action" not in event:
         return False
     run.json_events += 1
-    action, package = event["Action"], str(event.get("Package", ""))
+    action, package = event["Action"], bounded(str(event.get("Package", "")))
     if action in ("pass", "fail", "skip"):
         if event.get("Test"):
             run.test(package, str(event["Test"]), _STATUS[action])
@@ -112,7 +114,7 @@ def _plain(run: _Run, line: str) -> None:
     if test := _TEST_LINE.match(line):
         run.pending.append((test["name"], _STATUS[test["st"]]))
     elif package := _PACKAGE_LINE.match(line):
-        run.package(package["pkg"], _STATUS[package["st"]])
+        run.package(bounded(package["pkg"]), _STATUS[package["st"]])
 
 
 def _cases(run: _Run) -> tuple[TestCase, ...]:
@@ -129,7 +131,7 @@ def parse(text: str) -> ParseResult:
     """Read test and package results from -json events and plain lines alike."""
     text = plain(text)
     run = _Run()
-    for raw in text.splitlines():
+    for raw in output_lines(text):
         line = raw.rstrip()
         if not (line.startswith("{") and _event(run, line)):
             _plain(run, line)
