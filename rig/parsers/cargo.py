@@ -5,7 +5,10 @@ target, is not the answer). Each result must close a `running N tests` header of
 same binary with matching numbers; a result line with no open header, or one inside a
 test's captured stdout (`---- name stdout ----`), was printed by the code under test.
 A header with no result means the test binary crashed (SIGABRT, SIGSEGV, ...): counted
-as one error and reported as `incomplete`. The parser needs stderr merged in order
+as one error and reported as `incomplete`. A build script of the tree's own crate that
+fails (`failed to run custom build command for `units v0.1.0 (/path)``) is the code's
+build failure; libtest rejecting `cargo test -- ARGS` (`error: Unrecognized option`) is
+a usage error. The parser needs stderr merged in order
 (`2>&1`): cargo prints the `Running <binary>` lines there, and they qualify test ids
 (`tests/api.rs::same_name`).
 """
@@ -47,7 +50,15 @@ _USAGE = (
     "error: no example target named",
     "error: package(s) `",
     "error: invalid value",
+    # libtest's own command line (`cargo test -- ARGS`), getopts' messages
+    "error: Unrecognized option: '",
+    "error: Argument to option '",
+    "' given more than once",
+    "' does not take an argument",
 )
+# `error: failed to run custom build command for `units v0.1.0 (/tmp/w/units)``: a build
+# script failed; a local path in the parentheses makes it the tree's own crate.
+_BUILD_SCRIPT = "error: failed to run custom build command for `"
 
 
 def usage_error(exit_code: int | None, text: str) -> bool:
@@ -179,6 +190,23 @@ def _qualified(state: _State) -> tuple[TestCase, ...]:
     return tuple(cases)
 
 
+def _build_scripts(lines: list[str]) -> tuple[bool, tuple[str, ...]]:
+    """Whether a build script of the tree's own crates failed (the code does not build),
+    and a note for each failed build script of a dependency (often a system library
+    missing from the image: not the code's fault by itself)."""
+    own, notes = False, []
+    for line in lines:
+        if not line.startswith(_BUILD_SCRIPT):
+            continue
+        crate = line[len(_BUILD_SCRIPT) :].rstrip("`")
+        if " (/" in crate:
+            own = True
+        else:
+            notes.append(f"the build script of dependency {bounded(crate)} failed: a system "
+                         "library or tool missing from the image?")
+    return own, tuple(notes)
+
+
 def _notes(text: str) -> tuple[str, ...]:
     if "error: test failed, to rerun pass" in text and " failed:\n" not in text:
         return ("cargo stopped at the first failing binary: pass --no-fail-fast to count all",)
@@ -194,13 +222,14 @@ def parse(text: str) -> ParseResult:
         _line(state, line)
     _close_unfinished(state)
     found = state.results > 0 or state.counts.errors > 0
+    own_build_script, dependency_notes = _build_scripts(lines)
     return ParseResult(
         counts=state.counts if found else None,
         summaries=state.result_lines,
         tests=_qualified(state),
-        build_failed=contains_any(text, _BUILD_FAILED),
+        build_failed=contains_any(text, _BUILD_FAILED) or own_build_script,
         usage_error=usage_error(None, text) and not found,
-        notes=_notes(text),
+        notes=_notes(text) + dependency_notes,
         incomplete=tuple(state.incomplete),
         summed=True,
         spoof_evidence=tuple(state.spoof),

@@ -31,7 +31,10 @@ _DURATION = re.compile(r" \(\d+ m?s\)")  # ` (12 ms)` after the name, cut by han
 _MARKS = {"✓": TestStatus.PASSED, "✕": TestStatus.FAILED}
 _SEP = " \u203a "  # SINGLE RIGHT-POINTING ANGLE QUOTATION MARK, as in Jest's failure titles
 _BUILD_FAILED = ("● Test suite failed to run",)
-_NO_TESTS = ("No tests found, exiting with code 1",)
+_NO_TESTS = (  # the second with --passWithNoTests
+    "No tests found, exiting with code 1",
+    "No tests found, exiting with code 0",
+)
 _USAGE = (
     "● Unrecognized CLI Parameter",
     "● Invalid testPattern",

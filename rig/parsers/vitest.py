@@ -32,7 +32,10 @@ _DURATION = re.compile(r" \d+ms")  # ` 5ms` after the name, cut by hand (linear)
 _FILE_COUNT = re.compile(r"\(\d+ tests?( \|)?")
 _MARKS = {"✓": TestStatus.PASSED, _FAILED_MARK: TestStatus.FAILED, "↓": TestStatus.SKIPPED}
 _BUILD_FAILED = re.compile(r"⎯ Failed Suites \d+ ⎯")
-_NO_TESTS = ("No test files found, exiting with code 1",)
+_NO_TESTS = (  # the second with --passWithNoTests
+    "No test files found, exiting with code 1",
+    "No test files found, exiting with code 0",
+)
 _USAGE = ("CACError: ", "Unknown option `")
 
 
