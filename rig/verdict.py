@@ -9,7 +9,7 @@ pure: the exit code, the container's timeout/OOM flags and a `ParseResult` in, a
 3. no exit code / exit 127 or 126                 -> RIG_ERROR infra / command_not_found
 4. `exit-code` parser: 0                          -> PASS, anything else FAIL tests_failed
 5. the code under test did not build/import       -> FAIL build_failed
-6. the runner rejected its command, nothing ran   -> RIG_ERROR bad_invocation
+6. the runner rejected its command, nothing ran   -> RIG_ERROR bad_invocation (no counts)
 7. output the runner cannot have printed          -> FAIL spoofed_output
 8. the test process ended before reporting        -> FAIL aborted
 9. no summary found                               -> RIG_ERROR unparsed_output
@@ -139,7 +139,7 @@ def _not_genuine(parser: str, exit_code: int, parsed: ParseResult) -> Outcome | 
     nothing_ran = counts is None or counts.passed + counts.failed == 0
     if nothing_ran and (parsed.usage_error or get_parser(parser).usage_error(exit_code, "")):
         detail = f"{_exit_text(exit_code)}: {parser} rejected its command line"
-        return _rig(RigErrorReason.bad_invocation, detail, counts)
+        return _rig(RigErrorReason.bad_invocation, detail)  # measured nothing: no counts
     if parsed.spoof_evidence or (parsed.summaries > 1 and not parsed.summed):
         evidence = "; ".join(parsed.spoof_evidence) or f"{parsed.summaries} summaries"
         return _fail(FailReason.spoofed_output, f"output the runner did not print: {evidence}",

@@ -1,17 +1,27 @@
-"""The typed result every parser returns: text in, `ParseResult` out, nothing else.
+r"""The typed result every parser returns: text in, `ParseResult` out, nothing else.
 
 `Counts` lives here (and is re-exported by `rig.verdict`) so that parsers never import
 the verdict rules and the verdict rules can import the parser registry without a cycle.
+
+Every parser runs in time linear in its input, whatever the code under test prints
+(tests/unit/test_parser_limits.py holds 1 MB adversarial lines to it): no pattern in
+which two unbounded quantifiers can trade characters (`\S+::.+?`, `.+?( \(.*\))?$`);
+such lines are read by hand. A count is at most 9 digits (`\d{1,9}`): a longer number
+is nobody's test count, and `int()` of one is slow or refused. A qualifier repeated in
+many test ids is `bounded`, so the ids cost no more than the lines they come from.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_TRUNCATED = re.compile(r"\[bakeoff: output truncated: \d+ bytes omitted\]")
+QUALIFIER_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,8 @@ class ParseResult:
     counts: the runner's summary (summed where the format has one per binary/package);
         None when no summary was found.
     summaries: how many summary lines/blocks were found.
+    summary_sequence: the counts of EVERY summary line/block found, in output order, for
+        the runners that print one (pytest, jest, vitest, node-test); () for the others.
     summed: True when several summaries are normal for this format (cargo binaries, go
         packages) and `counts` is their sum; False when more than one means a spoof.
     spoof_evidence: sentences naming output the runner cannot have printed itself
@@ -125,6 +137,23 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def output_lines(text: str) -> list[str]:
+    """The lines of `text` without the marker the rig writes where it cut the middle out
+    of a capped log (`[bakeoff: output truncated: N bytes omitted]`): head and tail read
+    as if they were contiguous."""
+    return [line for line in text.splitlines() if not _TRUNCATED.fullmatch(line)]
+
+
+def bounded(qualifier: str) -> str:
+    """`qualifier` (a binary label, package or describe path that prefixes many test
+    ids) cut to QUALIFIER_MAX characters, so each id costs no more than its own line; a
+    cut one ends with a hash of the whole, so two long qualifiers stay distinct."""
+    if len(qualifier) <= QUALIFIER_MAX:
+        return qualifier
+    digest = hashlib.sha256(qualifier.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{qualifier[:QUALIFIER_MAX]}\u2026{digest}"
+
+
 def contains_any(text: str, needles: tuple[str, ...]) -> bool:
     """True when any of `needles` occurs in `text`."""
     return any(needle in text for needle in needles)
@@ -132,16 +161,16 @@ def contains_any(text: str, needles: tuple[str, ...]) -> bool:
 
 def one_summary(lines: list[str], text: str, summary: re.Pattern[str],
                 counts_of: Callable[[str], Counts], no_tests: tuple[str, ...],
-                what: str) -> tuple[Counts | None, int, tuple[str, ...]]:
+                what: str) -> tuple[Counts | None, tuple[Counts, ...], tuple[str, ...]]:
     """For runners that print ONE summary line (`summary` captures its `body`): the
-    most-failing of the lines found (a spoof cannot hide a failure), how many there
-    were, and the spoof evidence when there was more than one."""
+    most-failing of the lines found (a spoof cannot hide a failure), every line's counts
+    in output order, and the spoof evidence when there was more than one."""
     found = [counts_of(m["body"]) for m in map(summary.match, lines) if m]
     counts = most_failing(found)
     if counts is None and contains_any(text, no_tests):
         counts = Counts()
     spoof = (f"{len(found)} {what} lines; the runner prints one",) if len(found) > 1 else ()
-    return counts, len(found), spoof
+    return counts, tuple(found), spoof
 
 
 _WORD_COUNT = re.compile(r"(\d+) ([a-z]+)")

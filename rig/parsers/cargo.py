@@ -5,7 +5,10 @@ target, is not the answer). Each result must close a `running N tests` header of
 same binary with matching numbers; a result line with no open header, or one inside a
 test's captured stdout (`---- name stdout ----`), was printed by the code under test.
 A header with no result means the test binary crashed (SIGABRT, SIGSEGV, ...): counted
-as one error and reported as `incomplete`. The parser needs stderr merged in order
+as one error and reported as `incomplete`. A build script of the tree's own crate that
+fails (`failed to run custom build command for `units v0.1.0 (/path)``) is the code's
+build failure; libtest rejecting `cargo test -- ARGS` (`error: Unrecognized option`) is
+a usage error. The parser needs stderr merged in order
 (`2>&1`): cargo prints the `Running <binary>` lines there, and they qualify test ids
 (`tests/api.rs::same_name`).
 """
@@ -15,14 +18,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rig.parsers.base import Counts, ParseResult, TestCase, TestStatus, contains_any, plain
+from rig.parsers.base import (
+    Counts,
+    ParseResult,
+    TestCase,
+    TestStatus,
+    bounded,
+    contains_any,
+    output_lines,
+    plain,
+)
 
-_RUNNING = re.compile(r"^\s+Running (?P<label>.+?)(?: \((?P<path>[^)]+)\))?$")
 _DOCTESTS = re.compile(r"^\s+Doc-tests (?P<crate>\S+)$")
-_HEADER = re.compile(r"^running (?P<n>\d+) tests?$")
+_HEADER = re.compile(r"^running (?P<n>\d{1,9}) tests?$")
 _RESULT = re.compile(
-    r"^test result: (?:ok|FAILED)\. (?P<passed>\d+) passed; (?P<failed>\d+) failed; "
-    r"(?P<ignored>\d+) ignored; (?P<measured>\d+) measured;"
+    r"^test result: (?:ok|FAILED)\. (?P<passed>\d{1,9}) passed; (?P<failed>\d{1,9}) failed; "
+    r"(?P<ignored>\d{1,9}) ignored; (?P<measured>\d{1,9}) measured;"
 )
 _TEST = re.compile(r"^test (?P<name>.+) \.\.\. (?P<st>ok|FAILED|ignored(?:, .*)?)$")
 _CAPTURED = re.compile(r"^---- .+ std(?:out|err) ----$")
@@ -39,7 +50,15 @@ _USAGE = (
     "error: no example target named",
     "error: package(s) `",
     "error: invalid value",
+    # libtest's own command line (`cargo test -- ARGS`), getopts' messages
+    "error: Unrecognized option: '",
+    "error: Argument to option '",
+    "' given more than once",
+    "' does not take an argument",
 )
+# `error: failed to run custom build command for `units v0.1.0 (/tmp/w/units)``: a build
+# script failed; a local path in the parentheses makes it the tree's own crate.
+_BUILD_SCRIPT = "error: failed to run custom build command for `"
 
 
 def usage_error(exit_code: int | None, text: str) -> bool:
@@ -103,13 +122,36 @@ def _result(state: _State, match: re.Match[str]) -> None:
         binary.header = None
 
 
+def _running(line: str) -> tuple[str, str | None] | None:
+    r"""(label, path) of `   Running <label>[ (<path>)]`; linear in the line's length.
+
+    The same reading as `^\s+Running (?P<label>.+?)(?: \((?P<path>[^)]+)\))?$`: the path
+    is the text in the LAST parentheses at the end, opened by the first ` (` after any
+    other `)`.
+    """
+    stripped = line.lstrip()
+    if len(stripped) == len(line) or not stripped.startswith("Running "):
+        return None
+    rest = stripped[len("Running ") :]
+    if not rest:
+        return None
+    if rest.endswith(")"):
+        close = rest.rfind(")", 0, len(rest) - 1)
+        opened = rest.find(" (", max(close + 1, 1))
+        if opened != -1 and opened + 2 < len(rest) - 1:
+            return rest[:opened], rest[opened + 2 : -1]
+    return rest, None
+
+
 def _binary(line: str) -> _Binary | None:
     """The binary a `Running ...` / `Doc-tests ...` line starts, if it is one."""
-    if running := _RUNNING.match(line):
-        path = running["path"] or running["label"]
-        return _Binary(running["label"], _HASH.sub("", path.rsplit("/", 1)[-1]))
+    if running := _running(line):
+        label, path = running
+        artifact = _HASH.sub("", (path or label).rsplit("/", 1)[-1])
+        return _Binary(bounded(label), bounded(artifact))
     if doc := _DOCTESTS.match(line):
-        return _Binary(f"Doc-tests {doc['crate']}", doc["crate"])
+        crate = bounded(doc["crate"])
+        return _Binary(f"Doc-tests {crate}", crate)
     return None
 
 
@@ -148,6 +190,23 @@ def _qualified(state: _State) -> tuple[TestCase, ...]:
     return tuple(cases)
 
 
+def _build_scripts(lines: list[str]) -> tuple[bool, tuple[str, ...]]:
+    """Whether a build script of the tree's own crates failed (the code does not build),
+    and a note for each failed build script of a dependency (often a system library
+    missing from the image: not the code's fault by itself)."""
+    own, notes = False, []
+    for line in lines:
+        if not line.startswith(_BUILD_SCRIPT):
+            continue
+        crate = line[len(_BUILD_SCRIPT) :].rstrip("`")
+        if " (/" in crate:
+            own = True
+        else:
+            notes.append(f"the build script of dependency {bounded(crate)} failed: a system "
+                         "library or tool missing from the image?")
+    return own, tuple(notes)
+
+
 def _notes(text: str) -> tuple[str, ...]:
     if "error: test failed, to rerun pass" in text and " failed:\n" not in text:
         return ("cargo stopped at the first failing binary: pass --no-fail-fast to count all",)
@@ -158,17 +217,19 @@ def parse(text: str) -> ParseResult:
     """Sum every binary's `test result:` line; qualify test ids by binary."""
     text = plain(text)
     state = _State()
-    for raw in text.splitlines():
-        _line(state, raw.rstrip())
+    lines = [raw.rstrip() for raw in output_lines(text)]
+    for line in lines:
+        _line(state, line)
     _close_unfinished(state)
     found = state.results > 0 or state.counts.errors > 0
+    own_build_script, dependency_notes = _build_scripts(lines)
     return ParseResult(
         counts=state.counts if found else None,
         summaries=state.result_lines,
         tests=_qualified(state),
-        build_failed=contains_any(text, _BUILD_FAILED),
+        build_failed=contains_any(text, _BUILD_FAILED) or own_build_script,
         usage_error=usage_error(None, text) and not found,
-        notes=_notes(text),
+        notes=_notes(text) + dependency_notes,
         incomplete=tuple(state.incomplete),
         summed=True,
         spoof_evidence=tuple(state.spoof),

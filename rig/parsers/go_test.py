@@ -5,10 +5,13 @@ gotestsum counts them. Each package has one result (`ok`/`FAIL`/`?` line, or a p
 `pass`/`fail`/`skip` event): results are summed across packages, and a package or a
 test reported twice was partly printed by the code under test (test2json itself turns
 a `--- PASS: TestX` line printed by a test into an event, so duplicates are the sign).
-A package that failed with no failing test (a crash in TestMain, a test-binary flag
-error) counts as one error. Go 1.19 prints build errors as plain text even in -json
-mode (`FAIL pkg [build failed]`); both modes are read. Plain output needs `-v`: without
-it passing tests are not listed and the counts cannot be read.
+A package that failed with no failing test (a crash in TestMain) counts as one error;
+when go's own usage text shows it rejected the command line (an unknown test-binary
+flag fails every package) and no test ran, there are no counts at all: the rig measured
+nothing. `ok pkg [no tests to run]` (`-run` matching nothing) is a package with zero
+tests. Go 1.19 prints build errors as plain text even in -json mode (`FAIL pkg [build
+failed]`); both modes are read. Plain output needs `-v`: without it passing tests are not
+listed and the counts cannot be read.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from rig.parsers.base import (
     ParseResult,
     TestCase,
     TestStatus,
+    bounded,
     contains_any,
     count_statuses,
+    output_lines,
     plain,
 )
 
@@ -40,6 +45,7 @@ _STATUS = {
     "?": TestStatus.SKIPPED,
 }
 _BUILD_FAILED = ("[build failed]", "[setup failed]")
+_NOTHING_TO_RUN = " [no tests to run]"  # `-run` matched no test in the package
 _USAGE = (
     "flag provided but not defined",
     'invalid value "',
@@ -69,6 +75,7 @@ class _Run:
     pending: list[tuple[str, TestStatus]] = field(default_factory=list)
     spoof: list[str] = field(default_factory=list)
     json_events: int = 0
+    nothing_to_run: set[str] = field(default_factory=set)  # plain `ok pkg [no tests to run]`
 
     def test(self, package: str, name: str, status: TestStatus) -> None:
         key = (package, name)
@@ -94,12 +101,12 @@ def _event(run: _Run, line: str) -> bool:
     """Record one test2json event; False when `line` is not one."""
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json allows
         return False
     if not isinstance(event, dict) or "Action" not in event:
         return False
     run.json_events += 1
-    action, package = event["Action"], str(event.get("Package", ""))
+    action, package = event["Action"], bounded(str(event.get("Package", "")))
     if action in ("pass", "fail", "skip"):
         if event.get("Test"):
             run.test(package, str(event["Test"]), _STATUS[action])
@@ -112,7 +119,10 @@ def _plain(run: _Run, line: str) -> None:
     if test := _TEST_LINE.match(line):
         run.pending.append((test["name"], _STATUS[test["st"]]))
     elif package := _PACKAGE_LINE.match(line):
-        run.package(package["pkg"], _STATUS[package["st"]])
+        name = bounded(package["pkg"])
+        run.package(name, _STATUS[package["st"]])
+        if line.endswith(_NOTHING_TO_RUN):
+            run.nothing_to_run.add(name)
 
 
 def _cases(run: _Run) -> tuple[TestCase, ...]:
@@ -125,26 +135,38 @@ def _counts(run: _Run) -> Counts:
     return count_statuses(_cases(run)) + Counts(errors=len(failed_packages - with_failing_test))
 
 
+def _unlisted_passes(run: _Run) -> bool:
+    """Plain output without -v: packages passed, yet no test is listed (and go did not
+    say `[no tests to run]`), so how many tests passed cannot be read."""
+    if run.tests or run.json_events:
+        return False
+    passed = (pkg for pkg, st in run.packages.items() if st is TestStatus.PASSED)
+    return any(pkg not in run.nothing_to_run for pkg in passed)
+
+
 def parse(text: str) -> ParseResult:
     """Read test and package results from -json events and plain lines alike."""
     text = plain(text)
     run = _Run()
-    for raw in text.splitlines():
+    for raw in output_lines(text):
         line = raw.rstrip()
         if not (line.startswith("{") and _event(run, line)):
             _plain(run, line)
     notes: tuple[str, ...] = ()
     counts: Counts | None = _counts(run) if run.packages else None
-    passed_package = any(st is TestStatus.PASSED for st in run.packages.values())
-    if passed_package and not run.tests and not run.json_events:
+    if _unlisted_passes(run):
         counts = None
         notes = ("plain `go test` output without -v lists no passing tests: use -json",)
+    build_failed = contains_any(text, _BUILD_FAILED)
+    usage = usage_error(None, text) and not run.tests
+    if usage and not build_failed:
+        counts = None  # go rejected its command line: the packages it failed ran no test
     return ParseResult(
         counts=counts,
         summaries=len(run.packages),
         tests=_cases(run),
-        build_failed=contains_any(text, _BUILD_FAILED),
-        usage_error=usage_error(None, text) and not run.tests,
+        build_failed=build_failed,
+        usage_error=usage,
         notes=notes,
         summed=True,
         spoof_evidence=tuple(run.spoof),

@@ -16,19 +16,25 @@ from rig.parsers.base import (
     ParseResult,
     TestCase,
     TestStatus,
+    bounded,
     contains_any,
     one_summary,
+    output_lines,
     plain,
     word_counts,
 )
 
-_SUMMARY = re.compile(r"^Tests:\s+(?P<body>(?:\d+ [a-z]+, )*\d+ total)\s*$")
+_SUMMARY = re.compile(r"^Tests:\s+(?P<body>(?:\d{1,9} [a-z]+, )*\d{1,9} total)\s*$")
 _FILE = re.compile(r"^ ?(?:PASS|FAIL) +(?P<file>\S+)$")
-_TEST = re.compile(r"^(?P<indent> +)(?P<mark>✓|✕|○ skipped|✎ todo) (?P<name>.+?)(?: \(\d+ m?s\))?$")
+_TEST = re.compile(r"^(?P<indent> +)(?P<mark>✓|✕|○ skipped|✎ todo) (?P<rest>.+)$")
+_DURATION = re.compile(r" \(\d+ m?s\)")  # ` (12 ms)` after the name, cut by hand (linear)
 _MARKS = {"✓": TestStatus.PASSED, "✕": TestStatus.FAILED}
 _SEP = " \u203a "  # SINGLE RIGHT-POINTING ANGLE QUOTATION MARK, as in Jest's failure titles
 _BUILD_FAILED = ("● Test suite failed to run",)
-_NO_TESTS = ("No tests found, exiting with code 1",)
+_NO_TESTS = (  # the second with --passWithNoTests
+    "No tests found, exiting with code 1",
+    "No tests found, exiting with code 0",
+)
 _USAGE = (
     "● Unrecognized CLI Parameter",
     "● Invalid testPattern",
@@ -44,35 +50,56 @@ def usage_error(exit_code: int | None, text: str) -> bool:
     return contains_any(text, _USAGE)
 
 
+def _name(rest: str) -> str:
+    r"""The test name before a trailing ` (12 ms)`, as `(?P<name>.+?)(?: \(\d+ m?s\))?$`."""
+    cut = rest.rfind(" (")
+    return rest[:cut] if cut > 0 and _DURATION.fullmatch(rest, cut) else rest
+
+
+def _kept(groups: list[str], depth: int) -> int:
+    """How many of `groups` a line at `depth` sits under: `len(groups[:depth])`."""
+    return len(range(len(groups))[:depth])
+
+
 def _tests(lines: list[str]) -> tuple[TestCase, ...]:
-    """Per-test marks in the listing under each `PASS|FAIL file` line (default reporter)."""
+    """Per-test marks in the listing under each `PASS|FAIL file` line (default reporter).
+
+    `paths[k]` is `file SEP group0 SEP ... SEP groupk`, `bounded`, built once per describe
+    line (not once per test), so a deep or long describe path costs linear time.
+    """
     cases: list[TestCase] = []
     file = ""
-    groups: list[str] = []
+    paths: list[str] = []
     for line in lines:
+        stripped = line.lstrip()
         if header := _FILE.match(line):
-            file, groups = header["file"], []
-        elif not line.strip() or line.lstrip().startswith("●"):
+            file, paths = bounded(header["file"]), []
+        elif not stripped or stripped[0] == "●":
             file = ""
-        elif file and (test := _TEST.match(line)):
-            depth = len(test["indent"]) // 2 - 1
+        elif not file:
+            continue
+        elif test := _TEST.match(line):
+            kept = _kept(paths, len(test["indent"]) // 2 - 1)
             status = _MARKS.get(test["mark"], TestStatus.SKIPPED)
-            cases.append(TestCase(_SEP.join([file, *groups[:depth], test["name"]]), status))
-        elif file:
-            depth = (len(line) - len(line.lstrip())) // 2 - 1
-            groups = [*groups[:depth], line.strip()]
+            prefix = paths[kept - 1] if kept else file
+            cases.append(TestCase(f"{prefix}{_SEP}{_name(test['rest'])}", status))
+        else:
+            kept = _kept(paths, (len(line) - len(stripped)) // 2 - 1)
+            del paths[kept:]
+            paths.append(bounded(f"{paths[-1] if paths else file}{_SEP}{stripped.rstrip()}"))
     return tuple(cases)
 
 
 def parse(text: str) -> ParseResult:
     """Read Jest's `Tests:` line(s), its test listing and its suite failures."""
     text = plain(text)
-    lines = text.splitlines()
-    counts, summaries, spoof = one_summary(lines, text, _SUMMARY, word_counts, _NO_TESTS,
-                                           "Jest `Tests:`")
+    lines = output_lines(text)
+    counts, found, spoof = one_summary(lines, text, _SUMMARY, word_counts, _NO_TESTS,
+                                       "Jest `Tests:`")
     return ParseResult(
         counts=counts,
-        summaries=summaries,
+        summaries=len(found),
+        summary_sequence=found,
         tests=_tests(lines),
         build_failed=contains_any(text, _BUILD_FAILED),
         usage_error=usage_error(None, text),

@@ -19,6 +19,7 @@ _FORBIDDEN = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _START = re.compile(r"<\?xml|<testsuites?\b")
 _CHILD_STATUS = {"failure": TestStatus.FAILED, "error": TestStatus.ERROR}
 _BUILD_FAILED_MESSAGES = ("collection failure",)  # pytest's collection error
+_DECLARED = re.compile(r"[0-9]{1,9}")  # a count: not `²` (isdigit), not 5,000 digits
 
 
 def usage_error(exit_code: int | None, text: str) -> bool:
@@ -44,10 +45,10 @@ def _case_id(case: ET.Element) -> str:
 def _declared(root: ET.Element) -> int | None:
     """The total the suites declare (`tests=`), or None when they do not say."""
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
-    values = [suite.get("tests") for suite in suites]
-    if not values or any(v is None or not v.isdigit() for v in values):
+    values = [suite.get("tests") or "" for suite in suites]
+    if not values or not all(_DECLARED.fullmatch(value) for value in values):
         return None
-    return sum(int(v) for v in values if v is not None)
+    return sum(int(value) for value in values)
 
 
 def _refused(note: str) -> ParseResult:

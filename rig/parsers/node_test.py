@@ -15,13 +15,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rig.parsers.base import Counts, ParseResult, TestCase, TestStatus, contains_any, plain
+from rig.parsers.base import (
+    Counts,
+    ParseResult,
+    TestCase,
+    TestStatus,
+    contains_any,
+    output_lines,
+    plain,
+)
 
 USAGE_EXIT_CODES = frozenset({9})  # node: "Invalid Argument"
 
 _SUMMARY = re.compile(
     "^(?:# |\u2139 )"  # INFORMATION SOURCE: the spec reporter's prefix
-    r"(?P<key>tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) [\d.]+$"
+    r"(?P<key>tests|suites|pass|fail|cancelled|skipped|todo|duration_ms)"
+    r" (?P<value>\d{1,9}(?:\.\d{1,12})?)$"
 )
 _SUBTEST = re.compile(r"^# Subtest: ")
 _POINT = re.compile(
@@ -53,8 +62,7 @@ def _summary_line(reading: _Reading, line: str) -> bool:
     if match["key"] == "tests":
         reading.blocks.append({})
     if reading.blocks:
-        number = line.rsplit(" ", 1)[1]
-        reading.blocks[-1][match["key"]] = int(float(number))
+        reading.blocks[-1][match["key"]] = int(float(match["value"]))
     return True
 
 
@@ -119,7 +127,7 @@ def parse(text: str) -> ParseResult:
     text = plain(text)
     reading = _Reading()
     listing = True  # the spec reporter repeats failures after "✖ failing tests:"
-    for line in text.splitlines():
+    for line in output_lines(text):
         if _summary_line(reading, line) or not listing:
             continue
         if line == "✖ failing tests:":
@@ -137,6 +145,7 @@ def parse(text: str) -> ParseResult:
     return ParseResult(
         counts=_counts(last) if last is not None else None,
         summaries=len(reading.blocks),
+        summary_sequence=tuple(_counts(block) for block in reading.blocks),
         tests=tuple(reading.tests),
         build_failed=reading.file_failed and "SyntaxError" in text,
         usage_error=usage_error(None, text),

@@ -19,6 +19,7 @@ from rig.parsers.base import (
     TestStatus,
     contains_any,
     most_failing,
+    output_lines,
     plain,
 )
 
@@ -26,7 +27,7 @@ USAGE_EXIT_CODES = frozenset({4})
 NO_TESTS_EXIT_CODES = frozenset({5})
 
 _SUMMARY = re.compile(
-    r"^(?:=+ )?(?P<body>no tests ran|\d+ [a-z]+(?:, \d+ [a-z]+)*)"
+    r"^(?:=+ )?(?P<body>no tests ran|\d{1,9} [a-z]+(?:, \d{1,9} [a-z]+)*)"
     r" in \d+(?:\.\d+)?(?:s| seconds)(?: \(\d+:\d\d:\d\d\))?(?: =+)?$"
 )
 _PART = re.compile(r"(\d+) ([a-z]+)")
@@ -43,11 +44,13 @@ _WORDS = {
     "warnings": "",
     "rerun": "",
 }
-_VERBOSE = re.compile(
-    r"^(?P<id>\S+::.+?) (?P<st>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
-    r"(?: \(.*\))?(?: +\[ *\d+%\])?$"
-)
-_SHORT = re.compile(r"^(?P<st>PASSED|FAILED|ERROR|XFAIL|XPASS) (?P<id>\S+::\S+)(?: - .*)?$")
+# A verbose line `ID STATUS[ (reason)][ +[ NN%]]` (ID = `\S+::.+`, the first STATUS that
+# fits) and a short-summary line `STATUS ID[ - message]` (ID = `\S+::\S+`) are read by
+# hand: as regexes (`\S+::.+?` before a status) they take quadratic time on one long line.
+_VERBOSE_STATUS = re.compile(r" (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?= |$)")
+_SHORT_STATUSES = frozenset({"PASSED", "FAILED", "ERROR", "XFAIL", "XPASS"})
+_LEADING = re.compile(r"\S+")
+_PERCENT = re.compile(r" *\d+%\]")
 _STATUS = {
     "PASSED": TestStatus.PASSED,
     "XPASS": TestStatus.PASSED,
@@ -87,15 +90,78 @@ def summary_counts(line: str) -> Counts | None:
     return Counts(**found)
 
 
+def _percent_start(line: str) -> int | None:
+    """Where the trailing ` +[ *NN%]` progress of a verbose line starts, if it has one."""
+    if not line.endswith("%]"):
+        return None
+    bracket = line.rfind("[")
+    if bracket < 1 or not _PERCENT.fullmatch(line, bracket + 1):
+        return None
+    start = len(line[:bracket].rstrip(" "))
+    return start if start < bracket else None
+
+
+def _fits(line: str, status: re.Match[str] | None, ends: tuple[int, ...]) -> bool:
+    """After `status` comes nothing or ` (reason)`, up to one of `ends`."""
+    if status is None:
+        return False
+    after = status.end()
+    return any(
+        end == after
+        or (end - after >= 3 and line.startswith(" (", after) and line[end - 1] == ")")
+        for end in ends
+    )
+
+
+def _verbose(line: str) -> tuple[str, str] | None:
+    r"""(id, status) of a `-v` line, or None; linear in the line's length.
+
+    The same reading as the regex `^\S+::.+? STATUS( \(.*\))?( +\[ *\d+%\])?$`, whose
+    greedy `\S+::` takes the LAST `::` of the leading word that leaves a match: a word
+    ending in `::` is followed by its status only when an earlier `::` exists and no
+    later status fits.
+    """
+    lead = _LEADING.match(line)
+    word_end = lead.end() if lead else 0
+    first = line.find("::", 1, word_end)
+    if first == -1:
+        return None
+    percent = _percent_start(line)
+    ends = (len(line),) if percent is None else (len(line), percent)
+    word_ends_in_colons = word_end - 2 >= 1 and line.startswith("::", word_end - 2)
+    start = word_end + 1 if word_ends_in_colons else word_end
+    status = next((m for m in _VERBOSE_STATUS.finditer(line, start) if _fits(line, m, ends)),
+                  None)
+    if status is None and word_ends_in_colons and first < word_end - 2:
+        status = _VERBOSE_STATUS.match(line, word_end)
+        status = status if _fits(line, status, ends) else None
+    return None if status is None else (line[: status.start()], status[1])
+
+
+def _short(line: str) -> tuple[str, str] | None:
+    """(id, status) of a short-summary (`-rA`) line, or None; linear in its length."""
+    status, space, rest = line.partition(" ")
+    if status not in _SHORT_STATUSES or not space:
+        return None
+    test_id, space, message = rest.partition(" ")
+    if space and not message.startswith("- "):
+        return None
+    colons = test_id.find("::", 1)
+    if colons == -1 or colons + 2 >= len(test_id) or not _LEADING.fullmatch(test_id):
+        return None
+    return test_id, status
+
+
 def _tests(lines: list[str]) -> tuple[TestCase, ...]:
     status: dict[str, TestStatus] = {}
     for line in lines:
-        match = _VERBOSE.match(line) or _SHORT.match(line)
-        if match is None:
+        found = _verbose(line) or _short(line)
+        if found is None:
             continue
-        new = _STATUS[match["st"]]
-        old = status.get(match["id"], new)
-        status[match["id"]] = max(old, new, key=_SEVERITY.index)
+        test_id, word = found
+        new = _STATUS[word]
+        old = status.get(test_id, new)
+        status[test_id] = max(old, new, key=_SEVERITY.index)
     return tuple(TestCase(test_id, st) for test_id, st in status.items())
 
 
@@ -115,7 +181,7 @@ def _incomplete(lines: list[str], found: list[Counts], text: str) -> tuple[str, 
     """pytest began running tests and never printed its summary (nor an internal error)."""
     if found or "INTERNALERROR" in text:
         return ()
-    if not any(_PROGRESS.match(line) or _VERBOSE.match(line) for line in lines):
+    if not any(_PROGRESS.match(line) or _verbose(line) for line in lines):
         return ()
     return ("pytest started running tests and never printed its summary line",)
 
@@ -123,7 +189,7 @@ def _incomplete(lines: list[str], found: list[Counts], text: str) -> tuple[str, 
 def parse(text: str) -> ParseResult:
     """Read pytest's summary line(s), per-test lines (-v / -rA) and failure markers."""
     text = plain(text)
-    lines = text.splitlines()
+    lines = output_lines(text)
     found = [c for c in (summary_counts(line) for line in lines) if c is not None]
     build_failed = contains_any(text, _BUILD_FAILED)
     spoof: tuple[str, ...] = ()

@@ -16,19 +16,26 @@ from rig.parsers.base import (
     TestStatus,
     contains_any,
     one_summary,
+    output_lines,
     plain,
     word_counts,
 )
 
 _SUMMARY = re.compile(
-    r"^\s*Tests  (?P<body>no tests|(?:\d+ [a-z]+ \| )*\d+ [a-z]+ \(\d+\))\s*$"
+    r"^\s*Tests  (?P<body>no tests|(?:\d{1,9} [a-z]+ \| )*\d{1,9} [a-z]+ \(\d+\))\s*$"
 )
 _FAILED_MARK = "\u00d7"  # MULTIPLICATION SIGN: Vitest's mark of a failed test
-_TEST = re.compile(f"^ +(?P<mark>[✓{_FAILED_MARK}↓]) " r"(?P<name>.+?)(?: \d+ms)?$")
-_FILE_LINE = re.compile(r"\(\d+ tests?(?: \|.*)?\)")
+_TEST = re.compile(f"^ +(?P<mark>[✓{_FAILED_MARK}↓]) (?P<rest>.+)$")
+_DURATION = re.compile(r" \d+ms")  # ` 5ms` after the name, cut by hand (linear)
+# A file's line `✓ test/x.test.mjs (6 tests | 2 skipped) 5ms` is not a test: its name
+# holds `\(\d+ tests?( \|.*)?\)`, found by hand (as a regex search it is quadratic).
+_FILE_COUNT = re.compile(r"\(\d+ tests?( \|)?")
 _MARKS = {"✓": TestStatus.PASSED, _FAILED_MARK: TestStatus.FAILED, "↓": TestStatus.SKIPPED}
 _BUILD_FAILED = re.compile(r"⎯ Failed Suites \d+ ⎯")
-_NO_TESTS = ("No test files found, exiting with code 1",)
+_NO_TESTS = (  # the second with --passWithNoTests
+    "No test files found, exiting with code 1",
+    "No test files found, exiting with code 0",
+)
 _USAGE = ("CACError: ", "Unknown option `")
 
 
@@ -38,24 +45,40 @@ def usage_error(exit_code: int | None, text: str) -> bool:
     return contains_any(text, _USAGE)
 
 
+def _name(rest: str) -> str:
+    r"""The test name before a trailing ` 5ms`, as `(?P<name>.+?)(?: \d+ms)?$`."""
+    cut = rest.rfind(" ")
+    return rest[:cut] if cut > 0 and _DURATION.fullmatch(rest, cut) else rest
+
+
+def _is_file_line(name: str) -> bool:
+    """`name` holds `(N tests)` or `(N tests | ...)` with a `)` somewhere after."""
+    last_close = name.rfind(")")
+    for count in _FILE_COUNT.finditer(name):
+        if name.startswith(")", count.end()) or (count[1] and last_close >= count.end()):
+            return True
+    return False
+
+
 def _tests(lines: list[str]) -> tuple[TestCase, ...]:
     cases = []
     for line in lines:
         test = _TEST.match(line)
-        if test and not _FILE_LINE.search(test["name"]):
-            cases.append(TestCase(test["name"], _MARKS[test["mark"]]))
+        if test and not _is_file_line(name := _name(test["rest"])):
+            cases.append(TestCase(name, _MARKS[test["mark"]]))
     return tuple(cases)
 
 
 def parse(text: str) -> ParseResult:
     """Read Vitest's `Tests` line(s), its test marks and its suite failures."""
     text = plain(text)
-    lines = text.splitlines()
-    counts, summaries, spoof = one_summary(lines, text, _SUMMARY, word_counts, _NO_TESTS,
-                                           "Vitest `Tests`")
+    lines = output_lines(text)
+    counts, found, spoof = one_summary(lines, text, _SUMMARY, word_counts, _NO_TESTS,
+                                       "Vitest `Tests`")
     return ParseResult(
         counts=counts,
-        summaries=summaries,
+        summaries=len(found),
+        summary_sequence=found,
         tests=_tests(lines),
         build_failed=_BUILD_FAILED.search(text) is not None,
         usage_error=usage_error(None, text),

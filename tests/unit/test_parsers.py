@@ -68,6 +68,10 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("pytest", "no-tests-deselected"): ((0, 0, 0, 0), 1, ""),
     ("pytest", "no-tests-collected"): ((0, 0, 0, 0), 1, ""),
     ("pytest", "command-not-found"): (None, 0, ""),
+    # issue 15 item 1 (the lead's rule): honest passing suites that print summary-like text
+    **{("pytest", f"prints-summaries-s-pytest{v}"): ((0, 2, 0, 1), 2, "s") for v in (7, 8, 9)},
+    **{("pytest", f"prints-summaries-q-s-pytest{v}"): ((0, 2, 0, 1), 3, "s") for v in (7, 8, 9)},
+    **{("pytest", f"prints-summaries-ra-pytest{v}"): ((0, 2, 0, 1), 5, "s") for v in (7, 8, 9)},
     ("cargo", "ws-pass"): ((9, 0, 1, 0), 7, ""),
     ("cargo", "ws-fail"): ((8, 1, 1, 0), 7, ""),
     ("cargo", "ws-fail-color"): ((8, 1, 1, 0), 7, ""),
@@ -78,6 +82,8 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("cargo", "usage-error"): (None, 0, "u"),
     ("cargo", "no-such-test-target"): (None, 0, "u"),
     ("cargo", "filtered-to-nothing"): ((0, 0, 0, 0), 5, ""),
+    ("cargo", "build-script-panic"): (None, 0, "b"),
+    ("cargo", "libtest-usage-error"): (None, 0, "u"),
     ("go_test", "mod-pass-json"): ((7, 0, 1, 0), 3, ""),
     ("go_test", "mod-fail-json"): ((5, 2, 1, 0), 3, ""),
     ("go_test", "mod-pass-verbose"): ((7, 0, 1, 0), 3, ""),
@@ -87,10 +93,14 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("go_test", "spoof-json"): ((5, 2, 1, 0), 3, "s"),
     ("go_test", "spoof-verbose"): ((5, 2, 1, 0), 3, "s"),
     ("go_test", "usage-error"): (None, 0, "u"),
-    ("go_test", "test-binary-flag"): ((0, 0, 0, 2), 3, "u"),
+    ("go_test", "test-binary-flag"): (None, 3, "u"),
     ("go_test", "no-such-package"): (None, 0, "u"),
     ("go_test", "no-test-files"): ((0, 0, 0, 0), 1, ""),
     ("go_test", "run-matches-nothing"): ((0, 0, 0, 0), 3, ""),
+    ("go_test", "run-matches-nothing-plain"): ((0, 0, 0, 0), 3, ""),
+    ("go_test", "run-matches-nothing-verbose"): ((0, 0, 0, 0), 3, ""),
+    ("go_test", "test-binary-flag-plain"): (None, 3, "u"),
+    ("go_test", "test-binary-flag-verbose"): (None, 3, "u"),
     ("node_test", "cart-pass-tap"): ((7, 0, 2, 0), 1, ""),
     ("node_test", "cart-fail-tap"): ((5, 2, 2, 0), 1, ""),
     ("node_test", "cart-pass-spec"): ((7, 0, 2, 0), 1, ""),
@@ -110,6 +120,7 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("jest", "suite-failed-to-run"): ((0, 0, 0, 0), 1, "b"),
     ("jest", "usage-error"): (None, 0, "u"),
     ("jest", "no-tests"): ((0, 0, 0, 0), 0, ""),
+    ("jest", "no-tests-pass-with-no-tests"): ((0, 0, 0, 0), 0, ""),
     ("vitest", "cart-pass"): ((4, 0, 2, 0), 1, ""),
     ("vitest", "cart-fail"): ((3, 1, 2, 0), 1, ""),
     ("vitest", "cart-fail-color"): ((3, 1, 2, 0), 1, ""),
@@ -117,6 +128,7 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("vitest", "suite-failed-to-run"): ((0, 0, 0, 0), 1, "b"),
     ("vitest", "usage-error"): (None, 0, "u"),
     ("vitest", "no-tests"): ((0, 0, 0, 0), 0, ""),
+    ("vitest", "no-tests-pass-with-no-tests"): ((0, 0, 0, 0), 0, ""),
     ("junit", "pytest-pass"): ((6, 0, 1, 0), 1, ""),
     ("junit", "pytest-fail"): ((3, 3, 1, 0), 1, ""),
     ("junit", "pytest-collection-error"): ((0, 0, 0, 1), 1, "b"),
@@ -134,8 +146,11 @@ def test_every_capture_is_in_the_exact_table() -> None:
 def test_every_capture_says_which_tool_image_and_command_produced_it(fmt: str, name: str) -> None:
     _, meta = capture(fmt, name)
     assert meta["tool"] and meta["command"]
-    assert meta["image"].startswith("bakeoff/")
     assert meta["image_id"].startswith("sha256:")
+    if meta["image"].startswith("bakeoff-capture/"):  # a throwaway image: FROM one of ours
+        assert meta["build"].startswith("FROM bakeoff/")
+    else:
+        assert meta["image"].startswith("bakeoff/")
     assert isinstance(meta["exit_code"], int)
 
 
@@ -222,6 +237,70 @@ def test_plain_go_test_without_verbose_is_not_read_as_zero_tests() -> None:
 def test_pytest_reports_the_most_failing_summary_when_spoofed() -> None:
     """The atexit spoof prints `7 passed` after the real `3 failed`: report the real one."""
     assert parsed("pytest", "spoof-atexit").counts == Counts(passed=3, failed=3, skipped=1)
+
+
+# summary_sequence: every summary line, in output order (the lead's item 1 builds on it)
+
+HEADER_S = (0, 2, 0, 1)  # `2 failed, 1 error in 1.50s` printed by test_report_is_multiline
+PRINTED_SUMMARIES = {
+    # -s: the other printed lines follow pytest's `tests/test_report.py ` or a progress dot
+    "s": [HEADER_S, (6, 0, 0, 0)],
+    # -q -s: no file name, so the first printed line starts the output
+    "q-s": [(1, 3, 0, 0), HEADER_S, (6, 0, 0, 0)],
+    # -rA replays every captured stdout at the start of a line, `no tests ran` included
+    "ra": [(1, 3, 0, 0), (1, 3, 0, 0), HEADER_S, (0, 0, 0, 0), (6, 0, 0, 0)],
+}
+
+
+@pytest.mark.parametrize("version", [7, 8, 9])
+@pytest.mark.parametrize("mode", sorted(PRINTED_SUMMARIES))
+def test_honest_suite_printing_summaries_lists_every_summary_line_in_order(
+    mode: str, version: int
+) -> None:
+    """Issue 15 item 1: six passing tests (exit 0) print `1 passed, 3 failed in 0.01s`,
+    `===== 3 failed, 1 passed in 0.02s =====`, ... under pytest 7.2, 8.3 and 9.2. The
+    parser lists every line it takes for a summary, pytest's own `6 passed` last; which
+    of them counts is the verdict rule's business, not the parser's."""
+    result = parsed("pytest", f"prints-summaries-{mode}-pytest{version}")
+    assert result.summary_sequence == tuple(Counts(*c) for c in PRINTED_SUMMARIES[mode])
+    assert result.summary_sequence[-1] == Counts(passed=6)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name", "sequence"),
+    [
+        ("pytest", "proj-pass", [(6, 0, 1, 0)]),
+        ("pytest", "spoof-captured-stdout", [(5, 0, 0, 0), (5, 1, 1, 0)]),
+        ("pytest", "spoof-atexit", [(3, 3, 1, 0), (7, 0, 0, 0)]),
+        ("jest", "spoof-stdout", [(6, 0, 0, 0), (6, 0, 0, 0), (3, 1, 2, 0)]),
+        ("vitest", "spoof-stdout", [(6, 0, 0, 0), (6, 0, 0, 0), (3, 1, 2, 0)]),
+        ("node_test", "spoof-spec", [(9, 0, 0, 0)] * 4 + [(5, 2, 2, 0)]),
+        ("node_test", "cart-pass-tap", [(7, 0, 2, 0)]),
+        ("cargo", "ws-pass", []),
+        ("go_test", "mod-pass-json", []),
+        ("junit", "pytest-pass", []),
+    ],
+)
+def test_summary_sequence_is_every_single_summary_in_output_order(
+    fmt: str, name: str, sequence: list[tuple[int, int, int, int]]
+) -> None:
+    """Single-summary runners list every summary found (the forged ones too, where they
+    were printed); the summing formats (cargo, go, JUnit) leave it empty."""
+    result = parsed(fmt, name)
+    assert result.summary_sequence == tuple(Counts(*c) for c in sequence)
+    if sequence:
+        assert result.summaries == len(sequence)
+
+
+def test_a_dependencys_failed_build_script_is_noted_not_the_codes_build_failure() -> None:
+    """Not a capture (crates.io is out of reach offline): the cargo/build-script-panic
+    line with a registry crate instead of the tree's own. A system library missing from
+    the image breaks `openssl-sys`; that alone is not the contestant's failure."""
+    text = "error: failed to run custom build command for `openssl-sys v0.9.80`\n"
+    result = get_parser("cargo").parse(text)
+    assert not result.build_failed
+    assert result.notes == ("the build script of dependency openssl-sys v0.9.80 failed: a "
+                            "system library or tool missing from the image?",)
 
 
 def test_pytest_notes_a_collection_error_on_a_missing_module() -> None:

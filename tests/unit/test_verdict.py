@@ -136,6 +136,7 @@ def test_signal_exit_is_named_in_the_detail() -> None:
         ("cargo", "build-error"),
         ("go_test", "build-failed-json"),
         ("go_test", "build-failed-verbose"),
+        ("cargo", "build-script-panic"),
         ("pytest", "collection-error"),
         ("junit", "pytest-collection-error"),
         ("node_test", "syntax-error-tap"),
@@ -150,6 +151,15 @@ def test_compile_error_in_the_code_under_test_is_build_failed_never_a_rig_error(
     syntax error: the contestant broke the code; no summary must not mean RIG_ERROR."""
     outcome = judge(fmt, name)
     assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.build_failed)
+
+
+def test_crates_own_build_script_panicking_is_build_failed_not_unparsed_output() -> None:
+    """Issue 15 item 2: units/build.rs panics ("failed to run custom build command for
+    `units v0.1.0 (/tmp/w/units)`"): the tree's own code does not build; no test ran."""
+    outcome = judge("cargo", "build-script-panic")
+    assert (outcome.verdict, outcome.reason, outcome.counts) == (
+        Verdict.FAIL, FailReason.build_failed, None
+    )
 
 
 def test_go_package_that_does_not_build_fails_the_run_while_others_pass() -> None:
@@ -174,6 +184,7 @@ def test_broken_conftest_exit_4_is_build_failed_not_bad_invocation() -> None:
         ("pytest", "missing-path"),
         ("cargo", "usage-error"),
         ("cargo", "no-such-test-target"),
+        ("cargo", "libtest-usage-error"),
         ("go_test", "usage-error"),
         ("go_test", "test-binary-flag"),
         ("go_test", "no-such-package"),
@@ -184,9 +195,36 @@ def test_broken_conftest_exit_4_is_build_failed_not_bad_invocation() -> None:
     ],
 )
 def test_runner_rejecting_the_check_command_is_bad_invocation(fmt: str, name: str) -> None:
-    """An unknown flag or a test path that does not exist is the rig's fault."""
+    """An unknown flag or a test path that does not exist is the rig's fault; the rig
+    measured nothing, so the outcome carries no counts (pytest's `no tests ran` zeros
+    included)."""
     outcome = judge(fmt, name)
     assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.bad_invocation)
+    assert outcome.counts is None
+
+
+def test_libtest_rejecting_its_own_arguments_is_bad_invocation_not_unparsed_output() -> None:
+    """Issue 15 item 3: `cargo test -- --no-such-flag`: every test binary says "error:
+    Unrecognized option: 'no-such-flag'" and runs nothing."""
+    outcome = judge("cargo", "libtest-usage-error")
+    assert (outcome.verdict, outcome.reason, outcome.counts) == (
+        Verdict.RIG_ERROR, RigErrorReason.bad_invocation, None
+    )
+    assert outcome.detail == "exit 101: cargo rejected its command line"
+
+
+@pytest.mark.parametrize(
+    "name", ["test-binary-flag", "test-binary-flag-plain", "test-binary-flag-verbose"]
+)
+def test_unknown_go_test_flag_reports_no_counts_not_one_error_per_package(name: str) -> None:
+    """Issue 15 item 7: `go test ./... -no-such-flag` fails both packages with "flag
+    provided but not defined" and no test: the rig measured nothing, so there are no
+    counts (it used to report one error per package), and the rig's command is at fault."""
+    outcome = judge("go_test", name)
+    assert (outcome.verdict, outcome.reason, outcome.counts) == (
+        Verdict.RIG_ERROR, RigErrorReason.bad_invocation, None
+    )
+    assert outcome.detail == "exit 1: go-test rejected its command line"
 
 
 def test_usage_text_printed_by_failing_code_does_not_turn_a_fail_into_a_rig_error() -> None:
@@ -228,6 +266,18 @@ def test_spoofed_summary_with_exit_0_is_still_not_a_pass() -> None:
     """Two summaries and exit 0 (the forged one agreeing with the exit code)."""
     outcome = given(Counts(passed=5), 0, summaries=2)
     assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.spoofed_output)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15 item 1: the lead rewrites the rule")
+@pytest.mark.parametrize("version", [7, 8, 9])
+@pytest.mark.parametrize("mode", ["s", "q-s", "ra"])
+def test_honest_suite_printing_summary_like_text_passes(mode: str, version: int) -> None:
+    """Issue 15 item 1 (not fixed on this branch): six passing tests print `1 passed,
+    3 failed in 0.01s` and the like (shown by -s, replayed by -rA); pytest exits 0 with
+    `6 passed` as its last line. Today: FAIL spoofed_output. Strict xfail: this turns
+    red the moment the rule is fixed, so the marker goes with the fix."""
+    outcome = judge("pytest", f"prints-summaries-{mode}-pytest{version}")
+    assert (outcome.verdict, outcome.counts) == (Verdict.PASS, Counts(passed=6))
 
 
 def test_node_tap_escapes_printed_summary_lines_so_the_real_failure_stands() -> None:
@@ -290,6 +340,30 @@ def test_a_check_that_ran_no_test_is_no_tests_ran(fmt: str, name: str) -> None:
     nothing, so neither PASS nor FAIL can be trusted."""
     outcome = judge(fmt, name)
     assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.no_tests_ran)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name", "detail"),
+    [
+        # issue 15 item 4: `ok pkg 0.008s [no tests to run]`, exit 0, in every output mode
+        ("go_test", "run-matches-nothing", "exit 0: no test ran (0 passed, 0 failed)"),
+        ("go_test", "run-matches-nothing-plain", "exit 0: no test ran (0 passed, 0 failed)"),
+        ("go_test", "run-matches-nothing-verbose", "exit 0: no test ran (0 passed, 0 failed)"),
+        # items 5 and 6: --passWithNoTests, "No tests found, exiting with code 0"
+        ("jest", "no-tests-pass-with-no-tests", "exit 0: no test ran (0 passed, 0 failed)"),
+        ("vitest", "no-tests-pass-with-no-tests", "exit 0: no test ran (0 passed, 0 failed)"),
+    ],
+)
+def test_a_filter_matching_nothing_with_exit_0_is_no_tests_ran_not_unparsed_output(
+    fmt: str, name: str, detail: str
+) -> None:
+    """The runner says it found nothing to run and exits 0: the oracle executed no test,
+    and that is what the rig error says (not that it could not read the output)."""
+    outcome = judge(fmt, name)
+    assert (outcome.verdict, outcome.reason, outcome.counts) == (
+        Verdict.RIG_ERROR, RigErrorReason.no_tests_ran, Counts()
+    )
+    assert outcome.detail == detail
 
 
 def test_every_test_skipped_is_no_tests_ran() -> None:
