@@ -29,6 +29,7 @@ FORMAT_PARSER = {
     "jest": "jest",
     "vitest": "vitest",
     "junit": "junit",
+    "rig": "pytest",  # samples captured through the rig: canaries planted (capture-rig.py)
 }
 
 
@@ -134,6 +135,17 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("junit", "pytest-collection-error"): ((0, 0, 0, 1), 1, "b"),
     ("junit", "vitest-pass"): ((4, 0, 2, 0), 1, ""),
     ("junit", "vitest-fail"): ((3, 1, 2, 0), 1, ""),
+    # The text alone of an honest run: the summary-like lines the tests printed are read
+    # (the canaries sort them out: test_verdict's ..._passes_with_the_rig_s_canaries).
+    ("rig", "prints-summaries-q-s-pytest7"): ((0, 2, 0, 1), 3, "s"),
+    ("rig", "prints-summaries-q-s-pytest8"): ((0, 2, 0, 1), 3, "s"),
+    ("rig", "prints-summaries-q-s-pytest9"): ((0, 2, 0, 1), 3, "s"),
+    ("rig", "prints-summaries-ra-pytest7"): ((0, 2, 0, 1), 5, "s"),
+    ("rig", "prints-summaries-ra-pytest8"): ((0, 2, 0, 1), 5, "s"),
+    ("rig", "prints-summaries-ra-pytest9"): ((0, 2, 0, 1), 5, "s"),
+    ("rig", "prints-summaries-s-pytest7"): ((0, 2, 0, 1), 2, "s"),
+    ("rig", "prints-summaries-s-pytest8"): ((0, 2, 0, 1), 2, "s"),
+    ("rig", "prints-summaries-s-pytest9"): ((0, 2, 0, 1), 2, "s"),
 }
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from rig.canary import Canary, Seen
+from rig.oracle import Execution, SampleSpec, assess
 from rig.parsers import UnknownParserError, get_parser
 from rig.parsers.base import Counts, ParseResult
 from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict, decide
@@ -25,6 +27,7 @@ FORMAT_PARSER = {
     "jest": "jest",
     "vitest": "vitest",
     "junit": "junit",
+    "rig": "pytest",  # samples captured through the rig: canaries planted (capture-rig.py)
 }
 
 
@@ -268,16 +271,39 @@ def test_spoofed_summary_with_exit_0_is_still_not_a_pass() -> None:
     assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.spoofed_output)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 item 1: the lead rewrites the rule")
 @pytest.mark.parametrize("version", [7, 8, 9])
 @pytest.mark.parametrize("mode", ["s", "q-s", "ra"])
-def test_honest_suite_printing_summary_like_text_passes(mode: str, version: int) -> None:
-    """Issue 15 item 1 (not fixed on this branch): six passing tests print `1 passed,
-    3 failed in 0.01s` and the like (shown by -s, replayed by -rA); pytest exits 0 with
-    `6 passed` as its last line. Today: FAIL spoofed_output. Strict xfail: this turns
-    red the moment the rule is fixed, so the marker goes with the fix."""
-    outcome = judge("pytest", f"prints-summaries-{mode}-pytest{version}")
+def test_honest_suite_printing_summary_like_text_passes_with_the_rig_s_canaries(
+        mode: str, version: int) -> None:
+    """Issue 15 item 1: six passing tests print `1 passed, 3 failed in 0.01s` and the like
+    (shown by -s, replayed by -rA); pytest exits 0 with `6 passed` as its own last line.
+    Captured THROUGH THE RIG (tests/fixtures/capture-rig.py): with the canaries as
+    planted, pytest's own summary is its last one (it holds the canaries), and the text
+    the tests printed before it is theirs: PASS with the real counts."""
+    name = f"prints-summaries-{mode}-pytest{version}"
+    meta = json.loads((FIXTURES / "rig" / f"{name}.meta").read_text())
+    planted = meta["canaries"]
+    canary = Canary(runner="pytest", token=planted["token"], path=planted["path"],
+                    content=b"", pass_name=planted["pass"], fail_name=planted["fail"],
+                    fail_expect=Seen(planted["fail_expect"]))
+    execution = Execution(exit_code=meta["exit_code"], duration_s=1.0,
+                          log=(FIXTURES / "rig" / f"{name}.txt").read_text(), canary=canary,
+                          canary_results=(FIXTURES / "rig" / f"{name}.canary.jsonl").read_text())
+    spec = SampleSpec(change="c", arm="a", check="success", n=1, commit="h", base_commit="b",
+                      command=meta["command"], parser="pytest", timeout_s=60, harness="base")
+    outcome = assess(spec, execution).outcome
     assert (outcome.verdict, outcome.counts) == (Verdict.PASS, Counts(passed=6))
+
+
+@pytest.mark.parametrize("version", [7, 8, 9])
+@pytest.mark.parametrize("mode", ["s", "q-s", "ra"])
+def test_honest_suite_printing_summary_like_text_without_canaries_reads_as_a_spoof(
+        mode: str, version: int) -> None:
+    """The limit of the text alone: without the rig's canaries the same output cannot be
+    told from a forged summary printed after pytest's own one (the rule without them:
+    more than one summary is a spoof). The rig always plants them for pytest."""
+    outcome = judge("pytest", f"prints-summaries-{mode}-pytest{version}")
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.spoofed_output)
 
 
 def test_node_tap_escapes_printed_summary_lines_so_the_real_failure_stands() -> None:
