@@ -28,7 +28,8 @@ class ArmSandbox(BaseModel):
     container_name: str
     network: str
     egress: bool
-    checkout: str
+    checkout: str                 # the arm's checkout volume (mounted at /work)
+    home: str | None = None       # the arm's HOME volume (mounted at /home/agent)
     schema_name: str | None = None
     schema_password: str | None = None
 
