@@ -3,8 +3,9 @@ at `down`.
 
 Per arm: its own network, a size-limited tmpfs volume for the checkout and one for HOME
 (role `arm-checkout`, `arm-home`, labelled like every resource), the hardened container
-of `runner.sandbox` holding both, and the checkout made INSIDE the volume by a rig
-container from a bundle of the base (`runner.checkout`). The host never runs git in it.
+of `runner.sandbox` holding both; `up` then makes the checkout INSIDE the volume with a
+rig container from a bundle of the base (`runner.checkout`). The host never runs git in
+it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import docker.errors
 
-from runner import checkout, sandbox, workspace
+from runner import sandbox, workspace
 from runner.checkout import ArmBox
 from runner.dispatch import work
 from runner.dispatch.record import (
@@ -41,7 +42,6 @@ class ArmSetup:
     experiment: str
     run: str
     image_id: str
-    base_commit: str
     limits: Limits
     read_only: tuple[tuple[Path, str], ...]   # (host path, container path)
     url_env: str | None = None
@@ -77,8 +77,9 @@ def prepare(engine: Engine, setup: ArmSetup, arm: Arm) -> PreparedArm:
 
 
 def start(engine: Engine, setup: ArmSetup, arm: PreparedArm, db_url: str | None,
-          base_bundle: tuple[Path, str], progress: Progress) -> ArmSandbox:
-    """The arm's container, then its checkout made inside the (now held) volume."""
+          progress: Progress) -> ArmSandbox:
+    """The arm's container, holding its volumes (the checkout is made in them later:
+    `checkout.make`)."""
     env: dict[str, str] = {"BAKEOFF_EXPERIMENT": setup.experiment, "BAKEOFF_ARM": arm.arm,
                            "HOME": sandbox.HOME}
     if db_url is not None and setup.url_env is not None:
@@ -91,8 +92,6 @@ def start(engine: Engine, setup: ArmSetup, arm: PreparedArm, db_url: str | None,
                                       limits.disk_mb),
         hostname=arm.arm.lower(), read_only=setup.read_only)
     container_id = sandbox.create(engine, spec)
-    bundle, ref = base_bundle
-    checkout.make(engine, arm.box, bundle, setup.base_commit, ref)
     progress(f"arm {arm.arm}: sandbox {spec.name} up")
     return ArmSandbox(arm=arm.arm, container_id=container_id, container_name=spec.name,
                       network=arm.network, egress=arm.egress, checkout=arm.box.volume,

@@ -53,12 +53,13 @@ HEAD_PROBE = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/nu
 INIT_SCRIPT = f"""
 set -eu
 base="$1"; ref="$2"
+command -v git >/dev/null || {{ echo "the image has no git" >&2; exit 10; }}
 wipe() {{ chmod -R u+rwX "$1" 2>/dev/null || true
          find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} + ; }}
 wipe /work
 if [ -d {NEW_HOME} ]; then
   wipe {NEW_HOME}
-  cp -R --preserve=mode,timestamps,links /home/agent/. {NEW_HOME}/
+  [ ! -d /home/agent ] || cp -R --preserve=mode,timestamps,links /home/agent/. {NEW_HOME}/
 fi
 cd /work
 git init -q -b {ARM_BRANCH}

@@ -21,7 +21,17 @@ from rig import contract as contract_mod
 from rig.record import SampleRecord
 from rig.verdict import Verdict
 from runner import arms as arms_mod
-from runner import database, freeze, images, merge, prepared, sandbox, scoring, workspace
+from runner import (
+    checkout,
+    database,
+    freeze,
+    images,
+    merge,
+    prepared,
+    sandbox,
+    scoring,
+    workspace,
+)
 from runner import stage as stage_mod
 from runner import state as state_mod
 from runner.dispatch.brief import BRIEF_DIR, brief_dir
@@ -84,6 +94,8 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             made = _make(engine, plan, directory, progress)
             # The proofs use the experiment's Postgres; a failed proof removes it all.
             _freeze(engine, plan, directory, options, progress, contract, made.db)
+            # Last: an image the preflight refuses is named by the preflight.
+            _make_checkouts(engine, plan, directory, made, progress)
         except BaseException:
             progress("up failed: removing what this run created")
             engine.remove_labelled({LABEL_EXPERIMENT: name, LABEL_RUN: plan.run})
@@ -164,8 +176,8 @@ def _arm_setup(plan: UpPlan, directory: Path) -> arms_mod.ArmSetup:
     brief = brief_dir(stage_dir(directory, plan.change))
     brief.mkdir(parents=True, exist_ok=True)
     return arms_mod.ArmSetup(
-        manifest.experiment.name, plan.run, plan.image.image_id, plan.base_commit,
-        manifest.limits, (*agents_mount(plan.loaded), (brief, BRIEF_DIR)),
+        manifest.experiment.name, plan.run, plan.image.image_id, manifest.limits,
+        (*agents_mount(plan.loaded), (brief, BRIEF_DIR)),
         manifest.database.url_env if manifest.database else None)
 
 
@@ -188,7 +200,7 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
         database.lock_down(server)
         for arm in arms:
             schemas[arm.id] = database.create_schema(server, database.role_name(experiment, arm.id))
-    sandboxes = _start_arms(engine, plan, directory, setup, prepared, schemas, progress)
+    sandboxes = _start_arms(engine, setup, prepared, schemas, progress)
     db_state = None
     if server is not None and manifest.database is not None:
         db_state = DbState(container_id=server.container_id, host_port=server.host_port,
@@ -198,25 +210,35 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
         update={"phase": "up", "arms": sandboxes, "db": db_state})
 
 
-def _start_arms(engine: Engine, plan: UpPlan, directory: Path, setup: arms_mod.ArmSetup,
+def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,
                 prepared: list[arms_mod.PreparedArm], schemas: dict[str, database.DbSchema],
                 progress: Progress) -> list[ArmSandbox]:
-    """Every arm's container and checkout, from one bundle of the base (removed after)."""
-    bundle = stage_dir(directory, plan.change) / "base.bundle"
-    ref = workspace.base_bundle(plan.loaded.repo_path, plan.base_commit, bundle)
-
     def one(item: arms_mod.PreparedArm) -> ArmSandbox:
         schema = schemas.get(item.arm)
         made = arms_mod.start(engine, setup, item, schema.url() if schema else None,
-                              (bundle, ref), progress)
+                              progress)
         if schema is None:
             return made
         return made.model_copy(update={"schema_name": schema.name,
                                        "schema_password": schema.password})
 
+    with ThreadPoolExecutor(max_workers=len(prepared)) as pool:
+        return list(pool.map(one, prepared))
+
+
+def _make_checkouts(engine: Engine, plan: UpPlan, directory: Path, made: ExperimentState,
+                    progress: Progress) -> None:
+    """Every arm's checkout, made inside its (held) volume from one bundle of the base."""
+    bundle = stage_dir(directory, plan.change) / "base.bundle"
+    ref = workspace.base_bundle(plan.loaded.repo_path, plan.base_commit, bundle)
+
+    def one(arm: ArmSandbox) -> None:
+        checkout.make(engine, arms_mod.arm_box(made, arm), bundle, plan.base_commit, ref)
+        progress(f"arm {arm.arm}: checkout made at {plan.base_commit[:12]}")
+
     try:
-        with ThreadPoolExecutor(max_workers=len(prepared)) as pool:
-            return list(pool.map(one, prepared))
+        with ThreadPoolExecutor(max_workers=len(made.arms)) as pool:
+            list(pool.map(one, made.arms))
     finally:
         bundle.unlink(missing_ok=True)
 
