@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,12 +113,16 @@ def keep_all(engine: Engine, loaded: LoadedManifest, directory: Path,
     """`down`: keep every arm's work not kept yet. An arm whose work cannot be kept is
     reported and never stops the others, nor the removal that follows."""
     lock = threading.Lock()
-    for arm in current.arms:
+
+    def one(arm: ArmSandbox) -> None:
         try:
             _keep_one(engine, loaded, directory, current, arm, progress, lock)
         except (RunnerError, docker.errors.DockerException) as error:
             progress(f"arm {arm.arm}: its work could not be kept ({error}); "
                      "removing its sandbox anyway")
+
+    with ThreadPoolExecutor(max_workers=max(1, len(current.arms))) as pool:
+        list(pool.map(one, current.arms))
 
 
 def _keep_one(engine: Engine, loaded: LoadedManifest, directory: Path,
