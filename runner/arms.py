@@ -135,9 +135,9 @@ def _keep_one(engine: Engine, loaded: LoadedManifest, directory: Path,
     if record is not None and record.state in DONE_STATES:
         return  # dispatch kept it
     state = sandbox.describe(engine, arm.container_id)["state"]
-    if state == "paused":  # the orchestrator was stopped while it took the arm's work
-        sandbox.unpause(engine, arm.container_id)
-    elif state != "running":
+    if state != "missing":
+        state = sandbox.resume_if_paused(engine, arm.container_id)
+    if state != "running":
         progress(f"arm {arm.arm}: its sandbox is {state}; no work to keep")
         return
     if record is None:

@@ -150,6 +150,16 @@ def unpause(engine: Engine, container_id: str) -> None:
     engine.call("unpause sandbox", engine.client.api.unpause, container_id)
 
 
+def resume_if_paused(engine: Engine, container_id: str) -> str:
+    """Unpause a sandbox left paused (the orchestrator was stopped while it took an arm's
+    work); return its state as it is now."""
+    status = str(_container(engine, container_id).status)
+    if status == "paused":
+        unpause(engine, container_id)
+        return "running"
+    return status
+
+
 @dataclass(frozen=True)
 class RigJob:
     """A one-shot rig container that runs only our own script on an arm's data.

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import docker.errors
 
-from runner import arms, checkout, freeze, lifecycle, workspace
+from runner import arms, checkout, freeze, lifecycle, sandbox, workspace
 from runner.agents import adapter_for
 from runner.dispatch import process, work
 from runner.dispatch.brief import (
@@ -260,6 +260,7 @@ def _prepare(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRecor
     earlier attempt of this `up`, or a HEAD moved by `exec`) keeps that work, then makes
     the checkout again from the base."""
     engine, container = ctx.engine, plan.sandbox.container_id
+    sandbox.resume_if_paused(engine, container)  # a dispatch killed while keeping work
     process.sweep(engine, container)
     base = ctx.current.base_commit
     redo = plan.previous is not None or checkout.head_in_sandbox(engine, container) != base

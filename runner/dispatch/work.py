@@ -12,6 +12,7 @@ the branch at the base), never a rig error.
 from __future__ import annotations
 
 import re
+import shutil
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -64,12 +65,15 @@ def keep(engine: Engine, how: Keeping) -> KeptWork:
     left = process.sweep(engine, how.container_id)
     sandbox.pause(engine, how.container_id)
     try:
-        taken = checkout.take(engine, how.box, how.base, how.message, how.force_add,
-                              how.scratch)
+        try:
+            taken = checkout.take(engine, how.box, how.base, how.message, how.force_add,
+                                  how.scratch)
+        finally:
+            sandbox.unpause(engine, how.container_id)
+        with how.repo_lock:
+            kept = _import(how, taken)
     finally:
-        sandbox.unpause(engine, how.container_id)
-    with how.repo_lock:
-        kept = _import(how, taken)
+        shutil.rmtree(how.scratch, ignore_errors=True)
     return replace(kept, left_running=left)
 
 

@@ -94,18 +94,26 @@ def base_of(loaded: LoadedManifest) -> str:
 
 # --- the arm's .git is the arm's: the host never follows it -------------------------------
 
+# The host path of the repository, from the read-only brief mount in mountinfo (the
+# checkout itself is a volume: its mount shows no host path any more).
+SYMLINKED_REF = """
+brief=$(awk '$5 == "/tmp/bakeoff" { print $4 }' /proc/self/mountinfo)
+repo=${brief%%/.bakeoff/*}
+rm -f .git/refs/heads/work
+ln -s "$repo/.git/refs/bakeoff/reference/first" .git/refs/heads/work
+: > .git/index
+"""
+
+
 def test_symlinked_branch_ref_to_the_host_reference_is_not_the_arms_work(
         engine: Engine, made: list[LoadedManifest], tmp_path: Path) -> None:
     """Pins: the agent replaced `.git/refs/heads/work` by a symlink to the host repo's
-    reference ref (its host path is in /proc/self/mountinfo) and emptied its index; the
+    reference ref (the host path is in /proc/self/mountinfo) and emptied its index; the
     host's git followed it and the arm was scored on the reference commit and won. Now
     the ref is resolved inside a rig container, where that path does not exist: the arm
     has no work and stands on the base."""
     repo = tmp_path / "repo"
-    attack = (f"ref={repo}/.git/refs/bakeoff/reference/first\n"
-              "rm -f .git/refs/heads/work && ln -s \"$ref\" .git/refs/heads/work\n"
-              ": > .git/index\n")
-    loaded = experiment(repo, {"plagiarist": attack})
+    loaded = experiment(repo, {"plagiarist": SYMLINKED_REF})
     base = base_of(loaded)
     (repo / "app.py").write_text("VALUE = 2\n")
     git(repo, "add", "app.py")
@@ -312,3 +320,16 @@ def _files_outside_state(root: Path) -> list[str]:
     """Every path under `root` except the experiment's state (.bakeoff) and .git."""
     return sorted(str(p.relative_to(root)) for p in root.rglob("*")
                   if not re.search(r"/(\.bakeoff|\.git)(/|$)", f"/{p.relative_to(root)}"))
+
+
+def test_dispatch_resumes_an_arm_whose_sandbox_a_killed_dispatch_left_paused(
+        engine: Engine, made: list[LoadedManifest], tmp_path: Path) -> None:
+    """Pins: a dispatch killed while it took an arm's work leaves that sandbox paused;
+    every exec in it failed, so the arm would be a rig error on every re-run. The next
+    dispatch unpauses it first."""
+    loaded = up(engine, made, experiment(tmp_path / "repo", {"A": HONEST}))
+    container = lifecycle.require_up(loaded)[1].arms[0].container_id
+    sandbox.pause(engine, container)
+    report = dispatch(engine, loaded, environ={})
+    assert report.rig_errors == []
+    assert (record(loaded, "A").state, record(loaded, "A").commits) == (ArmState.FINISHED, 1)
