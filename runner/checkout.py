@@ -36,6 +36,8 @@ BASE_BUNDLE = "/bakeoff/base.bundle"
 NEW_HOME = "/bakeoff/home"
 OUT = "/bakeoff/out"
 STATUS_MAX_BYTES = 256
+INIT_ROLE = "arm-checkout-init"   # the io.bakeoff.role of the one-shot rig containers
+BUNDLER_ROLE = "arm-bundler"
 ORCHESTRATOR = {"GIT_AUTHOR_NAME": "bakeoff-sandbox orchestrator",
                 "GIT_AUTHOR_EMAIL": "orchestrator@bakeoff.invalid",
                 "GIT_COMMITTER_NAME": "bakeoff-sandbox orchestrator",
@@ -153,20 +155,21 @@ class ArmBox:
     def labels(self, role: str) -> Labels:
         return Labels(self.experiment, role, self.arm, self.run)
 
-    def job_name(self, what: str) -> str:
-        return f"bakeoff-{self.experiment}-{self.arm}-{self.run}-{what}-{secrets.token_hex(3)}"
+    def job_name(self, role: str) -> str:
+        name = f"bakeoff-{self.experiment}-{self.arm}-{self.run}-{role}-{secrets.token_hex(3)}"
+        return name.lower()
 
     @property
     def cap_bytes(self) -> int:
         """The largest bundle we take: an honest one never outgrows the checkout."""
         return self.disk_mb * 1024 * 1024
 
-    def job(self, what: str, command: list[str], mounts: list[Mount],
+    def job(self, role: str, command: list[str], mounts: list[Mount],
             env: dict[str, str] | None = None) -> sandbox.RigJob:
         # The checkout and HOME copies (init) or the fresh objects (bundle) are tmpfs
         # pages charged to the job's memory: room for them, on top of git's own needs.
         return sandbox.RigJob(
-            name=self.job_name(what), image_id=self.image_id, labels=self.labels(f"arm-{what}"),
+            name=self.job_name(role), image_id=self.image_id, labels=self.labels(role),
             command=command, mounts=mounts, env={**RIG_ENV, **(env or {})},
             tmp_mb=2 * self.disk_mb, memory_mb=2 * self.disk_mb + 512,
             timeout_s=GIT_STEP_TIMEOUT_S)
@@ -191,7 +194,7 @@ def make(engine: Engine, box: ArmBox, bundle: Path, base: str, ref: str) -> None
               Mount(BASE_BUNDLE, str(bundle.resolve()), type="bind", read_only=True)]
     if box.home is not None:
         mounts.append(sandbox.volume_mount(NEW_HOME, box.home))
-    job = box.job("checkout", ["sh", "-c", INIT_SCRIPT, "init", base, ref], mounts)
+    job = box.job(INIT_ROLE, ["sh", "-c", INIT_SCRIPT, "init", base, ref], mounts)
     result = sandbox.run_job(engine, job)
     if result.exit_code != 0:
         raise CheckoutError(f"arm {box.arm}: could not make its checkout at {base[:12]} "
@@ -215,7 +218,7 @@ def take(engine: Engine, box: ArmBox, base: str, message: str, force_add: list[s
                *force_add]
     mounts = [sandbox.volume_mount(sandbox.WORKDIR, box.volume, read_only=True),
               Mount(OUT, str(out), type="bind")]
-    result = sandbox.run_job(engine, box.job("bundle", command, mounts, ORCHESTRATOR))
+    result = sandbox.run_job(engine, box.job(BUNDLER_ROLE, command, mounts, ORCHESTRATOR))
     status = read_status(out)
     if "why" not in status:
         if result.timed_out or result.exit_code == 137:
