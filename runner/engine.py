@@ -105,7 +105,9 @@ class Engine:
                            "network": self.client.networks, "volume": self.client.volumes}[kind]
         query: dict[str, Any] = {"filters": {"label": label_filters}}
         if kind == "container":
-            query["all"] = True
+            # One-shot rig containers come and go: one removed between the listing and
+            # its inspection is simply not listed.
+            query.update(all=True, ignore_removed=True)
         result: list[Any] = self.call(f"list {kind}s", collection.list, retry=True, **query)
         return result
 

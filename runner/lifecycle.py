@@ -20,9 +20,22 @@ import docker.errors
 from rig import contract as contract_mod
 from rig.record import SampleRecord
 from rig.verdict import Verdict
-from runner import database, freeze, images, merge, prepared, sandbox, scoring, workspace
+from runner import arms as arms_mod
+from runner import (
+    checkout,
+    database,
+    freeze,
+    images,
+    merge,
+    prepared,
+    sandbox,
+    scoring,
+    workspace,
+)
 from runner import stage as stage_mod
 from runner import state as state_mod
+from runner.dispatch.brief import BRIEF_DIR, brief_dir
+from runner.dispatch.record import RECORD_FILE, load_record, record_dir
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import BadInputError, DatabaseError, NotUpError, UnknownArmError
 from runner.manifest import LoadedManifest
@@ -47,10 +60,6 @@ class UpPlan:
     db_image: images.BuiltImage | None
 
 
-def checkout_path(directory: Path, change: str, arm: str) -> Path:
-    return stage_dir(directory, change) / "arms" / arm / "work"
-
-
 @dataclass(frozen=True)
 class UpOptions:
     """`up`'s choices. `prove=False` skips preflight and the baseline/reference proofs
@@ -64,7 +73,7 @@ class UpOptions:
 def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
        progress: Progress = _quiet, options: UpOptions = UpOptions()) -> ExperimentState:
     """Check and freeze the stage's contract, prove the base fails, then make one sandbox
-    per arm: checkout, network, database, limits."""
+    per arm: network, checkout and HOME volumes, container, database, limits."""
     repo = loaded.repo_path
     name = loaded.manifest.experiment.name
     ensure_excluded(repo)
@@ -85,6 +94,8 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             made = _make(engine, plan, directory, progress)
             # The proofs use the experiment's Postgres; a failed proof removes it all.
             _freeze(engine, plan, directory, options, progress, contract, made.db)
+            # Last: an image the preflight refuses is named by the preflight.
+            _make_checkouts(engine, plan, directory, made, progress)
         except BaseException:
             progress("up failed: removing what this run created")
             engine.remove_labelled({LABEL_EXPERIMENT: name, LABEL_RUN: plan.run})
@@ -152,35 +163,44 @@ def _starting_state(plan: UpPlan) -> ExperimentState:
         experiment=manifest.experiment.name, run=plan.run, change=plan.change,
         phase="starting", base_commit=plan.base_commit, image=plan.image.tag,
         image_id=plan.image.image_id, image_identity=plan.image.identity,
-        limits={"cpus": limits.cpus, "memory_mb": limits.memory_mb, "pids": limits.pids})
+        limits={"cpus": limits.cpus, "memory_mb": limits.memory_mb, "pids": limits.pids,
+                "disk_mb": limits.disk_mb})
 
 
 def _labels(plan: UpPlan, role: str, arm: str = "") -> Labels:
     return Labels(plan.loaded.manifest.experiment.name, role, arm, plan.run)
 
 
+def _arm_setup(plan: UpPlan, directory: Path) -> arms_mod.ArmSetup:
+    manifest = plan.loaded.manifest
+    brief = brief_dir(stage_dir(directory, plan.change))
+    brief.mkdir(parents=True, exist_ok=True)
+    return arms_mod.ArmSetup(
+        manifest.experiment.name, plan.run, plan.image.image_id, manifest.limits,
+        (*agents_mount(plan.loaded), (brief, BRIEF_DIR)),
+        manifest.database.url_env if manifest.database else None)
+
+
 def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> ExperimentState:
     manifest = plan.loaded.manifest
     experiment = manifest.experiment.name
     arms = manifest.arms
+    setup = _arm_setup(plan, directory)
     with ThreadPoolExecutor(max_workers=len(arms) + 1) as pool:
         db_future = pool.submit(_start_db, engine, plan) if plan.db_image else None
-        prepared = list(pool.map(lambda arm: _prepare_arm(engine, plan, directory, arm), arms))
+        prepared = list(pool.map(lambda arm: arms_mod.prepare(engine, setup, arm), arms))
         server = db_future.result() if db_future else None
     schemas: dict[str, database.DbSchema] = {}
     if server is not None and manifest.database is not None:
-        for arm in arms:
-            _connect_db(engine, server.container_id, prepared_network(prepared, arm.id))
+        for item in prepared:
+            _connect_db(engine, server.container_id, item.network)
         # Connecting a network can re-publish the container's ports: read the port again.
         server = database.refresh_port(engine, server)
         progress("Postgres ready: one database and owner role per arm")
         database.lock_down(server)
         for arm in arms:
             schemas[arm.id] = database.create_schema(server, database.role_name(experiment, arm.id))
-    with ThreadPoolExecutor(max_workers=len(arms)) as pool:
-        sandboxes = list(pool.map(
-            lambda item: _start_arm(engine, plan, item, schemas.get(item[0]), progress),
-            prepared))
+    sandboxes = _start_arms(engine, setup, prepared, schemas, progress)
     db_state = None
     if server is not None and manifest.database is not None:
         db_state = DbState(container_id=server.container_id, host_port=server.host_port,
@@ -190,8 +210,37 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
         update={"phase": "up", "arms": sandboxes, "db": db_state})
 
 
-def prepared_network(prepared: list[tuple[str, Path, str, bool]], arm: str) -> str:
-    return next(net for arm_id, _, net, _ in prepared if arm_id == arm)
+def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,
+                prepared: list[arms_mod.PreparedArm], schemas: dict[str, database.DbSchema],
+                progress: Progress) -> list[ArmSandbox]:
+    def one(item: arms_mod.PreparedArm) -> ArmSandbox:
+        schema = schemas.get(item.arm)
+        made = arms_mod.start(engine, setup, item, schema.url() if schema else None,
+                              progress)
+        if schema is None:
+            return made
+        return made.model_copy(update={"schema_name": schema.name,
+                                       "schema_password": schema.password})
+
+    with ThreadPoolExecutor(max_workers=len(prepared)) as pool:
+        return list(pool.map(one, prepared))
+
+
+def _make_checkouts(engine: Engine, plan: UpPlan, directory: Path, made: ExperimentState,
+                    progress: Progress) -> None:
+    """Every arm's checkout, made inside its (held) volume from one bundle of the base."""
+    bundle = stage_dir(directory, plan.change) / "base.bundle"
+    ref = workspace.base_bundle(plan.loaded.repo_path, plan.base_commit, bundle)
+
+    def one(arm: ArmSandbox) -> None:
+        checkout.make(engine, arms_mod.arm_box(made, arm), bundle, plan.base_commit, ref)
+        progress(f"arm {arm.arm}: checkout made at {plan.base_commit[:12]}")
+
+    try:
+        with ThreadPoolExecutor(max_workers=len(made.arms)) as pool:
+            list(pool.map(one, made.arms))
+    finally:
+        bundle.unlink(missing_ok=True)
 
 
 def _db_network_name(plan: UpPlan) -> str:
@@ -212,43 +261,9 @@ def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
                                  databases=len(manifest.arms) + database.SAMPLE_DATABASES)
 
 
-def _prepare_arm(engine: Engine, plan: UpPlan, directory: Path,
-                 arm: Any) -> tuple[str, Path, str, bool]:
-    checkout = workspace.make_checkout(plan.loaded.repo_path, plan.base_commit,
-                                       checkout_path(directory, plan.change, arm.id))
-    egress = arm.network == "egress"
-    network = sandbox.network_name(plan.loaded.manifest.experiment.name, arm.id, plan.run)
-    sandbox.create_network(engine, network, _labels(plan, "arm-network", arm.id), egress=egress)
-    return arm.id, checkout, network, egress
-
-
 def _connect_db(engine: Engine, db_container: str, network: str) -> None:
     net = engine.call("find network", engine.client.networks.get, network, retry=True)
     engine.call("connect db", net.connect, db_container, aliases=[database.DB_ALIAS])
-
-
-def _start_arm(engine: Engine, plan: UpPlan, item: tuple[str, Path, str, bool],
-               schema: database.DbSchema | None, progress: Progress) -> ArmSandbox:
-    arm_id, checkout, network, egress = item
-    manifest = plan.loaded.manifest
-    env: dict[str, str] = {"BAKEOFF_EXPERIMENT": manifest.experiment.name,
-                           "BAKEOFF_ARM": arm_id, "HOME": "/home/agent"}
-    if schema is not None and manifest.database is not None:
-        env[manifest.database.url_env] = schema.url()
-    name = f"bakeoff-{manifest.experiment.name}-{arm_id}-{plan.run}".lower()
-    limits = manifest.limits
-    spec = sandbox.SandboxSpec(
-        name=name, image_id=plan.image.image_id, labels=_labels(plan, "arm", arm_id),
-        checkout=checkout, network=network, env=env, user=workspace.sandbox_user(),
-        limits=sandbox.SandboxLimits(limits.cpus, limits.memory_mb, limits.pids,
-                                      limits.disk_mb),
-        hostname=arm_id.lower(), read_only=agents_mount(plan.loaded))
-    container_id = sandbox.create(engine, spec)
-    progress(f"arm {arm_id}: sandbox {name} up")
-    return ArmSandbox(arm=arm_id, container_id=container_id, container_name=name,
-                      network=network, egress=egress, checkout=str(checkout),
-                      schema_name=schema.name if schema else None,
-                      schema_password=schema.password if schema else None)
 
 
 def agents_mount(loaded: LoadedManifest) -> tuple[tuple[Path, str], ...]:
@@ -298,7 +313,10 @@ class DownReport:
 
 
 def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) -> DownReport:
-    """Keep the arms' commits (fetched back), drop databases and roles, remove by label."""
+    """Keep the arms' work not kept yet, drop databases and roles, remove by label.
+
+    Whatever state an arm left its checkout in, everything of the experiment is removed:
+    an arm whose work cannot be kept is reported, never a reason to stop."""
     repo = loaded.repo_path
     name = loaded.manifest.experiment.name
     directory = experiment_dir(repo, name)
@@ -306,26 +324,16 @@ def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) ->
     left: tuple[list[str], list[str]] = ([], [])
     with experiment_lock(directory, name, "down"):
         current = state_mod.load(directory)
-        if current is not None and current.phase == "up":
-            _keep_work(repo, current, progress)
-            dropped, left = _drop_databases(engine, current, progress)
-        removed = engine.remove_labelled({LABEL_EXPERIMENT: name})
-        state_mod.clear(directory)
+        try:
+            if current is not None and current.phase == "up":
+                arms_mod.keep_all(engine, loaded, directory, current, progress)
+                dropped, left = _drop_databases(engine, current, progress)
+        finally:
+            removed = engine.remove_labelled({LABEL_EXPERIMENT: name})
+            state_mod.clear(directory)
     progress(f"removed {removed['container']} containers, {removed['network']} networks, "
              f"dropped {len(dropped)} databases and their roles")
     return DownReport(removed, dropped, *left)
-
-
-def _keep_work(repo: Path, current: ExperimentState, progress: Progress) -> None:
-    for arm in current.arms:
-        checkout = Path(arm.checkout)
-        if not (checkout / ".git").exists():
-            continue
-        head = workspace.run_git(checkout, "rev-parse", "HEAD", check=False)
-        if head and head != current.base_commit:
-            branch = workspace.arm_branch(current.experiment, current.change, arm.arm)
-            workspace.fetch_back(repo, checkout, branch)
-            progress(f"arm {arm.arm}: kept its commits as {branch}")
 
 
 def _drop_databases(engine: Engine, current: ExperimentState,
@@ -397,12 +405,20 @@ def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
                 described = sandbox.describe(engine, live.container_id)
             except docker.errors.APIError:
                 described = {"state": "unknown"}
-            head = workspace.run_git(Path(live.checkout), "rev-parse", "HEAD", check=False)
             row.update(state=described["state"], image=current.image_id,
-                       commit=head or None, schema=live.schema_name,
-                       container=live.container_name)
+                       commit=_arm_commit(directory, current, arm.id),
+                       schema=live.schema_name, container=live.container_name)
         rows.append(row)
     return rows
+
+
+def _arm_commit(directory: Path, current: ExperimentState, arm: str) -> str:
+    """The arm's commit from its dispatch record (this `up`'s), else the base it starts
+    from: never read from the checkout."""
+    record = load_record(record_dir(directory, current.change, arm) / RECORD_FILE)
+    if record is not None and record.run == current.run and record.commit:
+        return record.commit
+    return current.base_commit
 
 
 def verdicts(directory: Path, change: str, arm: str) -> dict[str, str]:

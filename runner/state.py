@@ -28,7 +28,8 @@ class ArmSandbox(BaseModel):
     container_name: str
     network: str
     egress: bool
-    checkout: str
+    checkout: str                 # the arm's checkout volume (mounted at /work)
+    home: str | None = None       # the arm's HOME volume (mounted at /home/agent)
     # The arm's Postgres database and its owner role: one name (a field name of the
     # schema era, kept so a state file written before issue 11 still reads).
     schema_name: str | None = None

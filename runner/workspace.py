@@ -1,26 +1,28 @@
-"""Git: the target repository, one isolated checkout per arm, fetching arms' work back.
+"""Git on the host: the target repository (the main repo) and nothing else.
 
-Every git call goes through `run_git` (a timeout, and `safe.directory=*` because arm
-checkouts belong to the sandbox user while the orchestrator may be root).
+Every git call on the host goes through `run_git` (a timeout, and `safe.directory=*`
+because sample trees belong to the sandbox user while the orchestrator may be root).
 
-An arm's checkout is `git init` + a fetch of the base commit ONLY from the main repo: it
-holds the base history and nothing else — no rival's branch, no later commit, no tag,
-no remote pointing back (DESIGN principle 6; FIELD-NOTES "Git").
+The host never runs git in an arm's checkout: the checkout is made inside the arm's
+volume from `base_bundle` (the base commit's history only: no rival's branch, no later
+commit, no tag, no remote; DESIGN principle 6), and the arm's work comes back as a
+bundle that `runner.bundle` imports with every object checked (`runner.checkout`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import secrets
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from runner.errors import BadInputError, DirtyTreeError, RunnerError
 
 GIT_TIMEOUT_S = 120
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
-ARM_BRANCH = "work"
 
 
 class GitError(RunnerError):
@@ -33,13 +35,27 @@ def _env() -> dict[str, str]:
             "GIT_CONFIG_VALUE_0": "*", "GIT_TERMINAL_PROMPT": "0"}
 
 
-def run_git(cwd: Path, *args: str, check: bool = True) -> str:
-    """Run `git ARGS` in `cwd` with a timeout; return stdout (stripped)."""
+@dataclass(frozen=True)
+class GitRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def git_run(cwd: Path, *args: str, stdin: BinaryIO | None = None) -> GitRun:
+    """Run `git ARGS` in `cwd` with a timeout; the outcome, whatever the exit code."""
     try:
         done = subprocess.run(["git", *args], cwd=cwd, env=_env(), capture_output=True,
-                              text=True, timeout=GIT_TIMEOUT_S, check=False)
+                              stdin=stdin, text=True, errors="replace",
+                              timeout=GIT_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as error:
         raise GitError(f"git {' '.join(args)} took over {GIT_TIMEOUT_S}s in {cwd}") from error
+    return GitRun(done.returncode, done.stdout, done.stderr)
+
+
+def run_git(cwd: Path, *args: str, check: bool = True, stdin: BinaryIO | None = None) -> str:
+    """Run `git ARGS` in `cwd` with a timeout; return stdout (stripped)."""
+    done = git_run(cwd, *args, stdin=stdin)
     if check and done.returncode != 0:
         raise GitError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -99,20 +115,26 @@ def resolve_commit(repo_path: Path, ref: str) -> str:
     return sha
 
 
-def make_checkout(repo_path: Path, base_sha: str, dest: Path) -> Path:
-    """A fresh checkout at `dest` holding only the history of `base_sha`."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    run_git(dest, "init", "--quiet", f"--initial-branch={ARM_BRANCH}")
-    # Fetch the one commit by id (protocol v2 allows any reachable id); no tags, no refs.
-    run_git(dest, "-c", "protocol.version=2", "fetch", "--quiet", "--no-tags",
-            str(repo_path.resolve()), base_sha)
-    run_git(dest, "reset", "--quiet", "--hard", base_sha)
-    run_git(dest, "update-ref", "-d", "FETCH_HEAD", check=False)
-    (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
-    give_to_sandbox(dest)
-    return dest
+def base_bundle(repo_path: Path, base_sha: str, dest: Path) -> str:
+    """Write a bundle of `base_sha`'s history only to `dest`; return the ref it carries.
+
+    The ref is a temporary one of the main repo's, removed again at once.
+    """
+    ref = f"refs/bakeoff/tmp/base-{secrets.token_hex(4)}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    run_git(repo_path, "update-ref", ref, base_sha)
+    try:
+        run_git(repo_path, "bundle", "create", "-q", str(dest.resolve()), ref)
+    finally:
+        run_git(repo_path, "update-ref", "-d", ref, check=False)
+    dest.chmod(0o644)
+    return ref
+
+
+def objects_dir(repo_path: Path) -> Path:
+    """The main repository's object directory (shared by its worktrees)."""
+    common = Path(run_git(repo_path, "rev-parse", "--git-common-dir"))
+    return (common if common.is_absolute() else repo_path / common).resolve() / "objects"
 
 
 def give_to_sandbox(path: Path) -> None:
@@ -136,14 +158,3 @@ def arm_branch(experiment: str, change: str, arm: str) -> str:
     # Not bakeoff/<experiment>/...: the experiment branch defaults to bakeoff/<experiment>,
     # and git cannot hold both a ref and refs below it of the same name.
     return f"bakeoff-arms/{experiment}/{change}/{arm}"
-
-
-def fetch_back(repo_path: Path, checkout: Path, branch: str) -> str:
-    """Fetch the arm's HEAD into the main repo as `branch`; return its commit."""
-    head = run_git(checkout, "rev-parse", "HEAD")
-    # Local transports drop GIT_CONFIG_*; the upload-pack side needs safe.directory itself.
-    run_git(repo_path, "fetch", "--quiet", "--no-tags",
-            "--upload-pack=git -c safe.directory=* upload-pack", str(checkout.resolve()),
-            f"+HEAD:refs/heads/{branch}")
-    return head
-

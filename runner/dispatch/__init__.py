@@ -7,7 +7,14 @@ The adapters (how an arm's agent is started) are in `runner.agents`; the live vi
 """
 
 from runner.dispatch.brief import BRIEF_PATH, GUARDRAILS, Brief, compose_brief
-from runner.dispatch.record import DONE_STATES, ArmRecord, ArmState, load_record
+from runner.dispatch.record import (
+    DONE_STATES,
+    ArmRecord,
+    ArmState,
+    interrupted_branch,
+    load_record,
+    record_dir,
+)
 from runner.dispatch.redact import Redactor, StreamRedactor
 from runner.dispatch.run import (
     ArmOutcome,
@@ -15,8 +22,6 @@ from runner.dispatch.run import (
     DispatchReporter,
     SecretMissingError,
     dispatch,
-    interrupted_branch,
-    record_dir,
 )
 
 __all__ = [

@@ -3,17 +3,17 @@
 Its text is the change's brief file (symptom + acceptance criteria) followed by the
 repository guardrails. Nothing in it names an arm, so it is byte-identical across arms
 (its sha256 is recorded with every arm, and the contract can hash the same text); the
-per-arm test-user id comes in `$BAKEOFF_TEST_USER`. It lives at `BRIEF_PATH`, owned by
-root and read-only, outside /work so it is never committed and no agent can rewrite it.
+per-arm test-user id comes in `$BAKEOFF_TEST_USER`. It lives at `BRIEF_PATH`, outside
+/work so it is never committed: the stage's `brief/` directory on the host, written once
+per dispatch and mounted READ-ONLY into every sandbox, so no agent can rewrite it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import tarfile
-import time
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -65,16 +65,18 @@ def arm_test_user(experiment: str, arm: str) -> str:
     return f"{experiment}-{arm}"
 
 
-def brief_archive(brief: Brief) -> bytes:
-    """A tar for `put_archive(container, "/")`: the brief, root-owned and read-only."""
-    data = brief.text.encode("utf-8")
-    now = time.time()
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        folder = tarfile.TarInfo(BRIEF_DIR.lstrip("/"))
-        folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, now
-        tar.addfile(folder)
-        info = tarfile.TarInfo(BRIEF_PATH.lstrip("/"))
-        info.size, info.mode, info.mtime = len(data), 0o444, now
-        tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
+def brief_dir(stage: Path) -> Path:
+    """The host directory mounted read-only at BRIEF_DIR in every sandbox of the stage."""
+    return stage / "brief"
+
+
+def write_brief(stage: Path, brief: Brief) -> Path:
+    """The brief, read-only, replaced atomically (sandboxes see the new file at once)."""
+    folder = brief_dir(stage)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / BRIEF_PATH.rsplit("/", 1)[1]
+    tmp = folder / f".{target.name}.{os.getpid()}.tmp"
+    tmp.write_bytes(brief.text.encode("utf-8"))
+    tmp.chmod(0o444)
+    os.replace(tmp, target)
+    return target

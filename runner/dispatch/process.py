@@ -6,8 +6,12 @@ deadline as well (FIELD-NOTES: exec has no timeout). Output is streamed to the l
 comes (redacted by the sink), so a live view can show the last line.
 
 Stopping never goes by name: `kill -KILL -1` as the sandbox user ends every process the
-agent has, including ones that left its process group; that also ends the container's
-`sleep`, so the container is started again (same container, same checkout, same network).
+agent has, including ones that left its process group. The container's main process
+runs as root (with no capabilities) and survives it, so the container keeps running and
+its tmpfs checkout is never lost (`runner.sandbox`).
+
+The log keeps the first `HEAD_BYTES` and the last `TAIL_BYTES` of the output with a
+marker line between them: an agent that prints forever costs bounded disk and memory.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import docker.errors
 
-from runner import sandbox, workspace
+from runner import sandbox
 from runner.dispatch.redact import Redactor, StreamRedactor
 from runner.engine import Engine
 from runner.errors import SandboxUnavailableError
@@ -48,29 +52,58 @@ class AgentRun:
     interrupted: bool = False
 
 
-class LogSink:
-    """Writes the agent's output, redacted, to its log as it comes; keeps the last line."""
+HEAD_BYTES = 8 * 1024 * 1024
+TAIL_BYTES = 2 * 1024 * 1024
+TRUNCATED = "[bakeoff: output truncated: {omitted} bytes omitted]"
+LAST_LINE_SCAN = 4096   # the live view's last line is looked for in this much of a chunk
 
-    def __init__(self, path: Path, redactor: Redactor, on_line: Callable[[str], None]) -> None:
+
+class LogSink:
+    """Writes the agent's output, redacted, to its log as it comes; keeps the last line.
+
+    The first `head_bytes` go to the file as they come; past them, only a rolling tail of
+    `tail_bytes` is kept in memory and written at `close`, after the truncation marker.
+    """
+
+    def __init__(self, path: Path, redactor: Redactor, on_line: Callable[[str], None],
+                 head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.handle: TextIO = path.open("w", encoding="utf-8")
+        self.handle: BinaryIO = path.open("wb")
         self.redacting = StreamRedactor(redactor)
         self.on_line = on_line
         self.last_line = ""
+        self.head_left = head_bytes
+        self.tail_bytes = tail_bytes
+        self.tail = bytearray()
+        self.omitted = 0
 
     def feed(self, data: bytes) -> None:
         self._write(self.redacting.feed(data))
 
     def close(self) -> None:
         self._write(self.redacting.flush())
+        if self.omitted:
+            marker = TRUNCATED.format(omitted=self.omitted)
+            self.handle.write(f"\n{marker}\n".encode())
+        self.handle.write(bytes(self.tail))
         self.handle.close()
 
     def _write(self, text: str) -> None:
         if not text:
             return
-        self.handle.write(text)
-        self.handle.flush()
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        data = text.encode("utf-8")
+        head, rest = data[:self.head_left], data[self.head_left:]
+        if head:
+            self.head_left -= len(head)
+            self.handle.write(head)
+            self.handle.flush()
+        if rest:
+            self.tail += rest
+            excess = len(self.tail) - self.tail_bytes
+            if excess > 0:
+                del self.tail[:excess]
+                self.omitted += excess
+        lines = [line.strip() for line in text[-LAST_LINE_SCAN:].splitlines() if line.strip()]
         if lines:
             self.last_line = lines[-1]
             self.on_line(self.last_line)
@@ -98,7 +131,7 @@ def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, st
             "sh", "-c", command]
     exec_id = engine.call("create the agent's exec", api.exec_create, container_id, argv,
                           environment=env, workdir=sandbox.WORKDIR,
-                          user=workspace.sandbox_user())["Id"]
+                          user=sandbox.SANDBOX_USER)["Id"]
     started = time.monotonic()
     stream: Any = engine.call("start the agent", api.exec_start, exec_id, stream=True)
     reader = _Reader(stream, sink)
@@ -171,16 +204,15 @@ def parse_stat(line: str) -> tuple[int, int, str]:
 
 
 def sweep(engine: Engine, container_id: str, *, force: bool = False) -> list[str]:
-    """Kill every process an agent left behind (all of them when `force`); return them."""
+    """Kill every process of the sandbox user (the agent's and anything it left behind);
+    return the ones found besides ours. The container keeps running (its main process
+    is root's), and so does its checkout."""
     found = [] if force else leftovers(engine, container_id)
     if not found and not force:
         return []
     api = engine.client.api
     with contextlib.suppress(docker.errors.APIError, SandboxUnavailableError):
         exec_id = engine.call("create kill exec", api.exec_create, container_id,
-                              ["kill", "-KILL", "-1"], user=workspace.sandbox_user())["Id"]
+                              ["kill", "-KILL", "-1"], user=sandbox.SANDBOX_USER)["Id"]
         engine.call("kill the agent's processes", api.exec_start, exec_id)
-    # The container's main process (same user) died too: wait for it to stop, start it.
-    engine.call("wait for the sandbox to stop", api.wait, container_id, timeout=STOP_WAIT_S)
-    engine.call("start the sandbox again", api.start, container_id)
     return found

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from rig.persist import write_text_atomic
 from runner.dispatch.redact import Redactor
 from runner.manifest import EffortNormalized, EffortProvenance, Mode
-from runner.store import read_model
+from runner.store import read_model, stage_dir
 
 RECORD_FILE = "arm.json"
 LOG_FILE = "dispatch.log"
@@ -90,6 +90,17 @@ class ArmRecord(BaseModel):
     caveats: list[str] = []
     error: str | None = None
     interrupted_work: list[str] = []
+    # Why the arm's work was refused unseen (an fsck error, "does not descend from the
+    # base", "bundle over N MiB"): its branch is the base; scoring makes it FAIL unsafe_work.
+    work_refused: str | None = None
+
+
+def record_dir(directory: Path, change: str, arm: str) -> Path:
+    return stage_dir(directory, change) / "arms" / arm
+
+
+def interrupted_branch(experiment: str, change: str, arm: str, attempt: int) -> str:
+    return f"bakeoff-interrupted/{experiment}/{change}/{arm}/attempt-{attempt}"
 
 
 def now_iso() -> str:

@@ -1,11 +1,13 @@
 """`dispatch`: every arm's agent in its own sandbox, all at once, on the same brief.
 
 Everything that can be wrong with the input (an unknown adapter or arm, a missing
-secret, an unreadable brief) is found before any agent starts. Then each arm runs in
-its own thread: sweep leftovers, write the brief, stream the agent under its timeout,
-commit what it left uncommitted, fetch its commits back, write its record. Arms whose
-record (from this `up`) says finished, failed or timed_out are skipped: a re-run after
-an interrupted dispatch finishes only the others, each redone from the base commit.
+secret, an unreadable brief) is found before any agent starts; the brief is written
+once, read-only for every sandbox. Then each arm runs in its own thread: sweep
+leftovers, stream the agent under its timeout, keep its work (stopped, paused, bundled
+in a fresh rig container and imported checked: `runner.dispatch.work`), write its
+record. Arms whose record (from this `up`) says finished, failed or timed_out are
+skipped: a re-run after an interrupted dispatch finishes only the others, each redone
+from the base commit after the interrupted attempt's work is kept the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Protocol
 
 import docker.errors
 
-from runner import freeze, lifecycle, workspace
+from runner import arms, checkout, freeze, lifecycle, sandbox, workspace
 from runner.agents import adapter_for
 from runner.dispatch import process, work
 from runner.dispatch.brief import (
@@ -29,8 +31,8 @@ from runner.dispatch.brief import (
     TEST_USER_ENV,
     Brief,
     arm_test_user,
-    brief_archive,
     compose_brief,
+    write_brief,
 )
 from runner.dispatch.record import (
     DONE_STATES,
@@ -39,8 +41,10 @@ from runner.dispatch.record import (
     ArmRecord,
     ArmState,
     apply_effort_probe,
+    interrupted_branch,
     load_record,
     now_iso,
+    record_dir,
     save_record,
 )
 from runner.dispatch.redact import MASK, Redactor
@@ -75,6 +79,7 @@ class SecretMissingError(BadInputError):
 class ArmPlan:
     arm: Arm
     sandbox: ArmSandbox
+    box: checkout.ArmBox
     adapter: str
     command: str
     env: dict[str, str]        # holds secret values: never written anywhere
@@ -114,10 +119,6 @@ class DispatchReport:
         return [o.record for o in self.outcomes if o.record.state == ArmState.RIG_ERROR]
 
 
-def record_dir(directory: Path, change: str, arm: str) -> Path:
-    return stage_dir(directory, change) / "arms" / arm
-
-
 def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None = None,
              reporter: DispatchReporter | None = None,
              environ: Mapping[str, str] | None = None) -> DispatchReport:
@@ -132,6 +133,7 @@ def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None 
         pending = [arm for arm in selected if not _done(previous[arm.id])]
         secrets = _secrets(loaded, pending, os.environ if environ is None else environ)
         brief = compose_brief(loaded, current.change)
+        write_brief(stage_dir(directory, current.change), brief)
         plans = [_plan(loaded, current, directory, arm, secrets, previous[arm.id])
                  for arm in selected]
         ctx = DispatchContext(engine, loaded, current, brief, Redactor(secrets.values()),
@@ -190,7 +192,8 @@ def _plan(loaded: LoadedManifest, current: ExperimentState, directory: Path, arm
            "BAKEOFF_MODEL": arm.model, "BAKEOFF_EFFORT": arm.effort,
            **{name: secrets[name] for name in arm.secrets if name in secrets}}
     folder = record_dir(directory, current.change, arm.id)
-    return ArmPlan(arm, sandbox, adapter.name, command, env, folder, previous)
+    box = arms.arm_box(current, sandbox)
+    return ArmPlan(arm, sandbox, box, adapter.name, command, env, folder, previous)
 
 
 def _run_all(ctx: DispatchContext, plans: list[ArmPlan]) -> DispatchReport:
@@ -253,40 +256,46 @@ def _starting_record(ctx: DispatchContext, plan: ArmPlan) -> ArmRecord:
 
 
 def _prepare(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRecord:
-    """No process left from an earlier attempt, the checkout at the base, the brief in place."""
+    """No process left from an earlier attempt, and the checkout at the base: a redo (an
+    earlier attempt of this `up`, or a HEAD moved by `exec`) keeps that work, then makes
+    the checkout again from the base."""
     engine, container = ctx.engine, plan.sandbox.container_id
+    sandbox.resume_if_paused(engine, container)  # a dispatch killed while keeping work
     process.sweep(engine, container)
-    kept: list[str] = []
-    checkout = Path(plan.sandbox.checkout)
-    head = workspace.run_git(checkout, "rev-parse", "HEAD", check=False)
-    if plan.previous is not None or head != ctx.current.base_commit:
-        kept = _keep_interrupted(ctx, plan, record.attempt - 1)
-        work.reset_to_base(engine, container, ctx.current.base_commit)
-    engine.call("write the brief", engine.client.api.put_archive, container, "/",
-                brief_archive(ctx.brief))
-    return record.model_copy(update={"interrupted_work": kept})
+    base = ctx.current.base_commit
+    redo = plan.previous is not None or checkout.head_in_sandbox(engine, container) != base
+    if not redo:
+        return record
+    kept, caveats = _keep_interrupted(ctx, plan, record.attempt - 1)
+    work.reset_to_base(engine, plan.box, ctx.loaded.repo_path, base, _scratch(plan),
+                       ctx.repo_lock)
+    return record.model_copy(update={"interrupted_work": kept,
+                                     "caveats": [*record.caveats, *caveats]})
 
 
-def interrupted_branch(experiment: str, change: str, arm: str, attempt: int) -> str:
-    return f"bakeoff-interrupted/{experiment}/{change}/{arm}/attempt-{attempt}"
+def _scratch(plan: ArmPlan) -> Path:
+    return plan.directory / "keep"
 
 
-def _keep_interrupted(ctx: DispatchContext, plan: ArmPlan, attempt: int) -> list[str]:
+def _keeping(ctx: DispatchContext, plan: ArmPlan, branch: str, message: str, *,
+             branch_on_base: bool = True) -> work.Keeping:
+    return work.Keeping(ctx.loaded.repo_path, plan.box, plan.sandbox.container_id,
+                        ctx.current.base_commit, branch, message, list(plan.arm.commit_ignored),
+                        _scratch(plan), ctx.repo_lock, branch_on_base)
+
+
+def _keep_interrupted(ctx: DispatchContext, plan: ArmPlan,
+                      attempt: int) -> tuple[list[str], list[str]]:
     """An unfinished attempt's work is kept on a branch of its own before the redo."""
     message = (f"Interrupted attempt {attempt} of arm {plan.arm.id}, committed by the "
                "orchestrator\n\nThe dispatch was stopped before this attempt finished; "
                "the orchestrator committed what it left, before redoing the arm from the base.")
-    commit = work.commit_stranded(ctx.engine, plan.sandbox.container_id, message,
-                                  plan.arm.commit_ignored)
-    checkout = Path(plan.sandbox.checkout)
-    head = workspace.run_git(checkout, "rev-parse", "HEAD", check=False)
-    if not head or (head == ctx.current.base_commit and commit is None):
-        return []
     branch = interrupted_branch(ctx.current.experiment, ctx.current.change, plan.arm.id,
                                 attempt)
-    with ctx.repo_lock:
-        workspace.fetch_back(ctx.loaded.repo_path, checkout, branch)
-    return [branch]
+    kept = work.keep(ctx.engine, _keeping(ctx, plan, branch, message, branch_on_base=False))
+    if kept.work_refused is not None:
+        return [], [f"interrupted attempt {attempt}: its work was refused ({kept.work_refused})"]
+    return ([branch] if kept.new_work else []), []
 
 
 def _run_agent(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRecord:
@@ -316,21 +325,18 @@ def _run_agent(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRec
 
 
 def _keep_work(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRecord:
-    """Stop leftovers, commit stranded work, fetch the commits back, probe the log."""
-    engine, container, current = ctx.engine, plan.sandbox.container_id, ctx.current
+    """Stop leftovers, take the work out checked, probe the log."""
+    current = ctx.current
     ctx.reporter.state(plan.arm.id, "committing")
-    left = process.sweep(engine, container)
-    commit = work.commit_stranded(engine, container, _stranded_message(plan, record),
-                                  plan.arm.commit_ignored)
     branch = workspace.arm_branch(current.experiment, current.change, plan.arm.id)
-    with ctx.repo_lock:
-        kept = work.fetch_work(ctx.loaded.repo_path, Path(plan.sandbox.checkout), branch,
-                               current.base_commit, commit)
-        diff = work.committed_diff(ctx.loaded.repo_path, current.base_commit, kept.commit)
-    caveats = list(record.caveats)
-    if left:
-        caveats.append(f"{len(left)} process(es) still running after the agent exited were "
-                       "killed before its work was committed")
+    kept = work.keep(ctx.engine, _keeping(ctx, plan, branch, _stranded_message(plan, record)))
+    diff = work.committed_diff(ctx.loaded.repo_path, current.base_commit, kept.commit)
+    caveats = [*record.caveats, *kept.caveats]
+    if kept.left_running:
+        caveats.append(f"{len(kept.left_running)} process(es) still running after the agent "
+                       "exited were killed before its work was taken")
+    if kept.no_work is not None:
+        caveats.append(f"no_work: {kept.no_work}; the arm stands on the base commit")
     leaked = sorted(name for name, value in ctx.secrets.items() if value in diff)
     if leaked:
         caveats.append(f"secret_in_commit: the arm committed the value of {', '.join(leaked)}")
@@ -339,7 +345,7 @@ def _keep_work(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRec
         "commit": kept.commit, "branch": kept.branch, "commits": kept.commits,
         "orchestrator_commit": kept.orchestrator_commit, "diffstat": kept.diffstat,
         "files_changed": kept.files_changed, "insertions": kept.insertions,
-        "deletions": kept.deletions, "caveats": caveats})
+        "deletions": kept.deletions, "caveats": caveats, "work_refused": kept.work_refused})
     return apply_effort_probe(updated, log_text)
 
 

@@ -1,46 +1,27 @@
-"""Keeping an arm's work: stranded edits committed, commits fetched back, diffstat.
+"""Keeping an arm's work: every process stopped, a checked bundle imported, a diffstat.
 
-The orchestrator's commit runs INSIDE the arm's sandbox, as the sandbox user, with hooks
-off: the checkout's `.git` is the agent's to configure (hooks, filters, fsmonitor), and
-none of that may ever run on the host. The host only fetches from the checkout (as
-`runner.workspace.fetch_back` does) and reads the fetched commits in the main repository.
+The host never runs git in an arm's checkout. Once the agent has stopped: `sweep` kills
+every process of the sandbox user, the sandbox is paused (nothing of the agent runs
+while its work is taken), a fresh rig container bundles the work (`runner.checkout`),
+the sandbox is unpaused, and the bundle is imported with every object checked
+(`runner.bundle`). Whatever the arm did to its `.git`, the outcome is a value: work
+kept, no work (`no_work`, the branch at the base), or work refused (`work_refused`,
+the branch at the base), never a rig error.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import shutil
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from runner import sandbox, workspace
+from runner import bundle, checkout, sandbox, workspace
+from runner.bundle import WorkRefusedError
+from runner.checkout import ArmBox, Taken
+from runner.dispatch import process
 from runner.engine import Engine
-from runner.workspace import GitError
-
-GIT_STEP_TIMEOUT_S = 300
-ORCHESTRATOR = ("-c user.name='bakeoff-sandbox orchestrator' "
-                "-c user.email=orchestrator@bakeoff.invalid")
-# $1 = the message; the rest = ignored paths to force-add when they exist.
-COMMIT_SCRIPT = f"""
-msg="$1"; shift
-rm -f .git/index.lock
-git add -A || exit 3
-for p in "$@"; do
-  if [ -e "$p" ]; then git add -f -- "$p" || exit 3; fi
-done
-git diff --cached --quiet && exit 0
-git -c core.hooksPath=/dev/null -c commit.gpgSign=false {ORCHESTRATOR} commit -q -m "$msg" \
-  || exit 4
-git rev-parse HEAD
-"""
-# $1 = the base commit: back to it, with no other ref, no reflog, no loose history.
-RESET_SCRIPT = f"""
-rm -f .git/index.lock
-git checkout -q -f -B {workspace.ARM_BRANCH} "$1" || exit 3
-git for-each-ref --format='%(refname)' | while read -r ref; do
-  [ "$ref" = refs/heads/{workspace.ARM_BRANCH} ] || git update-ref -d "$ref"
-done
-git clean -q -ffdx && git reflog expire --expire=now --all && git gc -q --prune=now
-"""
 
 
 @dataclass(frozen=True)
@@ -53,39 +34,86 @@ class KeptWork:
     files_changed: int
     insertions: int
     deletions: int
+    work_refused: str | None = None
+    no_work: str | None = None
+    left_running: list[str] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+
+    @property
+    def new_work(self) -> bool:
+        return self.commits > 0
 
 
-def commit_stranded(engine: Engine, container_id: str, message: str,
-                    force_add: list[str]) -> str | None:
-    """Commit what the agent left uncommitted (force-adding `force_add`); the new commit."""
-    result = sandbox.exec_in(engine, container_id, ["sh", "-c", COMMIT_SCRIPT, "commit",
-                                                    message, *force_add],
-                             timeout_s=GIT_STEP_TIMEOUT_S)
-    if result.exit_code != 0:
-        raise GitError(f"the orchestrator could not commit the arm's stranded work "
-                       f"(exit {result.exit_code}): {(result.stderr or result.stdout).strip()}")
-    lines = result.stdout.strip().splitlines()
-    return lines[-1].strip() if lines else None
+@dataclass(frozen=True)
+class Keeping:
+    """Where one arm's work goes: the repo, the branch, the base, what to force-add."""
+
+    repo: Path
+    box: ArmBox
+    container_id: str
+    base: str
+    branch: str
+    message: str
+    force_add: list[str]
+    scratch: Path               # a host directory of the experiment's state, for this arm
+    repo_lock: threading.Lock
+    branch_on_base: bool = True  # point the branch at the base when there is no work
 
 
-def reset_to_base(engine: Engine, container_id: str, base: str) -> None:
-    """A redo starts where every arm started: the base commit, nothing else reachable."""
-    result = sandbox.exec_in(engine, container_id, ["sh", "-c", RESET_SCRIPT, "reset", base],
-                             timeout_s=GIT_STEP_TIMEOUT_S)
-    if result.exit_code != 0:
-        raise GitError(f"could not reset the checkout to the base {base[:12]} "
-                       f"(exit {result.exit_code}): {result.stderr.strip()}")
+def keep(engine: Engine, how: Keeping) -> KeptWork:
+    """Stop the arm, take its work out, import it checked; the branch always exists."""
+    left = process.sweep(engine, how.container_id)
+    sandbox.pause(engine, how.container_id)
+    try:
+        try:
+            taken = checkout.take(engine, how.box, how.base, how.message, how.force_add,
+                                  how.scratch)
+        finally:
+            sandbox.unpause(engine, how.container_id)
+        with how.repo_lock:
+            kept = _import(how, taken)
+    finally:
+        shutil.rmtree(how.scratch, ignore_errors=True)
+    return replace(kept, left_running=left)
 
 
-def fetch_work(repo: Path, checkout: Path, branch: str, base: str,
-               orchestrator_commit: str | None) -> KeptWork:
-    """Fetch the checkout's HEAD into `repo` as `branch`; measure it against the base."""
-    head = workspace.fetch_back(repo, checkout, branch)
+def _import(how: Keeping, taken: Taken) -> KeptWork:
+    refused, tip = taken.refused, None
+    if taken.bundle is not None and refused is None:
+        try:
+            tip = bundle.import_work(how.repo, taken.bundle, how.base, how.branch,
+                                     how.scratch, how.box.cap_bytes)
+        except WorkRefusedError as error:
+            refused = error.reason
+        finally:
+            taken.bundle.unlink(missing_ok=True)
+    if tip is None and how.branch_on_base:  # no work, or refused: it stands on the base
+        workspace.run_git(how.repo, "update-ref", f"refs/heads/{how.branch}", how.base)
+    orchestrator = taken.orchestrator_commit if tip is not None else None
+    kept = measure(how.repo, how.base, tip or how.base, how.branch, orchestrator)
+    return replace(kept, work_refused=refused, no_work=taken.no_work,
+                   caveats=list(taken.caveats))
+
+
+def measure(repo: Path, base: str, head: str, branch: str,
+            orchestrator_commit: str | None) -> KeptWork:
     count = int(workspace.run_git(repo, "rev-list", "--count", f"{base}..{head}") or 0)
     stat = workspace.run_git(repo, "diff", "--stat", "--no-color", "--no-ext-diff", base, head)
     short = workspace.run_git(repo, "diff", "--shortstat", "--no-ext-diff", base, head)
     files, added, deleted = parse_shortstat(short)
     return KeptWork(head, branch, count, orchestrator_commit, stat, files, added, deleted)
+
+
+def reset_to_base(engine: Engine, box: ArmBox, repo: Path, base: str, scratch: Path,
+                  repo_lock: threading.Lock) -> None:
+    """A redo starts where every arm started: the checkout made again from the base."""
+    path = scratch / "base.bundle"
+    with repo_lock:
+        ref = workspace.base_bundle(repo, base, path)
+    try:
+        checkout.make(engine, box, path, base, ref)
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def committed_diff(repo: Path, base: str, head: str) -> str:

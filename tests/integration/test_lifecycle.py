@@ -27,7 +27,8 @@ def ours(engine: Engine, experiment: str) -> dict[str, int]:
 def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest) -> None:
     name = target.manifest.experiment.name
     first = lifecycle.up(engine, target, options=CORE)
-    assert ours(engine, name) == {"container": 3, "network": 3, "volume": 0}
+    # Per arm: its container, network, checkout volume and HOME volume; plus Postgres.
+    assert ours(engine, name) == {"container": 3, "network": 3, "volume": 4}
     assert first.db is not None
     server = database.DbServer(first.db.container_id, first.db.host_port,
                                first.db.admin_password)
@@ -37,7 +38,7 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
     report = lifecycle.down(engine, target)
     assert report.dropped == [f"{prefix}a", f"{prefix}b"]
     assert (report.databases_left, report.roles_left) == ([], [])
-    assert report.removed == {"container": 3, "network": 3, "volume": 0}
+    assert report.removed == {"container": 3, "network": 3, "volume": 4}
     assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
     second = lifecycle.up(engine, target, options=CORE)
     assert second.run != first.run

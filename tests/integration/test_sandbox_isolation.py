@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from runner import lifecycle
+from runner.dispatch import process
 from runner.engine import Engine
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import CORE, cleanup, git, make_target
@@ -43,6 +44,8 @@ def test_arm_sees_only_base_history_after_rival_commits_and_later_main_commits(
     seen = sh(engine, target, "A", "git log --all --oneline; git tag; git remote")
     assert seen.exit_code == 0, seen.stderr
     assert seen.stdout.splitlines() == base_log.splitlines()
+    leftovers = sh(engine, target, "A", "ls .git/FETCH_HEAD .git/logs 2>/dev/null; git reflog")
+    assert (leftovers.exit_code, leftovers.stdout) == (0, "")  # no FETCH_HEAD, no reflog
     objects = sh(engine, target, "A", "git cat-file --batch-all-objects --batch-check | wc -l")
     base_objects = git(repo, "rev-list", "--objects", "main")
     assert int(objects.stdout.strip()) == len(base_objects.splitlines())
@@ -50,14 +53,17 @@ def test_arm_sees_only_base_history_after_rival_commits_and_later_main_commits(
 
 def test_arm_cannot_see_rival_checkout_on_the_filesystem(engine: Engine,
                                                          target: LoadedManifest) -> None:
+    """B's checkout is a volume of its own: A finds its file nowhere, not even at the
+    volume's host mountpoint, and has exactly one mount at /work."""
     lifecycle.up(engine, target, options=CORE)
     wrote = sh(engine, target, "B", "echo secret > secret-of-B.txt")
     assert wrote.exit_code == 0
     _, current = lifecycle.require_up(target)
-    b_checkout = current.arm("B").checkout  # type: ignore[union-attr]
-    assert (Path(b_checkout) / "secret-of-B.txt").read_text() == "secret\n"
+    b_volume = current.arm("B").checkout  # type: ignore[union-attr]
+    assert sh(engine, target, "B", "cat /work/secret-of-B.txt").stdout == "secret\n"
+    b_host = engine.client.volumes.get(b_volume).attrs["Mountpoint"]
     search = sh(engine, target, "A",
-                f"find / -xdev -name secret-of-B.txt 2>/dev/null; ls {b_checkout} 2>&1; "
+                f"find / -xdev -name secret-of-B.txt 2>/dev/null; ls {b_host} 2>&1; "
                 "ls /work; cat /proc/mounts | grep -c ' /work '")
     lines = search.stdout.splitlines()
     assert "secret-of-B.txt" not in search.stdout
@@ -190,3 +196,48 @@ def test_fork_bomb_is_held_by_pids_limit_and_memory_hog_is_killed(
     assert hog.exit_code == 137 and not hog.timed_out
     assert "survived" not in hog.stdout
     assert sh(engine, target, "A", "echo still-here").stdout == "still-here\n"
+
+
+def test_only_the_size_limited_tmpfs_mounts_are_writable(engine: Engine,
+                                                        target: LoadedManifest) -> None:
+    """The root filesystem is read-only: as the sandbox user, the only writable places
+    are the checkout, HOME, /tmp and /var/tmp (each a size-limited tmpfs). The main
+    process is root's but has no capability and cannot gain one."""
+    lifecycle.up(engine, target, options=CORE)
+    writable = sh(engine, target, "A", "find / -xdev -writable 2>/dev/null | sort")
+    assert writable.stdout.split() == ["/home/agent", "/tmp", "/var/tmp", "/work"]
+    mounts = sh(engine, target, "A", "grep -E ' (/work|/home/agent|/tmp|/var/tmp) ' "
+                "/proc/mounts | cut -d' ' -f2,3 | sort")
+    assert mounts.stdout.splitlines() == ["/home/agent tmpfs", "/tmp tmpfs",
+                                          "/var/tmp tmpfs", "/work tmpfs"]
+    home = sh(engine, target, "A", "ls -A $HOME")  # a copy of the image's HOME
+    assert home.stdout.split() == [".bash_logout", ".bashrc", ".profile"]
+    keeper = sh(engine, target, "A", "for d in /proc/[0-9]*; do "
+                "[ \"$(cat $d/comm)\" = sleep ] && grep -E '^(Uid|CapEff|NoNewPrivs)' $d/status;"
+                " done")
+    fields = [line.split()[:2] for line in keeper.stdout.splitlines()]
+    assert fields == [["Uid:", "0"], ["CapEff:", "0000000000000000"], ["NoNewPrivs:", "1"]]
+
+
+def test_sweep_kills_every_process_of_the_sandbox_user_and_the_checkout_survives(
+        engine: Engine, target: LoadedManifest) -> None:
+    """Pins: the sweep's `kill -KILL -1` as the sandbox user also killed the container's
+    main process, so the container stopped (and restarted); with the checkout on a tmpfs
+    volume that would lose it. The main process is root's now: the container keeps
+    running, the agent's processes are gone, the checkout is intact."""
+    lifecycle.up(engine, target, options=CORE)
+    _, current = lifecycle.require_up(target)
+    a = current.arm("A")
+    assert a is not None
+    started = sh(engine, target, "A", "echo mine > mine.txt; setsid sleep 300 "
+                 "</dev/null >/dev/null 2>&1 & nohup sleep 301 >/dev/null 2>&1 & echo ok")
+    assert started.stdout == "ok\n"
+    container = engine.client.containers.get(a.container_id)
+    started_at = container.attrs["State"]["StartedAt"]
+    assert sorted(process.leftovers(engine, a.container_id)) == ["sleep", "sleep"]
+    assert sorted(process.sweep(engine, a.container_id)) == ["sleep", "sleep"]
+    container.reload()
+    assert (container.status, container.attrs["State"]["StartedAt"]) == ("running", started_at)
+    assert process.leftovers(engine, a.container_id) == []
+    assert sh(engine, target, "A", "cat mine.txt; git status --porcelain").stdout == (
+        "mine\n?? mine.txt\n")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import re
 import shlex
-import tarfile
 import threading
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 from runner import demo
 from runner.agents import ADAPTERS, AdapterError, adapter_for, render_template
 from runner.dispatch import GUARDRAILS, ArmRecord, ArmState, Redactor, StreamRedactor, process
-from runner.dispatch.brief import BRIEF_PATH, brief_archive, compose_brief
+from runner.dispatch.brief import BRIEF_PATH, brief_dir, compose_brief, write_brief
 from runner.dispatch.record import apply_effort_probe
 from runner.dispatch.run import SecretMissingError, _secrets
 from runner.dispatch.view import DispatchView
@@ -140,6 +139,53 @@ def test_streaming_keeps_multibyte_characters_split_across_chunks() -> None:
     assert _stream(redactor, [data[:1], data[1:4], data[4:]]) == "é ünïcode ***"
 
 
+# --- the dispatch log's cap -----------------------------------------------------------------
+
+def test_log_sink_keeps_the_head_and_a_rolling_tail_with_a_marker(tmp_path: Path) -> None:
+    """Pins: 200 MB of agent output took the orchestrator to 711 MB and the disk had no
+    bound. The log keeps the first bytes and the last bytes, and says how many it left
+    out; the tail held in memory never exceeds its size."""
+    path = tmp_path / "dispatch.log"
+    seen: list[str] = []
+    sink = process.LogSink(path, Redactor(["s3cret"]), seen.append, head_bytes=100,
+                           tail_bytes=50)
+    lines = [f"line {n:04d} s3cret\n".encode() for n in range(200)]  # 19 bytes each
+    largest_tail = 0
+    for line in lines:
+        sink.feed(line)
+        largest_tail = max(largest_tail, len(sink.tail))
+    sink.close()
+    full = b"".join(lines).replace(b"s3cret", b"***")
+    omitted = len(full) - 150
+    assert path.read_bytes() == (full[:100] + f"\n[bakeoff: output truncated: {omitted} "
+                                 "bytes omitted]\n".encode() + full[-50:])
+    assert largest_tail == 50
+    assert sink.last_line == seen[-1] == "line 0199 ***"
+
+
+def test_log_sink_under_the_cap_writes_everything_and_no_marker(tmp_path: Path) -> None:
+    path = tmp_path / "dispatch.log"
+    sink = process.LogSink(path, Redactor([]), lambda _: None)
+    for n in range(1000):
+        sink.feed(f"{n}\n".encode())
+    sink.close()
+    assert path.read_text() == "".join(f"{n}\n" for n in range(1000))
+
+
+def test_log_sink_bounds_disk_and_memory_for_a_flood_of_output(tmp_path: Path) -> None:
+    """64 MiB through the default sink: the file is 8 MiB + the marker + 2 MiB."""
+    path = tmp_path / "dispatch.log"
+    sink = process.LogSink(path, Redactor([]), lambda _: None)
+    chunk = (b"x" * 1023 + b"\n") * 64  # 64 KiB
+    for _ in range(1024):
+        sink.feed(chunk)
+        assert len(sink.tail) <= process.TAIL_BYTES
+    sink.close()
+    marker = f"\n[bakeoff: output truncated: {64 * 2**20 - 10 * 2**20} bytes omitted]\n"
+    assert path.stat().st_size == 10 * 2**20 + len(marker)
+    assert (process.HEAD_BYTES, process.TAIL_BYTES) == (8 * 2**20, 2 * 2**20)
+
+
 # --- the brief ----------------------------------------------------------------------------
 
 def test_brief_is_the_brief_file_then_the_guardrails(horizon: LoadedManifest) -> None:
@@ -153,14 +199,17 @@ def test_brief_is_the_brief_file_then_the_guardrails(horizon: LoadedManifest) ->
     assert not re.search(r"horizon-dispatch|fixer|leaky", GUARDRAILS)
 
 
-def test_brief_archive_is_root_owned_and_read_only(horizon: LoadedManifest) -> None:
+def test_brief_file_is_read_only_and_replaced_whole(horizon: LoadedManifest,
+                                                    tmp_path: Path) -> None:
+    """Pins: the brief every sandbox mounts read-only is written mode 0444 and replaced
+    atomically (a second dispatch rewrites it without a window of a half-written file)."""
     brief = compose_brief(horizon, "cap-horizon")
-    with tarfile.open(fileobj=io.BytesIO(brief_archive(brief))) as tar:
-        member = tar.getmember(BRIEF_PATH.lstrip("/"))
-        assert (member.uid, member.gid, member.mode) == (0, 0, 0o444)
-        extracted = tar.extractfile(member)
-        assert extracted is not None and extracted.read() == brief.text.encode()
-        assert tar.getmember("tmp/bakeoff").mode == 0o755
+    first = write_brief(tmp_path, brief)
+    again = write_brief(tmp_path, brief)
+    assert first == again == brief_dir(tmp_path) / BRIEF_PATH.rsplit("/", 1)[1]
+    assert again.read_bytes() == brief.text.encode()
+    assert again.stat().st_mode & 0o777 == 0o444
+    assert sorted(p.name for p in brief_dir(tmp_path).iterdir()) == ["brief.md"]
 
 
 # --- secrets ------------------------------------------------------------------------------
