@@ -24,7 +24,7 @@ from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.report import render_scorecard
 from runner import freeze, images, merge, prepared, scoring, workspace
-from runner.dispatch.record import RECORD_FILE, load_record
+from runner.dispatch.record import RECORD_FILE, load_record, record_dir
 from runner.engine import Engine
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -118,8 +118,8 @@ def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
 def work_refused(loaded: LoadedManifest, change: str, arm: str) -> str | None:
     """Why the arm's work was refused at import (its samples are FAIL unsafe_work)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
-    record = load_record(stage_dir(directory, change) / "arms" / arm / RECORD_FILE)
-    why = getattr(record, "work_refused", None)
+    record = load_record(record_dir(directory, change, arm) / RECORD_FILE)
+    why = None if record is None else record.work_refused
     return None if why is None else f"the arm's work was refused at import: {why}"
 
 
