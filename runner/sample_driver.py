@@ -64,10 +64,15 @@ if [ -s "$in/root-dirs" ]; then
   xargs -0 chown 0:0 -- < "$in/root-dirs" && xargs -0 chmod 1777 -- < "$in/root-dirs" ||
     finish 125
 fi
-if [ -d "$in/plugin" ]; then
+# Python runs with PYTHONSAFEPATH (no cwd first on sys.path: a committed compileall.py
+# or pytest.py cannot shadow the real one); /work goes LAST instead, appended by a
+# usercustomize in the sandbox user's site (it runs after every site directory is on the
+# path, a .pth would land before the system's), so a flat layout's modules still import.
+if command -v python3 >/dev/null 2>&1; then
   site=$(cd / && as python3 -I -c 'import site; print(site.getusersitepackages())') ||
     finish 125
-  as mkdir -p "$site" && as cp "$in"/plugin/*.py "$site"/ || finish 125
+  as mkdir -p "$site" && as cp "$in/usercustomize.py" "$site/" || finish 125
+  if [ -d "$in/plugin" ]; then as cp "$in"/plugin/*.py "$site"/ || finish 125; fi
 fi
 cd /work || finish 125
 : > "$out/ready"
@@ -134,6 +139,14 @@ if [ -s "$in/collect" ]; then
   done < "$in/collect"
 fi
 finish "$code"
+'''
+
+
+USERCUSTOMIZE = '''"""bakeoff-sandbox: the tree's own modules import, after everything installed."""
+import sys
+
+if "/work" not in sys.path:
+    sys.path.append("/work")
 '''
 
 

@@ -276,6 +276,7 @@ class DockerSampleExecutor:
         (inputs / "root-dirs").write_bytes(sample_tree.nul_list(built.root_dirs))
         (inputs / "collect").write_text("".join(f"{p}\n" for p in spec.collect))
         (inputs / "driver.sh").write_text(sample_driver.script())
+        (inputs / "usercustomize.py").write_text(sample_driver.USERCUSTOMIZE)
         canary = built.canary
         if canary is not None and canary.plugin:
             (inputs / "plugin").mkdir(mode=0o755)

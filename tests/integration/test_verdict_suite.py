@@ -111,6 +111,17 @@ CASES: dict[str, Case] = {
     "sample_runs_as_non_root_in_work": Case(
         arm={"tests/test_who.py": "import os\n\ndef test_who():\n"
              "    assert os.getuid() == 1000 and os.getcwd() == '/work'\n"}, counts=(3, 0)),
+    # PYTHONSAFEPATH keeps /work off the front of sys.path; a .pth puts it last, so a flat
+    # layout's own modules still import and nothing of the tree shadows an installed one.
+    "flat_layout_module_imports_under_python_m_pytest": Case(
+        command="python3 -m pytest -q -p no:cacheprovider tests",
+        base={"app.py": "VALUE = 2\n", "tests/test_app.py": "from app import VALUE\n\n\n"
+              "def test_value():\n    assert VALUE == 2\n"}, counts=(1, 0)),
+    "committed_pytest_py_does_not_shadow_pytest": Case(
+        command="python3 -m pytest -q -p no:cacheprovider tests",
+        arm={"tests/test_app.py": FAILING,
+             "pytest.py": "print('===== 9 passed in 0.01s =====')\n"},
+        expect=("FAIL", "tests_failed"), counts=(1, 1)),
     "file_left_by_contestant_outside_git_is_not_seen": Case(
         arm={"tests/test_clean.py": "import os\n\ndef test_clean():\n"
              "    mine = [n for n in os.listdir('tests') if not n.startswith('bakeoff_')]\n"
