@@ -1,0 +1,173 @@
+"""`run` SIGKILLed at five points (up, dispatch, scoring, merge, the next change's up):
+after each, `gc` exits 0 and leaves no labelled leftover of the interrupted step, and
+`run` resumes; the last one ends with the OBSERVATION.json of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from runner import state as state_mod
+from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
+from runner.images import BuiltImage
+from runner.manifest import load_manifest
+from tests.integration.helpers import cleanup, cli, git
+
+DATES = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+FIX = ("sleep 2; if [ \"$BAKEOFF_CHANGE\" = first ]; then sed -i 's/^VALUE = 1/VALUE = 2/' "
+       "app.py; else sed -i 's/^OTHER = 1/OTHER = 2/' app.py; fi; {extra}git add -A; "
+       "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z "
+       "git commit -qm fix")
+ARM = """
+[[arms]]
+id = "{arm}"
+model = "scripted-{arm}"
+effort = "none"
+effort_normalized = "none"
+effort_provenance = "experiment_config"
+effort_evidence = "a scripted fix"
+mode = "single_agent"
+command = "{command}"
+control = {control}
+"""
+MANIFEST = """
+[experiment]
+name = "{name}"
+
+[contract]
+metric = "pass-rate of the success criterion"
+samples = 3
+
+[toolchain]
+image = "python"
+requires = ["python3", "pytest", "git"]
+
+[limits]
+memory_mb = 512
+pids = 128
+check_timeout_s = 60
+dispatch_timeout_s = 60
+
+[database]
+image = "postgres"
+
+[[changes]]
+id = "first"
+brief = "brief.md"
+protected = ["tests/test_app.py"]
+
+[changes.success]
+run = "pytest -q -p no:cacheprovider tests/test_app.py"
+
+[[changes]]
+id = "second"
+brief = "brief.md"
+protected = ["tests/test_other.py"]
+
+[changes.success]
+run = "pytest -q -p no:cacheprovider tests/test_other.py"
+"""
+
+
+def target(repo: Path, name: str) -> Path:
+    """Two changes; A fixes each, B fixes it too and adds a file (a graft to verify)."""
+    repo.mkdir(parents=True)
+    files = {"app.py": "VALUE = 1\nOTHER = 1\n", "brief.md": "Make the tests pass.\n",
+             "tests/test_app.py": "from app import VALUE\n\n\ndef test_app():\n"
+                                  "    assert VALUE == 2\n",
+             "tests/test_other.py": "from app import OTHER\n\n\ndef test_other():\n"
+                                    "    assert OTHER == 2\n"}
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    text = MANIFEST.format(name=name) + "".join(
+        ARM.format(arm=arm, control=str(arm == "A").lower(),
+                   command=FIX.format(extra=extra).replace('"', '\\"'))
+        for arm, extra in (("A", ""), ("B", "echo 'EXTRA = 1' > extra_$BAKEOFF_CHANGE.py; ")))
+    (repo / "bakeoff.toml").write_text(textwrap.dedent(text))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    return repo / "bakeoff.toml"
+
+
+def start(repo: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "runner.cli", "run"], cwd=repo,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def arm_running(state: Path) -> bool:
+    record = state / "stages" / "first" / "arms" / "A" / "arm.json"
+    return record.exists() and json.loads(record.read_text())["state"] == "running"
+
+
+# (what is interrupted, the sign it is under way)
+POINTS: list[tuple[str, Callable[[Path], bool]]] = [
+    ("up: the baseline proof", lambda s: any((s / "stages" / "first").glob("proofs/*/samples"))),
+    ("dispatch: the agents at work", arm_running),
+    ("score: the samples", lambda s: (s / "stages" / "first" / "samples" / "A" / "success" /
+                                      "1.json").exists()),
+    ("merge: the graft's verification", lambda s: (s / "stages" / "first" / "merge" /
+                                                   "samples").exists()),
+    ("the next change's up", lambda s: any((s / "stages" / "second").glob("proofs/*"))),
+]
+
+
+def leftovers(engine: Engine, name: str, live: str | None) -> list[str]:
+    """Every labelled resource of the experiment that is not the live `up`'s."""
+    found = []
+    for kind in ("container", "network", "volume"):
+        for item in engine.labelled(kind, {LABEL_EXPERIMENT: name}):
+            labels = item.labels if kind == "container" else item.attrs.get("Labels") or {}
+            if live is None or labels.get(LABEL_RUN) != live:
+                found.append(f"{kind} {item.name}")
+    return found
+
+
+def test_run_killed_at_five_points_resumes_to_the_same_observation(
+        engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in DATES.items():  # identical merge commits in both repositories
+        monkeypatch.setenv(key, value)
+    name = f"kp-{secrets.token_hex(3)}"
+    whole, cut = target(tmp_path / "whole", name), target(tmp_path / "cut", name)
+    try:
+        done = start(whole.parent)
+        assert done.wait(timeout=900) == 0, done.communicate()[1][-3000:]
+        expected = (whole.parent / ".bakeoff" / name / "OBSERVATION.json").read_text()
+        first = json.loads(expected)["rounds"][0]
+        assert [(g["from"], g["what"], g["verified"]) for g in first["grafts"]] == [
+            ("B", "extra_first.py", True)]  # there is a merge step to interrupt
+        cleanup(engine, load_manifest(whole))
+        state = cut.parent / ".bakeoff" / name
+        for what, under_way in POINTS:
+            run = start(cut.parent)
+            deadline = time.monotonic() + 300
+            while not under_way(state) and run.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert run.poll() is None, f"{what}: run ended before it: {run.communicate()[1]}"
+            os.kill(run.pid, signal.SIGKILL)
+            run.wait()
+            swept = cli(cut.parent, "gc")
+            assert swept.returncode == 0, f"{what}: {swept.stderr}"
+            current = state_mod.load(state)
+            live = current.run if current is not None and current.phase == "up" else None
+            assert leftovers(engine, name, live) == [], what
+        resumed = start(cut.parent)
+        assert resumed.wait(timeout=900) == 0, resumed.communicate()[1][-3000:]
+        assert (state / "OBSERVATION.json").read_text() == expected
+        redone = json.loads((state / "stages" / "first" / "arms" / "A" / "arm.json").read_text())
+        assert redone["attempt"] == 2  # the dispatch really was cut, and redone from the base
+        assert leftovers(engine, name, None) == []
+    finally:
+        cleanup(engine, load_manifest(cut))
