@@ -42,7 +42,8 @@ class UnsafeTreeError(RigError):
     def __init__(self, path: str, why: str) -> None:
         self.path = path
         self.why = why
-        super().__init__(f"unsafe path {path!r} in the tree: {why}")
+        super().__init__(f"unsafe path {path!r} in the tree: {why}" if path
+                         else f"the tree cannot be laid out: {why}")
 
 
 def path_problem(path: str) -> str | None:

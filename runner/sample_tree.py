@@ -32,19 +32,26 @@ from runner import workspace
 _MODES = {"100644": Kind.FILE, "100755": Kind.EXECUTABLE, "120000": Kind.SYMLINK}
 
 
-def read_tree(repo: Path, commit: str) -> Tree:
+def read_tree(repo: Path, commit: str, limit_bytes: int | None = None) -> Tree:
     """The files of `commit` as a checked tree (`UnsafeTreeError` when it holds a path no
-    checkout can hold). Submodules (gitlinks) are left out, as `git archive` does."""
-    listing = workspace.git_bytes(repo, "ls-tree", "-r", "-z", "--full-tree", commit)
+    checkout can hold, or more than `limit_bytes` of files: it could not be laid out in a
+    sample, and it is never read into memory). Submodules (gitlinks) are left out, as
+    `git archive` does."""
+    listing = workspace.git_bytes(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", commit)
     rows: list[tuple[str, Kind, str]] = []
+    total = 0
     for item in listing.split(b"\0"):
         if not item:
             continue
         meta, _, raw_path = item.partition(b"\t")
-        mode, kind, sha = meta.decode().split()
+        mode, kind, sha, size = meta.decode().split()
         if kind != "blob" or mode not in _MODES:
             continue
+        total += int(size)
         rows.append((raw_path.decode("utf-8", errors="surrogateescape"), _MODES[mode], sha))
+    if limit_bytes is not None and total > limit_bytes:
+        raise tree_mod.UnsafeTreeError("", f"its files add up to {total} bytes, more than "
+                                            f"the {limit_bytes} a sample can hold")
     blobs = _blobs(repo, sorted({sha for _, _, sha in rows}))
     return tree_mod.checked((path, Entry(kind, blobs[sha])) for path, kind, sha in rows)
 

@@ -288,7 +288,8 @@ class DockerSampleExecutor:
     def _checked(self, commit: str) -> Tree:
         with self.lock:
             if commit not in self.trees:
-                self.trees[commit] = sample_tree.read_tree(self.repo, commit)
+                self.trees[commit] = sample_tree.read_tree(
+                    self.repo, commit, self.limits.disk_mb * 1024 * 1024)
             return self.trees[commit]
 
     def container_kwargs(self, arm: str, setting: SampleSetting) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from runner.store import experiment_dir, stage_dir
 Say = Callable[[str], None]
 JUDGE_TIMEOUT_S = 300
 OUTPUT_TAIL = 4000
+JUDGE_DIFF_LIMIT = 1024 * 1024  # the arm's diff as the judge reads it; the rest is cut
 METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.ratchet, not by a parser
 
 
@@ -142,7 +143,11 @@ def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], bas
         answer = stage / "judge" / f"{arm}.json"
         if answer.exists():
             return
-        diff = workspace.run_git(loaded.repo_path, "diff", "--no-color", base, commit)
+        diff, more = workspace.git_capped(loaded.repo_path, "diff", "--no-color",
+                                          "--no-ext-diff", "--no-textconv", base, commit,
+                                          limit=JUDGE_DIFF_LIMIT)
+        if more:
+            diff += f"\n[bakeoff: diff truncated: {more} bytes omitted]\n"
         outputs = {p.name: _log_tail(stage, arm, p.name) for p in plans(loaded, change)}
         doc = judge_mod.judge_input(change, arm, brief, diff, protected, outputs)
         scores = judge_mod.run_judge(command, doc, loaded.root, JUDGE_TIMEOUT_S)

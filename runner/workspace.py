@@ -74,6 +74,38 @@ def git_bytes(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
+def git_capped(cwd: Path, *args: str, limit: int) -> tuple[str, int]:
+    """`git ARGS` in `cwd`: at most `limit` bytes of its stdout, and how many more there
+    were (output the arm controls, e.g. its diff, never held whole)."""
+    with subprocess.Popen(["git", *args], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL) as proc:
+        assert proc.stdout is not None
+        kept = proc.stdout.read(limit)
+        more = 0
+        while chunk := proc.stdout.read(1024 * 1024):
+            more += len(chunk)
+        try:
+            proc.wait(timeout=GIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired as error:
+            proc.kill()
+            raise GitError(f"git {' '.join(args)} took over {GIT_TIMEOUT_S}s") from error
+    if proc.returncode != 0:
+        raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode})")
+    return kept.decode(errors="replace"), more
+
+
+def grep_files(repo: Path, commit: str, needles: list[str]) -> list[str]:
+    """The files of `commit` that contain any of `needles` (fixed strings), streamed by
+    git: nothing of the tree is held in memory."""
+    if not needles:
+        return []
+    args = ["grep", "-l", "-F", *[x for n in needles for x in ("-e", n)], commit]
+    done = git_run(repo, *args)
+    if done.returncode not in (0, 1):
+        raise GitError(f"git grep failed in {repo}: {done.stderr.strip()}")
+    return sorted(line.split(":", 1)[1] for line in done.stdout.splitlines() if ":" in line)
+
+
 def require_clean(repo_path: Path) -> None:
     """Refuse a dirty tree, untracked files included: an arm must start from a commit."""
     status = run_git(repo_path, "status", "--porcelain", "--untracked-files=all")

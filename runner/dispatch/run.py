@@ -47,7 +47,7 @@ from runner.dispatch.record import (
     record_dir,
     save_record,
 )
-from runner.dispatch.redact import MASK, Redactor
+from runner.dispatch.redact import MASK, Redactor, forms_of
 from runner.engine import Engine
 from runner.errors import BadInputError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
@@ -330,14 +330,15 @@ def _keep_work(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRec
     ctx.reporter.state(plan.arm.id, "committing")
     branch = workspace.arm_branch(current.experiment, current.change, plan.arm.id)
     kept = work.keep(ctx.engine, _keeping(ctx, plan, branch, _stranded_message(plan, record)))
-    diff = work.committed_diff(ctx.loaded.repo_path, current.base_commit, kept.commit)
     caveats = [*record.caveats, *kept.caveats]
     if kept.left_running:
         caveats.append(f"{len(kept.left_running)} process(es) still running after the agent "
                        "exited were killed before its work was taken")
     if kept.no_work is not None:
         caveats.append(f"no_work: {kept.no_work}; the arm stands on the base commit")
-    leaked = sorted(name for name, value in ctx.secrets.items() if value in diff)
+    leaked = sorted(name for name, value in ctx.secrets.items()
+                    if kept.commit != current.base_commit and work.secret_files(
+                        ctx.loaded.repo_path, kept.commit, sorted(forms_of(value))))
     if leaked:
         caveats.append(f"secret_in_commit: the arm committed the value of {', '.join(leaked)}")
     log_text = (plan.directory / LOG_FILE).read_text(encoding="utf-8", errors="replace")

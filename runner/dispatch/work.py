@@ -116,9 +116,9 @@ def reset_to_base(engine: Engine, box: ArmBox, repo: Path, base: str, scratch: P
         path.unlink(missing_ok=True)
 
 
-def committed_diff(repo: Path, base: str, head: str) -> str:
-    return workspace.run_git(repo, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
-                             base, head)
+def secret_files(repo: Path, head: str, forms: list[str]) -> list[str]:
+    """The files of the arm's commit that hold a secret, in any form the redactor knows."""
+    return workspace.grep_files(repo, head, forms)
 
 
 def parse_shortstat(text: str) -> tuple[int, int, int]:
