@@ -376,7 +376,29 @@ def gc(engine: Engine, loaded: LoadedManifest | None) -> dict[str, int]:
     with experiment_lock(directory, name, "gc"):
         current = state_mod.load(directory)
         keep = current.run if current is not None and current.phase == "up" else None
+        if current is not None and keep is not None:
+            _drop_orphan_databases(engine, current)
         return _remove_orphans(engine, directory, name, keep_run=keep)
+
+
+def _drop_orphan_databases(engine: Engine, current: ExperimentState) -> list[str]:
+    """The databases and roles in the live Postgres that no arm owns: a killed `score`'s
+    samples left them (an arm's stays)."""
+    if current.db is None:
+        return []
+    server = database.DbServer(current.db.container_id, current.db.host_port,
+                               current.db.admin_password)
+    mine = {arm.schema_name for arm in current.arms if arm.schema_name}
+    try:
+        server = database.refresh_port(engine, server)
+        databases, roles = database.list_owned(
+            server, database.role_name(current.experiment, ""))
+        orphans = sorted((set(databases) | set(roles)) - mine)
+        for orphan in orphans:
+            database.drop_schema(server, orphan)
+    except (DatabaseError, docker.errors.NotFound):
+        return []  # the server itself is gone or broken: `down` removes it
+    return orphans
 
 
 def _remove_orphans(engine: Engine, directory: Path, name: str,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from runner import database
 from runner import state as state_mod
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
 from runner.images import BuiltImage
@@ -134,6 +135,15 @@ def leftovers(engine: Engine, name: str, live: str | None) -> list[str]:
     return found
 
 
+def orphan_databases(engine: Engine, current: state_mod.ExperimentState) -> list[str]:
+    """Databases and roles of the experiment in the live Postgres that no arm owns."""
+    assert current.db is not None
+    server = database.refresh_port(engine, database.DbServer(
+        current.db.container_id, current.db.host_port, current.db.admin_password))
+    found, roles = database.list_owned(server, database.role_name(current.experiment, ""))
+    return sorted((set(found) | set(roles)) - {a.schema_name for a in current.arms})
+
+
 def test_run_killed_at_five_points_resumes_to_the_same_observation(
         engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,6 +173,8 @@ def test_run_killed_at_five_points_resumes_to_the_same_observation(
             current = state_mod.load(state)
             live = current.run if current is not None and current.phase == "up" else None
             assert leftovers(engine, name, live) == [], what
+            if current is not None and current.db is not None and live is not None:
+                assert orphan_databases(engine, current) == [], what
         resumed = start(cut.parent)
         assert resumed.wait(timeout=900) == 0, resumed.communicate()[1][-3000:]
         assert (state / "OBSERVATION.json").read_text() == expected
