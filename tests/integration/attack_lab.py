@@ -1,0 +1,324 @@
+"""The set-up every adversarial grading test shares: a base whose protected success test
+fails, an attack commit on top, and samples through the real docker executor exactly as
+`runner.scoring.run_all` runs them (`rig.oracle.run_sample` with `scoring.BaseRuns`).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import secrets
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from rig import tree as tree_mod
+from rig.oracle import SampleSpec, ServerSpec, run_sample
+from rig.record import SampleRecord
+from runner import sandbox
+from runner.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.images import BuiltImage
+from runner.samples import DockerSampleExecutor
+from runner.scoring import BaseRuns
+from tests.integration.helpers import cli, git, make_target
+
+BUG = "def clamp(x):\n    return x\n"
+FIX = "def clamp(x):\n    return min(x, 90)\n"
+PROTECTED = "tests/test_horizon.py"
+TEST = "from horizon import clamp\n\n\ndef test_horizon():\n    assert clamp(91) == 90\n"
+PYPROJECT = ('[project]\nname = "horizon"\nversion = "0"\n\n'
+             '[tool.pytest.ini_options]\npythonpath = ["src"]\n')
+BASE = {"src/horizon.py": BUG, PROTECTED: TEST, "pyproject.toml": PYPROJECT}
+SUCCESS = f"pytest -q -p no:cacheprovider {PROTECTED}"
+CHECK = "pytest -q -p no:cacheprovider tests"
+PASSING_VARIANT = "def test_horizon():\n    assert True\n"
+# What the record says when the honest failure stands: the base's harness ran.
+HONEST = ("FAIL", "tests_failed")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symlink to commit (its target, as git stores it)."""
+
+    target: str
+
+
+Files = Mapping[str, str | bytes | Link | None]
+
+
+def attacking(code: str, before: str = BUG) -> str:
+    """The module under test, `code` run at its import, the bug still in it."""
+    return code.rstrip("\n") + "\n\n\n" + before
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What grading one sample cost the orchestrator's process."""
+
+    cpu_s: float  # time.process_time() around run_sample
+    grew_kb: int  # growth of the peak RSS (ru_maxrss) across it
+
+
+# `Lab.grade_apart`'s orchestrator: one sample, as `run_all` grades it, in a fresh process.
+PROBE = """import json, resource, sys, time
+from pathlib import Path
+from rig.oracle import SampleSpec, run_sample
+from runner import sandbox
+from runner.engine import Engine
+from runner.images import BuiltImage
+from runner.samples import DockerSampleExecutor
+from runner.scoring import BaseRuns
+
+job = json.loads(sys.argv[1])
+spec = SampleSpec(**{**job["spec"], "protected": tuple(job["spec"]["protected"]),
+                     "requires": tuple(job["spec"]["requires"])})
+stage = Path(job["stage"])
+with DockerSampleExecutor(Engine(), Path(job["repo"]), job["experiment"],
+                          BuiltImage(**job["image"]),
+                          sandbox.SandboxLimits(**job["limits"])) as executor:
+    rss, cpu = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.process_time()
+    record = run_sample(executor, spec, stage, BaseRuns(executor, stage))
+    cpu = time.process_time() - cpu
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss
+print(json.dumps({"cpu_s": cpu, "grew_kb": grew, "record": record.model_dump(mode="json")}))
+"""
+
+
+@dataclass
+class Lab:
+    """One repository and one executor; `grade` runs one sample of a commit."""
+
+    repo: Path
+    executor: DockerSampleExecutor
+    stage: Path
+    base: str = ""
+    graded: list[str] = field(default_factory=list)
+
+    def commit(self, files: Files, message: str) -> str:
+        return commit(self.repo, files, message)
+
+    def attack(self, files: Files, base: Mapping[str, str] = BASE) -> str:
+        """The base commit (once), then the attack commit on top of it."""
+        if not self.base:
+            self.base = self.commit(base, "base: the protected success test fails")
+        return self.commit(files, "attack")
+
+    def spec(self, commit: str, *, command: str = SUCCESS, parser: str = "pytest",
+             harness: Literal["base", "arm"] = "base", protected: tuple[str, ...] = (PROTECTED,),
+             requires: tuple[str, ...] = ("python3", "pytest"), server: ServerSpec | None = None,
+             timeout_s: float = 60) -> SampleSpec:
+        """One sample of `commit` against `self.base`, under a fresh arm name."""
+        arm = f"arm{len(self.graded) + 1}"
+        self.graded.append(arm)
+        return SampleSpec(change="attack", arm=arm, check="success" if harness == "base"
+                          else "check", n=1, commit=commit, base_commit=self.base,
+                          command=command, parser=parser, timeout_s=timeout_s,
+                          protected=protected, requires=requires, server=server,
+                          harness=harness)
+
+    def grade(self, commit: str, **how: Any) -> SampleRecord:
+        """One sample of `commit` (`spec`'s options), diagnosed as `run_all` does."""
+        spec = self.spec(commit, **how)
+        return run_sample(self.executor, spec, self.stage, BaseRuns(self.executor, self.stage))
+
+    def grade_apart(self, commit: str, timeout_s: float, **how: Any
+                    ) -> tuple[SampleRecord, Usage]:
+        """`grade` in a fresh orchestrator process of its own, stopped (and failed) after
+        `timeout_s`: the record and what grading it cost that process."""
+        spec = self.spec(commit, **how)
+        job = {"spec": dataclasses.asdict(spec), "stage": str(self.stage),
+               "repo": str(self.repo), "experiment": self.executor.experiment,
+               "image": dataclasses.asdict(self.executor.image),
+               "limits": dataclasses.asdict(self.executor.limits)}
+        try:
+            done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(job)],
+                                  capture_output=True, text=True, timeout=timeout_s, check=True)
+        except subprocess.TimeoutExpired:
+            done = None
+        if done is None:  # killed: its executor left its scratch directory
+            for left in Path(tempfile.gettempdir()).glob(
+                    f"bakeoff-{self.executor.experiment}-samples-*"):
+                shutil.rmtree(left, ignore_errors=True)
+            pytest.fail(f"grading {spec.sample} did not finish in {timeout_s} s of the "
+                        "orchestrator's time", pytrace=False)
+        found = json.loads(done.stdout)
+        return SampleRecord.model_validate(found["record"]), Usage(found["cpu_s"],
+                                                                    found["grew_kb"])
+
+    def bare(self, files: Mapping[str, bytes], script: str,
+             env: Mapping[str, str] | None = None) -> str:
+        """`script` run in a plain container of the image, with none of the rig's layer:
+        `files` (mtime 0, as a sample's tar has them) under /tmp/w. What an attack would
+        get from a naive rig."""
+        engine = self.executor.engine
+        labels = Labels(self.executor.experiment, "attack-proof").as_dict()
+        container = engine.client.containers.create(
+            self.executor.image.image_id, ["sh", "-c", f"cd /tmp/w && {script}"],
+            labels=labels, network_mode="none", environment=dict(env or {}))
+        try:
+            container.put_archive("/tmp", tar_of({f"w/{k}": v for k, v in files.items()}))
+            container.start()
+            container.wait(timeout=120)
+            return bytes(container.logs(stdout=True, stderr=True)).decode(errors="replace")
+        finally:
+            container.remove(force=True)
+
+    def forged_pyc(self) -> tuple[str, bytes]:
+        """pytest's own rewritten bytecode of a PASSING variant of the protected test,
+        compiled in the image, its header set to the restored file's size and the sample
+        archive's mtime (0): (file name, bytes)."""
+        out = self.bare({PROTECTED: PASSING_VARIANT.encode()},
+                        "env -u PYTHONDONTWRITEBYTECODE python3 -m pytest -q -p "
+                        f"no:cacheprovider {PROTECTED} >/dev/null; cd tests/__pycache__ && ls "
+                        "&& base64 -w0 *.pyc")
+        name, data = out.split()
+        pyc = base64.b64decode(data)
+        return name, pyc[:8] + struct.pack("<II", 0, len(TEST.encode())) + pyc[16:]
+
+    def log(self, record: SampleRecord) -> str:
+        found = sorted(self.stage.glob(f"samples/*/*/{record.log}"))
+        return next(p for p in found if p.parent.parent.name == record.arm).read_text()
+
+
+def tar_of(files: Mapping[str, bytes]) -> bytes:
+    """Files as a tar, world-writable directories, every mtime 0."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name in sorted({d for n in files for d in tree_mod.parents(n)}):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o777
+            tar.addfile(info)
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o666
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def commit(repo: Path, files: Files, message: str) -> str:
+    """Write `files` over the working tree (None: delete the path, a whole directory
+    too; `Link`: a symlink in place of whatever was there) and commit everything."""
+    for name, content in files.items():
+        path = repo / name
+        if content is None or isinstance(content, Link):
+            git(repo, "rm", "-rq", "--cached", "--ignore-unmatch", name)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            path.unlink(missing_ok=True)
+        if content is None:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Link):
+            path.symlink_to(content.target)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
+        "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def verdict(record: SampleRecord) -> tuple[str, str | None]:
+    return str(record.verdict), record.reason
+
+
+def counts(record: SampleRecord) -> tuple[int, int]:
+    assert record.counts is not None, record.detail
+    return record.counts.passed, record.counts.failed
+
+
+@contextmanager
+def lab_for(engine: Engine, image: BuiltImage, root: Path,
+            limits: sandbox.SandboxLimits | None = None) -> Iterator[Lab]:
+    """A fresh repository and executor; every container and network of it removed after."""
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    experiment = f"it-{secrets.token_hex(3)}"
+    limits = limits or sandbox.SandboxLimits(cpus=1.0, memory_mb=256, pids=128)
+    try:
+        with DockerSampleExecutor(engine, repo, experiment, image, limits) as executor:
+            yield Lab(repo, executor, root / "stage")
+    finally:
+        engine.remove_labelled({LABEL_EXPERIMENT: experiment})
+    assert engine.labelled("container", {LABEL_EXPERIMENT: experiment}) == []
+
+
+def snapshot(directory: Path) -> dict[str, str]:
+    """Every path under `directory` (not following links) -> what it is and holds."""
+    found = {}
+    for path in sorted(directory.rglob("*")):
+        stat = os.lstat(path)
+        kind = "link" if path.is_symlink() else "dir" if path.is_dir() else "file"
+        body = (os.readlink(path) if kind == "link" else hashlib.sha256(
+            path.read_bytes()).hexdigest() if kind == "file" else "")
+        found[str(path.relative_to(directory))] = f"{kind} {oct(stat.st_mode)} {body}"
+    return found
+
+
+def host_target(root: Path) -> tuple[Path, dict[str, str]]:
+    """A host directory an attack aims at, with a file in it, and its snapshot."""
+    target = root / "host-target"
+    (target / "inner").mkdir(parents=True)
+    (target / "inner" / "keep.txt").write_text("the host's own file\n")
+    return target, snapshot(target)
+
+
+def tree_object(repo: Path, entries: list[tuple[str, str, str, str]]) -> str:
+    """A tree object written as is (`--literally`: duplicates and all); entries are
+    (mode, type, sha, name)."""
+    body = b"".join(f"{mode} {name}".encode() + b"\0" + bytes.fromhex(sha)
+                    for mode, _, sha, name in entries)
+    done = subprocess.run(["git", "hash-object", "-t", "tree", "-w", "--literally", "--stdin"],
+                          cwd=repo, input=body, capture_output=True, check=True)
+    return done.stdout.decode().strip()
+
+
+def blob(repo: Path, data: bytes) -> str:
+    done = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data,
+                          capture_output=True, check=True)
+    return done.stdout.decode().strip()
+
+
+def commit_tree(repo: Path, tree: str, parent: str, message: str) -> str:
+    return git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit-tree", tree,
+               "-p", parent, "-m", message)
+
+
+def cli_target(root: Path) -> Path:
+    """A `make_target` repository (no database) whose change is the horizon's: the base
+    on `main` (its protected `tests/test_horizon.py` fails), attacks on branch `attack`."""
+    manifest = make_target(root, ["A"], database=False)
+    text = manifest.read_text().replace('"tests/test_app.py"', f'"{PROTECTED}"').replace(
+        "pytest -q -p no:cacheprovider tests/test_app.py", SUCCESS)
+    manifest.write_text(text)
+    commit(root, BASE, "base: the protected success test fails")
+    git(root, "checkout", "-q", "-b", "attack")
+    return root
+
+
+def oracle(repo: Path, ref: str = "attack") -> list[SampleRecord]:
+    """`bakeoff-sandbox oracle` on `ref` (one sample of the success criterion) through
+    the real command line; its records. It must exit 0 and leave the tree clean."""
+    done = cli(repo, "oracle", "--commit", ref, "--check", "success", "--samples", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    stage = Path(done.stderr.strip().splitlines()[-1].split("records: ", 1)[1])
+    assert git(repo, "status", "--porcelain") == ""
+    return [SampleRecord.model_validate_json(p.read_text())
+            for p in sorted(stage.glob("samples/*/*/*.json"))]
