@@ -228,6 +228,21 @@ _OUT = {out!r}
 _WORKER = []
 
 
+def _no_bytecode_from_disk():
+    """pytest rewrites every test module from its source, never from a cached pyc: the
+    sandbox user can write PYTHONPYCACHEPREFIX, so a pyc of a passing variant of a
+    protected test, its header matching the restored file, would run instead of it."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:  # a pytest without assertion rewriting reads no pyc of its own
+        return
+    if hasattr(rewrite, "_read_pyc"):
+        rewrite._read_pyc = lambda *args, **kwargs: None
+
+
+_no_bytecode_from_disk()
+
+
 def pytest_configure(config):
     if hasattr(config, "workerinput"):  # an xdist worker: the controller reports
         _WORKER.append(True)
