@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rig.oracle import ServerSpec
 from runner.engine import Engine
 from runner.images import BuiltImage
 from tests.integration.attack_lab import (
@@ -164,6 +165,31 @@ def test_check_whose_code_registers_an_outcome_forcing_plugin_through_gc(lab: La
                        harness="arm", protected=())
     assert verdict(record) == ("FAIL", "tampered"), record.detail
     assert record.detail.startswith("the must-fail canary passed"), record.detail
+
+
+TARGETED = FORCE_PASSED.replace("    report = outcome.get_result()\n",
+                                "    if item.name != 'test_horizon':\n        return\n"
+                                "    report = outcome.get_result()\n")
+WRITER = f"""import http.server
+import os
+
+with open("tests/conftest.py", "w") as handle:
+    handle.write({TARGETED!r})
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])),
+                       http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def test_server_writing_a_targeted_conftest_before_pytest_starts(lab: Lab) -> None:
+    """The criterion's `[changes.success].server` (the arm's code, running before and
+    during the command as the same user) writes `tests/conftest.py` at run time, after
+    pinning: a hookwrapper forcing only `test_horizon` to passed, so the canaries come
+    out as planted. The base's harness must be the one that runs: the honest failure."""
+    record = lab.grade(lab.attack({"serve.py": WRITER}),
+                       server=ServerSpec("python3 serve.py", "/", "PORT", 10))
+    assert record.server == "healthy"
+    assert verdict(record) == HONEST, record.detail
+    assert counts(record) == (0, 1)
 
 
 COMPILEALL = "python -m compileall -q src"

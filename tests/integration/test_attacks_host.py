@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from rig.oracle import ServerSpec
 from runner.engine import Engine
 from runner.images import BuiltImage
 from tests.integration.attack_lab import (
+    BUG,
     HONEST,
     PASSING_VARIANT,
     PROTECTED,
@@ -167,29 +169,39 @@ def test_code_under_test_modifying_renaming_deleting_the_protected_test(lab: Lab
         assert f"attempt {name}: PermissionError" in log, log
 
 
-PLANT = '''import base64
+PLANT = """import base64
 import os
 from pathlib import Path
 
 cache = Path(os.environ["PYTHONPYCACHEPREFIX"]) / "work" / "tests"
-try:
-    cache.mkdir(parents=True, exist_ok=True)
-    (cache / {name!r}).write_bytes(base64.b64decode({data!r}))
-    print("planted", flush=True)
-except OSError as error:
-    print("cannot plant:", type(error).__name__, flush=True)
-'''
+cache.mkdir(parents=True, exist_ok=True)
+(cache / {name!r}).write_bytes(base64.b64decode({data!r}))
+print("planted", flush=True)
+"""
+SERVE = """import http.server
+import os
+
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])),
+                       http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
 
 
-def test_code_under_test_planting_bytecode_for_the_protected_test(lab: Lab) -> None:
-    """The code under test, imported before the protected test is collected, writes
-    pytest's bytecode of a passing variant (header matching the restored file) into
-    `$PYTHONPYCACHEPREFIX`, where pytest looks for it: the prefix is the rig's, not
-    writable by the sandbox user; the honest failure."""
+def test_planting_bytecode_for_the_protected_test_in_the_pycache_prefix(lab: Lab) -> None:
+    """pytest's bytecode of a passing variant of the protected test, its header matching
+    the restored file, written into `$PYTHONPYCACHEPREFIX/work/tests/` (where pytest
+    looks for it) by the code under test imported first, or by the criterion's server
+    before pytest starts. The rig's pytest plugin makes pytest rewrite every test module
+    from its source, never from bytecode on disk: the honest failure, both ways."""
     name, pyc = lab.forged_pyc()
     plant = PLANT.format(name=name, data=base64.b64encode(pyc).decode())
-    record = lab.grade(lab.attack({"src/horizon.py": attacking(plant), **FIRST}),
-                       command=TREE)
-    assert verdict(record) == HONEST, record.detail
-    assert counts(record) == (1, 1)
-    assert "cannot plant: PermissionError" in lab.log(record)
+    at_import = lab.grade(lab.attack({"src/horizon.py": attacking(plant), **FIRST}),
+                          command=TREE)
+    by_server = lab.grade(lab.commit({"src/horizon.py": BUG, "serve.py": plant + SERVE},
+                                     "the server plants it"),
+                          server=ServerSpec("python3 serve.py", "/", "PORT", 10))
+    assert "planted" in lab.log(at_import)
+    assert "planted" in (lab.stage / "samples" / by_server.arm / "success" /
+                         "1.server.log").read_text()
+    for record, ran in ((at_import, (1, 1)), (by_server, (0, 1))):
+        assert verdict(record) == HONEST, record.detail
+        assert counts(record) == ran
