@@ -15,6 +15,11 @@ privileges); everything of the tree's runs as the sandbox user with none at all
   `collect` (files to read back, one per line), `plugin/` (pytest's canary plugin).
 - /bakeoff/run (tmpfs, root only): the command's output file. The command's stdout and
   stderr are that one file, in order; the rig keeps its head and tail.
+- A server per sample runs in a container of its own (`serve`), with its own copy of the
+  tree, HOME and /tmp: the criterion's container joins only its network namespace (the
+  criterion reaches it on 127.0.0.1), so the server, the arm's code running before the
+  criterion starts, cannot write a conftest or anything else the criterion reads. The
+  criterion's driver health-checks it; its state is the driver's, never the server's.
 - /var/lib/bakeoff/out (root only): `ready` (the layout is done), `log` (+
   `log.truncated`), `server`, `server.log`, `canary.jsonl`, `files/N` (+ `files/N.path`).
   The code under test can never write here. At the end the driver writes it, as a
@@ -39,7 +44,8 @@ FILE_LIMIT = 32 * 1024 * 1024  # a file read back (coverage JSON); larger ones a
 CANARY_LIMIT = 8 * 1024 * 1024
 TRUNCATED = "[bakeoff: output truncated: {} bytes omitted]"
 
-# $1 mode: run | shell | exec (the command on the terminal, nothing captured)
+# $1 mode: run | shell | exec (the command on the terminal, nothing captured) | serve (the
+#   server of `[changes.success].server`, in a container of its own, until it is stopped)
 # $2 uid:gid  $3 timeout  $4 command  $5 the canary plugin's results file, or ""
 # then, with a server: $6 server command  $7 health path  $8 port variable  $9 port
 # ${10} startup seconds
@@ -92,10 +98,18 @@ keep() {  # $1 file, $2 destination: its head and tail, and how much was left ou
     cat "$1" > "$2"
   fi
 }
-if [ -n "${6:-}" ]; then
-  s="$6"; h="$7"; pv="$8"; port="$9"; w="${10}"
+if [ "$mode" = serve ]; then  # the server's own container: its own tree, nothing shared
+  s="$6"; pv="$8"; port="$9"
   export "$pv=$port"
-  as sh -c "$s" > "$run/server.log" 2>&1 &
+  as sh -c "$s" > "$run/server.log" 2>&1 < /dev/null &
+  trap 'as sh -c "kill -9 -1" 2>/dev/null; keep "$run/server.log" "$out/server.log"; finish 0' \
+    TERM INT
+  wait
+  while :; do sleep 1 & wait; done  # the server ended: its log waits for the stop
+fi
+if [ -n "${6:-}" ]; then  # the criterion's container, in the server's network namespace
+  h="$7"; pv="$8"; port="$9"; w="${10}"
+  export "$pv=$port"
   url="http://127.0.0.1:$port$h"
   py='import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)'
   js='require("http").get(process.argv[1], r => process.exit(r.statusCode < 500 ? 0 : 1))'
@@ -115,18 +129,12 @@ if [ -n "${6:-}" ]; then
     sleep 0.2; tries=$(( tries - 1 ))
   done
   echo "$state" > "$out/server"
-  if [ "$state" != healthy ]; then
-    as sh -c 'kill -9 -1' 2>/dev/null
-    keep "$run/server.log" "$out/server.log"
-    : > "$out/log"
-    finish 0
-  fi
+  if [ "$state" != healthy ]; then : > "$out/log"; finish 0; fi
 fi
 as timeout -k 5 "$t" sh -c "$c" > "$run/log" 2>&1 < /dev/null
 code=$?
 as sh -c 'kill -9 -1' 2>/dev/null
 keep "$run/log" "$out/log"
-if [ -n "${6:-}" ]; then keep "$run/server.log" "$out/server.log"; fi
 if [ -n "$results" ]; then as head -c "$CANARY" "$results" > "$out/canary.jsonl" 2>/dev/null; fi
 if [ -s "$in/collect" ]; then
   n=0

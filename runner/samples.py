@@ -292,10 +292,12 @@ class DockerSampleExecutor:
                     self.repo, commit, self.limits.disk_mb * 1024 * 1024)
             return self.trees[commit]
 
-    def container_kwargs(self, arm: str, setting: SampleSetting) -> dict[str, Any]:
+    def container_kwargs(self, arm: str, setting: SampleSetting, *, role: str = "sample",
+                         joins: str | None = None) -> dict[str, Any]:
         """How a sample container is created (image and command aside): the driver's user
         and capabilities, limits, labels, network, tmpfs mounts and the rig's inputs.
-        `reproduce` re-creates a sample with exactly these."""
+        `reproduce` re-creates a sample with exactly these. `joins`: the id of the
+        sample's server container, whose network namespace the criterion shares."""
         memory = f"{self.limits.memory_mb}m"
         disk = f"size={self.limits.disk_mb}m,exec"
         tmpfs = {**{path: f"{disk},mode=1777" for path in TMPFS_DIRS[1:]},
@@ -304,9 +306,11 @@ class DockerSampleExecutor:
                  **{path: f"{disk},mode=0755" for path in self.writable_dirs()}}
         net: dict[str, Any] = {"network_mode": "none"} if setting.network == "none" else {
             "network": setting.network}
+        if joins is not None:
+            net = {"network_mode": f"container:{joins}"}
         return dict(
             user="0:0", working_dir=sandbox.WORKDIR, environment=dict(setting.env),
-            labels=self._labels("sample", arm).as_dict(), cap_drop=["ALL"],
+            labels=self._labels(role, arm).as_dict(), cap_drop=["ALL"],
             cap_add=["CHOWN", "SETUID", "SETGID"], security_opt=["no-new-privileges"],
             nano_cpus=int(self.limits.cpus * 1e9), mem_limit=memory, memswap_limit=memory,
             pids_limit=self.limits.pids, init=True, tmpfs=tmpfs,
@@ -314,8 +318,8 @@ class DockerSampleExecutor:
             **net)
 
     def driver(self, mode: str, spec: SampleSpec, setting: SampleSetting,
-               command: str | None = None) -> list[str]:
-        """The container's command: the driver in `mode` (run | shell | exec)."""
+               command: str | None = None, port: int | None = None) -> list[str]:
+        """The container's command: the driver in `mode` (run | shell | exec | serve)."""
         canary = None if setting.tree is None else setting.tree.canary
         results = "" if canary is None or canary.runner != "pytest" else (
             f"{RESULTS_DIR.format(token=canary.token)}/{RESULTS_FILE}")
@@ -324,43 +328,78 @@ class DockerSampleExecutor:
         if spec.server is not None:
             server = spec.server
             argv += [server.run, server.health, server.port_env,
-                     str(random.randint(*SERVER_PORTS)),
+                     str(port or random.randint(*SERVER_PORTS)),
                      str(max(1, int(server.startup_timeout_s)))]
         return argv
 
     def _run(self, spec: SampleSpec, setting: SampleSetting
              ) -> tuple[int | None, Outputs, bool, bool, str | None]:
         """(exit code, outputs, timed out, OOM-killed, why the layout failed)."""
-        container: Any = self.engine.call(
-            f"create sample {spec.sample}", self.engine.client.containers.create,
-            self.image.image_id, self.driver("run", spec, setting),
-            **self.container_kwargs(spec.arm, setting))
+        port = random.randint(*SERVER_PORTS) if spec.server is not None else None
+        server = None if port is None else self._server(spec, setting, port)
+        container: Any = None
         try:
-            began = time.monotonic()
-            self.engine.call("start sample", container.start)
-            deadline = spec.timeout_s + 5 + HOST_GRACE_S
-            if spec.server is not None:
-                deadline += spec.server.startup_timeout_s
-            try:
-                status = container.wait(timeout=deadline)
-            except requests.exceptions.RequestException as error:
-                raise SandboxUnavailableError(f"sample {spec.sample} did not stop although "
-                                              "`timeout` should have ended it") from error
-            elapsed = time.monotonic() - began
-            container.reload()
-            code = int(status.get("StatusCode", -1))
-            oom = bool(container.attrs["State"].get("OOMKilled"))
-            outputs = read_outputs(self.engine, container)
-            if "ready" not in outputs.files and not oom:
-                tail = container.logs(stdout=False, stderr=True, tail=20).decode(
-                    errors="replace").strip()
-                return code, outputs, False, False, (
-                    f"the sample's tree could not be laid out (exit {code}): {tail}")
-            timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
-            return code, outputs, timed_out, oom and not timed_out, None
+            container = self.engine.call(
+                f"create sample {spec.sample}", self.engine.client.containers.create,
+                self.image.image_id, self.driver("run", spec, setting, port=port),
+                **self.container_kwargs(spec.arm, setting,
+                                        joins=None if server is None else server.id))
+            code, outputs, timed_out, oom, problem = self._wait(spec, container)
+            if server is not None:
+                outputs.files.update(self._server_outputs(server))
+            return code, outputs, timed_out, oom, problem
         finally:
+            for made in (container, server):
+                if made is not None:
+                    with contextlib.suppress(docker.errors.NotFound):
+                        made.remove(force=True, v=True)
+
+    def _wait(self, spec: SampleSpec, container: Any
+              ) -> tuple[int | None, Outputs, bool, bool, str | None]:
+        began = time.monotonic()
+        self.engine.call("start sample", container.start)
+        deadline = spec.timeout_s + 5 + HOST_GRACE_S
+        if spec.server is not None:
+            deadline += spec.server.startup_timeout_s
+        try:
+            status = container.wait(timeout=deadline)
+        except requests.exceptions.RequestException as error:
+            raise SandboxUnavailableError(f"sample {spec.sample} did not stop although "
+                                          "`timeout` should have ended it") from error
+        elapsed = time.monotonic() - began
+        container.reload()
+        code = int(status.get("StatusCode", -1))
+        oom = bool(container.attrs["State"].get("OOMKilled"))
+        outputs = read_outputs(self.engine, container)
+        if "ready" not in outputs.files and not oom:
+            tail = container.logs(stdout=False, stderr=True, tail=20).decode(
+                errors="replace").strip()
+            return code, outputs, False, False, (
+                f"the sample's tree could not be laid out (exit {code}): {tail}")
+        timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
+        return code, outputs, timed_out, oom and not timed_out, None
+
+    def _server(self, spec: SampleSpec, setting: SampleSetting, port: int) -> Any:
+        """The sample's server, started in a container of its own (its own tree, HOME and
+        /tmp): the criterion's container shares only its network namespace."""
+        server: Any = self.engine.call(
+            f"create the server of {spec.sample}", self.engine.client.containers.create,
+            self.image.image_id, self.driver("serve", spec, setting, port=port),
+            **self.container_kwargs(spec.arm, setting, role="sample-server"))
+        try:
+            self.engine.call("start the server", server.start)
+        except BaseException:
             with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True, v=True)
+                server.remove(force=True, v=True)
+            raise
+        return server
+
+    def _server_outputs(self, server: Any) -> dict[str, bytes]:
+        """The server's log, once its driver was told to stop (it keeps head and tail)."""
+        with contextlib.suppress(docker.errors.APIError):
+            self.engine.call("stop the server", server.stop, timeout=10)
+        found = read_outputs(self.engine, server).files
+        return {"server.log": found.get("server.log", b"")}
 
     # -- what the image allows -----------------------------------------------------------
 
