@@ -74,11 +74,18 @@ fi
 # or pytest.py cannot shadow the real one); /work goes LAST instead, appended by a
 # usercustomize in the sandbox user's site (it runs after every site directory is on the
 # path, a .pth would land before the system's), so a flat layout's modules still import.
+# The user site is the rig's: root-owned, in a HOME that is root-owned and sticky (the
+# sandbox user creates what it likes there, but cannot rename, replace or add to ~/.local:
+# no .pth or customize module of the code under test runs in a later interpreter).
 if command -v python3 >/dev/null 2>&1; then
   site=$(cd / && as python3 -I -c 'import site; print(site.getusersitepackages())') ||
     finish 125
-  as mkdir -p "$site" && as cp "$in/usercustomize.py" "$site/" || finish 125
-  if [ -d "$in/plugin" ]; then as cp "$in"/plugin/*.py "$site"/ || finish 125; fi
+  case "$site" in "$HOME"/.local/*) ;; *) finish 125 ;; esac
+  chown 0:"$gid" "$HOME" && chmod 1775 "$HOME" || finish 125
+  if [ -e "$HOME/.local" ]; then chown -R -h 0:0 "$HOME/.local" || finish 125; fi
+  mkdir -p "$site" && cp "$in/usercustomize.py" "$site/" || finish 125
+  if [ -d "$in/plugin" ]; then cp "$in"/plugin/*.py "$site"/ || finish 125; fi
+  chmod -R go-w,a+rX "$HOME/.local" || finish 125
 fi
 cd /work || finish 125
 : > "$out/ready"

@@ -122,6 +122,17 @@ CASES: dict[str, Case] = {
         arm={"tests/test_app.py": FAILING,
              "pytest.py": "print('===== 9 passed in 0.01s =====')\n"},
         expect=("FAIL", "tests_failed"), counts=(1, 1)),
+    # The user site is the rig's: no .pth or customize module of the code under test can
+    # make a later interpreter run it, and ~/.local cannot be swapped for another.
+    "user_site_cannot_be_written_or_replaced_by_the_code_under_test": Case(
+        arm={"tests/test_site.py": "import os, site, pytest\n\n\ndef test_site():\n"
+             "    user = site.getusersitepackages()\n"
+             "    with pytest.raises(PermissionError):\n"
+             "        open(os.path.join(user, 'evil.pth'), 'w')\n"
+             "    with pytest.raises(PermissionError):\n"
+             "        os.rename(os.path.expanduser('~/.local'), os.path.expanduser('~/x'))\n"
+             "    open(os.path.expanduser('~/cache-ok'), 'w').write('home stays writable')\n"},
+        counts=(3, 0)),
     "file_left_by_contestant_outside_git_is_not_seen": Case(
         arm={"tests/test_clean.py": "import os\n\ndef test_clean():\n"
              "    mine = [n for n in os.listdir('tests') if not n.startswith('bakeoff_')]\n"
