@@ -17,6 +17,7 @@ from runner import images
 from runner.engine import Engine
 from runner.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
+from tests.integration.attack_lab import Lab, lab_for
 from tests.integration.helpers import PlainReporter, cleanup, make_target
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
@@ -54,3 +55,10 @@ def target(tmp_path: Path, engine: Engine, built_images: dict[str, BuiltImage]
     loaded = load_manifest(make_target(tmp_path / "repo", ["A", "B"]))
     yield loaded
     cleanup(engine, loaded)
+
+
+@pytest.fixture
+def lab(engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> Iterator[Lab]:
+    """The adversarial suite's bench: a failing base and the executor that grades attacks."""
+    with lab_for(engine, built_images["python"], tmp_path) as found:
+        yield found

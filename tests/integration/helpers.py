@@ -36,7 +36,7 @@ effort_provenance = "unknown"
 effort_evidence = "scripted contestant; no effort setting exists"
 mode = "single_agent"
 agent = "command"
-command = "true"
+command = "{command}"
 control = {control}
 network = "{network}"
 """
@@ -90,7 +90,7 @@ def make_target(root: Path, arms: list[str], *, database: bool = True, memory_mb
     (root / "app.py").write_text("VALUE = 1\n")
     db = '[database]\nimage = "postgres"\nurl_env = "DATABASE_URL"' if database else ""
     text = MANIFEST.format(name=name, memory_mb=memory_mb, pids=pids, database=db)
-    text += "".join(ARM_TEMPLATE.format(arm=a, control=str(i == 0).lower(),
+    text += "".join(ARM_TEMPLATE.format(arm=a, control=str(i == 0).lower(), command="true",
                                         network="egress" if a in egress else "none")
                     for i, a in enumerate(arms))
     (root / "bakeoff.toml").write_text(textwrap.dedent(text))

@@ -7,14 +7,7 @@ Controls at the end: the honest fixer PASSes, a genuine rig fault is still RIG_E
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from rig.oracle import ServerSpec
-from runner.engine import Engine
-from runner.images import BuiltImage
 from tests.integration.attack_lab import (
     BUG,
     CHECK,
@@ -26,16 +19,8 @@ from tests.integration.attack_lab import (
     Lab,
     attacking,
     counts,
-    lab_for,
     verdict,
 )
-
-
-@pytest.fixture
-def lab(engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> Iterator[Lab]:
-    with lab_for(engine, built_images["python"], tmp_path) as found:
-        yield found
-
 
 FORCE_PASSED = '''import pytest
 

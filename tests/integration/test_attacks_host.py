@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from rig.oracle import ServerSpec
-from runner.engine import Engine
-from runner.images import BuiltImage
 from tests.integration.attack_lab import (
     BUG,
     HONEST,
@@ -33,19 +28,12 @@ from tests.integration.attack_lab import (
     commit_tree,
     counts,
     host_target,
-    lab_for,
     oracle,
     snapshot,
     tree_object,
     verdict,
 )
 from tests.integration.helpers import git
-
-
-@pytest.fixture
-def lab(engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> Iterator[Lab]:
-    with lab_for(engine, built_images["python"], tmp_path) as found:
-        yield found
 
 
 def both_ways(lab: Lab, root: Path, files: Files) -> list[tuple[str, str | None]]:

@@ -6,30 +6,16 @@ FAIL broke_harness with the would-be rig reason in the detail.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from rig.oracle import ServerSpec
 from rig.record import SampleRecord
-from runner.engine import Engine
-from runner.images import BuiltImage
 from tests.integration.attack_lab import (
     CHECK,
     HONEST,
     Lab,
     attacking,
     counts,
-    lab_for,
     verdict,
 )
-
-
-@pytest.fixture
-def lab(engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> Iterator[Lab]:
-    with lab_for(engine, built_images["python"], tmp_path) as found:
-        yield found
 
 
 def as_check_and_criterion(lab: Lab, files: dict[str, str]) -> list[SampleRecord]:

@@ -22,25 +22,13 @@ from runner import state as state_mod
 from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
 from runner.images import BuiltImage
 from runner.manifest import load_manifest
-from tests.integration.helpers import cleanup, cli, git
+from tests.integration.helpers import ARM_TEMPLATE, cleanup, cli, git
 
 DATES = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 FIX = ("sleep 2; if [ \"$BAKEOFF_CHANGE\" = first ]; then sed -i 's/^VALUE = 1/VALUE = 2/' "
        "app.py; else sed -i 's/^OTHER = 1/OTHER = 2/' app.py; fi; {extra}git add -A; "
        "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z "
        "git commit -qm fix")
-ARM = """
-[[arms]]
-id = "{arm}"
-model = "scripted-{arm}"
-effort = "none"
-effort_normalized = "none"
-effort_provenance = "experiment_config"
-effort_evidence = "a scripted fix"
-mode = "single_agent"
-command = "{command}"
-control = {control}
-"""
 MANIFEST = """
 [experiment]
 name = "{name}"
@@ -92,8 +80,8 @@ def target(repo: Path, name: str) -> Path:
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     text = MANIFEST.format(name=name) + "".join(
-        ARM.format(arm=arm, control=str(arm == "A").lower(),
-                   command=FIX.format(extra=extra).replace('"', '\\"'))
+        ARM_TEMPLATE.format(arm=arm, control=str(arm == "A").lower(), network="none",
+                            command=FIX.format(extra=extra).replace('"', '\\"'))
         for arm, extra in (("A", ""), ("B", "echo 'EXTRA = 1' > extra_$BAKEOFF_CHANGE.py; ")))
     (repo / "bakeoff.toml").write_text(textwrap.dedent(text))
     git(repo, "init", "-q", "-b", "main")
