@@ -55,6 +55,8 @@ WRITABLE_CHECK = ('find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -
                   '-o -path /tmp -o -path /var/tmp -o -path /run/lock -o -path "$HOME" \\) '
                   "-prune -o ! -type l -writable -printf '%y %p\\n' 2>/dev/null; true")
 HOME = "/home/agent"
+USER_SITE_CHECK = ("command -v python3 >/dev/null 2>&1 && cd / && "
+                   "python3 -I -c 'import site; print(site.getusersitepackages())' || true")
 IN_DIR, OUT_DIR, RUN_DIR = sample_driver.IN, sample_driver.OUT, sample_driver.RUN
 RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head and tail
 HOST_GRACE_S = 60
@@ -277,6 +279,7 @@ class DockerSampleExecutor:
         (inputs / "collect").write_text("".join(f"{p}\n" for p in spec.collect))
         (inputs / "driver.sh").write_text(sample_driver.script())
         (inputs / "usercustomize.py").write_text(sample_driver.USERCUSTOMIZE)
+        (inputs / "user-site").write_text(self.user_site())
         canary = built.canary
         if canary is not None and canary.plugin:
             (inputs / "plugin").mkdir(mode=0o755)
@@ -426,6 +429,17 @@ class DockerSampleExecutor:
                 self.tool_cache[key] = tuple(self._cached("writable", (), lambda: writable(
                     self.engine, self.image.image_id, self._labels("tool-check"))))
             return self.tool_cache[key]
+
+    def user_site(self) -> str:
+        """The sandbox user's site directory of the image's python3 ("" without one),
+        asked once per image: every python sample's driver makes it the rig's."""
+        with self.lock:
+            key = ("@user-site",)
+            if key not in self.tool_cache:
+                self.tool_cache[key] = tuple(self._cached("site", (), lambda: [_check(
+                    self.engine, self.image.image_id, ["sh", "-c", USER_SITE_CHECK],
+                    self._labels("tool-check"), env={"HOME": HOME}).strip()]))
+            return self.tool_cache[key][0]
 
     def writable_dirs(self) -> list[str]:
         """Directories outside the standard tmpfs mounts the sandbox user could write in
