@@ -3,7 +3,7 @@
     .venv/bin/python bench/database_cost.py [--repeat N] [--threads T] [--dirty-mb M]
 
 On one throwaway server (the project's `bakeoff/postgres`, tmpfs data directory, started
-by `runner.database.start_server`) it times, alternating, N times each (default 20):
+by `runner.containers.database.start_server`) it times, alternating, N times each (default 20):
 - `schema`: the per-sample cost before issue 11 (CREATE ROLE + CREATE SCHEMA + GRANT +
   ALTER ROLE ... SET search_path; DROP SCHEMA CASCADE + DROP OWNED + DROP ROLE);
 - `WAL_LOG` and `FILE_COPY`: `create_schema` / `drop_schema` (role + database) with that
@@ -35,8 +35,8 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runner import database, images, sandbox
-from runner.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers import database, images, sandbox
+from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
 from runner.errors import DatabaseError
 
 Timing = tuple[float, float, float]  # create, connect + first query, drop

@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rig.oracle import SampleSpec, run_sample
-from runner import images, sandbox
-from runner.engine import Engine
-from runner.samples import DockerSampleExecutor
+from runner.containers import images, sandbox
+from runner.containers.engine import Engine
+from runner.containers.samples import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runner import images, lifecycle
-from runner.engine import Engine
+from runner.commands import up as lifecycle
+from runner.containers import images
+from runner.containers.engine import Engine
 from runner.manifest import load_manifest
 from tests.integration.helpers import CORE, PlainReporter, cleanup, make_target
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.errors import RigError
-from rig.score import SUBJECTIVE, DimScore, JudgeScores
+from rig.rubric import SUBJECTIVE, DimScore, JudgeScores
 
 NONE = "none"
 COMMAND_PREFIX = "command:"

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rig.oracle import PassRate
 from rig.persist import write_text_atomic
-from rig.score import ArmScore, CheckResult
+from rig.rubric import ArmScore, CheckResult
 from rig.verdict import Verdict
 
 SCHEMA: Final = "abc-comparison/v2"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from rig.report.observation import ArmEntry, Observation, Round
 from rig.report.scorecard import cell
-from rig.score import describe_flag
+from rig.rubric import describe_flag
 
 
 def label(entry: ArmEntry) -> str:

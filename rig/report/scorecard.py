@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rig.ratchet import show
-from rig.score import (
+from rig.rubric import (
     SUBJECTIVE,
     ArmScore,
     CheckResult,

@@ -60,4 +60,5 @@ def json_schema() -> dict[str, Any]:
 
 
 def _template(name: str) -> str:
-    return resources.files("runner").joinpath("templates", name).read_text(encoding="utf-8")
+    return resources.files("runner.manifest").joinpath("templates", name).read_text(
+        encoding="utf-8")

@@ -1,6 +1,6 @@
 """The set-up every adversarial grading test shares: a base whose protected success test
 fails, an attack commit on top, and samples through the real docker executor exactly as
-`runner.scoring.run_all` runs them (`rig.oracle.run_sample` with `scoring.BaseRuns`).
+`runner.commands.score.run_all` runs them (`rig.oracle.run_sample` with `BaseRuns`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ import pytest
 from rig import tree as tree_mod
 from rig.oracle import SampleSpec, ServerSpec, run_sample
 from rig.record import SampleRecord
-from runner import sandbox
-from runner.engine import LABEL_EXPERIMENT, Engine, Labels
-from runner.images import BuiltImage
-from runner.samples import DockerSampleExecutor
-from runner.scoring import BaseRuns
+from runner.commands.scoring import BaseRuns
+from runner.containers import sandbox
+from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers.images import BuiltImage
+from runner.containers.samples import DockerSampleExecutor
 from tests.integration.helpers import cli, git, make_target
 
 BUG = "def clamp(x):\n    return x\n"
@@ -77,11 +77,11 @@ class Usage:
 PROBE = """import json, resource, sys, time
 from pathlib import Path
 from rig.oracle import SampleSpec, run_sample
-from runner import sandbox
-from runner.engine import Engine
-from runner.images import BuiltImage
-from runner.samples import DockerSampleExecutor
-from runner.scoring import BaseRuns
+from runner.containers import sandbox
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
+from runner.containers.samples import DockerSampleExecutor
+from runner.commands.scoring import BaseRuns
 
 job = json.loads(sys.argv[1])
 spec = SampleSpec(**{**job["spec"], "protected": tuple(job["spec"]["protected"]),

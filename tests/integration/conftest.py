@@ -13,9 +13,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from runner import images
-from runner.engine import Engine
-from runner.images import BuiltImage
+from runner.containers import images
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.attack_lab import Lab, lab_for
 from tests.integration.helpers import PlainReporter, cleanup, make_target

@@ -8,9 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from runner import lifecycle
-from runner.engine import LABEL_EXPERIMENT, Engine
-from runner.images import BuiltImage
+from runner.commands import up as lifecycle
+from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest
 
 

@@ -9,9 +9,9 @@ import secrets
 from pathlib import Path
 
 from rig.report import read_observation
-from runner import demo
-from runner.engine import LABEL_EXPERIMENT, Engine
-from runner.images import BuiltImage
+from runner.commands import demo
+from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.images import BuiltImage
 from tests.integration.helpers import cli, git
 
 CHANGE = "cap-horizon"

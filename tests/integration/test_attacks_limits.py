@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from runner import sandbox
-from runner.engine import Engine
-from runner.images import BuiltImage
-from runner.sample_driver import HEAD_BYTES, TAIL_BYTES
+from runner.containers import sandbox
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
+from runner.containers.sample_driver import HEAD_BYTES, TAIL_BYTES
 from tests.integration.attack_lab import HONEST, Lab, counts, lab_for, verdict
 
 TREE = "pytest -q -s -p no:cacheprovider tests"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rig import score as rubric
-from runner import score as score_mod
-from runner.engine import Engine
-from runner.images import BuiltImage
+from rig import rubric
+from runner.commands import score as score_mod
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
 from tests.integration.helpers import cleanup, cli, git, make_target
 

@@ -17,12 +17,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runner import database, lifecycle, sandbox
-from runner.engine import Engine
+from runner.commands import up as lifecycle
+from runner.containers import database, sandbox
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
 from runner.errors import DatabaseError
-from runner.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
-from runner.state import ExperimentState
+from runner.store.state import ExperimentState
 from tests.integration.helpers import CORE, cleanup, git, make_target
 
 LIMIT = 3

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from rig.report import read_observation
-from runner.engine import LABEL_EXPERIMENT, Engine
-from runner.images import BuiltImage
+from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.images import BuiltImage
 from tests.integration.helpers import git
 
 

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from runner import demo, lifecycle, sandbox
-from runner.dispatch import (
+from runner.commands import demo
+from runner.commands import up as lifecycle
+from runner.commands.dispatch import (
     GUARDRAILS,
     ArmRecord,
     ArmState,
@@ -40,12 +41,13 @@ from runner.dispatch import (
     load_record,
     record_dir,
 )
-from runner.dispatch.brief import BRIEF_PATH
-from runner.dispatch.process import leftovers
-from runner.engine import Engine
-from runner.images import BuiltImage
+from runner.commands.dispatch.brief import BRIEF_PATH
+from runner.commands.dispatch.process import leftovers
+from runner.containers import sandbox
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
-from runner.store import experiment_dir
+from runner.store.files import experiment_dir
 from tests.integration.helpers import cleanup, git
 
 SECRET = f"sk-ant-bakeoff-{secrets.token_hex(12)}"
@@ -129,7 +131,7 @@ def full(tmp_path_factory: pytest.TempPathFactory, engine: Engine,
 
 def _killed_run(exp: Experiment, logs: Path) -> None:
     """`dispatch` in a subprocess (through the CLI's command function), SIGKILLed half way."""
-    code = ("import sys; from pathlib import Path; from runner.dispatch_cli import "
+    code = ("import sys; from pathlib import Path; from runner.cli.dispatch import "
             "dispatch_command; dispatch_command(Path(sys.argv[1]), None)")
     with (logs / "killed.out").open("w") as out, (logs / "killed.err").open("w") as err:
         child = subprocess.Popen([sys.executable, "-c", code, str(exp.loaded.path)], cwd=ROOT,

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from runner import database
-from runner import state as state_mod
-from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
-from runner.images import BuiltImage
+from runner.containers import database
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
+from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
+from runner.store import state as state_mod
 from tests.integration.helpers import ARM_TEMPLATE, cleanup, cli, git
 
 DATES = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}

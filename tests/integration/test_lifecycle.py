@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from runner import database, images, lifecycle, sandbox
-from runner.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.commands import up as lifecycle
+from runner.containers import database, images, sandbox
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import ImageMissingError, SandboxUnavailableError
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import CORE, PlainReporter, cleanup, cli, git, make_target

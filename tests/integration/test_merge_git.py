@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runner import merge
 from runner.errors import BadInputError
 from runner.manifest import load_manifest
+from runner.workspace import merge
 from tests.integration.helpers import git, make_target
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.manifest import LoadedManifest
 from tests.integration.helpers import cli, git
 

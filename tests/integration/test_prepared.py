@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rig.verdict import Verdict
-from runner import images, prepared, scoring
-from runner.engine import Engine
+from runner.commands import scoring
+from runner.containers import images, prepared
+from runner.containers.engine import Engine
 from runner.manifest import load_manifest
 from tests.integration.helpers import cleanup, git, make_target
 

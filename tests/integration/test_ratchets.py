@@ -26,11 +26,13 @@ import pytest
 from rig import contract as contract_mod
 from rig.errors import RigError
 from rig.record import SampleRecord
-from runner import demo, lifecycle, stage_merge
-from runner import score as score_mod
-from runner.dispatch import dispatch
-from runner.engine import Engine
-from runner.images import BuiltImage
+from runner.commands import demo
+from runner.commands import merge as stage_merge
+from runner.commands import score as score_mod
+from runner.commands import up as lifecycle
+from runner.commands.dispatch import dispatch
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import cleanup
 

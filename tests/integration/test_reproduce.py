@@ -24,11 +24,12 @@ from rig.oracle import Execution, SampleSpec, run_sample
 from rig.ratchet import Ratchet
 from rig.record import SampleRecord
 from rig.verdict import Verdict
-from runner import images, rescore, sandbox, scoring
-from runner import score as score_mod
-from runner.engine import LABEL_EXPERIMENT, Engine
+from runner.commands import rescore, scoring
+from runner.commands import score as score_mod
+from runner.containers import images, sandbox
+from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.samples import DockerSampleExecutor
 from runner.manifest import LoadedManifest, load_manifest
-from runner.samples import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, cli, git, make_target
 
 RUN = "pytest -q -p no:cacheprovider tests/test_app.py"
@@ -243,7 +244,7 @@ def test_secrets_come_from_the_environment_never_from_the_record(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A redacted value is re-read from our environment (refused when unset); the
     database URL is left to the fresh schema; a new record redacts the secret again."""
-    from runner import reproduce
+    from runner.commands import reproduce
     from runner.errors import BadInputError
 
     recorded = SampleRecord.model_validate({

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.engine import Engine
-from runner.images import BuiltImage
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
 from tests.integration.helpers import cleanup, make_target
 

@@ -9,9 +9,9 @@ import socket
 import threading
 from pathlib import Path
 
-from runner import lifecycle
-from runner.dispatch import process
-from runner.engine import Engine
+from runner.commands import up as lifecycle
+from runner.commands.dispatch import process
+from runner.containers.engine import Engine
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import CORE, cleanup, git, make_target
 

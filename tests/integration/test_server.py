@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from rig.oracle import SampleSpec, ServerSpec, run_sample
-from runner import sandbox
-from runner.engine import Engine
-from runner.images import BuiltImage
-from runner.samples import DockerSampleExecutor
+from runner.containers import sandbox
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
+from runner.containers.samples import DockerSampleExecutor
 from tests.integration.helpers import git
 
 SERVER = '''import http.server, os, sys

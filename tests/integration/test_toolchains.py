@@ -16,9 +16,9 @@ import pytest
 
 from rig.oracle import SampleSpec, run_sample
 from rig.record import SampleRecord
-from runner import images, sandbox
-from runner.engine import Engine
-from runner.samples import DockerSampleExecutor
+from runner.containers import images, sandbox
+from runner.containers.engine import Engine
+from runner.containers.samples import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

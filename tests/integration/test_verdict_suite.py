@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from rig.oracle import SampleSpec, run_sample
-from runner import images, sandbox
-from runner.engine import Engine
-from runner.images import BuiltImage
-from runner.samples import DockerSampleExecutor
+from runner.containers import images, sandbox
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
+from runner.containers.samples import DockerSampleExecutor
 from tests.integration.helpers import git
 
 PASSING = "def test_one():\n    assert 1 + 1 == 2\n\n\ndef test_two():\n    assert True\n"

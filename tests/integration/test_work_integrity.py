@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from runner import lifecycle, loop, sandbox
-from runner.dispatch import ArmRecord, ArmState, dispatch, load_record, record_dir
-from runner.engine import LABEL_EXPERIMENT, Engine
-from runner.images import BuiltImage
+from runner.commands import run as loop
+from runner.commands import up as lifecycle
+from runner.commands.dispatch import ArmRecord, ArmState, dispatch, load_record, record_dir
+from runner.containers import sandbox
+from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
-from runner.store import experiment_dir
+from runner.store.files import experiment_dir
 from tests.integration.helpers import CORE, cleanup, cli, git, make_target
 
 HONEST = "echo 'VALUE = 2' > app.py && git add app.py && git commit -qm 'honest fix'"

@@ -1,4 +1,4 @@
-"""`runner.bundle`: an arm's bundle is imported only when every object passes fsck and
+"""`runner.workspace.bundle`: an arm's bundle is imported only when every object passes fsck and
 its tip descends from the base (real git, no docker)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from runner import bundle
-from runner.bundle import WorkRefusedError, fsck_reason, read_header
-from runner.checkout import ArmBox, Taken
-from runner.dispatch import work
+from runner.commands.dispatch import work
+from runner.containers.checkout import ArmBox, Taken
+from runner.workspace import bundle
+from runner.workspace.bundle import WorkRefusedError, fsck_reason, read_header
 
 
 def git(cwd: Path, *args: str, data: bytes | None = None) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.cli import main
+from runner.cli.app import main
 
 
 def test_init_writes_files_and_refuses_to_overwrite(tmp_path: Path,

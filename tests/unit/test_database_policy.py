@@ -1,10 +1,10 @@
-"""runner.database's policy, without a server: how the server is sized and how the policy
-it carries reads back (issue 11: a database of its own per arm and per sample)."""
+"""runner.containers.database's policy, without a server: how the server is sized and how
+the policy it carries reads back (issue 11: a database of its own per arm and per sample)."""
 
 from __future__ import annotations
 
-from runner import database
-from runner.database import DbPolicy
+from runner.containers import database
+from runner.containers.database import DbPolicy
 
 
 def test_max_connections_holds_every_role_at_its_full_limit_plus_the_admin() -> None:

@@ -15,16 +15,23 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from runner import demo
-from runner.agents import ADAPTERS, AdapterError, adapter_for, render_template
-from runner.dispatch import GUARDRAILS, ArmRecord, ArmState, Redactor, StreamRedactor, process
-from runner.dispatch.brief import BRIEF_PATH, brief_dir, compose_brief, write_brief
-from runner.dispatch.record import apply_effort_probe
-from runner.dispatch.run import SecretMissingError, _secrets
-from runner.dispatch.view import DispatchView
-from runner.dispatch.work import parse_shortstat
-from runner.dispatch_cli import dispatch_command
-from runner.engine import Engine
+from runner.cli.dispatch import dispatch_command
+from runner.cli.dispatch_view import DispatchView
+from runner.commands import demo
+from runner.commands.dispatch import (
+    GUARDRAILS,
+    ArmRecord,
+    ArmState,
+    Redactor,
+    StreamRedactor,
+    process,
+)
+from runner.commands.dispatch.agents import ADAPTERS, AdapterError, adapter_for, render_template
+from runner.commands.dispatch.brief import BRIEF_PATH, brief_dir, compose_brief, write_brief
+from runner.commands.dispatch.record import apply_effort_probe
+from runner.commands.dispatch.run import SecretMissingError, _secrets
+from runner.commands.dispatch.work import parse_shortstat
+from runner.containers.engine import Engine
 from runner.errors import BadInputError
 from runner.manifest import Arm, LoadedManifest, load_manifest
 

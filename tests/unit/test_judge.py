@@ -21,7 +21,7 @@ from rig.judge import (
     render_command,
     run_judge,
 )
-from rig.score import JudgeScores
+from rig.rubric import JudgeScores
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "horizon"
 BRIEF = (EXAMPLE / "briefs" / "cap-horizon.md").read_text(encoding="utf-8")

@@ -408,7 +408,8 @@ def test_init_writes_a_manifest_that_loads_once_committed(tmp_path: Path) -> Non
 
 def test_init_template_keys_are_all_in_the_schema() -> None:
     """Every key the template shows commented out is a real key (uncommenting it is safe)."""
-    template = (Path(__file__).parents[2] / "runner" / "templates" / "bakeoff.toml").read_text()
+    template = (Path(__file__).parents[2] / "runner" / "manifest" / "templates" /
+                "bakeoff.toml").read_text()
     shown = set(re.findall(r"^#? ?([a-z_]+) = ", template, flags=re.MULTILINE))
     schema_text = str(json_schema())
     assert shown, "template parse drift"

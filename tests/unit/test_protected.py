@@ -13,12 +13,13 @@ import pytest
 
 from rig.contract import freeze as freeze_lock
 from rig.contract.content import ABSENT
-from runner import freeze, workspace
+from runner import contract as freeze
+from runner.containers.images import BuiltImage
 from runner.errors import ManifestError
-from runner.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
-from runner.protected import compile_glob, expand
-from runner.store import experiment_dir, stage_dir
+from runner.manifest.protected import compile_glob, expand
+from runner.store.files import experiment_dir, stage_dir
+from runner.workspace import git as workspace
 from tests.integration.helpers import git, make_target
 
 FILES = frozenset({

@@ -13,9 +13,9 @@ from rig.oracle import Execution, SampleSpec, assess, grade, record_of, run_samp
 from rig.ratchet import Movement, Ratchet, RatchetError
 from rig.record import SampleRecord
 from rig.report.scorecard import metric_text
-from rig.score import check_result
+from rig.rubric import check_result
 from rig.verdict import FailReason, RigErrorReason, Verdict
-from runner.freeze import _moved_to
+from runner.contract import _moved_to
 
 # coverage.py 6.5.0 (Debian bookworm python3-coverage) `coverage json` of
 # examples/horizon/repo's unit tests without DATABASE_URL; "files" trimmed to one entry.

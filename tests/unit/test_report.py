@@ -19,7 +19,7 @@ from rig.report import (
     round_of,
     write_observation,
 )
-from rig.score import JUDGE_NONE_CAVEAT, ArmScore, flags, winner
+from rig.rubric import JUDGE_NONE_CAVEAT, ArmScore, flags, winner
 from rig.verdict import Verdict
 from tests.unit.test_score import WEIGHTS, judged, scored
 

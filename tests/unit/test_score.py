@@ -10,7 +10,7 @@ import pytest
 
 from rig.errors import RigError
 from rig.record import SampleRecord
-from rig.score import (
+from rig.rubric import (
     JUDGE_NONE_CAVEAT,
     NO_CHECKS_CAVEAT,
     ArmScore,
@@ -232,7 +232,7 @@ def test_flags_are_sorted_and_deterministic() -> None:
 
 def test_scoring_judging_and_reports_import_no_docker_or_git() -> None:
     """STYLE.md: the scoring maths is pure; a fresh interpreter proves it."""
-    code = ("import sys, rig.score, rig.judge, rig.report; "
+    code = ("import sys, rig.rubric, rig.judge, rig.report; "
             "print(sorted({m.split('.')[0] for m in sys.modules} "
             "& {'docker', 'git', 'testcontainers', 'runner'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

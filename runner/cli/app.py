@@ -1,0 +1,291 @@
+"""The `bakeoff-sandbox` command line (DESIGN.md, "The command line").
+
+Exit codes: 0 done; 1 an unexpected internal error; 2 bad input; 3 the measurement is
+invalid (a rig error, a missing image, a broken engine); 4 the frozen contract does not
+match. Every error is one clear message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from typer._click.exceptions import ClickException
+
+from rig.errors import RigError
+from runner.cli import terminal
+from runner.cli.dispatch import dispatch_command
+from runner.cli.dispatch_view import DispatchView
+from runner.cli.progress import ImageBuildView
+from runner.cli.records import reproduce_command, rescore_command
+from runner.cli.terminal import SECRETS, RedactedStream, err, out, redact, say
+from runner.commands import demo as demo_mod
+from runner.commands import merge as stage_merge
+from runner.commands import report as reporting
+from runner.commands import run as loop
+from runner.commands import score as score_mod
+from runner.commands import scoring
+from runner.commands import up as lifecycle
+from runner.containers import images
+from runner.containers.engine import Engine
+from runner.errors import RunnerError
+from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, write_init
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Fair, container-isolated bake-offs between AI coding agents.")
+images_app = typer.Typer(no_args_is_help=True, help="Build the local images (nothing is pulled).")
+app.add_typer(images_app, name="images")
+
+# `CMD ARGS...` after `--` reach the command untouched (exec, reproduce).
+EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
+
+
+def _load(path: Path) -> LoadedManifest:
+    return terminal.load(path)  # the arms' secrets are redacted from here on
+
+
+_say = say
+
+
+@images_app.command("build")
+def images_build(
+    names: Annotated[list[str] | None,
+                     typer.Argument(help="images to build (all when none)")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="rebuild without cache")] = False,
+    base_image: Annotated[str | None, typer.Option(
+        "--base-image", help="a LOCAL image to use as the base instead of bootstrapping")] = None,
+) -> None:
+    """Bootstrap the base rootfs and build images/ locally; print each image's ID and identity."""
+    engine = Engine()
+    with ImageBuildView(err) as view:
+        built = images.build(engine, list(names or []), view, nocache=no_cache, base_ref=base_image)
+    for image in built:
+        cache = "cache hit" if image.cached else "built"
+        out.print(f"{image.name:<10} {image.tag:<26} {image.image_id}  identity "
+                  f"{image.identity}  {cache}", markup=False)
+
+
+@app.command()
+def init(directory: Annotated[Path, typer.Argument(help="where to write")] = Path(".")) -> None:
+    """Write a commented bakeoff.toml and a brief template."""
+    for path in write_init(directory):
+        out.print(f"wrote {path}", markup=False)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of bakeoff.toml."""
+    out.print_json(json.dumps(json_schema()))
+
+
+@app.command()
+def up(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    change: Annotated[str | None, typer.Option("--change", help="the change to stage")] = None,
+    refreeze: Annotated[bool, typer.Option(
+        "--refreeze", help="record a new contract version (the old one is kept)")] = False,
+    allow_passing_baseline: Annotated[bool, typer.Option(
+        "--allow-passing-baseline", help="proceed although the base passes (a caveat)")] = False,
+) -> None:
+    """Freeze the contract, preflight, prove the base fails, make one sandbox per arm."""
+    loaded = _load(file)
+    options = lifecycle.UpOptions(refreeze=refreeze,
+                                  allow_passing_baseline=allow_passing_baseline)
+    made = lifecycle.up(Engine(), loaded, change, progress=_say, options=options)
+    _say(f"experiment {made.experiment} is up: {len(made.arms)} arms, change {made.change}, "
+         f"base {made.base_commit[:12]}, image {made.image_id[:19]}")
+    _print_status(loaded, as_json=False)
+
+
+@app.command()
+def status(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
+) -> None:
+    """One row per arm: state, image, commit, schema, verdicts."""
+    _print_status(_load(file), as_json=as_json)
+
+
+def _print_status(loaded: LoadedManifest, *, as_json: bool) -> None:
+    rows = lifecycle.status_rows(Engine(), loaded)
+    if as_json:
+        sys.stdout.write(redact(json.dumps(rows, indent=2)) + "\n")
+        return
+    table = Table("arm", "model", "control", "state", "image", "commit", "schema", "verdicts",
+                  box=None)
+    for row in rows:
+        verdicts = ", ".join(f"{k}={v}" for k, v in row["verdicts"].items()) or "-"
+        table.add_row(row["arm"], row["model"], "yes" if row["control"] else "",
+                      row["state"], (row["image"] or "-")[:19], (row["commit"] or "-")[:12],
+                      row["schema"] or "-", verdicts)
+    out.print(table)
+
+
+@app.command("exec", context_settings=EXTRA_ARGS)
+def exec_(
+    ctx: typer.Context,
+    arm: Annotated[str, typer.Argument(help="the arm whose sandbox runs the command")],
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+) -> None:
+    """Run a command inside an arm's sandbox: exec ARM -- CMD..."""
+    command = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
+    if not command:
+        raise typer.BadParameter("give the command after --, e.g. exec C0 -- git log")
+    result = lifecycle.exec_arm(Engine(), _load(file), arm, command)
+    sys.stdout.write(redact(result.stdout))
+    sys.stderr.write(redact(result.stderr))
+    if result.timed_out:
+        _say(f"timed out after {result.duration_s:.0f}s")
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def down(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
+    """Remove this experiment's containers, networks, databases and roles (work is kept)."""
+    lifecycle.down(Engine(), _load(file), progress=_say)
+
+
+@app.command()
+def gc(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    all_: Annotated[bool, typer.Option("--all", help="every bakeoff-labelled resource")] = False,
+) -> None:
+    """Remove orphans by label (leftovers of an interrupted `up`)."""
+    removed = lifecycle.gc(Engine(), None if all_ else _load(file))
+    _say(f"gc: removed {removed['container']} containers, {removed['network']} networks, "
+         f"{removed['volume']} volumes")
+
+
+@app.command()
+def oracle(
+    commit: Annotated[str, typer.Option("--commit", help="the commit (any git ref) to score")],
+    check: Annotated[str, typer.Option("--check", help="a check name, or `success`")],
+    samples: Annotated[int, typer.Option("--samples", min=1, help="fresh containers")] = 3,
+    change: Annotated[str | None, typer.Option("--change", help="whose success/protected")] = None,
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+) -> None:
+    """Score one commit: N samples, each in a fresh container; print verdicts and pass-rate."""
+    records, rate, stage = scoring.oracle(Engine(), _load(file), commit, check, samples,
+                                          change, _say)
+    table = Table("sample", "verdict", "reason", "exit", "passed", "failed", "skipped",
+                  "errors", "seconds", box=None)
+    for record in records:
+        counts = record.counts
+        numbers = ["-"] * 4 if counts is None else [
+            str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.errors)]
+        table.add_row(record.sample, str(record.verdict), record.reason or "",
+                      str(record.exit_code), *numbers, f"{record.duration_s:.1f}")
+    out.print(table)
+    flaky = "  flaky" if rate.flaky else ""
+    errors = f"  ({rate.rig_errors} rig errors)" if rate.rig_errors else ""
+    out.print(f"pass-rate {rate.text()}{flaky}{errors}", markup=False)
+    _say(f"records: {stage}")
+    if rate.rig_errors:
+        raise typer.Exit(3)
+
+
+app.command("dispatch")(dispatch_command)
+app.command("reproduce", context_settings=EXTRA_ARGS)(reproduce_command)
+app.command("rescore")(rescore_command)
+
+
+@app.command()
+def score(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    change: Annotated[str | None, typer.Option("--change", help="the change to score")] = None,
+) -> None:
+    """Re-score every arm's committed code in fresh containers; write SCORECARD.md."""
+    loaded = _load(file)
+    chosen = change or lifecycle.current_change(loaded)
+    arms, card = score_mod.score(Engine(), loaded, chosen, _say)
+    out.print(card.read_text(encoding="utf-8"), markup=False)
+    _say(f"scorecard: {card}")
+    if any(not arm.valid for arm in arms):
+        raise typer.Exit(3)
+
+
+@app.command("merge")
+def merge_(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    change: Annotated[str | None, typer.Option("--change", help="the change to merge")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="merge this arm, not the top")] = None,
+    graft: Annotated[list[str] | None, typer.Option(
+        "--graft", help="ARM:PATH or ARM:COMMIT (repeatable)")] = None,
+) -> None:
+    """Best-of + verified grafts onto the experiment branch."""
+    loaded = _load(file)
+    chosen = change or lifecycle.current_change(loaded)
+    record = stage_merge.merge_stage(Engine(), loaded, chosen, _say, base_arm=base,
+                                     grafts=list(graft or []))
+    out.print(str(record["note"]), markup=False)
+
+
+@app.command()
+def report(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
+    """RESULTS.md + OBSERVATION.json across stages (from stored records; no docker)."""
+    obs, obs_path, results_path = reporting.report(_load(file))
+    out.print(results_path.read_text(encoding="utf-8"), markup=False)
+    _say(f"report: {results_path}, {obs_path} ({len(obs.rounds)} round(s))")
+
+
+@app.command("run")
+def run_(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
+    """Every change in order: up, dispatch, score, merge; then report. Resumable."""
+    loaded = _load(file)
+    _run_loop(loaded)
+
+
+def _run_loop(loaded: LoadedManifest) -> None:
+    arms = [a.id for a in loaded.manifest.arms]
+    with DispatchView(err, arms) as view:
+        obs = loop.run(Engine(), loaded, _say, view)
+    directory = loaded.repo_path / ".bakeoff" / loaded.manifest.experiment.name
+    out.print((directory / "RESULTS.md").read_text(encoding="utf-8"), markup=False)
+    _say(f"artifacts: {directory}/RESULTS.md, {directory}/OBSERVATION.json "
+         f"({len(obs.rounds)} rounds), scorecards in {directory}/stages/*/SCORECARD.md")
+
+
+@app.command()
+def demo(keep: Annotated[Path | None, typer.Option(
+        "--keep", help="run in this (new or empty) directory instead of a temporary one")]
+         = None) -> None:
+    """The bundled example, end to end: two changes, five scripted contestants, a judge."""
+    manifest = demo_mod.prepare(keep)
+    _say(f"demo: the example is in {manifest.parent} (a real git repo in repo/)")
+    _run_loop(_load(manifest))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app; turn our errors into one message and an exit code.
+
+    Every message goes through `err`, which redacts the arms' secrets (runner.terminal)."""
+    try:
+        # Outside standalone mode, click returns an Exit's code instead of raising it.
+        code = app(args=argv, standalone_mode=False)
+    except (RunnerError, RigError) as error:
+        err.print(f"error: {error}", markup=False)
+        return error.exit_code
+    except typer.Exit as done:
+        return int(done.exit_code)
+    except ClickException as error:
+        error.show(file=RedactedStream(lambda: sys.stderr, SECRETS).as_text_io())
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted", markup=False)
+        return 130
+    except Exception as error:  # an internal error: one line, the traceback on request
+        if os.environ.get("BAKEOFF_DEBUG"):  # through `err` too: a frame may hold a secret
+            err.print(traceback.format_exc(), markup=False)
+            return 1
+        err.print(f"internal error: {type(error).__name__}: {error}\n"
+                  "  (set BAKEOFF_DEBUG=1 to see the traceback, and please report it)",
+                  markup=False)
+        return 1
+    return code if isinstance(code, int) else 0

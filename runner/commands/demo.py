@@ -1,0 +1,45 @@
+"""`bakeoff-sandbox demo`: the bundled example (examples/horizon), end to end.
+
+The example is copied to a fresh directory, its `repo/` becomes a real git repository
+(one commit on `main`), and `run` takes it through every change: up, dispatch (the
+scripted contestants), score (with the scripted judge), merge; then the report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from runner.errors import BadInputError
+
+EXAMPLE = "horizon"
+
+
+def examples_dir() -> Path:
+    configured = os.environ.get("BAKEOFF_EXAMPLES_DIR")
+    if configured:
+        return Path(configured)
+    return Path(__file__).resolve().parents[2] / "examples"
+
+
+def prepare(dest: Path | None) -> Path:
+    """Copy the example to `dest` (or a temp dir), git-init its repo; return the manifest."""
+    source = examples_dir() / EXAMPLE
+    if not (source / "bakeoff.toml").is_file():
+        raise BadInputError(f"the bundled example is missing at {source}",
+                            hint="run the demo from a checkout of bakeoff-sandbox")
+    root = dest or Path(tempfile.mkdtemp(prefix="bakeoff-demo-"))
+    if root.exists() and any(root.iterdir()):
+        raise BadInputError(f"--keep directory {root} is not empty",
+                            hint="name a new or empty directory")
+    shutil.copytree(source, root, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    repo = root / "repo"
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.name=bakeoff demo", "-c", "user.email=demo@bakeoff.invalid",
+                  "commit", "-q", "-m", "horizon service: base"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60)
+    return root / "bakeoff.toml"

@@ -1,0 +1,218 @@
+"""The agent's process inside its sandbox: started, streamed, stopped, swept.
+
+The command runs under `timeout -k` INSIDE the container (TERM at dispatch_timeout_s,
+KILL a few seconds later, to the whole process group), and the host keeps its own
+deadline as well (FIELD-NOTES: exec has no timeout). Output is streamed to the log as it
+comes (redacted by the sink), so a live view can show the last line.
+
+Stopping never goes by name: `kill -KILL -1` as the sandbox user ends every process the
+agent has, including ones that left its process group. The container's main process
+runs as root (with no capabilities) and survives it, so the container keeps running and
+its tmpfs checkout is never lost (`runner.sandbox`).
+
+The log keeps the first `HEAD_BYTES` and the last `TAIL_BYTES` of the output with a
+marker line between them: an agent that prints forever costs bounded disk and memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import docker.errors
+
+from runner.commands.dispatch.redact import Redactor, StreamRedactor
+from runner.containers import sandbox
+from runner.containers.engine import Engine
+from runner.errors import SandboxUnavailableError
+
+KILL_GRACE_S = sandbox.KILL_GRACE_S
+HOST_GRACE_S = 15   # after timeout's own KILL, the host waits this much more
+STOP_WAIT_S = 10    # after a forced stop, how long the output may take to end
+POLL_S = 0.25
+EXIT_LAG_S = 3      # how long the engine may still say "running" once the output ended
+# Shell builtins only (no `ps`: any image has sh and /proc): this shell's pid, then one
+# /proc/<pid>/stat line per process: `pid (comm) state ppid ...`.
+PROCESS_LIST = ["sh", "-c", 'echo $$; for d in /proc/[0-9]*; do '
+                'read -r s < "$d/stat" 2>/dev/null && echo "$s"; done']
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    exit_code: int | None
+    duration_s: float
+    timed_out: bool
+    stopped_by_host: bool = False
+    interrupted: bool = False
+
+
+HEAD_BYTES = 8 * 1024 * 1024
+TAIL_BYTES = 2 * 1024 * 1024
+TRUNCATED = "[bakeoff: output truncated: {omitted} bytes omitted]"
+LAST_LINE_SCAN = 4096   # the live view's last line is looked for in this much of a chunk
+
+
+class LogSink:
+    """Writes the agent's output, redacted, to its log as it comes; keeps the last line.
+
+    The first `head_bytes` go to the file as they come; past them, only a rolling tail of
+    `tail_bytes` is kept in memory and written at `close`, after the truncation marker.
+    """
+
+    def __init__(self, path: Path, redactor: Redactor, on_line: Callable[[str], None],
+                 head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.handle: BinaryIO = path.open("wb")
+        self.redacting = StreamRedactor(redactor)
+        self.on_line = on_line
+        self.last_line = ""
+        self.head_left = head_bytes
+        self.tail_bytes = tail_bytes
+        self.tail = bytearray()
+        self.omitted = 0
+
+    def feed(self, data: bytes) -> None:
+        self._write(self.redacting.feed(data))
+
+    def close(self) -> None:
+        self._write(self.redacting.flush())
+        if self.omitted:
+            marker = TRUNCATED.format(omitted=self.omitted)
+            self.handle.write(f"\n{marker}\n".encode())
+        self.handle.write(bytes(self.tail))
+        self.handle.close()
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        data = text.encode("utf-8")
+        head, rest = data[:self.head_left], data[self.head_left:]
+        if head:
+            self.head_left -= len(head)
+            self.handle.write(head)
+            self.handle.flush()
+        if rest:
+            self.tail += rest
+            excess = len(self.tail) - self.tail_bytes
+            if excess > 0:
+                del self.tail[:excess]
+                self.omitted += excess
+        lines = [line.strip() for line in text[-LAST_LINE_SCAN:].splitlines() if line.strip()]
+        if lines:
+            self.last_line = lines[-1]
+            self.on_line(self.last_line)
+
+
+class _Reader(threading.Thread):
+    def __init__(self, stream: Iterator[bytes], sink: LogSink) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.sink = stream, sink
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        try:
+            for chunk in self.stream:
+                self.sink.feed(chunk)
+        except Exception as error:  # reported by the caller's thread
+            self.error = error
+
+
+def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, str],
+              timeout_s: float, sink: LogSink, cancel: threading.Event) -> AgentRun:
+    """Run `command` (sh -c, cwd /work) until it exits, times out or `cancel` is set."""
+    api = engine.client.api
+    argv = ["timeout", "-k", str(KILL_GRACE_S), str(max(1, math.ceil(timeout_s))),
+            "sh", "-c", command]
+    exec_id = engine.call("create the agent's exec", api.exec_create, container_id, argv,
+                          environment=env, workdir=sandbox.WORKDIR,
+                          user=sandbox.SANDBOX_USER)["Id"]
+    started = time.monotonic()
+    stream: Any = engine.call("start the agent", api.exec_start, exec_id, stream=True)
+    reader = _Reader(stream, sink)
+    reader.start()
+    deadline = started + timeout_s + KILL_GRACE_S + HOST_GRACE_S
+    stopped, interrupted = _await(engine, container_id, reader, stream, deadline, cancel)
+    duration = time.monotonic() - started
+    with contextlib.suppress(OSError, docker.errors.DockerException):
+        stream.close()  # frees the connection (a no-op when the stream ended by itself)
+    info = _exec_state(engine, exec_id)
+    if (reader.error is not None or info.get("Running")) and not (stopped or interrupted):
+        # The output ended but the agent did not: we lost it, the agent did not fail.
+        sweep(engine, container_id, force=True)
+        raise SandboxUnavailableError(f"the agent's output stream ended while it was still "
+                                      f"running ({reader.error or 'connection lost'})")
+    code = None if info.get("Running") or info.get("ExitCode") is None else int(info["ExitCode"])
+    timed_out = stopped or (code in sandbox.TIMEOUT_EXIT_CODES and duration >= timeout_s - 0.5)
+    return AgentRun(code, round(duration, 3), timed_out, stopped, interrupted)
+
+
+def _exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:
+    """The exec's state once it has stopped (the engine may lag the end of the output)."""
+    api = engine.client.api
+    for _ in range(int(EXIT_LAG_S / POLL_S)):
+        info: dict[str, Any] = engine.call("inspect the agent's exec", api.exec_inspect,
+                                           exec_id, retry=True)
+        if not info.get("Running"):
+            break
+        time.sleep(POLL_S)
+    return info
+
+
+def _await(engine: Engine, container_id: str, reader: _Reader, stream: Any, deadline: float,
+           cancel: threading.Event) -> tuple[bool, bool]:
+    """Wait for the output to end; (stopped at the host deadline, interrupted)."""
+    while reader.is_alive():
+        reader.join(POLL_S)
+        if not reader.is_alive():
+            break
+        if cancel.is_set() or time.monotonic() > deadline:
+            sweep(engine, container_id, force=True)
+            reader.join(STOP_WAIT_S)
+            if reader.is_alive():
+                with contextlib.suppress(OSError, docker.errors.DockerException):
+                    stream.close()
+                reader.join(STOP_WAIT_S)
+            return not cancel.is_set(), cancel.is_set()
+    return False, False
+
+
+def leftovers(engine: Engine, container_id: str) -> list[str]:
+    """Processes in the sandbox other than its init, its main process and this probe."""
+    listed = sandbox.exec_in(engine, container_id, PROCESS_LIST, timeout_s=30)
+    lines = listed.stdout.splitlines()
+    if listed.exit_code != 0 or not lines:
+        raise SandboxUnavailableError(f"cannot list the sandbox's processes: {listed.stderr}")
+    probe = int(lines[0].strip())
+    procs = [parse_stat(line) for line in lines[1:] if line.strip()]
+    main = min((pid for pid, ppid, _ in procs if ppid == 1), default=None)
+    # The probe is the sh under exec_in's `timeout`: that `timeout` is ours too.
+    ours = {1, main, probe, *(ppid for pid, ppid, _ in procs if pid == probe)}
+    return [name for pid, _, name in procs if pid not in ours]
+
+
+def parse_stat(line: str) -> tuple[int, int, str]:
+    """`12 (sleep) S 1 ...` -> (12, 1, "sleep"); the name may hold spaces and parens."""
+    head, _, tail = line.rpartition(")")
+    pid, _, name = head.partition(" (")
+    return int(pid), int(tail.split()[1]), name
+
+
+def sweep(engine: Engine, container_id: str, *, force: bool = False) -> list[str]:
+    """Kill every process of the sandbox user (the agent's and anything it left behind);
+    return the ones found besides ours. The container keeps running (its main process
+    is root's), and so does its checkout."""
+    found = [] if force else leftovers(engine, container_id)
+    if not found and not force:
+        return []
+    api = engine.client.api
+    with contextlib.suppress(docker.errors.APIError, SandboxUnavailableError):
+        exec_id = engine.call("create kill exec", api.exec_create, container_id,
+                              ["kill", "-KILL", "-1"], user=sandbox.SANDBOX_USER)["Id"]
+        engine.call("kill the agent's processes", api.exec_start, exec_id)
+    return found

@@ -1,0 +1,193 @@
+"""Before anyone runs: the contract of a change is built and checked, the rig's preflight
+passes, the success criterion FAILS on the untouched base (principle 2) and, when a
+reference is given, PASSES on it (principle 7). Only then is the contract frozen.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rig import contract as contract_mod
+from rig import preflight, ratchet
+from rig.contract import LockVersion
+from rig.errors import RigError
+from rig.oracle import PassRate, pass_rate
+from rig.record import SampleRecord
+from rig.verdict import Verdict
+from runner import contract as freeze
+from runner.commands import score as score_mod
+from runner.commands import scoring
+from runner.containers.samples import DockerSampleExecutor
+from runner.contract import Baseline
+from runner.errors import BadInputError
+from runner.manifest import LoadedManifest
+from runner.store.files import write_json
+from runner.workspace import git as workspace
+
+Say = Callable[[str], None]
+NO_SIGNAL = ("no signal: the task passes before any change; calibrate it until the "
+             "control fails")
+
+
+class BaselineError(BadInputError):
+    """The base does not fail deterministically: there is no task to measure (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Proof:
+    baseline: PassRate
+    baseline_verdicts: list[str]
+    reference_commit: str | None
+    reference: PassRate | None
+    caveats: list[str]
+    ratchets: dict[str, Baseline] = field(default_factory=dict)  # check -> its base value
+
+    @property
+    def baselines(self) -> dict[str, float]:
+        """What the contract freezes as `ratchet_baselines`."""
+        return {name: found.value for name, found in self.ratchets.items()}
+
+
+def reference_commit(loaded: LoadedManifest, change: str, base: str) -> str | None:
+    """The reference as a commit: a ref as is, or a patch applied onto the base in a
+    private index (no branch, no working tree touched)."""
+    reference = loaded.change(change).reference
+    if not reference:
+        return None
+    repo = loaded.repo_path
+    patch = contract_mod.reference_file(loaded, reference)
+    if patch is None:
+        return workspace.commit_of(repo, reference)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        def git(*args: str) -> str:
+            done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True,
+                                  text=True, timeout=60, check=False)
+            if done.returncode != 0:
+                raise RigError(f"the reference patch {patch} does not apply to the base "
+                               f"{base[:12]}: {done.stderr.strip()}",
+                               hint="regenerate the patch against the base")
+            return done.stdout.strip()
+        git("read-tree", base)
+        git("apply", "--cached", str(patch))
+        tree = git("write-tree")
+        commit = git("-c", "user.name=bakeoff", "-c", "user.email=rig@bakeoff.invalid",
+                     "commit-tree", tree, "-p", base, "-m", f"reference for {change}")
+    workspace.run_git(repo, "update-ref", f"refs/bakeoff/reference/{change}", commit)
+    return commit
+
+
+def run_preflight(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str) -> None:
+    manifest = loaded.manifest
+    commands = [preflight.Command(f"checks[{c.name}].run", c.run) for c in manifest.checks]
+    commands.append(preflight.Command(f"changes[{change}].success.run",
+                                      loaded.change(change).success.run))
+    preflight.check(manifest.toolchain.requires, commands, executor.image.tag,
+                    executor.missing_tools)
+
+
+def _samples(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
+             commit: str, base: str, who: str, stage: Path, say: Say) -> list[SampleRecord]:
+    plan = scoring.check_plan(loaded, change, scoring.SUCCESS)
+    todo = scoring.specs(loaded, change, who, plan, commit, base,
+                         loaded.manifest.contract.samples)
+    return scoring.run_all(executor, todo, stage, say, diagnose=False)
+
+
+def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, base: str,
+          stage: Path, say: Say, *, allow_passing_baseline: bool) -> Proof:
+    """Preflight, then the baseline proof, then the reference proof; refuse on any doubt."""
+    run_preflight(executor, loaded, change)
+    say(f"baseline: the success criterion on the untouched base "
+        f"({loaded.manifest.contract.samples} fresh containers)")
+    records = _samples(executor, loaded, change, base, base, "baseline", stage, say)
+    caveats = _judge_baseline(records, allow_passing_baseline)
+    reference = reference_commit(loaded, change, base)
+    reference_rate = None
+    if reference is not None:
+        say(f"reference: {reference[:12]} must pass every sample")
+        done = _samples(executor, loaded, change, reference, base, "reference", stage, say)
+        reference_rate = pass_rate(r.verdict for r in done)
+        if any(r.verdict is not Verdict.PASS for r in done):
+            shown = ", ".join(f"{r.verdict}({r.reason})" for r in done)
+            raise RigError(f"the rig cannot pass this task: the reference {reference[:12]} "
+                           f"gave {shown}", hint="fix the success criterion, the reference or "
+                           "the toolchain until the reference passes every sample")
+    ratchets = ratchet_baselines(executor, loaded, change, base, stage, say)
+    return Proof(pass_rate(r.verdict for r in records), [str(r.verdict) for r in records],
+                 reference, reference_rate, caveats, ratchets)
+
+
+def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
+                      base: str, stage: Path, say: Say) -> dict[str, Baseline]:
+    """Every ratchet's base value: a known one (frozen, or carried from the previous
+    change: never re-measured, so a lowered value is never baked in) as it is; the others
+    measured on the base in `samples` fresh containers that must all agree. No value or
+    no agreement is the rig's problem: `RatchetError`, exit 3."""
+    if not any(c.kind == "ratchet" for c in loaded.manifest.checks):
+        return {}
+    known = freeze.known_baselines(loaded, change,
+                                   freeze.build_contract(loaded, change, base, executor.image))
+    todo = [p for p in score_mod.plans(loaded, change)[1:]
+            if score_mod.ratchet_of(loaded, p.name, None) is not None and p.name not in known]
+    if not todo:
+        return known
+    say(f"ratchets: measuring {', '.join(p.name for p in todo)} on the untouched base "
+        f"({loaded.manifest.contract.samples} fresh containers each)")
+    records = scoring.run_all(executor, [
+        spec for plan in todo
+        for spec in score_mod.plan_specs(loaded, change, "baseline", plan, base, base, None)],
+        stage, say, diagnose=False)
+    measured, problems = dict(known), []
+    for plan in todo:
+        mine = [r for r in records if r.check == plan.name]
+        try:
+            value = ratchet.baseline(plan.name, mine)
+        except ratchet.RatchetError as error:
+            problems.append(error)
+            continue
+        measured[plan.name] = Baseline(value, f"measured on the base ({len(mine)} samples agree)")
+        say(f"ratchet {plan.name}: base value {ratchet.show(value)}")
+    if problems:
+        raise ratchet.RatchetError("; ".join(p.message for p in problems),
+                                   hint=problems[0].hint)
+    return measured
+
+
+def _judge_baseline(records: list[SampleRecord], allow_passing: bool) -> list[str]:
+    verdicts = [r.verdict for r in records]
+    shown = ", ".join(f"{r.verdict}({r.reason})" if r.reason else str(r.verdict)
+                      for r in records)
+    if Verdict.RIG_ERROR in verdicts:
+        raise RigError(f"the baseline is a rig problem, not a task: {shown}",
+                       hint="run `bakeoff-sandbox reproduce` on a baseline sample, or read its "
+                            "log under stages/<change>/samples/baseline/")
+    passed = verdicts.count(Verdict.PASS)
+    if passed == 0:
+        return []
+    if passed < len(verdicts) and not allow_passing:
+        raise BaselineError(f"flaky baseline: the untouched base passed {passed} of "
+                            f"{len(verdicts)} samples ({shown})",
+                            hint="make the success criterion deterministic first")
+    if not allow_passing:
+        raise BaselineError(NO_SIGNAL, hint="or pass --allow-passing-baseline, recorded as a "
+                            "caveat of every result of this stage")
+    return [f"baseline passed {passed} of {len(verdicts)} samples (--allow-passing-baseline)"]
+
+
+def record(stage: Path, change: str, base: str, proof: Proof,
+           version: LockVersion) -> None:
+    write_json(stage / "stage.json", {
+        "change": change, "base_commit": base, "contract_version": version.version,
+        "contract_sha256": version.sha256,
+        "baseline": {"pass_rate": proof.baseline.rate, "verdicts": proof.baseline_verdicts},
+        "reference": None if proof.reference is None else {
+            "commit": proof.reference_commit, "pass_rate": proof.reference.rate},
+        "caveats": proof.caveats,
+        "ratchets": {name: {"value": found.value, "source": found.source}
+                     for name, found in proof.ratchets.items()}})

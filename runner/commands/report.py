@@ -1,0 +1,72 @@
+"""`report`: OBSERVATION.json (abc-comparison/v2) and RESULTS.md across every scored
+stage, rebuilt from stored records (sample records, judge answers, stage and merge
+files) without docker. The raw sample records are always kept.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rig import contract as contract_mod
+from rig import rubric
+from rig.persist import write_text_atomic
+from rig.report import Observation, Round, observation, render_results, round_of
+from rig.report import write_observation as write_obs
+from runner.commands import merge as stage_merge
+from runner.commands import rescore
+from runner.commands import score as score_mod
+from runner.errors import BadInputError
+from runner.manifest import LoadedManifest
+from runner.store.files import experiment_dir
+
+
+def _round(loaded: LoadedManifest, change: str) -> Round | None:
+    stage = score_mod.stage_path(loaded, change)
+    if not (stage / "stage.json").exists() or not (stage / "samples").is_dir():
+        return None
+    proof = json.loads((stage / "stage.json").read_text(encoding="utf-8"))
+    arms = score_mod.stage_scores(loaded, change)
+    merged = stage_merge.load(loaded, change)
+    winner = None if merged is None else merged.get("winner")
+    grafts = [] if merged is None else [
+        {"from": g["from"], "what": g["what"], "verified": bool(g["kept"]),
+         "rationale": f"{g['rationale']}; {'kept' if g['kept'] else 'dropped'}: {g['why']}"}
+        for g in merged.get("grafts", [])  # type: ignore[attr-defined]
+    ]
+    if winner is None:
+        winner = rubric.winner(arms, loaded.manifest.contract.threshold)
+    return round_of(change, proof["base_commit"], proof["baseline"]["pass_rate"],
+                    proof["baseline"]["verdicts"], arms, str(winner) if winner else None,
+                    grafts, rubric.flags(arms))
+
+
+def contract_summary(loaded: LoadedManifest) -> dict[str, object]:
+    """The first stage's frozen contract (with its sha256) and every stage's version."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    stages: dict[str, object] = {}
+    first: dict[str, object] | None = None
+    for change in loaded.manifest.changes:
+        lock = contract_mod.load_lock(directory / "stages" / change.id)
+        if lock is None:
+            continue
+        latest = lock.latest
+        stages[change.id] = {"version": latest.version, "sha256": latest.sha256}
+        if first is None:
+            first = {"sha256": latest.sha256, "version": latest.version,
+                     **latest.contract.model_dump(mode="json")}
+    if first is None:
+        raise BadInputError("nothing to report: no stage has a frozen contract",
+                            hint="run `bakeoff-sandbox up`, dispatch and score first")
+    return {**first, "stages": stages}
+
+
+def report(loaded: LoadedManifest) -> tuple[Observation, Path, Path]:
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    rounds = [r for c in loaded.manifest.changes if (r := _round(loaded, c.id)) is not None]
+    obs = observation(loaded.manifest.experiment.name, contract_summary(loaded), rounds)
+    obs_path, results_path = directory / "OBSERVATION.json", directory / "RESULTS.md"
+    write_obs(obs_path, obs)
+    # The latest rescore of each stage, when there is one (runner.rescore).
+    write_text_atomic(results_path, render_results(obs) + rescore.results_section(loaded))
+    return obs, obs_path, results_path

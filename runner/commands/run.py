@@ -1,0 +1,70 @@
+"""`run`: for each change in order, up → dispatch → score → merge (→ down); then report.
+
+Interrupt-safe: run it again and it continues where it stopped. A merged change is
+skipped; an arm whose dispatch finished is not re-run (dispatch resumes); a stored
+sample is never re-run (scoring resumes); the next change starts from the merge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rig.report import Observation
+from runner.commands import merge as stage_merge
+from runner.commands import report as reporting
+from runner.commands import score as score_mod
+from runner.commands import up as lifecycle
+from runner.commands.dispatch import (
+    DONE_STATES,
+    DispatchReporter,
+    dispatch,
+    load_record,
+    record_dir,
+)
+from runner.containers.engine import Engine
+from runner.manifest import LoadedManifest
+from runner.store import state
+from runner.store.files import experiment_dir
+
+Say = Callable[[str], None]
+
+
+def dispatched(loaded: LoadedManifest, change: str) -> bool:
+    """Every arm's dispatch finished for `change` (its work is fetched back)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    for arm in loaded.manifest.arms:
+        record = load_record(record_dir(directory, change, arm.id) / "arm.json")
+        if record is None or record.state not in DONE_STATES:
+            return False
+    return True
+
+
+def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
+               reporter: DispatchReporter | None = None) -> None:
+    if stage_merge.load(loaded, change) is not None:
+        say(f"{change}: already merged; skipping")
+        return
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    if not dispatched(loaded, change):
+        current = state.load(directory)
+        if current is not None and current.phase == "up" and current.change != change:
+            lifecycle.down(engine, loaded, say)
+            current = None
+        if current is None or current.phase != "up":
+            say(f"{change}: up")
+            lifecycle.up(engine, loaded, change, say)
+        say(f"{change}: dispatch")
+        dispatch(engine, loaded, None, reporter)
+    say(f"{change}: score")
+    score_mod.score(engine, loaded, change, say)
+    say(f"{change}: merge")
+    stage_merge.merge_stage(engine, loaded, change, say)
+    lifecycle.down(engine, loaded, say)
+
+
+def run(engine: Engine, loaded: LoadedManifest, say: Say,
+        reporter: DispatchReporter | None = None) -> Observation:
+    for change in loaded.manifest.changes:
+        run_change(engine, loaded, change.id, say, reporter)
+    obs, _, _ = reporting.report(loaded)
+    return obs

@@ -1,0 +1,218 @@
+"""`score`: every arm's final commit through the oracle (every check and the success
+criterion, `samples` fresh containers each), the judge on the subjective dims, the
+rubric, and SCORECARD.md. Execute, persist, then grade: the scorecard is rebuilt from the
+stored sample records and judge answers alone (`stage_scores`), without docker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from rig import contract as contract_mod
+from rig import harness, rubric
+from rig import judge as judge_mod
+from rig import ratchet as ratchet_mod
+from rig.contract import LockVersion
+from rig.oracle import SampleSpec
+from rig.persist import write_text_atomic
+from rig.record import SampleRecord
+from rig.report import render_scorecard
+from runner import contract as freeze
+from runner.commands import scoring
+from runner.commands.dispatch.record import RECORD_FILE, load_record, record_dir
+from runner.containers import images, prepared
+from runner.containers.engine import Engine
+from runner.errors import BadInputError
+from runner.manifest import LoadedManifest
+from runner.store.files import experiment_dir, stage_dir
+from runner.workspace import git as workspace
+from runner.workspace import merge
+
+Say = Callable[[str], None]
+JUDGE_TIMEOUT_S = 300
+OUTPUT_TAIL = 4000
+JUDGE_DIFF_LIMIT = 1024 * 1024  # the arm's diff as the judge reads it; the rest is cut
+METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.ratchet, not by a parser
+
+
+def stage_path(loaded: LoadedManifest, change: str) -> Path:
+    return stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name), change)
+
+
+def arm_commits(loaded: LoadedManifest, change: str) -> dict[str, str]:
+    """Each arm's final commit, as dispatch fetched it back."""
+    commits: dict[str, str] = {}
+    for arm in loaded.manifest.arms:
+        branch = workspace.arm_branch(loaded.manifest.experiment.name, change, arm.id)
+        head = merge.branch_head(loaded.repo_path, branch)
+        if head is None:
+            raise BadInputError(f"arm {arm.id!r} has no commits for {change!r} ({branch})",
+                                hint="run `bakeoff-sandbox dispatch` first")
+        commits[arm.id] = head
+    return commits
+
+
+def plans(loaded: LoadedManifest, change: str) -> list[scoring.CheckPlan]:
+    """The success criterion, then every check; a ratchet is a check (its pass-rate counts
+    in the checks dim), graded on its metric by `rig.ratchet`, never by a parser."""
+    return [scoring.check_plan(loaded, change, scoring.SUCCESS),
+            *(scoring.check_plan(loaded, change, c.name) if c.kind == "test"
+              else scoring.CheckPlan(c.name, c.run, METRIC_PARSER)
+              for c in loaded.manifest.checks)]
+
+
+def ratchet_of(loaded: LoadedManifest, check: str,
+               baselines: Mapping[str, float] | None) -> ratchet_mod.Ratchet | None:
+    """The ratchet `check` graded against its frozen base value; None for a test check.
+    `baselines` None: the base's own value is being measured (at `up`)."""
+    for item in loaded.manifest.checks:
+        if item.name != check or item.kind != "ratchet":
+            continue
+        assert item.metric is not None and item.better is not None  # the manifest's rule
+        if baselines is not None and check not in baselines:
+            raise ratchet_mod.RatchetError(
+                f"ratchet {check!r} has no frozen base value in the stage's contract",
+                hint="run `bakeoff-sandbox up` with its proofs: it measures the base's value")
+        base = None if baselines is None else baselines[check]
+        return ratchet_mod.Ratchet(item.metric, item.better, item.tolerance, base)
+    return None
+
+
+def plan_specs(loaded: LoadedManifest, change: str, arm: str, plan: scoring.CheckPlan,
+               commit: str, base: str, baselines: Mapping[str, float] | None,
+               contract: str | None = None) -> list[SampleSpec]:
+    """`scoring.specs` of one plan; a ratchet's samples carry what they are graded on."""
+    todo = scoring.specs(loaded, change, arm, plan, commit, base,
+                         loaded.manifest.contract.samples, contract)
+    ratchet = ratchet_of(loaded, plan.name, baselines) if plan.name != scoring.SUCCESS else None
+    return todo if ratchet is None else [replace(spec, ratchet=ratchet) for spec in todo]
+
+
+def frozen_baselines(loaded: LoadedManifest, change: str) -> dict[str, float]:
+    """The ratchet base values frozen in the stage's contract (none before `up`)."""
+    lock = contract_mod.load_lock(stage_path(loaded, change))
+    return {} if lock is None else dict(lock.latest.contract.ratchet_baselines)
+
+
+def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
+                commits: dict[str, str], say: Say, stage: Path, frozen: LockVersion) -> None:
+    """Every (arm, check, n) sample; arms sharing a prepared image share an executor."""
+    base, contract = frozen.contract.base_commit, f"v{frozen.version}:{frozen.sha256}"
+    toolchain = images.resolve(engine, loaded.manifest.toolchain.image)
+    groups: dict[str, list[SampleSpec]] = {}
+    for arm, commit in commits.items():
+        image = prepared.prepare(engine, loaded.repo_path, commit, toolchain,
+                                 list(loaded.manifest.toolchain.setup), say)
+        refused = work_refused(loaded, change, arm)
+        for plan in plans(loaded, change):
+            groups.setdefault(commit if image.name == prepared.PREPARED else "", []).extend(
+                replace(spec, refused=refused) for spec in plan_specs(
+                    loaded, change, arm, plan, commit, base,
+                    frozen.contract.ratchet_baselines, contract))
+    for key, todo in groups.items():
+        with scoring.executor_for(engine, loaded, key or base, say) as executor:
+            scoring.run_all(executor, todo, stage, say, proofs=stage)
+
+
+def work_refused(loaded: LoadedManifest, change: str, arm: str) -> str | None:
+    """Why the arm's work was refused at import (its samples are FAIL unsafe_work)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    record = load_record(record_dir(directory, change, arm) / RECORD_FILE)
+    why = None if record is None else record.work_refused
+    return None if why is None else f"the arm's work was refused at import: {why}"
+
+
+def records_of(stage: Path, arm: str, check: str) -> list[SampleRecord]:
+    folder = stage / "samples" / arm / check
+    found = [SampleRecord.model_validate_json(p.read_text(encoding="utf-8"))
+             for p in folder.glob("*.json")]
+    return sorted(found, key=lambda r: r.n)
+
+
+def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], base: str,
+               stage: Path, say: Say) -> None:
+    command = judge_mod.judge_command(loaded.manifest.contract.judge)
+    if command is None:
+        return
+    brief = loaded.brief_path(change).read_text(encoding="utf-8")
+    protected = list(freeze.protected_paths(loaded, change, base))
+
+    def judge(arm: str, commit: str) -> None:
+        answer = stage / "judge" / f"{arm}.json"
+        if answer.exists():
+            return
+        diff, more = workspace.git_capped(loaded.repo_path, "diff", "--no-color",
+                                          "--no-ext-diff", "--no-textconv", base, commit,
+                                          limit=JUDGE_DIFF_LIMIT)
+        if more:
+            diff += f"\n[bakeoff: diff truncated: {more} bytes omitted]\n"
+        outputs = {p.name: _log_tail(stage, arm, p.name) for p in plans(loaded, change)}
+        doc = judge_mod.judge_input(change, arm, brief, diff, protected, outputs)
+        scores = judge_mod.run_judge(command, doc, loaded.root, JUDGE_TIMEOUT_S)
+        write_text_atomic(answer, json.dumps(
+            {d: {"score": s.score, "evidence": s.evidence} for d, s in scores.dims().items()},
+            indent=2) + "\n")
+        say(f"judge: {arm} " + ", ".join(f"{d}={s.score:g}" for d, s in scores.dims().items()))
+
+    # Judges are independent (one arm each, blind to the others): ask them concurrently.
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        list(pool.map(judge, commits.keys(), commits.values()))
+
+
+def _log_tail(stage: Path, arm: str, check: str) -> str:
+    log = stage / "samples" / arm / check / "1.log"
+    return log.read_text(encoding="utf-8")[-OUTPUT_TAIL:] if log.exists() else ""
+
+
+def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
+    """The rubric for every arm, from stored records and judge answers (no docker)."""
+    stage = stage_path(loaded, change)
+    scored = []
+    for arm in loaded.manifest.arms:
+        success = rubric.check_result(scoring.SUCCESS,
+                                      records_of(stage, arm.id, scoring.SUCCESS))
+        checks = {p.name: rubric.check_result(p.name, records_of(stage, arm.id, p.name))
+                  for p in plans(loaded, change)[1:]}
+        answer = stage / "judge" / f"{arm.id}.json"
+        judged = judge_mod.parse_judgement(answer.read_text()) if answer.exists() else None
+        scored.append(rubric.score_arm(arm, success, checks, judged,
+                                       loaded.manifest.contract.weights,
+                                       harness_touched(loaded, change, success)))
+    return scored
+
+
+def harness_touched(loaded: LoadedManifest, change: str,
+                    success: rubric.CheckResult) -> list[str]:
+    """The harness files (of any parser the stage uses) the arm's commit changed."""
+    record = next(iter(success.records), None)
+    if record is None or record.commit == record.base_commit:
+        return []
+    changed = merge.changed(loaded.repo_path, record.base_commit, record.commit)
+    parsers = {p.parser for p in plans(loaded, change) if p.parser != METRIC_PARSER}
+    return sorted({path for parser in parsers for path in harness.touched(parser, sorted(changed))})
+
+
+def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not merged yet",
+                    grafts: list[dict[str, object]] | None = None) -> Path:
+    arms = stage_scores(loaded, change)
+    contract = loaded.manifest.contract
+    text = render_scorecard(change, arms, contract.weights, rubric.flags(arms),
+                            rubric.winner(arms, contract.threshold), merge_note, grafts or [])
+    path = stage_path(loaded, change) / "SCORECARD.md"
+    write_text_atomic(path, text)
+    return path
+
+
+def score(engine: Engine, loaded: LoadedManifest, change: str,
+          say: Say) -> tuple[list[rubric.ArmScore], Path]:
+    stage = stage_path(loaded, change)
+    commits = arm_commits(loaded, change)
+    frozen = freeze.require(engine, loaded, change)
+    run_samples(engine, loaded, change, commits, say, stage, frozen)
+    run_judges(loaded, change, commits, frozen.contract.base_commit, stage, say)
+    return stage_scores(loaded, change), write_scorecard(loaded, change)

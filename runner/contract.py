@@ -1,0 +1,145 @@
+"""The contract of a stage, as runner builds it from git and the prepared image, and the
+check every later command makes against the frozen one (principle 1; exit 4)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rig import contract as contract_mod
+from rig import ratchet
+from rig.contract import LockVersion
+from runner.containers import images, prepared
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
+from runner.errors import BadInputError
+from runner.manifest import LoadedManifest, protected
+from runner.store.files import experiment_dir, stage_dir
+from runner.workspace import git as workspace
+
+
+def build_contract(loaded: LoadedManifest, change: str, base: str,
+                   image: BuiltImage) -> contract_mod.Contract:
+    """The grading of this stage; only this change's criterion is part of it, with its
+    `protected` entries frozen as the files they name at `base`."""
+    full = contract_mod.build_contract(
+        loaded, base_commit=base, image_identity=image.identity,
+        read_at_base=functools.partial(workspace.file_at, loaded.repo_path, base),
+        resolve_reference=functools.partial(workspace.commit_of, loaded.repo_path),
+        # Other changes are dropped below; their globs may name files only later bases have.
+        protected_files=lambda c: expand_protected(loaded, c.id, base) if c.id == change else ())
+    stage = full.model_copy(update={"changes": [c for c in full.changes if c.id == change]})
+    known = known_baselines(loaded, change, stage)
+    return stage.model_copy(update={"ratchet_baselines": {k: b.value for k, b in known.items()}})
+
+
+def protected_paths(loaded: LoadedManifest, change: str, base: str) -> tuple[str, ...]:
+    """The files `change` pins at `base`: every consumer (samples, the judge, grafts) reads
+    them here. Equal to the file list the stage's contract froze whenever that contract
+    verifies (the base's tree never changes; a changed `protected` is refused, exit 4).
+    Expanded rather than read back from the lock: `up --refreeze` proves the NEW list
+    before freezing it, and the lock then still holds the old one."""
+    return expand_protected(loaded, change, base)
+
+
+def expand_protected(loaded: LoadedManifest, change: str, base: str) -> tuple[str, ...]:
+    """`protected`'s globs and directories expanded against the base commit's tree (git
+    ls-tree, never the working tree); `ManifestError` (exit 2) for one that names nothing."""
+    entries = loaded.change(change).protected
+    if not entries:
+        return ()
+    return protected.expand(entries, set(workspace.files_at(loaded.repo_path, base)),
+                            manifest=str(loaded.path), change=change, base=base)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A ratchet's frozen base value and where it came from."""
+
+    value: float
+    source: str
+
+
+def known_baselines(loaded: LoadedManifest, change: str,
+                    current: contract_mod.Contract) -> dict[str, Baseline]:
+    """The ratchet base values a stage needs no measurement for, per ratchet defined the
+    same way: the stage's own frozen value (same base commit and toolchain), else, for a
+    later change, the previous change's: as its merge moved it, else as it was frozen.
+    Never lowered: a recorded movement in the worse direction is ignored. The others
+    are measured on the base at `up` (`runner.stage.prove`)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    ids = [c.id for c in loaded.manifest.changes]
+    found: dict[str, Baseline] = {}
+    if ids.index(change) > 0:
+        found = _carried(directory, ids[ids.index(change) - 1], current)
+    own = contract_mod.load_lock(stage_dir(directory, change))
+    if own is not None and (own.latest.contract.base_commit, own.latest.contract.toolchain) == (
+            current.base_commit, current.toolchain):
+        found.update({name: Baseline(own.latest.contract.ratchet_baselines[name],
+                                     "frozen in this stage's contract")
+                      for name in _same_ratchets(own.latest.contract, current)})
+    return found
+
+
+def _same_ratchets(frozen: contract_mod.Contract, current: contract_mod.Contract) -> list[str]:
+    """Ratchets `frozen` holds a value for, defined in `current` exactly as in `frozen`."""
+    before = {c.name: c for c in frozen.checks}
+    return [c.name for c in current.checks if c.kind == "ratchet"
+            and c.name in frozen.ratchet_baselines and before.get(c.name) == c]
+
+
+def _carried(directory: Path, previous: str,
+             current: contract_mod.Contract) -> dict[str, Baseline]:
+    lock = contract_mod.load_lock(stage_dir(directory, previous))
+    if lock is None:
+        return {}
+    frozen = lock.latest.contract
+    merge_file = stage_dir(directory, previous) / "merge.json"  # runner.stage_merge writes it
+    moves: dict[str, dict[str, object]] = {}
+    if merge_file.exists():
+        moves = json.loads(merge_file.read_text(encoding="utf-8")).get("ratchets") or {}
+    better = {c.name: c.better for c in current.checks}
+    found = {}
+    for name in _same_ratchets(frozen, current):
+        value = frozen.ratchet_baselines[name]
+        move = moves.get(name) or {}
+        to = _moved_to(move, value, better[name])
+        found[name] = (Baseline(value, f"as frozen for {previous} ("
+                                + str(move.get("why") or "its merge recorded no move") + ")")
+                       if to is None else
+                       Baseline(to, f"moved by {previous}'s merge: {move.get('why')}"))
+    return found
+
+
+def _moved_to(move: dict[str, object], frozen: float, better: str | None) -> float | None:
+    """The value a merge record moved `frozen` to, if it is a move in the better direction."""
+    to = move.get("to")
+    if move.get("from") != frozen or not isinstance(to, int | float) or better not in (
+            "higher", "lower"):
+        return None
+    return float(to) if ratchet.worse_by(float(to), frozen,
+                                         "higher" if better == "higher" else "lower") < 0 else None
+
+
+def verify(engine: Engine, loaded: LoadedManifest, change: str) -> LockVersion | None:
+    """A later command's check: the stage's frozen contract must still match (exit 4)."""
+    stage = stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name), change)
+    lock = contract_mod.load_lock(stage)
+    if lock is None:
+        return None
+    base = lock.latest.contract.base_commit
+    toolchain = images.resolve(engine, loaded.manifest.toolchain.image)
+    image = prepared.prepare(engine, loaded.repo_path, base, toolchain,
+                             list(loaded.manifest.toolchain.setup), lambda _: None)
+    return contract_mod.verify(stage, build_contract(loaded, change, base, image))
+
+
+def require(engine: Engine, loaded: LoadedManifest, change: str) -> LockVersion:
+    """`verify`, for commands that cannot work without a frozen contract."""
+    frozen = verify(engine, loaded, change)
+    if frozen is None:
+        raise BadInputError(f"change {change!r} has no frozen contract",
+                            hint="run `bakeoff-sandbox up` first")
+    return frozen

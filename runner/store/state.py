@@ -1,0 +1,68 @@
+"""What `up` made, recorded so `status`, `exec`, `down` and `gc` can find it again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from runner.store.files import read_model, write_model
+
+STATE_FILE = "sandboxes.json"
+
+
+class DbState(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    container_id: str
+    host_port: int
+    admin_password: str
+    network: str
+    url_env: str
+
+
+class ArmSandbox(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    arm: str
+    container_id: str
+    container_name: str
+    network: str
+    egress: bool
+    checkout: str                 # the arm's checkout volume (mounted at /work)
+    home: str | None = None       # the arm's HOME volume (mounted at /home/agent)
+    # The arm's Postgres database and its owner role: one name (a field name of the
+    # schema era, kept so a state file written before issue 11 still reads).
+    schema_name: str | None = None
+    schema_password: str | None = None
+
+
+class ExperimentState(BaseModel):
+    """One experiment's live sandboxes. `run` labels every resource `up` created."""
+
+    model_config = ConfigDict(frozen=True)
+    experiment: str
+    run: str
+    change: str
+    phase: Literal["starting", "up"]
+    base_commit: str
+    image: str
+    image_id: str
+    image_identity: str
+    limits: dict[str, float | int]
+    arms: list[ArmSandbox] = []
+    db: DbState | None = None
+
+    def arm(self, arm_id: str) -> ArmSandbox | None:
+        return next((a for a in self.arms if a.arm == arm_id), None)
+
+
+def load(directory: Path) -> ExperimentState | None:
+    return read_model(directory / STATE_FILE, ExperimentState)
+
+
+def save(directory: Path, state: ExperimentState) -> None:
+    write_model(directory / STATE_FILE, state)
+
+
+def clear(directory: Path) -> None:
+    (directory / STATE_FILE).unlink(missing_ok=True)
