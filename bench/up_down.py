@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runner.commands import up as lifecycle
+from runner.commands import down as down_mod
+from runner.commands import up as up_mod
 from runner.containers import images
 from runner.containers.engine import Engine
 from runner.manifest import load_manifest
@@ -32,10 +33,10 @@ def measure(engine: Engine, arms: int, work: Path) -> tuple[float, float]:
     loaded = load_manifest(make_target(work, [f"A{i}" for i in range(arms)]))
     try:
         started = time.perf_counter()
-        lifecycle.up(engine, loaded, options=CORE)
+        up_mod.up(engine, loaded, options=CORE)
         up_s = time.perf_counter() - started
         started = time.perf_counter()
-        lifecycle.down(engine, loaded)
+        down_mod.down(engine, loaded)
         return up_s, time.perf_counter() - started
     finally:
         cleanup(engine, loaded)

@@ -112,7 +112,16 @@ class Execution:
 
 
 class SampleExecutor(Protocol):
+    """Where samples run, with a provider's lifecycle (as inspect_ai's sandboxes have):
+    `setup` before the first sample (networks, a database server), `execute` one sample
+    in a fresh environment (a failed command is a value; a broken rig an `infra_error`),
+    `teardown` after the last (everything it made is gone)."""
+
+    def setup(self) -> None: ...
+
     def execute(self, spec: SampleSpec) -> Execution: ...
+
+    def teardown(self) -> None: ...
 
 
 class BaseReference(Protocol):

@@ -11,13 +11,13 @@ from pathlib import Path
 from rig import contract as contract_mod
 from rig import ratchet
 from rig.contract import LockVersion
+from runner import workspace
 from runner.containers import images, prepared
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
 from runner.store.files import experiment_dir, stage_dir
-from runner.workspace import git as workspace
 
 
 def build_contract(loaded: LoadedManifest, change: str, base: str,

@@ -26,16 +26,17 @@ from runner.cli.progress import ImageBuildView
 from runner.cli.records import reproduce_command, rescore_command
 from runner.cli.terminal import SECRETS, RedactedStream, err, out, redact, say
 from runner.commands import demo as demo_mod
+from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge
 from runner.commands import report as reporting
 from runner.commands import run as loop
 from runner.commands import score as score_mod
-from runner.commands import scoring
-from runner.commands import up as lifecycle
+from runner.commands import up as up_mod
 from runner.containers import images
 from runner.containers.engine import Engine
 from runner.errors import RunnerError
 from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, write_init
+from runner.store import state as state_mod
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fair, container-isolated bake-offs between AI coding agents.")
@@ -96,9 +97,9 @@ def up(
 ) -> None:
     """Freeze the contract, preflight, prove the base fails, make one sandbox per arm."""
     loaded = _load(file)
-    options = lifecycle.UpOptions(refreeze=refreeze,
+    options = up_mod.UpOptions(refreeze=refreeze,
                                   allow_passing_baseline=allow_passing_baseline)
-    made = lifecycle.up(Engine(), loaded, change, progress=_say, options=options)
+    made = up_mod.up(Engine(), loaded, change, progress=_say, options=options)
     _say(f"experiment {made.experiment} is up: {len(made.arms)} arms, change {made.change}, "
          f"base {made.base_commit[:12]}, image {made.image_id[:19]}")
     _print_status(loaded, as_json=False)
@@ -114,7 +115,7 @@ def status(
 
 
 def _print_status(loaded: LoadedManifest, *, as_json: bool) -> None:
-    rows = lifecycle.status_rows(Engine(), loaded)
+    rows = down_mod.status_rows(Engine(), loaded)
     if as_json:
         sys.stdout.write(redact(json.dumps(rows, indent=2)) + "\n")
         return
@@ -138,7 +139,7 @@ def exec_(
     command = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
     if not command:
         raise typer.BadParameter("give the command after --, e.g. exec C0 -- git log")
-    result = lifecycle.exec_arm(Engine(), _load(file), arm, command)
+    result = down_mod.exec_arm(Engine(), _load(file), arm, command)
     sys.stdout.write(redact(result.stdout))
     sys.stderr.write(redact(result.stderr))
     if result.timed_out:
@@ -149,7 +150,7 @@ def exec_(
 @app.command()
 def down(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
     """Remove this experiment's containers, networks, databases and roles (work is kept)."""
-    lifecycle.down(Engine(), _load(file), progress=_say)
+    down_mod.down(Engine(), _load(file), progress=_say)
 
 
 @app.command()
@@ -158,7 +159,7 @@ def gc(
     all_: Annotated[bool, typer.Option("--all", help="every bakeoff-labelled resource")] = False,
 ) -> None:
     """Remove orphans by label (leftovers of an interrupted `up`)."""
-    removed = lifecycle.gc(Engine(), None if all_ else _load(file))
+    removed = down_mod.gc(Engine(), None if all_ else _load(file))
     _say(f"gc: removed {removed['container']} containers, {removed['network']} networks, "
          f"{removed['volume']} volumes")
 
@@ -172,7 +173,7 @@ def oracle(
     file: ManifestOpt = Path(DEFAULT_MANIFEST),
 ) -> None:
     """Score one commit: N samples, each in a fresh container; print verdicts and pass-rate."""
-    records, rate, stage = scoring.oracle(Engine(), _load(file), commit, check, samples,
+    records, rate, stage = score_mod.oracle(Engine(), _load(file), commit, check, samples,
                                           change, _say)
     table = Table("sample", "verdict", "reason", "exit", "passed", "failed", "skipped",
                   "errors", "seconds", box=None)
@@ -203,7 +204,7 @@ def score(
 ) -> None:
     """Re-score every arm's committed code in fresh containers; write SCORECARD.md."""
     loaded = _load(file)
-    chosen = change or lifecycle.current_change(loaded)
+    chosen = change or state_mod.current_change(loaded)
     arms, card = score_mod.score(Engine(), loaded, chosen, _say)
     out.print(card.read_text(encoding="utf-8"), markup=False)
     _say(f"scorecard: {card}")
@@ -221,7 +222,7 @@ def merge_(
 ) -> None:
     """Best-of + verified grafts onto the experiment branch."""
     loaded = _load(file)
-    chosen = change or lifecycle.current_change(loaded)
+    chosen = change or state_mod.current_change(loaded)
     record = stage_merge.merge_stage(Engine(), loaded, chosen, _say, base_arm=base,
                                      grafts=list(graft or []))
     out.print(str(record["note"]), markup=False)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
+from runner import workspace
 from runner.errors import BadInputError
 
 EXAMPLE = "horizon"
@@ -41,5 +41,5 @@ def prepare(dest: Path | None) -> Path:
     for args in (["init", "-q", "-b", "main"], ["add", "-A"],
                  ["-c", "user.name=bakeoff demo", "-c", "user.email=demo@bakeoff.invalid",
                   "commit", "-q", "-m", "horizon service: base"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60)
+        workspace.run_git(repo, *args)
     return root / "bakeoff.toml"

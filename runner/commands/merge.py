@@ -16,12 +16,11 @@ from rig.oracle import pass_rate
 from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from runner import contract as freeze
+from runner import workspace
 from runner.commands import score as score_mod
-from runner.commands import scoring
 from runner.containers.engine import Engine
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
-from runner.workspace import git as workspace
 from runner.workspace import merge
 
 Say = Callable[[str], None]
@@ -71,8 +70,8 @@ def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, lab
     todo = [spec for plan in score_mod.plans(loaded, change)
             for spec in score_mod.plan_specs(loaded, change, label, plan, commit, base,
                                              baselines)]
-    with scoring.executor_for(engine, loaded, commit, say) as executor:
-        records = scoring.run_all(executor, todo, stage, say,
+    with score_mod.executor_for(engine, loaded, commit, say) as executor:
+        records = score_mod.run_all(executor, todo, stage, say,
                                   proofs=score_mod.stage_path(loaded, change))
     grouped: dict[str, list[SampleRecord]] = {}
     for record in records:
@@ -160,7 +159,7 @@ def _moves(loaded: LoadedManifest, change: str,
 
 
 def _arm_rates(arm: rubric.ArmScore) -> dict[str, float]:
-    return {scoring.SUCCESS: arm.success.rate.rate,
+    return {score_mod.SUCCESS: arm.success.rate.rate,
             **{name: c.rate.rate for name, c in arm.checks.items()}}
 
 

@@ -5,9 +5,6 @@ reference is given, PASSES on it (principle 7). Only then is the contract frozen
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,14 +17,13 @@ from rig.oracle import PassRate, pass_rate
 from rig.record import SampleRecord
 from rig.verdict import Verdict
 from runner import contract as freeze
+from runner import workspace
 from runner.commands import score as score_mod
-from runner.commands import scoring
 from runner.containers.samples import DockerSampleExecutor
 from runner.contract import Baseline
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.store.files import write_json
-from runner.workspace import git as workspace
 
 Say = Callable[[str], None]
 NO_SIGNAL = ("no signal: the task passes before any change; calibrate it until the "
@@ -63,21 +59,12 @@ def reference_commit(loaded: LoadedManifest, change: str, base: str) -> str | No
     patch = contract_mod.reference_file(loaded, reference)
     if patch is None:
         return workspace.commit_of(repo, reference)
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        def git(*args: str) -> str:
-            done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True,
-                                  text=True, timeout=60, check=False)
-            if done.returncode != 0:
-                raise RigError(f"the reference patch {patch} does not apply to the base "
-                               f"{base[:12]}: {done.stderr.strip()}",
-                               hint="regenerate the patch against the base")
-            return done.stdout.strip()
-        git("read-tree", base)
-        git("apply", "--cached", str(patch))
-        tree = git("write-tree")
-        commit = git("-c", "user.name=bakeoff", "-c", "user.email=rig@bakeoff.invalid",
-                     "commit-tree", tree, "-p", base, "-m", f"reference for {change}")
+    try:
+        commit = workspace.commit_patch(repo, base, patch, f"reference for {change}")
+    except workspace.GitError as error:
+        raise RigError(f"the reference patch {patch} does not apply to the base "
+                       f"{base[:12]}: {error.message}",
+                       hint="regenerate the patch against the base") from error
     workspace.run_git(repo, "update-ref", f"refs/bakeoff/reference/{change}", commit)
     return commit
 
@@ -93,10 +80,10 @@ def run_preflight(executor: DockerSampleExecutor, loaded: LoadedManifest, change
 
 def _samples(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
              commit: str, base: str, who: str, stage: Path, say: Say) -> list[SampleRecord]:
-    plan = scoring.check_plan(loaded, change, scoring.SUCCESS)
-    todo = scoring.specs(loaded, change, who, plan, commit, base,
+    plan = score_mod.check_plan(loaded, change, score_mod.SUCCESS)
+    todo = score_mod.specs(loaded, change, who, plan, commit, base,
                          loaded.manifest.contract.samples)
-    return scoring.run_all(executor, todo, stage, say, diagnose=False)
+    return score_mod.run_all(executor, todo, stage, say, diagnose=False)
 
 
 def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, base: str,
@@ -139,7 +126,7 @@ def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, ch
         return known
     say(f"ratchets: measuring {', '.join(p.name for p in todo)} on the untouched base "
         f"({loaded.manifest.contract.samples} fresh containers each)")
-    records = scoring.run_all(executor, [
+    records = score_mod.run_all(executor, [
         spec for plan in todo
         for spec in score_mod.plan_specs(loaded, change, "baseline", plan, base, base, None)],
         stage, say, diagnose=False)

@@ -13,24 +13,19 @@ The re-run is written beside nothing it could overwrite: `.bakeoff/<exp>/reprodu
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import os
-import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import docker.errors
 
 from rig.oracle import Execution, SampleSpec, ServerSpec, run_sample
 from rig.parsers import UnknownParserError, get_parser
 from rig.ratchet import Ratchet
 from rig.record import SampleRecord
 from rig.verdict import Verdict
+from runner import workspace
 from runner.commands.score import METRIC_PARSER
 from runner.containers import database, images, prepared, sandbox
 from runner.containers.engine import Engine
@@ -41,7 +36,6 @@ from runner.errors import BadInputError, InfraError
 from runner.manifest import LoadedManifest
 from runner.manifest.models import Limits
 from runner.store.files import STATE_ROOT, experiment_dir, stage_dir
-from runner.workspace import git as workspace
 
 Say = Callable[[str], None]
 REDACTED = "***"
@@ -337,6 +331,12 @@ class RecordedEnvExecutor:
                  secrets: list[str], redacted: Mapping[str, str]) -> None:
         self.executor, self.env, self.secrets, self.redacted = executor, env, secrets, redacted
 
+    def setup(self) -> None:
+        """The wrapped executor's lifecycle belongs to whoever opened it."""
+
+    def teardown(self) -> None:
+        """The wrapped executor's lifecycle belongs to whoever opened it."""
+
     def execute(self, spec: SampleSpec) -> Execution:
         done = self.executor.execute(spec, self.env)
         env = {k: self.redacted[k] if k in self.secrets and k in self.redacted else v
@@ -380,34 +380,8 @@ def enter(engine: Engine, located: Located, loaded: LoadedManifest | None,
     spec = spec_of(record, loaded)
     verify_protected(located.repo, record)
     env = recorded_env(record, url_env_of(record, loaded))
-    docker_cli = shutil.which("docker")
-    if docker_cli is None:
-        raise InfraError("the docker CLI is needed to attach to the container",
-                         hint="apt-get install docker.io (the CLI), or use `-- CMD`-less "
-                              "reproduce to re-run the sample")
-    with executor_for(engine, located, loaded, image) as executor, \
-            executor.setting(spec, env) as setting:
-        if setting.tree is None:
-            raise BadInputError(f"sample {record.sample}: its tree is unsafe to lay out: "
-                                f"{setting.refused}", hint="read the record's detail")
-        tty = command is None
-        argv = executor.driver("shell" if tty else "exec", spec, setting,
-                               None if command is None else sandbox.shell_join(command))
-        kwargs = executor.container_kwargs(spec.arm, setting)
-        container: Any = engine.call(f"create reproduction of {record.sample}",
-                                     engine.client.containers.create, image.image_id, argv,
-                                     tty=tty, stdin_open=tty, **kwargs)
-        try:
-            schema = "" if setting.schema is None else f", schema {setting.schema.name}"
-            say(f"{record.sample}: {image.tag} ({image.image_id[:19]}), commit "
-                f"{record.commit[:12]}, network {setting.network}{schema}; /work is a fresh "
-                "copy: what you change here is discarded")
-            flags = ["-a", "-i"] if tty else ["-a"]
-            return subprocess.run([docker_cli, "start", *flags, container.id],
-                                  check=False).returncode
-        finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                engine.call("remove reproduction", container.remove, force=True, v=True)
+    with executor_for(engine, located, loaded, image) as executor:
+        return executor.interactive(spec, env, command, say)
 
 
 def verdict_text(record: SampleRecord) -> str:

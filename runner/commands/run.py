@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rig.report import Observation
+from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge
 from runner.commands import report as reporting
 from runner.commands import score as score_mod
-from runner.commands import up as lifecycle
+from runner.commands import up as up_mod
 from runner.commands.dispatch import (
     DONE_STATES,
     DispatchReporter,
@@ -48,18 +49,18 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     if not dispatched(loaded, change):
         current = state.load(directory)
         if current is not None and current.phase == "up" and current.change != change:
-            lifecycle.down(engine, loaded, say)
+            down_mod.down(engine, loaded, say)
             current = None
         if current is None or current.phase != "up":
             say(f"{change}: up")
-            lifecycle.up(engine, loaded, change, say)
+            up_mod.up(engine, loaded, change, say)
         say(f"{change}: dispatch")
         dispatch(engine, loaded, None, reporter)
     say(f"{change}: score")
     score_mod.score(engine, loaded, change, say)
     say(f"{change}: merge")
     stage_merge.merge_stage(engine, loaded, change, say)
-    lifecycle.down(engine, loaded, say)
+    down_mod.down(engine, loaded, say)
 
 
 def run(engine: Engine, loaded: LoadedManifest, say: Say,

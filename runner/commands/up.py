@@ -1,9 +1,10 @@
-"""`up`, `down`, `gc`, `status`, `exec`: the life of an experiment's sandboxes.
+"""`up`: per change, build and prove the stage's contract, freeze it, then make the
+arms' sandboxes (network, checkout and HOME volumes, container, database, limits).
 
 `up` labels everything it creates with a fresh run id and records that run as committed
 only at the very end; a run that never committed (the orchestrator was killed) is an
-orphan, and `gc` removes it by label. If `up` fails, it removes what it made before it
-re-raises (testcontainers' rule: clean up inside a failed start).
+orphan, and `gc` (`runner.commands.down`) removes it by label. If `up` fails, it removes
+what it made before it re-raises (testcontainers' rule: clean up inside a failed start).
 """
 
 from __future__ import annotations
@@ -13,27 +14,22 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import docker.errors
 
 from rig import contract as contract_mod
-from rig.record import SampleRecord
-from rig.verdict import Verdict
 from runner import contract as freeze
+from runner import workspace
+from runner.commands import down as down_mod
 from runner.commands import proofs as stage_mod
-from runner.commands import scoring
+from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR, brief_dir
-from runner.commands.dispatch.record import RECORD_FILE, load_record, record_dir
 from runner.containers import arms as arms_mod
 from runner.containers import checkout, database, images, prepared, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
-from runner.errors import BadInputError, DatabaseError, NotUpError, UnknownArmError
+from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.store import state as state_mod
 from runner.store.files import ensure_excluded, experiment_dir, experiment_lock, stage_dir
 from runner.store.state import ArmSandbox, DbState, ExperimentState
-from runner.workspace import git as workspace
 from runner.workspace import merge
 
 Progress = Callable[[str], None]
@@ -80,7 +76,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
                                 hint="run `bakeoff-sandbox down` first, or use it as it is")
         if existing is not None:
             progress(f"removing leftovers of an interrupted up (run {existing.run})")
-            _remove_orphans(engine, directory, name, keep_run=None)
+            down_mod.remove_orphans(engine, directory, name, keep_run=None)
         plan = _plan(engine, loaded, change, progress)
         contract = _contract(plan, directory, options)  # a changed contract fails fast
         state_mod.save(directory, _starting_state(plan))
@@ -118,7 +114,7 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
     shared = None if db is None else database.DbServer(db.container_id, db.host_port,
                                                        db.admin_password)
     if options.prove:
-        with scoring.executor_for(engine, loaded, plan.base_commit, progress,
+        with score_mod.executor_for(engine, loaded, plan.base_commit, progress,
                                   shared_db=shared) as executor:
             proof = stage_mod.prove(executor, loaded, change, plan.base_commit, proofs,
                                     progress,
@@ -263,190 +259,3 @@ def _connect_db(engine: Engine, db_container: str, network: str) -> None:
 def agents_mount(loaded: LoadedManifest) -> tuple[tuple[Path, str], ...]:
     agents = loaded.agents_path
     return () if agents is None else ((agents, AGENTS_DIR),)
-
-
-def current_change(loaded: LoadedManifest) -> str:
-    """The change in progress: the one that is up; else the first frozen change not yet
-    merged; else the last frozen one; else the first change."""
-    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
-    current = state_mod.load(directory)
-    if current is not None and current.phase == "up":
-        return current.change
-    frozen = [c.id for c in loaded.manifest.changes
-              if contract_mod.load_lock(stage_dir(directory, c.id)) is not None]
-    open_ = [c for c in frozen if not (stage_dir(directory, c) / "merge.json").exists()]
-    return (open_ or frozen[-1:] or [loaded.manifest.changes[0].id])[0]
-
-
-def require_up(loaded: LoadedManifest) -> tuple[Path, ExperimentState]:
-    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
-    current = state_mod.load(directory)
-    if current is None or current.phase != "up":
-        raise NotUpError(f"experiment {loaded.manifest.experiment.name!r} is not up",
-                         hint=f"run `bakeoff-sandbox up -f {loaded.path}` first")
-    return directory, current
-
-
-def exec_arm(engine: Engine, loaded: LoadedManifest, arm_id: str,
-             command: list[str]) -> sandbox.ExecResult:
-    _, current = require_up(loaded)
-    arm = current.arm(arm_id)
-    if arm is None:
-        raise UnknownArmError(f"no arm {arm_id!r} in experiment {current.experiment!r}",
-                              hint=f"arms: {', '.join(a.arm for a in current.arms)}")
-    return sandbox.exec_in(engine, arm.container_id, command,
-                           timeout_s=loaded.manifest.limits.check_timeout_s)
-
-
-@dataclass(frozen=True)
-class DownReport:
-    removed: dict[str, int]
-    dropped: list[str]  # databases, each with its owner role of the same name
-    databases_left: list[str]
-    roles_left: list[str]
-
-
-def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) -> DownReport:
-    """Keep the arms' work not kept yet, drop databases and roles, remove by label.
-
-    Whatever state an arm left its checkout in, everything of the experiment is removed:
-    an arm whose work cannot be kept is reported, never a reason to stop."""
-    repo = loaded.repo_path
-    name = loaded.manifest.experiment.name
-    directory = experiment_dir(repo, name)
-    dropped: list[str] = []
-    left: tuple[list[str], list[str]] = ([], [])
-    with experiment_lock(directory, name, "down"):
-        current = state_mod.load(directory)
-        try:
-            if current is not None and current.phase == "up":
-                arms_mod.keep_all(engine, loaded, directory, current, progress)
-                dropped, left = _drop_databases(engine, current, progress)
-        finally:
-            removed = engine.remove_labelled({LABEL_EXPERIMENT: name})
-            state_mod.clear(directory)
-    progress(f"removed {removed['container']} containers, {removed['network']} networks, "
-             f"dropped {len(dropped)} databases and their roles")
-    return DownReport(removed, dropped, *left)
-
-
-def _drop_databases(engine: Engine, current: ExperimentState,
-                    progress: Progress) -> tuple[list[str], tuple[list[str], list[str]]]:
-    """Drop every arm's database and role, then any other of the experiment's (a sample's,
-    orphaned by a killed `score`); then list what is left under our prefix."""
-    if current.db is None:
-        return [], ([], [])
-    server = database.DbServer(current.db.container_id, current.db.host_port,
-                               current.db.admin_password)
-    prefix = database.role_name(current.experiment, "")
-    dropped: list[str] = []
-    try:
-        server = database.refresh_port(engine, server)  # a network connect may re-publish
-        for arm in current.arms:
-            if arm.schema_name:
-                database.drop_schema(server, arm.schema_name)
-                dropped.append(arm.schema_name)
-        databases, roles = database.list_owned(server, prefix)
-        for orphan in sorted(set(databases) | set(roles)):
-            database.drop_schema(server, orphan)
-            dropped.append(orphan)
-        left = database.list_owned(server, prefix)
-    except (DatabaseError, docker.errors.NotFound) as error:
-        what = error.message if isinstance(error, DatabaseError) else "its container is gone"
-        progress(f"could not drop databases ({what}); removing the server anyway")
-        return dropped, ([], [])
-    return dropped, left
-
-
-def gc(engine: Engine, loaded: LoadedManifest | None) -> dict[str, int]:
-    """Remove orphans: labelled resources of a run that never finished `up`.
-
-    Without a manifest (`--all`), every resource carrying our experiment label goes.
-    """
-    if loaded is None:
-        return engine.remove_labelled({LABEL_EXPERIMENT: ""})
-    name = loaded.manifest.experiment.name
-    directory = experiment_dir(loaded.repo_path, name)
-    with experiment_lock(directory, name, "gc"):
-        current = state_mod.load(directory)
-        keep = current.run if current is not None and current.phase == "up" else None
-        if current is not None and keep is not None:
-            _drop_orphan_databases(engine, current)
-        return _remove_orphans(engine, directory, name, keep_run=keep)
-
-
-def _drop_orphan_databases(engine: Engine, current: ExperimentState) -> list[str]:
-    """The databases and roles in the live Postgres that no arm owns: a killed `score`'s
-    samples left them (an arm's stays)."""
-    if current.db is None:
-        return []
-    server = database.DbServer(current.db.container_id, current.db.host_port,
-                               current.db.admin_password)
-    mine = {arm.schema_name for arm in current.arms if arm.schema_name}
-    try:
-        server = database.refresh_port(engine, server)
-        databases, roles = database.list_owned(
-            server, database.role_name(current.experiment, ""))
-        orphans = sorted((set(databases) | set(roles)) - mine)
-        for orphan in orphans:
-            database.drop_schema(server, orphan)
-    except (DatabaseError, docker.errors.NotFound):
-        return []  # the server itself is gone or broken: `down` removes it
-    return orphans
-
-
-def _remove_orphans(engine: Engine, directory: Path, name: str,
-                    keep_run: str | None) -> dict[str, int]:
-    removed = engine.remove_labelled(
-        {LABEL_EXPERIMENT: name},
-        keep=lambda labels: keep_run is not None and labels.get(LABEL_RUN) == keep_run)
-    if keep_run is None:
-        state_mod.clear(directory)
-    return removed
-
-
-def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
-    """One row per arm: state, image, commit, schema (and verdicts, once scored)."""
-    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
-    current = state_mod.load(directory)
-    change = current_change(loaded)
-    rows = []
-    for arm in loaded.manifest.arms:
-        live = current.arm(arm.id) if current is not None and current.phase == "up" else None
-        row: dict[str, Any] = {"arm": arm.id, "model": arm.model, "control": arm.control,
-                               "state": "down", "image": None, "commit": None, "schema": None,
-                               "change": change, "verdicts": verdicts(directory, change, arm.id)}
-        if live is not None and current is not None:
-            try:
-                described = sandbox.describe(engine, live.container_id)
-            except docker.errors.APIError:
-                described = {"state": "unknown"}
-            row.update(state=described["state"], image=current.image_id,
-                       commit=_arm_commit(directory, current, arm.id),
-                       schema=live.schema_name, container=live.container_name)
-        rows.append(row)
-    return rows
-
-
-def _arm_commit(directory: Path, current: ExperimentState, arm: str) -> str:
-    """The arm's commit from its dispatch record (this `up`'s), else the base it starts
-    from: never read from the checkout."""
-    record = load_record(record_dir(directory, current.change, arm) / RECORD_FILE)
-    if record is not None and record.run == current.run and record.commit:
-        return record.commit
-    return current.base_commit
-
-
-def verdicts(directory: Path, change: str, arm: str) -> dict[str, str]:
-    """`passed/samples` per scored check of an arm (from the stored sample records)."""
-    shown: dict[str, str] = {}
-    for folder in sorted((stage_dir(directory, change) / "samples" / arm).glob("*")):
-        records = [SampleRecord.model_validate_json(p.read_text(encoding="utf-8"))
-                   for p in folder.glob("*.json")]
-        if records:
-            passed = sum(r.verdict is Verdict.PASS for r in records)
-            errors = sum(r.verdict is Verdict.RIG_ERROR for r in records)
-            shown[folder.name] = f"{passed}/{len(records)}" + (f" ({errors} rig)" if errors
-                                                               else "")
-    return shown
-

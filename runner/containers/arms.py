@@ -10,29 +10,15 @@ it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker.errors
-
-from runner.commands.dispatch import work
-from runner.commands.dispatch.record import (
-    DONE_STATES,
-    RECORD_FILE,
-    interrupted_branch,
-    load_record,
-    record_dir,
-)
 from runner.containers import sandbox
 from runner.containers.checkout import ArmBox
 from runner.containers.engine import Engine, Labels
-from runner.errors import RunnerError
-from runner.manifest import Arm, Limits, LoadedManifest
+from runner.manifest import Arm, Limits
 from runner.store.state import ArmSandbox, ExperimentState
-from runner.workspace import git as workspace
 
 Progress = Callable[[str], None]
 
@@ -107,55 +93,3 @@ def arm_box(current: ExperimentState, arm: ArmSandbox) -> ArmBox:
     memory = int(current.limits.get("memory_mb", defaults.memory_mb))
     return ArmBox(current.experiment, arm.arm, current.run, current.image_id, arm.checkout,
                   arm.home, disk, memory)
-
-
-def keep_all(engine: Engine, loaded: LoadedManifest, directory: Path,
-             current: ExperimentState, progress: Progress) -> None:
-    """`down`: keep every arm's work not kept yet. An arm whose work cannot be kept is
-    reported and never stops the others, nor the removal that follows."""
-    lock = threading.Lock()
-
-    def one(arm: ArmSandbox) -> None:
-        try:
-            _keep_one(engine, loaded, directory, current, arm, progress, lock)
-        except (RunnerError, docker.errors.DockerException) as error:
-            progress(f"arm {arm.arm}: its work could not be kept ({error}); "
-                     "removing its sandbox anyway")
-
-    with ThreadPoolExecutor(max_workers=max(1, len(current.arms))) as pool:
-        list(pool.map(one, current.arms))
-
-
-def _keep_one(engine: Engine, loaded: LoadedManifest, directory: Path,
-              current: ExperimentState, arm: ArmSandbox, progress: Progress,
-              lock: threading.Lock) -> None:
-    folder = record_dir(directory, current.change, arm.arm)
-    record = load_record(folder / RECORD_FILE)
-    if record is not None and record.run != current.run:
-        record = None
-    if record is not None and record.state in DONE_STATES:
-        return  # dispatch kept it
-    state = sandbox.describe(engine, arm.container_id)["state"]
-    if state != "missing":
-        state = sandbox.resume_if_paused(engine, arm.container_id)
-    if state != "running":
-        progress(f"arm {arm.arm}: its sandbox is {state}; no work to keep")
-        return
-    if record is None:
-        branch = workspace.arm_branch(current.experiment, current.change, arm.arm)
-    else:
-        branch = interrupted_branch(current.experiment, current.change, arm.arm,
-                                    record.attempt)
-    message = (f"Uncommitted work of arm {arm.arm}, committed by the orchestrator at "
-               "`down`\n\nThe experiment was taken down before this arm's work was kept.")
-    how = work.Keeping(loaded.repo_path, arm_box(current, arm), arm.container_id,
-                       current.base_commit, branch, message,
-                       list(loaded.arm(arm.arm).commit_ignored), folder / "keep", lock,
-                       branch_on_base=False)
-    kept = work.keep(engine, how)
-    if kept.work_refused is not None:
-        progress(f"arm {arm.arm}: its work was refused ({kept.work_refused})")
-    elif kept.no_work is not None:
-        progress(f"arm {arm.arm}: no work to keep ({kept.no_work})")
-    elif kept.new_work:
-        progress(f"arm {arm.arm}: kept its work as {branch}")

@@ -27,7 +27,7 @@ from rig.contract.content import ABSENT
 from rig.harness import Pinned
 from rig.oracle import SampleSpec
 from rig.tree import Entry, Kind, Tree
-from runner.workspace import git as workspace
+from runner import workspace
 
 _MODES = {"100644": Kind.FILE, "100755": Kind.EXECUTABLE, "120000": Kind.SYMLINK}
 

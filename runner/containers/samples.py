@@ -21,11 +21,12 @@ import json
 import random
 import secrets
 import shutil
+import subprocess
 import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -42,9 +43,8 @@ from rig.tree import Tree, UnsafeTreeError
 from runner.containers import database, sample_driver, sample_tree, sandbox
 from runner.containers.engine import Engine, Labels
 from runner.containers.images import BuiltImage
-from runner.errors import DatabaseError, SandboxUnavailableError
+from runner.errors import DatabaseError, InfraError, SandboxUnavailableError
 from runner.store.files import experiment_dir, write_json
-from runner.workspace import git as workspace
 
 # Which tools are not on PATH, checked once per image in a container of its own, never
 # in-band: output the code under test printed could imitate an in-band signal.
@@ -129,6 +129,15 @@ class DockerSampleExecutor:
         self.trees: dict[str, Tree] = {}  # commit -> its checked tree (bases are reused)
 
     def __enter__(self) -> DockerSampleExecutor:
+        self.setup()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.teardown()
+
+    def setup(self) -> None:
+        """Before the first sample: the executor's own Postgres, when none is shared."""
         if self.db_image is not None and not self.shared:
             net = sandbox.network_name(self.experiment, "scoredb", self.run)
             sandbox.create_network(self.engine, net, self._labels("score-network"), egress=True)
@@ -136,10 +145,9 @@ class DockerSampleExecutor:
                 self.engine, self.db_image.image_id, self._labels("score-database"), net,
                 f"bakeoff-{self.experiment}-scoredb-{self.run}", policy=self.db_policy)
             database.lock_down(self.server)
-        return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def teardown(self) -> None:
+        """After the last sample: every network, container and file it made is gone."""
         shutil.rmtree(self.scratch, ignore_errors=True)
         if self.shared and self.server is not None:
             for name in self.networks.values():
@@ -227,6 +235,40 @@ class DockerSampleExecutor:
                                 and tree.canary.runner == "pytest" and not problem else None),
                 pinned=tree.pinned, truncated=int(outputs.text("log.truncated") or 0),
                 infra_error=problem, layout_failed=problem is not None)
+
+    def interactive(self, spec: SampleSpec, extra_env: Mapping[str, str],
+                    command: list[str] | None, say: Callable[[str], None]) -> int:
+        """`reproduce --shell` (command None: a shell on a TTY) or `reproduce -- CMD`: the
+        sample's container as `execute` makes it, attached to this terminal through the
+        docker CLI; its exit code. The tree is a fresh copy: what is changed is lost."""
+        docker_cli = shutil.which("docker")
+        if docker_cli is None:
+            raise InfraError("the docker CLI is needed to attach to the container",
+                             hint="apt-get install docker.io (the CLI), or reproduce without "
+                                  "--shell / -- CMD to re-run the sample")
+        with self.setting(spec, extra_env) as setting:
+            if setting.tree is None:
+                raise InfraError(f"sample {spec.sample}: its tree is unsafe to lay out: "
+                                 f"{setting.refused}", hint="read the record's detail")
+            tty = command is None
+            argv = self.driver("shell" if tty else "exec", spec, setting,
+                               None if command is None else sandbox.shell_join(command))
+            container: Any = self.engine.call(
+                f"create a reproduction of {spec.sample}", self.engine.client.containers.create,
+                self.image.image_id, argv, tty=tty, stdin_open=tty,
+                **self.container_kwargs(spec.arm, setting))
+            try:
+                database = "" if setting.schema is None else f", database {setting.schema.name}"
+                say(f"{spec.sample}: {self.image.tag} ({self.image.image_id[:19]}), commit "
+                    f"{spec.commit[:12]}, network {setting.network}{database}; /work is a "
+                    "fresh copy: what you change here is discarded")
+                flags = ["-a", "-i"] if tty else ["-a"]
+                return subprocess.run([docker_cli, "start", *flags, container.id],
+                                      check=False).returncode
+            finally:
+                with contextlib.suppress(docker.errors.NotFound):
+                    self.engine.call("remove the reproduction", container.remove, force=True,
+                                     v=True)
 
     def mounts_record(self, spec: SampleSpec) -> tuple[Mapping[str, str], ...]:
         return ({"type": "tmpfs", "target": sandbox.WORKDIR,
@@ -327,7 +369,7 @@ class DockerSampleExecutor:
         canary = None if setting.tree is None else setting.tree.canary
         results = "" if canary is None or canary.runner != "pytest" else (
             f"{RESULTS_DIR.format(token=canary.token)}/{RESULTS_FILE}")
-        argv = ["sh", f"{IN_DIR}/driver.sh", mode, workspace.sandbox_user(),
+        argv = ["sh", f"{IN_DIR}/driver.sh", mode, sandbox.SANDBOX_USER,
                 str(max(1, int(spec.timeout_s))), command or spec.command, results]
         if spec.server is not None:
             server = spec.server
@@ -514,7 +556,7 @@ def _check(engine: Engine, image_id: str, command: list[str], labels: Labels,
            env: Mapping[str, str] | None = None) -> str:
     output = engine.call(
         "check the image", engine.client.containers.run, image_id, command, remove=True,
-        network_mode="none", labels=labels.as_dict(), user=workspace.sandbox_user(),
+        network_mode="none", labels=labels.as_dict(), user=sandbox.SANDBOX_USER,
         environment=dict(env or {}), stdout=True, stderr=False, cap_drop=["ALL"],
         security_opt=["no-new-privileges"])
     return bytes(output).decode(errors="replace")

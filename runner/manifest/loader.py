@@ -7,11 +7,11 @@ key path (``arms[2].effort_normalized``), what was found and the fix; never a tr
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import git
 from pydantic import ValidationError
 
 from runner.errors import BadInputError, ManifestError, UnknownArmError
@@ -139,39 +139,39 @@ def _agents_issues(loaded: LoadedManifest) -> list[Issue]:
 
 
 def _repo_issues(loaded: LoadedManifest) -> list[Issue]:
+    from runner import workspace  # the git wing; imported here: the models need no git
+
     experiment = loaded.manifest.experiment
-    try:
-        repo = git.Repo(loaded.repo_path)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return [_not_a_repo(loaded)]
-    with repo:
-        issues = []
-        if not _resolves(repo, experiment.base):
-            issues.append(Issue(
-                "experiment.base", f"is not a ref or commit of {loaded.repo_path}",
-                "name an existing branch, tag or commit (see `git branch --list`)",
-                found=experiment.base,
-            ))
-        return issues + _reference_issues(loaded, repo)
+    top = workspace.toplevel(loaded.repo_path)
+    if top is None or top != loaded.repo_path.resolve():
+        return [_not_a_repo(loaded, top)]
+    issues = []
+    if workspace.commit_of(loaded.repo_path, experiment.base) is None:
+        issues.append(Issue(
+            "experiment.base", f"is not a ref or commit of {loaded.repo_path}",
+            "name an existing branch, tag or commit (see `git branch --list`)",
+            found=experiment.base,
+        ))
+    return issues + _reference_issues(loaded, workspace.commit_of)
 
 
-def _not_a_repo(loaded: LoadedManifest) -> Issue:
+def _not_a_repo(loaded: LoadedManifest, top: Path | None) -> Issue:
     repo_path = loaded.repo_path
     fix = "point repo at the root of the target git repository (relative to the manifest)"
-    try:
-        top = git.Repo(repo_path, search_parent_directories=True).working_tree_dir
+    if top is not None:
         fix += f"; the enclosing repository is {top}"
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+    else:
         fix += ", or run `git init` there and commit"
     return Issue("experiment.repo", f"is not the root of a git repository: {repo_path}",
                  fix, found=loaded.manifest.experiment.repo)
 
 
-def _reference_issues(loaded: LoadedManifest, repo: git.Repo) -> list[Issue]:
+def _reference_issues(loaded: LoadedManifest,
+                      commit_of: Callable[[Path, str], str | None]) -> list[Issue]:
     issues = []
     for index, change in enumerate(loaded.manifest.changes):
         ref = change.reference
-        if not ref or _resolves(repo, ref) or _is_file(ref, loaded):
+        if not ref or commit_of(loaded.repo_path, ref) or _is_file(ref, loaded):
             continue
         issues.append(Issue(
             f"changes[{index}].reference", "is neither a commit of the repository nor a file",
@@ -183,12 +183,3 @@ def _reference_issues(loaded: LoadedManifest, repo: git.Repo) -> list[Issue]:
 
 def _is_file(relative: str, loaded: LoadedManifest) -> bool:
     return any(_resolve(base, relative).is_file() for base in (loaded.root, loaded.repo_path))
-
-
-def _resolves(repo: git.Repo, ref: str) -> bool:
-    """True when `ref` names a commit in `repo` (branch, tag, sha, ``main~2``)."""
-    try:
-        repo.commit(ref)
-    except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
-        return False
-    return True

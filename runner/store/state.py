@@ -7,7 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from runner.store.files import read_model, write_model
+from rig import contract as contract_mod
+from runner.errors import NotUpError
+from runner.manifest import LoadedManifest
+from runner.store.files import experiment_dir, read_model, stage_dir, write_model
 
 STATE_FILE = "sandboxes.json"
 
@@ -66,3 +69,25 @@ def save(directory: Path, state: ExperimentState) -> None:
 
 def clear(directory: Path) -> None:
     (directory / STATE_FILE).unlink(missing_ok=True)
+
+
+def current_change(loaded: LoadedManifest) -> str:
+    """The change in progress: the one that is up; else the first frozen change not yet
+    merged; else the last frozen one; else the first change."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    current = load(directory)
+    if current is not None and current.phase == "up":
+        return current.change
+    frozen = [c.id for c in loaded.manifest.changes
+              if contract_mod.load_lock(stage_dir(directory, c.id)) is not None]
+    open_ = [c for c in frozen if not (stage_dir(directory, c) / "merge.json").exists()]
+    return (open_ or frozen[-1:] or [loaded.manifest.changes[0].id])[0]
+
+
+def require_up(loaded: LoadedManifest) -> tuple[Path, ExperimentState]:
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    current = load(directory)
+    if current is None or current.phase != "up":
+        raise NotUpError(f"experiment {loaded.manifest.experiment.name!r} is not up",
+                         hint=f"run `bakeoff-sandbox up -f {loaded.path}` first")
+    return directory, current

@@ -19,8 +19,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner import workspace
 from runner.errors import RunnerError
-from runner.workspace import git as workspace
 
 SIGNATURES = {b"# v2 git bundle\n": 2, b"# v3 git bundle\n": 3}
 HEADER_MAX_BYTES = 64 * 1024

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -21,18 +23,16 @@ from typing import BinaryIO
 from runner.errors import BadInputError, DirtyTreeError, RunnerError
 
 GIT_TIMEOUT_S = 120
-SANDBOX_UID = 1000
-SANDBOX_GID = 1000
 
 
 class GitError(RunnerError):
     """A git command failed."""
 
 
-def _env() -> dict[str, str]:
+def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     # GIT_CONFIG_* is command-line scope, where safe.directory is honoured.
     return {**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
-            "GIT_CONFIG_VALUE_0": "*", "GIT_TERMINAL_PROMPT": "0"}
+            "GIT_CONFIG_VALUE_0": "*", "GIT_TERMINAL_PROMPT": "0", **(extra or {})}
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,11 @@ class GitRun:
     stderr: str
 
 
-def git_run(cwd: Path, *args: str, stdin: BinaryIO | None = None) -> GitRun:
+def git_run(cwd: Path, *args: str, stdin: BinaryIO | None = None,
+            env: Mapping[str, str] | None = None) -> GitRun:
     """Run `git ARGS` in `cwd` with a timeout; the outcome, whatever the exit code."""
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, env=_env(), capture_output=True,
+        done = subprocess.run(["git", *args], cwd=cwd, env=_env(env), capture_output=True,
                               stdin=stdin, text=True, errors="replace",
                               timeout=GIT_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as error:
@@ -53,9 +54,10 @@ def git_run(cwd: Path, *args: str, stdin: BinaryIO | None = None) -> GitRun:
     return GitRun(done.returncode, done.stdout, done.stderr)
 
 
-def run_git(cwd: Path, *args: str, check: bool = True, stdin: BinaryIO | None = None) -> str:
+def run_git(cwd: Path, *args: str, check: bool = True, stdin: BinaryIO | None = None,
+            env: Mapping[str, str] | None = None) -> str:
     """Run `git ARGS` in `cwd` with a timeout; return stdout (stripped)."""
-    done = git_run(cwd, *args, stdin=stdin)
+    done = git_run(cwd, *args, stdin=stdin, env=env)
     if check and done.returncode != 0:
         raise GitError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -104,6 +106,26 @@ def grep_files(repo: Path, commit: str, needles: list[str]) -> list[str]:
     if done.returncode not in (0, 1):
         raise GitError(f"git grep failed in {repo}: {done.stderr.strip()}")
     return sorted(line.split(":", 1)[1] for line in done.stdout.splitlines() if ":" in line)
+
+
+def commit_patch(repo: Path, base: str, patch: Path, message: str) -> str:
+    """A commit of `patch` applied onto `base` in a private index: no branch moves, no
+    working tree is touched. `GitError` when it does not apply."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        run_git(repo, "read-tree", base, env=env)
+        run_git(repo, "apply", "--cached", str(patch), env=env)
+        tree = run_git(repo, "write-tree", env=env)
+        return run_git(repo, "-c", "user.name=bakeoff", "-c", "user.email=rig@bakeoff.invalid",
+                       "commit-tree", tree, "-p", base, "-m", message, env=env)
+
+
+def toplevel(path: Path) -> Path | None:
+    """The root of the git working tree holding `path`, or None when there is none."""
+    if not path.is_dir():
+        return None
+    done = git_run(path, "rev-parse", "--show-toplevel")
+    return Path(done.stdout.strip()).resolve() if done.returncode == 0 else None
 
 
 def require_clean(repo_path: Path) -> None:
@@ -167,23 +189,6 @@ def objects_dir(repo_path: Path) -> Path:
     """The main repository's object directory (shared by its worktrees)."""
     common = Path(run_git(repo_path, "rev-parse", "--git-common-dir"))
     return (common if common.is_absolute() else repo_path / common).resolve() / "objects"
-
-
-def give_to_sandbox(path: Path) -> None:
-    """Make the checkout writable by the sandbox's non-root user (when we can)."""
-    if os.geteuid() != 0:
-        return
-    for root, dirs, files in os.walk(path):
-        os.chown(root, SANDBOX_UID, SANDBOX_GID)
-        for name in (*dirs, *files):
-            os.lchown(os.path.join(root, name), SANDBOX_UID, SANDBOX_GID)
-
-
-def sandbox_user() -> str:
-    """The uid:gid sandboxes run as: the image's `agent` user, or ours when not root."""
-    if os.geteuid() == 0:
-        return f"{SANDBOX_UID}:{SANDBOX_GID}"
-    return f"{os.getuid()}:{os.getgid()}"
 
 
 def arm_branch(experiment: str, change: str, arm: str) -> str:

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner import workspace
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
-from runner.workspace import git as workspace
 
 IDENTITY = ("-c", "user.name=bakeoff-sandbox", "-c", "user.email=merge@bakeoff.invalid")
 

@@ -29,7 +29,7 @@ import pytest
 from rig import tree as tree_mod
 from rig.oracle import SampleSpec, ServerSpec, run_sample
 from rig.record import SampleRecord
-from runner.commands.scoring import BaseRuns
+from runner.commands.score import BaseRuns
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
 from runner.containers.images import BuiltImage
@@ -81,7 +81,7 @@ from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples import DockerSampleExecutor
-from runner.commands.scoring import BaseRuns
+from runner.commands.score import BaseRuns
 
 job = json.loads(sys.argv[1])
 spec = SampleSpec(**{**job["spec"], "protected": tuple(job["spec"]["protected"]),

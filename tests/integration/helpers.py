@@ -8,7 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from runner.commands import up as lifecycle
+from runner.commands import down as down_mod
+from runner.commands import up as up_mod
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest
@@ -101,14 +102,14 @@ def make_target(root: Path, arms: list[str], *, database: bool = True, memory_mb
 
 def cleanup(engine: Engine, loaded: LoadedManifest) -> None:
     try:
-        lifecycle.down(engine, loaded)
+        down_mod.down(engine, loaded)
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: loaded.manifest.experiment.name})
 
 
 # The sandbox core's own tests skip the proofs (preflight, baseline, reference) that `up`
 # runs before making sandboxes; the CLI tests and the contract tests run them for real.
-CORE = lifecycle.UpOptions(prove=False)
+CORE = up_mod.UpOptions(prove=False)
 
 
 def cli(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

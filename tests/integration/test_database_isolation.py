@@ -17,7 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runner.commands import up as lifecycle
+from runner.commands import down as down_mod
+from runner.commands import up as up_mod
 from runner.containers import database, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
@@ -68,7 +69,7 @@ def up(engine: Engine, built_images: dict[str, BuiltImage],
        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     loaded = limited_target(tmp_path_factory.mktemp("dbiso") / "repo")
     try:
-        state = lifecycle.up(engine, loaded, options=CORE)
+        state = up_mod.up(engine, loaded, options=CORE)
         assert state.db is not None
         server = database.refresh_port(engine, database.DbServer(
             state.db.container_id, state.db.host_port, state.db.admin_password))
@@ -304,7 +305,7 @@ def test_down_drops_every_database_and_role_of_the_experiment_orphans_included(
         engine: Engine, target: LoadedManifest) -> None:
     """A `score` killed mid-sample leaves its sample's database on the live server; `down`
     drops it with the arms' (a session still open in it is terminated), and lists none."""
-    state = lifecycle.up(engine, target, options=CORE)
+    state = up_mod.up(engine, target, options=CORE)
     assert state.db is not None
     server = database.refresh_port(engine, database.DbServer(
         state.db.container_id, state.db.host_port, state.db.admin_password))
@@ -313,7 +314,7 @@ def test_down_drops_every_database_and_role_of_the_experiment_orphans_included(
     session = psycopg.connect(host="127.0.0.1", port=server.host_port, user=orphan.name,
                               password=orphan.password, dbname=orphan.name)
     try:
-        report = lifecycle.down(engine, target)
+        report = down_mod.down(engine, target)
     finally:
         session.close()
     assert report.dropped == [f"{prefix}a", f"{prefix}b", f"{prefix}sdeadbeef"]

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from runner.commands import demo
-from runner.commands import up as lifecycle
+from runner.commands import up as up_mod
 from runner.commands.dispatch import (
     GUARDRAILS,
     ArmRecord,
@@ -47,6 +47,7 @@ from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
+from runner.store import state as state_mod
 from runner.store.files import experiment_dir
 from tests.integration.helpers import cleanup, git
 
@@ -71,7 +72,7 @@ class Experiment:
         return found
 
     def container(self, arm: str) -> str:
-        _, current = lifecycle.require_up(self.loaded)
+        _, current = state_mod.require_up(self.loaded)
         found = current.arm(arm)
         assert found is not None
         return found.container_id
@@ -107,7 +108,7 @@ def _up(engine: Engine, root: Path) -> LoadedManifest:
     text = re.sub(r"(?m)^dispatch_timeout_s = \d+", f"dispatch_timeout_s = {TIMEOUT_S}", text)
     manifest.write_text(text, encoding="utf-8")
     loaded = load_manifest(manifest)
-    lifecycle.up(engine, loaded, options=lifecycle.UpOptions(prove=False))
+    up_mod.up(engine, loaded, options=up_mod.UpOptions(prove=False))
     return loaded
 
 

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.commands import up as lifecycle
+from runner.commands import down as down_mod
+from runner.commands import up as up_mod
 from runner.containers import database, images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import ImageMissingError, SandboxUnavailableError
 from runner.manifest import LoadedManifest, load_manifest
+from runner.store import state as state_mod
 from tests.integration.helpers import CORE, PlainReporter, cleanup, cli, git, make_target
 
 
@@ -27,7 +29,7 @@ def ours(engine: Engine, experiment: str) -> dict[str, int]:
 
 def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest) -> None:
     name = target.manifest.experiment.name
-    first = lifecycle.up(engine, target, options=CORE)
+    first = up_mod.up(engine, target, options=CORE)
     # Per arm: its container, network, checkout volume and HOME volume; plus Postgres.
     assert ours(engine, name) == {"container": 3, "network": 3, "volume": 4}
     assert first.db is not None
@@ -36,14 +38,14 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
     prefix = database.role_name(name, "")
     assert database.list_owned(server, prefix) == ([f"{prefix}a", f"{prefix}b"],
                                                    [f"{prefix}a", f"{prefix}b"])
-    report = lifecycle.down(engine, target)
+    report = down_mod.down(engine, target)
     assert report.dropped == [f"{prefix}a", f"{prefix}b"]
     assert (report.databases_left, report.roles_left) == ([], [])
     assert report.removed == {"container": 3, "network": 3, "volume": 4}
     assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
-    second = lifecycle.up(engine, target, options=CORE)
+    second = up_mod.up(engine, target, options=CORE)
     assert second.run != first.run
-    assert lifecycle.exec_arm(engine, target, "B", ["echo", "again"]).stdout == "again\n"
+    assert down_mod.exec_arm(engine, target, "B", ["echo", "again"]).stdout == "again\n"
 
 
 def test_cli_status_exec_and_exit_codes(engine: Engine, target: LoadedManifest) -> None:
@@ -114,7 +116,7 @@ def test_gc_after_sigkill_mid_up_removes_only_labelled_leftovers(
         assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
         foreign.reload()
         assert foreign.status == "running"
-        assert lifecycle.up(engine, target, options=CORE).phase == "up"
+        assert up_mod.up(engine, target, options=CORE).phase == "up"
     finally:
         foreign.remove(force=True)
 
@@ -123,11 +125,11 @@ def test_gc_keeps_a_live_experiment_and_removes_an_orphan_run(
         engine: Engine, target: LoadedManifest, built_images: dict[str, images.BuiltImage]
         ) -> None:
     name = target.manifest.experiment.name
-    live = lifecycle.up(engine, target, options=CORE)
+    live = up_mod.up(engine, target, options=CORE)
     orphan_labels = Labels(name, "arm", "A", run="deadbe").as_dict()
     engine.client.containers.run(built_images["python"].image_id, ["sleep", "300"],
                                  detach=True, labels=orphan_labels)
-    removed = lifecycle.gc(engine, target)
+    removed = down_mod.gc(engine, target)
     assert removed == {"container": 1, "network": 0, "volume": 0}
     runs = {c.labels[LABEL_RUN] for c in engine.labelled("container", {LABEL_EXPERIMENT: name})}
     assert runs == {live.run}
@@ -140,7 +142,7 @@ def test_gc_after_run_killed_in_scoring_removes_a_sample_network_the_live_db_is_
     with `APIError: 403 ... has active endpoints`. Now gc disconnects it and removes only the
     network: exit 0, the network gone, the Postgres still running and answering."""
     name = target.manifest.experiment.name
-    live = lifecycle.up(engine, target, options=CORE)
+    live = up_mod.up(engine, target, options=CORE)
     assert live.db is not None
     orphan = sandbox.network_name(name, "A-samples", "deadbe")
     sandbox.create_network(engine, orphan, Labels(name, "sample-network", "A", "deadbe"),
@@ -168,7 +170,7 @@ def test_gc_goes_on_past_a_refused_resource_and_names_it_when_it_stays(
     loaded = load_manifest(make_target(tmp_path / "repo", ["A"], database=False))
     name = loaded.manifest.experiment.name
     try:
-        live = lifecycle.up(engine, loaded, options=CORE)
+        live = up_mod.up(engine, loaded, options=CORE)
         volume = engine.client.volumes.create(
             name=f"{name}-scratch-deadbe", labels=Labels(name, "scratch", "", "deadbe").as_dict())
         kept = engine.client.containers.run(
@@ -220,9 +222,9 @@ def test_up_without_database_has_no_schema(engine: Engine, tmp_path: Path,
                                            arms: list[str]) -> None:
     loaded = load_manifest(make_target(tmp_path / "repo", arms, database=False))
     try:
-        made = lifecycle.up(engine, loaded, options=CORE)
+        made = up_mod.up(engine, loaded, options=CORE)
         assert made.db is None and made.arms[0].schema_name is None
-        env = lifecycle.exec_arm(engine, loaded, "A", ["sh", "-c", "echo ${DATABASE_URL:-none}"])
+        env = down_mod.exec_arm(engine, loaded, "A", ["sh", "-c", "echo ${DATABASE_URL:-none}"])
         assert env.stdout == "none\n"
     finally:
         cleanup(engine, loaded)
@@ -253,8 +255,8 @@ def test_changed_dockerfile_rebuilds_and_unchanged_is_a_cache_hit(
 
 def test_exec_reports_a_timeout_as_a_value_and_a_vanished_sandbox_as_an_error(
         engine: Engine, target: LoadedManifest) -> None:
-    lifecycle.up(engine, target, options=CORE)
-    _, current = lifecycle.require_up(target)
+    up_mod.up(engine, target, options=CORE)
+    _, current = state_mod.require_up(target)
     a = current.arm("A")
     assert a is not None
     slow = sandbox.exec_in(engine, a.container_id, "sleep 30", timeout_s=2)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rig.verdict import Verdict
-from runner.commands import scoring
+from runner.commands import score as score_mod
 from runner.containers import images, prepared
 from runner.containers.engine import Engine
 from runner.manifest import load_manifest
@@ -48,12 +48,12 @@ def test_prepared_image_is_reused_for_code_changes_and_rebuilt_for_dependency_ch
                                      loaded.manifest.toolchain.setup, print))
         assert [m.cached for m in made] == [False, True]
         assert made[0].image_id == made[1].image_id
-        records, _, _ = scoring.oracle(engine, loaded, "HEAD", "success", 1, None, print)
+        records, _, _ = score_mod.oracle(engine, loaded, "HEAD", "success", 1, None, print)
         assert (records[0].verdict, records[0].image_id) == (Verdict.PASS, made[0].image_id)
 
         (repo / "requirements.txt").write_text("dependency v2\n")
         git(repo, "commit", "-qam", "deps v2")
-        records, _, _ = scoring.oracle(engine, loaded, "HEAD", "success", 1, None, print)
+        records, _, _ = score_mod.oracle(engine, loaded, "HEAD", "success", 1, None, print)
         assert records[0].verdict is Verdict.PASS, records[0].detail
         assert records[0].image_id != made[0].image_id
         assert records[0].image_identity != made[0].identity

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from runner import workspace
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
-from runner.workspace import git as workspace
 from tests.integration.helpers import cleanup, cli, git, make_target
 
 PASSING = "def test_app():\n    assert 1 + 1 == 2\n"

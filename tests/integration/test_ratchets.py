@@ -27,9 +27,10 @@ from rig import contract as contract_mod
 from rig.errors import RigError
 from rig.record import SampleRecord
 from runner.commands import demo
+from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge
 from runner.commands import score as score_mod
-from runner.commands import up as lifecycle
+from runner.commands import up as up_mod
 from runner.commands.dispatch import dispatch
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
@@ -94,11 +95,11 @@ def _arm_id(block: str) -> str:
 
 
 def _cycle(engine: Engine, loaded: LoadedManifest, change: str) -> dict[str, object]:
-    lifecycle.up(engine, loaded, change, say)
+    up_mod.up(engine, loaded, change, say)
     dispatch(engine, loaded)
     score_mod.score(engine, loaded, change, say)
     record = stage_merge.merge_stage(engine, loaded, change, say)
-    lifecycle.down(engine, loaded, say)
+    down_mod.down(engine, loaded, say)
     return record
 
 
@@ -126,8 +127,8 @@ def ratchets(tmp_path_factory: pytest.TempPathFactory, engine: Engine,
                        ("control", "drop-test", "lint-noise", "more-tests"))
     try:
         record = _cycle(engine, loaded, FIRST)
-        lifecycle.up(engine, loaded, SECOND, say)  # freezes change 2's baselines
-        lifecycle.down(engine, loaded, say)
+        up_mod.up(engine, loaded, SECOND, say)  # freezes change 2's baselines
+        down_mod.down(engine, loaded, say)
         yield Done(loaded, record)
     finally:
         cleanup(engine, loaded)
@@ -227,7 +228,7 @@ def test_regression_a_metric_that_matches_nothing_is_rig_error_unparsed_output(
     loaded = _manifest(tmp_path / "example", "hu", ("control",), checks=UNPARSED)
     try:
         with pytest.raises(RigError) as refused:
-            lifecycle.up(engine, loaded, FIRST, say)
+            up_mod.up(engine, loaded, FIRST, say)
         assert refused.value.exit_code == 3
         assert "'typos' cannot be measured" in refused.value.message
         assert "'dice' is unstable on the base" in refused.value.message

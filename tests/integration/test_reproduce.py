@@ -24,7 +24,7 @@ from rig.oracle import Execution, SampleSpec, run_sample
 from rig.ratchet import Ratchet
 from rig.record import SampleRecord
 from rig.verdict import Verdict
-from runner.commands import rescore, scoring
+from runner.commands import rescore
 from runner.commands import score as score_mod
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
@@ -69,12 +69,12 @@ def commit_value(repo: Path, value: str) -> str:
 def record(engine: Engine, loaded: LoadedManifest, base: str,
            commits: dict[str, str]) -> dict[str, SampleRecord]:
     """One success sample per arm, recorded where `score` records it."""
-    plan = scoring.check_plan(loaded, "first", "success")
+    plan = score_mod.check_plan(loaded, "first", "success")
     todo = [spec for arm, commit in commits.items()
-            for spec in scoring.specs(loaded, "first", arm, plan, commit, base, 1)]
+            for spec in score_mod.specs(loaded, "first", arm, plan, commit, base, 1)]
     stage = score_mod.stage_path(loaded, "first")
-    with scoring.executor_for(engine, loaded, base, lambda _: None) as executor:
-        done = scoring.run_all(executor, todo, stage, lambda _: None)
+    with score_mod.executor_for(engine, loaded, base, lambda _: None) as executor:
+        done = score_mod.run_all(executor, todo, stage, lambda _: None)
     return {r.arm: r for r in done}
 
 

@@ -9,19 +9,21 @@ import socket
 import threading
 from pathlib import Path
 
-from runner.commands import up as lifecycle
+from runner.commands import up as up_mod
 from runner.commands.dispatch import process
+from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.manifest import LoadedManifest, load_manifest
+from runner.store import state as state_mod
 from tests.integration.helpers import CORE, cleanup, git, make_target
 
 
 def sh(engine: Engine, loaded: LoadedManifest, arm: str, script: str,
-       timeout_s: float = 60) -> lifecycle.sandbox.ExecResult:
-    _, current = lifecycle.require_up(loaded)
+       timeout_s: float = 60) -> sandbox.ExecResult:
+    _, current = state_mod.require_up(loaded)
     found = current.arm(arm)
     assert found is not None
-    return lifecycle.sandbox.exec_in(engine, found.container_id, script, timeout_s=timeout_s)
+    return sandbox.exec_in(engine, found.container_id, script, timeout_s=timeout_s)
 
 
 def test_arm_sees_only_base_history_after_rival_commits_and_later_main_commits(
@@ -30,7 +32,7 @@ def test_arm_sees_only_base_history_after_rival_commits_and_later_main_commits(
     of the base commit must show neither."""
     repo = target.repo_path
     base_log = git(repo, "log", "--oneline", "main")
-    lifecycle.up(engine, target, options=CORE)
+    up_mod.up(engine, target, options=CORE)
     committed = sh(engine, target, "B", "echo fix > fix.txt && git add fix.txt && "
                    "git commit -qm 'B: the fix' && git log --oneline | head -1")
     assert committed.exit_code == 0, committed.stderr
@@ -55,10 +57,10 @@ def test_arm_cannot_see_rival_checkout_on_the_filesystem(engine: Engine,
                                                          target: LoadedManifest) -> None:
     """B's checkout is a volume of its own: A finds its file nowhere, not even at the
     volume's host mountpoint, and has exactly one mount at /work."""
-    lifecycle.up(engine, target, options=CORE)
+    up_mod.up(engine, target, options=CORE)
     wrote = sh(engine, target, "B", "echo secret > secret-of-B.txt")
     assert wrote.exit_code == 0
-    _, current = lifecycle.require_up(target)
+    _, current = state_mod.require_up(target)
     b_volume = current.arm("B").checkout  # type: ignore[union-attr]
     assert sh(engine, target, "B", "cat /work/secret-of-B.txt").stdout == "secret\n"
     b_host = engine.client.volumes.get(b_volume).attrs["Mountpoint"]
@@ -75,7 +77,7 @@ def test_role_reads_only_its_own_database_and_owns_it(engine: Engine,
                                                      target: LoadedManifest) -> None:
     """Each arm has a database of its own (issue 11): B's tables are not in A's database
     at all, under any name or search_path, and A is at home in its own `public`."""
-    lifecycle.up(engine, target, options=CORE)
+    up_mod.up(engine, target, options=CORE)
     created = sh(engine, target, "B", "python3 -c \"import os, psycopg; "
                  "c = psycopg.connect(os.environ['DATABASE_URL']); "
                  "c.execute('CREATE TABLE notes (t text)'); "
@@ -93,7 +95,7 @@ def test_role_reads_only_its_own_database_and_owns_it(engine: Engine,
         "    except psycopg.Error as e:\n"
         "        print(e.sqlstate, str(e).splitlines()[0])\n"
     )
-    b_db = lifecycle.require_up(target)[1].arm("B").schema_name  # type: ignore[union-attr]
+    b_db = state_mod.require_up(target)[1].arm("B").schema_name  # type: ignore[union-attr]
     result = sh(engine, target, "A", f"python3 -c \"{probe.format(b=b_db)}\"")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines() == [
@@ -112,7 +114,7 @@ FETCH = ("for i in $(seq 1 50); do python3 -c \"import urllib.request;"
 
 
 def test_two_arms_listen_on_port_8000_at_once(engine: Engine, target: LoadedManifest) -> None:
-    lifecycle.up(engine, target, options=CORE)
+    up_mod.up(engine, target, options=CORE)
     for arm in ("A", "B"):
         assert sh(engine, target, arm, SERVE.format(arm=arm)).exit_code == 0
     answers = {arm: sh(engine, target, arm, FETCH).stdout.strip() for arm in ("A", "B")}
@@ -148,10 +150,10 @@ def test_arm_reaches_neither_the_outside_nor_rival(engine: Engine, tmp_path: Pat
     listener.settimeout(60)
     threading.Thread(target=_accept_some, args=(listener,), daemon=True).start()
     try:
-        lifecycle.up(engine, loaded, options=CORE)
+        up_mod.up(engine, loaded, options=CORE)
         assert sh(engine, loaded, "B", SERVE.format(arm="B")).exit_code == 0
         assert sh(engine, loaded, "B", FETCH).exit_code == 0  # B really listens
-        _, current = lifecycle.require_up(loaded)
+        _, current = state_mod.require_up(loaded)
         b = engine.client.containers.get(current.arm("B").container_id)  # type: ignore[union-attr]
         b_ip = next(iter(b.attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
         both = REACH.format(targets=((b_ip, 8000), (gateway, port)))
@@ -183,7 +185,7 @@ FORK_BOMB = (
 
 def test_fork_bomb_is_held_by_pids_limit_and_memory_hog_is_killed(
         engine: Engine, target: LoadedManifest) -> None:
-    lifecycle.up(engine, target, options=CORE)
+    up_mod.up(engine, target, options=CORE)
     bomb = sh(engine, target, "A", f"python3 -c \"{FORK_BOMB}\"", timeout_s=60)
     verdict, forks, errno_value = bomb.stdout.split()
     assert verdict == "blocked" and errno_value == "11"  # EAGAIN from the pids cgroup
@@ -203,7 +205,7 @@ def test_only_the_size_limited_tmpfs_mounts_are_writable(engine: Engine,
     """The root filesystem is read-only: as the sandbox user, the only writable places
     are the checkout, HOME, /tmp and /var/tmp (each a size-limited tmpfs). The main
     process is root's but has no capability and cannot gain one."""
-    lifecycle.up(engine, target, options=CORE)
+    up_mod.up(engine, target, options=CORE)
     writable = sh(engine, target, "A", "find / -xdev -writable 2>/dev/null | sort")
     assert writable.stdout.split() == ["/home/agent", "/tmp", "/var/tmp", "/work"]
     mounts = sh(engine, target, "A", "grep -E ' (/work|/home/agent|/tmp|/var/tmp) ' "
@@ -225,8 +227,8 @@ def test_sweep_kills_every_process_of_the_sandbox_user_and_the_checkout_survives
     main process, so the container stopped (and restarted); with the checkout on a tmpfs
     volume that would lose it. The main process is root's now: the container keeps
     running, the agent's processes are gone, the checkout is intact."""
-    lifecycle.up(engine, target, options=CORE)
-    _, current = lifecycle.require_up(target)
+    up_mod.up(engine, target, options=CORE)
+    _, current = state_mod.require_up(target)
     a = current.arm("A")
     assert a is not None
     started = sh(engine, target, "A", "echo mine > mine.txt; setsid sleep 300 "

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from runner.commands import run as loop
-from runner.commands import up as lifecycle
+from runner.commands import up as up_mod
 from runner.commands.dispatch import ArmRecord, ArmState, dispatch, load_record, record_dir
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
+from runner.store import state as state_mod
 from runner.store.files import experiment_dir
 from tests.integration.helpers import CORE, cleanup, cli, git, make_target
 
@@ -68,7 +69,7 @@ def made(engine: Engine, built_images: dict[str, BuiltImage]) -> Iterator[list[L
 
 def up(engine: Engine, made: list[LoadedManifest], loaded: LoadedManifest) -> LoadedManifest:
     made.append(loaded)
-    lifecycle.up(engine, loaded, options=CORE)
+    up_mod.up(engine, loaded, options=CORE)
     return loaded
 
 
@@ -85,7 +86,7 @@ def branch_head(loaded: LoadedManifest, arm: str) -> str:
 
 
 def in_sandbox(engine: Engine, loaded: LoadedManifest, arm: str, script: str) -> str:
-    found = lifecycle.require_up(loaded)[1].arm(arm)
+    found = state_mod.require_up(loaded)[1].arm(arm)
     assert found is not None
     return sandbox.exec_in(engine, found.container_id, script, timeout_s=60).stdout
 
@@ -273,7 +274,7 @@ def test_down_removes_everything_when_an_arms_head_does_not_resolve(
     in_sandbox(engine, loaded, "B", "echo kept > kept.txt && git add kept.txt && "
                "git commit -qm 'B, by hand'")
     # B as a killed orchestrator leaves it: paused while its work was being taken.
-    sandbox.pause(engine, lifecycle.require_up(loaded)[1].arms[1].container_id)
+    sandbox.pause(engine, state_mod.require_up(loaded)[1].arms[1].container_id)
 
     down = cli(loaded.repo_path, "down", timeout=300)
     assert down.returncode == 0, down.stderr
@@ -330,7 +331,7 @@ def test_dispatch_resumes_an_arm_whose_sandbox_a_killed_dispatch_left_paused(
     every exec in it failed, so the arm would be a rig error on every re-run. The next
     dispatch unpauses it first."""
     loaded = up(engine, made, experiment(tmp_path / "repo", {"A": HONEST}))
-    container = lifecycle.require_up(loaded)[1].arms[0].container_id
+    container = state_mod.require_up(loaded)[1].arms[0].container_id
     sandbox.pause(engine, container)
     report = dispatch(engine, loaded, environ={})
     assert report.rig_errors == []

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from rig.errors import RigError
+from runner import workspace
 from runner.cli.app import main
 from runner.cli.terminal import declared_secrets
 from runner.commands import report as reporting
-from runner.workspace import git as workspace
 from tests.integration.helpers import make_target
 
 SECRET = "tok-9f8e7d6c5b4a3210/+="

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from rig.tree import UnsafeTreeError
+from runner import workspace
 from runner.commands.dispatch import work
 from runner.commands.dispatch.redact import forms_of
 from runner.containers import sample_tree
-from runner.workspace import git as workspace
 
 SECRET = "sk-test-0123456789abcdef"
 

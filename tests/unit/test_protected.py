@@ -14,12 +14,12 @@ import pytest
 from rig.contract import freeze as freeze_lock
 from rig.contract.content import ABSENT
 from runner import contract as freeze
+from runner import workspace
 from runner.containers.images import BuiltImage
 from runner.errors import ManifestError
 from runner.manifest import LoadedManifest, load_manifest
 from runner.manifest.protected import compile_glob, expand
 from runner.store.files import experiment_dir, stage_dir
-from runner.workspace import git as workspace
 from tests.integration.helpers import git, make_target
 
 FILES = frozenset({

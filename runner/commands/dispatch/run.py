@@ -24,7 +24,7 @@ from typing import Protocol
 import docker.errors
 
 from runner import contract as freeze
-from runner.commands import up as lifecycle
+from runner import workspace
 from runner.commands.dispatch import process, work
 from runner.commands.dispatch.agents import adapter_for
 from runner.commands.dispatch.brief import (
@@ -53,9 +53,9 @@ from runner.containers import arms, checkout, sandbox
 from runner.containers.engine import Engine
 from runner.errors import BadInputError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
+from runner.store import state as state_mod
 from runner.store.files import experiment_lock, stage_dir
 from runner.store.state import ArmSandbox, ExperimentState
-from runner.workspace import git as workspace
 
 
 class DispatchReporter(Protocol):
@@ -127,9 +127,9 @@ def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None 
              environ: Mapping[str, str] | None = None) -> DispatchReport:
     """Run the selected arms (all when None) in parallel; skip the ones already done."""
     name = loaded.manifest.experiment.name
-    directory, _ = lifecycle.require_up(loaded)
+    directory, _ = state_mod.require_up(loaded)
     with experiment_lock(directory, name, "dispatch"):
-        directory, current = lifecycle.require_up(loaded)
+        directory, current = state_mod.require_up(loaded)
         freeze.verify(engine, loaded, current.change)  # a changed contract: exit 4
         selected = _select(loaded, current, arms)
         previous = {arm.id: _previous(directory, current, arm.id) for arm in selected}

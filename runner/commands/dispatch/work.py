@@ -17,12 +17,12 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from runner import workspace
 from runner.commands.dispatch import process
 from runner.containers import checkout, sandbox
 from runner.containers.checkout import ArmBox, Taken
 from runner.containers.engine import Engine
 from runner.workspace import bundle
-from runner.workspace import git as workspace
 from runner.workspace.bundle import WorkRefusedError
 
 
