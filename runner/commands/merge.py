@@ -15,8 +15,7 @@ from rig import ratchet, rubric
 from rig.oracle import pass_rate
 from rig.persist import write_text_atomic
 from rig.record import SampleRecord
-from runner import contract as freeze
-from runner import workspace
+from runner import contract, workspace
 from runner.commands import score as score_mod
 from runner.containers.engine import Engine
 from runner.errors import BadInputError
@@ -81,7 +80,7 @@ def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, lab
 
 def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *,
                 base_arm: str | None = None, grafts: list[str] | None = None) -> dict[str, object]:
-    frozen = freeze.require(engine, loaded, change)
+    frozen = contract.require(engine, loaded, change)
     base = frozen.contract.base_commit
     arms = score_mod.stage_scores(loaded, change)
     commits = {a.arm: a.commit for a in arms}
@@ -102,7 +101,7 @@ def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *
     floor = _arm_rates(by_arm[winner])
     eligible = {a.arm: a.commit for a in arms if a.arm != winner and a.valid
                 and all(c.rate.rate == 1.0 for c in a.checks.values())}
-    protected = set(freeze.protected_paths(loaded, change, base))
+    protected = set(contract.protected_paths(loaded, change, base))
     asked = requested(loaded, change, grafts or [], commits, base)
     proposed = merge.candidates(loaded.repo_path, base, commits[winner], eligible, protected)
     results = []

@@ -31,8 +31,7 @@ from rig.oracle import PassRate, SampleSpec, ServerSpec, base_run, pass_rate, ru
 from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.report import render_scorecard
-from runner import contract as freeze
-from runner import workspace
+from runner import contract, workspace
 from runner.commands.dispatch.record import RECORD_FILE, load_record, record_dir
 from runner.containers import database, images, prepared, sandbox
 from runner.containers.engine import Engine
@@ -104,16 +103,16 @@ def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
 
 
 def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit: str,
-          base: str, samples: int, contract: str | None = None) -> list[SampleSpec]:
+          base: str, samples: int, graded_under: str | None = None) -> list[SampleSpec]:
     manifest = loaded.manifest
-    protected = freeze.protected_paths(loaded, change, base)
+    protected = contract.protected_paths(loaded, change, base)
     server = loaded.change(change).success.server if plan.name == SUCCESS else None
     serve = None if server is None else ServerSpec(server.run, server.health, server.port_env,
                                                    server.startup_timeout_s)
     return [SampleSpec(change=change, arm=arm, check=plan.name, n=n, commit=commit,
                        base_commit=base, command=plan.command, parser=plan.parser,
                        timeout_s=manifest.limits.check_timeout_s, protected=protected,
-                       requires=tuple(manifest.toolchain.requires), contract=contract,
+                       requires=tuple(manifest.toolchain.requires), contract=graded_under,
                        server=serve, harness="base" if plan.name == SUCCESS else "arm")
             for n in range(1, samples + 1)]
 
@@ -186,14 +185,14 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
     change_id = change or loaded.manifest.changes[0].id
     plan = check_plan(loaded, change_id, check)
     commit = workspace.resolve_commit(repo, ref)
-    frozen = freeze.verify(engine, loaded, change_id)
-    contract = None if frozen is None else f"v{frozen.version}:{frozen.sha256}"
+    frozen = contract.verify(engine, loaded, change_id)
+    graded_under = None if frozen is None else f"v{frozen.version}:{frozen.sha256}"
     base = merge.stage_base(loaded, change_id)
     ensure_excluded(repo)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     stage = (experiment_dir(repo, loaded.manifest.experiment.name) / "oracle"
              / f"{stamp}-{commit[:12]}-{plan.name}")
-    todo = specs(loaded, change_id, "oracle", plan, commit, base, samples, contract)
+    todo = specs(loaded, change_id, "oracle", plan, commit, base, samples, graded_under)
     with executor_for(engine, loaded, commit, say) as executor:
         records = run_all(executor, todo, stage, say,
                           proofs=stage_dir(experiment_dir(repo, loaded.manifest.experiment.name),
@@ -246,10 +245,10 @@ def ratchet_of(loaded: LoadedManifest, check: str,
 
 def plan_specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan,
                commit: str, base: str, baselines: Mapping[str, float] | None,
-               contract: str | None = None) -> list[SampleSpec]:
+               graded_under: str | None = None) -> list[SampleSpec]:
     """`specs` of one plan; a ratchet's samples carry what they are graded on."""
     todo = specs(loaded, change, arm, plan, commit, base,
-                         loaded.manifest.contract.samples, contract)
+                         loaded.manifest.contract.samples, graded_under)
     ratchet = ratchet_of(loaded, plan.name, baselines) if plan.name != SUCCESS else None
     return todo if ratchet is None else [replace(spec, ratchet=ratchet) for spec in todo]
 
@@ -263,7 +262,7 @@ def frozen_baselines(loaded: LoadedManifest, change: str) -> dict[str, float]:
 def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
                 commits: dict[str, str], say: Say, stage: Path, frozen: LockVersion) -> None:
     """Every (arm, check, n) sample; arms sharing a prepared image share an executor."""
-    base, contract = frozen.contract.base_commit, f"v{frozen.version}:{frozen.sha256}"
+    base, graded_under = frozen.contract.base_commit, f"v{frozen.version}:{frozen.sha256}"
     toolchain = images.resolve(engine, loaded.manifest.toolchain.image)
     groups: dict[str, list[SampleSpec]] = {}
     for arm, commit in commits.items():
@@ -274,7 +273,7 @@ def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
             groups.setdefault(commit if image.name == prepared.PREPARED else "", []).extend(
                 replace(spec, refused=refused) for spec in plan_specs(
                     loaded, change, arm, plan, commit, base,
-                    frozen.contract.ratchet_baselines, contract))
+                    frozen.contract.ratchet_baselines, graded_under))
     for key, todo in groups.items():
         with executor_for(engine, loaded, key or base, say) as executor:
             run_all(executor, todo, stage, say, proofs=stage)
@@ -301,7 +300,7 @@ def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], bas
     if command is None:
         return
     brief = loaded.brief_path(change).read_text(encoding="utf-8")
-    protected = list(freeze.protected_paths(loaded, change, base))
+    protected = list(contract.protected_paths(loaded, change, base))
 
     def judge(arm: str, commit: str) -> None:
         answer = stage / "judge" / f"{arm}.json"
@@ -361,9 +360,9 @@ def harness_touched(loaded: LoadedManifest, change: str,
 def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not merged yet",
                     grafts: list[dict[str, object]] | None = None) -> Path:
     arms = stage_scores(loaded, change)
-    contract = loaded.manifest.contract
-    text = render_scorecard(change, arms, contract.weights, rubric.flags(arms),
-                            rubric.winner(arms, contract.threshold), merge_note, grafts or [])
+    terms = loaded.manifest.contract
+    text = render_scorecard(change, arms, terms.weights, rubric.flags(arms),
+                            rubric.winner(arms, terms.threshold), merge_note, grafts or [])
     path = stage_path(loaded, change) / "SCORECARD.md"
     write_text_atomic(path, text)
     return path
@@ -373,7 +372,7 @@ def score(engine: Engine, loaded: LoadedManifest, change: str,
           say: Say) -> tuple[list[rubric.ArmScore], Path]:
     stage = stage_path(loaded, change)
     commits = arm_commits(loaded, change)
-    frozen = freeze.require(engine, loaded, change)
+    frozen = contract.require(engine, loaded, change)
     run_samples(engine, loaded, change, commits, say, stage, frozen)
     run_judges(loaded, change, commits, frozen.contract.base_commit, stage, say)
     return stage_scores(loaded, change), write_scorecard(loaded, change)

@@ -1,5 +1,8 @@
-"""`up`: per change, build and prove the stage's contract, freeze it, then make the
-arms' sandboxes (network, checkout and HOME volumes, container, database, limits).
+"""`up`: per change, build the stage's contract and prove it (preflight passes, the
+success criterion FAILS on the untouched base (principle 2) and, when a reference is
+given, PASSES on it (principle 7); the ratchets' base values are measured), freeze it,
+then make the arms' sandboxes (network, checkout and HOME volumes, container, database,
+limits).
 
 `up` labels everything it creates with a fresh run id and records that run as committed
 only at the very end; a run that never committed (the orchestrator was killed) is an
@@ -12,28 +15,42 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rig import contract as contract_mod
-from runner import contract as freeze
-from runner import workspace
+from rig import preflight, ratchet
+from rig.contract import LockVersion
+from rig.errors import RigError
+from rig.oracle import PassRate, pass_rate
+from rig.record import SampleRecord
+from rig.verdict import Verdict
+from runner import contract, workspace
 from runner.commands import down as down_mod
-from runner.commands import proofs as stage_mod
 from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR, brief_dir
 from runner.containers import arms as arms_mod
 from runner.containers import checkout, database, images, prepared, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.containers.samples import DockerSampleExecutor
+from runner.contract import Baseline
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.store import state as state_mod
-from runner.store.files import ensure_excluded, experiment_dir, experiment_lock, stage_dir
+from runner.store.files import (
+    ensure_excluded,
+    experiment_dir,
+    experiment_lock,
+    stage_dir,
+    write_json,
+)
 from runner.store.state import ArmSandbox, DbState, ExperimentState
 from runner.workspace import merge
 
 Progress = Callable[[str], None]
 AGENTS_DIR = "/agents"
+NO_SIGNAL = ("no signal: the task passes before any change; calibrate it until the "
+             "control fails")
 
 
 def _quiet(_: str) -> None:
@@ -78,12 +95,12 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             progress(f"removing leftovers of an interrupted up (run {existing.run})")
             down_mod.remove_orphans(engine, directory, name, keep_run=None)
         plan = _plan(engine, loaded, change, progress)
-        contract = _contract(plan, directory, options)  # a changed contract fails fast
+        terms = _contract(plan, directory, options)  # a changed contract fails fast
         state_mod.save(directory, _starting_state(plan))
         try:
             made = _make(engine, plan, directory, progress)
             # The proofs use the experiment's Postgres; a failed proof removes it all.
-            _freeze(engine, plan, directory, options, progress, contract, made.db)
+            _freeze(engine, plan, directory, options, progress, terms, made.db)
             # Last: an image the preflight refuses is named by the preflight.
             _make_checkouts(engine, plan, directory, made, progress)
         except BaseException:
@@ -98,7 +115,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
 def _contract(plan: UpPlan, directory: Path, options: UpOptions) -> contract_mod.Contract:
     """The stage's contract, refused (exit 4) if it changed since frozen, unless refreeze."""
     stage = stage_dir(directory, plan.change)
-    current = freeze.build_contract(plan.loaded, plan.change, plan.base_commit, plan.image)
+    current = contract.build_contract(plan.loaded, plan.change, plan.base_commit, plan.image)
     if contract_mod.load_lock(stage) is not None and not options.refreeze:
         contract_mod.verify(stage, current)
     return current
@@ -116,7 +133,7 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
     if options.prove:
         with score_mod.executor_for(engine, loaded, plan.base_commit, progress,
                                   shared_db=shared) as executor:
-            proof = stage_mod.prove(executor, loaded, change, plan.base_commit, proofs,
+            proof = prove(executor, loaded, change, plan.base_commit, proofs,
                                     progress,
                                     allow_passing_baseline=options.allow_passing_baseline)
     if proof is not None and proof.ratchets:  # the ratchets' base values, measured or carried
@@ -125,7 +142,7 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
     progress(f"contract v{version.version} frozen ({version.sha256[:12]}) in "
              f"{contract_mod.lock_path(stage)}")
     if proof is not None:
-        stage_mod.record(stage, change, plan.base_commit, proof, version)
+        record(stage, change, plan.base_commit, proof, version)
 
 
 def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
@@ -259,3 +276,156 @@ def _connect_db(engine: Engine, db_container: str, network: str) -> None:
 def agents_mount(loaded: LoadedManifest) -> tuple[tuple[Path, str], ...]:
     agents = loaded.agents_path
     return () if agents is None else ((agents, AGENTS_DIR),)
+
+
+# -- the proofs ---------------------------------------------------------------------
+
+
+class BaselineError(BadInputError):
+    """The base does not fail deterministically: there is no task to measure (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Proof:
+    baseline: PassRate
+    baseline_verdicts: list[str]
+    reference_commit: str | None
+    reference: PassRate | None
+    caveats: list[str]
+    ratchets: dict[str, Baseline] = field(default_factory=dict)  # check -> its base value
+
+    @property
+    def baselines(self) -> dict[str, float]:
+        """What the contract freezes as `ratchet_baselines`."""
+        return {name: found.value for name, found in self.ratchets.items()}
+
+
+def reference_commit(loaded: LoadedManifest, change: str, base: str) -> str | None:
+    """The reference as a commit: a ref as is, or a patch applied onto the base in a
+    private index (no branch, no working tree touched)."""
+    reference = loaded.change(change).reference
+    if not reference:
+        return None
+    repo = loaded.repo_path
+    patch = contract_mod.reference_file(loaded, reference)
+    if patch is None:
+        return workspace.commit_of(repo, reference)
+    try:
+        commit = workspace.commit_patch(repo, base, patch, f"reference for {change}")
+    except workspace.GitError as error:
+        raise RigError(f"the reference patch {patch} does not apply to the base "
+                       f"{base[:12]}: {error.message}",
+                       hint="regenerate the patch against the base") from error
+    workspace.run_git(repo, "update-ref", f"refs/bakeoff/reference/{change}", commit)
+    return commit
+
+
+def run_preflight(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str) -> None:
+    manifest = loaded.manifest
+    commands = [preflight.Command(f"checks[{c.name}].run", c.run) for c in manifest.checks]
+    commands.append(preflight.Command(f"changes[{change}].success.run",
+                                      loaded.change(change).success.run))
+    preflight.check(manifest.toolchain.requires, commands, executor.image.tag,
+                    executor.missing_tools)
+
+
+def _samples(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
+             commit: str, base: str, who: str, stage: Path, say: Progress) -> list[SampleRecord]:
+    plan = score_mod.check_plan(loaded, change, score_mod.SUCCESS)
+    todo = score_mod.specs(loaded, change, who, plan, commit, base,
+                         loaded.manifest.contract.samples)
+    return score_mod.run_all(executor, todo, stage, say, diagnose=False)
+
+
+def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, base: str,
+          stage: Path, say: Progress, *, allow_passing_baseline: bool) -> Proof:
+    """Preflight, then the baseline proof, then the reference proof; refuse on any doubt."""
+    run_preflight(executor, loaded, change)
+    say(f"baseline: the success criterion on the untouched base "
+        f"({loaded.manifest.contract.samples} fresh containers)")
+    records = _samples(executor, loaded, change, base, base, "baseline", stage, say)
+    caveats = _judge_baseline(records, allow_passing_baseline)
+    reference = reference_commit(loaded, change, base)
+    reference_rate = None
+    if reference is not None:
+        say(f"reference: {reference[:12]} must pass every sample")
+        done = _samples(executor, loaded, change, reference, base, "reference", stage, say)
+        reference_rate = pass_rate(r.verdict for r in done)
+        if any(r.verdict is not Verdict.PASS for r in done):
+            shown = ", ".join(f"{r.verdict}({r.reason})" for r in done)
+            raise RigError(f"the rig cannot pass this task: the reference {reference[:12]} "
+                           f"gave {shown}", hint="fix the success criterion, the reference or "
+                           "the toolchain until the reference passes every sample")
+    ratchets = ratchet_baselines(executor, loaded, change, base, stage, say)
+    return Proof(pass_rate(r.verdict for r in records), [str(r.verdict) for r in records],
+                 reference, reference_rate, caveats, ratchets)
+
+
+def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
+                      base: str, stage: Path, say: Progress) -> dict[str, Baseline]:
+    """Every ratchet's base value: a known one (frozen, or carried from the previous
+    change: never re-measured, so a lowered value is never baked in) as it is; the others
+    measured on the base in `samples` fresh containers that must all agree. No value or
+    no agreement is the rig's problem: `RatchetError`, exit 3."""
+    if not any(c.kind == "ratchet" for c in loaded.manifest.checks):
+        return {}
+    known = contract.known_baselines(loaded, change,
+                                   contract.build_contract(loaded, change, base, executor.image))
+    todo = [p for p in score_mod.plans(loaded, change)[1:]
+            if score_mod.ratchet_of(loaded, p.name, None) is not None and p.name not in known]
+    if not todo:
+        return known
+    say(f"ratchets: measuring {', '.join(p.name for p in todo)} on the untouched base "
+        f"({loaded.manifest.contract.samples} fresh containers each)")
+    records = score_mod.run_all(executor, [
+        spec for plan in todo
+        for spec in score_mod.plan_specs(loaded, change, "baseline", plan, base, base, None)],
+        stage, say, diagnose=False)
+    measured, problems = dict(known), []
+    for plan in todo:
+        mine = [r for r in records if r.check == plan.name]
+        try:
+            value = ratchet.baseline(plan.name, mine)
+        except ratchet.RatchetError as error:
+            problems.append(error)
+            continue
+        measured[plan.name] = Baseline(value, f"measured on the base ({len(mine)} samples agree)")
+        say(f"ratchet {plan.name}: base value {ratchet.show(value)}")
+    if problems:
+        raise ratchet.RatchetError("; ".join(p.message for p in problems),
+                                   hint=problems[0].hint)
+    return measured
+
+
+def _judge_baseline(records: list[SampleRecord], allow_passing: bool) -> list[str]:
+    verdicts = [r.verdict for r in records]
+    shown = ", ".join(f"{r.verdict}({r.reason})" if r.reason else str(r.verdict)
+                      for r in records)
+    if Verdict.RIG_ERROR in verdicts:
+        raise RigError(f"the baseline is a rig problem, not a task: {shown}",
+                       hint="run `bakeoff-sandbox reproduce` on a baseline sample, or read its "
+                            "log under stages/<change>/samples/baseline/")
+    passed = verdicts.count(Verdict.PASS)
+    if passed == 0:
+        return []
+    if passed < len(verdicts) and not allow_passing:
+        raise BaselineError(f"flaky baseline: the untouched base passed {passed} of "
+                            f"{len(verdicts)} samples ({shown})",
+                            hint="make the success criterion deterministic first")
+    if not allow_passing:
+        raise BaselineError(NO_SIGNAL, hint="or pass --allow-passing-baseline, recorded as a "
+                            "caveat of every result of this stage")
+    return [f"baseline passed {passed} of {len(verdicts)} samples (--allow-passing-baseline)"]
+
+
+def record(stage: Path, change: str, base: str, proof: Proof,
+           version: LockVersion) -> None:
+    write_json(stage / "stage.json", {
+        "change": change, "base_commit": base, "contract_version": version.version,
+        "contract_sha256": version.sha256,
+        "baseline": {"pass_rate": proof.baseline.rate, "verdicts": proof.baseline_verdicts},
+        "reference": None if proof.reference is None else {
+            "commit": proof.reference_commit, "pass_rate": proof.reference.rate},
+        "caveats": proof.caveats,
+        "ratchets": {name: {"value": found.value, "source": found.source}
+                     for name, found in proof.ratchets.items()}})

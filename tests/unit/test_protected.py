@@ -13,8 +13,7 @@ import pytest
 
 from rig.contract import freeze as freeze_lock
 from rig.contract.content import ABSENT
-from runner import contract as freeze
-from runner import workspace
+from runner import contract, workspace
 from runner.containers.images import BuiltImage
 from runner.errors import ManifestError
 from runner.manifest import LoadedManifest, load_manifest
@@ -117,7 +116,7 @@ def test_expansion_reads_the_base_commit_never_the_working_tree(loaded: LoadedMa
     assert workspace.files_at(repo, base) == [
         "app.py", "bakeoff.toml", "briefs/first.md", "tests/test_app.py", "tests/test_more.py",
         "tests/unit/x.py"]
-    assert freeze.expand_protected(loaded, "first", base) == (
+    assert contract.expand_protected(loaded, "first", base) == (
         "tests/test_app.py", "tests/test_more.py")
 
 
@@ -128,7 +127,7 @@ def test_a_glob_that_matched_nothing_at_this_base_names_the_manifest(
     with pytest.raises(ManifestError, match=(
             rf"^{loaded.path}: changes\[first\]\.protected\[1\]: the glob matches no file at "
             rf"the base {first[:12]} \(found 'tests/test_more\*\.py'\)")):
-        freeze.expand_protected(load_manifest(loaded.path), "first", first)
+        contract.expand_protected(load_manifest(loaded.path), "first", first)
 
 
 def test_the_contract_freezes_the_expanded_list_and_consumers_get_the_same(
@@ -136,10 +135,10 @@ def test_the_contract_freezes_the_expanded_list_and_consumers_get_the_same(
     repo = loaded.repo_path
     base = workspace.resolve_commit(repo, "main")
     image = BuiltImage("python", "bakeoff/python", "sha256:" + "1" * 64, "identity", True)
-    frozen = freeze.build_contract(loaded, "first", base, image).changes[0].protected
+    frozen = contract.build_contract(loaded, "first", base, image).changes[0].protected
     assert sorted(frozen) == ["tests/test_app.py", "tests/test_more.py"]
     assert ABSENT not in frozen.values()
-    assert freeze.protected_paths(loaded, "first", base) == tuple(sorted(frozen))
+    assert contract.protected_paths(loaded, "first", base) == tuple(sorted(frozen))
 
 
 def test_up_refreeze_proves_the_new_protected_list_not_the_frozen_one(
@@ -150,9 +149,9 @@ def test_up_refreeze_proves_the_new_protected_list_not_the_frozen_one(
     base = workspace.resolve_commit(repo, "main")
     image = BuiltImage("python", "bakeoff/python", "sha256:" + "1" * 64, "identity", True)
     stage = stage_dir(experiment_dir(repo, loaded.manifest.experiment.name), "first")
-    freeze_lock(stage, freeze.build_contract(loaded, "first", base, image), refreeze=False)
+    freeze_lock(stage, contract.build_contract(loaded, "first", base, image), refreeze=False)
     set_protected(loaded.path, '["tests/unit"]')
     edited = load_manifest(loaded.path)
-    assert freeze.protected_paths(edited, "first", base) == ("tests/unit/x.py",)
-    assert list(freeze.build_contract(edited, "first", base, image).changes[0].protected) == [
+    assert contract.protected_paths(edited, "first", base) == ("tests/unit/x.py",)
+    assert list(contract.build_contract(edited, "first", base, image).changes[0].protected) == [
         "tests/unit/x.py"]

@@ -23,8 +23,7 @@ from typing import Protocol
 
 import docker.errors
 
-from runner import contract as freeze
-from runner import workspace
+from runner import contract, workspace
 from runner.commands.dispatch import process, work
 from runner.commands.dispatch.agents import adapter_for
 from runner.commands.dispatch.brief import (
@@ -130,7 +129,7 @@ def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None 
     directory, _ = state_mod.require_up(loaded)
     with experiment_lock(directory, name, "dispatch"):
         directory, current = state_mod.require_up(loaded)
-        freeze.verify(engine, loaded, current.change)  # a changed contract: exit 4
+        contract.verify(engine, loaded, current.change)  # a changed contract: exit 4
         selected = _select(loaded, current, arms)
         previous = {arm.id: _previous(directory, current, arm.id) for arm in selected}
         pending = [arm for arm in selected if not _done(previous[arm.id])]
