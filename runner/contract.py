@@ -12,9 +12,8 @@ from rig import contract as contract_mod
 from rig import ratchet
 from rig.contract import LockVersion
 from runner import workspace
-from runner.containers import images, prepared
-from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
+from runner.containers.prepared import Toolchain
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
 from runner.store.files import experiment_dir, stage_dir
@@ -123,22 +122,22 @@ def _moved_to(move: dict[str, object], frozen: float, better: str | None) -> flo
                                          "higher" if better == "higher" else "lower") < 0 else None
 
 
-def verify(engine: Engine, loaded: LoadedManifest, change: str) -> LockVersion | None:
-    """A later command's check: the stage's frozen contract must still match (exit 4)."""
+def verify(toolchain: Toolchain, change: str) -> LockVersion | None:
+    """A later command's check: the stage's frozen contract must still match (exit 4).
+    The base's image identity is part of it: `toolchain` knows (or makes) that image."""
+    loaded = toolchain.loaded
     stage = stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name), change)
     lock = contract_mod.load_lock(stage)
     if lock is None:
         return None
     base = lock.latest.contract.base_commit
-    toolchain = images.resolve(engine, loaded.manifest.toolchain.image)
-    image = prepared.prepare(engine, loaded.repo_path, base, toolchain,
-                             list(loaded.manifest.toolchain.setup), lambda _: None)
-    return contract_mod.verify(stage, build_contract(loaded, change, base, image))
+    return contract_mod.verify(stage, build_contract(loaded, change, base,
+                                                     toolchain.for_commit(base)))
 
 
-def require(engine: Engine, loaded: LoadedManifest, change: str) -> LockVersion:
+def require(toolchain: Toolchain, change: str) -> LockVersion:
     """`verify`, for commands that cannot work without a frozen contract."""
-    frozen = verify(engine, loaded, change)
+    frozen = verify(toolchain, change)
     if frozen is None:
         raise BadInputError(f"change {change!r} has no frozen contract",
                             hint="run `bakeoff-sandbox up` first")

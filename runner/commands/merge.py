@@ -18,6 +18,7 @@ from rig.record import SampleRecord
 from runner import contract, workspace
 from runner.commands import score as score_mod
 from runner.containers.engine import Engine
+from runner.containers.prepared import Toolchain
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.workspace import merge
@@ -60,7 +61,7 @@ def _rates(records_by_check: dict[str, list[SampleRecord]]) -> dict[str, float]:
             for check, recs in records_by_check.items()}
 
 
-def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, label: str,
+def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: str, label: str,
            base: str, say: Say) -> dict[str, float]:
     """Pass-rates of success + every check on `commit`, fresh containers each (a ratchet
     graded against the stage's frozen base value)."""
@@ -69,7 +70,7 @@ def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, lab
     todo = [spec for plan in score_mod.plans(loaded, change)
             for spec in score_mod.plan_specs(loaded, change, label, plan, commit, base,
                                              baselines)]
-    with score_mod.executor_for(engine, loaded, commit, say) as executor:
+    with score_mod.executor_for(toolchain, commit) as executor:
         records = score_mod.run_all(executor, todo, stage, say,
                                   proofs=score_mod.stage_path(loaded, change))
     grouped: dict[str, list[SampleRecord]] = {}
@@ -79,8 +80,10 @@ def verify(engine: Engine, loaded: LoadedManifest, change: str, commit: str, lab
 
 
 def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *,
-                base_arm: str | None = None, grafts: list[str] | None = None) -> dict[str, object]:
-    frozen = contract.require(engine, loaded, change)
+                base_arm: str | None = None, grafts: list[str] | None = None,
+                toolchain: Toolchain | None = None) -> dict[str, object]:
+    toolchain = toolchain or Toolchain(engine, loaded, say)
+    frozen = contract.require(toolchain, change)
     base = frozen.contract.base_commit
     arms = score_mod.stage_scores(loaded, change)
     commits = {a.arm: a.commit for a in arms}
@@ -106,19 +109,19 @@ def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *
     proposed = merge.candidates(loaded.repo_path, base, commits[winner], eligible, protected)
     results = []
     for n, candidate in enumerate([*asked, *(c for c in proposed if c not in asked)], 1):
-        head, result = _try_graft(engine, loaded, change, head, candidate, floor, n, base, say,
-                                  asked=candidate in asked)
+        head, result = _try_graft(toolchain, loaded, change, head, candidate, floor, n, base,
+                                  say, asked=candidate in asked)
         results.append(result)
     merge.advance(loaded.repo_path, branch, head)
     kept = sum(r.kept for r in results)
     note = (f"{winner} merged onto {branch}; {kept} of {len(results)} graft(s) kept; "
             f"head {head[:12]}")
-    moves = _moves(loaded, change, _merged_records(engine, loaded, change, head,
+    moves = _moves(loaded, change, _merged_records(toolchain, loaded, change, head,
                                                    (winner, commits[winner]), base, say))
     return _write(loaded, change, winner, head, note, results, moves)
 
 
-def _merged_records(engine: Engine, loaded: LoadedManifest, change: str, head: str,
+def _merged_records(toolchain: Toolchain, loaded: LoadedManifest, change: str, head: str,
                     winner: tuple[str, str], base: str, say: Say
                     ) -> dict[str, list[SampleRecord]] | None:
     """The merged result's samples, per check (None without ratchets: nothing needs them):
@@ -137,7 +140,7 @@ def _merged_records(engine: Engine, loaded: LoadedManifest, change: str, head: s
         found = {name: score_mod.records_of(folder, label, name) for name in names}
         if all(found.values()) and all(r.commit == head for rs in found.values() for r in rs):
             return found
-    verify(engine, loaded, change, head, f"merged-{head[:12]}", base, say)
+    verify(toolchain, loaded, change, head, f"merged-{head[:12]}", base, say)
     return {name: score_mod.records_of(folder, f"merged-{head[:12]}", name) for name in names}
 
 
@@ -162,7 +165,7 @@ def _arm_rates(arm: rubric.ArmScore) -> dict[str, float]:
             **{name: c.rate.rate for name, c in arm.checks.items()}}
 
 
-def _try_graft(engine: Engine, loaded: LoadedManifest, change: str, head: str,
+def _try_graft(toolchain: Toolchain, loaded: LoadedManifest, change: str, head: str,
                candidate: merge.Candidate, floor: dict[str, float], n: int, base: str,
                say: Say, *, asked: bool) -> tuple[str, GraftResult]:
     what = candidate.path
@@ -170,7 +173,7 @@ def _try_graft(engine: Engine, loaded: LoadedManifest, change: str, head: str,
                  f"{candidate.arm}'s checks all passed and it changed {candidate.path}, "
                  "which the winner did not")
     grafted = merge.graft(loaded.repo_path, head, candidate)
-    rates = verify(engine, loaded, change, grafted, f"graft-{n}", base, say)
+    rates = verify(toolchain, loaded, change, grafted, f"graft-{n}", base, say)
     worse = [f"{k} {floor[k]:.2f} -> {v:.2f}" for k, v in rates.items() if v < floor.get(k, 0)]
     if worse:
         say(f"graft {what}: dropped ({'; '.join(worse)})")

@@ -23,6 +23,7 @@ from runner.commands.dispatch import (
     record_dir,
 )
 from runner.containers.engine import Engine
+from runner.containers.prepared import Toolchain
 from runner.manifest import LoadedManifest
 from runner.store import state
 from runner.store.files import experiment_dir
@@ -41,7 +42,11 @@ def dispatched(loaded: LoadedManifest, change: str) -> bool:
 
 
 def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
-               reporter: DispatchReporter | None = None) -> None:
+               reporter: DispatchReporter | None = None,
+               toolchain: Toolchain | None = None) -> None:
+    """One change, from wherever an interrupted run left it. `toolchain`: the images of
+    the whole `run`, resolved once (each commit's prepared image made once)."""
+    toolchain = toolchain or Toolchain(engine, loaded, say)
     if stage_merge.load(loaded, change) is not None:
         say(f"{change}: already merged; skipping")
         return
@@ -53,19 +58,20 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
             current = None
         if current is None or current.phase != "up":
             say(f"{change}: up")
-            up_mod.up(engine, loaded, change, say)
+            up_mod.up(engine, loaded, change, say, toolchain=toolchain)
         say(f"{change}: dispatch")
-        dispatch(engine, loaded, None, reporter)
+        dispatch(engine, loaded, None, reporter, toolchain=toolchain)
     say(f"{change}: score")
-    score_mod.score(engine, loaded, change, say)
+    score_mod.score(engine, loaded, change, say, toolchain)
     say(f"{change}: merge")
-    stage_merge.merge_stage(engine, loaded, change, say)
+    stage_merge.merge_stage(engine, loaded, change, say, toolchain=toolchain)
     down_mod.down(engine, loaded, say)
 
 
 def run(engine: Engine, loaded: LoadedManifest, say: Say,
         reporter: DispatchReporter | None = None) -> Observation:
+    toolchain = Toolchain(engine, loaded, say)
     for change in loaded.manifest.changes:
-        run_change(engine, loaded, change.id, say, reporter)
+        run_change(engine, loaded, change.id, say, reporter, toolchain)
     obs, _, _ = reporting.report(loaded)
     return obs

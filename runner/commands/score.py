@@ -33,8 +33,9 @@ from rig.record import SampleRecord
 from rig.report import render_scorecard
 from runner import contract, workspace
 from runner.commands.dispatch.record import RECORD_FILE, load_record, record_dir
-from runner.containers import database, images, prepared, sandbox
+from runner.containers import database, prepared, sandbox
 from runner.containers.engine import Engine
+from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.errors import BadInputError, DatabaseError
 from runner.manifest import LoadedManifest
@@ -72,19 +73,19 @@ def check_plan(loaded: LoadedManifest, change: str, check: str) -> CheckPlan:
     raise BadInputError(f"{loaded.path}: no check {check!r}", hint=f"use one of: {known}")
 
 
-def executor_for(engine: Engine, loaded: LoadedManifest, commit: str,
-                 say: Callable[[str], None],
+def executor_for(toolchain: Toolchain, commit: str,
                  shared_db: database.DbServer | None = None) -> DockerSampleExecutor:
+    """An executor for samples of `commit`, in its prepared image (`toolchain` made it
+    once for this command), on the experiment's Postgres when it is up."""
+    engine, loaded = toolchain.engine, toolchain.loaded
     manifest = loaded.manifest
-    toolchain = images.resolve(engine, manifest.toolchain.image)
-    image = prepared.prepare(engine, loaded.repo_path, commit, toolchain,
-                             list(manifest.toolchain.setup), say)
-    db_image = images.resolve(engine, manifest.database.image) if manifest.database else None
     limits = sandbox.SandboxLimits(manifest.limits.cpus, manifest.limits.memory_mb,
                                    manifest.limits.pids, manifest.limits.disk_mb)
-    return DockerSampleExecutor(engine, loaded.repo_path, manifest.experiment.name, image,
-                                limits, manifest.database.url_env if manifest.database else None,
-                                db_image, shared_db=shared_db or live_db(engine, loaded),
+    return DockerSampleExecutor(engine, loaded.repo_path, manifest.experiment.name,
+                                toolchain.for_commit(commit), limits,
+                                manifest.database.url_env if manifest.database else None,
+                                toolchain.database,
+                                shared_db=shared_db or live_db(engine, loaded),
                                 db_policy=database.policy_of(manifest.database))
 
 
@@ -185,7 +186,8 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
     change_id = change or loaded.manifest.changes[0].id
     plan = check_plan(loaded, change_id, check)
     commit = workspace.resolve_commit(repo, ref)
-    frozen = contract.verify(engine, loaded, change_id)
+    toolchain = Toolchain(engine, loaded, say)
+    frozen = contract.verify(toolchain, change_id)
     graded_under = None if frozen is None else f"v{frozen.version}:{frozen.sha256}"
     base = merge.stage_base(loaded, change_id)
     ensure_excluded(repo)
@@ -193,7 +195,7 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
     stage = (experiment_dir(repo, loaded.manifest.experiment.name) / "oracle"
              / f"{stamp}-{commit[:12]}-{plan.name}")
     todo = specs(loaded, change_id, "oracle", plan, commit, base, samples, graded_under)
-    with executor_for(engine, loaded, commit, say) as executor:
+    with executor_for(toolchain, commit) as executor:
         records = run_all(executor, todo, stage, say,
                           proofs=stage_dir(experiment_dir(repo, loaded.manifest.experiment.name),
                                            change_id))
@@ -259,15 +261,14 @@ def frozen_baselines(loaded: LoadedManifest, change: str) -> dict[str, float]:
     return {} if lock is None else dict(lock.latest.contract.ratchet_baselines)
 
 
-def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
-                commits: dict[str, str], say: Say, stage: Path, frozen: LockVersion) -> None:
+def run_samples(toolchain: Toolchain, change: str, commits: dict[str, str], say: Say,
+                stage: Path, frozen: LockVersion) -> None:
     """Every (arm, check, n) sample; arms sharing a prepared image share an executor."""
+    loaded = toolchain.loaded
     base, graded_under = frozen.contract.base_commit, f"v{frozen.version}:{frozen.sha256}"
-    toolchain = images.resolve(engine, loaded.manifest.toolchain.image)
     groups: dict[str, list[SampleSpec]] = {}
     for arm, commit in commits.items():
-        image = prepared.prepare(engine, loaded.repo_path, commit, toolchain,
-                                 list(loaded.manifest.toolchain.setup), say)
+        image = toolchain.for_commit(commit)
         refused = work_refused(loaded, change, arm)
         for plan in plans(loaded, change):
             groups.setdefault(commit if image.name == prepared.PREPARED else "", []).extend(
@@ -275,7 +276,7 @@ def run_samples(engine: Engine, loaded: LoadedManifest, change: str,
                     loaded, change, arm, plan, commit, base,
                     frozen.contract.ratchet_baselines, graded_under))
     for key, todo in groups.items():
-        with executor_for(engine, loaded, key or base, say) as executor:
+        with executor_for(toolchain, key or base) as executor:
             run_all(executor, todo, stage, say, proofs=stage)
 
 
@@ -368,11 +369,14 @@ def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not 
     return path
 
 
-def score(engine: Engine, loaded: LoadedManifest, change: str,
-          say: Say) -> tuple[list[rubric.ArmScore], Path]:
+def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
+          toolchain: Toolchain | None = None) -> tuple[list[rubric.ArmScore], Path]:
+    """Every arm's final commit through every check and the success criterion, the judge,
+    SCORECARD.md. `toolchain`: the images of the command that calls it (`run`)."""
+    toolchain = toolchain or Toolchain(engine, loaded, say)
     stage = stage_path(loaded, change)
     commits = arm_commits(loaded, change)
-    frozen = contract.require(engine, loaded, change)
-    run_samples(engine, loaded, change, commits, say, stage, frozen)
+    frozen = contract.require(toolchain, change)
+    run_samples(toolchain, change, commits, say, stage, frozen)
     run_judges(loaded, change, commits, frozen.contract.base_commit, stage, say)
     return stage_scores(loaded, change), write_scorecard(loaded, change)

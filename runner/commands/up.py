@@ -30,8 +30,9 @@ from runner.commands import down as down_mod
 from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR, brief_dir
 from runner.containers import arms as arms_mod
-from runner.containers import checkout, database, images, prepared, sandbox
+from runner.containers import checkout, database, images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.contract import Baseline
 from runner.errors import BadInputError
@@ -65,6 +66,7 @@ class UpPlan:
     base_commit: str
     image: images.BuiltImage
     db_image: images.BuiltImage | None
+    toolchain: Toolchain  # the images of this `up`, resolved once
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,11 @@ class UpOptions:
 
 
 def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
-       progress: Progress = _quiet, options: UpOptions = UpOptions()) -> ExperimentState:
+       progress: Progress = _quiet, options: UpOptions = UpOptions(),
+       toolchain: Toolchain | None = None) -> ExperimentState:
     """Check and freeze the stage's contract, prove the base fails, then make one sandbox
-    per arm: network, checkout and HOME volumes, container, database, limits."""
+    per arm: network, checkout and HOME volumes, container, database, limits.
+    `toolchain`: the images of the command that calls it (`run`), else its own."""
     repo = loaded.repo_path
     name = loaded.manifest.experiment.name
     ensure_excluded(repo)
@@ -94,7 +98,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
         if existing is not None:
             progress(f"removing leftovers of an interrupted up (run {existing.run})")
             down_mod.remove_orphans(engine, directory, name, keep_run=None)
-        plan = _plan(engine, loaded, change, progress)
+        plan = _plan(engine, loaded, change, progress, toolchain)
         terms = _contract(plan, directory, options)  # a changed contract fails fast
         state_mod.save(directory, _starting_state(plan))
         try:
@@ -131,11 +135,10 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
     shared = None if db is None else database.DbServer(db.container_id, db.host_port,
                                                        db.admin_password)
     if options.prove:
-        with score_mod.executor_for(engine, loaded, plan.base_commit, progress,
-                                  shared_db=shared) as executor:
-            proof = prove(executor, loaded, change, plan.base_commit, proofs,
-                                    progress,
-                                    allow_passing_baseline=options.allow_passing_baseline)
+        with score_mod.executor_for(plan.toolchain, plan.base_commit,
+                                    shared_db=shared) as executor:
+            proof = prove(executor, loaded, change, plan.base_commit, proofs, progress,
+                          allow_passing_baseline=options.allow_passing_baseline)
     if proof is not None and proof.ratchets:  # the ratchets' base values, measured or carried
         current = current.model_copy(update={"ratchet_baselines": proof.baselines})
     version = contract_mod.freeze(stage, current, refreeze=options.refreeze)
@@ -146,7 +149,7 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
 
 
 def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
-          progress: Progress) -> UpPlan:
+          progress: Progress, toolchain: Toolchain | None) -> UpPlan:
     manifest = loaded.manifest
     change_ids = [c.id for c in manifest.changes]
     chosen = change or change_ids[0]
@@ -155,12 +158,10 @@ def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
                             hint=f"choose one of: {', '.join(change_ids)}")
     # The first change starts from the manifest's base, later ones from the last merge.
     base = merge.stage_base(loaded, chosen)
-    toolchain = images.resolve(engine, manifest.toolchain.image)
+    toolchain = toolchain or Toolchain(engine, loaded, progress)
     # The same prepared image (setup baked in) that scores the base serves the sandboxes.
-    image = prepared.prepare(engine, loaded.repo_path, base, toolchain,
-                             list(manifest.toolchain.setup), progress)
-    db_image = images.resolve(engine, manifest.database.image) if manifest.database else None
-    return UpPlan(loaded, chosen, secrets.token_hex(3), base, image, db_image)
+    return UpPlan(loaded, chosen, secrets.token_hex(3), base, toolchain.for_commit(base),
+                  toolchain.database, toolchain)
 
 
 def _starting_state(plan: UpPlan) -> ExperimentState:

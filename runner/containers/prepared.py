@@ -17,12 +17,15 @@ import io
 import json
 import subprocess
 import tarfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from runner.containers import images
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.containers.images import BuiltImage, inspect
 from runner.errors import InfraError
+from runner.manifest import LoadedManifest
 
 PREPARED = "prepared"
 FORMAT = 2  # of the image's layout (2: setup's output under /opt/bakeoff/prepared/)
@@ -115,3 +118,50 @@ def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup
         if isinstance(aux, dict) and "ID" in aux:
             image_id = str(aux["ID"])
     return image_id or str(inspect(engine, tag)["Id"])  # type: ignore[index]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+class Toolchain:
+    """The images one command uses, resolved once and passed down (never re-resolved in
+    the functions it calls): the toolchain image, the database image, and each commit's
+    prepared image, made (or found) once per set of dependency files."""
+
+    def __init__(self, engine: Engine, loaded: LoadedManifest,
+                 say: Callable[[str], None] = _quiet) -> None:
+        self.engine, self.loaded, self.say = engine, loaded, say
+        self.lock = threading.Lock()
+        self._image: BuiltImage | None = None
+        self._database: tuple[BuiltImage | None] | None = None
+        self._prepared: dict[str, BuiltImage] = {}  # commit -> its prepared image
+
+    @property
+    def image(self) -> BuiltImage:
+        """The toolchain image (`[toolchain].image`)."""
+        with self.lock:
+            if self._image is None:
+                self._image = images.resolve(self.engine, self.loaded.manifest.toolchain.image)
+            return self._image
+
+    @property
+    def database(self) -> BuiltImage | None:
+        """The Postgres image (`[database].image`), None without a database."""
+        with self.lock:
+            if self._database is None:
+                section = self.loaded.manifest.database
+                self._database = (None if section is None
+                                  else images.resolve(self.engine, section.image),)
+            return self._database[0]
+
+    def for_commit(self, commit: str) -> BuiltImage:
+        """The image a commit's samples and sandboxes run: the toolchain with `setup`
+        baked in for that commit's dependency files (the toolchain itself without setup)."""
+        toolchain = self.image
+        with self.lock:
+            if commit not in self._prepared:
+                self._prepared[commit] = prepare(
+                    self.engine, self.loaded.repo_path, commit, toolchain,
+                    list(self.loaded.manifest.toolchain.setup), self.say)
+            return self._prepared[commit]

@@ -28,6 +28,7 @@ from runner.commands import rescore
 from runner.commands import score as score_mod
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import PlainReporter, cli, git, make_target
@@ -73,7 +74,7 @@ def record(engine: Engine, loaded: LoadedManifest, base: str,
     todo = [spec for arm, commit in commits.items()
             for spec in score_mod.specs(loaded, "first", arm, plan, commit, base, 1)]
     stage = score_mod.stage_path(loaded, "first")
-    with score_mod.executor_for(engine, loaded, base, lambda _: None) as executor:
+    with score_mod.executor_for(Toolchain(engine, loaded), base) as executor:
         done = score_mod.run_all(executor, todo, stage, lambda _: None)
     return {r.arm: r for r in done}
 

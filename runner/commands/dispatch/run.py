@@ -50,6 +50,7 @@ from runner.commands.dispatch.record import (
 from runner.commands.dispatch.redact import MASK, Redactor, forms_of
 from runner.containers import arms, checkout, sandbox
 from runner.containers.engine import Engine
+from runner.containers.prepared import Toolchain
 from runner.errors import BadInputError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
 from runner.store import state as state_mod
@@ -123,13 +124,16 @@ class DispatchReport:
 
 def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None = None,
              reporter: DispatchReporter | None = None,
-             environ: Mapping[str, str] | None = None) -> DispatchReport:
-    """Run the selected arms (all when None) in parallel; skip the ones already done."""
+             environ: Mapping[str, str] | None = None,
+             toolchain: Toolchain | None = None) -> DispatchReport:
+    """Run the selected arms (all when None) in parallel; skip the ones already done.
+    `toolchain`: the images of the command that calls it (`run`), else its own."""
     name = loaded.manifest.experiment.name
     directory, _ = state_mod.require_up(loaded)
     with experiment_lock(directory, name, "dispatch"):
         directory, current = state_mod.require_up(loaded)
-        contract.verify(engine, loaded, current.change)  # a changed contract: exit 4
+        # A changed contract: exit 4.
+        contract.verify(toolchain or Toolchain(engine, loaded), current.change)
         selected = _select(loaded, current, arms)
         previous = {arm.id: _previous(directory, current, arm.id) for arm in selected}
         pending = [arm for arm in selected if not _done(previous[arm.id])]
