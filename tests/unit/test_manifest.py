@@ -257,8 +257,8 @@ def test_reference_manifest_loads_with_its_documented_meaning(manifest_path: Pat
 
 
 def test_the_reference_is_the_repository_s_own_and_validates_without_a_repository() -> None:
-    """Pins: the reference lived outside the repository (../shared) and the test comparing
-    the copy with it skipped wherever that file was absent. The repository's
+    """Pins: the reference lived outside the repository and the test comparing the copy
+    with it skipped wherever that file was absent. The repository's
     docs/bakeoff.example.toml is THE reference: it is always here, the bad-manifest
     fixture is a link to it (one file, nothing to drift), and it validates as it is."""
     assert REFERENCE.is_file()
