@@ -31,6 +31,7 @@ from rig.oracle import PassRate, SampleSpec, ServerSpec, base_run, pass_rate, ru
 from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.report import render_scorecard
+from rig.tree import UnsafeTreeError
 from runner import contract, workspace
 from runner.commands.dispatch.record import RECORD_FILE, load_record, record_dir
 from runner.containers import database, prepared, sandbox
@@ -268,8 +269,11 @@ def run_samples(toolchain: Toolchain, change: str, commits: dict[str, str], say:
     base, graded_under = frozen.contract.base_commit, f"v{frozen.version}:{frozen.sha256}"
     groups: dict[str, list[SampleSpec]] = {}
     for arm, commit in commits.items():
-        image = toolchain.for_commit(commit)
         refused = work_refused(loaded, change, arm)
+        try:
+            image = toolchain.for_commit(commit)
+        except UnsafeTreeError as error:  # its tree cannot even be built into an image
+            image, refused = toolchain.for_commit(base), error.message
         for plan in plans(loaded, change):
             groups.setdefault(commit if image.name == prepared.PREPARED else "", []).extend(
                 replace(spec, refused=refused) for spec in plan_specs(

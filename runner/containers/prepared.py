@@ -15,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import subprocess
 import tarfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.containers import images
+from runner import workspace
+from runner.containers import images, sample_tree
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.containers.images import BuiltImage, inspect
 from runner.errors import InfraError
@@ -38,8 +38,7 @@ DEPENDENCY_FILES = frozenset({
 
 def dependency_hash(repo: Path, commit: str) -> str:
     """sha256 over the dependency manifests and lockfiles of a commit's tree."""
-    listing = subprocess.run(["git", "ls-tree", "-r", commit], cwd=repo, capture_output=True,
-                             text=True, check=True, timeout=60).stdout
+    listing = workspace.run_git(repo, "ls-tree", "-r", commit)
     digest = hashlib.sha256()
     for line in sorted(listing.splitlines()):
         meta, _, path = line.partition("\t")
@@ -70,10 +69,11 @@ def prepare(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setu
 
 
 def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: list[str]) -> bytes:
-    tree = subprocess.run(["git", "archive", "--format=tar", "--prefix=tree/", commit],
-                          cwd=repo, capture_output=True, check=True, timeout=120).stdout
-    tracked = subprocess.run(["git", "ls-tree", "-r", "--name-only", commit], cwd=repo,
-                             capture_output=True, check=True, timeout=60).stdout
+    """The build context: the commit's tree read from git objects and checked (as a
+    sample's is: nothing unsafe reaches the daemon), a Dockerfile, the tracked files."""
+    files = sample_tree.read_tree(repo, commit)
+    tree = sample_tree.tar_of({f"tree/{path}": entry for path, entry in files.items()})
+    tracked = "".join(f"{path}\n" for path in sorted(files)).encode()
     script = " && ".join(f"({command})" for command in setup)
     dockerfile = (
         f"FROM {toolchain.image_id}\nUSER root\nCOPY tree/ /work/\nCOPY tracked.txt /tmp/\n"

@@ -2,7 +2,7 @@
 
 `load_manifest(path)` returns a `LoadedManifest` or raises ONE `ManifestError` (exit
 code 2) naming the file, the key path (``arms[2].effort_normalized``), what was found
-and the fix. The reference manifest is /work/shared/bakeoff.example.toml (DESIGN.md).
+and the fix. The reference manifest is docs/bakeoff.example.toml (docs/design.md).
 """
 
 from runner.manifest.document import Manifest

@@ -14,7 +14,6 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-import git
 import pytest
 
 import rig.contract
@@ -31,10 +30,11 @@ from rig.contract import (
     verify,
 )
 from rig.errors import ContractMismatchError, RigError
+from runner import workspace
 from runner.manifest import load_manifest
 
 REFERENCE = Path(__file__).parent / "bad_manifests" / "reference.toml"
-AUTHOR = git.Actor("bakeoff-test", "bakeoff-test@example.invalid")
+IDENTITY = ("-c", "user.name=bakeoff-test", "-c", "user.email=bakeoff-test@example.invalid")
 CHANGE = "changes[cap-horizon]"
 PROTECTED = "tests/test_horizon.py"
 IMAGE_ID = "sha256:" + "ab" * 32
@@ -50,12 +50,13 @@ class Target:
         (root / "bakeoff.toml").write_text(REFERENCE.read_text())
         (root / "briefs" / "cap-horizon.md").write_text("# cap-horizon\n\nSymptom: ...\n")
         (root / PROTECTED).write_text("def test_horizon():\n    assert False\n")
-        self.repo = git.Repo.init(root, initial_branch="main")
+        workspace.run_git(root, "init", "-q", "-b", "main")
         self.base = self.commit()
 
     def commit(self) -> str:
-        self.repo.git.add(all=True)
-        return self.repo.index.commit("fixture", author=AUTHOR, committer=AUTHOR).hexsha
+        workspace.run_git(self.root, "add", "-A")
+        workspace.run_git(self.root, *IDENTITY, "commit", "-q", "--allow-empty", "-m", "fixture")
+        return workspace.run_git(self.root, "rev-parse", "HEAD")
 
     def edit(self, relative: str, old: str, new: str) -> None:
         path = self.root / relative
@@ -64,20 +65,10 @@ class Target:
         path.write_text(text.replace(old, new, 1))
 
     def read_at_base(self, base: str) -> Callable[[str], bytes | None]:
-        def read(path: str) -> bytes | None:
-            try:
-                blob = self.repo.commit(base).tree / path
-            except KeyError:
-                return None
-            data: bytes = blob.data_stream.read()
-            return data
-        return read
+        return lambda path: workspace.file_at(self.root, base, path)
 
     def resolve(self, ref: str) -> str | None:
-        try:
-            return self.repo.commit(ref).hexsha
-        except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
-            return None
+        return workspace.commit_of(self.root, ref)
 
     def contract(self, *, base: str | None = None, image_identity: str = IMAGE_ID) -> Contract:
         base = base or self.base
@@ -213,7 +204,7 @@ def test_a_reference_patch_is_hashed_by_its_bytes(target: Target) -> None:
 
 
 def test_a_reference_commit_is_hashed_by_its_resolved_id(target: Target) -> None:
-    target.repo.create_head("reference-fix", target.base)
+    workspace.run_git(target.root, "branch", "reference-fix", target.base)
     target.edit("bakeoff.toml", 'reference = ""', 'reference = "reference-fix"')
     assert target.contract().changes[0].reference_sha256 == target.base
 
