@@ -19,14 +19,18 @@ $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || \
 	  (apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV))
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	@# An editable install makes setuptools print a 10-line warning; it says nothing here.
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
 engine:
 	@bash scripts/ensure-engine.sh
 
+# Only what the bundled example (and so `make demo`) uses: base, python, postgres. Any other
+# image of images/ (go, node, rust) is built the first time a manifest or a test uses it;
+# `bakeoff-sandbox images build --all` builds every one now.
 images: venv engine
-	$(BIN)/bakeoff-sandbox images build
+	@$(BIN)/bakeoff-sandbox images build -f examples/horizon/bakeoff.toml
 
 lint: venv
 	$(BIN)/ruff check runner rig tests bench

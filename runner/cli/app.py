@@ -57,20 +57,41 @@ _say = say
 
 @images_app.command("build")
 def images_build(
-    names: Annotated[list[str] | None,
-                     typer.Argument(help="images to build (all when none)")] = None,
+    names: Annotated[list[str] | None, typer.Argument(
+        help="images to build (default: what the manifest needs)")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="every image under images/")] = False,
+    file: Annotated[Path | None, typer.Option(
+        "-f", "--file", help="build what this manifest needs (default ./bakeoff.toml, else "
+                             "the bundled example's)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="rebuild without cache")] = False,
     base_image: Annotated[str | None, typer.Option(
         "--base-image", help="a LOCAL image to use as the base instead of bootstrapping")] = None,
 ) -> None:
-    """Bootstrap the base rootfs and build images/ locally; print each image's ID and identity."""
+    """Bootstrap the base rootfs and build images/ locally; print each image's ID and identity.
+
+    Any other image of images/ is built when a manifest first uses it."""
+    wanted = _images_wanted(list(names or []), all_, file)
     engine = Engine()
     with ImageBuildView(err) as view:
-        built = images.build(engine, list(names or []), view, nocache=no_cache, base_ref=base_image)
+        built = images.build(engine, wanted, view, nocache=no_cache, base_ref=base_image)
     for image in built:
         cache = "cache hit" if image.cached else "built"
         out.print(f"{image.name:<10} {image.tag:<26} {image.image_id}  identity "
                   f"{image.identity}  {cache}", markup=False)
+
+
+def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]:
+    """The names given, every image (`[]`) for --all, else what the manifest needs."""
+    if names and (all_ or file):
+        raise typer.BadParameter("name images, or give --all or -f FILE, not both")
+    if names or all_:
+        return names
+    manifest = file or (Path(DEFAULT_MANIFEST) if Path(DEFAULT_MANIFEST).is_file()
+                        else demo_mod.examples_dir() / demo_mod.EXAMPLE / DEFAULT_MANIFEST)
+    wanted = images.needed_by_file(manifest)
+    _say(f"images for {manifest}: {', '.join(wanted)} (--all builds every one; the others "
+         "are built on first use)")
+    return wanted
 
 
 @app.command()
@@ -269,7 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     Every message goes through `err`, which redacts the arms' secrets (runner.terminal)."""
     try:
         # Outside standalone mode, click returns an Exit's code instead of raising it.
-        code = app(args=argv, standalone_mode=False)
+        # An image of images/ that a command needs and nobody built is built on first
+        # use (images.resolve), shown like `images build` shows it.
+        with ImageBuildView(err) as view, images.reporting(view):
+            code = app(args=argv, standalone_mode=False)
     except (RunnerError, RigError) as error:
         err.print(f"error: {error}", markup=False)
         return error.exit_code

@@ -4,24 +4,38 @@ Nothing here ever pulls. Every image is identified by its image ID *and* a stabl
 identity: importing the same rootfs twice gives two image IDs, so the identity is the
 sha256 of the base's layer digests plus the hash of the image's build directory and build
 arguments (FIELD-NOTES, "Engine and images").
+
+Only what is needed is built: `make setup` builds what the bundled example uses, and a
+project image (a directory under images/) that a manifest names is built on first use by
+`resolve`, with the same identity and cache rules. Every build's full output goes to a log
+file of its own (`logs_dir()`); a failed build's error carries the last lines and the path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+import time
+import tomllib
+from collections import deque
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from types import TracebackType
+from typing import IO, Any, Protocol, runtime_checkable
 
 import docker.errors
 
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
-from runner.errors import ImageMissingError, InfraError
+from runner.errors import BadInputError, ImageMissingError, InfraError
+from runner.manifest import Manifest, parse_manifest
 
 BASE = "base"
 BASE_TAG = "bakeoff/base:bookworm"
@@ -30,6 +44,8 @@ SUITE = "bookworm"
 SOURCE_DATE_EPOCH = "1700000000"
 MMDEBSTRAP_TIMEOUT_S = 900
 BUILD_CMD = "bakeoff-sandbox images build"
+TAIL_LINES = 20  # of a failed build's output, in its error
+LOGS_KEPT = 10  # per image: older build logs are removed
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,106 @@ class BuildReporter(Protocol):
     def start(self, name: str) -> None: ...
     def line(self, name: str, text: str) -> None: ...
     def done(self, image: BuiltImage) -> None: ...
+
+
+@runtime_checkable
+class LogReporter(BuildReporter, Protocol):
+    """A reporter that also wants to know where an image's full build output goes."""
+
+    def log_opened(self, name: str, path: Path) -> None: ...
+
+
+class QuietReporter:
+    """Reports nothing (the build log still has everything)."""
+
+    def start(self, name: str) -> None: ...
+    def line(self, name: str, text: str) -> None: ...
+    def done(self, image: BuiltImage) -> None: ...
+
+
+# Who hears about a build that `resolve` starts on first use (the command line installs
+# its progress view here with `reporting`); a caller may also pass one explicitly.
+_FIRST_USE: ContextVar[BuildReporter | None] = ContextVar("first_use_reporter", default=None)
+
+
+@contextlib.contextmanager
+def reporting(reporter: BuildReporter) -> Iterator[BuildReporter]:
+    """Builds started by `resolve` without a reporter are reported to `reporter` here."""
+    token = _FIRST_USE.set(reporter)
+    try:
+        yield reporter
+    finally:
+        _FIRST_USE.reset(token)
+
+
+def logs_dir() -> Path:
+    return cache_dir() / "logs"
+
+
+class BuildLog:
+    """One image build's full output in a file of its own, and its last lines for an error."""
+
+    def __init__(self, name: str, directory: Path | None = None) -> None:
+        root = directory or logs_dir()
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.name = name
+        self.path = root / f"{name}-{stamp}-{os.getpid()}.log"
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] = self.path.open("w", encoding="utf-8")
+        except OSError as error:
+            raise InfraError(f"cannot write the build log of image {name}: {error}",
+                             hint="make ~/.cache writable, or set XDG_CACHE_HOME") from error
+        _prune(root, name, keep=self.path)
+
+    def __enter__(self) -> BuildLog:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._file.close()
+
+    def write(self, text: str) -> None:
+        """Every line goes to the file as it comes (so `tail -f` follows a build); a chunk
+        that is only a line break (the builder sends many) is not a line."""
+        if not text.strip():
+            return
+        for line in text.splitlines():
+            self.tail.append(line)
+            self._file.write(line + "\n")
+        self._file.flush()
+
+    def failure(self, what: str, hint: str) -> InfraError:
+        """`what` with the build's last lines and the log's path, as one error."""
+        self._file.write(f"error: {what}\n")  # the log ends with why; the tail is the build's
+        self._file.flush()
+        shown = "\n".join(f"    {line}" for line in self.tail)
+        return InfraError(f"{what}\n  last {len(self.tail)} lines of the build:\n{shown}\n"
+                          f"  full log: {self.path}", hint=hint)
+
+
+def _prune(root: Path, name: str, keep: Path) -> None:
+    """Only the newest LOGS_KEPT logs of an image stay (another process may prune too)."""
+    pattern = re.compile(rf"{re.escape(name)}-\d{{8}}-\d{{6}}-\d+\.log")
+    logs = sorted((p for p in root.iterdir() if pattern.fullmatch(p.name) and p != keep),
+                  key=_mtime)
+    for old in logs[:max(0, len(logs) - (LOGS_KEPT - 1))]:
+        old.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+def open_log(name: str, reporter: BuildReporter) -> BuildLog:
+    log = BuildLog(name)
+    if isinstance(reporter, LogReporter):
+        reporter.log_opened(name, log.path)
+    return log
 
 
 def images_dir() -> Path:
@@ -97,17 +213,67 @@ def inspect(engine: Engine, ref: str) -> dict[str, Any] | None:
     return attrs
 
 
-def resolve(engine: Engine, name_or_ref: str) -> BuiltImage:
-    """The local image for a toolchain name (or any reference). Never pulls."""
-    ref = tag_for(name_or_ref) if "/" not in name_or_ref and ":" not in name_or_ref \
+def ref_for(name_or_ref: str) -> str:
+    """The tag a toolchain/database name stands for (`go` -> bakeoff/go:latest); a
+    reference (anything with `/` or `:`) is itself."""
+    return tag_for(name_or_ref) if "/" not in name_or_ref and ":" not in name_or_ref \
         else name_or_ref
+
+
+def project_name(name_or_ref: str, directory: Path | None = None) -> str | None:
+    """The images/ directory a name or tag of ours is built from, else None (not ours)."""
+    ref = ref_for(name_or_ref)
+    name = name_of(ref)
+    return name if name is not None and name in known_names(directory) else None
+
+
+def needed(manifest: Manifest, directory: Path | None = None) -> list[str]:
+    """The project images a manifest runs (its toolchain, its database), base first."""
+    refs = [manifest.toolchain.image, *([manifest.database.image] if manifest.database else [])]
+    names = {BASE, *(n for n in (project_name(r, directory) for r in refs) if n)}
+    return [n for n in known_names(directory) if n in names]
+
+
+def needed_by_file(path: Path, directory: Path | None = None) -> list[str]:
+    """`needed` for the manifest at `path`: only its TOML and models are read, so the
+    bundled example's (whose repo/ is not a git repository yet) answers too."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise BadInputError(f"{path}: cannot read the manifest: {error}",
+                            hint="pass -f FILE, name the images, or use --all") from None
+    return needed(parse_manifest(data, path), directory)
+
+
+def resolve(engine: Engine, name_or_ref: str, reporter: BuildReporter | None = None
+            ) -> BuiltImage:
+    """The local image for a toolchain name (or any reference). Never pulls.
+
+    A missing project image (a directory under images/) is built here, on first use,
+    exactly as `images build NAME` would (reported to `reporter`, else to the one
+    `reporting` installed); any other missing image is an `ImageMissingError`."""
+    ref = ref_for(name_or_ref)
     attrs = inspect(engine, ref)
     if attrs is None:
-        name = name_or_ref if ref != name_or_ref else ""
-        raise ImageMissingError(ref, f"{BUILD_CMD} {name}".rstrip())
+        name = project_name(name_or_ref)
+        if name is None:
+            raise ImageMissingError(ref, _how_to_get(name_or_ref, ref))
+        chosen = reporter or _FIRST_USE.get() or QuietReporter()
+        built = next(b for b in build(engine, [name], chosen) if b.name == name)
+        return replace(built, name=name_or_ref)
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     identity = labels.get(LABEL_IDENTITY) or layers_digest(attrs)
     return BuiltImage(name_or_ref, ref, attrs["Id"], identity, cached=True)
+
+
+def _how_to_get(name_or_ref: str, ref: str) -> str:
+    """The fix for a missing image that is not one of images/ (nothing is ever pulled)."""
+    known = ", ".join(known_names())
+    if ref != name_or_ref:
+        return (f"{BUILD_CMD} {name_or_ref}, after adding {images_dir() / name_or_ref}"
+                f"/Dockerfile (FROM {BASE_TAG}); the images/ there are: {known}")
+    return (f"`docker build -t {ref} DIR` or `docker load`: it is not one of images/ "
+            f"({known}), so `{BUILD_CMD}` cannot make it")
 
 
 def cache_dir() -> Path:
@@ -115,18 +281,18 @@ def cache_dir() -> Path:
     return Path(root) / "bakeoff-sandbox"
 
 
-def bootstrap_rootfs(reporter: BuildReporter) -> Path:
+def bootstrap_rootfs(reporter: BuildReporter, log: BuildLog) -> Path:
     """mmdebstrap a minbase rootfs tarball once; later builds reuse the cached tarball."""
     tarball = cache_dir() / f"base-{SUITE}.tar"
     if tarball.exists():
-        reporter.line(BASE, f"reusing rootfs {tarball}")
+        _emit(log, reporter, BASE, f"reusing rootfs {tarball}")
         return tarball
     if shutil.which("mmdebstrap") is None:
         raise InfraError("mmdebstrap is not installed, so the base image cannot be bootstrapped",
                          hint="apt-get install mmdebstrap (make setup does), or set "
                               "BAKEOFF_BASE_IMAGE to a local image")
     tarball.parent.mkdir(parents=True, exist_ok=True)
-    reporter.line(BASE, f"mmdebstrap --variant=minbase {SUITE} (about 15 s)")
+    _emit(log, reporter, BASE, f"mmdebstrap --variant=minbase {SUITE} (about 15 s)")
     # mmdebstrap picks the output format from the name: keep the partial file a `.tar`.
     partial = Path(tempfile.mkdtemp(dir=tarball.parent, prefix="partial-")) / "base.tar"
     env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
@@ -136,13 +302,13 @@ def bootstrap_rootfs(reporter: BuildReporter) -> Path:
             env=env, capture_output=True, text=True, timeout=MMDEBSTRAP_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as error:
         shutil.rmtree(partial.parent, ignore_errors=True)
-        raise InfraError(f"mmdebstrap took over {MMDEBSTRAP_TIMEOUT_S}s",
-                         hint="check the Debian mirror is reachable") from error
+        raise log.failure(f"mmdebstrap took over {MMDEBSTRAP_TIMEOUT_S}s",
+                          hint="check the Debian mirror is reachable") from error
+    log.write("\n".join((done.stdout, done.stderr)))
     if done.returncode != 0:
         shutil.rmtree(partial.parent, ignore_errors=True)
-        tail = "\n".join(done.stderr.splitlines()[-5:])
-        raise InfraError(f"mmdebstrap failed (exit {done.returncode}):\n{tail}",
-                         hint="check the Debian mirror is reachable and we run as root")
+        raise log.failure(f"mmdebstrap failed (exit {done.returncode})",
+                          hint="check the Debian mirror is reachable and we run as root")
     partial.replace(tarball)
     shutil.rmtree(partial.parent, ignore_errors=True)
     return tarball
@@ -152,30 +318,34 @@ def build_base(engine: Engine, reporter: BuildReporter, base_ref: str | None = N
     """The base image: an existing tag is reused; else a user's local ref or a bootstrap."""
     reporter.start(BASE)
     attrs = inspect(engine, BASE_TAG)
-    cached = attrs is not None
-    if base_ref:
-        source = inspect(engine, base_ref)
-        if source is None:
-            raise ImageMissingError(base_ref, "load it locally first (docker load); "
-                                    "nothing is ever pulled")
-        cached = attrs is not None and attrs["Id"] == source["Id"]
-        if not cached:
-            reporter.line(BASE, f"using {base_ref} as the base")
-            engine.call("tag base", engine.client.images.get(base_ref).tag, BASE_TAG)
-        attrs = inspect(engine, BASE_TAG)
-    if attrs is None:
-        tarball = bootstrap_rootfs(reporter)
-        reporter.line(BASE, f"docker import {tarball.name} {BASE_TAG}")
-        repository, tag = BASE_TAG.split(":")
-        engine.call("import base", engine.client.api.import_image_from_file, str(tarball),
-                    repository=repository, tag=tag,
-                    changes=[f"LABEL {LABEL_IMAGE}={BASE}"])
-        attrs = inspect(engine, BASE_TAG)
+    source = inspect(engine, base_ref) if base_ref else None
+    if base_ref and source is None:
+        raise ImageMissingError(base_ref, "load it locally first (docker load); "
+                                "nothing is ever pulled")
+    cached = attrs is not None and (source is None or attrs["Id"] == source["Id"])
+    if not cached:
+        with open_log(BASE, reporter) as log:
+            attrs = _make_base(engine, reporter, log, base_ref)
     if attrs is None:
         raise InfraError(f"{BASE_TAG} is still missing after import")
     built = BuiltImage(BASE, BASE_TAG, attrs["Id"], layers_digest(attrs), cached)
     reporter.done(built)
     return built
+
+
+def _make_base(engine: Engine, reporter: BuildReporter, log: BuildLog,
+               base_ref: str | None) -> dict[str, Any] | None:
+    """Tag the user's local base image, or bootstrap and import one."""
+    if base_ref:
+        _emit(log, reporter, BASE, f"using {base_ref} as the base")
+        engine.call("tag base", engine.client.images.get(base_ref).tag, BASE_TAG)
+        return inspect(engine, BASE_TAG)
+    tarball = bootstrap_rootfs(reporter, log)
+    _emit(log, reporter, BASE, f"docker import {tarball.name} {BASE_TAG}")
+    repository, tag = BASE_TAG.split(":")
+    engine.call("import base", engine.client.api.import_image_from_file, str(tarball),
+                repository=repository, tag=tag, changes=[f"LABEL {LABEL_IMAGE}={BASE}"])
+    return inspect(engine, BASE_TAG)
 
 
 def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildReporter,
@@ -195,38 +365,44 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
         built = BuiltImage(name, tag, existing["Id"], identity, cached=True)
         reporter.done(built)
         return built
-    image_id = _stream_build(engine, name, context, tag, args, identity, reporter, nocache)
+    with open_log(name, reporter) as log:
+        stream = engine.call(
+            f"build {name}", engine.client.api.build, path=str(context), tag=tag, rm=True,
+            forcerm=True, decode=True, pull=False, nocache=nocache, buildargs=args,
+            labels={LABEL_IMAGE: name, LABEL_IDENTITY: identity})
+        image_id = read_build_stream(name, iter_stream(stream), reporter, log)
+    if not image_id:
+        attrs = inspect(engine, tag)
+        if attrs is None:
+            raise InfraError(f"building image {name} produced no image",
+                             hint=f"see the build log {log.path}")
+        image_id = attrs["Id"]
     built = BuiltImage(name, tag, image_id, identity, cached=False)
     reporter.done(built)
     return built
 
 
-def _stream_build(engine: Engine, name: str, context: Path, tag: str, args: dict[str, str],
-                  identity: str, reporter: BuildReporter, nocache: bool) -> str:
-    stream = engine.call(
-        f"build {name}", engine.client.api.build, path=str(context), tag=tag, rm=True,
-        forcerm=True, decode=True, pull=False, nocache=nocache, buildargs=args,
-        labels={LABEL_IMAGE: name, LABEL_IDENTITY: identity})
+def read_build_stream(name: str, chunks: Iterable[dict[str, Any]], reporter: BuildReporter,
+                      log: BuildLog) -> str:
+    """Every line of a decoded build stream to the log and the reporter; the image ID
+    (empty when the stream named none). A build error raises with the log's tail."""
     image_id = ""
-    tail: list[str] = []
-    for chunk in iter_stream(stream):
+    for chunk in chunks:
         if "error" in chunk:
-            detail = "\n".join(tail[-10:])
-            raise InfraError(f"building image {name} failed: {chunk['error'].strip()}\n{detail}",
-                             hint=f"fix images/{name}/Dockerfile, then {BUILD_CMD} {name}")
-        text = str(chunk.get("stream", "")).rstrip()
-        if text:
-            tail.append(text)
-            reporter.line(name, text)
+            raise log.failure(f"building image {name} failed: {str(chunk['error']).strip()}",
+                              hint=f"fix images/{name}/Dockerfile, then {BUILD_CMD} {name}")
+        _emit(log, reporter, name, str(chunk.get("stream", "")))
         aux = chunk.get("aux")
         if isinstance(aux, dict) and "ID" in aux:
             image_id = str(aux["ID"])
-    if not image_id:
-        attrs = inspect(engine, tag)
-        if attrs is None:
-            raise InfraError(f"building image {name} produced no image")
-        image_id = attrs["Id"]
     return image_id
+
+
+def _emit(log: BuildLog, reporter: BuildReporter, name: str, text: str) -> None:
+    log.write(text)
+    for line in text.splitlines():
+        if line.strip():
+            reporter.line(name, line.rstrip())
 
 
 def build(engine: Engine, names: list[str], reporter: BuildReporter, *, nocache: bool = False,

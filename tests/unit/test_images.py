@@ -1,0 +1,85 @@
+"""Which images a manifest needs, and how `images build` chooses them (no docker)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.cli.app import main
+from runner.containers import images
+from runner.errors import BadInputError
+from runner.manifest import parse_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "horizon" / "bakeoff.toml"
+
+
+def example_data() -> dict[str, Any]:
+    return tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
+
+
+def test_the_bundled_example_needs_base_python_and_postgres_only() -> None:
+    """`make setup` / `make demo` build these three, not go, node and rust (issue 12: the
+    demo spent 90 s building images it never used)."""
+    assert images.needed_by_file(EXAMPLE) == ["base", "postgres", "python"]
+
+
+def test_a_go_manifest_without_a_database_needs_base_and_go() -> None:
+    data = example_data()
+    data["toolchain"]["image"] = "go"
+    del data["database"]
+    assert images.needed(parse_manifest(data, EXAMPLE)) == ["base", "go"]
+
+
+def test_an_image_not_built_from_images_dir_needs_only_the_base() -> None:
+    data = example_data()
+    data["toolchain"]["image"] = "myorg/tool:1"
+    data["database"]["image"] = "bakeoff/postgres:latest"  # our tag counts as ours
+    assert images.needed(parse_manifest(data, EXAMPLE)) == ["base", "postgres"]
+
+
+def test_the_defaults_are_python_and_no_database() -> None:
+    data = example_data()
+    del data["toolchain"]["image"], data["database"]
+    assert images.needed(parse_manifest(data, EXAMPLE)) == ["base", "python"]
+
+
+@pytest.mark.parametrize(("given", "project"), [
+    ("go", "go"), ("bakeoff/go:latest", "go"), ("base", "base"),
+    ("bakeoff/base:bookworm", "base"), ("bakeoff/go:1.19", None), ("nosuchtool", None),
+    ("myorg/go:latest", None), ("bakeoff/prepared:0123456789abcdef", None)])
+def test_project_name_is_a_directory_under_images_or_none(given: str,
+                                                          project: str | None) -> None:
+    assert images.project_name(given) == project
+
+
+def test_a_manifest_that_is_not_toml_is_bad_input_naming_it(tmp_path: Path) -> None:
+    broken = tmp_path / "bakeoff.toml"
+    broken.write_text("[toolchain\n")
+    with pytest.raises(BadInputError) as caught:
+        images.needed_by_file(broken)
+    assert str(caught.value).startswith(f"{broken}: cannot read the manifest: ")
+    assert caught.value.hint == "pass -f FILE, name the images, or use --all"
+
+
+def test_images_build_refuses_names_with_all(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["images", "build", "go", "--all"]) == 2
+    err = capsys.readouterr().err
+    assert "name images, or give --all or -f FILE, not both" in err
+    assert "Traceback" not in err
+
+
+def test_missing_other_images_name_how_to_get_them() -> None:
+    """A name with no images/ directory, and a reference that is not ours: each hint says
+    what to do (nothing is ever pulled)."""
+    known = ", ".join(images.known_names())
+    assert images._how_to_get("nosuchtool", "bakeoff/nosuchtool:latest") == (
+        f"bakeoff-sandbox images build nosuchtool, after adding "
+        f"{images.images_dir() / 'nosuchtool'}/Dockerfile (FROM bakeoff/base:bookworm); "
+        f"the images/ there are: {known}")
+    assert images._how_to_get("myorg/tool:1", "myorg/tool:1") == (
+        "`docker build -t myorg/tool:1 DIR` or `docker load`: it is not one of images/ "
+        f"({known}), so `bakeoff-sandbox images build` cannot make it")
