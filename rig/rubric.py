@@ -352,6 +352,11 @@ class WinnerDecision:
         return "no valid arm reached the threshold"
 
 
+def total_key(total: float) -> float:
+    """A total as ranks compare it: two totals with the same key are a tie."""
+    return round(total, _DIGITS)
+
+
 def _tie_keys(arm: ArmScore) -> tuple[float, float]:
     """The tie-breakers, in order: success pass-rate, then checks score (unscored: lowest)."""
     checks = arm.scores["checks"]
@@ -363,10 +368,10 @@ def standings(arms: Sequence[ArmScore]) -> list[list[ArmScore]]:
     """Valid arms grouped by total, best first; each group in the tie-break's order (arms
     equal on every tie-breaker are listed by id, which decides nothing)."""
     ordered = sorted((a for a in arms if a.valid), key=lambda a: (
-        -round(a.total, _DIGITS), *(-key for key in _tie_keys(a)), a.arm))
+        -total_key(a.total), *(-key for key in _tie_keys(a)), a.arm))
     groups: list[list[ArmScore]] = []
     for arm in ordered:
-        if groups and round(groups[-1][0].total, _DIGITS) == round(arm.total, _DIGITS):
+        if groups and total_key(groups[-1][0].total) == total_key(arm.total):
             groups[-1].append(arm)
         else:
             groups.append([arm])

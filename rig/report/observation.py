@@ -126,7 +126,7 @@ class Round(_Model):
     winner: str | None
     grafts: list[Graft]
     flags: list[str]
-    tie_break: TieBreak | None = None  # absent in observations written before ties were
+    tie_break: TieBreak | None = None  # absent from observations written before ties
 
     @model_validator(mode="after")
     def _winner_is_a_valid_arm(self) -> Round:

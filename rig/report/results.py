@@ -10,9 +10,7 @@ from collections.abc import Sequence
 
 from rig.report.observation import ArmEntry, Observation, Round
 from rig.report.scorecard import cell
-from rig.rubric import TIE_BREAKER_TEXT, TIE_RULE, describe_flag
-
-_DIGITS = 9  # as rig.rubric: equal to 9 digits is an equal total
+from rig.rubric import TIE_BREAKER_TEXT, TIE_RULE, describe_flag, total_key
 
 
 def _arms_in_order(obs: Observation) -> dict[str, ArmEntry]:
@@ -26,9 +24,9 @@ def _arms_in_order(obs: Observation) -> dict[str, ArmEntry]:
 
 def shared_places(round_: Round) -> dict[str, int]:
     """The rank of every valid arm that shares its total with another (1, 1, 3)."""
-    totals = [round(a.total, _DIGITS) for a in round_.arms if a.valid]
-    return {a.arm: 1 + sum(t > round(a.total, _DIGITS) for t in totals)
-            for a in round_.arms if a.valid and totals.count(round(a.total, _DIGITS)) > 1}
+    totals = [total_key(a.total) for a in round_.arms if a.valid]
+    return {a.arm: 1 + sum(t > total_key(a.total) for t in totals)
+            for a in round_.arms if a.valid and totals.count(total_key(a.total)) > 1}
 
 
 def _total(round_: Round, arm: str) -> str:
