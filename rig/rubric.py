@@ -15,12 +15,13 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from rig.errors import RigError
 from rig.oracle import PassRate, pass_rate
 from rig.record import SampleRecord
 from rig.verdict import FailReason, Verdict
+from runner.manifest import Arm, ArmIdentity
 
 SUCCESS = "success"
 OBJECTIVE = ("success", "checks")
@@ -37,27 +38,6 @@ NO_CHECKS_CAVEAT = "no checks: the checks dim is not scored; total excludes it"
 
 class ScoreError(RigError):
     """The records handed to the rubric cannot belong to one arm's measurement."""
-
-
-class ArmIdentity(Protocol):
-    """What an arm states about itself (`runner.manifest.Arm` satisfies it)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def effort(self) -> str: ...
-    @property
-    def effort_normalized(self) -> str: ...
-    @property
-    def effort_provenance(self) -> str: ...
-    @property
-    def effort_evidence(self) -> str: ...
-    @property
-    def mode(self) -> str: ...
-    @property
-    def control(self) -> bool: ...
 
 
 class RubricWeights(Protocol):
@@ -155,13 +135,7 @@ class ArmScore:
     """One arm's identity, results and rubric scores. Build it with `score_arm`."""
 
     arm: str
-    model: str
-    effort: str
-    effort_normalized: str
-    effort_provenance: str
-    effort_evidence: str
-    mode: str
-    control: bool
+    identity: ArmIdentity
     commit: str
     image_id: str
     success: CheckResult
@@ -173,10 +147,6 @@ class ArmScore:
     valid: bool
     caveats: tuple[str, ...] = field(default=())
     harness_touched: tuple[str, ...] = field(default=())  # harness files its diff changed
-
-    @property
-    def label(self) -> str:
-        return f"{self.model} @ {self.effort} / {self.mode}"
 
     @property
     def all_checks(self) -> list[CheckResult]:
@@ -250,7 +220,7 @@ def _caveats(arm: ArmIdentity, results: Sequence[CheckResult],
                          f"(never a PASS): {', '.join(spoofs)}")
         if result.rate.flaky:
             found.append(f"flaky {result.name}: {result.rate.passed}/{result.rate.n} passed")
-    if str(arm.effort_normalized) == "unknown":
+    if arm.effort_normalized == "unknown":
         found.append("effort_normalized = unknown: effort-confounded (directional only)")
     if judge is None:
         found.append(JUDGE_NONE_CAVEAT)
@@ -259,7 +229,7 @@ def _caveats(arm: ArmIdentity, results: Sequence[CheckResult],
     return found
 
 
-def score_arm(arm: ArmIdentity, success: CheckResult, checks: Mapping[str, CheckResult],
+def score_arm(arm: Arm, success: CheckResult, checks: Mapping[str, CheckResult],
               judge: JudgeScores | None, weights: RubricWeights,
               harness_touched: Sequence[str] = ()) -> ArmScore:
     """The rubric of one arm. `judge` None: judge = "none" (subjective dims not scored).
@@ -285,10 +255,7 @@ def score_arm(arm: ArmIdentity, success: CheckResult, checks: Mapping[str, Check
         caveats.append(f"harness_touched: the arm changed harness files {', '.join(touched)} "
                        "(the success criterion ran under the base's)")
     return ArmScore(
-        arm=arm.id, model=arm.model, effort=arm.effort,
-        effort_normalized=str(arm.effort_normalized),
-        effort_provenance=str(arm.effort_provenance), effort_evidence=arm.effort_evidence,
-        mode=str(arm.mode), control=arm.control, commit=commit, image_id=image_id,
+        arm=arm.id, identity=arm.identity(), commit=commit, image_id=image_id,
         success=success, checks=dict(checks), judge=judge, scores=scores, total=total,
         max=top, valid=not any(result.rig_errors for result in results),
         caveats=tuple(caveats), harness_touched=touched)
@@ -308,6 +275,8 @@ FLAG_MEANINGS = {
                 "harness, or handed in work that could not be imported safely: a FAIL",
     "harness_touched": "the arm's diff changed harness files (conftest, runner "
                        "configuration, bytecode); the success criterion ran under the base's",
+    "tie": "arms of equal total competed for the win: the tie-break (success pass-rate, "
+           "then checks score) decided or, still equal, there is no winner",
 }
 
 
@@ -317,16 +286,17 @@ def describe_flag(flag: str) -> str:
     return f"{flag}: {meaning}" if meaning else flag
 
 
-def flags(arms: Sequence[ArmScore]) -> list[str]:
+def flags(arms: Sequence[ArmScore], decision: WinnerDecision | None = None) -> list[str]:
     """The round's integrity flags, sorted: no_separation, rig_asymmetric,
-    effort_confounded, flaky:<arm>, spoofed:<arm>, tampered:<arm>, harness_touched:<arm>."""
+    effort_confounded, flaky:<arm>, spoofed:<arm>, tampered:<arm>, harness_touched:<arm>,
+    and tie:<arm>,<arm>... when `decision` had to break a tie (or could not)."""
     found: set[str] = set()
     valid = [a for a in arms if a.valid]
     if valid and all(a.success.rate.n and a.success.rate.rate == 1.0 for a in valid):
         found.add("no_separation")
     if len({len(a.rig_errors) for a in arms}) > 1:
         found.add("rig_asymmetric")
-    if any(a.effort_normalized == "unknown" for a in arms):
+    if any(a.identity.effort_normalized == "unknown" for a in arms):
         found.add("effort_confounded")
     found.update(f"flaky:{a.arm}" for a in arms if a.flaky)
     found.update(f"spoofed:{a.arm}" for a in arms
@@ -334,21 +304,116 @@ def flags(arms: Sequence[ArmScore]) -> list[str]:
     found.update(f"tampered:{a.arm}" for a in arms
                  if any(check.tampered for check in a.all_checks))
     found.update(f"harness_touched:{a.arm}" for a in arms if a.harness_touched)
+    if decision is not None and decision.tie is not None:
+        found.add("tie:" + ",".join(sorted(decision.tie.arms)))
     return sorted(found)
 
 
+# --- rank and winner ----------------------------------------------------------------------
+#
+# Ranks go by total; equal totals share a rank. A tie is never broken by the arm id (that
+# would be arbitrary): only by measurements, objective first, and a tie they cannot break
+# has no winner.
+
+TIE_RULE = ("equal totals share a rank; the winner is the best-ranked valid arm whose "
+            "success pass-rate reaches the threshold; between arms of equal total the higher "
+            "success pass-rate wins, then the higher checks score; still equal: no winner "
+            "(never the arm id)")
+TieBreaker = Literal["success_pass_rate", "checks"]
+TIE_BREAKER_TEXT: dict[TieBreaker, str] = {"success_pass_rate": "the success pass-rate",
+                                           "checks": "the checks score"}
+_DIGITS = 9  # totals and rates are sums of float products: equal to 9 digits is equal
+
+
+@dataclass(frozen=True)
+class Tie:
+    """Arms of equal total in the winner decision, in the tie-break's order."""
+
+    arms: tuple[str, ...]
+    total: float
+    decided_by: TieBreaker | None  # None: still equal after every tie-breaker: no winner
+
+
+@dataclass(frozen=True)
+class WinnerDecision:
+    """The round's winner by the stated rule (`TIE_RULE`), and the tie it broke, if any."""
+
+    winner: str | None
+    tie: Tie | None = None
+
+    @property
+    def no_winner_reason(self) -> str:
+        """Why there is no winner ("" when there is one)."""
+        if self.winner is not None:
+            return ""
+        if self.tie is not None:
+            return (f"{', '.join(self.tie.arms)} tie at {self.tie.total:.2f} and the "
+                    "tie-break (success pass-rate, then checks score) cannot separate them")
+        return "no valid arm reached the threshold"
+
+
+def total_key(total: float) -> float:
+    """A total as ranks compare it: two totals with the same key are a tie."""
+    return round(total, _DIGITS)
+
+
+def _tie_keys(arm: ArmScore) -> tuple[float, float]:
+    """The tie-breakers, in order: success pass-rate, then checks score (unscored: lowest)."""
+    checks = arm.scores["checks"]
+    checks_key = -1.0 if checks is None else round(checks, _DIGITS)
+    return round(arm.success.rate.rate, _DIGITS), checks_key
+
+
+def standings(arms: Sequence[ArmScore]) -> list[list[ArmScore]]:
+    """Valid arms grouped by total, best first; each group in the tie-break's order (arms
+    equal on every tie-breaker are listed by id, which decides nothing)."""
+    ordered = sorted((a for a in arms if a.valid), key=lambda a: (
+        -total_key(a.total), *(-key for key in _tie_keys(a)), a.arm))
+    groups: list[list[ArmScore]] = []
+    for arm in ordered:
+        if groups and total_key(groups[-1][0].total) == total_key(arm.total):
+            groups[-1].append(arm)
+        else:
+            groups.append([arm])
+    return groups
+
+
 def rank(arms: Sequence[ArmScore]) -> list[str]:
-    """Valid arms, best first: total, then success pass-rate, then arm id. Invalid arms
-    are not ranked until the rig is fixed."""
-    valid = [a for a in arms if a.valid]
-    ordered = sorted(valid, key=lambda a: (-a.total, -a.success.rate.rate, a.arm))
-    return [a.arm for a in ordered]
+    """Valid arms, best first: total, then success pass-rate, then checks score. Invalid
+    arms are not ranked until the rig is fixed."""
+    return [a.arm for group in standings(arms) for a in group]
+
+
+def places(arms: Sequence[ArmScore]) -> dict[str, int]:
+    """Each valid arm's rank by total; equal totals share it (1, 1, 3)."""
+    found: dict[str, int] = {}
+    for group in standings(arms):
+        found.update({a.arm: len(found) + 1 for a in group})
+    return found
+
+
+def _broken_by(first: ArmScore, second: ArmScore) -> TieBreaker | None:
+    (success_1, checks_1), (success_2, checks_2) = _tie_keys(first), _tie_keys(second)
+    if success_1 > success_2:
+        return "success_pass_rate"
+    return "checks" if checks_1 > checks_2 else None
+
+
+def decide_winner(arms: Sequence[ArmScore], threshold: float) -> WinnerDecision:
+    """The first group of equal total (best first) holding an arm whose success pass-rate
+    reaches `threshold` decides: alone, that arm wins; tied, the tie-break decides, and a
+    tie it cannot break has no winner (a lower total never wins for it)."""
+    for group in standings(arms):
+        best = group[0]  # the group's highest success pass-rate
+        if best.success.rate.rate < threshold:
+            continue
+        if len(group) == 1:
+            return WinnerDecision(best.arm)
+        tie = Tie(tuple(a.arm for a in group), best.total, _broken_by(best, group[1]))
+        return WinnerDecision(best.arm if tie.decided_by else None, tie)
+    return WinnerDecision(None)
 
 
 def winner(arms: Sequence[ArmScore], threshold: float) -> str | None:
-    """The best-ranked valid arm whose success pass-rate reaches `threshold`, else None."""
-    by_id = {a.arm: a for a in arms}
-    for arm_id in rank(arms):
-        if by_id[arm_id].success.rate.rate >= threshold:
-            return arm_id
-    return None
+    """The winner by `decide_winner`, or None."""
+    return decide_winner(arms, threshold).winner

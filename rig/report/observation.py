@@ -2,7 +2,8 @@
 
     {"schema": "abc-comparison/v2", experiment, contract {..., sha256}, rounds[]}
     round: {change, base_commit, baseline {pass_rate, verdicts}, arms[], winner,
-            grafts[] {from, what, rationale, verified}, flags[]}
+            grafts[] {from, what, rationale, verified}, flags[],
+            tie_break {arms[], total, rule, decided_by} | null (optional)}
     arm:   {arm, model, effort, effort_normalized, effort_provenance, effort_evidence, mode,
             control, commit, image_id, results {success {pass_rate, ci95, samples[]},
             checks {NAME: {...}}}, scores {success, checks, diagnosis, plan, code_quality,
@@ -23,8 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rig.oracle import PassRate
 from rig.persist import write_text_atomic
-from rig.rubric import ArmScore, CheckResult
+from rig.rubric import TIE_RULE, ArmScore, CheckResult, Tie, TieBreaker
 from rig.verdict import Verdict
+from runner.manifest import ArmIdentity
 
 SCHEMA: Final = "abc-comparison/v2"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -72,15 +74,15 @@ class Scores(_Model):
     intent: float | None = Field(ge=0, le=5)
 
 
-class ArmEntry(_Model):
+class _Keyed(_Model):
     arm: str
-    model: str
-    effort: str
-    effort_normalized: str
-    effort_provenance: str
-    effort_evidence: str
-    mode: str
-    control: bool
+
+
+class ArmEntry(ArmIdentity, _Keyed):
+    """One arm of a round: its id, its identity (`runner.manifest.ArmIdentity`), then what
+    it scored (keys in that order: pydantic lists the last base's fields first)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     commit: str
     image_id: str
     results: Results
@@ -107,6 +109,15 @@ class Graft(_Model):
     verified: bool
 
 
+class TieBreak(_Model):
+    """Arms of equal total competed for the win: how `rig.rubric.TIE_RULE` settled it."""
+
+    arms: list[str] = Field(min_length=2)  # in the tie-break's order: the first won, if any
+    total: float = Field(ge=0)
+    rule: str
+    decided_by: TieBreaker | None  # None: still equal, no winner by the rule
+
+
 class Round(_Model):
     change: str
     base_commit: str
@@ -115,6 +126,7 @@ class Round(_Model):
     winner: str | None
     grafts: list[Graft]
     flags: list[str]
+    tie_break: TieBreak | None = None  # absent from observations written before ties
 
     @model_validator(mode="after")
     def _winner_is_a_valid_arm(self) -> Round:
@@ -125,6 +137,10 @@ class Round(_Model):
         if self.winner is not None and self.winner not in valid:
             raise ValueError(f"round {self.change}: winner {self.winner!r} is not a valid arm "
                              "of the round")
+        strangers = [] if self.tie_break is None else sorted(set(self.tie_break.arms) - valid)
+        if strangers:
+            raise ValueError(f"round {self.change}: tie_break names arms that are not valid "
+                             f"arms of the round: {', '.join(strangers)}")
         return self
 
 
@@ -167,10 +183,8 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
     results = Results(success=rate_of(arm.success),
                       checks={name: rate_of(check) for name, check in arm.checks.items()})
     return ArmEntry(
-        arm=arm.arm, model=arm.model, effort=arm.effort,
-        effort_normalized=arm.effort_normalized, effort_provenance=arm.effort_provenance,
-        effort_evidence=arm.effort_evidence, mode=arm.mode, control=arm.control,
-        commit=arm.commit, image_id=arm.image_id, results=results,
+        arm=arm.arm, **dict(arm.identity), commit=arm.commit, image_id=arm.image_id,
+        results=results,
         scores=Scores.model_validate(arm.scores), total=arm.total, max=arm.max,
         valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched))
 
@@ -178,15 +192,17 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
 def round_of(change: str, base_commit: str, baseline_rate: float,
              baseline_verdicts: Sequence[Verdict | str], arms: Sequence[ArmScore],
              winner: str | None, grafts: Sequence[Mapping[str, Any] | Graft],
-             flags: Sequence[str]) -> Round:
-    """One change's round. `grafts`: {from, what, rationale, verified} each."""
+             flags: Sequence[str], tie: Tie | None = None) -> Round:
+    """One change's round. `grafts`: {from, what, rationale, verified} each; `tie`: the
+    tie `rubric.decide_winner` broke (or could not)."""
     return Round(
         change=change, base_commit=base_commit,
         baseline=Baseline(pass_rate=baseline_rate,
                           verdicts=[Verdict(v) for v in baseline_verdicts]),
         arms=[arm_entry(arm) for arm in arms], winner=winner,
         grafts=[g if isinstance(g, Graft) else Graft.model_validate(dict(g)) for g in grafts],
-        flags=list(flags))
+        flags=list(flags), tie_break=None if tie is None else TieBreak(
+            arms=list(tie.arms), total=tie.total, rule=TIE_RULE, decided_by=tie.decided_by))
 
 
 def observation(experiment: str, contract: Mapping[str, Any],

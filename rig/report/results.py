@@ -10,11 +10,7 @@ from collections.abc import Sequence
 
 from rig.report.observation import ArmEntry, Observation, Round
 from rig.report.scorecard import cell
-from rig.rubric import describe_flag
-
-
-def label(entry: ArmEntry) -> str:
-    return f"{entry.model} @ {entry.effort} / {entry.mode}"
+from rig.rubric import TIE_BREAKER_TEXT, TIE_RULE, describe_flag, total_key
 
 
 def _arms_in_order(obs: Observation) -> dict[str, ArmEntry]:
@@ -26,6 +22,13 @@ def _arms_in_order(obs: Observation) -> dict[str, ArmEntry]:
     return first
 
 
+def shared_places(round_: Round) -> dict[str, int]:
+    """The rank of every valid arm that shares its total with another (1, 1, 3)."""
+    totals = [total_key(a.total) for a in round_.arms if a.valid]
+    return {a.arm: 1 + sum(t > total_key(a.total) for t in totals)
+            for a in round_.arms if a.valid and totals.count(total_key(a.total)) > 1}
+
+
 def _total(round_: Round, arm: str) -> str:
     entry = next((a for a in round_.arms if a.arm == arm), None)
     if entry is None:
@@ -33,6 +36,8 @@ def _total(round_: Round, arm: str) -> str:
     text = f"{entry.total:.2f} / {entry.max:g}"
     if not entry.valid:
         return text + " (invalid)"
+    tied = shared_places(round_).get(arm)
+    text += "" if tied is None else f" (tied, rank {tied})"
     return text + (" ★" if round_.winner == arm else "")
 
 
@@ -44,7 +49,7 @@ def scoreboard(obs: Observation) -> list[str]:
     for arm, entry in _arms_in_order(obs).items():
         control = " · control" if entry.control else ""
         totals = [_total(r, arm) for r in obs.rounds]
-        lines.append("| " + " | ".join(cell(t) for t in [arm, label(entry) + control, *totals])
+        lines.append("| " + " | ".join(cell(t) for t in [arm, entry.label + control, *totals])
                      + " |")
     return lines
 
@@ -76,9 +81,12 @@ def merge_lines(obs: Observation) -> list[str]:
     for round_ in obs.rounds:
         kept = [g for g in round_.grafts if g.verified]
         dropped = [g for g in round_.grafts if not g.verified]
+        tie = round_.tie_break
         if round_.winner is None:
-            lines.append(f"- **{round_.change}**: no valid arm reached the threshold; "
-                         "nothing merged.")
+            why = ("no valid arm reached the threshold" if tie is None else
+                   f"{', '.join(tie.arms)} tie at {tie.total:.2f} and the tie-break cannot "
+                   "separate them: no winner")
+            lines.append(f"- **{round_.change}**: {why}; nothing merged.")
             continue
         if kept:
             what = "; ".join(f"{g.what} from {g.from_arm}" for g in kept)
@@ -89,7 +97,22 @@ def merge_lines(obs: Observation) -> list[str]:
             lines.append(f"- **{round_.change}**: the merge is {round_.winner} alone "
                          "(no graft kept).")
         lines.extend(f"  - dropped: {g.what} from {g.from_arm}: {g.rationale}" for g in dropped)
+        lines.extend(tie_lines(round_))
     return lines
+
+
+def tie_lines(round_: Round) -> list[str]:
+    """The tie the round's winner decision broke, or that the winner was picked out of."""
+    tie, won = round_.tie_break, round_.winner
+    if tie is None or won is None:
+        return []
+    if tie.decided_by is None or tie.arms[0] != won:
+        return [f"  - {', '.join(tie.arms)} tied at {tie.total:.2f}; the rule picked "
+                f"{tie.arms[0] if tie.decided_by else 'no winner'}, {won} was merged by hand "
+                "(merge --base)"]
+    others = ", ".join(a for a in tie.arms if a != won)
+    return [f"  - {won} tied at {tie.total:.2f} with {others}: broken by "
+            f"{TIE_BREAKER_TEXT[tie.decided_by]}"]
 
 
 def integrity_lines(obs: Observation) -> list[str]:
@@ -114,7 +137,8 @@ def render_results(observation: Observation) -> str:
     parts = [
         f"# Results: {observation.experiment}", "",
         f"Contract sha256 `{sha}`; {len(observation.rounds)} round(s). Totals are weighted "
-        "rubric scores over the dims that were scored; ★ marks a round's winner.", "",
+        "rubric scores over the dims that were scored; ★ marks a round's winner. Ties: "
+        f"{TIE_RULE}.", "",
         *_section("Scoreboard", scoreboard(observation)),
         *_section("Per model", per_model(observation)),
         *_section("Merges", merge_lines(observation)),

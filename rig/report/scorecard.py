@@ -13,11 +13,14 @@ from typing import Any
 from rig.ratchet import show
 from rig.rubric import (
     SUBJECTIVE,
+    TIE_BREAKER_TEXT,
+    TIE_RULE,
     ArmScore,
     CheckResult,
     RubricWeights,
+    WinnerDecision,
     describe_flag,
-    rank,
+    places,
 )
 from rig.verdict import Verdict
 
@@ -29,7 +32,7 @@ def cell(text: str) -> str:
 
 def arm_heading(arm: ArmScore) -> str:
     """``fixer: scripted-fixer @ none / single_agent`` (+ ``· control``)."""
-    return f"{arm.arm}: {arm.label}" + (" · control" if arm.control else "")
+    return f"{arm.arm}: {arm.identity.label}" + (" · control" if arm.identity.control else "")
 
 
 def rate_text(result: CheckResult) -> str:
@@ -96,18 +99,35 @@ def rubric_table(arms: Sequence[ArmScore], weights: RubricWeights) -> list[str]:
     return lines
 
 
+def winner_line(decision: WinnerDecision) -> str:
+    """``**Winner: a**``, with the tie it broke; or ``**No winner**`` and why."""
+    tie = decision.tie
+    if decision.winner is None:
+        hand = " (`merge --base ARM` merges one of them by hand)" if tie is not None else ""
+        return f"**No winner**: {decision.no_winner_reason}{hand}"
+    if tie is None or tie.decided_by is None:
+        return f"**Winner: {decision.winner}**"
+    others = ", ".join(a for a in tie.arms if a != decision.winner)
+    return (f"**Winner: {decision.winner}** (tie at {tie.total:.2f} with {others}, broken by "
+            f"{TIE_BREAKER_TEXT[tie.decided_by]})")
+
+
 def verdict_lines(arms: Sequence[ArmScore], winner: str | None) -> list[str]:
-    """One line per arm: valid (rank, winner) or invalid (why), and its success samples."""
-    ranked = rank(arms)
+    """One line per arm: valid (rank, shared or not, winner) or invalid (why), and its
+    success samples."""
+    ranked = places(arms)
     lines = []
     for arm in arms:
         if arm.valid:
-            place = f"valid, rank {ranked.index(arm.arm) + 1} of {len(ranked)}"
+            place = f"valid, rank {ranked[arm.arm]} of {len(ranked)}"
+            tied = [a for a, at in ranked.items() if at == ranked[arm.arm] and a != arm.arm]
+            place += f" (tied with {', '.join(tied)})" if tied else ""
             place += ", **winner**" if arm.arm == winner else ""
         else:
             errors = ", ".join(f"{s} {r}" for s, r in arm.rig_errors)
             place = f"**invalid**: RIG_ERROR in {errors}; not ranked until the rig is fixed"
-        lines.append(f"- **{arm.arm}** ({arm.label}): {place}; success: {outcomes(arm.success)}")
+        lines.append(f"- **{arm.arm}** ({arm.identity.label}): {place}; "
+                     f"success: {outcomes(arm.success)}")
     return lines
 
 
@@ -131,18 +151,17 @@ def caveat_lines(arms: Sequence[ArmScore]) -> list[str]:
 
 
 def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeights,
-                     flags: Sequence[str], winner: str | None, merge_note: str,
+                     flags: Sequence[str], decision: WinnerDecision, merge_note: str,
                      grafts: Sequence[Mapping[str, Any]]) -> str:
-    """SCORECARD.md of `change`."""
+    """SCORECARD.md of `change`; `decision`: `rubric.decide_winner` of `arms`."""
     top = 5 * (weights.success + weights.checks + sum(getattr(weights, d) for d in SUBJECTIVE))
-    won = (f"**Winner: {winner}**" if winner is not None
-           else "**No winner**: no valid arm reached the threshold")
     parts = [
         f"# Scorecard: {change}", "",
         f"Each dim scores 0..5, weighted by w (max {top} when every dim is scored). "
         "Pass-rates: rate [95 % Wilson interval] passed/graded samples.", "",
         *rubric_table(arms, weights), "",
-        "## Verdict", "", won, "", *verdict_lines(arms, winner), "",
+        "## Verdict", "", winner_line(decision), "", f"Rule: {TIE_RULE}.", "",
+        *verdict_lines(arms, decision.winner), "",
         "## Flags", "", *([f"- {describe_flag(f)}" for f in flags] or ["None."]), "",
         "## Merge", "", merge_note.strip() or "Nothing merged.", "",
         "### Grafts", "", *graft_lines(grafts), "",

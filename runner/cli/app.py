@@ -131,7 +131,7 @@ def status(
     file: ManifestOpt = Path(DEFAULT_MANIFEST),
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
 ) -> None:
-    """One row per arm: state, image, commit, schema, verdicts."""
+    """One row per arm: sandbox and dispatch state, image, commit, schema, verdicts."""
     _print_status(_load(file), as_json=as_json)
 
 
@@ -140,13 +140,13 @@ def _print_status(loaded: LoadedManifest, *, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(redact(json.dumps(rows, indent=2)) + "\n")
         return
-    table = Table("arm", "model", "control", "state", "image", "commit", "schema", "verdicts",
-                  box=None)
+    table = Table("arm", "model", "control", "sandbox", "dispatch", "image", "commit", "schema",
+                  "verdicts", box=None)
     for row in rows:
         verdicts = ", ".join(f"{k}={v}" for k, v in row["verdicts"].items()) or "-"
         table.add_row(row["arm"], row["model"], "yes" if row["control"] else "",
-                      row["state"], (row["image"] or "-")[:19], (row["commit"] or "-")[:12],
-                      row["schema"] or "-", verdicts)
+                      row["state"], row["dispatch"] or "-", (row["image"] or "-")[:19],
+                      (row["commit"] or "-")[:12], row["schema"] or "-", verdicts)
     out.print(table)
 
 

@@ -26,6 +26,7 @@ from runner.commands.dispatch import work
 from runner.commands.dispatch.record import (
     DONE_STATES,
     RECORD_FILE,
+    ArmRecord,
     interrupted_branch,
     load_record,
     record_dir,
@@ -153,8 +154,14 @@ def remove_orphans(engine: Engine, directory: Path, name: str,
     return removed
 
 
+NOT_DISPATCHED = "not dispatched"
+
+
 def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
-    """One row per arm: state, image, commit, schema (and verdicts, once scored)."""
+    """One row per arm: sandbox state, dispatch state, image, commit, schema (and
+    verdicts, once scored). `dispatch` is the state of the arm record of the run that is
+    up (running, finished, failed, timed_out, interrupted, rig_error, or "not dispatched");
+    None when no run is up."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = state_mod.load(directory)
     change = current_change(loaded)
@@ -162,27 +169,30 @@ def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
     for arm in loaded.manifest.arms:
         live = current.arm(arm.id) if current is not None and current.phase == "up" else None
         row: dict[str, Any] = {"arm": arm.id, "model": arm.model, "control": arm.control,
-                               "state": "down", "image": None, "commit": None, "schema": None,
-                               "change": change, "verdicts": verdicts(directory, change, arm.id)}
+                               "state": "down", "dispatch": None, "image": None,
+                               "commit": None, "schema": None, "change": change,
+                               "verdicts": verdicts(directory, change, arm.id)}
         if live is not None and current is not None:
             try:
                 described = sandbox.describe(engine, live.container_id)
             except docker.errors.APIError:
                 described = {"state": "unknown"}
-            row.update(state=described["state"], image=current.image_id,
-                       commit=_arm_commit(directory, current, arm.id),
+            record = current_record(directory, current, arm.id)
+            row.update(state=described["state"],
+                       dispatch=NOT_DISPATCHED if record is None else str(record.state),
+                       image=current.image_id,
+                       commit=record.commit if record and record.commit else current.base_commit,
                        schema=live.schema_name, container=live.container_name)
         rows.append(row)
     return rows
 
 
-def _arm_commit(directory: Path, current: ExperimentState, arm: str) -> str:
-    """The arm's commit from its dispatch record (this `up`'s), else the base it starts
-    from: never read from the checkout."""
+def current_record(directory: Path, current: ExperimentState, arm: str) -> ArmRecord | None:
+    """The arm's dispatch record of the run that is up, or None (never dispatched in it:
+    a record of an earlier `up` is not this run's). The commit is read from it, never from
+    the checkout."""
     record = load_record(record_dir(directory, current.change, arm) / RECORD_FILE)
-    if record is not None and record.run == current.run and record.commit:
-        return record.commit
-    return current.base_commit
+    return record if record is not None and record.run == current.run else None
 
 
 def verdicts(directory: Path, change: str, arm: str) -> dict[str, str]:

@@ -87,12 +87,13 @@ def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *
     base = frozen.contract.base_commit
     arms = score_mod.stage_scores(loaded, change)
     commits = {a.arm: a.commit for a in arms}
-    winner = base_arm or rubric.winner(arms, loaded.manifest.contract.threshold)
+    decision = rubric.decide_winner(arms, loaded.manifest.contract.threshold)
+    winner = base_arm or decision.winner
     branch = loaded.manifest.experiment.branch
     onto = merge.branch_head(loaded.repo_path, branch) or base
     if winner is None:
         merge.advance(loaded.repo_path, branch, onto)
-        note = "no valid arm reached the threshold: nothing merged; the branch stays at the base"
+        note = f"{decision.no_winner_reason}: nothing merged; the branch stays at the base"
         return _write(loaded, change, None, onto, note, [], _moves(loaded, change, None))
     if winner not in commits:
         raise BadInputError(f"--base {winner!r} is not an arm of {change!r}",

@@ -34,11 +34,12 @@ def _round(loaded: LoadedManifest, change: str) -> Round | None:
          "rationale": f"{g['rationale']}; {'kept' if g['kept'] else 'dropped'}: {g['why']}"}
         for g in merged.get("grafts", [])  # type: ignore[attr-defined]
     ]
+    decision = rubric.decide_winner(arms, loaded.manifest.contract.threshold)
     if winner is None:
-        winner = rubric.winner(arms, loaded.manifest.contract.threshold)
+        winner = decision.winner
     return round_of(change, proof["base_commit"], proof["baseline"]["pass_rate"],
                     proof["baseline"]["verdicts"], arms, str(winner) if winner else None,
-                    grafts, rubric.flags(arms))
+                    grafts, rubric.flags(arms, decision), decision.tie)
 
 
 def contract_summary(loaded: LoadedManifest) -> dict[str, object]:

@@ -366,8 +366,9 @@ def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not 
                     grafts: list[dict[str, object]] | None = None) -> Path:
     arms = stage_scores(loaded, change)
     terms = loaded.manifest.contract
-    text = render_scorecard(change, arms, terms.weights, rubric.flags(arms),
-                            rubric.winner(arms, terms.threshold), merge_note, grafts or [])
+    decision = rubric.decide_winner(arms, terms.threshold)
+    text = render_scorecard(change, arms, terms.weights, rubric.flags(arms, decision),
+                            decision, merge_note, grafts or [])
     path = stage_path(loaded, change) / "SCORECARD.md"
     write_text_atomic(path, text)
     return path

@@ -409,10 +409,15 @@ class Change(Section):
         return value
 
 
-class Arm(Section):
-    """``[[arms]]``: one contestant and the identity of its measurement."""
+class ArmIdentity(BaseModel):
+    """The identity of an arm's measurement (DESIGN.md principle 9), declared once.
 
-    id: Annotated[str, StringConstraints(pattern=ARM_ID)] = Field(description="unique")
+    ``[[arms]]`` states it (`Arm`); the arm record, the rubric's `rig.rubric.ArmScore` and
+    OBSERVATION.json's ``arms[]`` carry it unchanged. A subclass lists it after its own key
+    (``id`` or ``arm``): pydantic orders fields from the last base class to the class itself.
+    """
+
+    model_config = ConfigDict(frozen=True)
     model: NonBlank = Field(description="the model under test")
     effort: NonBlank = Field(description="the effort as the dispatch surface names it")
     effort_normalized: Annotated[EffortNormalized, LENIENT] = Field(
@@ -423,9 +428,28 @@ class Arm(Section):
     )
     effort_evidence: NonBlank = Field(description="the evidence for the stated effort")
     mode: Annotated[Mode, LENIENT] = Field(description="how the contestant works")
+    control: bool = Field(default=False, description="the default/no-intervention arm")
+
+    @property
+    def label(self) -> str:
+        """``model @ effort / mode``, as every report heads an arm."""
+        return f"{self.model} @ {self.effort} / {self.mode}"
+
+    def identity(self) -> ArmIdentity:
+        """The identity alone (a subclass's other fields dropped)."""
+        return ArmIdentity(**{name: getattr(self, name) for name in ArmIdentity.model_fields})
+
+
+class _ArmId(Section):
+    id: Annotated[str, StringConstraints(pattern=ARM_ID)] = Field(description="unique")
+
+
+# Keys: id, the identity, then how the arm runs (pydantic lists the last base's fields first).
+class Arm(ArmIdentity, _ArmId):
+    """``[[arms]]``: one contestant and the identity of its measurement."""
+
     agent: NonBlank = Field(default="command", description="the adapter")
     command: NonBlank = Field(description="run inside the arm's container, cwd = the checkout")
-    control: bool = Field(default=False, description="the default/no-intervention arm")
     secrets: list[EnvName] = Field(
         default_factory=list, description="host variables passed to the agent (redacted)"
     )

@@ -14,6 +14,9 @@ from runner.manifest.loader import DEFAULT_MANIFEST
 TEMPLATE_CHANGE = "first-change"
 TEMPLATE_BRIEF = f"briefs/{TEMPLATE_CHANGE}.md"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+COMMENT_COLUMN = 33  # the written bakeoff.toml's trailing comments start at column 34
+# A TOML statement, commented out ("# key = ...") or not: where a trailing comment may follow.
+_STATEMENT = re.compile(r"^\s*(?:#\s*)?(?:\[|[A-Za-z0-9_.-]+\s*=)")
 
 
 def write_init(directory: Path) -> list[Path]:
@@ -24,9 +27,9 @@ def write_init(directory: Path) -> list[Path]:
     """
     directory = Path(directory).expanduser().absolute()
     files = {
-        directory / DEFAULT_MANIFEST: _template("bakeoff.toml").replace(
+        directory / DEFAULT_MANIFEST: align_comments(_template("bakeoff.toml").replace(
             "__NAME__", experiment_name(directory)
-        ),
+        )),
         directory / TEMPLATE_BRIEF: _template("brief.md").replace("__CHANGE__", TEMPLATE_CHANGE),
     }
     for path in files:
@@ -45,6 +48,47 @@ def experiment_name(directory: Path) -> str:
     """A valid experiment name from a directory name (``My Repo`` -> ``my-repo``)."""
     slug = re.sub(r"[^a-z0-9]+", "-", directory.name.lower()).strip("-")
     return slug or "experiment"
+
+
+def align_comments(text: str, column: int = COMMENT_COLUMN) -> str:
+    """Every trailing comment of a TOML line (or of a commented-out one) starts at
+    `column` (0-based); a line whose code leaves no space before it gets its comment on
+    the line above instead. Everything else is left as it is."""
+    lines: list[str] = []
+    for line in text.split("\n"):
+        found = trailing_comment(line)
+        if found is None:
+            lines.append(line)
+            continue
+        code, comment = found
+        if len(code) < column:
+            lines.append(code.ljust(column) + comment)
+        else:
+            indent = code[:len(code) - len(code.lstrip())]
+            lines.extend([indent + comment, code])
+    return "\n".join(lines)
+
+
+def trailing_comment(line: str) -> tuple[str, str] | None:
+    """(code, comment) of a TOML statement (``key = value``, ``[table]``), commented out
+    or not, that carries a trailing ``# comment``; None for any other line."""
+    statement = _STATEMENT.match(line)
+    if statement is None:
+        return None
+    quote = ""
+    escaped = False
+    for at in range(statement.end(), len(line)):
+        char = line[at]
+        if escaped:
+            escaped = False
+        elif quote:
+            escaped = quote == '"' and char == "\\"  # a basic string's escape
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            return line[:at].rstrip(), line[at:]
+    return None
 
 
 def json_schema() -> dict[str, Any]:

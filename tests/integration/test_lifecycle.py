@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,12 +15,16 @@ import pytest
 
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
+from runner.commands.dispatch.record import RECORD_FILE, ArmState, record_dir, save_record
+from runner.commands.dispatch.redact import Redactor
 from runner.containers import database, images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import ImageMissingError, SandboxUnavailableError
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod
+from runner.store.files import experiment_dir
 from tests.integration.helpers import CORE, PlainReporter, cleanup, cli, git, make_target
+from tests.unit.test_dispatch_units import record as arm_record
 
 
 def ours(engine: Engine, experiment: str) -> dict[str, int]:
@@ -54,8 +59,8 @@ def test_cli_status_exec_and_exit_codes(engine: Engine, target: LoadedManifest) 
     assert up.returncode == 0, up.stderr
     rows = json.loads(cli(repo, "status", "--json", timeout=300).stdout)
     head = git(repo, "rev-parse", "main")
-    assert [(r["arm"], r["state"], r["commit"]) for r in rows] == [
-        ("A", "running", head), ("B", "running", head)]
+    assert [(r["arm"], r["state"], r["dispatch"], r["commit"]) for r in rows] == [
+        ("A", "running", "not dispatched", head), ("B", "running", "not dispatched", head)]
     assert {r["schema"] for r in rows} == {database.role_name(target.manifest.experiment.name, a)
                                            for a in ("a", "b")}
     ran = cli(repo, "exec", "A", "--", "sh", "-c", "echo $BAKEOFF_ARM; id -u; exit 7", timeout=300)
@@ -65,6 +70,28 @@ def test_cli_status_exec_and_exit_codes(engine: Engine, target: LoadedManifest) 
     assert "no arm 'Z'" in unknown.stderr and "Traceback" not in unknown.stderr
     again = cli(repo, "up", timeout=300)
     assert again.returncode == 2 and "already up" in again.stderr
+
+
+def test_status_shows_each_arms_dispatch_state_from_the_record_of_this_run(
+        engine: Engine, target: LoadedManifest) -> None:
+    """Beside the sandbox state, the state of the arm record of the run that is up; a
+    record left by an earlier `up` is not this run's: "not dispatched"."""
+    made = up_mod.up(engine, target, options=CORE)
+    directory = experiment_dir(target.repo_path, target.manifest.experiment.name)
+    for arm, run, state in (("A", made.run, ArmState.FAILED),
+                            ("B", "an-earlier-up", ArmState.FINISHED)):
+        folder = record_dir(directory, made.change, arm)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_record(folder / RECORD_FILE, arm_record(arm=arm, run=run, state=state,
+                                                     change=made.change, commit="f" * 40),
+                    Redactor([]))
+    rows = down_mod.status_rows(engine, target)
+    assert [(r["arm"], r["state"], r["dispatch"], r["commit"]) for r in rows] == [
+        ("A", "running", "failed", "f" * 40), ("B", "running", "not dispatched", made.base_commit)]
+    table = cli(target.repo_path, "status", timeout=300)
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"^ A .*\brunning +failed +sha256:", table.stdout, re.MULTILINE)
+    assert re.search(r"^ B .*\brunning +not dispatched +sha256:", table.stdout, re.MULTILINE)
 
 
 def test_up_refuses_a_dirty_tree_including_untracked_files(engine: Engine,

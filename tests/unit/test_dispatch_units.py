@@ -358,3 +358,12 @@ def test_dispatch_command_registers_as_a_typer_command(tmp_path: Path) -> None:
     missing = CliRunner().invoke(app, ["dispatch", "-f", str(tmp_path / "nope.toml"),
                                        "--arm", "A", "--arm", "B"])
     assert isinstance(missing.exception, BadInputError)
+
+
+def test_effort_probe_never_takes_a_blank_line_as_evidence() -> None:
+    """Regression: a probe that matches a whitespace-only line made effort_evidence "", a
+    record that no longer loads (the identity's evidence is a non-empty text), so the arm
+    looked undispatched. Blank lines are skipped; the first line with text is the evidence."""
+    probed = apply_effort_probe(record(effort_probe=r"(\s*)"), "   \n\nthinking: high\n")
+    assert (probed.effort_evidence, probed.effort_runtime) == ("thinking: high", "matched")
+    assert ArmRecord.model_validate_json(probed.model_dump_json()) == probed

@@ -19,7 +19,7 @@ from rig.report import (
     round_of,
     write_observation,
 )
-from rig.rubric import JUDGE_NONE_CAVEAT, ArmScore, flags, winner
+from rig.rubric import JUDGE_NONE_CAVEAT, TIE_RULE, ArmScore, decide_winner, flags, winner
 from rig.verdict import Verdict
 from tests.unit.test_score import WEIGHTS, judged, scored
 
@@ -46,7 +46,8 @@ def build() -> Observation:
     second = [scored("ctl", "FFF", judge=None, effort="unknown", control=True, model="m-small"),
               scored("fix", "PPP", judge=None, model="m-large"),
               scored("graft", "PPF", judge=None, model="m-small"),
-              scored("rigged", "PPP", judge=None, model="m-large")]
+              scored("rigged", "PPP", {"tests": "PPP", "compile": "PFP"}, judge=None,
+                     model="m-large")]  # 15 + 8.33: no tie with fix's 25
     rounds = [
         round_of("cap", "ba5e", 0.0, [Verdict.FAIL] * 3, first, winner(first, 1.0), [GRAFT],
                  flags(first)),
@@ -68,7 +69,8 @@ def test_observation_is_laid_out_as_design_records(tmp_path: Path) -> None:
     assert doc["schema"] == "abc-comparison/v2" and doc["contract"]["sha256"] == SHA
     cap = doc["rounds"][0]
     assert set(cap) == {"change", "base_commit", "baseline", "arms", "winner", "grafts",
-                        "flags"}
+                        "flags", "tie_break"}
+    assert cap["tie_break"] is None
     assert cap["baseline"] == {"pass_rate": 0.0, "verdicts": ["FAIL", "FAIL", "FAIL"]}
     assert cap["grafts"] == [GRAFT] and cap["winner"] == "fix"
     fix = cap["arms"][1]
@@ -137,7 +139,8 @@ def test_an_invalid_observation_is_never_written_over_a_good_one(tmp_path: Path)
 def scorecard() -> str:
     arms = round_one()
     merge = "fix merged onto bakeoff/horizon; graft from graft kept."
-    return render_scorecard("cap", arms, WEIGHTS, flags(arms), winner(arms, 1.0), merge,
+    decision = decide_winner(arms, 1.0)
+    return render_scorecard("cap", arms, WEIGHTS, flags(arms, decision), decision, merge,
                             [GRAFT])
 
 
@@ -189,7 +192,8 @@ def test_scorecard_verdicts_flags_merge_and_caveats() -> None:
 
 def test_scorecard_with_judge_none_says_the_total_is_objective_only() -> None:
     arms = [scored("ctl", "FFF", control=True), scored("fix", "PPP")]
-    text = render_scorecard("cap", arms, WEIGHTS, flags(arms), "fix", "", [])
+    text = render_scorecard("cap", arms, WEIGHTS, flags(arms), decide_winner(arms, 1.0), "",
+                            [])
     assert table_row(text, "diagnosis (w=2)")[1:] == ["— (judge = none)"] * 2
     assert table_row(text, "**total / max**")[2] == "**25.00** / 25"
     assert f"- all arms: {JUDGE_NONE_CAVEAT}" in text
@@ -204,15 +208,15 @@ def test_results_scoreboard_labels_arms_and_totals_per_round() -> None:
     assert "| arm | model @ effort / mode | cap | units |" in text
     assert table_row(text, "fix") == ["fix", "m-large @ high / single_agent",
                                       "46.67 / 50 ★", "25.00 / 25 ★"]
-    assert table_row(text, "rigged")[2:] == ["50.00 / 50 (invalid)", "25.00 / 25"]
+    assert table_row(text, "rigged")[2:] == ["50.00 / 50 (invalid)", "23.33 / 25"]
     assert table_row(text, "ctl")[1] == "m-small @ unknown / single_agent · control"
 
 
 def test_results_per_model_pattern_is_the_mean_of_valid_totals() -> None:
     text = render_results(build())
-    # m-large: fix 46.67 + 25, rigged 25 (its invalid round 1 is left out)
+    # m-large: fix 46.67 + 25, rigged 23.33 (its invalid round 1 is left out)
     large = table_row(text, "m-large")
-    assert large[1:4] == ["fix, rigged", "3 / 4", f"{(140 / 3 + 25 + 25) / 3:.2f}"]
+    assert large[1:4] == ["fix, rigged", "3 / 4", f"{(140 / 3 + 25 + 70 / 3) / 3:.2f}"]
     assert large[5] == "2"
 
 
@@ -226,3 +230,84 @@ def test_results_say_where_the_merge_beat_every_arm_and_list_integrity_caveats()
     assert "- units: effort_confounded:" in text
     assert "- cap: **rigged is invalid** (not ranked): RIG_ERROR in " \
            "cap/rigged/success/3 tool_missing (a rig fault, not a model failure" in text
+
+
+# --- ties -----------------------------------------------------------------------------------
+
+
+def tied_round() -> list[ArmScore]:
+    """a and b identical (25 of 25, judge = none), c below them."""
+    return [scored("a", "PPP", judge=None), scored("b", "PPP", judge=None),
+            scored("c", "PPP", {"tests": "PPF", "compile": "PPP"}, judge=None)]
+
+
+def test_scorecard_shows_an_unbroken_tie_as_a_shared_rank_and_no_winner() -> None:
+    arms = tied_round()
+    decision = decide_winner(arms, 1.0)
+    text = render_scorecard("cap", arms, WEIGHTS, flags(arms, decision), decision, "", [])
+    assert ("**No winner**: a, b tie at 25.00 and the tie-break (success pass-rate, then "
+            "checks score) cannot separate them (`merge --base ARM` merges one of them by "
+            "hand)") in text
+    assert "- **a** (model-a @ high / single_agent): valid, rank 1 of 3 (tied with b); " \
+           "success: 3 PASS" in text
+    assert "- **b** (model-b @ high / single_agent): valid, rank 1 of 3 (tied with a); " \
+           "success: 3 PASS" in text
+    assert "- **c** (model-c @ high / single_agent): valid, rank 3 of 3; success: 3 PASS" in text
+    assert "- tie:a,b: arms of equal total competed for the win" in text
+
+
+def test_scorecard_states_the_rule_and_which_tie_breaker_decided() -> None:
+    checked = scored("checked", "PPP", {"tests": "PPP"}, judged(0, 0, 0, 0))  # 15 + 10 + 0
+    judged_up = scored("judged", "PPP", {"tests": "FFF"}, judged(2, 2, 2, 2))  # 15 + 0 + 10
+    decision = decide_winner([judged_up, checked], 1.0)
+    text = render_scorecard("cap", [judged_up, checked], WEIGHTS,
+                            flags([judged_up, checked], decision), decision, "", [])
+    assert ("**Winner: checked** (tie at 25.00 with judged, broken by the checks score)"
+            in text)
+    assert f"Rule: {TIE_RULE}." in text
+    assert "valid, rank 1 of 2 (tied with judged), **winner**" in text
+
+
+def tied_observation() -> Observation:
+    arms = tied_round()
+    decision = decide_winner(arms, 1.0)
+    return observation("horizon", CONTRACT, [round_of(
+        "cap", "ba5e", 0.0, [Verdict.FAIL] * 3, arms, decision.winner, [],
+        flags(arms, decision), decision.tie)])
+
+
+def test_observation_records_the_tie_and_the_rule() -> None:
+    doc = json.loads(tied_observation().dump())
+    cap = doc["rounds"][0]
+    assert cap["winner"] is None and "tie:a,b" in cap["flags"]
+    assert cap["tie_break"] == {"arms": ["a", "b"], "total": 25.0, "rule": TIE_RULE,
+                                "decided_by": None}
+    assert Observation.model_validate(doc) == tied_observation()
+    cap["tie_break"]["arms"] = ["a", "zz"]
+    with pytest.raises(ValidationError, match="tie_break names arms that are not valid "
+                                              "arms of the round: zz"):
+        Observation.model_validate(doc)
+
+
+def test_results_show_a_tie_as_a_shared_rank_and_say_why_nothing_merged() -> None:
+    text = render_results(tied_observation())
+    assert table_row(text, "a")[2:] == ["25.00 / 25 (tied, rank 1)"]
+    assert table_row(text, "b")[2:] == ["25.00 / 25 (tied, rank 1)"]
+    assert table_row(text, "c")[2:] == ["23.33 / 25"]
+    assert ("- **cap**: a, b tie at 25.00 and the tie-break cannot separate them: no "
+            "winner; nothing merged.") in text
+    assert f"Ties: {TIE_RULE}." in text
+    assert "- cap: tie:a,b: arms of equal total competed for the win" in text
+
+
+def test_results_name_the_tie_breaker_under_the_merge_it_decided() -> None:
+    steady = scored("steady", "PPP", {"tests": "PPP"}, judged(0, 0, 0, 0))  # 15 + 10 + 0
+    lucky = scored("lucky", "PPF", {"tests": "PPP"}, judged(1, 1, 1, 1))  # 10 + 10 + 5
+    decision = decide_winner([lucky, steady], 0.5)
+    obs = observation("horizon", CONTRACT, [round_of(
+        "cap", "ba5e", 0.0, [Verdict.FAIL] * 3, [lucky, steady], decision.winner, [],
+        flags([lucky, steady], decision), decision.tie)])
+    text = render_results(obs)
+    assert table_row(text, "steady")[2:] == ["25.00 / 50 (tied, rank 1) ★"]
+    assert ("- **cap**: the merge is steady alone (no graft kept).\n"
+            "  - steady tied at 25.00 with lucky: broken by the success pass-rate") in text

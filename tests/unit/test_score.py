@@ -13,14 +13,19 @@ from rig.record import SampleRecord
 from rig.rubric import (
     JUDGE_NONE_CAVEAT,
     NO_CHECKS_CAVEAT,
+    TIE_RULE,
     ArmScore,
     CheckResult,
     DimScore,
     JudgeScores,
     ScoreError,
+    Tie,
+    WinnerDecision,
     check_result,
+    decide_winner,
     describe_flag,
     flags,
+    places,
     rank,
     score_arm,
     winner,
@@ -177,12 +182,60 @@ def test_invalid_arms_are_not_ranked_even_with_the_best_total() -> None:
     assert winner(arms, 1.0) == "good"
 
 
-def test_ties_break_on_success_pass_rate_then_arm_id() -> None:
+def test_equal_totals_share_a_rank_and_the_arm_id_decides_nothing() -> None:
+    """Regression: rank() broke a tie by arm id, silently: `a` won over an identical `b`
+    because of its name. Equal totals now share the rank; an identical pair has no winner."""
     b = scored("b", "PPP", {"tests": "PPP"}, judged(0, 0, 0, 0))  # 15 + 10 + 0 = 25
     a = scored("a", "PPP", {"tests": "PPP"}, judged(0, 0, 0, 0))  # 25
     c = scored("c", "PPF", {"tests": "PPP"}, judged(1, 1, 1, 1))  # 10 + 10 + 5 = 25, 2/3
+    low = scored("low", "PPP", {"tests": "PPF"}, judged(0, 0, 0, 0))  # 15 + 6.67 = 21.67
     assert a.total == b.total == c.total == 25.0
-    assert rank([c, b, a]) == ["a", "b", "c"]
+    assert rank([c, low, b, a]) == ["a", "b", "c", "low"]  # listed, not decided, by id
+    assert places([c, low, b, a]) == {"a": 1, "b": 1, "c": 1, "low": 4}
+    assert decide_winner([c, low, b, a], 0.5) == WinnerDecision(None, Tie(("a", "b", "c"),
+                                                                          25.0, None))
+    assert winner([c, low, b, a], 0.5) is None  # never `low`: a lower total never wins a tie
+    assert decide_winner([c, low, b, a], 0.5).no_winner_reason == (
+        "a, b, c tie at 25.00 and the tie-break (success pass-rate, then checks score) "
+        "cannot separate them")
+
+
+def test_a_tie_is_broken_by_the_success_pass_rate_first() -> None:
+    steady = scored("steady", "PPP", {"tests": "PPP"}, judged(0, 0, 0, 0))  # 15 + 10 + 0
+    lucky = scored("lucky", "PPF", {"tests": "PPP"}, judged(1, 1, 1, 1))  # 10 + 10 + 5
+    assert decide_winner([lucky, steady], 0.5) == WinnerDecision(
+        "steady", Tie(("steady", "lucky"), 25.0, "success_pass_rate"))
+    assert decide_winner([lucky, steady], 1.0) == WinnerDecision(
+        "steady", Tie(("steady", "lucky"), 25.0, "success_pass_rate"))
+
+
+def test_a_tie_on_total_and_success_is_broken_by_the_checks_score() -> None:
+    checked = scored("checked", "PPP", {"tests": "PPP"}, judged(0, 0, 0, 0))  # 15 + 10 + 0
+    judged_up = scored("judged", "PPP", {"tests": "FFF"}, judged(2, 2, 2, 2))  # 15 + 0 + 10
+    assert checked.total == judged_up.total == 25.0
+    decision = decide_winner([judged_up, checked], 1.0)
+    assert decision == WinnerDecision("checked", Tie(("checked", "judged"), 25.0, "checks"))
+    assert decision.no_winner_reason == ""
+
+
+def test_a_tie_nobody_in_which_reaches_the_threshold_leaves_the_win_to_the_next_total() -> None:
+    one = scored("one", "PPF", judge=judged())  # 10 + 10 + 25 = 45
+    two = scored("two", "PPF", judge=judged())  # 45
+    steady = scored("steady", "PPP", judge=judged(3, 3, 3, 3))  # 15 + 10 + 15 = 40
+    assert places([one, two, steady]) == {"one": 1, "two": 1, "steady": 3}
+    assert decide_winner([one, two, steady], 1.0) == WinnerDecision("steady")
+    assert decide_winner([one, two, steady], 0.5) == WinnerDecision(
+        None, Tie(("one", "two"), 45.0, None))
+    assert decide_winner([scored("x", "FFF")], 1.0).no_winner_reason == (
+        "no valid arm reached the threshold")
+
+
+def test_the_tie_rule_is_stated_in_words() -> None:
+    assert TIE_RULE == (
+        "equal totals share a rank; the winner is the best-ranked valid arm whose success "
+        "pass-rate reaches the threshold; between arms of equal total the higher success "
+        "pass-rate wins, then the higher checks score; still equal: no winner (never the "
+        "arm id)")
 
 
 def test_winner_is_the_best_ranked_arm_that_reaches_the_threshold() -> None:
@@ -224,17 +277,30 @@ def test_flaky_names_each_arm_with_a_flaky_success_or_check() -> None:
     assert describe_flag("flaky:a").startswith("flaky:a: 0 < pass-rate < 1")
 
 
+def test_a_tie_in_the_winner_decision_is_a_flag_naming_the_tied_arms() -> None:
+    arms = [scored("b", "PPP"), scored("a", "PPP"), scored("c", "FFF")]
+    decision = decide_winner(arms, 1.0)
+    assert "tie:a,b" in flags(arms, decision)
+    assert not any(f.startswith("tie") for f in flags(arms))  # no decision given: no tie flag
+    assert describe_flag("tie:a,b") == (
+        "tie:a,b: arms of equal total competed for the win: the tie-break (success "
+        "pass-rate, then checks score) decided or, still equal, there is no winner")
+
+
 def test_flags_are_sorted_and_deterministic() -> None:
     arms = [scored("z", "PPF", effort="unknown"), scored("y", "SFF"), scored("x", "PPR")]
     assert flags(arms) == ["effort_confounded", "flaky:z", "rig_asymmetric", "spoofed:y"]
     assert flags(list(reversed(arms))) == flags(arms)
 
 
-def test_scoring_judging_and_reports_import_no_docker_or_git() -> None:
-    """STYLE.md: the scoring maths is pure; a fresh interpreter proves it."""
+def test_scoring_judging_and_reports_import_no_docker_git_or_orchestration() -> None:
+    """STYLE.md: the scoring maths is pure; a fresh interpreter proves it. Of runner it
+    imports the manifest's models alone (ArmIdentity; DESIGN.md: rig imports the models it
+    measures), never the orchestration."""
     code = ("import sys, rig.rubric, rig.judge, rig.report; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} "
-            "& {'docker', 'git', 'testcontainers', 'runner'}))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'docker', 'git', 'testcontainers'} or (m.split('.')[0] == 'runner' and m not in "
+            "{'runner', 'runner.errors'} and not m.startswith('runner.manifest'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
     assert done.stdout.strip() == "[]"

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rig.persist import write_text_atomic
 from runner.commands.dispatch.redact import Redactor
-from runner.manifest import EffortNormalized, EffortProvenance, Mode
+from runner.manifest import ArmIdentity, EffortProvenance
 from runner.store.files import read_model, stage_dir
 
 RECORD_FILE = "arm.json"
@@ -40,7 +40,9 @@ class ArmState(StrEnum):
 DONE_STATES = frozenset({ArmState.FINISHED, ArmState.FAILED, ArmState.TIMED_OUT})
 
 
-class ArmRecord(BaseModel):
+class _Dispatched(BaseModel):
+    """What was dispatched and what came back: the keys of arm.json before the identity."""
+
     model_config = ConfigDict(frozen=True)
     record: Literal["bakeoff-arm-dispatch/v1"] = RECORD_SCHEMA
     experiment: str
@@ -75,13 +77,13 @@ class ArmRecord(BaseModel):
     files_changed: int | None = None
     insertions: int | None = None
     deletions: int | None = None
-    model: str
-    effort: str
-    effort_normalized: EffortNormalized
-    effort_provenance: EffortProvenance
-    effort_evidence: str
-    mode: Mode
-    control: bool
+
+
+class ArmRecord(ArmIdentity, _Dispatched):
+    """arm.json: the dispatch, the arm's identity (as `up` froze it, the effort evidence
+    replaced by the probe's match), then the probe and the outcome notes."""
+
+    model_config = ConfigDict(frozen=True)
     effort_probe: str | None = None
     effort_runtime: Literal["matched", "missing"] | None = None
     effort_observed: str | None = None
@@ -119,7 +121,8 @@ def save_record(path: Path, record: ArmRecord, redactor: Redactor) -> None:
 
 
 def apply_effort_probe(record: ArmRecord, log_text: str) -> ArmRecord:
-    """First line of the log the probe matches -> effort_evidence, provenance runtime_log.
+    """First non-blank line of the log the probe matches -> effort_evidence, provenance
+    runtime_log.
 
     No match: the declared values stand and the record says the evidence is missing.
     """
@@ -127,6 +130,8 @@ def apply_effort_probe(record: ArmRecord, log_text: str) -> ArmRecord:
         return record
     pattern = re.compile(record.effort_probe)
     for line in log_text.splitlines():
+        if not line.strip():  # evidence is a line of text: a blank one would not reload
+            continue
         match = pattern.search(line)
         if match is None:
             continue
