@@ -3,9 +3,9 @@ at `down`.
 
 Per arm: its own network, a size-limited tmpfs volume for the checkout and one for HOME
 (role `arm-checkout`, `arm-home`, labelled like every resource), the hardened container
-of `runner.sandbox` holding both; `up` then makes the checkout INSIDE the volume with a
-rig container from a bundle of the base (`runner.checkout`). The host never runs git in
-it.
+of `runner.containers.sandbox` holding both; `up` then makes the checkout INSIDE the
+volume with a rig container from a bundle of the base (`runner.containers.checkout`).
+The host never runs git in it.
 """
 
 from __future__ import annotations

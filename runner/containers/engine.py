@@ -270,7 +270,9 @@ def _empty_network(engine: Engine, network: Any) -> None:
             continue
 
 
-def _require_labels(labels: Labels, what: str) -> None:
+def require_labels(labels: Labels, what: str) -> None:
+    """Refuse to make `what` without an experiment and a role: `down` and `gc` remove by
+    label only, so an unlabelled resource would outlive every run."""
     if not labels.experiment or not labels.role:
         raise ValueError(f"refusing to create {what} without an experiment and a role label "
                          f"(got {labels!r}): nothing unlabelled is ever made")
@@ -298,7 +300,7 @@ def _network_args(spec: ContainerSpec) -> dict[str, str]:
 def container_args(spec: ContainerSpec) -> dict[str, Any]:
     """The keyword arguments of `containers.create` for `spec`: the one translation, with
     the policy every container gets whatever the spec says."""
-    _require_labels(spec.labels, spec.purpose)
+    require_labels(spec.labels, spec.purpose)
     extra = sorted(set(spec.cap_add) - ADDABLE_CAPS)
     if extra:
         raise ValueError(f"{spec.purpose}: capabilities {extra} may not be added "
@@ -340,7 +342,7 @@ def create_network(engine: Engine, name: str, labels: Labels, *, egress: bool) -
     bridge's own address (INPUT, not FORWARD); with `inhibit_ipv4` the bridge has no
     address, so nothing outside the network answers (tests/integration prove both).
     """
-    _require_labels(labels, f"network {name}")
+    require_labels(labels, f"network {name}")
     options = {} if egress else {"com.docker.network.bridge.inhibit_ipv4": "true"}
     network = engine.call(f"create network {name}", engine.client.networks.create, name,
                           driver="bridge", internal=not egress, labels=labels.as_dict(),
@@ -352,7 +354,7 @@ def create_volume(engine: Engine, name: str, labels: Labels, *, size_mb: int,
                   owner: int) -> str:
     """A size-limited tmpfs volume owned by `owner` (uid = gid). Its content lives only
     while a container holds it: it is lost as soon as no container has it mounted."""
-    _require_labels(labels, f"volume {name}")
+    require_labels(labels, f"volume {name}")
     options = {"type": "tmpfs", "device": "tmpfs",
                "o": f"size={size_mb}m,uid={owner},gid={owner},mode=0755"}
     volume = engine.call(f"create volume {name}", engine.client.volumes.create, name,

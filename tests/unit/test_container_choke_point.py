@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from docker.types import Mount
 
-from runner.containers import sandbox
+from runner.containers import database, sandbox
 from runner.containers.engine import (
     LABEL_ARM,
     LABEL_EXPERIMENT,
@@ -19,6 +19,7 @@ from runner.containers.engine import (
     LABEL_RUN,
     Bind,
     ContainerSpec,
+    Engine,
     Labels,
     Resources,
     Tmpfs,
@@ -136,6 +137,8 @@ def test_postgres_is_the_only_testcontainers_container_and_gets_our_labels() -> 
     assert users == ["runner/containers/database.py"]
     text = (ROOT / "runner/containers/database.py").read_text()
     assert "with_kwargs(labels=labels.as_dict()" in text
+    with pytest.raises(ValueError, match=r"^refusing to create Postgres pg without an "):
+        database.start_server(Engine(), "sha256:img", Labels("", "database"), "net", "pg")
 
 
 def test_label_keys_are_spelled_only_in_the_engine() -> None:
