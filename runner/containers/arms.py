@@ -3,9 +3,9 @@ at `down`.
 
 Per arm: its own network, a size-limited tmpfs volume for the checkout and one for HOME
 (role `arm-checkout`, `arm-home`, labelled like every resource), the hardened container
-of `runner.sandbox` holding both; `up` then makes the checkout INSIDE the volume with a
-rig container from a bundle of the base (`runner.checkout`). The host never runs git in
-it.
+of `runner.containers.sandbox` holding both; `up` then makes the checkout INSIDE the
+volume with a rig container from a bundle of the base (`runner.containers.checkout`).
+The host never runs git in it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from runner.containers import sandbox
 from runner.containers.checkout import ArmBox
-from runner.containers.engine import Engine, Labels
+from runner.containers.engine import Engine, Labels, create_network, create_volume
 from runner.manifest import Arm, Limits
 from runner.store.state import ArmSandbox, ExperimentState
 
@@ -53,12 +53,12 @@ def prepare(engine: Engine, setup: ArmSetup, arm: Arm) -> PreparedArm:
     """The arm's network and its two volumes (checkout, HOME)."""
     egress = arm.network == "egress"
     network = sandbox.network_name(setup.experiment, arm.id, setup.run)
-    sandbox.create_network(engine, network, setup.labels("arm-network", arm.id), egress=egress)
-    disk = setup.limits.disk_mb
-    volume = sandbox.create_volume(engine, f"{setup.name(arm.id)}-work",
-                                   setup.labels("arm-checkout", arm.id), size_mb=disk)
-    home = sandbox.create_volume(engine, f"{setup.name(arm.id)}-home",
-                                 setup.labels("arm-home", arm.id), size_mb=disk)
+    create_network(engine, network, setup.labels("arm-network", arm.id), egress=egress)
+    disk, owner = setup.limits.disk_mb, sandbox.SANDBOX_UID
+    volume = create_volume(engine, f"{setup.name(arm.id)}-work",
+                           setup.labels("arm-checkout", arm.id), size_mb=disk, owner=owner)
+    home = create_volume(engine, f"{setup.name(arm.id)}-home",
+                         setup.labels("arm-home", arm.id), size_mb=disk, owner=owner)
     box = ArmBox(setup.experiment, arm.id, setup.run, setup.image_id, volume, home, disk,
                  setup.limits.memory_mb)
     return PreparedArm(arm.id, network, egress, box)

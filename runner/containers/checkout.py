@@ -24,10 +24,8 @@ import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from docker.types import Mount
-
 from runner.containers import sandbox
-from runner.containers.engine import Engine, Labels
+from runner.containers.engine import Bind, Engine, Labels, Volume
 from runner.errors import InfraError
 
 GIT_STEP_TIMEOUT_S = 300
@@ -36,7 +34,7 @@ BASE_BUNDLE = "/bakeoff/base.bundle"
 NEW_HOME = "/bakeoff/home"
 OUT = "/bakeoff/out"
 STATUS_MAX_BYTES = 256
-INIT_ROLE = "arm-checkout-init"   # the io.bakeoff.role of the one-shot rig containers
+INIT_ROLE = "arm-checkout-init"   # the role label of the one-shot rig containers
 BUNDLER_ROLE = "arm-bundler"
 ORCHESTRATOR = {"GIT_AUTHOR_NAME": "bakeoff-sandbox orchestrator",
                 "GIT_AUTHOR_EMAIL": "orchestrator@bakeoff.invalid",
@@ -164,7 +162,7 @@ class ArmBox:
         """The largest bundle we take: an honest one never outgrows the checkout."""
         return self.disk_mb * 1024 * 1024
 
-    def job(self, role: str, command: list[str], mounts: list[Mount],
+    def job(self, role: str, command: list[str], mounts: list[Bind | Volume],
             env: dict[str, str] | None = None) -> sandbox.RigJob:
         # The checkout and HOME copies (init) or the fresh objects (bundle) are tmpfs
         # pages charged to the job's memory: room for them, on top of git's own needs.
@@ -190,10 +188,10 @@ class Taken:
 
 def make(engine: Engine, box: ArmBox, bundle: Path, base: str, ref: str) -> None:
     """Make (or re-make) the arm's checkout at the base, inside its volume."""
-    mounts = [sandbox.volume_mount(sandbox.WORKDIR, box.volume),
-              Mount(BASE_BUNDLE, str(bundle.resolve()), type="bind", read_only=True)]
+    mounts: list[Bind | Volume] = [Volume(box.volume, sandbox.WORKDIR),
+                                   Bind(bundle, BASE_BUNDLE)]
     if box.home is not None:
-        mounts.append(sandbox.volume_mount(NEW_HOME, box.home))
+        mounts.append(Volume(box.home, NEW_HOME))
     job = box.job(INIT_ROLE, ["sh", "-c", INIT_SCRIPT, "init", base, ref], mounts)
     result = sandbox.run_job(engine, job)
     if result.exit_code != 0:
@@ -216,8 +214,8 @@ def take(engine: Engine, box: ArmBox, base: str, message: str, force_add: list[s
     out = _fresh_out(scratch)
     command = ["sh", "-c", BUNDLE_SCRIPT, "bundle", base, message, str(box.cap_bytes),
                *force_add]
-    mounts = [sandbox.volume_mount(sandbox.WORKDIR, box.volume, read_only=True),
-              Mount(OUT, str(out), type="bind")]
+    mounts: list[Bind | Volume] = [Volume(box.volume, sandbox.WORKDIR, read_only=True),
+                                   Bind(out, OUT, read_only=False)]
     result = sandbox.run_job(engine, box.job(BUNDLER_ROLE, command, mounts, ORCHESTRATOR))
     status = read_status(out)
     if "why" not in status:

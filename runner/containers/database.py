@@ -31,7 +31,7 @@ from typing import Literal
 import psycopg
 from psycopg import sql
 
-from runner.containers.engine import Engine, Labels
+from runner.containers.engine import Engine, Labels, require_labels
 from runner.errors import DatabaseError
 from runner.manifest.models import Database
 
@@ -135,6 +135,7 @@ def start_server(engine: Engine, image_id: str, labels: Labels, network: str, na
 
     `policy` applies to every database created on it; `databases` is how many may exist at
     once (arms plus concurrent samples): `max_connections` is sized from both."""
+    require_labels(labels, f"Postgres {name}")  # testcontainers creates it, with our labels
     _configure_testcontainers()
     from testcontainers.community.postgres import PostgresContainer  # after the env is set
 

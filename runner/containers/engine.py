@@ -3,29 +3,40 @@
 It adds our labels, a client timeout, and a bounded retry for transient engine errors
 (idempotent reads only), and turns a broken engine into `SandboxUnavailableError`.
 Nothing is ever removed here unless it carries our labels (`remove_labelled`).
+
+Every container, network and volume the project makes is created here, from a typed
+spec (`create_container`, `create_network`, `create_volume`), as docker-py funnels every
+option through one `_create_container_args`: the policy is applied by the choke point,
+so no caller can forget it. Every container gets `cap_drop=ALL` (a spec may add back only
+capabilities of `ADDABLE_CAPS`), `no-new-privileges`, docker's init as PID 1, our labels
+(refused without an experiment and a role) and its CPU, memory and pids limits with no
+swap. The label keys are the constants below and nowhere else (a test greps).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import docker
 import docker.errors
 import requests
+from docker.types import LogConfig, Mount
 
 from runner.errors import LeftoverError, SandboxUnavailableError
 
 T = TypeVar("T")
 
-LABEL_EXPERIMENT = "io.bakeoff.experiment"
-LABEL_ARM = "io.bakeoff.arm"
-LABEL_ROLE = "io.bakeoff.role"
-LABEL_RUN = "io.bakeoff.run"
-LABEL_IMAGE = "io.bakeoff.image"
-LABEL_IDENTITY = "io.bakeoff.identity"
+LABEL_PREFIX = "io.bakeoff."
+LABEL_EXPERIMENT = f"{LABEL_PREFIX}experiment"
+LABEL_ARM = f"{LABEL_PREFIX}arm"
+LABEL_ROLE = f"{LABEL_PREFIX}role"
+LABEL_RUN = f"{LABEL_PREFIX}run"
+LABEL_IMAGE = f"{LABEL_PREFIX}image"
+LABEL_IDENTITY = f"{LABEL_PREFIX}identity"
 KINDS = ("container", "network", "volume")  # the order of removal: a network holds containers
 
 API_TIMEOUT_S = 120
@@ -52,6 +63,82 @@ class Labels:
         if self.run:
             labels[LABEL_RUN] = self.run
         return labels
+
+
+# The only capabilities a spec may add back on top of cap_drop=ALL: what the sample
+# driver needs, as root, to lay a tree out and drop to the sandbox user (`setpriv`).
+# A new one is a decision taken here, where a reviewer sees it.
+ADDABLE_CAPS = frozenset({"CHOWN", "SETUID", "SETGID"})
+NO_NETWORK = "none"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """CPU, memory and process limits of one container; memory includes swap (none)."""
+
+    cpus: float
+    memory_mb: int
+    pids: int
+
+
+@dataclass(frozen=True)
+class Tmpfs:
+    """A size-limited tmpfs at `target`: filling it is ENOSPC, never a full host disk."""
+
+    target: str
+    size_mb: int
+    mode: str = "1777"
+    executable: bool = True   # toolchains run binaries from /tmp
+    owner: int | None = None  # uid = gid; else root's
+
+    def options(self) -> str:
+        owner = "" if self.owner is None else f",uid={self.owner},gid={self.owner}"
+        return (f"size={self.size_mb}m{',exec' if self.executable else ''},mode={self.mode}"
+                f"{owner}")
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path; read-only unless a caller says otherwise. A missing path is refused
+    by the engine (a `Mount`, never `volumes=`, which would create it)."""
+
+    source: Path
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class Volume:
+    """One of our named volumes. `no_copy`: the image's own content at `target` (a
+    prepared image's setup output in /work) never leaks into the volume."""
+
+    name: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything a container of ours differs in; what they all share is the engine's."""
+
+    image: str
+    command: tuple[str, ...]
+    labels: Labels
+    resources: Resources
+    user: str                            # "uid:gid"; stated by every caller
+    purpose: str                         # names the container in errors ("sample c/A/x/1")
+    name: str | None = None
+    cap_add: tuple[str, ...] = ()        # on top of cap_drop=ALL; only ADDABLE_CAPS
+    tmpfs: tuple[Tmpfs, ...] = ()
+    mounts: tuple[Bind | Volume, ...] = ()
+    network: str = NO_NETWORK            # a network of ours by name, or none
+    joins: str | None = None             # a container whose network namespace it shares
+    env: Mapping[str, str] = field(default_factory=dict)
+    working_dir: str | None = None
+    hostname: str | None = None
+    read_only: bool = False              # the root filesystem
+    tty: bool = False                    # an interactive terminal (stdin open too)
+    log_max_mb: int | None = None        # cap the container's log (None: the engine's)
 
 
 def _is_transient(error: Exception) -> bool:
@@ -122,7 +209,7 @@ class Engine:
         is skipped, one the engine refuses does not stop the sweep; if anything of ours is
         still there at the end, `LeftoverError` names each with the engine's answer.
         """
-        if not any(key.startswith("io.bakeoff.") for key in filters):
+        if not any(key.startswith(LABEL_PREFIX) for key in filters):
             raise ValueError("refusing to remove resources without a bakeoff label filter")
         removed = {kind: 0 for kind in KINDS}
         refused: dict[str, str] = {}
@@ -181,6 +268,98 @@ def _empty_network(engine: Engine, network: Any) -> None:
                         force=True)
         except docker.errors.NotFound:  # the container went meanwhile
             continue
+
+
+def require_labels(labels: Labels, what: str) -> None:
+    """Refuse to make `what` without an experiment and a role: `down` and `gc` remove by
+    label only, so an unlabelled resource would outlive every run."""
+    if not labels.experiment or not labels.role:
+        raise ValueError(f"refusing to create {what} without an experiment and a role label "
+                         f"(got {labels!r}): nothing unlabelled is ever made")
+
+
+def _mount(mount: Bind | Volume) -> Mount:
+    if isinstance(mount, Bind):
+        return Mount(mount.target, str(mount.source.resolve()), type="bind",
+                     read_only=mount.read_only)
+    return Mount(mount.target, mount.name, type="volume", read_only=mount.read_only,
+                 no_copy=True)
+
+
+def _network_args(spec: ContainerSpec) -> dict[str, str]:
+    if spec.joins is not None:
+        if spec.network != NO_NETWORK:
+            raise ValueError(f"{spec.purpose}: a container joins another's network "
+                             f"namespace or has a network ({spec.network}), not both")
+        return {"network_mode": f"container:{spec.joins}"}
+    if spec.network == NO_NETWORK:
+        return {"network_mode": NO_NETWORK}
+    return {"network": spec.network}
+
+
+def container_args(spec: ContainerSpec) -> dict[str, Any]:
+    """The keyword arguments of `containers.create` for `spec`: the one translation, with
+    the policy every container gets whatever the spec says."""
+    require_labels(spec.labels, spec.purpose)
+    extra = sorted(set(spec.cap_add) - ADDABLE_CAPS)
+    if extra:
+        raise ValueError(f"{spec.purpose}: capabilities {extra} may not be added "
+                         f"(only {sorted(ADDABLE_CAPS)})")
+    targets = [t.target for t in spec.tmpfs]
+    if len(set(targets)) != len(targets):
+        raise ValueError(f"{spec.purpose}: two tmpfs mounts at one path: {targets}")
+    limits, memory = spec.resources, f"{spec.resources.memory_mb}m"
+    args: dict[str, Any] = dict(
+        image=spec.image, command=list(spec.command), labels=spec.labels.as_dict(),
+        user=spec.user, cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
+        nano_cpus=int(limits.cpus * 1e9), mem_limit=memory, memswap_limit=memory,
+        pids_limit=limits.pids, read_only=spec.read_only, environment=dict(spec.env),
+        tmpfs={t.target: t.options() for t in spec.tmpfs},
+        mounts=[_mount(m) for m in spec.mounts], **_network_args(spec))
+    if spec.cap_add:
+        args["cap_add"] = list(spec.cap_add)
+    optional = {"name": spec.name, "working_dir": spec.working_dir, "hostname": spec.hostname}
+    args.update({key: value for key, value in optional.items() if value is not None})
+    if spec.tty:
+        args.update(tty=True, stdin_open=True)
+    if spec.log_max_mb is not None:
+        args["log_config"] = LogConfig(type=LogConfig.types.JSON, config={
+            "max-size": f"{spec.log_max_mb}m", "max-file": "1"})
+    return args
+
+
+def create_container(engine: Engine, spec: ContainerSpec) -> Any:
+    """Create (not start) the container of `spec`; the docker-py container. Not retried:
+    a create that timed out may have happened."""
+    args = container_args(spec)
+    return engine.call(f"create {spec.purpose}", engine.client.containers.create, **args)
+
+
+def create_network(engine: Engine, name: str, labels: Labels, *, egress: bool) -> str:
+    """A bridge network of its own; with no egress unless asked for.
+
+    `internal` alone still lets a container reach every service on the host through the
+    bridge's own address (INPUT, not FORWARD); with `inhibit_ipv4` the bridge has no
+    address, so nothing outside the network answers (tests/integration prove both).
+    """
+    require_labels(labels, f"network {name}")
+    options = {} if egress else {"com.docker.network.bridge.inhibit_ipv4": "true"}
+    network = engine.call(f"create network {name}", engine.client.networks.create, name,
+                          driver="bridge", internal=not egress, labels=labels.as_dict(),
+                          options=options, check_duplicate=True)
+    return str(network.id)
+
+
+def create_volume(engine: Engine, name: str, labels: Labels, *, size_mb: int,
+                  owner: int) -> str:
+    """A size-limited tmpfs volume owned by `owner` (uid = gid). Its content lives only
+    while a container holds it: it is lost as soon as no container has it mounted."""
+    require_labels(labels, f"volume {name}")
+    options = {"type": "tmpfs", "device": "tmpfs",
+               "o": f"size={size_mb}m,uid={owner},gid={owner},mode=0755"}
+    volume = engine.call(f"create volume {name}", engine.client.volumes.create, name,
+                         driver="local", driver_opts=options, labels=labels.as_dict())
+    return str(volume.name)
 
 
 def iter_stream(stream: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -34,6 +34,11 @@ command's.
 
 from __future__ import annotations
 
+import base64
+import io
+import tarfile
+from dataclasses import dataclass, field
+
 OUT = "/var/lib/bakeoff/out"
 MARK = b"bakeoff-out:"  # the one stdout line of the driver: a base64 tar of OUT
 IN = "/bakeoff/in"
@@ -168,3 +173,40 @@ def script() -> str:
     """The driver with its limits filled in."""
     return (f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}; LIMIT={FILE_LIMIT + 1}; "
             f"CANARY={CANARY_LIMIT}\n" + SCRIPT)
+
+
+@dataclass
+class Outputs:
+    """What the driver left in OUT, as read back from its one stdout line."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def text(self, name: str) -> str:
+        return self.files.get(name, b"").decode(errors="replace")
+
+    def collected(self) -> dict[str, str]:
+        found = {}
+        for name, data in self.files.items():
+            if name.startswith("files/") and name.endswith(".path"):
+                content = self.files.get(name.removesuffix(".path"))
+                if content is not None and len(content) <= FILE_LIMIT:
+                    found[data.decode(errors="replace").rstrip("\n")] = content.decode(
+                        errors="replace")
+        return found
+
+
+def parse_outputs(log: bytes) -> Outputs:
+    """The driver's output directory, from the last line of its stdout that starts with
+    MARK (empty when there is none or it does not decode). Every file in it is bounded by
+    the driver, so reading it whole is bounded too."""
+    line = next((line for line in reversed(log.splitlines()) if line.startswith(MARK)), None)
+    if line is None:
+        return Outputs()
+    try:
+        data = base64.b64decode(line[len(MARK):], validate=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            return Outputs({member.name.removeprefix("./"): handle.read()
+                            for member in tar.getmembers() if member.isfile()
+                            and (handle := tar.extractfile(member)) is not None})
+    except (ValueError, tarfile.TarError):
+        return Outputs()

@@ -26,9 +26,18 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
-from docker.types import LogConfig, Mount
 
-from runner.containers.engine import Engine, Labels
+from runner.containers.engine import (
+    Bind,
+    ContainerSpec,
+    Engine,
+    Labels,
+    Resources,
+    Tmpfs,
+    Volume,
+    create_container,
+)
+from runner.containers.engine import create_network as create_network  # `up` and tests
 from runner.errors import SandboxUnavailableError
 
 WORKDIR = "/work"
@@ -42,8 +51,9 @@ SCRATCH_DIRS = ("/tmp", "/var/tmp")
 KILL_GRACE_S = 5
 HOST_GRACE_S = 30
 TIMEOUT_EXIT_CODES = frozenset({124, 137})
-HARDENING: dict[str, Any] = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
-                             "read_only": True}
+JOB_CPUS, JOB_PIDS = 1.0, 256  # a rig job's, beside the memory it asks for
+CHECK_RESOURCES = Resources(cpus=1.0, memory_mb=512, pids=256)  # an image check's
+CHECK_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,9 @@ class SandboxLimits:
     def as_record(self) -> dict[str, float | int]:
         return {"cpus": self.cpus, "memory_mb": self.memory_mb, "pids": self.pids,
                 "disk_mb": self.disk_mb}
+
+    def resources(self) -> Resources:
+        return Resources(self.cpus, self.memory_mb, self.pids)
 
 
 @dataclass(frozen=True)
@@ -87,58 +100,33 @@ def network_name(experiment: str, arm: str, run: str) -> str:
     return f"bakeoff-{experiment}-{arm}-{run}".lower()
 
 
-def create_network(engine: Engine, name: str, labels: Labels, *, egress: bool) -> str:
-    """A bridge network of its own; with no egress unless asked for.
-
-    `internal` alone still lets a container reach every service on the host through the
-    bridge's own address (INPUT, not FORWARD); with `inhibit_ipv4` the bridge has no
-    address, so nothing outside the network answers (tests/integration prove both).
-    """
-    options = {} if egress else {"com.docker.network.bridge.inhibit_ipv4": "true"}
-    network = engine.call(f"create network {name}", engine.client.networks.create, name,
-                          driver="bridge", internal=not egress, labels=labels.as_dict(),
-                          options=options, check_duplicate=True)
-    return str(network.id)
-
-
-def tmpfs_options(size_mb: int, mode: str = "1777") -> str:
-    return f"size={size_mb}m,exec,mode={mode}"
-
-
-def create_volume(engine: Engine, name: str, labels: Labels, *, size_mb: int) -> str:
-    """A size-limited tmpfs volume owned by the sandbox user. Its content lives only while
-    a container holds it: it is lost as soon as no container has it mounted."""
-    options = {"type": "tmpfs", "device": "tmpfs",
-               "o": f"size={size_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"}
-    volume = engine.call(f"create volume {name}", engine.client.volumes.create, name,
-                         driver="local", driver_opts=options, labels=labels.as_dict())
-    return str(volume.name)
-
-
-def volume_mount(target: str, volume: str, *, read_only: bool = False) -> Mount:
-    # no_copy: the image's own /work (a prepared image's setup output) never leaks in.
-    return Mount(target, volume, type="volume", read_only=read_only, no_copy=True)
+def container_spec(spec: SandboxSpec) -> ContainerSpec:
+    """The sandbox container: root's idle main process, a read-only root filesystem,
+    the checkout and HOME volumes, tmpfs scratch, the arm's network and limits."""
+    disk = spec.limits.disk_mb
+    tmpfs = [Tmpfs(path, disk) for path in SCRATCH_DIRS]
+    mounts: list[Bind | Volume] = [] if spec.checkout is None else [
+        Volume(spec.checkout, WORKDIR)]
+    if spec.home is not None:
+        mounts.append(Volume(spec.home, HOME))
+    else:
+        tmpfs.append(Tmpfs(HOME, disk, "0755", owner=SANDBOX_UID))
+    mounts += [Bind(source, target) for source, target in spec.read_only]
+    return ContainerSpec(
+        image=spec.image_id, command=("sleep", "infinity"), labels=spec.labels,
+        resources=spec.limits.resources(), user=KEEPER_USER, purpose=f"sandbox {spec.name}",
+        name=spec.name, hostname=spec.hostname, working_dir=WORKDIR, read_only=True,
+        tmpfs=tuple(tmpfs), mounts=tuple(mounts), network=spec.network, env=spec.env)
 
 
 def create(engine: Engine, spec: SandboxSpec) -> str:
     """Create and start the sandbox container; return its id."""
-    disk = spec.limits.disk_mb
-    mounts = [] if spec.checkout is None else [volume_mount(WORKDIR, spec.checkout)]
-    tmpfs = {path: tmpfs_options(disk) for path in SCRATCH_DIRS}
-    if spec.home is not None:
-        mounts.append(volume_mount(HOME, spec.home))
-    else:
-        tmpfs[HOME] = tmpfs_options(disk, "0755") + f",uid={SANDBOX_UID},gid={SANDBOX_UID}"
-    mounts += [Mount(target, str(source.resolve()), type="bind", read_only=True)
-               for source, target in spec.read_only]
-    memory = f"{spec.limits.memory_mb}m"
-    container: Any = engine.call(
-        f"create sandbox {spec.name}", engine.client.containers.run, spec.image_id,
-        ["sleep", "infinity"], detach=True, name=spec.name, hostname=spec.hostname,
-        labels=spec.labels.as_dict(), user=KEEPER_USER, working_dir=WORKDIR, mounts=mounts,
-        tmpfs=tmpfs, environment=dict(spec.env), **HARDENING,
-        nano_cpus=int(spec.limits.cpus * 1e9), mem_limit=memory, memswap_limit=memory,
-        pids_limit=spec.limits.pids, network=spec.network, init=True)
+    container: Any = create_container(engine, container_spec(spec))
+    try:
+        engine.call(f"start sandbox {spec.name}", container.start)
+    except BaseException:
+        remove(engine, str(container.id))
+        raise
     return str(container.id)
 
 
@@ -173,11 +161,21 @@ class RigJob:
     image_id: str
     labels: Labels
     command: list[str]
-    mounts: list[Mount]
+    mounts: list[Bind | Volume]
     env: Mapping[str, str]
     tmp_mb: int
     memory_mb: int
     timeout_s: float
+
+    def container_spec(self) -> ContainerSpec:
+        argv = ("timeout", "-k", str(KILL_GRACE_S), str(max(1, int(self.timeout_s))),
+                *self.command)
+        return ContainerSpec(
+            image=self.image_id, command=argv, labels=self.labels, user=SANDBOX_USER,
+            resources=Resources(JOB_CPUS, self.memory_mb, JOB_PIDS),
+            purpose=self.name, name=self.name, mounts=tuple(self.mounts),
+            tmpfs=(Tmpfs("/tmp", self.tmp_mb),), env=self.env, working_dir="/tmp",
+            read_only=True, log_max_mb=1)
 
 
 @dataclass(frozen=True)
@@ -188,33 +186,52 @@ class RigResult:
     stderr_tail: str   # our script's own diagnostics, for error messages; never parsed
 
 
-JOB_LOGS = LogConfig(type=LogConfig.types.JSON, config={"max-size": "1m", "max-file": "1"})
+@dataclass(frozen=True)
+class Finished:
+    """A one-shot container's end: its status, how long it ran, what it printed."""
+
+    exit_code: int
+    duration_s: float
+    stdout: bytes      # only when asked for
+    stderr_tail: str
+
+
+def run_to_end(engine: Engine, spec: ContainerSpec, deadline_s: float, *,
+               stdout: bool = False) -> Finished:
+    """Create, start and wait for a one-shot container (at most `deadline_s` on the host),
+    read its output, and remove it, whatever happened."""
+    container: Any = create_container(engine, spec)
+    try:
+        started = time.monotonic()
+        engine.call(f"start {spec.purpose}", container.start)
+        status = engine.call(f"wait for {spec.purpose}", container.wait, timeout=deadline_s)
+        duration = time.monotonic() - started
+        out = (engine.call("read its output", container.logs, stdout=True, stderr=False)
+               if stdout else b"")
+        tail = engine.call("read its log", container.logs, stdout=False, stderr=True, tail=20)
+    finally:
+        remove(engine, str(container.id))
+    return Finished(int(status.get("StatusCode", -1)), duration, bytes(out),
+                    bytes(tail).decode(errors="replace").strip()[-2000:])
 
 
 def run_job(engine: Engine, job: RigJob) -> RigResult:
     """Run `job` to its end and remove its container, whatever happened."""
-    argv = ["timeout", "-k", str(KILL_GRACE_S), str(max(1, int(job.timeout_s))), *job.command]
-    memory = f"{job.memory_mb}m"
-    container: Any = engine.call(
-        f"create {job.name}", engine.client.containers.create, job.image_id, argv,
-        name=job.name, labels=job.labels.as_dict(), user=SANDBOX_USER, network_mode="none",
-        mounts=job.mounts, tmpfs={"/tmp": tmpfs_options(job.tmp_mb)},
-        environment=dict(job.env), working_dir="/tmp", mem_limit=memory,
-        memswap_limit=memory, pids_limit=256, nano_cpus=int(1e9), log_config=JOB_LOGS,
-        **HARDENING)
-    try:
-        started = time.monotonic()
-        engine.call(f"start {job.name}", container.start)
-        deadline = job.timeout_s + KILL_GRACE_S + HOST_GRACE_S
-        status = engine.call(f"wait for {job.name}", container.wait, timeout=deadline)
-        duration = time.monotonic() - started
-        tail = engine.call("read its log", container.logs, stdout=False, stderr=True, tail=20)
-    finally:
-        remove(engine, str(container.id))
-    code = int(status.get("StatusCode", -1))
-    timed_out = code in TIMEOUT_EXIT_CODES and duration >= job.timeout_s - 0.5
-    return RigResult(code, timed_out, round(duration, 3),
-                     bytes(tail).decode(errors="replace").strip()[-2000:])
+    deadline = job.timeout_s + KILL_GRACE_S + HOST_GRACE_S
+    done = run_to_end(engine, job.container_spec(), deadline)
+    timed_out = done.exit_code in TIMEOUT_EXIT_CODES and done.duration_s >= job.timeout_s - 0.5
+    return RigResult(done.exit_code, timed_out, round(done.duration_s, 3), done.stderr_tail)
+
+
+def check_image(engine: Engine, image_id: str, command: list[str], labels: Labels,
+                env: Mapping[str, str] | None = None) -> str:
+    """What `command` prints on stdout in a throwaway container of the image: the
+    sandbox user, no network, no capability (a probe of what the image allows)."""
+    spec = ContainerSpec(image=image_id, command=tuple(command), labels=labels,
+                         resources=CHECK_RESOURCES, user=SANDBOX_USER,
+                         purpose="check the image", env=env or {})
+    done = run_to_end(engine, spec, CHECK_TIMEOUT_S, stdout=True)
+    return done.stdout.decode(errors="replace")
 
 
 def _container(engine: Engine, container_id: str) -> Any:

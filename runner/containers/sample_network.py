@@ -1,0 +1,102 @@
+"""Where an executor's samples reach their database, and nothing else.
+
+With no database a sample has no network at all. With one, each arm's samples share a
+network of their own: `internal`, its bridge without a host address, the Postgres
+attached under the alias `db`; each sample gets a fresh database (and the role that owns
+it) on that Postgres, dropped when the sample ends. The Postgres is the experiment's own
+when it is up (`shared`: saves a start per executor; only attached to our networks and
+detached again), else one the executor starts for itself on a network of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+from collections.abc import Iterator
+
+import docker.errors
+
+from runner.containers import database, sandbox
+from runner.containers.engine import NO_NETWORK, Engine, Labels, create_network
+from runner.containers.images import BuiltImage
+
+
+class SampleNetworks:
+    """One executor's sample networks and its database server (if any)."""
+
+    def __init__(self, engine: Engine, experiment: str, run: str,
+                 db_image: BuiltImage | None = None,
+                 shared_db: database.DbServer | None = None,
+                 db_policy: database.DbPolicy | None = None) -> None:
+        self.engine, self.experiment, self.run = engine, experiment, run
+        self.db_image, self.db_policy = db_image, db_policy or database.DbPolicy()
+        self.server: database.DbServer | None = shared_db
+        self.shared = shared_db is not None
+        self.networks: dict[str, str] = {}  # arm -> its sample network
+        self.lock = threading.Lock()
+
+    def labels(self, role: str, arm: str = "") -> Labels:
+        return Labels(self.experiment, role, arm, self.run)
+
+    def start(self) -> None:
+        """The executor's own Postgres, when it has a database image and none is shared."""
+        if self.db_image is None or self.shared:
+            return
+        net = sandbox.network_name(self.experiment, "scoredb", self.run)
+        create_network(self.engine, net, self.labels("score-network"), egress=True)
+        self.server = database.start_server(
+            self.engine, self.db_image.image_id, self.labels("score-database"), net,
+            f"bakeoff-{self.experiment}-scoredb-{self.run}", policy=self.db_policy)
+        database.lock_down(self.server)
+
+    def network(self, arm: str) -> str:
+        """The arm's sample network, made on first use with the database attached;
+        `none` when the samples have no database."""
+        if self.server is None:
+            return NO_NETWORK
+        with self.lock:
+            if arm in self.networks:
+                return self.networks[arm]
+            name = sandbox.network_name(self.experiment, f"{arm}-samples", self.run)
+            create_network(self.engine, name, self.labels("sample-network", arm), egress=False)
+            net = self.engine.client.networks.get(name)
+            self.engine.call("connect db", net.connect, self.server.container_id,
+                             aliases=[database.DB_ALIAS])
+            self.server = database.refresh_port(self.engine, self.server)
+            self.networks[arm] = name
+            return name
+
+    @contextlib.contextmanager
+    def fresh_database(self) -> Iterator[database.DbSchema | None]:
+        """A fresh database (and its owner role) for one sample, dropped at the end of the
+        block; None without a server."""
+        if self.server is None:
+            yield None
+            return
+        # Under one lock for create and drop (the database module serializes admin DDL
+        # across executors and processes too); the server as it is now: a network made
+        # meanwhile may have re-published its port.
+        with self.lock:
+            owner = f"s{secrets.token_hex(4)}"
+            schema = database.create_schema(self._server(),
+                                            database.role_name(self.experiment, owner))
+        try:
+            yield schema
+        finally:
+            with self.lock:
+                database.drop_schema(self._server(), schema.name)
+
+    def _server(self) -> database.DbServer:
+        assert self.server is not None  # only asked for once a server is known
+        return self.server
+
+    def detach(self) -> None:
+        """Take a shared Postgres off our networks (they are removed with the run's
+        labels; the experiment's Postgres goes on)."""
+        if not self.shared or self.server is None:
+            return
+        for name in self.networks.values():
+            with contextlib.suppress(docker.errors.DockerException):
+                self.engine.client.networks.get(name).disconnect(
+                    self.server.container_id, force=True)

@@ -1,0 +1,150 @@
+"""Every container is made by `engine.create_container` from a typed spec, and the engine
+applies the policy whatever the spec says (issue 12): cap_drop=ALL, no-new-privileges,
+init, our labels, CPU/memory/pids limits with no swap. No docker needed: the translation
+(`container_args`) is pure, and the rest is proved by reading the source."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from docker.types import Mount
+
+from runner.containers import database, sandbox
+from runner.containers.engine import (
+    LABEL_ARM,
+    LABEL_EXPERIMENT,
+    LABEL_ROLE,
+    LABEL_RUN,
+    Bind,
+    ContainerSpec,
+    Engine,
+    Labels,
+    Resources,
+    Tmpfs,
+    Volume,
+    container_args,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "runner" / "containers" / "engine.py"
+LABELS = Labels("it-abc", "sample", "A", "r1")
+
+
+def spec(**changes: object) -> ContainerSpec:
+    base: dict[str, object] = dict(image="sha256:img", command=("true",), labels=LABELS,
+                                   resources=Resources(1.5, 300, 64), user="1000:1000",
+                                   purpose="a test container")
+    base.update(changes)
+    return ContainerSpec(**base)  # type: ignore[arg-type]
+
+
+def sources() -> list[Path]:
+    return sorted(p for d in ("runner", "rig") for p in (ROOT / d).rglob("*.py"))
+
+
+def test_every_container_gets_the_hardening_the_labels_and_the_limits() -> None:
+    args = container_args(spec())
+    assert {k: args[k] for k in ("cap_drop", "security_opt", "init", "nano_cpus",
+                                 "mem_limit", "memswap_limit", "pids_limit", "user",
+                                 "network_mode", "read_only")} == {
+        "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "init": True,
+        "nano_cpus": 1_500_000_000, "mem_limit": "300m", "memswap_limit": "300m",
+        "pids_limit": 64, "user": "1000:1000", "network_mode": "none", "read_only": False}
+    assert args["labels"] == {LABEL_EXPERIMENT: "it-abc", LABEL_ROLE: "sample",
+                              LABEL_ARM: "A", LABEL_RUN: "r1"}
+    assert "cap_add" not in args and "network" not in args
+
+
+@pytest.mark.parametrize("labels", [Labels("", "sample"), Labels("it-abc", "")])
+def test_a_spec_without_an_experiment_or_a_role_label_is_refused(labels: Labels) -> None:
+    """Pins: an unlabelled container escapes `down` and `gc` (they remove by label only)."""
+    with pytest.raises(ValueError, match=r"^refusing to create a test container without an "
+                                         r"experiment and a role label"):
+        container_args(spec(labels=labels))
+
+
+def test_only_the_driver_capabilities_may_be_added_back() -> None:
+    args = container_args(spec(cap_add=("CHOWN", "SETUID", "SETGID")))
+    assert (args["cap_drop"], args["cap_add"]) == (["ALL"], ["CHOWN", "SETUID", "SETGID"])
+    with pytest.raises(ValueError, match=r"capabilities \['NET_ADMIN', 'SYS_ADMIN'\] may "
+                                         r"not be added"):
+        container_args(spec(cap_add=("SYS_ADMIN", "CHOWN", "NET_ADMIN")))
+
+
+def test_a_container_joins_a_namespace_or_has_a_network_never_both() -> None:
+    assert container_args(spec(joins="abc123"))["network_mode"] == "container:abc123"
+    joined = container_args(spec(network="bakeoff-net"))
+    assert joined["network"] == "bakeoff-net" and "network_mode" not in joined
+    with pytest.raises(ValueError, match="joins another's network namespace or has a network"):
+        container_args(spec(joins="abc123", network="bakeoff-net"))
+
+
+def test_tmpfs_mounts_carry_their_size_mode_and_owner() -> None:
+    assert Tmpfs("/tmp", 64).options() == "size=64m,exec,mode=1777"
+    assert Tmpfs("/run", 256, "0700", executable=False).options() == "size=256m,mode=0700"
+    assert Tmpfs("/home/agent", 8, "0755", owner=1000).options() == (
+        "size=8m,exec,mode=0755,uid=1000,gid=1000")
+    with pytest.raises(ValueError, match="two tmpfs mounts at one path"):
+        container_args(spec(tmpfs=(Tmpfs("/tmp", 1), Tmpfs("/tmp", 2))))
+
+
+def test_volumes_never_copy_the_image_content_and_binds_are_read_only_by_default(
+        tmp_path: Path) -> None:
+    args = container_args(spec(mounts=(Volume("vol", "/work"), Bind(tmp_path, "/in"))))
+    assert args["mounts"] == [
+        Mount("/work", "vol", type="volume", read_only=False, no_copy=True),
+        Mount("/in", str(tmp_path.resolve()), type="bind", read_only=True)]
+
+
+def test_the_sandbox_and_a_rig_job_are_what_they_were_before_the_choke_point() -> None:
+    """The sandbox: root's idle keeper on a read-only root filesystem; a rig job: the
+    sandbox user under `timeout`, no network, a capped log."""
+    box = container_args(sandbox.container_spec(sandbox.SandboxSpec(
+        name="bakeoff-x-a-r1", image_id="sha256:img", labels=LABELS, checkout="work-vol",
+        network="net", limits=sandbox.SandboxLimits(2, 1024, 100, 64), home=None)))
+    assert (box["user"], box["read_only"], box["network"], box["command"]) == (
+        "0:0", True, "net", ["sleep", "infinity"])
+    assert box["tmpfs"] == {"/tmp": "size=64m,exec,mode=1777",
+                            "/var/tmp": "size=64m,exec,mode=1777",
+                            "/home/agent": "size=64m,exec,mode=0755,uid=1000,gid=1000"}
+    job = container_args(sandbox.RigJob(
+        name="bakeoff-x-job", image_id="sha256:img", labels=LABELS, command=["sh", "-c", "x"],
+        mounts=[], env={}, tmp_mb=32, memory_mb=600, timeout_s=300).container_spec())
+    assert (job["user"], job["network_mode"], job["read_only"], job["command"][:4]) == (
+        "1000:1000", "none", True, ["timeout", "-k", "5", "300"])
+    assert (job["mem_limit"], job["memswap_limit"], job["pids_limit"], job["init"]) == (
+        "600m", "600m", 256, True)
+    assert job["log_config"]["Config"] == {"max-size": "1m", "max-file": "1"}
+
+
+def test_no_container_network_or_volume_is_created_outside_the_engine() -> None:
+    """The choke point is the only one: no `containers.create` / `containers.run`, no
+    `networks.create` / `volumes.create`, no low-level `create_container` elsewhere."""
+    pattern = re.compile(r"containers\.(create|run)\b|(networks|volumes)\.create\b|"
+                         r"api\.create_(container|network|volume)\b")
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sources() if path != ENGINE
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if pattern.search(line)]
+    assert found == []
+    assert pattern.search(ENGINE.read_text()) is not None  # the grep finds what it must
+
+
+def test_postgres_is_the_only_testcontainers_container_and_gets_our_labels() -> None:
+    users = [path.relative_to(ROOT).as_posix() for path in sources()
+             if re.search(r"\b(PostgresContainer|DockerContainer)\(", path.read_text())]
+    assert users == ["runner/containers/database.py"]
+    text = (ROOT / "runner/containers/database.py").read_text()
+    assert "with_kwargs(labels=labels.as_dict()" in text
+    with pytest.raises(ValueError, match=r"^refusing to create Postgres pg without an "):
+        database.start_server(Engine(), "sha256:img", Labels("", "database"), "net", "pg")
+
+
+def test_label_keys_are_spelled_only_in_the_engine() -> None:
+    """Pins: a label key spelled as a literal (`"io.bakeoff.run"`) drifts from the one
+    the engine writes, and a removal by that key then matches nothing."""
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sources() if path != ENGINE
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if "io.bakeoff." in line]
+    assert found == []
