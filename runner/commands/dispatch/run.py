@@ -55,7 +55,8 @@ from runner.errors import BadInputError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout
 from runner.store import state as state_mod
-from runner.store.files import experiment_lock, stage_dir
+from runner.store.files import experiment_lock
+from runner.store.layout import stage_dir
 from runner.store.state import ArmSandbox, ExperimentState
 
 
