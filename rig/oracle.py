@@ -276,9 +276,19 @@ def collected_name(log_name: str, path: str) -> str:
     return f"{log_name.removesuffix('.log')}.files/{path.replace('/', '__')}"
 
 
+SAMPLES_DIR = "samples"
+
+
+def sample_dir(root: Path, arm: str, check: str) -> Path:
+    """The folder of one (arm, check)'s samples under a sample root (a stage directory, a
+    proof, a merge verification, a reproduction): samples/ARM/CHECK. The one place the
+    rig spells it; `runner.store.layout` builds on it."""
+    return root / SAMPLES_DIR / arm / check
+
+
 def sample_paths(root: Path, spec: SampleSpec) -> tuple[Path, Path]:
-    """(record, log) of a sample under a stage directory: samples/ARM/CHECK/N.{json,log}."""
-    base = root / "samples" / spec.arm / spec.check / str(spec.n)
+    """(record, log) of a sample under a sample root: samples/ARM/CHECK/N.{json,log}."""
+    base = sample_dir(root, spec.arm, spec.check) / str(spec.n)
     return base.with_suffix(".json"), base.with_suffix(".log")
 
 

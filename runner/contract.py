@@ -4,7 +4,6 @@ check every later command makes against the frozen one (principle 1; exit 4)."""
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from runner.containers.images import BuiltImage
 from runner.containers.prepared import Toolchain
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
+from runner.store import records
 from runner.store.files import experiment_dir, stage_dir
 
 
@@ -95,31 +95,28 @@ def _carried(directory: Path, previous: str,
     if lock is None:
         return {}
     frozen = lock.latest.contract
-    merge_file = stage_dir(directory, previous) / "merge.json"  # runner.stage_merge writes it
-    moves: dict[str, dict[str, object]] = {}
-    if merge_file.exists():
-        moves = json.loads(merge_file.read_text(encoding="utf-8")).get("ratchets") or {}
+    merged = records.load_merge(stage_dir(directory, previous))  # `merge` wrote it
+    moves = {} if merged is None else merged.ratchets
     better = {c.name: c.better for c in current.checks}
     found = {}
     for name in _same_ratchets(frozen, current):
         value = frozen.ratchet_baselines[name]
-        move = moves.get(name) or {}
-        to = _moved_to(move, value, better[name])
-        found[name] = (Baseline(value, f"as frozen for {previous} ("
-                                + str(move.get("why") or "its merge recorded no move") + ")")
-                       if to is None else
-                       Baseline(to, f"moved by {previous}'s merge: {move.get('why')}"))
+        move = moves.get(name)
+        to = None if move is None else _moved_to(move, value, better[name])
+        if move is None or to is None:
+            why = (move.why if move is not None else "") or "its merge recorded no move"
+            found[name] = Baseline(value, f"as frozen for {previous} ({why})")
+        else:
+            found[name] = Baseline(to, f"moved by {previous}'s merge: {move.why}")
     return found
 
 
-def _moved_to(move: dict[str, object], frozen: float, better: str | None) -> float | None:
+def _moved_to(move: records.RatchetMove, frozen: float, better: str | None) -> float | None:
     """The value a merge record moved `frozen` to, if it is a move in the better direction."""
-    to = move.get("to")
-    if move.get("from") != frozen or not isinstance(to, int | float) or better not in (
-            "higher", "lower"):
+    if move.before != frozen or better not in ("higher", "lower"):
         return None
-    return float(to) if ratchet.worse_by(float(to), frozen,
-                                         "higher" if better == "higher" else "lower") < 0 else None
+    direction: ratchet.Better = "higher" if better == "higher" else "lower"
+    return move.after if ratchet.worse_by(move.after, frozen, direction) < 0 else None
 
 
 def verify(toolchain: Toolchain, change: str) -> LockVersion | None:

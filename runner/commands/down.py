@@ -25,19 +25,19 @@ from runner import workspace
 from runner.commands.dispatch import work
 from runner.commands.dispatch.record import (
     DONE_STATES,
-    RECORD_FILE,
     ArmRecord,
     interrupted_branch,
     load_record,
-    record_dir,
 )
 from runner.containers import arms as arms_mod
 from runner.containers import database, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
 from runner.errors import DatabaseError, RunnerError, UnknownArmError
 from runner.manifest import LoadedManifest
+from runner.store import layout
 from runner.store import state as state_mod
-from runner.store.files import experiment_dir, experiment_lock, stage_dir
+from runner.store.files import experiment_lock
+from runner.store.layout import experiment_dir, stage_dir
 from runner.store.state import ArmSandbox, ExperimentState, current_change, require_up
 
 Progress = Callable[[str], None]
@@ -191,21 +191,22 @@ def current_record(directory: Path, current: ExperimentState, arm: str) -> ArmRe
     """The arm's dispatch record of the run that is up, or None (never dispatched in it:
     a record of an earlier `up` is not this run's). The commit is read from it, never from
     the checkout."""
-    record = load_record(record_dir(directory, current.change, arm) / RECORD_FILE)
+    record = load_record(layout.arm_record(directory, current.change, arm))
     return record if record is not None and record.run == current.run else None
 
 
 def verdicts(directory: Path, change: str, arm: str) -> dict[str, str]:
     """`passed/samples` per scored check of an arm (from the stored sample records)."""
     shown: dict[str, str] = {}
-    for folder in sorted((stage_dir(directory, change) / "samples" / arm).glob("*")):
+    stage = stage_dir(directory, change)
+    for check in layout.sample_checks(stage, arm):
         records = [SampleRecord.model_validate_json(p.read_text(encoding="utf-8"))
-                   for p in folder.glob("*.json")]
+                   for p in layout.sample_records(stage, arm, check)]
         if records:
             passed = sum(r.verdict is Verdict.PASS for r in records)
             errors = sum(r.verdict is Verdict.RIG_ERROR for r in records)
-            shown[folder.name] = f"{passed}/{len(records)}" + (f" ({errors} rig)" if errors
-                                                               else "")
+            shown[check] = f"{passed}/{len(records)}" + (f" ({errors} rig)" if errors
+                                                         else "")
     return shown
 
 
@@ -240,8 +241,8 @@ def keep_all(engine: Engine, loaded: LoadedManifest, directory: Path,
 def _keep_one(engine: Engine, loaded: LoadedManifest, directory: Path,
               current: ExperimentState, arm: ArmSandbox, progress: Progress,
               lock: threading.Lock) -> None:
-    folder = record_dir(directory, current.change, arm.arm)
-    record = load_record(folder / RECORD_FILE)
+    folder = layout.arm_dir(directory, current.change, arm.arm)
+    record = load_record(layout.arm_record(directory, current.change, arm.arm))
     if record is not None and record.run != current.run:
         record = None
     if record is not None and record.state in DONE_STATES:
@@ -261,7 +262,7 @@ def _keep_one(engine: Engine, loaded: LoadedManifest, directory: Path,
                "`down`\n\nThe experiment was taken down before this arm's work was kept.")
     how = work.Keeping(loaded.repo_path, arms_mod.arm_box(current, arm), arm.container_id,
                        current.base_commit, branch, message,
-                       list(loaded.arm(arm.arm).commit_ignored), folder / "keep", lock,
+                       list(loaded.arm(arm.arm).commit_ignored), layout.keep_dir(folder), lock,
                        branch_on_base=False)
     kept = work.keep(engine, how)
     if kept.work_refused is not None:

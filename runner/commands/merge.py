@@ -6,14 +6,10 @@ containers (success + checks) and kept only if nothing regresses.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 from rig import ratchet, rubric
 from rig.oracle import pass_rate
-from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from runner import contract, workspace
 from runner.commands import score as score_mod
@@ -21,24 +17,11 @@ from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
+from runner.store import layout
+from runner.store.records import GraftResult, MergeRecord, RatchetMove, load_merge, save_merge
 from runner.workspace import merge
 
 Say = Callable[[str], None]
-MERGE_FILE = "merge.json"
-
-
-@dataclass(frozen=True)
-class GraftResult:
-    arm: str
-    what: str
-    rationale: str
-    verified: bool
-    kept: bool
-    why: str
-
-    def as_dict(self) -> dict[str, object]:
-        return {"from": self.arm, "what": self.what, "rationale": self.rationale,
-                "verified": self.verified, "kept": self.kept, "why": self.why}
 
 
 def requested(loaded: LoadedManifest, change: str, asks: list[str],
@@ -65,7 +48,7 @@ def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: st
            base: str, say: Say) -> dict[str, float]:
     """Pass-rates of success + every check on `commit`, fresh containers each (a ratchet
     graded against the stage's frozen base value)."""
-    stage = score_mod.stage_path(loaded, change) / "merge"
+    stage = layout.merge_dir(score_mod.stage_path(loaded, change))
     baselines = score_mod.frozen_baselines(loaded, change)
     todo = [spec for plan in score_mod.plans(loaded, change)
             for spec in score_mod.plan_specs(loaded, change, label, plan, commit, base,
@@ -82,6 +65,15 @@ def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: st
 def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *,
                 base_arm: str | None = None, grafts: list[str] | None = None,
                 toolchain: Toolchain | None = None) -> dict[str, object]:
+    """`merge_change`, its record as merge.json spells it (for callers that index it)."""
+    return merge_change(engine, loaded, change, say, base_arm=base_arm, grafts=grafts,
+                        toolchain=toolchain).model_dump(mode="json", by_alias=True)
+
+
+def merge_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *,
+                 base_arm: str | None = None, grafts: list[str] | None = None,
+                 toolchain: Toolchain | None = None) -> MergeRecord:
+    """The winner (or `base_arm`) onto the branch, then the grafts; merge.json written."""
     toolchain = toolchain or Toolchain(engine, loaded, say)
     frozen = contract.require(toolchain, change)
     base = frozen.contract.base_commit
@@ -136,8 +128,8 @@ def _merged_records(toolchain: Toolchain, loaded: LoadedManifest, change: str, h
         return workspace.run_git(loaded.repo_path, "rev-parse", f"{ref}^{{tree}}")
     if tree(head) == tree(winner[1]):
         return {name: score_mod.records_of(stage, winner[0], name) for name in names}
-    folder = stage / "merge"
-    for label in sorted(p.name for p in (folder / "samples").glob("*")):
+    folder = layout.merge_dir(stage)
+    for label in layout.sample_arms(folder):
         found = {name: score_mod.records_of(folder, label, name) for name in names}
         if all(found.values()) and all(r.commit == head for rs in found.values() for r in rs):
             return found
@@ -178,32 +170,29 @@ def _try_graft(toolchain: Toolchain, loaded: LoadedManifest, change: str, head: 
     worse = [f"{k} {floor[k]:.2f} -> {v:.2f}" for k, v in rates.items() if v < floor.get(k, 0)]
     if worse:
         say(f"graft {what}: dropped ({'; '.join(worse)})")
-        return head, GraftResult(candidate.arm, what, rationale, True, False,
-                                 "regressed: " + "; ".join(worse))
+        return head, GraftResult(arm=candidate.arm, what=what, rationale=rationale,
+                                 verified=True, kept=False, why="regressed: " + "; ".join(worse))
     say(f"graft {what}: kept (nothing regressed)")
-    return grafted, GraftResult(candidate.arm, what, rationale, True, True,
-                                "re-verified: " + ", ".join(f"{k} {v:.2f}"
-                                                            for k, v in rates.items()))
+    return grafted, GraftResult(arm=candidate.arm, what=what, rationale=rationale,
+                                verified=True, kept=True, why="re-verified: " + ", ".join(
+                                    f"{k} {v:.2f}" for k, v in rates.items()))
 
 
 def _write(loaded: LoadedManifest, change: str, winner: str | None, head: str, note: str,
            results: list[GraftResult],
-           moves: dict[str, ratchet.Movement] | None = None) -> dict[str, object]:
-    record: dict[str, object] = {"change": change, "winner": winner, "head": head,
-                                 "note": note, "grafts": [r.as_dict() for r in results]}
-    if moves:  # the next change's ratchet baselines, and why each moved or stayed
-        record["ratchets"] = {name: move.as_dict() for name, move in moves.items()}
+           moves: dict[str, ratchet.Movement] | None = None) -> MergeRecord:
+    """merge.json, then the scorecard (whose note adds where each ratchet went)."""
+    moves = moves or {}  # the next change's ratchet baselines, and why each moved or stayed
+    record = MergeRecord(change=change, winner=winner, head=head, note=note, grafts=results,
+                         ratchets={name: RatchetMove.of(move) for name, move in moves.items()})
+    if moves:
         note += "\n\nRatchet baselines for the next change: " + "; ".join(
             move.text() for move in moves.values())
-    path = score_mod.stage_path(loaded, change) / MERGE_FILE
-    write_text_atomic(path, json.dumps(record, indent=2) + "\n")
+    save_merge(score_mod.stage_path(loaded, change), record)
     score_mod.write_scorecard(loaded, change, note, [r.as_dict() for r in results])
     return record
 
 
-def load(loaded: LoadedManifest, change: str) -> dict[str, object] | None:
-    path: Path = score_mod.stage_path(loaded, change) / MERGE_FILE
-    if not path.exists():
-        return None
-    data: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
-    return data
+def load(loaded: LoadedManifest, change: str) -> MergeRecord | None:
+    """The stage's merge record, None before `merge` ran."""
+    return load_merge(score_mod.stage_path(loaded, change))

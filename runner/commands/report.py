@@ -5,41 +5,47 @@ files) without docker. The raw sample records are always kept.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rig import contract as contract_mod
 from rig import rubric
 from rig.persist import write_text_atomic
-from rig.report import Observation, Round, observation, render_results, round_of
+from rig.report import Graft, Observation, Round, observation, render_results, round_of
 from rig.report import write_observation as write_obs
 from runner.commands import merge as stage_merge
 from runner.commands import rescore
 from runner.commands import score as score_mod
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
-from runner.store.files import experiment_dir
+from runner.store import layout
+from runner.store.layout import experiment_dir
+from runner.store.records import GraftResult, load_stage
 
 
 def _round(loaded: LoadedManifest, change: str) -> Round | None:
     stage = score_mod.stage_path(loaded, change)
-    if not (stage / "stage.json").exists() or not (stage / "samples").is_dir():
+    if not layout.samples_root(stage).is_dir():
         return None
-    proof = json.loads((stage / "stage.json").read_text(encoding="utf-8"))
+    proof = load_stage(stage)
+    if proof is None:
+        return None
     arms = score_mod.stage_scores(loaded, change)
     merged = stage_merge.load(loaded, change)
-    winner = None if merged is None else merged.get("winner")
-    grafts = [] if merged is None else [
-        {"from": g["from"], "what": g["what"], "verified": bool(g["kept"]),
-         "rationale": f"{g['rationale']}; {'kept' if g['kept'] else 'dropped'}: {g['why']}"}
-        for g in merged.get("grafts", [])  # type: ignore[attr-defined]
-    ]
+    winner = None if merged is None else merged.winner
+    grafts = [] if merged is None else [_graft(g) for g in merged.grafts]
     decision = rubric.decide_winner(arms, loaded.manifest.contract.threshold)
     if winner is None:
         winner = decision.winner
-    return round_of(change, proof["base_commit"], proof["baseline"]["pass_rate"],
-                    proof["baseline"]["verdicts"], arms, str(winner) if winner else None,
-                    grafts, rubric.flags(arms, decision), decision.tie)
+    return round_of(change, proof.base_commit, proof.baseline.pass_rate,
+                    proof.baseline.verdicts, arms, winner or None, grafts,
+                    rubric.flags(arms, decision), decision.tie)
+
+
+def _graft(graft: GraftResult) -> Graft:
+    """A graft as OBSERVATION.json has it: verified means it was kept."""
+    how = "kept" if graft.kept else "dropped"
+    return Graft.model_validate({"from": graft.arm, "what": graft.what, "verified": graft.kept,
+                                 "rationale": f"{graft.rationale}; {how}: {graft.why}"})
 
 
 def contract_summary(loaded: LoadedManifest) -> dict[str, object]:
@@ -48,7 +54,7 @@ def contract_summary(loaded: LoadedManifest) -> dict[str, object]:
     stages: dict[str, object] = {}
     first: dict[str, object] | None = None
     for change in loaded.manifest.changes:
-        lock = contract_mod.load_lock(directory / "stages" / change.id)
+        lock = contract_mod.load_lock(layout.stage_dir(directory, change.id))
         if lock is None:
             continue
         latest = lock.latest
@@ -66,7 +72,7 @@ def report(loaded: LoadedManifest) -> tuple[Observation, Path, Path]:
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     rounds = [r for c in loaded.manifest.changes if (r := _round(loaded, c.id)) is not None]
     obs = observation(loaded.manifest.experiment.name, contract_summary(loaded), rounds)
-    obs_path, results_path = directory / "OBSERVATION.json", directory / "RESULTS.md"
+    obs_path, results_path = layout.observation_file(directory), layout.results_file(directory)
     write_obs(obs_path, obs)
     # The latest rescore of each stage, when there is one (runner.rescore).
     write_text_atomic(results_path, render_results(obs) + rescore.results_section(loaded))

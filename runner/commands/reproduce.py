@@ -35,7 +35,8 @@ from runner.containers.samples import DockerSampleExecutor
 from runner.errors import BadInputError, InfraError
 from runner.manifest import LoadedManifest
 from runner.manifest.models import Limits
-from runner.store.files import STATE_ROOT, experiment_dir, stage_dir
+from runner.store import layout
+from runner.store.layout import STATE_ROOT, experiment_dir, stage_dir
 
 Say = Callable[[str], None]
 REDACTED = "***"
@@ -120,7 +121,7 @@ def locate(sample: str, loaded: LoadedManifest | None) -> Located:
     change, arm, check, n = parts
     experiment = loaded.manifest.experiment.name
     stage = stage_dir(experiment_dir(loaded.repo_path, experiment), change)
-    found = _candidates(stage, f"{arm}/{check}/{n}.json")
+    found = _candidates(stage, arm, check, int(n))
     if not found:
         raise BadInputError(f"no record of sample {sample} under {stage}",
                             hint="`bakeoff-sandbox status` lists what was scored; "
@@ -132,24 +133,25 @@ def locate(sample: str, loaded: LoadedManifest | None) -> Located:
     return Located(_read(found[0]), found[0], loaded.repo_path, experiment)
 
 
-def _candidates(stage: Path, tail: str) -> list[Path]:
+def _candidates(stage: Path, arm: str, check: str, n: int) -> list[Path]:
     """The scored record first; else a proof's or the merge's (never a rescore's copy)."""
-    scored = stage / "samples" / tail
+    scored = layout.sample_record(stage, arm, check, n)
     if scored.is_file():
         return [scored]
-    return sorted([*stage.glob(f"proofs/*/samples/{tail}"), *stage.glob(f"merge/samples/{tail}")])
+    roots = [*layout.proof_roots(stage), layout.merge_dir(stage)]
+    return sorted(found for root in roots
+                  if (found := layout.sample_record(root, arm, check, n)).is_file())
 
 
 def _at_path(path: Path) -> Located:
     if not path.is_file():
         raise BadInputError(f"no sample record at {path}", hint="check the path")
     resolved = path.resolve()
-    parts = resolved.parts
-    if STATE_ROOT not in parts[:-1]:
+    found = layout.run_dir_of(resolved)
+    if found is None:
         raise BadInputError(f"{path} is not under a {STATE_ROOT}/<experiment>/ directory",
                             hint="pass a record from the experiment's run directory")
-    at = len(parts) - 1 - parts[::-1].index(STATE_ROOT)
-    return Located(_read(resolved), resolved, Path(*parts[:at]), parts[at + 1])
+    return Located(_read(resolved), resolved, *found)
 
 
 def _read(path: Path) -> SampleRecord:
@@ -359,15 +361,15 @@ def rerun(engine: Engine, located: Located, loaded: LoadedManifest | None,
     url_env = url_env_of(record, loaded)
     env = recorded_env(record, url_env)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%f")
-    out = (experiment_dir(located.repo, located.experiment) / "reproduce"
-           / f"{stamp}-{record.sample.replace('/', '-')}")
+    out = layout.reproduce_dir(experiment_dir(located.repo, located.experiment),
+                               f"{stamp}-{record.sample.replace('/', '-')}")
     say(f"reproducing {record.sample} in {image.tag} ({image.image_id[:19]}) at "
         f"{record.commit[:12]}")
     with executor_for(engine, located, loaded, image) as executor:
         wrapped = RecordedEnvExecutor(executor, env, secret_keys(record), record.env)
         new = run_sample(wrapped, spec, out)
     return Reproduction(record, new, located.path.with_name(record.log),
-                        out / "samples" / record.arm / record.check / new.log)
+                        layout.sample_dir(out, record.arm, record.check) / new.log)
 
 
 def enter(engine: Engine, located: Located, loaded: LoadedManifest | None,

@@ -34,10 +34,10 @@ from runner.containers.engine import Engine
 from runner.containers.images import BuildReporter, BuiltImage
 from runner.errors import BadInputError, InfraError
 from runner.manifest import LoadedManifest
-from runner.store.files import experiment_dir, stage_dir
+from runner.store import layout
+from runner.store.layout import experiment_dir, stage_dir
 
 Say = Callable[[str], None]
-RESCORE_DIR = "rescore"
 NONDETERMINISM = "the rig's nondeterminism (identical image), not the model's"
 IMAGE_CHANGED = "the image changed"
 
@@ -85,7 +85,7 @@ class Rescore:
 def recorded(loaded: LoadedManifest, change: str, arm: str | None) -> list[SampleRecord]:
     """The stage's scored sample records (one arm's when `arm` is given), in order."""
     stage = stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name), change)
-    paths = sorted((stage / "samples").glob(f"{arm or '*'}/*/*.json"))
+    paths = layout.sample_records(stage, arm)
     found = [SampleRecord.model_validate_json(p.read_text(encoding="utf-8")) for p in paths]
     return sorted(found, key=lambda r: (r.arm, r.check, r.n))
 
@@ -105,8 +105,9 @@ def rescore(engine: Engine, loaded: LoadedManifest, change: str | None, arm: str
     for change_id, found in todo.items():
         chosen = [(r, image_of[r.sample]) for r in found]
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%f")
-        directory = (stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name),
-                               change_id) / RESCORE_DIR / stamp)
+        directory = layout.rescore_dir(
+            stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name),
+                      change_id), stamp)
         new = run_records(engine, loaded, chosen, directory, say)
         result = Rescore(change_id, directory, rebuild,
                          [Pair(old, new[old.sample]) for old, _ in chosen])
@@ -209,9 +210,9 @@ def summary(result: Rescore) -> dict[str, object]:
 
 
 def write(result: Rescore) -> None:
-    write_text_atomic(result.directory / "rescore.json",
+    write_text_atomic(result.directory / layout.RESCORE_SUMMARY,
                       json.dumps(summary(result), indent=2) + "\n")
-    write_text_atomic(result.directory / "RESCORE.md", render(result))
+    write_text_atomic(result.directory / layout.RESCORE_CARD, render(result))
 
 
 def render(result: Rescore) -> str:
@@ -253,7 +254,7 @@ def results_section(loaded: LoadedManifest) -> str:
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     lines: list[str] = []
     for change in loaded.manifest.changes:
-        found = sorted((stage_dir(directory, change.id) / RESCORE_DIR).glob("*/rescore.json"))
+        found = layout.rescore_summaries(stage_dir(directory, change.id))
         if not found:
             continue
         data = json.loads(found[-1].read_text(encoding="utf-8"))
@@ -262,7 +263,7 @@ def results_section(loaded: LoadedManifest) -> str:
         how = "images rebuilt without cache" if data["rebuild"] else "same images"
         lines.append(f"- `{change.id}`, {data['directory']} ({how}): {len(samples)} "
                      f"sample(s), {len(moved)} verdict(s) changed "
-                     f"(`stages/{change.id}/{RESCORE_DIR}/{data['directory']}/RESCORE.md`)")
+                     f"(`{found[-1].with_name(layout.RESCORE_CARD).relative_to(directory)}`)")
         lines += [f"  - {s['sample']}: {_side(s['old'])} -> {_side(s['new'])}: "
                   f"{s['attribution']}" for s in moved]
     if not lines:

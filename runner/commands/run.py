@@ -15,18 +15,12 @@ from runner.commands import merge as stage_merge
 from runner.commands import report as reporting
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
-from runner.commands.dispatch import (
-    DONE_STATES,
-    DispatchReporter,
-    dispatch,
-    load_record,
-    record_dir,
-)
+from runner.commands.dispatch import DONE_STATES, DispatchReporter, dispatch, load_record
 from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.manifest import LoadedManifest
-from runner.store import state
-from runner.store.files import experiment_dir
+from runner.store import layout, state
+from runner.store.layout import experiment_dir
 
 Say = Callable[[str], None]
 
@@ -35,7 +29,7 @@ def dispatched(loaded: LoadedManifest, change: str) -> bool:
     """Every arm's dispatch finished for `change` (its work is fetched back)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     for arm in loaded.manifest.arms:
-        record = load_record(record_dir(directory, change, arm.id) / "arm.json")
+        record = load_record(layout.arm_record(directory, change, arm.id))
         if record is None or record.state not in DONE_STATES:
             return False
     return True
@@ -64,7 +58,7 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     say(f"{change}: score")
     score_mod.score(engine, loaded, change, say, toolchain)
     say(f"{change}: merge")
-    stage_merge.merge_stage(engine, loaded, change, say, toolchain=toolchain)
+    stage_merge.merge_change(engine, loaded, change, say, toolchain=toolchain)
     down_mod.down(engine, loaded, say)
 
 

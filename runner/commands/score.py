@@ -33,15 +33,16 @@ from rig.record import SampleRecord
 from rig.report import render_scorecard
 from rig.tree import UnsafeTreeError
 from runner import contract, workspace
-from runner.commands.dispatch.record import RECORD_FILE, load_record, record_dir
+from runner.commands.dispatch.record import load_record
 from runner.containers import database, prepared, sandbox
 from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.errors import BadInputError, DatabaseError
 from runner.manifest import LoadedManifest
-from runner.store import state
-from runner.store.files import ensure_excluded, experiment_dir, stage_dir
+from runner.store import layout, state
+from runner.store.files import ensure_excluded
+from runner.store.layout import experiment_dir, stage_dir
 from runner.workspace import merge
 
 Say = Callable[[str], None]
@@ -124,7 +125,7 @@ BASE_ARM = "@base"  # never an arm id (ids are [A-Za-z0-9_-])
 
 class BaseRuns:
     """The base's run of each check in one executor's image, made once and kept under
-    `stage/diagnosis/<image>/` (`rig.diagnosis`): `up`'s baseline proof in the same
+    the stage's `diagnosis/<image>/` (`rig.diagnosis`): `up`'s baseline proof in the same
     image is reused for the success criterion."""
 
     def __init__(self, executor: DockerSampleExecutor, stage: Path,
@@ -143,14 +144,16 @@ class BaseRuns:
                     self.executor, dataclasses.replace(
                         spec, arm=BASE_ARM, n=1, commit=spec.base_commit, token=None,
                         refused=None),
-                    self.stage / "diagnosis" / self.executor.image.image_id[7:19])
+                    layout.diagnosis_dir(self.stage, self.executor.image.image_id))
                 self.found[spec.check] = base_run(record)
             return self.found[spec.check]
 
     def _proof(self, spec: SampleSpec) -> SampleRecord | None:
         if self.proofs is None:
             return None
-        for path in sorted(self.proofs.glob(f"proofs/*/samples/baseline/{spec.check}/*.json")):
+        proved = (found for root in layout.proof_roots(self.proofs)  # in path order
+                  for found in layout.sample_records(root, "baseline", spec.check))
+        for path in proved:
             record = SampleRecord.model_validate_json(path.read_text(encoding="utf-8"))
             if (record.image_id == self.executor.image.image_id and record.commit ==
                     spec.base_commit and record.command == spec.command):
@@ -193,8 +196,8 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
     base = merge.stage_base(loaded, change_id)
     ensure_excluded(repo)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-    stage = (experiment_dir(repo, loaded.manifest.experiment.name) / "oracle"
-             / f"{stamp}-{commit[:12]}-{plan.name}")
+    stage = layout.oracle_dir(experiment_dir(repo, loaded.manifest.experiment.name),
+                              f"{stamp}-{commit[:12]}-{plan.name}")
     todo = specs(loaded, change_id, "oracle", plan, commit, base, samples, graded_under)
     with executor_for(toolchain, commit) as executor:
         records = run_all(executor, todo, stage, say,
@@ -287,15 +290,14 @@ def run_samples(toolchain: Toolchain, change: str, commits: dict[str, str], say:
 def work_refused(loaded: LoadedManifest, change: str, arm: str) -> str | None:
     """Why the arm's work was refused at import (its samples are FAIL unsafe_work)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
-    record = load_record(record_dir(directory, change, arm) / RECORD_FILE)
+    record = load_record(layout.arm_record(directory, change, arm))
     why = None if record is None else record.work_refused
     return None if why is None else f"the arm's work was refused at import: {why}"
 
 
 def records_of(stage: Path, arm: str, check: str) -> list[SampleRecord]:
-    folder = stage / "samples" / arm / check
     found = [SampleRecord.model_validate_json(p.read_text(encoding="utf-8"))
-             for p in folder.glob("*.json")]
+             for p in layout.sample_records(stage, arm, check)]
     return sorted(found, key=lambda r: r.n)
 
 
@@ -308,7 +310,7 @@ def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], bas
     protected = list(contract.protected_paths(loaded, change, base))
 
     def judge(arm: str, commit: str) -> None:
-        answer = stage / "judge" / f"{arm}.json"
+        answer = layout.judge_answer(stage, arm)
         if answer.exists():
             return
         diff, more = workspace.git_capped(loaded.repo_path, "diff", "--no-color",
@@ -330,7 +332,7 @@ def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], bas
 
 
 def _log_tail(stage: Path, arm: str, check: str) -> str:
-    log = stage / "samples" / arm / check / "1.log"
+    log = layout.sample_log(stage, arm, check, 1)
     return log.read_text(encoding="utf-8")[-OUTPUT_TAIL:] if log.exists() else ""
 
 
@@ -343,7 +345,7 @@ def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
                                       records_of(stage, arm.id, SUCCESS))
         checks = {p.name: rubric.check_result(p.name, records_of(stage, arm.id, p.name))
                   for p in plans(loaded, change)[1:]}
-        answer = stage / "judge" / f"{arm.id}.json"
+        answer = layout.judge_answer(stage, arm.id)
         judged = judge_mod.parse_judgement(answer.read_text()) if answer.exists() else None
         scored.append(rubric.score_arm(arm, success, checks, judged,
                                        loaded.manifest.contract.weights,
@@ -369,7 +371,7 @@ def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not 
     decision = rubric.decide_winner(arms, terms.threshold)
     text = render_scorecard(change, arms, terms.weights, rubric.flags(arms, decision),
                             decision, merge_note, grafts or [])
-    path = stage_path(loaded, change) / "SCORECARD.md"
+    path = layout.scorecard_file(stage_path(loaded, change))
     write_text_atomic(path, text)
     return path
 

@@ -28,7 +28,7 @@ from rig.verdict import Verdict
 from runner import contract, workspace
 from runner.commands import down as down_mod
 from runner.commands import score as score_mod
-from runner.commands.dispatch.brief import BRIEF_DIR, brief_dir
+from runner.commands.dispatch.brief import BRIEF_DIR
 from runner.containers import arms as arms_mod
 from runner.containers import checkout, database, images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
@@ -37,13 +37,16 @@ from runner.containers.samples import DockerSampleExecutor
 from runner.contract import Baseline
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
+from runner.store import layout
 from runner.store import state as state_mod
-from runner.store.files import (
-    ensure_excluded,
-    experiment_dir,
-    experiment_lock,
-    stage_dir,
-    write_json,
+from runner.store.files import ensure_excluded, experiment_lock
+from runner.store.layout import experiment_dir, stage_dir
+from runner.store.records import (
+    BaselineProof,
+    RatchetBase,
+    ReferenceProof,
+    StageRecord,
+    save_stage,
 )
 from runner.store.state import ArmSandbox, DbState, ExperimentState
 from runner.workspace import merge
@@ -130,7 +133,7 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
     """Prove the stage (preflight, baseline, reference, ratchets), then freeze it."""
     loaded, change = plan.loaded, plan.change
     stage = stage_dir(directory, change)
-    proofs = stage / "proofs" / contract_mod.contract_sha256(current)[:12]
+    proofs = layout.proofs_dir(stage, contract_mod.contract_sha256(current))
     proof = None
     shared = None if db is None else database.DbServer(db.container_id, db.host_port,
                                                        db.admin_password)
@@ -181,7 +184,7 @@ def _labels(plan: UpPlan, role: str, arm: str = "") -> Labels:
 
 def _arm_setup(plan: UpPlan, directory: Path) -> arms_mod.ArmSetup:
     manifest = plan.loaded.manifest
-    brief = brief_dir(stage_dir(directory, plan.change))
+    brief = layout.brief_dir(stage_dir(directory, plan.change))
     brief.mkdir(parents=True, exist_ok=True)
     return arms_mod.ArmSetup(
         manifest.experiment.name, plan.run, plan.image.image_id, manifest.limits,
@@ -237,7 +240,7 @@ def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,
 def _make_checkouts(engine: Engine, plan: UpPlan, directory: Path, made: ExperimentState,
                     progress: Progress) -> None:
     """Every arm's checkout, made inside its (held) volume from one bundle of the base."""
-    bundle = stage_dir(directory, plan.change) / "base.bundle"
+    bundle = layout.base_bundle(stage_dir(directory, plan.change))
     ref = workspace.base_bundle(plan.loaded.repo_path, plan.base_commit, bundle)
 
     def one(arm: ArmSandbox) -> None:
@@ -345,7 +348,8 @@ def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, b
     say(f"baseline: the success criterion on the untouched base "
         f"({loaded.manifest.contract.samples} fresh containers)")
     records = _samples(executor, loaded, change, base, base, "baseline", stage, say)
-    caveats = _judge_baseline(records, allow_passing_baseline)
+    caveats = _judge_baseline(records, allow_passing_baseline,
+                              layout.sample_dir(stage, "baseline", score_mod.SUCCESS))
     reference = reference_commit(loaded, change, base)
     reference_rate = None
     if reference is not None:
@@ -398,14 +402,16 @@ def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, ch
     return measured
 
 
-def _judge_baseline(records: list[SampleRecord], allow_passing: bool) -> list[str]:
+def _judge_baseline(records: list[SampleRecord], allow_passing: bool,
+                    logs: Path) -> list[str]:
+    """The baseline's caveats; `logs`: where its samples are (named when one broke)."""
     verdicts = [r.verdict for r in records]
     shown = ", ".join(f"{r.verdict}({r.reason})" if r.reason else str(r.verdict)
                       for r in records)
     if Verdict.RIG_ERROR in verdicts:
         raise RigError(f"the baseline is a rig problem, not a task: {shown}",
                        hint="run `bakeoff-sandbox reproduce` on a baseline sample, or read its "
-                            "log under stages/<change>/samples/baseline/")
+                            f"log under {logs}/")
     passed = verdicts.count(Verdict.PASS)
     if passed == 0:
         return []
@@ -420,13 +426,19 @@ def _judge_baseline(records: list[SampleRecord], allow_passing: bool) -> list[st
 
 
 def record(stage: Path, change: str, base: str, proof: Proof,
-           version: LockVersion) -> None:
-    write_json(stage / "stage.json", {
-        "change": change, "base_commit": base, "contract_version": version.version,
-        "contract_sha256": version.sha256,
-        "baseline": {"pass_rate": proof.baseline.rate, "verdicts": proof.baseline_verdicts},
-        "reference": None if proof.reference is None else {
-            "commit": proof.reference_commit, "pass_rate": proof.reference.rate},
-        "caveats": proof.caveats,
-        "ratchets": {name: {"value": found.value, "source": found.source}
-                     for name, found in proof.ratchets.items()}})
+           version: LockVersion) -> StageRecord:
+    """stage.json: what the proofs found, under the contract version they froze."""
+    reference = None
+    if proof.reference is not None and proof.reference_commit is not None:
+        reference = ReferenceProof(commit=proof.reference_commit,
+                                           pass_rate=proof.reference.rate)
+    made = StageRecord(
+        change=change, base_commit=base, contract_version=version.version,
+        contract_sha256=version.sha256,
+        baseline=BaselineProof(pass_rate=proof.baseline.rate,
+                               verdicts=[Verdict(v) for v in proof.baseline_verdicts]),
+        reference=reference, caveats=proof.caveats,
+        ratchets={name: RatchetBase(value=found.value, source=found.source)
+                  for name, found in proof.ratchets.items()})
+    save_stage(stage, made)
+    return made

@@ -1,4 +1,5 @@
-"""The run directory `<repo>/.bakeoff/<experiment>/` and its atomic JSON records.
+"""Atomic JSON records and the experiment lock of the run directory (its paths:
+`runner.store.layout`).
 
 Records are written atomically (`rig.persist`): a reader (or a killed writer) never
 sees half a record.
@@ -18,18 +19,14 @@ from pydantic import BaseModel
 
 from rig.persist import write_text_atomic
 from runner.errors import ExperimentBusyError
+from runner.store.layout import STATE_ROOT as STATE_ROOT
+from runner.store.layout import experiment_dir as experiment_dir
+from runner.store.layout import lock_file
+from runner.store.layout import stage_dir as stage_dir
 
-STATE_ROOT = ".bakeoff"
+# STATE_ROOT, experiment_dir and stage_dir are the layout's, re-exported for the modules
+# that still import them from here.
 M = TypeVar("M", bound=BaseModel)
-
-
-def experiment_dir(repo: Path, experiment: str) -> Path:
-    return repo / STATE_ROOT / experiment
-
-
-def stage_dir(directory: Path, change: str) -> Path:
-    """`stages/<change>/` of an experiment directory: one per change."""
-    return directory / "stages" / change
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -37,7 +34,8 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def write_model(path: Path, model: BaseModel) -> None:
-    write_text_atomic(path, model.model_dump_json(indent=2) + "\n")
+    """The model's JSON, by its field aliases (a record's keys as on disk)."""
+    write_text_atomic(path, model.model_dump_json(indent=2, by_alias=True) + "\n")
 
 
 def read_model(path: Path, model: type[M]) -> M | None:
@@ -61,7 +59,7 @@ def ensure_excluded(repo: Path) -> None:
 def experiment_lock(directory: Path, experiment: str, action: str) -> Iterator[None]:
     """An exclusive, non-blocking lock; the kernel releases it if we are killed."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "lock"
+    path = lock_file(directory)
     with path.open("a+", encoding="utf-8") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

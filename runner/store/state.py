@@ -10,9 +10,8 @@ from pydantic import BaseModel, ConfigDict
 from rig import contract as contract_mod
 from runner.errors import NotUpError
 from runner.manifest import LoadedManifest
-from runner.store.files import experiment_dir, read_model, stage_dir, write_model
-
-STATE_FILE = "sandboxes.json"
+from runner.store import layout, records
+from runner.store.files import read_model, write_model
 
 
 class DbState(BaseModel):
@@ -60,32 +59,32 @@ class ExperimentState(BaseModel):
 
 
 def load(directory: Path) -> ExperimentState | None:
-    return read_model(directory / STATE_FILE, ExperimentState)
+    return read_model(layout.state_file(directory), ExperimentState)
 
 
 def save(directory: Path, state: ExperimentState) -> None:
-    write_model(directory / STATE_FILE, state)
+    write_model(layout.state_file(directory), state)
 
 
 def clear(directory: Path) -> None:
-    (directory / STATE_FILE).unlink(missing_ok=True)
+    (layout.state_file(directory)).unlink(missing_ok=True)
 
 
 def current_change(loaded: LoadedManifest) -> str:
     """The change in progress: the one that is up; else the first frozen change not yet
     merged; else the last frozen one; else the first change."""
-    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = load(directory)
     if current is not None and current.phase == "up":
         return current.change
     frozen = [c.id for c in loaded.manifest.changes
-              if contract_mod.load_lock(stage_dir(directory, c.id)) is not None]
-    open_ = [c for c in frozen if not (stage_dir(directory, c) / "merge.json").exists()]
+              if contract_mod.load_lock(layout.stage_dir(directory, c.id)) is not None]
+    open_ = [c for c in frozen if not records.merged(layout.stage_dir(directory, c))]
     return (open_ or frozen[-1:] or [loaded.manifest.changes[0].id])[0]
 
 
 def require_up(loaded: LoadedManifest) -> tuple[Path, ExperimentState]:
-    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = load(directory)
     if current is None or current.phase != "up":
         raise NotUpError(f"experiment {loaded.manifest.experiment.name!r} is not up",

@@ -14,7 +14,6 @@ here: every sample is deterministic), each experiment under a fresh name:
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from runner.commands.dispatch import dispatch
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
+from runner.store.records import MergeRecord, load_stage
 from tests.integration.helpers import cleanup
 
 FIRST, SECOND = "cap-horizon", "horizon-units"
@@ -94,11 +94,11 @@ def _arm_id(block: str) -> str:
     return found[1] if found else ""
 
 
-def _cycle(engine: Engine, loaded: LoadedManifest, change: str) -> dict[str, object]:
+def _cycle(engine: Engine, loaded: LoadedManifest, change: str) -> MergeRecord:
     up_mod.up(engine, loaded, change, say)
     dispatch(engine, loaded)
     score_mod.score(engine, loaded, change, say)
-    record = stage_merge.merge_stage(engine, loaded, change, say)
+    record = stage_merge.merge_change(engine, loaded, change, say)
     down_mod.down(engine, loaded, say)
     return record
 
@@ -106,7 +106,7 @@ def _cycle(engine: Engine, loaded: LoadedManifest, change: str) -> dict[str, obj
 @dataclass(frozen=True)
 class Done:
     loaded: LoadedManifest
-    merge: dict[str, object]
+    merge: MergeRecord
 
     def stage(self, change: str = FIRST) -> Path:
         return score_mod.stage_path(self.loaded, change)
@@ -161,8 +161,9 @@ def test_base_values_are_measured_at_up_and_frozen_in_the_contract(ratchets: Don
     frozen = ratchets.frozen(FIRST)
     assert frozen["coverage"] == pytest.approx(80.32, abs=0.01)
     assert frozen["lint"] == 0
-    stage = json.loads((ratchets.stage() / "stage.json").read_text())
-    assert stage["ratchets"]["coverage"]["source"] == "measured on the base (2 samples agree)"
+    stage = load_stage(ratchets.stage())
+    assert stage is not None
+    assert stage.ratchets["coverage"].source == "measured on the base (2 samples agree)"
 
 
 def test_deleting_a_test_fails_the_coverage_ratchet_while_the_other_checks_pass(
@@ -194,30 +195,28 @@ def test_improved_coverage_passes_and_after_its_merge_is_the_next_frozen_baselin
     """Issue 8 (3)."""
     coverage = ratchets.records("more-tests", "coverage")
     assert verdicts(coverage) == PASSED
-    assert ratchets.merge["winner"] == "more-tests"
-    moves = ratchets.merge["ratchets"]
-    assert isinstance(moves, dict)
-    assert moves["coverage"]["moved"] and moves["coverage"]["why"].startswith("moved:")
-    assert moves["coverage"]["to"] == pytest.approx(86.39, abs=0.01)
-    assert (moves["lint"]["moved"], moves["lint"]["to"]) == (False, 0)
-    assert ratchets.frozen(SECOND) == {"coverage": moves["coverage"]["to"], "lint": 0}
-    stage = json.loads((ratchets.stage(SECOND) / "stage.json").read_text())
-    assert stage["ratchets"]["coverage"]["source"].startswith(f"moved by {FIRST}'s merge")
+    assert ratchets.merge.winner == "more-tests"
+    moves = ratchets.merge.ratchets
+    assert moves["coverage"].moved and moves["coverage"].why.startswith("moved:")
+    assert moves["coverage"].after == pytest.approx(86.39, abs=0.01)
+    assert (moves["lint"].moved, moves["lint"].after) == (False, 0)
+    assert ratchets.frozen(SECOND) == {"coverage": moves["coverage"].after, "lint": 0}
+    stage = load_stage(ratchets.stage(SECOND))
+    assert stage is not None
+    assert stage.ratchets["coverage"].source.startswith(f"moved by {FIRST}'s merge")
 
 
 def test_regression_a_merge_whose_tests_failed_leaves_the_baseline_where_it_was(
         flunk: Done) -> None:
     """Issue 8 (4): coverage rose, but on a merge whose tests check did not fully pass."""
-    assert flunk.merge["winner"] == "flunk"
+    assert flunk.merge.winner == "flunk"
     assert verdicts(flunk.records("flunk", "tests")) == {("FAIL", "tests_failed")}
     assert verdicts(flunk.records("flunk", "coverage")) == PASSED
-    moves = flunk.merge["ratchets"]
-    assert isinstance(moves, dict)
-    coverage = moves["coverage"]
+    coverage = flunk.merge.ratchets["coverage"]
     base = flunk.frozen(FIRST)["coverage"]
-    assert (coverage["moved"], coverage["from"], coverage["to"]) == (False, base, base)
-    assert coverage["measured"] > base
-    assert "tests 0/2 FAIL(tests_failed)" in coverage["why"]
+    assert (coverage.moved, coverage.before, coverage.after) == (False, base, base)
+    assert coverage.measured is not None and coverage.measured > base
+    assert "tests 0/2 FAIL(tests_failed)" in coverage.why
     assert "Ratchet baselines for the next change" in (
         flunk.stage() / "SCORECARD.md").read_text()
 

@@ -16,6 +16,7 @@ from rig.report.scorecard import metric_text
 from rig.rubric import check_result
 from rig.verdict import FailReason, RigErrorReason, Verdict
 from runner.contract import _moved_to
+from runner.store.records import RatchetMove
 
 # coverage.py 6.5.0 (Debian bookworm python3-coverage) `coverage json` of
 # examples/horizon/repo's unit tests without DATABASE_URL; "files" trimmed to one entry.
@@ -270,9 +271,14 @@ def test_movement_text_says_where_the_baseline_goes() -> None:
     assert "80.32 -> 86.39" in Movement("coverage", 80.32, 86.39, 86.39, "moved").text()
 
 
+def _recorded(before: float, after: float) -> RatchetMove:
+    return RatchetMove.model_validate({"from": before, "to": after, "measured": after,
+                                       "moved": after != before, "why": "recorded"})
+
+
 def test_a_recorded_move_is_carried_only_in_the_better_direction_from_the_frozen_value() -> None:
-    assert _moved_to({"from": 80.32, "to": 86.39}, 80.32, "higher") == 86.39
-    assert _moved_to({"from": 80.32, "to": 70.0}, 80.32, "higher") is None  # never lowered
-    assert _moved_to({"from": 81.0, "to": 86.39}, 80.32, "higher") is None  # not our value
-    assert _moved_to({"from": 3.0, "to": 1.0}, 3.0, "lower") == 1.0
-    assert _moved_to({}, 3.0, "lower") is None
+    assert _moved_to(_recorded(80.32, 86.39), 80.32, "higher") == 86.39
+    assert _moved_to(_recorded(80.32, 70.0), 80.32, "higher") is None  # never lowered
+    assert _moved_to(_recorded(81.0, 86.39), 80.32, "higher") is None  # not our value
+    assert _moved_to(_recorded(3.0, 1.0), 3.0, "lower") == 1.0
+    assert _moved_to(_recorded(3.0, 1.0), 3.0, None) is None  # no longer a ratchet

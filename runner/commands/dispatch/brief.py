@@ -17,6 +17,7 @@ from pathlib import Path
 
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
+from runner.store import layout
 
 BRIEF_DIR = "/tmp/bakeoff"
 BRIEF_PATH = f"{BRIEF_DIR}/brief.md"
@@ -67,7 +68,7 @@ def arm_test_user(experiment: str, arm: str) -> str:
 
 def brief_dir(stage: Path) -> Path:
     """The host directory mounted read-only at BRIEF_DIR in every sandbox of the stage."""
-    return stage / "brief"
+    return layout.brief_dir(stage)
 
 
 def write_brief(stage: Path, brief: Brief) -> Path:

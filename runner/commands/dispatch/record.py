@@ -19,10 +19,11 @@ from pydantic import BaseModel, ConfigDict
 from rig.persist import write_text_atomic
 from runner.commands.dispatch.redact import Redactor
 from runner.manifest import ArmIdentity, EffortProvenance
-from runner.store.files import read_model, stage_dir
+from runner.store import layout
+from runner.store.files import read_model
 
-RECORD_FILE = "arm.json"
-LOG_FILE = "dispatch.log"
+RECORD_FILE = layout.ARM_RECORD  # in the arm's directory (`layout.arm_dir`)
+LOG_FILE = layout.DISPATCH_LOG
 RECORD_SCHEMA: Literal["bakeoff-arm-dispatch/v1"] = "bakeoff-arm-dispatch/v1"
 
 
@@ -98,7 +99,8 @@ class ArmRecord(ArmIdentity, _Dispatched):
 
 
 def record_dir(directory: Path, change: str, arm: str) -> Path:
-    return stage_dir(directory, change) / "arms" / arm
+    """The arm's directory of the stage (`layout.arm_dir`): its record, log, kept work."""
+    return layout.arm_dir(directory, change, arm)
 
 
 def interrupted_branch(experiment: str, change: str, arm: str, attempt: int) -> str:

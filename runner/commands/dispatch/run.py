@@ -53,8 +53,10 @@ from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.errors import BadInputError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
+from runner.store import layout
 from runner.store import state as state_mod
-from runner.store.files import experiment_lock, stage_dir
+from runner.store.files import experiment_lock
+from runner.store.layout import stage_dir
 from runner.store.state import ArmSandbox, ExperimentState
 
 
@@ -280,7 +282,7 @@ def _prepare(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRecor
 
 
 def _scratch(plan: ArmPlan) -> Path:
-    return plan.directory / "keep"
+    return layout.keep_dir(plan.directory)
 
 
 def _keeping(ctx: DispatchContext, plan: ArmPlan, branch: str, message: str, *,

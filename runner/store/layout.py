@@ -1,0 +1,206 @@
+"""Every path of the run directory `<repo>/.bakeoff/<experiment>/`, in one module.
+
+    .bakeoff/<experiment>/
+      sandboxes.json               what `up` made (`runner.store.state`)
+      lock                         the experiment lock (`runner.store.files`)
+      tools/<key>.json             an image's tool probes (`runner.containers.samples`)
+      OBSERVATION.json, RESULTS.md `report`
+      oracle/<name>/               an `oracle` run                       (a sample root)
+      reproduce/<name>/            a `reproduce` re-run                  (a sample root)
+      stages/<change>/
+        contract.lock.json         the frozen contract (`rig.contract` names it)
+        stage.json                 what `up` proved (`records.StageRecord`)
+        merge.json                 what `merge` did (`records.MergeRecord`)
+        SCORECARD.md               `score`, `merge`
+        base.bundle                the base for the checkouts (gone after `up`)
+        brief/                     mounted read-only in every sandbox
+        arms/<arm>/                arm.json, dispatch.log, keep/ (`dispatch`)
+        judge/<arm>.json           the judge's answer
+        samples/<arm>/<check>/     the scored samples: <n>.json, <n>.log, ...
+        proofs/<sha12>/            `up`'s proofs of one contract          (a sample root)
+        diagnosis/<image12>/       the base's runs in one image           (a sample root)
+        merge/                     the grafts' and the head's verification (a sample root)
+        rescore/<stamp>/           a `rescore`, with rescore.json, RESCORE.md (a sample root)
+
+A sample root holds `samples/<arm>/<check>/<n>.{json,log}` as `rig.oracle.sample_paths`
+writes them (the rig writes the sample records, so it owns that one helper). No other
+module spells a name of this tree (`tests/unit/test_store.py` greps for them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rig.oracle import SAMPLES_DIR
+from rig.oracle import sample_dir as sample_dir  # the rig writes the records: its helper
+
+STATE_ROOT = ".bakeoff"
+STAGES = "stages"
+ARM_RECORD = "arm.json"
+DISPATCH_LOG = "dispatch.log"
+RESCORE_SUMMARY = "rescore.json"
+RESCORE_CARD = "RESCORE.md"
+
+
+# -- the experiment directory ---------------------------------------------------------
+
+
+def experiment_dir(repo: Path, experiment: str) -> Path:
+    return repo / STATE_ROOT / experiment
+
+
+def run_dir_of(path: Path) -> tuple[Path, str] | None:
+    """(repository, experiment) of a resolved path inside a run directory, else None."""
+    parts = path.parts
+    if STATE_ROOT not in parts[:-1]:
+        return None
+    at = len(parts) - 1 - parts[::-1].index(STATE_ROOT)
+    return Path(*parts[:at]), parts[at + 1]
+
+
+def state_file(directory: Path) -> Path:
+    """What `up` made (`runner.store.state.ExperimentState`)."""
+    return directory / "sandboxes.json"
+
+
+def lock_file(directory: Path) -> Path:
+    return directory / "lock"
+
+
+def tools_cache(directory: Path, key: str) -> Path:
+    """One image's probe of the tools a sample needs, cached by `key`."""
+    return directory / "tools" / f"{key}.json"
+
+
+def observation_file(directory: Path) -> Path:
+    return directory / "OBSERVATION.json"
+
+
+def results_file(directory: Path) -> Path:
+    return directory / "RESULTS.md"
+
+
+def oracle_dir(directory: Path, name: str) -> Path:
+    """One `oracle` run's sample root."""
+    return directory / "oracle" / name
+
+
+def reproduce_dir(directory: Path, name: str) -> Path:
+    """One `reproduce` re-run's sample root: beside nothing it could overwrite."""
+    return directory / "reproduce" / name
+
+
+# -- a stage ----------------------------------------------------------------------------
+
+
+def stage_dir(directory: Path, change: str) -> Path:
+    """`stages/<change>/` of an experiment directory: one per change."""
+    return directory / STAGES / change
+
+
+def stage_file(stage: Path) -> Path:
+    """What `up` proved (`runner.store.records.StageRecord`)."""
+    return stage / "stage.json"
+
+
+def merge_file(stage: Path) -> Path:
+    """What `merge` did (`runner.store.records.MergeRecord`)."""
+    return stage / "merge.json"
+
+
+def scorecard_file(stage: Path) -> Path:
+    return stage / "SCORECARD.md"
+
+
+def base_bundle(stage: Path) -> Path:
+    """The base commit as a bundle, for the arms' checkouts (removed when they are made)."""
+    return stage / "base.bundle"
+
+
+def brief_dir(stage: Path) -> Path:
+    """The host directory mounted read-only in every sandbox of the stage."""
+    return stage / "brief"
+
+
+def judge_answer(stage: Path, arm: str) -> Path:
+    return stage / "judge" / f"{arm}.json"
+
+
+def proofs_dir(stage: Path, contract_sha256: str) -> Path:
+    """`up`'s proofs (baseline, reference, ratchets) of one contract: a sample root."""
+    return stage / "proofs" / contract_sha256[:12]
+
+
+def proof_roots(stage: Path) -> list[Path]:
+    """Every proof's sample root of the stage, in order."""
+    return sorted((stage / "proofs").glob("*"))
+
+
+def diagnosis_dir(stage: Path, image_id: str) -> Path:
+    """The base's run of each check in one image (`sha256:` + 12 hex digits of its id)."""
+    return stage / "diagnosis" / image_id[7:19]
+
+
+def merge_dir(stage: Path) -> Path:
+    """The grafts' and the merged head's verification: a sample root."""
+    return stage / "merge"
+
+
+def rescore_dir(stage: Path, stamp: str) -> Path:
+    """One `rescore` of the stage: a sample root beside the recorded samples."""
+    return stage / "rescore" / stamp
+
+
+def rescore_summaries(stage: Path) -> list[Path]:
+    """Every rescore's summary of the stage, oldest first."""
+    return sorted((stage / "rescore").glob(f"*/{RESCORE_SUMMARY}"))
+
+
+# -- an arm's dispatch ------------------------------------------------------------------
+
+
+def arm_dir(directory: Path, change: str, arm: str) -> Path:
+    """`stages/<change>/arms/<arm>/`: the arm record, its dispatch log, kept work."""
+    return stage_dir(directory, change) / "arms" / arm
+
+
+def arm_record(directory: Path, change: str, arm: str) -> Path:
+    return arm_dir(directory, change, arm) / ARM_RECORD
+
+
+def keep_dir(arm_folder: Path) -> Path:
+    """Scratch space of the work keeper, inside an arm's directory."""
+    return arm_folder / "keep"
+
+
+# -- samples, under any sample root -----------------------------------------------------
+
+
+def samples_root(root: Path) -> Path:
+    return root / SAMPLES_DIR
+
+
+def sample_record(root: Path, arm: str, check: str, n: int) -> Path:
+    return sample_dir(root, arm, check) / f"{n}.json"
+
+
+def sample_log(root: Path, arm: str, check: str, n: int) -> Path:
+    return sample_dir(root, arm, check) / f"{n}.log"
+
+
+def sample_arms(root: Path) -> list[str]:
+    """The arms (or labels: `baseline`, `graft-1`, ...) with samples under `root`."""
+    return sorted(p.name for p in samples_root(root).glob("*"))
+
+
+def sample_checks(root: Path, arm: str) -> list[str]:
+    """The checks `arm` has samples of under `root`."""
+    return sorted(p.name for p in (samples_root(root) / arm).glob("*"))
+
+
+def sample_records(root: Path, arm: str | None = None, check: str | None = None) -> list[Path]:
+    """The sample records under `root` (one arm's, one check's), in path order. Only the
+    records: a sample's other files are `.log`, `.server.log`, `.canary.jsonl`, `N.files/`."""
+    if arm is not None and check is not None:
+        return sorted(sample_dir(root, arm, check).glob("*.json"))
+    return sorted(samples_root(root).glob(f"{arm or '*'}/{check or '*'}/*.json"))

@@ -1,0 +1,168 @@
+"""The typed files of a stage: `stage.json` (what `up` proved) and `merge.json` (what
+`merge` did). Written and read only here, through `write_model` / `read_model`, at the
+paths `runner.store.layout` gives; the JSON keys are the ones every earlier version
+wrote, so a run directory already on disk still reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
+
+from rig import ratchet
+from rig.verdict import Verdict
+from runner.errors import BadInputError
+from runner.store import layout
+from runner.store.files import read_model, write_model
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class RecordError(BadInputError):
+    """A file of the run directory does not read as its record (exit 2)."""
+
+    def __init__(self, path: Path, what: str, error: ValidationError) -> None:
+        self.path = path
+        first = error.errors()[0] if error.errors() else {"loc": (), "msg": str(error)}
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        super().__init__(
+            f"{path} is not a valid {what}: {where}: {first['msg']}",
+            hint="it was edited by hand or written by another version: restore it, or "
+                 "remove the stage's directory and run the stage again")
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# -- stage.json ---------------------------------------------------------------------
+
+
+class BaselineProof(_Record):
+    """The success criterion on the untouched base: it must fail (principle 2)."""
+
+    pass_rate: float
+    verdicts: list[Verdict]
+
+
+class ReferenceProof(_Record):
+    """The success criterion on the reference: it must pass (principle 7)."""
+
+    commit: str
+    pass_rate: float
+
+
+class RatchetBase(_Record):
+    """A ratchet's base value for the stage and where it came from."""
+
+    value: float
+    source: str
+
+
+class StageRecord(_Record):
+    """`stage.json`: the proofs `up` made before it froze the stage's contract."""
+
+    change: str
+    base_commit: str
+    contract_version: int
+    contract_sha256: str
+    baseline: BaselineProof
+    reference: ReferenceProof | None
+    caveats: list[str]
+    ratchets: dict[str, RatchetBase] = {}  # absent in a stage.json written before ratchets
+
+
+# -- merge.json ---------------------------------------------------------------------
+
+
+class GraftResult(_Record):
+    """A change of another arm applied onto the winner, re-verified, kept or dropped."""
+
+    arm: str = Field(validation_alias="from", serialization_alias="from")
+    what: str
+    rationale: str
+    verified: bool
+    kept: bool
+    why: str
+
+    def as_dict(self) -> dict[str, object]:
+        """As merge.json and the scorecard spell it (`from`, not `arm`)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class RatchetMove(_Record):
+    """What a merge did to one ratchet's baseline for the next change (`rig.ratchet.move`)."""
+
+    before: float = Field(validation_alias="from", serialization_alias="from")
+    after: float = Field(validation_alias="to", serialization_alias="to")
+    measured: float | None
+    moved: bool
+    why: str
+
+    @classmethod
+    def of(cls, movement: ratchet.Movement) -> RatchetMove:
+        return cls(before=movement.before, after=movement.after, measured=movement.measured,
+                   moved=movement.moved, why=movement.why)
+
+
+class MergeRecord(_Record):
+    """`merge.json`: the winner, the head it left the branch at, the grafts, and each
+    ratchet's baseline for the next change (no `ratchets` key without ratchets)."""
+
+    change: str
+    winner: str | None
+    head: str
+    note: str
+    grafts: list[GraftResult]
+    ratchets: dict[str, RatchetMove] = {}
+
+    @model_serializer(mode="wrap")
+    def _no_empty_ratchets(self, handler: SerializerFunctionWrapHandler,
+                           info: SerializationInfo) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        if not self.ratchets:
+            data.pop("ratchets", None)
+        return data
+
+
+# -- reading and writing ------------------------------------------------------------------
+
+
+def _read(path: Path, model: type[M], what: str) -> M | None:
+    try:
+        return read_model(path, model)
+    except ValidationError as error:
+        raise RecordError(path, what, error) from error
+
+
+def load_stage(stage: Path) -> StageRecord | None:
+    """The stage's proofs, None before `up` proved it; `RecordError` if it does not read."""
+    return _read(layout.stage_file(stage), StageRecord, "stage record (stage.json)")
+
+
+def save_stage(stage: Path, record: StageRecord) -> None:
+    write_model(layout.stage_file(stage), record)
+
+
+def load_merge(stage: Path) -> MergeRecord | None:
+    """The stage's merge, None before it was merged; `RecordError` if it does not read."""
+    return _read(layout.merge_file(stage), MergeRecord, "merge record (merge.json)")
+
+
+def save_merge(stage: Path, record: MergeRecord) -> None:
+    write_model(layout.merge_file(stage), record)
+
+
+def merged(stage: Path) -> bool:
+    """Whether the stage has a merge record (without reading it)."""
+    return layout.merge_file(stage).exists()
