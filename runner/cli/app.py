@@ -36,6 +36,7 @@ from runner.containers import images
 from runner.containers.engine import Engine
 from runner.errors import RunnerError
 from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, write_init
+from runner.store import layout
 from runner.store import state as state_mod
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -268,10 +269,12 @@ def _run_loop(loaded: LoadedManifest) -> None:
     arms = [a.id for a in loaded.manifest.arms]
     with DispatchView(err, arms) as view:
         obs = loop.run(Engine(), loaded, _say, view)
-    directory = loaded.repo_path / ".bakeoff" / loaded.manifest.experiment.name
-    out.print((directory / "RESULTS.md").read_text(encoding="utf-8"), markup=False)
-    _say(f"artifacts: {directory}/RESULTS.md, {directory}/OBSERVATION.json "
-         f"({len(obs.rounds)} rounds), scorecards in {directory}/stages/*/SCORECARD.md")
+    directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    results = layout.results_file(directory)
+    out.print(results.read_text(encoding="utf-8"), markup=False)
+    _say(f"artifacts: {results}, {layout.observation_file(directory)} "
+         f"({len(obs.rounds)} rounds), scorecards in "
+         f"{layout.scorecard_file(layout.stage_dir(directory, '*'))}")
 
 
 @app.command()

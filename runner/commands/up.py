@@ -204,7 +204,7 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
     schemas: dict[str, database.DbSchema] = {}
     if server is not None and manifest.database is not None:
         for item in prepared:
-            _connect_db(engine, server.container_id, item.network)
+            database.attach(engine, server.container_id, item.network)
         # Connecting a network can re-publish the container's ports: read the port again.
         server = database.refresh_port(engine, server)
         progress("Postgres ready: one database and owner role per arm")
@@ -270,11 +270,6 @@ def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
     return database.start_server(engine, plan.db_image.image_id, _labels(plan, "database"),
                                  network, name, policy=database.policy_of(manifest.database),
                                  databases=len(manifest.arms) + database.SAMPLE_DATABASES)
-
-
-def _connect_db(engine: Engine, db_container: str, network: str) -> None:
-    net = engine.call("find network", engine.client.networks.get, network, retry=True)
-    engine.call("connect db", net.connect, db_container, aliases=[database.DB_ALIAS])
 
 
 def agents_mount(loaded: LoadedManifest) -> tuple[tuple[Path, str], ...]:

@@ -333,3 +333,10 @@ def list_owned(server: DbServer, prefix: str) -> tuple[list[str], list[str]]:
         roles = [r[0] for r in conn.execute(
             "SELECT rolname FROM pg_roles WHERE rolname LIKE %s ORDER BY 1", (pattern,))]
     return [str(d) for d in databases], [str(r) for r in roles]
+
+
+def attach(engine: Engine, server: str, network: str) -> None:
+    """Put the Postgres container `server` on `network`, reachable there as `db`. The port
+    it publishes may change (`refresh_port` reads it again)."""
+    net = engine.call("find network", engine.client.networks.get, network, retry=True)
+    engine.call("connect db", net.connect, server, aliases=[DB_ALIAS])

@@ -19,7 +19,8 @@ from pathlib import Path
 from runner.containers import sandbox
 from runner.containers.engine import Engine, Labels
 from runner.containers.images import BuiltImage
-from runner.store.files import experiment_dir, write_json
+from runner.store import layout
+from runner.store.files import write_json
 
 TOOL_CHECK = 'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || echo "$x"; done'
 # What the sandbox user could write outside the sample's tmpfs mounts (these, and HOME):
@@ -41,7 +42,7 @@ class ImageFacts:
     def __init__(self, engine: Engine, repo: Path, experiment: str, image: BuiltImage,
                  labels: Labels) -> None:
         self.engine, self.image, self.labels = engine, image, labels
-        self.store = experiment_dir(repo, experiment) / "tools"
+        self.directory = layout.experiment_dir(repo, experiment)
         self.lock = threading.Lock()
         self.known: dict[tuple[str, ...], tuple[str, ...]] = {}
 
@@ -87,7 +88,7 @@ class ImageFacts:
     def _on_disk(self, what: str, wanted: tuple[str, ...],
                  compute: Callable[[], Sequence[str]]) -> list[str]:
         digest = hashlib.sha256("\0".join([what, self.image.image_id, *wanted]).encode())
-        path = self.store / f"{digest.hexdigest()[:24]}.json"
+        path = layout.tools_cache(self.directory, digest.hexdigest()[:24])
         if path.exists():
             return list(json.loads(path.read_text(encoding="utf-8"))[what])
         found = list(compute())

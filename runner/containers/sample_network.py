@@ -60,9 +60,7 @@ class SampleNetworks:
                 return self.networks[arm]
             name = sandbox.network_name(self.experiment, f"{arm}-samples", self.run)
             create_network(self.engine, name, self.labels("sample-network", arm), egress=False)
-            net = self.engine.client.networks.get(name)
-            self.engine.call("connect db", net.connect, self.server.container_id,
-                             aliases=[database.DB_ALIAS])
+            database.attach(self.engine, self.server.container_id, name)
             self.server = database.refresh_port(self.engine, self.server)
             self.networks[arm] = name
             return name

@@ -292,6 +292,41 @@ def _start_with_deadline(engine: Engine, exec_id: str, deadline_s: float) -> tup
     return (stdout or b"").decode(errors="replace"), (stderr or b"").decode(errors="replace")
 
 
+@dataclass(frozen=True)
+class ExecStream:
+    """A command started in a running sandbox, its output as a stream of bytes."""
+
+    exec_id: str
+    output: Any  # an iterator of chunks; `close()` frees the connection
+
+
+def start_exec(engine: Engine, container_id: str, argv: list[str],
+               env: Mapping[str, str]) -> ExecStream:
+    """Start `argv` in the sandbox as the sandbox user, in /work, streaming its output
+    (stdout and stderr, as the engine sends them)."""
+    api = engine.client.api
+    exec_id = engine.call("create an exec", api.exec_create, container_id, argv,
+                          environment=dict(env), workdir=WORKDIR, user=SANDBOX_USER)["Id"]
+    return ExecStream(str(exec_id), engine.call("start the exec", api.exec_start, exec_id,
+                                                stream=True))
+
+
+def exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:
+    """What the engine says of an exec now (`Running`, `ExitCode`)."""
+    found: dict[str, Any] = engine.call("inspect an exec", engine.client.api.exec_inspect,
+                                        exec_id, retry=True)
+    return found
+
+
+def kill_all(engine: Engine, container_id: str) -> None:
+    """Kill every process of the sandbox user in the container (`kill -KILL -1` as that
+    user: the root keeper and the init survive, so does the checkout)."""
+    api = engine.client.api
+    exec_id = engine.call("create kill exec", api.exec_create, container_id,
+                          ["kill", "-KILL", "-1"], user=SANDBOX_USER)["Id"]
+    engine.call("kill the sandbox user's processes", api.exec_start, exec_id)
+
+
 def remove(engine: Engine, container_id: str) -> None:
     try:
         container = engine.client.containers.get(container_id)

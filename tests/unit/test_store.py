@@ -241,11 +241,7 @@ ALLOWED = {  # (module, name): why it may spell it
         "a file inside the work keeper's scratch folder (layout.keep_dir)",
     ("runner/containers/checkout.py", "base.bundle"): "a path inside the keeper container",
 }
-PENDING = {  # spelled in modules other helpers own; the layout has the function to call
-    ("runner/containers/samples.py", "tools"): "layout.tools_cache",
-    ("runner/cli/app.py", ".bakeoff"): "layout.experiment_dir",
-    ("runner/cli/app.py", "RESULTS.md"): "layout.results_file",
-}
+PENDING: dict[tuple[str, str], str] = {}  # spelled elsewhere, waiting for the layout's function
 
 
 def _path_strings(tree: ast.Module) -> Iterator[ast.Constant]:

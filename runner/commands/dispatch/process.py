@@ -126,14 +126,11 @@ class _Reader(threading.Thread):
 def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, str],
               timeout_s: float, sink: LogSink, cancel: threading.Event) -> AgentRun:
     """Run `command` (sh -c, cwd /work) until it exits, times out or `cancel` is set."""
-    api = engine.client.api
     argv = ["timeout", "-k", str(KILL_GRACE_S), str(max(1, math.ceil(timeout_s))),
             "sh", "-c", command]
-    exec_id = engine.call("create the agent's exec", api.exec_create, container_id, argv,
-                          environment=env, workdir=sandbox.WORKDIR,
-                          user=sandbox.SANDBOX_USER)["Id"]
     started = time.monotonic()
-    stream: Any = engine.call("start the agent", api.exec_start, exec_id, stream=True)
+    running = sandbox.start_exec(engine, container_id, argv, env)
+    exec_id, stream = running.exec_id, running.output
     reader = _Reader(stream, sink)
     reader.start()
     deadline = started + timeout_s + KILL_GRACE_S + HOST_GRACE_S
@@ -154,10 +151,8 @@ def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, st
 
 def _exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:
     """The exec's state once it has stopped (the engine may lag the end of the output)."""
-    api = engine.client.api
     for _ in range(int(EXIT_LAG_S / POLL_S)):
-        info: dict[str, Any] = engine.call("inspect the agent's exec", api.exec_inspect,
-                                           exec_id, retry=True)
+        info = sandbox.exec_state(engine, exec_id)
         if not info.get("Running"):
             break
         time.sleep(POLL_S)
@@ -210,9 +205,6 @@ def sweep(engine: Engine, container_id: str, *, force: bool = False) -> list[str
     found = [] if force else leftovers(engine, container_id)
     if not found and not force:
         return []
-    api = engine.client.api
     with contextlib.suppress(docker.errors.APIError, SandboxUnavailableError):
-        exec_id = engine.call("create kill exec", api.exec_create, container_id,
-                              ["kill", "-KILL", "-1"], user=sandbox.SANDBOX_USER)["Id"]
-        engine.call("kill the agent's processes", api.exec_start, exec_id)
+        sandbox.kill_all(engine, container_id)
     return found
