@@ -29,6 +29,12 @@ FIX = ("sleep 2; if [ \"$BAKEOFF_CHANGE\" = first ]; then sed -i 's/^VALUE = 1/V
        "app.py; else sed -i 's/^OTHER = 1/OTHER = 2/' app.py; fi; {extra}git add -A; "
        "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z "
        "git commit -qm fix")
+JUDGE = """import json, sys
+arm = json.load(open(sys.argv[1]))["arm"]
+score = 5 if arm == "A" else 4
+print(json.dumps({d: {"score": score, "evidence": f"scripted: {arm}"}
+                  for d in ("diagnosis", "plan", "code_quality", "intent")}))
+"""
 MANIFEST = """
 [experiment]
 name = "{name}"
@@ -36,6 +42,7 @@ name = "{name}"
 [contract]
 metric = "pass-rate of the success criterion"
 samples = 3
+judge = "command:python3 judge.py {{input}}"
 
 [toolchain]
 image = "python"
@@ -69,13 +76,15 @@ run = "pytest -q -p no:cacheprovider tests/test_other.py"
 
 
 def target(repo: Path, name: str) -> Path:
-    """Two changes; A fixes each, B fixes it too and adds a file (a graft to verify)."""
+    """Two changes; A fixes each, B fixes it too and adds a file (a graft to verify); the
+    scripted judge prefers A, so A wins (equal totals would be a tie, and no winner)."""
     repo.mkdir(parents=True)
     files = {"app.py": "VALUE = 1\nOTHER = 1\n", "brief.md": "Make the tests pass.\n",
              "tests/test_app.py": "from app import VALUE\n\n\ndef test_app():\n"
                                   "    assert VALUE == 2\n",
              "tests/test_other.py": "from app import OTHER\n\n\ndef test_other():\n"
-                                    "    assert OTHER == 2\n"}
+                                    "    assert OTHER == 2\n",
+             "judge.py": JUDGE}
     for path, text in files.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
