@@ -15,7 +15,6 @@ them, with a RESCORE.md and a rescore.json that `report` summarises in RESULTS.m
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,13 @@ from runner.errors import BadInputError, InfraError
 from runner.manifest import LoadedManifest
 from runner.store import layout
 from runner.store.layout import experiment_dir, stage_dir
+from runner.store.records import (
+    RescoredSample,
+    RescoredSide,
+    RescoreRecord,
+    load_rescore,
+    save_rescore,
+)
 
 Say = Callable[[str], None]
 NONDETERMINISM = "the rig's nondeterminism (identical image), not the model's"
@@ -195,23 +201,22 @@ def run_records(engine: Engine, loaded: LoadedManifest,
     return new
 
 
-def summary(result: Rescore) -> dict[str, object]:
+def summary(result: Rescore) -> RescoreRecord:
     """rescore.json: what `report` reads back."""
-    def side(record: SampleRecord) -> dict[str, object]:
+    def side(record: SampleRecord) -> RescoredSide:
         counts = None if record.counts is None else record.counts.model_dump()
-        return {"verdict": str(record.verdict), "reason": record.reason, "counts": counts,
-                "exit_code": record.exit_code, "image": record.image,
-                "image_id": record.image_id}
-    return {"change": result.change, "rebuild": result.rebuild,
-            "directory": result.directory.name,
-            "samples": [{"sample": p.old.sample, "old": side(p.old), "new": side(p.new),
-                         "changed": p.changed, "same_image": p.same_image,
-                         "attribution": p.attribution} for p in result.pairs]}
+        return RescoredSide(verdict=str(record.verdict), reason=record.reason, counts=counts,
+                            exit_code=record.exit_code, image=record.image,
+                            image_id=record.image_id)
+    return RescoreRecord(
+        change=result.change, rebuild=result.rebuild, directory=result.directory.name,
+        samples=[RescoredSample(sample=p.old.sample, old=side(p.old), new=side(p.new),
+                                changed=p.changed, same_image=p.same_image,
+                                attribution=p.attribution) for p in result.pairs])
 
 
 def write(result: Rescore) -> None:
-    write_text_atomic(result.directory / layout.RESCORE_SUMMARY,
-                      json.dumps(summary(result), indent=2) + "\n")
+    save_rescore(result.directory / layout.RESCORE_SUMMARY, summary(result))
     write_text_atomic(result.directory / layout.RESCORE_CARD, render(result))
 
 
@@ -257,19 +262,20 @@ def results_section(loaded: LoadedManifest) -> str:
         found = layout.rescore_summaries(stage_dir(directory, change.id))
         if not found:
             continue
-        data = json.loads(found[-1].read_text(encoding="utf-8"))
-        samples = data["samples"]
-        moved = [s for s in samples if s["changed"]]
-        how = "images rebuilt without cache" if data["rebuild"] else "same images"
-        lines.append(f"- `{change.id}`, {data['directory']} ({how}): {len(samples)} "
+        data = load_rescore(found[-1])
+        if data is None:
+            continue
+        moved = [s for s in data.samples if s.changed]
+        how = "images rebuilt without cache" if data.rebuild else "same images"
+        lines.append(f"- `{change.id}`, {data.directory} ({how}): {len(data.samples)} "
                      f"sample(s), {len(moved)} verdict(s) changed "
                      f"(`{found[-1].with_name(layout.RESCORE_CARD).relative_to(directory)}`)")
-        lines += [f"  - {s['sample']}: {_side(s['old'])} -> {_side(s['new'])}: "
-                  f"{s['attribution']}" for s in moved]
+        lines += [f"  - {s.sample}: {_side(s.old)} -> {_side(s.new)}: "
+                  f"{s.attribution}" for s in moved]
     if not lines:
         return ""
     return "\n## Rescores\n\n" + "\n".join(lines) + "\n"
 
 
-def _side(side: dict[str, object]) -> str:
-    return f"{side['verdict']} {side['reason']}" if side.get("reason") else str(side["verdict"])
+def _side(side: RescoredSide) -> str:
+    return f"{side.verdict} {side.reason}" if side.reason else side.verdict

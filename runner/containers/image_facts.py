@@ -11,7 +11,6 @@ experiment skip the check container.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ from runner.containers import sandbox
 from runner.containers.engine import Engine, Labels
 from runner.containers.images import BuiltImage
 from runner.store import layout
-from runner.store.files import write_json
+from runner.store.records import ImageFact, load_fact, save_fact
 
 TOOL_CHECK = 'for x in "$@"; do command -v "$x" >/dev/null 2>&1 || echo "$x"; done'
 # What the sandbox user could write outside the sample's tmpfs mounts (these, and HOME):
@@ -89,10 +88,12 @@ class ImageFacts:
                  compute: Callable[[], Sequence[str]]) -> list[str]:
         digest = hashlib.sha256("\0".join([what, self.image.image_id, *wanted]).encode())
         path = layout.tools_cache(self.directory, digest.hexdigest()[:24])
-        if path.exists():
-            return list(json.loads(path.read_text(encoding="utf-8"))[what])
+        known = load_fact(path)
+        if known is not None and getattr(known, what) is not None:
+            return list(getattr(known, what))
         found = list(compute())
-        write_json(path, {"image_id": self.image.image_id, "tools": list(wanted), what: found})
+        save_fact(path, ImageFact.model_validate(
+            {"image_id": self.image.image_id, "tools": list(wanted), what: found}))
         return found
 
 

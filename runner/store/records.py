@@ -135,6 +135,51 @@ class MergeRecord(_Record):
         return data
 
 
+# -- rescore/<stamp>/rescore.json -------------------------------------------------------
+
+
+class RescoredSide(_Record):
+    """One sample as recorded, or as re-scored."""
+
+    verdict: str
+    reason: str | None
+    counts: dict[str, int] | None
+    exit_code: int | None
+    image: str
+    image_id: str
+
+
+class RescoredSample(_Record):
+    sample: str
+    old: RescoredSide
+    new: RescoredSide
+    changed: bool
+    same_image: bool
+    attribution: str | None
+
+
+class RescoreRecord(_Record):
+    """What `rescore` found for a stage: every sample, recorded against re-scored."""
+
+    change: str
+    rebuild: bool
+    directory: str  # the rescore's folder name (its stamp)
+    samples: list[RescoredSample]
+
+
+# -- tools/<key>.json ----------------------------------------------------------------------
+
+
+class ImageFact(_Record):
+    """One answer about an image (`runner.containers.image_facts`), kept per image ID."""
+
+    image_id: str
+    tools: list[str]  # what was asked about (empty for the writable / site questions)
+    missing: list[str] | None = None
+    writable: list[str] | None = None
+    site: list[str] | None = None
+
+
 # -- reading and writing ------------------------------------------------------------------
 
 
@@ -161,6 +206,22 @@ def load_merge(stage: Path) -> MergeRecord | None:
 
 def save_merge(stage: Path, record: MergeRecord) -> None:
     write_model(layout.merge_file(stage), record)
+
+
+def load_rescore(path: Path) -> RescoreRecord | None:
+    return _read(path, RescoreRecord, "rescore record (rescore.json)")
+
+
+def save_rescore(path: Path, record: RescoreRecord) -> None:
+    write_model(path, record)
+
+
+def load_fact(path: Path) -> ImageFact | None:
+    return _read(path, ImageFact, "image fact (tools/*.json)")
+
+
+def save_fact(path: Path, record: ImageFact) -> None:
+    write_model(path, record)
 
 
 def merged(stage: Path) -> bool:
