@@ -5,13 +5,13 @@ code 2) naming the file, the key path (``arms[2].effort_normalized``), what was 
 and the fix. The reference manifest is docs/bakeoff.example.toml (docs/design.md).
 """
 
+from runner.manifest.arms import AGENT_CLIS, Arm, ArmIdentity, key_provider
 from runner.manifest.document import Manifest
+from runner.manifest.gateway import Gateway, Price
 from runner.manifest.loader import DEFAULT_MANIFEST, LoadedManifest, load_manifest, parse_manifest
 from runner.manifest.models import (
     MIN_SAMPLES,
     PARSER_NAMES,
-    Arm,
-    ArmIdentity,
     Change,
     Check,
     Contract,
@@ -30,6 +30,7 @@ from runner.manifest.models import (
 from runner.manifest.scaffold import json_schema, write_init
 
 __all__ = [
+    "AGENT_CLIS",
     "DEFAULT_MANIFEST",
     "MIN_SAMPLES",
     "PARSER_NAMES",
@@ -42,16 +43,19 @@ __all__ = [
     "EffortNormalized",
     "EffortProvenance",
     "Experiment",
+    "Gateway",
     "Limits",
     "LoadedManifest",
     "Manifest",
     "Mode",
     "ParserName",
+    "Price",
     "Server",
     "Success",
     "Toolchain",
     "Weights",
     "json_schema",
+    "key_provider",
     "load_manifest",
     "parse_manifest",
     "write_init",

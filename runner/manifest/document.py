@@ -6,10 +6,11 @@ from collections.abc import Iterable
 
 from pydantic import Field, model_validator
 
+from runner.manifest.arms import Arm
+from runner.manifest.gateway import Gateway
 from runner.manifest.models import (
     MIN_SAMPLES,
     RESERVED_CHECK_NAMES,
-    Arm,
     Change,
     Check,
     Contract,
@@ -33,6 +34,7 @@ class Manifest(Section):
     checks: list[Check] = Field(default_factory=list, description="objective checks")
     changes: list[Change] = Field(min_length=1, description="one stage each, run in order")
     arms: list[Arm] = Field(min_length=1, description="the contestants; one is the control")
+    gateway: Gateway = Field(default_factory=Gateway, description="the model gateway")
 
     @property
     def control_arms(self) -> list[Arm]:

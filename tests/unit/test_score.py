@@ -31,7 +31,8 @@ from rig.rubric import (
     winner,
 )
 from rig.verdict import Verdict
-from runner.manifest.models import Arm, Weights
+from runner.manifest.arms import Arm
+from runner.manifest.models import Weights
 
 WEIGHTS = Weights(success=3, checks=2, diagnosis=2, plan=1, code_quality=1, intent=1)
 # one letter per sample: P pass, F fail, S spoofed output, X exit mismatch, R rig error

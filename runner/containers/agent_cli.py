@@ -1,0 +1,215 @@
+"""Real agent CLIs, pinned: installed from the npm registry into an agent layer.
+
+Two images per CLI version, both built here, never pulled:
+
+- the **dist** image (`bakeoff/agent-dist:<cli>-<version>`): a build stage FROM the node
+  toolchain runs `npm install --ignore-scripts <package>@<version>` (no install script of
+  the package runs), and only the native binaries (and `identity.json`: package, version,
+  the binary's sha256, its `--version`) land in a `FROM scratch` image. Built once per
+  version: the npm install is the expensive step, so this is its cache.
+- the **agent layer** (`bakeoff/agent:<key>`): the arm's own image (the toolchain, or the
+  prepared image of the commit) plus `COPY --from` the dist, root-owned under
+  /opt/bakeoff/agent, its `bin/` first on PATH. Keyed by both identities.
+
+The host's CA bundle goes into the build stage only (a TLS-intercepting proxy between
+the machine and the registry is common); it never reaches the agent layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.containers import images, sandbox
+from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, Labels, iter_stream
+from runner.containers.images import BuildReporter, BuiltImage, QuietReporter, inspect
+from runner.errors import InfraError
+
+FORMAT = 1  # of the recipe below
+AGENT_ROOT = "/opt/bakeoff/agent"
+DEFAULT_REGISTRY = "https://registry.npmjs.org/"
+REGISTRY_ENV = "BAKEOFF_NPM_REGISTRY"
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DIST, LAYER = "agent-dist", "agent"
+
+
+@dataclass(frozen=True)
+class AgentCli:
+    """One CLI: its npm package, the program it installs, and how its native files are
+    found in node_modules (a shell step run in /opt/npm, writing under /opt/agent)."""
+
+    name: str
+    package: str
+    program: str
+    collect: str
+    path: tuple[str, ...] = ()  # more directories for PATH, under AGENT_ROOT
+
+    def program_path(self) -> str:
+        return f"{AGENT_ROOT}/bin/{self.program}"
+
+
+CLIS: dict[str, AgentCli] = {cli.name: cli for cli in (
+    AgentCli("claude-code", "@anthropic-ai/claude-code", "claude",
+             # The platform package holds the native binary (the postinstall would copy it).
+             "cp node_modules/@anthropic-ai/claude-code-linux-x64/claude /opt/agent/bin/claude"),
+    AgentCli("codex", "@openai/codex", "codex",
+             # The static musl build, with the helpers it runs from beside itself.
+             "cp -a node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl "
+             "/opt/agent/codex && ln -s ../codex/bin/codex /opt/agent/bin/codex",
+             path=("codex/codex-path",)),
+)}
+
+
+@dataclass(frozen=True)
+class InstalledCli:
+    """What the arm record says of the CLI an arm ran."""
+
+    cli: str
+    package: str
+    version: str
+    program: str
+    sha256: str
+    version_output: str
+
+    def as_record(self) -> dict[str, str]:
+        return {"cli": self.cli, "package": self.package, "version": self.version,
+                "program": self.program, "sha256": self.sha256,
+                "version_output": self.version_output}
+
+
+def cli_for(name: str) -> AgentCli:
+    found = CLIS.get(name)
+    if found is None:
+        raise InfraError(f"no installable agent CLI {name!r}",
+                         hint=f"use one of: {', '.join(sorted(CLIS))}")
+    return found
+
+
+def _registry() -> str:
+    return os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY
+
+
+def dist_identity(cli: AgentCli, version: str) -> str:
+    blob = json.dumps({"cli": cli.name, "package": cli.package, "version": version,
+                       "collect": cli.collect, "registry": _registry(), "format": FORMAT})
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
+    spec = f"{cli.package}@{version}"
+    identity = ("node -e 'const fs=require(\"fs\"),c=require(\"crypto\");"
+                f"const b=fs.readFileSync(\"/opt/agent/bin/{cli.program}\");"
+                "fs.writeFileSync(\"/opt/agent/identity.json\",JSON.stringify({"
+                f"cli:\"{cli.name}\",package:\"{cli.package}\",version:\"{version}\","
+                f"program:\"{cli.program_path()}\","
+                "sha256:c.createHash(\"sha256\").update(b).digest(\"hex\"),"
+                "version_output:fs.readFileSync(\"/tmp/version.txt\",\"utf8\").trim()}))'")
+    return (
+        f"FROM {node.image_id} AS fetch\nUSER root\nCOPY host-ca.crt /tmp/host-ca.crt\n"
+        "ENV NODE_EXTRA_CA_CERTS=/tmp/host-ca.crt npm_config_update_notifier=false "
+        "npm_config_fund=false npm_config_audit=false\n"
+        f"RUN mkdir -p /opt/npm /opt/agent/bin && cd /opt/npm && npm install --no-save "
+        f"--ignore-scripts --registry {_registry()} {spec}\n"
+        f"RUN cd /opt/npm && {cli.collect} && chmod -R a+rX,go-w /opt/agent "
+        f"&& /opt/agent/bin/{cli.program} --version > /tmp/version.txt 2>&1 && {identity}\n"
+        "FROM scratch\nCOPY --from=fetch /opt/agent /opt/agent\n")
+
+
+def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -> BuiltImage:
+    """The dist image of `cli` at `version` (a cache hit when its identity matches)."""
+    identity = dist_identity(cli, version)
+    tag = f"bakeoff/{DIST}:{cli.name}-{version}"
+    found = _cached(engine, tag, identity)
+    if found is not None:
+        return found
+    node = images.resolve(engine, "node", reporter)
+    ca = HOST_CA.read_bytes() if HOST_CA.is_file() else b""
+    context = _context({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
+                        "host-ca.crt": ca})
+    return _build(engine, f"{DIST} {cli.name}@{version}", tag, identity, context, reporter,
+                  hint=f"check that {cli.package}@{version} exists on {_registry()} "
+                       f"(set {REGISTRY_ENV} for a mirror)")
+
+
+def layer_identity(base: BuiltImage, dist_image: BuiltImage) -> str:
+    blob = json.dumps({"base": base.identity, "dist": dist_image.identity, "format": FORMAT})
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
+          reporter: BuildReporter | None = None) -> BuiltImage:
+    """The arm's image with the CLI added: `base` + the dist's files, on PATH."""
+    chosen = reporter or QuietReporter()
+    dist_image = dist(engine, cli, version, chosen)
+    identity = layer_identity(base, dist_image)
+    tag = f"bakeoff/{LAYER}:{identity.removeprefix('sha256:')[:16]}"
+    found = _cached(engine, tag, identity)
+    if found is not None:
+        return found
+    attrs = inspect(engine, base.image_id) or {}
+    env = (attrs.get("Config") or {}).get("Env") or []
+    path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), DEFAULT_PATH)
+    extra = ":".join([f"{AGENT_ROOT}/bin", *(f"{AGENT_ROOT}/{p}" for p in cli.path)])
+    dockerfile = (f"FROM {base.image_id}\nUSER root\n"
+                  f"COPY --from={dist_image.tag} /opt/agent {AGENT_ROOT}\n"
+                  f"ENV PATH={extra}:{path}\nUSER {sandbox.SANDBOX_UID}\n")
+    return _build(engine, f"{LAYER} {cli.name}@{version}", tag, identity,
+                  _context({"Dockerfile": dockerfile.encode()}), chosen,
+                  hint="the agent layer is the arm's image plus the CLI's files")
+
+
+def installed(engine: Engine, image: BuiltImage, labels: Labels) -> InstalledCli:
+    """The identity of the CLI in an agent layer, as its build recorded it."""
+    text = sandbox.check_image(engine, image.image_id, ["cat", f"{AGENT_ROOT}/identity.json"],
+                               labels)
+    try:
+        data = json.loads(text)
+        return InstalledCli(**{k: str(data[k]) for k in InstalledCli.__dataclass_fields__})
+    except (ValueError, KeyError, TypeError) as error:
+        raise InfraError(f"image {image.tag} holds no readable {AGENT_ROOT}/identity.json",
+                         hint="rebuild it: remove the image and run `up` again") from error
+
+
+def _cached(engine: Engine, tag: str, identity: str) -> BuiltImage | None:
+    attrs = inspect(engine, tag)
+    labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
+    if attrs is None or labels.get(LABEL_IDENTITY) != identity:
+        return None
+    return BuiltImage(tag, tag, attrs["Id"], identity, cached=True)
+
+
+def _context(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _build(engine: Engine, name: str, tag: str, identity: str, context: bytes,
+           reporter: BuildReporter, hint: str) -> BuiltImage:
+    reporter.start(name)
+    with images.open_log(name.replace(" ", "-").replace("@", "-"), reporter) as log:
+        stream = engine.call(f"build {name}", engine.client.api.build,
+                             fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True,
+                             forcerm=True, decode=True, pull=False,
+                             labels={LABEL_IMAGE: tag.split(":")[0].removeprefix("bakeoff/"),
+                                     LABEL_IDENTITY: identity})
+        try:
+            image_id = images.read_build_stream(name, iter_stream(stream), reporter, log)
+        except InfraError as error:
+            raise InfraError(str(error), hint=hint) from error
+    attrs = inspect(engine, tag)
+    if attrs is None:
+        raise InfraError(f"building {name} produced no image", hint=f"see {log.path}")
+    built = BuiltImage(tag, tag, image_id or attrs["Id"], identity, cached=False)
+    reporter.done(built)
+    return built
