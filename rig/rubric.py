@@ -21,6 +21,7 @@ from rig.errors import RigError
 from rig.oracle import PassRate, pass_rate
 from rig.record import SampleRecord
 from rig.verdict import FailReason, Verdict
+from rig.wire import WireSummary
 from runner.manifest import Arm, ArmIdentity
 
 SUCCESS = "success"
@@ -147,6 +148,8 @@ class ArmScore:
     valid: bool
     caveats: tuple[str, ...] = field(default=())
     harness_touched: tuple[str, ...] = field(default=())  # harness files its diff changed
+    marks: tuple[str, ...] = field(default=())  # from its dispatch: effort_mismatch, ...
+    usage: WireSummary | None = None            # its requests through the model gateway
 
     @property
     def all_checks(self) -> list[CheckResult]:
@@ -229,9 +232,21 @@ def _caveats(arm: ArmIdentity, results: Sequence[CheckResult],
     return found
 
 
+@dataclass(frozen=True)
+class Dispatched:
+    """What the arm's dispatch record says of it: the identity with its runtime
+    evidence (the gateway's records, a probe), the marks it earned, its usage."""
+
+    identity: ArmIdentity
+    marks: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()
+    usage: WireSummary | None = None
+
+
 def score_arm(arm: Arm, success: CheckResult, checks: Mapping[str, CheckResult],
               judge: JudgeScores | None, weights: RubricWeights,
-              harness_touched: Sequence[str] = ()) -> ArmScore:
+              harness_touched: Sequence[str] = (), dispatched: Dispatched | None = None
+              ) -> ArmScore:
     """The rubric of one arm. `judge` None: judge = "none" (subjective dims not scored).
     `harness_touched`: the harness files (conftest, runner configuration, bytecode) the
     arm's diff changed, marked for the judge and the reader."""
@@ -254,11 +269,15 @@ def score_arm(arm: Arm, success: CheckResult, checks: Mapping[str, CheckResult],
     if touched:
         caveats.append(f"harness_touched: the arm changed harness files {', '.join(touched)} "
                        "(the success criterion ran under the base's)")
+    caveats += [] if dispatched is None else list(dispatched.caveats)
     return ArmScore(
-        arm=arm.id, identity=arm.identity(), commit=commit, image_id=image_id,
+        arm=arm.id, identity=arm.identity() if dispatched is None else dispatched.identity,
+        commit=commit, image_id=image_id,
         success=success, checks=dict(checks), judge=judge, scores=scores, total=total,
         max=top, valid=not any(result.rig_errors for result in results),
-        caveats=tuple(caveats), harness_touched=touched)
+        caveats=tuple(caveats), harness_touched=touched,
+        marks=() if dispatched is None else tuple(sorted(dispatched.marks)),
+        usage=None if dispatched is None else dispatched.usage)
 
 
 FLAG_MEANINGS = {
@@ -275,6 +294,13 @@ FLAG_MEANINGS = {
                 "harness, or handed in work that could not be imported safely: a FAIL",
     "harness_touched": "the arm's diff changed harness files (conftest, runner "
                        "configuration, bytecode); the success criterion ran under the base's",
+    "effort_mismatch": "the effort the gateway saw on the wire is not the effort the arm "
+                       "declares",
+    "model_mismatch": "the model the gateway saw on the wire is not the model the arm "
+                      "declares",
+    "budget_exhausted": "the arm ran past a [gateway] budget; requests past it were refused",
+    "unrestricted_network": "the arm had network = \"egress\": the whole internet, its key "
+                            "inside the sandbox, nothing on the wire recorded",
     "tie": "arms of equal total competed for the win: the tie-break (success pass-rate, "
            "then checks score) decided or, still equal, there is no winner",
 }
@@ -304,6 +330,7 @@ def flags(arms: Sequence[ArmScore], decision: WinnerDecision | None = None) -> l
     found.update(f"tampered:{a.arm}" for a in arms
                  if any(check.tampered for check in a.all_checks))
     found.update(f"harness_touched:{a.arm}" for a in arms if a.harness_touched)
+    found.update(f"{mark}:{a.arm}" for a in arms for mark in a.marks)
     if decision is not None and decision.tie is not None:
         found.add("tie:" + ",".join(sorted(decision.tie.arms)))
     return sorted(found)

@@ -20,12 +20,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from rig.oracle import PassRate
 from rig.persist import write_text_atomic
 from rig.rubric import TIE_RULE, ArmScore, CheckResult, Tie, TieBreaker
 from rig.verdict import Verdict
+from rig.wire import WireSummary
 from runner.manifest import ArmIdentity
 
 SCHEMA: Final = "abc-comparison/v2"
@@ -78,6 +87,9 @@ class _Keyed(_Model):
     arm: str
 
 
+OPTIONAL_KEYS = ("marks", "usage")  # written only when they say something
+
+
 class ArmEntry(ArmIdentity, _Keyed):
     """One arm of a round: its id, its identity (`runner.manifest.ArmIdentity`), then what
     it scored (keys in that order: pydantic lists the last base's fields first)."""
@@ -92,6 +104,17 @@ class ArmEntry(ArmIdentity, _Keyed):
     valid: bool
     caveats: list[str]
     harness_touched: list[str] = []  # harness files the arm's diff changed
+    marks: list[str] = []            # effort_mismatch, model_mismatch, ... (its dispatch)
+    usage: WireSummary | None = None  # its requests through the model gateway
+
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An arm that had no gateway and earned no mark is written as before issue 13."""
+        data: dict[str, Any] = handler(self)
+        for key in OPTIONAL_KEYS:
+            if not data.get(key):
+                data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _total_within_max(self) -> ArmEntry:
@@ -186,7 +209,8 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
         arm=arm.arm, **dict(arm.identity), commit=arm.commit, image_id=arm.image_id,
         results=results,
         scores=Scores.model_validate(arm.scores), total=arm.total, max=arm.max,
-        valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched))
+        valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched),
+        marks=list(arm.marks), usage=arm.usage)
 
 
 def round_of(change: str, base_commit: str, baseline_rate: float,

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from rig.report.observation import ArmEntry, Observation, Round
 from rig.report.scorecard import cell
 from rig.rubric import TIE_BREAKER_TEXT, TIE_RULE, describe_flag, total_key
+from rig.wire import ModelUsage
 
 
 def _arms_in_order(obs: Observation) -> dict[str, ArmEntry]:
@@ -127,6 +128,39 @@ def integrity_lines(obs: Observation) -> list[str]:
     return lines or ["None: every arm valid, no flag raised."]
 
 
+def _cost(value: float | None) -> str:
+    return "— (no price)" if value is None else f"${value:.4f}"
+
+
+def usage_lines(obs: Observation) -> list[str]:
+    """Requests, tokens and cost through the model gateway: per arm and round, then per
+    model over every round. Empty when no arm used the gateway."""
+    rows = [(r.change, e) for r in obs.rounds for e in r.arms if e.usage is not None]
+    if not rows:
+        return []
+    lines = ["| round | arm | requests (refused) | input | output | cache read / write | "
+             "reasoning | cost |", "|---|---|---|---|---|---|---|---|"]
+    by_model: dict[str, list[ModelUsage]] = {}
+    for change, entry in rows:
+        usage = entry.usage
+        assert usage is not None
+        refused = sum(usage.refused.values())
+        lines.append("| " + " | ".join(cell(t) for t in [
+            change, entry.arm, f"{usage.requests} ({refused})", str(usage.input),
+            str(usage.output), f"{usage.cache_read} / {usage.cache_write}",
+            str(usage.reasoning), _cost(usage.cost_usd)]) + " |")
+        for model in usage.by_model:
+            by_model.setdefault(model.model, []).append(model)
+    lines += ["", "| model | requests | input | output | cost |", "|---|---|---|---|---|"]
+    for name, seen in sorted(by_model.items()):
+        costs = [m.cost_usd for m in seen]
+        cost = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+        lines.append("| " + " | ".join(cell(t) for t in [
+            name, str(sum(m.requests for m in seen)), str(sum(m.input for m in seen)),
+            str(sum(m.output for m in seen)), _cost(cost)]) + " |")
+    return lines
+
+
 def _section(title: str, body: Sequence[str]) -> list[str]:
     return [f"## {title}", "", *body, ""]
 
@@ -141,6 +175,8 @@ def render_results(observation: Observation) -> str:
         f"{TIE_RULE}.", "",
         *_section("Scoreboard", scoreboard(observation)),
         *_section("Per model", per_model(observation)),
+        *(_section("Model usage (the gateway's records)", usage)
+          if (usage := usage_lines(observation)) else []),
         *_section("Merges", merge_lines(observation)),
         *_section("Scoring integrity", integrity_lines(observation)),
     ]

@@ -39,7 +39,7 @@ from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.errors import BadInputError, DatabaseError
-from runner.manifest import LoadedManifest
+from runner.manifest import Arm, LoadedManifest
 from runner.store import layout, state
 from runner.store.files import ensure_excluded
 from runner.store.layout import experiment_dir, stage_dir
@@ -349,8 +349,23 @@ def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
         judged = judge_mod.parse_judgement(answer.read_text()) if answer.exists() else None
         scored.append(rubric.score_arm(arm, success, checks, judged,
                                        loaded.manifest.contract.weights,
-                                       harness_touched(loaded, change, success)))
+                                       harness_touched(loaded, change, success),
+                                       dispatched(loaded, change, arm)))
     return scored
+
+
+def dispatched(loaded: LoadedManifest, change: str, arm: Arm) -> rubric.Dispatched | None:
+    """What the arm's dispatch record adds to its score: the identity with the wire's
+    evidence, when the gateway saw it, and the marks; None without a record (as before)."""
+    path = layout.arm_record(layout.experiment_dir(loaded.repo_path,
+                                                   loaded.manifest.experiment.name),
+                             change, arm.id)
+    record = load_record(path)
+    if record is None:
+        return None
+    identity = record.identity() if record.gateway is not None else arm.identity()
+    notes = [c for c in record.caveats if c.split(":", 1)[0] in record.marks]
+    return rubric.Dispatched(identity, tuple(record.marks), tuple(notes), record.gateway)
 
 
 def harness_touched(loaded: LoadedManifest, change: str,

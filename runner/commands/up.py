@@ -12,8 +12,9 @@ what it made before it re-raises (testcontainers' rule: clean up inside a failed
 
 from __future__ import annotations
 
+import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,12 +32,13 @@ from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR
 from runner.containers import arms as arms_mod
 from runner.containers import checkout, database, images, sandbox
+from runner.containers import gateway as gateway_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.contract import Baseline
 from runner.errors import BadInputError
-from runner.manifest import LoadedManifest
+from runner.manifest import Arm, LoadedManifest, key_provider
 from runner.store import layout
 from runner.store import state as state_mod
 from runner.store.files import ensure_excluded, experiment_lock
@@ -48,7 +50,7 @@ from runner.store.records import (
     StageRecord,
     save_stage,
 )
-from runner.store.state import ArmSandbox, DbState, ExperimentState
+from runner.store.state import ArmSandbox, DbState, ExperimentState, GatewayState
 from runner.workspace import merge
 
 Progress = Callable[[str], None]
@@ -70,6 +72,8 @@ class UpPlan:
     image: images.BuiltImage
     db_image: images.BuiltImage | None
     toolchain: Toolchain  # the images of this `up`, resolved once
+    agents: dict[str, arms_mod.AgentImage] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)  # the gateway arms' real keys
 
 
 @dataclass(frozen=True)
@@ -162,9 +166,28 @@ def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
     # The first change starts from the manifest's base, later ones from the last merge.
     base = merge.stage_base(loaded, chosen)
     toolchain = toolchain or Toolchain(engine, loaded, progress)
-    # The same prepared image (setup baked in) that scores the base serves the sandboxes.
-    return UpPlan(loaded, chosen, secrets.token_hex(3), base, toolchain.for_commit(base),
-                  toolchain.database, toolchain)
+    keys = gateway_keys(loaded, os.environ)  # missing keys fail before anything is built
+    # The same prepared image (setup baked in) that scores the base serves the sandboxes;
+    # an arm that runs a pinned CLI gets that image plus the CLI (its agent layer).
+    image = toolchain.for_commit(base)
+    run = secrets.token_hex(3)
+    agents = arms_mod.agent_images(engine, image, list(manifest.arms),
+                                   Labels(manifest.experiment.name, "image-check", "", run))
+    return UpPlan(loaded, chosen, run, base, image, toolchain.database, toolchain, agents, keys)
+
+
+def gateway_keys(loaded: LoadedManifest, environ: Mapping[str, str]) -> dict[str, str]:
+    """The real keys the gateway arms name, from the orchestrator's environment (they go
+    to the gateway's container, never to an arm's); every missing one at once."""
+    arms = [arm for arm in loaded.manifest.arms if arm.network == "gateway"]
+    missing = [f"arms[{loaded.manifest.arms.index(arm)}] ({arm.id}): {name}"
+               for arm in arms for name in arm.secrets if not environ.get(name)]
+    if missing:
+        raise BadInputError(
+            f"{loaded.path}: key(s) not set (or empty) in the environment: "
+            + "; ".join(missing),
+            hint="export each before `up`: the model gateway holds them for the arms")
+    return {name: environ[name] for arm in arms for name in arm.secrets}
 
 
 def _starting_state(plan: UpPlan) -> ExperimentState:
@@ -189,7 +212,7 @@ def _arm_setup(plan: UpPlan, directory: Path) -> arms_mod.ArmSetup:
     return arms_mod.ArmSetup(
         manifest.experiment.name, plan.run, plan.image.image_id, manifest.limits,
         (*agents_mount(plan.loaded), (brief, BRIEF_DIR)),
-        manifest.database.url_env if manifest.database else None)
+        manifest.database.url_env if manifest.database else None, plan.agents)
 
 
 def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> ExperimentState:
@@ -201,6 +224,7 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
         db_future = pool.submit(_start_db, engine, plan) if plan.db_image else None
         prepared = list(pool.map(lambda arm: arms_mod.prepare(engine, setup, arm), arms))
         server = db_future.result() if db_future else None
+    gateway, tokens = _start_gateway(engine, plan, directory, prepared, progress)
     schemas: dict[str, database.DbSchema] = {}
     if server is not None and manifest.database is not None:
         for item in prepared:
@@ -211,23 +235,66 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
         database.lock_down(server)
         for arm in arms:
             schemas[arm.id] = database.create_schema(server, database.role_name(experiment, arm.id))
-    sandboxes = _start_arms(engine, setup, prepared, schemas, progress)
+    sandboxes = _start_arms(engine, setup, prepared, schemas, tokens, progress)
     db_state = None
     if server is not None and manifest.database is not None:
         db_state = DbState(container_id=server.container_id, host_port=server.host_port,
                            admin_password=server.admin_password,
                            network=_db_network_name(plan), url_env=manifest.database.url_env)
     return _starting_state(plan).model_copy(
-        update={"phase": "up", "arms": sandboxes, "db": db_state})
+        update={"phase": "up", "arms": sandboxes, "db": db_state, "gateway": gateway})
+
+
+def _start_gateway(engine: Engine, plan: UpPlan, directory: Path,
+                   prepared: list[arms_mod.PreparedArm], progress: Progress
+                   ) -> tuple[GatewayState | None, dict[str, str]]:
+    """The model gateway, when an arm has network = "gateway": a token per such arm,
+    attached to its network as `model-gateway`."""
+    manifest = plan.loaded.manifest
+    by_id = {arm.id: arm for arm in manifest.arms}
+    doors = [_door(by_id[item.arm], item.network) for item in prepared
+             if by_id[item.arm].network == "gateway"]
+    if not doors:
+        return None, {}
+    section = manifest.gateway
+    experiment = manifest.experiment.name
+    own = section.upstream_network is None
+    network = (sandbox.network_name(experiment, "gateway", plan.run) if own
+               else str(section.upstream_network))
+    name = f"bakeoff-{experiment}-gateway-{plan.run}"
+    state_dir = layout.gateway_dir(stage_dir(directory, plan.change))
+    budget = gateway_mod.Budget(section.max_requests_per_arm, section.max_tokens_per_arm,
+                                section.max_usd_per_arm)
+    prices = {model: price.model_dump() for model, price in section.prices.items()}
+    config = gateway_mod.config({"anthropic": section.anthropic, "openai": section.openai},
+                                plan.change, plan.run, doors, budget, prices)
+    spec = gateway_mod.GatewaySpec(name, plan.toolchain.gateway_image.image_id,
+                                   _labels(plan, "gateway"), state_dir, network, plan.keys)
+    container_id = gateway_mod.launch(
+        engine, gateway_mod.Launch(spec, own, doors, config),
+        lambda net: sandbox.create_network(engine, net, _labels(plan, "gateway-network"),
+                                           egress=True))
+    progress(f"model gateway {name} up: {len(doors)} arm(s) reach it as "
+             f"{gateway_mod.ALIAS}, upstream via {network}")
+    return (GatewayState(container_id=container_id, container_name=name, network=network,
+                         state_dir=str(state_dir)),
+            {door.arm: door.token for door in doors})
+
+
+def _door(arm: Arm, network: str) -> gateway_mod.Door:
+    keys = {provider: name for name in arm.secrets
+            if (provider := key_provider(name)) is not None}
+    return gateway_mod.Door(arm.id, network, gateway_mod.new_token(),
+                            (arm.model, *arm.allow_models), keys)
 
 
 def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,
                 prepared: list[arms_mod.PreparedArm], schemas: dict[str, database.DbSchema],
-                progress: Progress) -> list[ArmSandbox]:
+                tokens: dict[str, str], progress: Progress) -> list[ArmSandbox]:
     def one(item: arms_mod.PreparedArm) -> ArmSandbox:
         schema = schemas.get(item.arm)
         made = arms_mod.start(engine, setup, item, schema.url() if schema else None,
-                              progress)
+                              progress, tokens.get(item.arm))
         if schema is None:
             return made
         return made.model_copy(update={"schema_name": schema.name,

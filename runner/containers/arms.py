@@ -11,16 +11,43 @@ The host never runs git in it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.containers import sandbox
+from runner.containers import agent_cli, images, sandbox
+from runner.containers.agent_cli import InstalledCli
 from runner.containers.checkout import ArmBox
 from runner.containers.engine import Engine, Labels, create_network, create_volume
+from runner.containers.images import BuiltImage
 from runner.manifest import Arm, Limits
 from runner.store.state import ArmSandbox, ExperimentState
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class AgentImage:
+    """An arm's agent layer and the CLI it holds."""
+
+    image: BuiltImage
+    cli: InstalledCli
+
+
+def agent_images(engine: Engine, base: BuiltImage, arms: list[Arm],
+                 labels: Labels) -> dict[str, AgentImage]:
+    """The agent layer of every arm that installs a CLI, one per (CLI, version)."""
+    made: dict[tuple[str, str], AgentImage] = {}
+    found: dict[str, AgentImage] = {}
+    for arm in arms:
+        if arm.installs is None or arm.agent_version is None:
+            continue
+        key = (arm.installs, arm.agent_version)
+        if key not in made:
+            image = agent_cli.layer(engine, base, agent_cli.cli_for(arm.installs),
+                                    arm.agent_version, images.current_reporter())
+            made[key] = AgentImage(image, agent_cli.installed(engine, image, labels))
+        found[arm.id] = made[key]
+    return found
 
 
 @dataclass(frozen=True)
@@ -33,6 +60,7 @@ class ArmSetup:
     limits: Limits
     read_only: tuple[tuple[Path, str], ...]   # (host path, container path)
     url_env: str | None = None
+    agents: dict[str, AgentImage] = field(default_factory=dict)  # arm -> its agent layer
 
     def labels(self, role: str, arm: str) -> Labels:
         return Labels(self.experiment, role, arm, self.run)
@@ -51,7 +79,7 @@ class PreparedArm:
 
 def prepare(engine: Engine, setup: ArmSetup, arm: Arm) -> PreparedArm:
     """The arm's network and its two volumes (checkout, HOME)."""
-    egress = arm.network == "egress"
+    egress = arm.network == "egress"  # a gateway arm's network is internal too
     network = sandbox.network_name(setup.experiment, arm.id, setup.run)
     create_network(engine, network, setup.labels("arm-network", arm.id), egress=egress)
     disk, owner = setup.limits.disk_mb, sandbox.SANDBOX_UID
@@ -65,7 +93,7 @@ def prepare(engine: Engine, setup: ArmSetup, arm: Arm) -> PreparedArm:
 
 
 def start(engine: Engine, setup: ArmSetup, arm: PreparedArm, db_url: str | None,
-          progress: Progress) -> ArmSandbox:
+          progress: Progress, token: str | None = None) -> ArmSandbox:
     """The arm's container, holding its volumes (the checkout is made in them later:
     `checkout.make`)."""
     env: dict[str, str] = {"BAKEOFF_EXPERIMENT": setup.experiment, "BAKEOFF_ARM": arm.arm,
@@ -73,8 +101,10 @@ def start(engine: Engine, setup: ArmSetup, arm: PreparedArm, db_url: str | None,
     if db_url is not None and setup.url_env is not None:
         env[setup.url_env] = db_url
     limits = setup.limits
+    agent = setup.agents.get(arm.arm)
     spec = sandbox.SandboxSpec(
-        name=setup.name(arm.arm), image_id=setup.image_id, labels=setup.labels("arm", arm.arm),
+        name=setup.name(arm.arm), labels=setup.labels("arm", arm.arm),
+        image_id=agent.image.image_id if agent else setup.image_id,
         checkout=arm.box.volume, home=arm.box.home, network=arm.network, env=env,
         limits=sandbox.SandboxLimits(limits.cpus, limits.memory_mb, limits.pids,
                                       limits.disk_mb),
@@ -83,7 +113,9 @@ def start(engine: Engine, setup: ArmSetup, arm: PreparedArm, db_url: str | None,
     progress(f"arm {arm.arm}: sandbox {spec.name} up")
     return ArmSandbox(arm=arm.arm, container_id=container_id, container_name=spec.name,
                       network=arm.network, egress=arm.egress, checkout=arm.box.volume,
-                      home=arm.box.home)
+                      home=arm.box.home, image_id=agent.image.image_id if agent else None,
+                      agent_cli=agent.cli.as_record() if agent else None,
+                      gateway_token=token)
 
 
 def arm_box(current: ExperimentState, arm: ArmSandbox) -> ArmBox:

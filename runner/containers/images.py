@@ -93,6 +93,11 @@ def reporting(reporter: BuildReporter) -> Iterator[BuildReporter]:
         _FIRST_USE.reset(token)
 
 
+def current_reporter() -> BuildReporter:
+    """The reporter `reporting` installed (a build on first use shows there), else quiet."""
+    return _FIRST_USE.get() or QuietReporter()
+
+
 def logs_dir() -> Path:
     return cache_dir() / "logs"
 

@@ -28,6 +28,7 @@ from runner.errors import InfraError
 from runner.manifest import LoadedManifest
 
 PREPARED = "prepared"
+GATEWAY_IMAGE = "python"
 FORMAT = 2  # of the image's layout (2: setup's output under /opt/bakeoff/prepared/)
 DEPENDENCY_FILES = frozenset({
     "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements-dev.txt",
@@ -136,6 +137,7 @@ class Toolchain:
         self._image: BuiltImage | None = None
         self._database: tuple[BuiltImage | None] | None = None
         self._prepared: dict[str, BuiltImage] = {}  # commit -> its prepared image
+        self._gateway: BuiltImage | None = None
 
     @property
     def image(self) -> BuiltImage:
@@ -154,6 +156,15 @@ class Toolchain:
                 self._database = (None if section is None
                                   else images.resolve(self.engine, section.image),)
             return self._database[0]
+
+    @property
+    def gateway_image(self) -> BuiltImage:
+        """The image the model gateway runs (`bakeoff/python`: the gateway is stdlib
+        Python, whatever the arms' toolchain)."""
+        with self.lock:
+            if self._gateway is None:
+                self._gateway = images.resolve(self.engine, GATEWAY_IMAGE)
+            return self._gateway
 
     def for_commit(self, commit: str) -> BuiltImage:
         """The image a commit's samples and sandboxes run: the toolchain with `setup`

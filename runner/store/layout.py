@@ -16,6 +16,9 @@
         brief/                     mounted read-only in every sandbox
         arms/<arm>/                arm.json, dispatch.log, keep/ (`dispatch`)
         judge/<arm>.json           the judge's answer
+        gateway/                   the model gateway's state (mounted in its container):
+          config.json              its tokens, upstreams, budgets, prices (`up` writes it)
+          records/<change>/        requests.jsonl (one line per request) and bodies/
         samples/<arm>/<check>/     the scored samples: <n>.json, <n>.log, ...
         proofs/<sha12>/            `up`'s proofs of one contract          (a sample root)
         diagnosis/<image12>/       the base's runs in one image           (a sample root)
@@ -120,6 +123,15 @@ def base_bundle(stage: Path) -> Path:
 def brief_dir(stage: Path) -> Path:
     """The host directory mounted read-only in every sandbox of the stage."""
     return stage / "brief"
+
+
+def gateway_dir(stage: Path) -> Path:
+    return stage / "gateway"
+
+
+def gateway_requests(stage: Path, change: str) -> Path:
+    """The gateway's records of the stage's requests (its own layout under `gateway_dir`)."""
+    return gateway_dir(stage) / "records" / change / "requests.jsonl"
 
 
 def judge_answer(stage: Path, arm: str) -> Path:

@@ -23,6 +23,16 @@ class DbState(BaseModel):
     url_env: str
 
 
+class GatewayState(BaseModel):
+    """The model gateway of this `up` (`runner.containers.gateway`)."""
+
+    model_config = ConfigDict(frozen=True)
+    container_id: str
+    container_name: str
+    network: str                  # its way to the upstreams (ours, or upstream_network)
+    state_dir: str                # the stage's gateway/ directory, mounted at /state
+
+
 class ArmSandbox(BaseModel):
     model_config = ConfigDict(frozen=True)
     arm: str
@@ -36,6 +46,9 @@ class ArmSandbox(BaseModel):
     # schema era, kept so a state file written before issue 11 still reads).
     schema_name: str | None = None
     schema_password: str | None = None
+    image_id: str | None = None   # the arm's own image (an agent layer), when not the stage's
+    agent_cli: dict[str, str] | None = None   # the installed CLI's identity (`InstalledCli`)
+    gateway_token: str | None = None          # a gateway arm's token: never its real key
 
 
 class ExperimentState(BaseModel):
@@ -53,6 +66,7 @@ class ExperimentState(BaseModel):
     limits: dict[str, float | int]
     arms: list[ArmSandbox] = []
     db: DbState | None = None
+    gateway: GatewayState | None = None
 
     def arm(self, arm_id: str) -> ArmSandbox | None:
         return next((a for a in self.arms if a.arm == arm_id), None)

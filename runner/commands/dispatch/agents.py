@@ -4,10 +4,12 @@ An adapter is a shell template. `{brief}`, `{model}`, `{effort}` and `{arm}` are
 substituted shell-quoted; the command runs with `sh -c` in `/work` (the arm's checkout).
 
 - `command`: the arm's own `command` is the template (scripted contestants, wrappers);
-- `claude-code`, `codex`: templates for those CLIs, where the arm's `command` names the
-  CLI program (`claude`, `/agents/bin/codex`, ...). They pass model AND effort on the
-  command line, so the CLI's default configuration never decides either. They are
-  templates: no model API is reachable where this project is tested (docs/agents.md).
+- `claude-code`, `codex`: the real CLIs, pinned (`agent_version`: installed into the
+  arm's agent layer, `runner.containers.agent_cli`), or the program the arm's `command`
+  names. They pass model AND effort on the command line, so the CLI's default
+  configuration never decides either, and switch off what an unattended run must not do
+  (auto-update, telemetry, web tools). A gateway arm's CLI talks to `model-gateway` only,
+  with the arm's token (`gateway_env`).
 
 Any other `{name}` (not preceded by `$`, which is shell) is an error, so a typo such as
 `{breif}` is caught before an agent starts.
@@ -28,12 +30,26 @@ _PLACEHOLDER = re.compile(r"(?<!\$)\{([a-z_]+)\}")
 
 CLAUDE_CODE_TEMPLATE = (
     "{cli} --print --model {model} --effort {effort} --dangerously-skip-permissions "
-    "--output-format stream-json --verbose < {brief}"
+    "--disallowedTools WebSearch,WebFetch --output-format stream-json --verbose < {brief}"
 )
 CODEX_TEMPLATE = (
-    "{cli} exec --model {model} --config model_reasoning_effort={effort} "
+    "{cli} exec --model {model} --config model_reasoning_effort={effort} {provider}"
+    "--config web_search=disabled --config check_for_update_on_startup=false "
     "--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json - < {brief}"
 )
+GATEWAY_URL = "http://model-gateway:8080"
+TOKEN_ENV = "BAKEOFF_GATEWAY_TOKEN"
+CODEX_PROVIDER = (
+    "--config model_provider=bakeoff --config 'model_providers.bakeoff={name=\"bakeoff "
+    f"gateway\",base_url=\"{GATEWAY_URL}/openai/v1\",env_key=\"{TOKEN_ENV}\","
+    "wire_api=\"responses\"}' "
+)
+# What an unattended run of each CLI needs in its environment (besides the gateway's).
+CLI_ENV: dict[str, dict[str, str]] = {
+    "claude-code": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
+                    "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"},
+    "codex": {"CODEX_HOME": "/home/agent/.codex"},
+}
 UNSET_EFFORTS = frozenset({"", "unknown", "default"})
 
 
@@ -54,8 +70,10 @@ class Adapter:
         """CLI templates pass effort explicitly, so the arm must state one."""
         return self.template is not None
 
-    def render(self, arm: Arm, brief_path: str, where: str = "arms") -> str:
-        """The shell command for `arm`; `where` names the arm in errors (arms[2])."""
+    def render(self, arm: Arm, brief_path: str, where: str = "arms",
+               program: str | None = None) -> str:
+        """The shell command for `arm`; `where` names the arm in errors (arms[2]).
+        `program`: the installed CLI (else the arm's `command` names it)."""
         if self.needs_effort and arm.effort.strip().lower() in UNSET_EFFORTS:
             raise AdapterError(
                 f"{where}.effort: the {self.name} adapter passes effort explicitly and "
@@ -65,7 +83,12 @@ class Adapter:
         values = {"brief": brief_path, "model": arm.model, "effort": arm.effort, "arm": arm.id}
         if self.template is None:
             return render_template(arm.command, values, f"{where}.command")
-        raw = {CLI_PLACEHOLDER: arm.command}
+        cli = arm.command.strip() or program
+        if not cli:
+            raise AdapterError(f"{where}.agent_version: the {self.name} adapter has no CLI "
+                               "to run", hint="set agent_version, or command = the program")
+        raw = {CLI_PLACEHOLDER: cli,
+               "provider": CODEX_PROVIDER if arm.network == "gateway" else ""}
         return render_template(self.template, values, f"{where}.agent", raw=raw)
 
 
@@ -105,3 +128,17 @@ def render_template(template: str, values: dict[str, str], where: str,
         return verbatim[name] if name in verbatim else shlex.quote(values[name])
 
     return _PLACEHOLDER.sub(substitute, template)
+
+
+def gateway_env(token: str) -> dict[str, str]:
+    """A gateway arm's way to its models: the gateway's URLs and the arm's own token
+    where each provider's SDKs and CLIs look for a base URL and a key."""
+    return {"BAKEOFF_GATEWAY_URL": GATEWAY_URL, TOKEN_ENV: token,
+            "ANTHROPIC_BASE_URL": f"{GATEWAY_URL}/anthropic", "ANTHROPIC_API_KEY": token,
+            "OPENAI_BASE_URL": f"{GATEWAY_URL}/openai/v1", "OPENAI_API_KEY": token}
+
+
+def cli_env(arm: Arm) -> dict[str, str]:
+    """The unattended-run settings of the CLI the arm runs (or installs), else none."""
+    name = arm.installs or (arm.agent if arm.agent in CLI_ENV else None)
+    return dict(CLI_ENV.get(name or "", {}))

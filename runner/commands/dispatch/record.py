@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rig import wire
 from rig.persist import write_text_atomic
 from runner.commands.dispatch.redact import Redactor
 from runner.manifest import ArmIdentity, EffortProvenance
@@ -88,6 +89,12 @@ class ArmRecord(ArmIdentity, _Dispatched):
     effort_probe: str | None = None
     effort_runtime: Literal["matched", "missing"] | None = None
     effort_observed: str | None = None
+    model_observed: str | None = None
+    agent_cli: dict[str, str] | None = None    # the pinned CLI the arm ran (`InstalledCli`)
+    gateway: wire.WireSummary | None = None    # its requests through the model gateway
+    # effort_mismatch, model_mismatch, budget_exhausted, unrestricted_network: each flags
+    # the round in every report (the arm is still scored).
+    marks: list[str] = []
     log: str = LOG_FILE
     last_line: str = ""
     caveats: list[str] = []
@@ -138,15 +145,38 @@ def apply_effort_probe(record: ArmRecord, log_text: str) -> ArmRecord:
         if match is None:
             continue
         observed = match.group(1) if pattern.groups else None
-        caveats = list(record.caveats)
+        caveats, marks = list(record.caveats), list(record.marks)
         if observed is not None and observed.lower() != record.effort.lower():
             caveats.append(f"effort_mismatch: the runtime log says {observed!r}, "
                            f"the arm declares {record.effort!r}")
+            marks = sorted({*marks, "effort_mismatch"})
         return record.model_copy(update={
-            "effort_runtime": "matched", "effort_observed": observed,
+            "effort_runtime": "matched", "effort_observed": observed, "marks": marks,
             "effort_evidence": line.strip(), "caveats": caveats,
             "effort_provenance": EffortProvenance.RUNTIME_LOG})
     missing = (f"runtime evidence missing: effort_probe {record.effort_probe!r} matched no "
                f"line of {LOG_FILE}; the declared effort stands")
     return record.model_copy(update={"effort_runtime": "missing",
                                      "caveats": [*record.caveats, missing]})
+
+
+def apply_gateway(record: ArmRecord, lines: list[dict[str, object]], records: str) -> ArmRecord:
+    """What the gateway saw of the arm: totals, the model and effort on the wire (the
+    evidence now cites the gateway's records), and the marks the comparison earns."""
+    summary = wire.summarize(lines, records)
+    seen = wire.observe(record.model, record.effort, lines)
+    caveats = [*record.caveats, *seen.caveats]
+    missing = wire.unpriced(lines)
+    if missing:
+        caveats.append(wire.NO_PRICE.format(models=", ".join(missing)))
+    update: dict[str, object] = {
+        "gateway": summary, "model_observed": seen.model_observed,
+        "effort_observed": seen.effort_observed, "caveats": caveats,
+        "marks": sorted({*record.marks, *seen.marks})}
+    if seen.model_observed is not None:  # the wire is the evidence once it carried the model
+        update |= {"effort_evidence": seen.evidence, "effort_runtime": "matched",
+                   "effort_provenance": EffortProvenance.RUNTIME_LOG}
+    else:
+        update["caveats"] = [*caveats, f"runtime evidence missing: {seen.evidence}; the "
+                             "declared effort stands"]
+    return record.model_copy(update=update)

@@ -23,9 +23,10 @@ from typing import Protocol
 
 import docker.errors
 
+from rig import wire
 from runner import contract, workspace
 from runner.commands.dispatch import process, work
-from runner.commands.dispatch.agents import adapter_for
+from runner.commands.dispatch.agents import adapter_for, cli_env, gateway_env
 from runner.commands.dispatch.brief import (
     BRIEF_PATH,
     TEST_USER_ENV,
@@ -41,6 +42,7 @@ from runner.commands.dispatch.record import (
     ArmRecord,
     ArmState,
     apply_effort_probe,
+    apply_gateway,
     interrupted_branch,
     load_record,
     now_iso,
@@ -102,6 +104,7 @@ class DispatchContext:
     secrets: dict[str, str]
     reporter: DispatchReporter
     timeout_s: float
+    current_dir: Path
     cancel: threading.Event = field(default_factory=threading.Event)
     repo_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -144,9 +147,11 @@ def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None 
         write_brief(stage_dir(directory, current.change), brief)
         plans = [_plan(loaded, current, directory, arm, secrets, previous[arm.id])
                  for arm in selected]
-        ctx = DispatchContext(engine, loaded, current, brief, Redactor(secrets.values()),
+        tokens = [box.gateway_token for box in current.arms if box.gateway_token]
+        ctx = DispatchContext(engine, loaded, current, brief,
+                              Redactor([*secrets.values(), *tokens]),
                               secrets, reporter or QuietReporter(),
-                              loaded.manifest.limits.dispatch_timeout_s)
+                              loaded.manifest.limits.dispatch_timeout_s, directory)
         return _run_all(ctx, plans)
 
 
@@ -168,14 +173,15 @@ def _where(loaded: LoadedManifest, arm: Arm) -> str:
 def _secrets(loaded: LoadedManifest, arms: list[Arm], environ: Mapping[str, str]
              ) -> dict[str, str]:
     """Every secret the selected arms name, from the environment; all missing ones at once."""
-    missing = [f"{_where(loaded, arm)}: {name}" for arm in arms for name in arm.secrets
+    passed = [arm for arm in arms if arm.network != "gateway"]  # the gateway holds the rest
+    missing = [f"{_where(loaded, arm)}: {name}" for arm in passed for name in arm.secrets
                if not environ.get(name)]
     if missing:
         raise SecretMissingError(
             "secret(s) not set (or empty) in the environment: " + "; ".join(missing),
             hint="export each variable before `dispatch` (its value is passed to that "
                  "arm's agent only and redacted everywhere), or remove it from `secrets`")
-    return {name: environ[name] for arm in arms for name in arm.secrets}
+    return {name: environ[name] for arm in passed for name in arm.secrets}
 
 
 def _previous(directory: Path, current: ExperimentState, arm: str) -> ArmRecord | None:
@@ -192,13 +198,20 @@ def _plan(loaded: LoadedManifest, current: ExperimentState, directory: Path, arm
           secrets: dict[str, str], previous: ArmRecord | None) -> ArmPlan:
     where = _where(loaded, arm)
     adapter = adapter_for(arm, where)
-    command = adapter.render(arm, BRIEF_PATH, where)
     sandbox = current.arm(arm.id)
     assert sandbox is not None  # _select checked it
+    program = (sandbox.agent_cli or {}).get("program")
+    command = adapter.render(arm, BRIEF_PATH, where, program)
     env = {"BAKEOFF_CHANGE": current.change, "BAKEOFF_BRIEF": BRIEF_PATH,
            TEST_USER_ENV: arm_test_user(current.experiment, arm.id),
-           "BAKEOFF_MODEL": arm.model, "BAKEOFF_EFFORT": arm.effort,
+           "BAKEOFF_MODEL": arm.model, "BAKEOFF_EFFORT": arm.effort, **cli_env(arm),
            **{name: secrets[name] for name in arm.secrets if name in secrets}}
+    if arm.network == "gateway":
+        if sandbox.gateway_token is None:
+            raise NotUpError(f"{where}: network = \"gateway\", and run {current.run} has no "
+                             "gateway token for it", hint="the manifest changed since `up`: "
+                             "run `bakeoff-sandbox down`, then `up` again")
+        env |= gateway_env(sandbox.gateway_token)
     folder = record_dir(directory, current.change, arm.id)
     box = arms.arm_box(current, sandbox)
     return ArmPlan(arm, sandbox, box, adapter.name, command, env, folder, previous)
@@ -251,16 +264,18 @@ def _starting_record(ctx: DispatchContext, plan: ArmPlan) -> ArmRecord:
         experiment=current.experiment, change=current.change, arm=arm.id,
         attempt=1 if plan.previous is None else plan.previous.attempt + 1,
         state=ArmState.RUNNING, run=current.run, container=box.container_name,
-        image_id=current.image_id, network=box.network, egress=box.egress,
+        image_id=box.image_id or current.image_id, network=box.network, egress=box.egress,
         adapter=plan.adapter, command=plan.command,
-        env={k: MASK if k in arm.secrets else v for k, v in plan.env.items()},
+        env={k: MASK if k in arm.secrets or v == box.gateway_token else v
+             for k, v in plan.env.items()},
         secrets=list(arm.secrets), brief_path=BRIEF_PATH, brief_sha256=ctx.brief.sha256,
         brief_file_sha256=ctx.brief.file_sha256,
         dispatch_timeout_s=ctx.timeout_s, base_commit=current.base_commit,
         started_at=now_iso(), model=arm.model, effort=arm.effort,
         effort_normalized=arm.effort_normalized, effort_provenance=arm.effort_provenance,
         effort_evidence=arm.effort_evidence, mode=arm.mode, control=arm.control,
-        effort_probe=arm.effort_probe)
+        effort_probe=arm.effort_probe, agent_cli=box.agent_cli,
+        marks=["unrestricted_network"] if arm.network == "egress" else [])
 
 
 def _prepare(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRecord:
@@ -355,7 +370,18 @@ def _keep_work(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRec
         "orchestrator_commit": kept.orchestrator_commit, "diffstat": kept.diffstat,
         "files_changed": kept.files_changed, "insertions": kept.insertions,
         "deletions": kept.deletions, "caveats": caveats, "work_refused": kept.work_refused})
+    if plan.arm.network == "gateway":
+        updated = _wire(ctx, plan, updated)
     return apply_effort_probe(updated, log_text)
+
+
+def _wire(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRecord:
+    """The gateway's records of this arm in this `up` (its token's), into the record."""
+    stage = stage_dir(ctx.current_dir, ctx.current.change)
+    path = layout.gateway_requests(stage, ctx.current.change)
+    lines = [line for line in wire.read_lines(path, plan.arm.id)
+             if line.get("run", ctx.current.run) == ctx.current.run]
+    return apply_gateway(record, lines, str(path.relative_to(stage)))
 
 
 def _stranded_message(plan: ArmPlan, record: ArmRecord) -> str:

@@ -1,0 +1,208 @@
+"""What an arm really ran, read from the model gateway's records (one JSON line per
+request: `gateway/`), not from what the arm declares or prints.
+
+`summarize` totals an arm's requests (tokens, cost, per model); `observe` compares the
+wire with the arm's declared identity: the model it called and the effort each request
+carried (`output_config.effort` for the Messages API, `reasoning.effort` for the
+Responses API). A declared effort the wire contradicts (or never carries) is
+`effort_mismatch`; requests to no model but others, or answers from another model, are
+`model_mismatch`. Both are marks: the round is flagged, the arm still scored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+TOKEN_KINDS = ("input", "output", "cache_read", "cache_write", "reasoning")
+EFFORT_FIELDS = (("output_config_effort", "output_config.effort"),
+                 ("reasoning_effort", "reasoning.effort"))
+UNSTATED_EFFORTS = frozenset({"", "unknown", "default", "none"})
+NO_PRICE = "no price for {models} in [gateway.prices]: cost is null"
+
+
+class ModelUsage(BaseModel):
+    """One model's requests of one arm (by the model the arm asked for)."""
+
+    model_config = ConfigDict(frozen=True)
+    model: str
+    requests: int = 0
+    refused: int = 0
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+    cost_usd: float | None = 0.0
+
+
+class WireSummary(BaseModel):
+    """arm.json's `gateway`: an arm's requests through the gateway, totalled."""
+
+    model_config = ConfigDict(frozen=True)
+    records: str                       # the gateway's request log, relative to the stage
+    requests: int = 0
+    refused: dict[str, int] = {}       # reason -> count (never forwarded)
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+    cost_usd: float | None = 0.0       # None: a model without a price was called
+    by_model: list[ModelUsage] = []
+    budget_exhausted: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return self.input + self.output
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The wire against the declaration."""
+
+    model_observed: str | None
+    effort_observed: str | None
+    evidence: str
+    marks: tuple[str, ...]     # effort_mismatch, model_mismatch, budget_exhausted
+    caveats: tuple[str, ...]
+
+
+def read_lines(path: Path, arm: str, role: str = "arm") -> list[dict[str, Any]]:
+    """The records of one arm (a line that does not parse is skipped: the gateway
+    writes whole lines under a lock, so only a torn last line can be half-written)."""
+    if not path.is_file():
+        return []
+    found = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("arm") == arm and data.get("role", "arm") == role:
+            found.append(data)
+    return found
+
+
+def _usage(line: Mapping[str, Any]) -> dict[str, int]:
+    usage = line.get("usage") or {}
+    return {kind: int(usage.get(kind) or 0) for kind in TOKEN_KINDS}
+
+
+def _add_cost(total: float | None, cost: Any) -> float | None:
+    if total is None or cost is None:
+        return None
+    return round(total + float(cost), 6)
+
+
+def summarize(lines: Sequence[Mapping[str, Any]], records: str) -> WireSummary:
+    """Totals over one arm's records; a forwarded request without a cost (no price)
+    makes the cost None."""
+    per_model: dict[str, dict[str, Any]] = {}
+    refused: Counter[str] = Counter()
+    totals = dict.fromkeys(TOKEN_KINDS, 0)
+    cost: float | None = 0.0
+    for line in lines:
+        model = str(line.get("model_requested") or "?")
+        entry = per_model.setdefault(model, {"model": model, "requests": 0, "refused": 0,
+                                             **dict.fromkeys(TOKEN_KINDS, 0), "cost_usd": 0.0})
+        entry["requests"] += 1
+        reason = line.get("refused")
+        if reason:
+            refused[str(reason)] += 1
+            entry["refused"] += 1
+            continue
+        for kind, value in _usage(line).items():
+            entry[kind] += value
+            totals[kind] += value
+        entry["cost_usd"] = _add_cost(entry["cost_usd"], line.get("cost_usd"))
+        cost = _add_cost(cost, line.get("cost_usd"))
+    return WireSummary(records=records, requests=len(lines), refused=dict(refused), **totals,
+                       cost_usd=cost, by_model=[ModelUsage(**e) for e in per_model.values()],
+                       budget_exhausted=refused["budget_exhausted"] > 0)
+
+
+def _effort(line: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(the field's name, its value) of the effort a request carried."""
+    for key, name in EFFORT_FIELDS:
+        value = line.get(key)
+        if value not in (None, ""):
+            return name, str(value)
+    return EFFORT_FIELDS[0][1] if line.get("path", "").startswith("/anthropic") \
+        else EFFORT_FIELDS[1][1], None
+
+
+def _same_model(asked: str, answered: str | None) -> bool:
+    """An answer names the model asked for, or a dated snapshot of it."""
+    return answered is None or answered == asked or answered.startswith(asked + "-")
+
+
+def observe(model: str, effort: str, lines: Sequence[Mapping[str, Any]]) -> Observation:
+    """The arm's declared `model` and `effort` against its forwarded requests."""
+    sent = [line for line in lines if not line.get("refused")]
+    own = [line for line in sent if line.get("model_requested") == model]
+    others = Counter(str(line.get("model_requested")) for line in sent
+                     if line.get("model_requested") != model)
+    marks: list[str] = []
+    caveats: list[str] = []
+    answered = Counter(str(line.get("model_response")) for line in own
+                       if not _same_model(model, line.get("model_response")))
+    if sent and not own:
+        marks.append("model_mismatch")
+        caveats.append(f"model_mismatch: the arm declares {model!r}, the gateway saw requests "
+                       f"only to {', '.join(sorted(others))}")
+    elif answered:
+        marks.append("model_mismatch")
+        caveats.append(f"model_mismatch: requests to {model!r} were answered by "
+                       f"{', '.join(sorted(answered))}")
+    efforts = Counter(_effort(line) for line in own)
+    observed = _effort_observed(efforts)
+    if own and effort.strip().lower() not in UNSTATED_EFFORTS and any(
+            value is None or value.lower() != effort.strip().lower() for _, value in efforts):
+        marks.append("effort_mismatch")
+        seen = ", ".join(f"{v or 'none'} in {n}/{len(own)}" for (_, v), n in efforts.items())
+        caveats.append(f"effort_mismatch: the arm declares effort {effort!r}, the gateway saw "
+                       f"{seen} of its requests to {model}")
+    if any(line.get("refused") == "budget_exhausted" for line in lines):
+        marks.append("budget_exhausted")
+        caveats.append("budget_exhausted: the gateway refused the arm's requests past its "
+                       "budget; its work so far is what was scored")
+    return Observation(_model_observed(own, model), observed,
+                       evidence(model, own, efforts, others), tuple(marks), tuple(caveats))
+
+
+def _effort_observed(efforts: Counter[tuple[str, str | None]]) -> str | None:
+    values = {value for _, value in efforts}
+    return values.pop() if len(values) == 1 else None
+
+
+def _model_observed(own: Sequence[Mapping[str, Any]], model: str) -> str | None:
+    answers = Counter(str(line.get("model_response") or model) for line in own)
+    return answers.most_common(1)[0][0] if answers else None
+
+
+def evidence(model: str, own: Sequence[Mapping[str, Any]],
+             efforts: Counter[tuple[str, str | None]], others: Counter[str]) -> str:
+    """e.g. ``gateway: 14 requests to claude-opus-4-8, output_config.effort=high in 14/14``."""
+    if not own:
+        text = f"gateway: no request to {model}"
+    else:
+        parts = [f"{name}={value or 'none'} in {n}/{len(own)}"
+                 for (name, value), n in sorted(efforts.items(), key=lambda i: -i[1])]
+        text = (f"gateway: {len(own)} request{'s' * (len(own) != 1)} to {model}, "
+                + ", ".join(parts))
+    if others:
+        text += " (+ " + ", ".join(f"{n} to {m}" for m, n in sorted(others.items())) + ")"
+    return text
+
+
+def unpriced(lines: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The models forwarded to without a price (their cost is null)."""
+    return sorted({str(line.get("model_requested")) for line in lines
+                   if not line.get("refused") and line.get("cost_usd") is None})

@@ -1,0 +1,90 @@
+"""rig.wire: what an arm really ran, from the gateway's records (issue 13)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rig import wire
+
+
+def line(model: str = "claude-opus-4-8", effort: str | None = "high", *,
+         answered: str | None = None,
+         refused: str | None = None, cost: float | None = 0.5, arm: str = "A",
+         path: str = "/anthropic/v1/messages?beta=true", field: str = "output_config_effort",
+         **usage: int) -> dict[str, Any]:
+    return {"arm": arm, "role": "arm", "path": path, "model_requested": model,
+            field: effort, "model_response": answered or model, "refused": refused,
+            "usage": {"input": 100, "output": 20, "cache_read": 10, "cache_write": 5,
+                      "reasoning": 3, **usage} if refused is None else None,
+            "cost_usd": cost if refused is None else None}
+
+
+def test_the_effort_on_every_request_is_the_evidence_and_no_mark() -> None:
+    lines = [line() for _ in range(14)]
+    seen = wire.observe("claude-opus-4-8", "high", lines)
+    assert seen.evidence == ("gateway: 14 requests to claude-opus-4-8, "
+                             "output_config.effort=high in 14/14")
+    assert (seen.model_observed, seen.effort_observed, seen.marks) == (
+        "claude-opus-4-8", "high", ())
+
+
+def test_a_declared_effort_the_wire_contradicts_is_effort_mismatch() -> None:
+    lines = [line(effort="low"), line(effort="low")]
+    seen = wire.observe("claude-opus-4-8", "high", lines)
+    assert seen.marks == ("effort_mismatch",)
+    assert seen.effort_observed == "low"
+    assert seen.caveats == ("effort_mismatch: the arm declares effort 'high', the gateway saw "
+                            "low in 2/2 of its requests to claude-opus-4-8",)
+
+
+def test_an_effort_the_wire_never_carries_is_a_mismatch_too() -> None:
+    seen = wire.observe("gpt-5", "high", [line("gpt-5", None, field="reasoning_effort",
+                                               path="/openai/v1/responses")])
+    assert seen.marks == ("effort_mismatch",)
+    assert seen.evidence == "gateway: 1 request to gpt-5, reasoning.effort=none in 1/1"
+
+
+def test_side_requests_to_an_allowed_model_are_named_apart() -> None:
+    lines = [line(), line("claude-haiku-4-5", None)]
+    seen = wire.observe("claude-opus-4-8", "high", lines)
+    assert seen.marks == ()
+    assert seen.evidence == ("gateway: 1 request to claude-opus-4-8, output_config.effort=high "
+                             "in 1/1 (+ 1 to claude-haiku-4-5)")
+
+
+def test_requests_only_to_another_model_or_answered_by_one_are_model_mismatch() -> None:
+    only_other = wire.observe("claude-opus-4-8", "high", [line("claude-haiku-4-5")])
+    assert only_other.marks == ("model_mismatch",)
+    assert only_other.model_observed is None
+    swapped = wire.observe("claude-opus-4-8", "high", [line(answered="claude-sonnet-4-5")])
+    assert swapped.marks == ("model_mismatch",)
+    assert swapped.caveats == ("model_mismatch: requests to 'claude-opus-4-8' were answered "
+                               "by claude-sonnet-4-5",)
+    dated = wire.observe("gpt-5", "high", [line("gpt-5", answered="gpt-5-2026-08-07")])
+    assert dated.marks == ()
+
+
+def test_totals_per_model_refusals_and_a_missing_price() -> None:
+    lines = [line(), line(), line("claude-haiku-4-5", None, cost=None),
+             line(refused="budget_exhausted")]
+    summary = wire.summarize(lines, "gateway/records/c1/requests.jsonl")
+    assert (summary.requests, summary.refused, summary.budget_exhausted) == (
+        4, {"budget_exhausted": 1}, True)
+    assert (summary.input, summary.output, summary.cache_read, summary.cache_write,
+            summary.reasoning, summary.tokens) == (300, 60, 30, 15, 9, 360)
+    assert summary.cost_usd is None  # haiku has no price
+    opus = next(m for m in summary.by_model if m.model == "claude-opus-4-8")
+    assert (opus.requests, opus.refused, opus.input, opus.cost_usd) == (3, 1, 200, 1.0)
+    assert wire.unpriced(lines) == ["claude-haiku-4-5"]
+    assert wire.observe("claude-opus-4-8", "high", lines).marks == ("budget_exhausted",)
+
+
+def test_read_lines_keeps_the_arm_s_whole_lines(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps(line()) + "\n" + json.dumps(line(arm="B")) + "\n"
+                    + json.dumps({**line(), "role": "judge"}) + "\n" + '{"arm": "A", "to')
+    assert len(wire.read_lines(path, "A")) == 1
+    assert len(wire.read_lines(path, "A", role="judge")) == 1
+    assert wire.read_lines(tmp_path / "absent.jsonl", "A") == []
