@@ -179,7 +179,7 @@ class Recorder:
             return limit
 
     def write(self, exchange: Exchange, redact: Redactor) -> None:
-        """Bodies first, then the line; the spent tokens and USD added."""
+        """Bodies first, then the line and the spent tokens and USD, under the lock."""
         stage_dir = self.root / safe_name(exchange.grant.stage)
         bodies = stage_dir / "bodies"
         bodies.mkdir(parents=True, exist_ok=True)

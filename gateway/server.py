@@ -15,7 +15,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -93,6 +93,34 @@ class GatewayServer(ThreadingHTTPServer):
         super().__init__(address, Handler)
 
 
+@dataclass
+class Pending:
+    """One request with a known token, on its way; `finish` records it exactly once,
+    BEFORE the last byte of its response goes out: a client that has read a whole response
+    (and the runner after it) finds its line on disk and its usage counted."""
+
+    gateway: Gateway
+    config: Config
+    grant: Grant
+    route: Route
+    exchange: Exchange
+    started: float
+    done: bool = False
+
+    def first_byte(self) -> None:
+        if self.exchange.first_byte_ms is None:
+            self.exchange.first_byte_ms = elapsed_ms(self.started)
+
+    def finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        exchange = self.exchange
+        exchange.latency_ms = elapsed_ms(self.started)
+        exchange.cost_usd = cost_usd(exchange.usage, price_of(self.config, exchange))
+        self.gateway.recorder.write(exchange, self.gateway.redactor(self.config))
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: GatewayServer
@@ -119,38 +147,38 @@ class Handler(BaseHTTPRequestHandler):
         if grant is None:
             self.close_connection = True  # its body is never read
             refusal = errors.unknown_token(provider)
-            self._send_error(refusal)
             gateway.recorder.refused(provider, self.command, route.path, refusal.status)
+            self._send_error(refusal)
             self._log(route, refusal.status, "-", started)
             return
-        exchange = Exchange(grant, gateway.recorder.next_seq(grant), provider, self.command,
-                            self.path)
+        pending = Pending(gateway, config, grant, route, Exchange(
+            grant, gateway.recorder.next_seq(grant), provider, self.command, self.path),
+            started)
         try:
-            self._exchange(config, grant, route, exchange)
+            denied = self._admission(pending)
+            if denied is None:
+                self._forward(pending)
+            else:
+                self._refuse(pending, denied)
         finally:
-            exchange.latency_ms = elapsed_ms(started)
-            gateway.recorder.write(exchange, gateway.redactor(config))
-            self._log(route, exchange.status, grant.arm, started)
+            pending.finish()
+            self._log(route, pending.exchange.status, grant.arm, started)
 
     def _log(self, route: Route, status: int, arm: str, started: float) -> None:
         print(f"gateway: {self.command} {route.path} {status} arm={arm} "
               f"{elapsed_ms(started):.1f}ms", file=sys.stderr, flush=True)
 
-    def _exchange(self, config: Config, grant: Grant, route: Route, exchange: Exchange
-                  ) -> None:
-        started = time.perf_counter()
-        refusal = self._admission(config, grant, route, exchange)
-        if refusal is not None:
-            exchange.refused, exchange.status = refusal.refused, refusal.status
-            exchange.keep(refusal.body)
-            self._send_error(refusal)
-            exchange.first_byte_ms = elapsed_ms(started)
-            return
-        self._forward(config, grant, route, exchange, started)
+    def _refuse(self, pending: Pending, refusal: ErrorReply) -> None:
+        exchange = pending.exchange
+        exchange.refused, exchange.status = refusal.refused, refusal.status
+        exchange.keep(refusal.body)
+        pending.first_byte()
+        pending.finish()
+        self._send_error(refusal)
 
-    def _admission(self, config: Config, grant: Grant, route: Route, exchange: Exchange
-                   ) -> ErrorReply | None:
+    def _admission(self, pending: Pending) -> ErrorReply | None:
         """Why this request must not be forwarded, or None (and one request counted)."""
+        exchange, grant, route = pending.exchange, pending.grant, pending.route
         provider = exchange.provider
         try:
             raw = wire.read_body(self.rfile, self.headers)
@@ -174,7 +202,7 @@ class Handler(BaseHTTPRequestHandler):
         exchange.facts = facts = request_facts(body)
         if grant.models is not None and facts.model not in grant.models:
             return errors.model_not_allowed(provider, facts.model, grant.models)
-        if provider.value not in grant.keys or provider.value not in config.upstreams:
+        if provider.value not in grant.keys or provider.value not in pending.config.upstreams:
             return errors.reply(provider, "bad_path", Refusal.BAD_PATH,
                                 f"bakeoff gateway: arm {grant.arm} has no {provider} key "
                                 "or the gateway no upstream for it")
@@ -194,34 +222,31 @@ class Handler(BaseHTTPRequestHandler):
             "Authorization", f"Bearer {key}")
         return [*headers, credential]
 
-    def _forward(self, config: Config, grant: Grant, route: Route, exchange: Exchange,
-                 started: float) -> None:
-        assert route.api is not None and exchange.request_body is not None
+    def _forward(self, pending: Pending) -> None:
+        exchange, api = pending.exchange, pending.route.api
+        assert api is not None and exchange.request_body is not None
         try:
-            target = upstream.target_of(config.upstreams[exchange.provider.value])
+            target = upstream.target_of(pending.config.upstreams[exchange.provider.value])
             connection, response = upstream.send(
-                target, self.command, route.api.value, route.query,
-                self._upstream_headers(grant, exchange.provider), exchange.request_body)
+                target, self.command, api.value, pending.route.query,
+                self._upstream_headers(pending.grant, exchange.provider),
+                exchange.request_body)
         except upstream.UpstreamError as error:
-            refusal = errors.reply(exchange.provider, "upstream_error", Refusal.UPSTREAM_ERROR,
-                                   f"bakeoff gateway: {error}")
-            exchange.refused, exchange.status = refusal.refused, refusal.status
-            exchange.keep(refusal.body)
-            self._send_error(refusal)
-            exchange.first_byte_ms = elapsed_ms(started)
+            self._refuse(pending, errors.reply(
+                exchange.provider, "upstream_error", Refusal.UPSTREAM_ERROR,
+                f"bakeoff gateway: {error}"))
             return
         try:
-            self._relay(response, route.api, exchange, started)
+            self._relay(response, pending)
         finally:
             connection.close()
-        exchange.cost_usd = cost_usd(exchange.usage, price_of(config, exchange))
 
-    def _relay(self, response: http.client.HTTPResponse, api: Api, exchange: Exchange,
-               started: float) -> None:
-        """The upstream's status, headers and body to the client, chunk by chunk."""
-        exchange.status = response.status
+    def _relay(self, response: http.client.HTTPResponse, pending: Pending) -> None:
+        """The upstream's status and headers to the client, then its body."""
+        assert pending.route.api is not None
+        pending.exchange.status = response.status
         streaming = (response.getheader("Content-Type") or "").startswith("text/event-stream")
-        observer = ResponseObserver(api, streaming)
+        observer = ResponseObserver(pending.route.api, streaming)
         chunked = response.length is None and self.request_version == "HTTP/1.1"
         self.send_response_only(response.status, response.reason)
         for name, value in wire.forwarded(response.getheaders(), wire.RESPONSE_DROPPED,
@@ -234,29 +259,42 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.close_connection = True
         self.end_headers()
-        try:
-            self._copy(response, observer, exchange, started, chunked)
-        finally:
+
+        def observed() -> None:
             observer.finish()
-            exchange.model_response, exchange.usage = observer.model, observer.usage
+            pending.exchange.model_response = observer.model
+            pending.exchange.usage = observer.usage
+            pending.finish()
+
+        try:
+            self._copy(response, observer, pending, chunked, observed)
+        finally:
+            observed()
 
     def _copy(self, response: http.client.HTTPResponse, observer: ResponseObserver,
-              exchange: Exchange, started: float, chunked: bool) -> None:
+              pending: Pending, chunked: bool, observed: Callable[[], None]) -> None:
+        """Each chunk to the client as it arrives. The last one (the chunked terminator,
+        or the chunk that completes a Content-Length) waits for `observed`."""
+        remaining = response.length
         while True:
             try:
                 chunk = response.read1(CHUNK_BYTES)
             except (OSError, http.client.HTTPException):
-                exchange.refused = Refusal.UPSTREAM_ERROR
+                pending.exchange.refused = Refusal.UPSTREAM_ERROR
                 self.close_connection = True  # no final chunk: the client sees the break
                 return
             if not chunk:
                 break
-            if exchange.first_byte_ms is None:
-                exchange.first_byte_ms = elapsed_ms(started)
+            pending.first_byte()
             observer.feed(chunk)
-            exchange.keep(chunk)
+            pending.exchange.keep(chunk)
+            if remaining is not None:
+                remaining -= len(chunk)
+                if remaining <= 0:
+                    observed()
             if not self._write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk):
                 return
+        observed()
         if chunked:
             self._write(b"0\r\n\r\n")
 

@@ -98,7 +98,7 @@ class Upstream:
         handler.wfile.write(b"0\r\n\r\n")
 
     def __enter__(self) -> Upstream:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -127,7 +127,7 @@ def write_config(state: Path, upstream_url: str, *, models: list[str] | None = N
 def running_gateway(state: Path) -> Iterator[int]:
     """The gateway on 127.0.0.1:<port>, serving in a daemon thread; yields the port."""
     server = GatewayServer(("127.0.0.1", 0), Gateway(state, ENVIRON))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield server.server_address[1]
