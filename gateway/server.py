@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import sys
 import threading
 import time
@@ -87,6 +88,8 @@ class Gateway:
 
 class GatewayServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128   # 8 arms opening connections at once must not meet a full
+                               # backlog (a dropped SYN costs a 1 s retransmit)
 
     def __init__(self, address: tuple[str, int], gateway: Gateway) -> None:
         self.gateway = gateway
@@ -124,6 +127,12 @@ class Pending:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: GatewayServer
+
+    def setup(self) -> None:
+        super().setup()
+        # Every SSE event goes out when written: with Nagle on, an event written while the
+        # previous one is unacknowledged waits for the client's delayed ACK (up to 40 ms).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_GET(self) -> None:
         self._serve()

@@ -7,6 +7,7 @@ One connection per request: a connect timeout short enough that a dead upstream 
 from __future__ import annotations
 
 import http.client
+import socket
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ def send(target: Target, method: str, rest: str, query: str,
         connection.connect()
         if connection.sock is not None:
             connection.sock.settimeout(READ_TIMEOUT_S)
+            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         connection.putrequest(method, url, skip_accept_encoding=True)
         for name, value in [*headers, ("Accept-Encoding", "identity"),
                             ("Content-Length", str(len(body)))]:

@@ -4,7 +4,8 @@ run it as `python3 sse_upstream.py PORT EVENTS DELAY_S` in `bakeoff/python`.
 POST /v1/messages answers an Anthropic Messages stream: message_start (usage: input 120,
 cache write 30, cache read 400), EVENTS text deltas DELAY_S apart, message_delta
 (output 57), message_stop; chunked, one chunk per event. With `"stream": false` it answers
-one small JSON message (input 11, cache read 5, output 7). Each request prints one JSON
+one small JSON message (input 11, cache read 5, output 7). A body may set its own
+`"events"` and `"delay_s"` (the benches do). Each request prints one JSON
 line on stdout: its path, whether x-api-key equals $EXPECTED_KEY, whether an
 Authorization header came along.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +40,10 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     events, delay_s = 3, 0.0
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 
@@ -58,10 +64,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        chunks = [event(START)] + [event(DELTA)] * self.events + [event(e) for e in END]
+        events = int(body.get("events", self.events))
+        delay_s = float(body.get("delay_s", self.delay_s))
+        chunks = [event(START)] + [event(DELTA)] * events + [event(e) for e in END]
         for index, chunk in enumerate(chunks):
-            if 0 < index <= self.events:
-                time.sleep(self.delay_s)
+            if 0 < index <= events:
+                time.sleep(delay_s)
             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
@@ -69,6 +77,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def main() -> None:
     port, Handler.events, Handler.delay_s = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
     server.daemon_threads = True
     server.serve_forever()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 from pathlib import Path
 
@@ -190,3 +191,25 @@ def test_upstream_errors_pass_through_with_their_status(tmp_path: Path) -> None:
     [line] = records(tmp_path)
     assert (line["status"], line["refused"], line["usage"], line["cost_usd"]) == (
         529, None, None, None)
+
+
+def test_client_sockets_have_nodelay_and_the_backlog_takes_eight_arms_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins two stalls the bench found: with Nagle on, every response waited ~40 ms for
+    the client's delayed ACK; with the default backlog of 5, eight streams opened at once
+    lost SYNs and started 1 s late."""
+    from gateway import server
+
+    seen: list[int] = []
+    setup = server.Handler.setup
+
+    def spy(handler: server.Handler) -> None:
+        setup(handler)
+        seen.append(handler.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    monkeypatch.setattr(server.Handler, "setup", spy)
+    with Upstream() as upstream:
+        write_config(tmp_path, upstream.url)
+        with running_gateway(tmp_path) as port:
+            call(port, "/healthz", method="GET")
+    assert seen == [1] and server.GatewayServer.request_queue_size == 128
