@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import struct
 import threading
 from pathlib import Path
 
@@ -213,3 +214,34 @@ def test_client_sockets_have_nodelay_and_the_backlog_takes_eight_arms_at_once(
         with running_gateway(tmp_path) as port:
             call(port, "/healthz", method="GET")
     assert seen == [1] and server.GatewayServer.request_queue_size == 128
+
+
+def test_a_client_gone_mid_stream_still_leaves_one_line(tmp_path: Path) -> None:
+    """The agent killed mid-stream: its request is still on record (status as sent, the
+    usage the stream had shown so far: message_start's, the delta never came)."""
+    hold = threading.Event()
+    with Upstream() as upstream:
+        upstream.replies["/v1/messages"] = Reply(chunks=ANTHROPIC_STREAM, hold=hold)
+        write_config(tmp_path, upstream.url)
+        with running_gateway(tmp_path) as port:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("POST", "/anthropic/v1/messages",
+                               json.dumps(ANTHROPIC_REQUEST).encode(), {"x-api-key": TOKEN_A})
+            response = connection.getresponse()
+            response.read1(65536)
+            assert connection.sock is not None
+            # SO_LINGER 0: close sends RST, so the gateway's next write fails at once
+            connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            connection.close()
+            threading.Event().wait(0.2)
+            hold.set()
+            lines = tmp_path / "records" / "s1" / "requests.jsonl"
+            for _ in range(100):
+                if lines.exists():
+                    break
+                threading.Event().wait(0.05)
+            [line] = records(tmp_path)
+    assert (line["status"], line["refused"], line["model_response"], line["usage"]) == (
+        200, None, "claude-x-20260101",
+        {"input": 120, "output": 1, "cache_read": 400, "cache_write": 30, "reasoning": 0})
