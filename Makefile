@@ -33,7 +33,7 @@ images: venv engine
 	@$(BIN)/bakeoff-sandbox images build -f examples/horizon/bakeoff.toml
 
 lint: venv
-	$(BIN)/ruff check runner rig tests bench
+	$(BIN)/ruff check runner rig gateway tests bench
 	$(BIN)/mypy
 
 unit: venv

@@ -1,0 +1,93 @@
+"""The error bodies the gateway answers with, each in its provider's own shape.
+
+A CLI that talks to the gateway must see an error it already knows how to handle (and
+does not retry forever), so every refusal is what the real API would say for the same
+situation: Anthropic `{"type": "error", "error": {"type", "message"}}`, OpenAI
+`{"error": {"message", "type", "param", "code"}}`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Provider(StrEnum):
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+
+
+class Refusal(StrEnum):
+    """Why a request was not served (the `refused` field of a record)."""
+
+    UNKNOWN_TOKEN = "unknown_token"      # only in _refused.jsonl
+    MODEL_NOT_ALLOWED = "model_not_allowed"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    BAD_PATH = "bad_path"
+    BAD_BODY = "bad_body"
+    UPSTREAM_ERROR = "upstream_error"
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """One refusal: the HTTP status and the provider-shaped JSON body."""
+
+    status: int
+    body: bytes
+    refused: Refusal
+
+
+# (status, anthropic error type, openai error type, openai code) per refusal kind.
+_SHAPES: dict[str, tuple[int, str, str, str | None]] = {
+    "unknown_token": (401, "authentication_error", "invalid_request_error", "invalid_api_key"),
+    "bad_path": (404, "not_found_error", "invalid_request_error", "unknown_url"),
+    "bad_body": (400, "invalid_request_error", "invalid_request_error", None),
+    "bad_encoding": (415, "invalid_request_error", "invalid_request_error", None),
+    "too_large": (413, "request_too_large", "invalid_request_error", None),
+    "upstream_error": (502, "api_error", "server_error", "upstream_error"),
+}
+
+
+def anthropic_body(kind: str, message: str) -> bytes:
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
+def openai_body(kind: str, message: str, code: str | None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "param": None,
+                                 "code": code}}).encode()
+
+
+def reply(provider: Provider, shape: str, refused: Refusal, message: str) -> ErrorReply:
+    """The refusal `shape` (a key of _SHAPES) as `provider` would answer it."""
+    status, anthropic_type, openai_type, code = _SHAPES[shape]
+    if provider is Provider.ANTHROPIC:
+        return ErrorReply(status, anthropic_body(anthropic_type, message), refused)
+    return ErrorReply(status, openai_body(openai_type, message, code), refused)
+
+
+def unknown_token(provider: Provider) -> ErrorReply:
+    return reply(provider, "unknown_token", Refusal.UNKNOWN_TOKEN,
+                 "bakeoff gateway: unknown token (send the token the sandbox was given as "
+                 "x-api-key or Authorization: Bearer)")
+
+
+def model_not_allowed(provider: Provider, model: str | None, allowed: tuple[str, ...]
+                      ) -> ErrorReply:
+    message = (f"bakeoff gateway: model {model!r} is not allowed for this arm "
+               f"(allowed: {', '.join(allowed)}; widen it with allow_models)")
+    if provider is Provider.ANTHROPIC:
+        return ErrorReply(404, anthropic_body("not_found_error", message),
+                          Refusal.MODEL_NOT_ALLOWED)
+    return ErrorReply(400, openai_body("invalid_request_error", message, "model_not_found"),
+                      Refusal.MODEL_NOT_ALLOWED)
+
+
+def budget_exhausted(provider: Provider, limit: str) -> ErrorReply:
+    """`limit` names the budget that ran out, e.g. `max_requests_per_arm=5`."""
+    message = f"bakeoff gateway: budget exhausted ({limit})"
+    if provider is Provider.ANTHROPIC:
+        return ErrorReply(400, anthropic_body("invalid_request_error", message),
+                          Refusal.BUDGET_EXHAUSTED)
+    return ErrorReply(429, openai_body("insufficient_quota", message, "insufficient_quota"),
+                      Refusal.BUDGET_EXHAUSTED)

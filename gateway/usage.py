@@ -1,0 +1,213 @@
+"""What a request asked for and what its response says it used, for the three APIs.
+
+Requests (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions) name a model and
+perhaps an effort; responses name the model that answered and the tokens it used, either
+in one JSON body or spread over an SSE stream. `ResponseObserver` is fed the response
+chunk by chunk as they go to the client, keeps only the event it is in the middle of, and
+parses only events that can carry a model or usage, so a long stream costs little.
+
+One meaning of the token counts across providers: `input` is the input NOT read from a
+cache (OpenAI's `input_tokens` includes its cached tokens, so those are subtracted),
+`cache_read` / `cache_write` the cached parts, `output` every output token (OpenAI's
+includes its reasoning tokens), `reasoning` that subset when the API reports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from gateway.config import Price
+
+MAX_EVENT_BYTES = 8 << 20
+MAX_JSON_BYTES = 8 << 20
+WATCHED = (b'"usage"', b'"model"')
+
+
+class Api(StrEnum):
+    MESSAGES = "v1/messages"
+    COUNT_TOKENS = "v1/messages/count_tokens"
+    RESPONSES = "v1/responses"
+    CHAT = "v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class Usage:
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+
+    @property
+    def total(self) -> int:
+        """What a token budget counts: every input and output token, cached or not."""
+        return self.input + self.output + self.cache_read + self.cache_write
+
+    def as_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    model: str | None
+    stream: bool
+    thinking: dict[str, Any] | None
+    output_config_effort: str | None
+    reasoning_effort: str | None
+
+
+def _get(value: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def request_facts(body: dict[str, Any]) -> RequestFacts:
+    """The model, stream flag and effort settings a request body carries."""
+    thinking = body.get("thinking")
+    reasoning = _str(_get(body, "reasoning", "effort")) or _str(body.get("reasoning_effort"))
+    return RequestFacts(model=_str(body.get("model")), stream=body.get("stream") is True,
+                        thinking=thinking if isinstance(thinking, dict) else None,
+                        output_config_effort=_str(_get(body, "output_config", "effort")),
+                        reasoning_effort=reasoning)
+
+
+def anthropic_usage(fields: dict[str, Any]) -> Usage:
+    return Usage(input=_int(fields.get("input_tokens")),
+                 output=_int(fields.get("output_tokens")),
+                 cache_read=_int(fields.get("cache_read_input_tokens")),
+                 cache_write=_int(fields.get("cache_creation_input_tokens")))
+
+
+def responses_usage(raw: dict[str, Any]) -> Usage:
+    cached = _int(_get(raw, "input_tokens_details", "cached_tokens"))
+    return Usage(input=_int(raw.get("input_tokens")) - cached,
+                 output=_int(raw.get("output_tokens")), cache_read=cached,
+                 reasoning=_int(_get(raw, "output_tokens_details", "reasoning_tokens")))
+
+
+def chat_usage(raw: dict[str, Any]) -> Usage:
+    cached = _int(_get(raw, "prompt_tokens_details", "cached_tokens"))
+    return Usage(input=_int(raw.get("prompt_tokens")) - cached,
+                 output=_int(raw.get("completion_tokens")), cache_read=cached,
+                 reasoning=_int(_get(raw, "completion_tokens_details", "reasoning_tokens")))
+
+
+def cost_usd(usage: Usage | None, price: Price | None) -> float | None:
+    """USD for `usage` at `price` (per million tokens), exact in decimal and rounded once
+    to the nearest float; None without a price, or when tokens of a kind have none."""
+    if usage is None or price is None:
+        return None
+    terms = [(usage.input, price.input), (usage.output, price.output),
+             (usage.cache_read, price.cache_read), (usage.cache_write, price.cache_write)]
+    if any(count and rate is None for count, rate in terms):
+        return None
+    total = sum((Decimal(count) * Decimal(str(rate)) for count, rate in terms if count),
+                Decimal(0))
+    return float(total / Decimal(1_000_000))
+
+
+class ResponseObserver:
+    """Fed the response body as it streams; `model` and `usage` once it is done."""
+
+    def __init__(self, api: Api, streaming: bool) -> None:
+        self.api, self.streaming = api, streaming
+        self.model: str | None = None
+        self.usage: Usage | None = None
+        self._pending = b""
+        self._document_parts: list[bytes] = []
+        self._document_size = 0
+        self._anthropic: dict[str, Any] = {}
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.streaming:
+            self._document_size += len(chunk)
+            if self._document_size <= MAX_JSON_BYTES:
+                self._document_parts.append(chunk)
+            return
+        self._pending = (self._pending + chunk).replace(b"\r\n", b"\n")
+        *events, self._pending = self._pending.split(b"\n\n")
+        for event in events:
+            self._event(event)
+        if len(self._pending) > MAX_EVENT_BYTES:
+            self._pending = b""  # one event that large carries no usage we could trust
+
+    def finish(self) -> None:
+        if self.streaming:
+            if self._pending.strip():
+                self._event(self._pending)
+        elif self._document_size <= MAX_JSON_BYTES:
+            with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError):
+                self._document(json.loads(b"".join(self._document_parts)))
+        self._pending, self._document_parts = b"", []
+        if self._anthropic:
+            self.usage = anthropic_usage(self._anthropic)
+
+    def _event(self, event: bytes) -> None:
+        data = b"\n".join(line[5:].removeprefix(b" ") for line in event.split(b"\n")
+                          if line.startswith(b"data:"))
+        if not any(marker in data for marker in WATCHED):
+            return
+        try:
+            payload = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return
+        if isinstance(payload, dict):
+            self._stream_payload(payload)
+
+    def _stream_payload(self, payload: dict[str, Any]) -> None:
+        if self.api in (Api.MESSAGES, Api.COUNT_TOKENS):
+            kind = payload.get("type")
+            if kind == "message_start":
+                self.model = _str(_get(payload, "message", "model")) or self.model
+                self._merge_anthropic(_get(payload, "message", "usage"))
+            elif kind == "message_delta":
+                self._merge_anthropic(payload.get("usage"))
+        elif self.api is Api.RESPONSES:
+            response = payload.get("response")
+            if isinstance(response, dict):
+                self._responses_document(response)
+        else:
+            self._chat_document(payload)
+
+    def _merge_anthropic(self, usage: Any) -> None:
+        """message_start's usage, then every message_delta's (cumulative counts: the
+        last value of each field wins)."""
+        if isinstance(usage, dict):
+            self._anthropic.update({k: v for k, v in usage.items() if v is not None})
+
+    def _document(self, body: Any) -> None:
+        if not isinstance(body, dict):
+            return
+        if self.api in (Api.MESSAGES, Api.COUNT_TOKENS):
+            self.model = _str(body.get("model"))
+            self._merge_anthropic(body.get("usage"))
+        elif self.api is Api.RESPONSES:
+            self._responses_document(body)
+        else:
+            self._chat_document(body)
+
+    def _responses_document(self, response: dict[str, Any]) -> None:
+        self.model = _str(response.get("model")) or self.model
+        if isinstance(response.get("usage"), dict):
+            self.usage = responses_usage(response["usage"])
+
+    def _chat_document(self, chunk: dict[str, Any]) -> None:
+        self.model = _str(chunk.get("model")) or self.model
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chat_usage(chunk["usage"])
