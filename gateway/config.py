@@ -43,11 +43,13 @@ class Grant:
     models: tuple[str, ...] | None          # None: any model
     keys: Mapping[str, str]                 # provider -> name of the env var with the key
     budget: Budget = field(default_factory=Budget)
+    run: str = ""                           # the `up` that issued the token
 
     @property
-    def owner(self) -> tuple[str, str, str]:
-        """The budget's key: a token re-issued for the same arm shares its counters."""
-        return (self.stage, self.arm, self.role)
+    def owner(self) -> tuple[str, str, str, str]:
+        """The budget's key: a token re-issued for the same arm in the same `up` shares
+        its counters; a new `up` of the stage starts the arm's budget afresh."""
+        return (self.stage, self.run, self.arm, self.role)
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def _grant(raw: Any, where: str) -> Grant:
         raise ConfigError(f"config.json: {where}.keys must map a provider to an env var name")
     return Grant(stage=raw["stage"], arm=raw["arm"], role=str(raw.get("role", "arm")),
                  models=None if models is None else tuple(models), keys=dict(keys),
-                 budget=_budget(raw.get("budget"), where))
+                 budget=_budget(raw.get("budget"), where), run=str(raw.get("run", "")))
 
 
 def _price(raw: Any, where: str) -> Price:

@@ -86,7 +86,8 @@ class Exchange:
         facts = self.facts
         return {
             "seq": self.seq, "time": self.time, "stage": self.grant.stage,
-            "arm": self.grant.arm, "role": self.grant.role, "provider": self.provider.value,
+            "run": self.grant.run, "arm": self.grant.arm, "role": self.grant.role,
+            "provider": self.provider.value,
             "method": self.method, "path": self.path,
             "stream": facts.stream if facts else False,
             "model_requested": facts.model if facts else None,
@@ -140,7 +141,7 @@ class Recorder:
         self.root = state / "records"
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._spent: dict[tuple[str, str, str], Spent] = {}
+        self._spent: dict[tuple[str, str, str, str], Spent] = {}
         self._seq: dict[str, int] = {}
         self._rebuild()
 
@@ -150,7 +151,8 @@ class Recorder:
                 stage = str(line.get("stage"))
                 self._seq[stage] = max(self._seq.get(stage, 0), int(line.get("seq") or 0))
                 spent = self._spent.setdefault(
-                    (stage, str(line.get("arm")), str(line.get("role"))), Spent())
+                    (stage, str(line.get("run", "")), str(line.get("arm")),
+                     str(line.get("role"))), Spent())
                 spent.requests += line.get("refused") in ADMITTED
                 usage = line.get("usage") or {}
                 spent.tokens += sum(int(usage.get(k) or 0) for k in

@@ -30,11 +30,16 @@ _PLACEHOLDER = re.compile(r"(?<!\$)\{([a-z_]+)\}")
 
 CLAUDE_CODE_TEMPLATE = (
     "{cli} --print --model {model} --effort {effort} --dangerously-skip-permissions "
-    "--disallowedTools WebSearch,WebFetch --output-format stream-json --verbose < {brief}"
+    "--disallowedTools WebSearch WebFetch --output-format stream-json --verbose < {brief}"
 )
+# CODEX_HOME must exist before codex starts; every --config key below is one 0.169 knows.
 CODEX_TEMPLATE = (
-    "{cli} exec --model {model} --config model_reasoning_effort={effort} {provider}"
+    'mkdir -p "$CODEX_HOME" && {cli} exec --model {model} '
+    "--config model_reasoning_effort={effort} {provider}"
     "--config web_search=disabled --config check_for_update_on_startup=false "
+    "--config analytics.enabled=false --config feedback.enabled=false "
+    "--config otel.exporter=none --config otel.metrics_exporter=none "
+    "--config history.persistence=none "
     "--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json - < {brief}"
 )
 GATEWAY_URL = "http://model-gateway:8080"
