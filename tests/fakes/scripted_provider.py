@@ -1,0 +1,542 @@
+"""A scripted model provider: the Anthropic Messages, OpenAI Responses and Chat Completions
+wire formats, answering from a JSON script instead of a model.
+
+    python3 scripted_provider.py --script FILE --log FILE [--port 8000] [--host 0.0.0.0]
+
+Stdlib only (Python 3.11), one file, so it runs as a container of `bakeoff/python` with the
+file bind-mounted read-only. The script:
+
+    {"steps": [{"shell": "CMD"}, ..., {"say": "done"}],
+     "usage": {"input": 100, "output": 20, "cache_read": 0, "cache_write": 0, "reasoning": 5},
+     "model": null, "loop": false}
+
+The step is chosen statelessly from the request: the number of tool results already in the
+conversation (so a retried request gets the same answer). Past the last step the last step is
+repeated. `loop: true` answers every tool-offering request with the first shell step (a budget
+test's agent that never stops). `model` overrides the response's model (null echoes the
+requested one). A request that offers no tools (a CLI's side request: a title, a summary) gets
+a short text. `{"shell": CMD}` becomes the call that makes the CLI run CMD: a `Bash` tool_use
+for Claude Code; for Codex the tool the request offers (a custom `exec` tool in code mode,
+else an `exec_command` / `shell` function).
+
+Every request is appended to the log as one JSON line: method, path (with the query), all
+headers, the parsed body, and what was answered. GET /healthz answers `ok`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+Json = dict[str, Any]
+SIDE_TEXT = "ok"
+COMPACT = (",", ":")  # the APIs send compact JSON
+BASH_DESCRIPTION = "Run the scripted command"
+
+
+# ---------------------------------------------------------------------------------- the script
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted answer: a shell command to have run, or a final text."""
+
+    shell: str | None = None
+    say: str | None = None
+    error: int | None = None  # answer this HTTP status in the API's own error shape
+
+
+@dataclass(frozen=True)
+class Usage:
+    input: int = 100
+    output: int = 20
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+
+
+@dataclass(frozen=True)
+class Script:
+    steps: tuple[Step, ...]
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    loop: bool = False
+
+    def step_for(self, tool_results: int) -> Step:
+        """The answer after `tool_results` tool results (stateless, so retries agree)."""
+        if self.loop:
+            return next((s for s in self.steps if s.shell is not None), self.steps[0])
+        return self.steps[min(tool_results, len(self.steps) - 1)]
+
+    def model_for(self, requested: object) -> str:
+        if self.model is not None:
+            return self.model
+        return requested if isinstance(requested, str) else "scripted-model"
+
+
+class ScriptError(Exception):
+    """The script file cannot be used; the message says which field and how to fix it."""
+
+
+def parse_script(raw: Json) -> Script:
+    steps_raw = raw.get("steps")
+    if not isinstance(steps_raw, list) or not steps_raw:
+        raise ScriptError("script: `steps` must be a non-empty list of {shell} / {say} objects")
+    steps = []
+    for index, item in enumerate(steps_raw):
+        if not isinstance(item, dict) or len(item) != 1 or not (STEP_KINDS & item.keys()):
+            raise ScriptError(f"script: steps[{index}] must be {{\"shell\": CMD}}, "
+                              f"{{\"say\": TEXT}} or {{\"error\": STATUS}}, got {item!r}")
+        steps.append(Step(shell=item.get("shell"), say=item.get("say"), error=item.get("error")))
+    usage = Usage(**{k: int(v) for k, v in (raw.get("usage") or {}).items()})
+    return Script(tuple(steps), usage, raw.get("model"), bool(raw.get("loop", False)))
+
+
+STEP_KINDS = frozenset({"shell", "say", "error"})
+
+
+def load_script(path: Path) -> Script:
+    try:
+        return parse_script(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError) as error:
+        raise ScriptError(f"script {path}: {error}; fix the JSON file") from error
+
+
+# ---------------------------------------------------------------------------- request reading
+
+def count_tool_results(path: str, body: Json) -> int:
+    """Tool results already in the conversation, in whichever API the path speaks."""
+    if path.startswith("/v1/messages"):
+        return sum(1 for m in body.get("messages") or [] if isinstance(m.get("content"), list)
+                   for block in m["content"] if block.get("type") == "tool_result")
+    if path.startswith("/v1/responses"):
+        kinds = {"function_call_output", "custom_tool_call_output"}
+        return sum(1 for item in _list(body.get("input")) if item.get("type") in kinds)
+    return sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+
+
+def offered_tools(body: Json) -> list[Json]:
+    """The tools a request offers: `tools`, plus Codex's `additional_tools` input items,
+    with the tools of a `namespace` entry flattened in."""
+    tools = _list(body.get("tools"))
+    for item in _list(body.get("input")):
+        if item.get("type") == "additional_tools":
+            tools.extend(_list(item.get("tools")))
+    flat: list[Json] = []
+    for tool in tools:
+        flat.extend(_list(tool.get("tools")) if tool.get("type") == "namespace" else [tool])
+    return flat
+
+
+def _list(value: object) -> list[Json]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class CodexCall:
+    """How a shell command is asked of Codex: a custom tool call or a function call."""
+
+    kind: str  # "custom_tool_call" | "function_call"
+    name: str
+    payload: str  # the custom tool's input, or the function's JSON arguments
+
+
+def codex_call(tools: list[Json], command: str) -> CodexCall:
+    """The call Codex 0.169 runs `command` for, given the tools it offered."""
+    names = {_tool_name(t): t for t in tools}
+    if "exec" in names and names["exec"].get("type") == "custom":
+        args = json.dumps({"cmd": command, "yield_time_ms": 30000})
+        code = f"const r = await tools.exec_command({args});\ntext(JSON.stringify(r));"
+        return CodexCall("custom_tool_call", "exec", code)
+    if "exec_command" in names:
+        return CodexCall("function_call", "exec_command", json.dumps({"cmd": command}))
+    if "shell_command" in names:
+        return CodexCall("function_call", "shell_command", json.dumps({"command": command}))
+    return CodexCall("function_call", "shell", json.dumps({"command": ["bash", "-lc", command]}))
+
+
+def _tool_name(tool: Json) -> str:
+    name = tool.get("name") or (tool.get("function") or {}).get("name")
+    return name if isinstance(name, str) else ""
+
+
+# ------------------------------------------------------------------------ Anthropic Messages
+
+def anthropic_blocks(step: Step | None, seq: int) -> tuple[list[Json], str]:
+    """The content blocks and stop_reason for a step (None: a side request's text)."""
+    if step is not None and step.shell is not None:
+        block = {"type": "tool_use", "id": f"toolu_scripted_{seq:04d}", "name": "Bash",
+                 "input": {"command": step.shell, "description": BASH_DESCRIPTION}}
+        return [block], "tool_use"
+    text = SIDE_TEXT if step is None else (step.say or "")
+    return [{"type": "text", "text": text}], "end_turn"
+
+
+def anthropic_usage(usage: Usage, output: int) -> Json:
+    return {"input_tokens": usage.input, "cache_creation_input_tokens": usage.cache_write,
+            "cache_read_input_tokens": usage.cache_read, "output_tokens": output}
+
+
+def anthropic_message(blocks: list[Json], stop: str, model: str, usage: Usage, seq: int) -> Json:
+    return {"id": f"msg_scripted_{seq:04d}", "type": "message", "role": "assistant",
+            "model": model, "content": blocks, "stop_reason": stop, "stop_sequence": None,
+            "usage": anthropic_usage(usage, usage.output)}
+
+
+def anthropic_events(blocks: list[Json], stop: str, model: str, usage: Usage,
+                     seq: int) -> list[Json]:
+    """The SSE events of a streamed message, in the order the Messages API sends them."""
+    start = anthropic_message([], "", model, usage, seq)
+    start.update(stop_reason=None, usage=anthropic_usage(usage, 1))
+    events: list[Json] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(blocks):
+        if block["type"] == "text":
+            events += [
+                {"type": "content_block_start", "index": index,
+                 "content_block": {"type": "text", "text": ""}},
+                {"type": "content_block_delta", "index": index,
+                 "delta": {"type": "text_delta", "text": block["text"]}}]
+        else:
+            events += [
+                {"type": "content_block_start", "index": index,
+                 "content_block": {"type": "tool_use", "id": block["id"],
+                                   "name": block["name"], "input": {}}},
+                {"type": "content_block_delta", "index": index,
+                 "delta": {"type": "input_json_delta", "partial_json": ""}},
+                {"type": "content_block_delta", "index": index,
+                 "delta": {"type": "input_json_delta",
+                           "partial_json": json.dumps(block["input"])}}]
+        if index == 0:  # the API sends one ping, after the first block's start
+            events.insert(2, {"type": "ping"})
+        events.append({"type": "content_block_stop", "index": index})
+    events += [{"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": usage.output}},
+               {"type": "message_stop"}]
+    return events
+
+
+# ---------------------------------------------------------------------- OpenAI Responses API
+
+def responses_items(step: Step | None, tools: list[Json], seq: int) -> list[Json]:
+    """The output items for a step (None: a side request's text), completed."""
+    if step is not None and step.shell is not None:
+        call = codex_call(tools, step.shell)
+        prefix = "ctc" if call.kind == "custom_tool_call" else "fc"
+        item: Json = {"type": call.kind, "id": f"{prefix}_scripted_{seq:04d}",
+                      "status": "completed", "call_id": f"call_scripted_{seq:04d}",
+                      "name": call.name}
+        item["input" if call.kind == "custom_tool_call" else "arguments"] = call.payload
+        return [item]
+    text = SIDE_TEXT if step is None else (step.say or "")
+    return [{"type": "message", "id": f"msg_scripted_{seq:04d}", "status": "completed",
+             "role": "assistant",
+             "content": [{"type": "output_text", "text": text, "annotations": []}]}]
+
+
+def responses_usage(usage: Usage) -> Json:
+    return {"input_tokens": usage.input,
+            "input_tokens_details": {"cached_tokens": usage.cache_read},
+            "output_tokens": usage.output,
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning},
+            "total_tokens": usage.input + usage.output}
+
+
+def responses_object(items: list[Json], model: str, usage: Usage | None, seq: int) -> Json:
+    return {"id": f"resp_scripted_{seq:04d}", "object": "response", "created_at": int(time.time()),
+            "status": "completed" if usage is not None else "in_progress", "model": model,
+            "output": items, "usage": None if usage is None else responses_usage(usage)}
+
+
+def responses_events(items: list[Json], model: str, usage: Usage, seq: int) -> list[Json]:
+    """The SSE events of a streamed response, in the order the Responses API sends them."""
+    events: list[Json] = [
+        {"type": "response.created", "response": responses_object([], model, None, seq)},
+        {"type": "response.in_progress", "response": responses_object([], model, None, seq)}]
+    for index, item in enumerate(items):
+        events += _item_events(index, item)
+    events.append({"type": "response.completed",
+                   "response": responses_object(items, model, usage, seq)})
+    return [dict(event, sequence_number=n) for n, event in enumerate(events)]
+
+
+def _item_events(index: int, item: Json) -> list[Json]:
+    at = {"item_id": item["id"], "output_index": index}
+    added = dict(item, status="in_progress")
+    if item["type"] == "message":
+        text = item["content"][0]["text"]
+        part = {"type": "output_text", "text": "", "annotations": []}
+        middle = [
+            dict(at, type="response.content_part.added", content_index=0, part=part),
+            dict(at, type="response.output_text.delta", content_index=0, delta=text),
+            dict(at, type="response.output_text.done", content_index=0, text=text),
+            dict(at, type="response.content_part.done", content_index=0,
+                 part=dict(part, text=text))]
+        added["content"] = []
+    elif item["type"] == "custom_tool_call":
+        middle = [dict(at, type="response.custom_tool_call_input.delta", delta=item["input"]),
+                  dict(at, type="response.custom_tool_call_input.done", input=item["input"])]
+        added["input"] = ""
+    else:
+        middle = [dict(at, type="response.function_call_arguments.delta",
+                       delta=item["arguments"]),
+                  dict(at, type="response.function_call_arguments.done",
+                       arguments=item["arguments"])]
+        added["arguments"] = ""
+    return [{"type": "response.output_item.added", "output_index": index, "item": added},
+            *middle,
+            {"type": "response.output_item.done", "output_index": index, "item": item}]
+
+
+# ---------------------------------------------------------------------- OpenAI Chat Completions
+
+def chat_message(step: Step | None, seq: int) -> tuple[Json, str]:
+    if step is not None and step.shell is not None:
+        call = {"id": f"call_scripted_{seq:04d}", "type": "function",
+                "function": {"name": "shell", "arguments": json.dumps({"command": step.shell})}}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+    text = SIDE_TEXT if step is None else (step.say or "")
+    return {"role": "assistant", "content": text}, "stop"
+
+
+def chat_usage(usage: Usage) -> Json:
+    return {"prompt_tokens": usage.input, "completion_tokens": usage.output,
+            "total_tokens": usage.input + usage.output,
+            "prompt_tokens_details": {"cached_tokens": usage.cache_read},
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning}}
+
+
+def chat_completion(message: Json, finish: str, model: str, usage: Usage, seq: int) -> Json:
+    return {"id": f"chatcmpl-scripted-{seq:04d}", "object": "chat.completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": chat_usage(usage)}
+
+
+def chat_chunks(message: Json, finish: str, model: str, usage: Usage, seq: int) -> list[Json]:
+    base = {"id": f"chatcmpl-scripted-{seq:04d}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}
+    delta = dict(message)
+    if "tool_calls" in delta:
+        delta["tool_calls"] = [dict(c, index=i) for i, c in enumerate(delta["tool_calls"])]
+    return [dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}]),
+            dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]),
+            dict(base, choices=[], usage=chat_usage(usage))]
+
+
+# ----------------------------------------------------------------------------------- errors
+
+ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
+                    403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+                    429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+OPENAI_ERRORS = {400: "invalid_request_error", 401: "invalid_api_key",
+                 404: "model_not_found", 429: "insufficient_quota", 500: "server_error"}
+
+
+def error_body(path: str, status: int) -> Json:
+    """A scripted error in the provider's own shape (Anthropic or OpenAI)."""
+    message = f"scripted provider: scripted error {status}"
+    if path.startswith("/v1/messages"):
+        kind = ANTHROPIC_ERRORS.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    code = OPENAI_ERRORS.get(status, "server_error")
+    kind = code if code in ("invalid_request_error", "insufficient_quota") else (
+        "invalid_request_error" if status < 500 else "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+# ------------------------------------------------------------------------------- the server
+
+class RequestLog:
+    """The append-only JSON-lines log of every request (one line each, flushed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.seq = 0
+
+    def next_seq(self) -> int:
+        with self.lock:
+            self.seq += 1
+            return self.seq
+
+    def write(self, line: Json) -> None:
+        with self.lock, self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line, sort_keys=True) + "\n")
+            out.flush()
+
+
+def decode_body(raw: bytes, encoding: str) -> bytes:
+    """The request body without its Content-Encoding (gzip, deflate; others raise)."""
+    if encoding in ("", "identity"):
+        return raw
+    if encoding == "gzip":
+        return gzip.decompress(raw)
+    if encoding == "deflate":
+        return zlib.decompress(raw)
+    raise ValueError(f"unsupported Content-Encoding {encoding!r}")
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: ProviderServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def do_HEAD(self) -> None:
+        self._handle()
+
+    def _handle(self) -> None:
+        seq = self.server.log.next_seq()
+        path = self.path.split("?", 1)[0]
+        line: Json = {"seq": seq, "time": time.time(), "method": self.command, "path": self.path,
+                      "headers": {k.lower(): v for k, v in self.headers.items()}}
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            text = decode_body(raw, self.headers.get("Content-Encoding", "").lower())
+            body = json.loads(text) if text else None
+        except (ValueError, OSError, zlib.error) as error:
+            line.update(body=None, body_error=str(error), body_bytes=len(raw))
+            self.server.log.write(line | {"status": 415, "reply": "bad_body"})
+            return self._json(415, {"error": {"type": "invalid_request_error",
+                                              "message": f"scripted provider: {error}"}})
+        line["body"] = body
+        status, reply = self._route(path, body if isinstance(body, dict) else {}, seq)
+        self.server.log.write(line | {"status": status, "reply": reply})
+
+    def _route(self, path: str, body: Json, seq: int) -> tuple[int, str]:
+        if self.command in ("GET", "HEAD") and path == "/healthz":
+            self._send(200, "text/plain", b"ok")
+            return 200, "healthz"
+        if self.command == "POST" and path == "/v1/messages/count_tokens":
+            self._json(200, {"input_tokens": self.server.script.usage.input})
+            return 200, "count_tokens"
+        if self.command == "POST" and path in ANSWERERS:
+            step = self.choose(path, body)
+            if step is not None and step.error is not None:
+                self._json(step.error, error_body(path, step.error))
+                return step.error, "error"
+            return 200, ANSWERERS[path](self, body, seq, step)
+        self._json(404, {"type": "error", "error": {
+            "type": "not_found_error", "message": f"scripted provider: no route {path}"}})
+        return 404, "not_found"
+
+    def choose(self, path: str, body: Json) -> Step | None:
+        """The scripted step for this request; None for a side request offering no tools."""
+        if not offered_tools(body):
+            return None
+        return self.server.script.step_for(count_tool_results(path, body))
+
+    def answer_messages(self, body: Json, seq: int, step: Step | None) -> str:
+        script = self.server.script
+        blocks, stop = anthropic_blocks(step, seq)
+        model = script.model_for(body.get("model"))
+        if body.get("stream"):
+            self._sse([(e["type"], e) for e in anthropic_events(blocks, stop, model,
+                                                                script.usage, seq)])
+        else:
+            self._json(200, anthropic_message(blocks, stop, model, script.usage, seq))
+        return _reply_name(step)
+
+    def answer_responses(self, body: Json, seq: int, step: Step | None) -> str:
+        script = self.server.script
+        items = responses_items(step, offered_tools(body), seq)
+        model = script.model_for(body.get("model"))
+        if body.get("stream"):
+            self._sse([(e["type"], e) for e in responses_events(items, model, script.usage,
+                                                                seq)])
+        else:
+            self._json(200, responses_object(items, model, script.usage, seq))
+        return _reply_name(step)
+
+    def answer_chat(self, body: Json, seq: int, step: Step | None) -> str:
+        script = self.server.script
+        message, finish = chat_message(step, seq)
+        model = script.model_for(body.get("model"))
+        if body.get("stream"):
+            chunks = chat_chunks(message, finish, model, script.usage, seq)
+            self._sse([(None, c) for c in chunks] + [(None, "[DONE]")])
+        else:
+            self._json(200, chat_completion(message, finish, model, script.usage, seq))
+        return _reply_name(step)
+
+    def _json(self, status: int, payload: Json) -> None:
+        self._send(status, "application/json", json.dumps(payload, separators=COMPACT).encode())
+
+    def _send(self, status: int, content_type: str, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _sse(self, events: list[tuple[str | None, Json | str]]) -> None:
+        """Stream events as SSE, one write and flush each (connection closed at the end)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for name, data in events:
+            payload = data if isinstance(data, str) else json.dumps(data, separators=COMPACT)
+            prefix = f"event: {name}\n" if name else ""
+            self.wfile.write(f"{prefix}data: {payload}\n\n".encode())
+            self.wfile.flush()
+
+
+def _reply_name(step: Step | None) -> str:
+    if step is None:
+        return "side_text"
+    return "shell" if step.shell is not None else "say"
+
+
+ANSWERERS = {"/v1/messages": Handler.answer_messages,
+             "/v1/responses": Handler.answer_responses,
+             "/v1/chat/completions": Handler.answer_chat}
+
+
+class ProviderServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], script: Script, log: RequestLog) -> None:
+        super().__init__(address, Handler)
+        self.script = script
+        self.log = log
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--script", type=Path, required=True)
+    parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="0.0.0.0")
+    args = parser.parse_args(argv)
+    try:
+        script = load_script(args.script)
+    except ScriptError as error:
+        print(error, file=sys.stderr)
+        return 2
+    server = ProviderServer((args.host, args.port), script, RequestLog(args.log))
+    print(f"scripted provider on {args.host}:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
