@@ -384,6 +384,63 @@ def decode_body(raw: bytes, encoding: str) -> bytes:
     raise ValueError(f"unsupported Content-Encoding {encoding!r}")
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What the provider answers: a status, a JSON body or SSE events, and the log's name."""
+
+    status: int
+    reply: str
+    json: Json | None = None
+    events: tuple[tuple[str | None, Json | str], ...] = ()
+    text: bytes | None = None
+
+
+def answer(script: Script, path: str, body: Json, seq: int) -> Answer:
+    """The answer to a POST of `body` to `path` (pure: the same request, the same answer)."""
+    if path == "/v1/messages/count_tokens":
+        return Answer(200, "count_tokens", {"input_tokens": script.usage.input})
+    if path not in ANSWERERS:
+        return Answer(404, "not_found", {"type": "error", "error": {
+            "type": "not_found_error", "message": f"scripted provider: no route {path}"}})
+    step = script.step_for(count_tool_results(path, body)) if offered_tools(body) else None
+    if step is not None and step.error is not None:
+        return Answer(step.error, "error", error_body(path, step.error))
+    reply = "side_text" if step is None else ("shell" if step.shell is not None else "say")
+    model = script.model_for(body.get("model"))
+    payload, events = ANSWERERS[path](step, body, model, script.usage, seq)
+    if body.get("stream"):
+        return Answer(200, reply, events=tuple(events))
+    return Answer(200, reply, payload)
+
+
+EventList = list[tuple[str | None, Json | str]]
+
+
+def answer_messages(step: Step | None, body: Json, model: str, usage: Usage,
+                    seq: int) -> tuple[Json, EventList]:
+    blocks, stop = anthropic_blocks(step, seq)
+    events = anthropic_events(blocks, stop, model, usage, seq)
+    return anthropic_message(blocks, stop, model, usage, seq), [(e["type"], e) for e in events]
+
+
+def answer_responses(step: Step | None, body: Json, model: str, usage: Usage,
+                     seq: int) -> tuple[Json, EventList]:
+    items = responses_items(step, offered_tools(body), seq)
+    events = responses_events(items, model, usage, seq)
+    return responses_object(items, model, usage, seq), [(e["type"], e) for e in events]
+
+
+def answer_chat(step: Step | None, body: Json, model: str, usage: Usage,
+                seq: int) -> tuple[Json, EventList]:
+    message, finish = chat_message(step, seq)
+    chunks: EventList = [(None, c) for c in chat_chunks(message, finish, model, usage, seq)]
+    return chat_completion(message, finish, model, usage, seq), [*chunks, (None, "[DONE]")]
+
+
+ANSWERERS = {"/v1/messages": answer_messages, "/v1/responses": answer_responses,
+             "/v1/chat/completions": answer_chat}
+
+
 class Handler(BaseHTTPRequestHandler):
     server: ProviderServer
     protocol_version = "HTTP/1.1"
@@ -401,8 +458,8 @@ class Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def _handle(self) -> None:
+        """Read, answer, log (before sending: whoever got an answer finds its line), send."""
         seq = self.server.log.next_seq()
-        path = self.path.split("?", 1)[0]
         line: Json = {"seq": seq, "time": time.time(), "method": self.command, "path": self.path,
                       "headers": {k.lower(): v for k, v in self.headers.items()}}
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -411,73 +468,31 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(text) if text else None
         except (ValueError, OSError, zlib.error) as error:
             line.update(body=None, body_error=str(error), body_bytes=len(raw))
-            self.server.log.write(line | {"status": 415, "reply": "bad_body"})
-            return self._json(415, {"error": {"type": "invalid_request_error",
-                                              "message": f"scripted provider: {error}"}})
-        line["body"] = body
-        status, reply = self._route(path, body if isinstance(body, dict) else {}, seq)
-        self.server.log.write(line | {"status": status, "reply": reply})
-
-    def _route(self, path: str, body: Json, seq: int) -> tuple[int, str]:
-        if self.command in ("GET", "HEAD") and path == "/healthz":
-            self._send(200, "text/plain", b"ok")
-            return 200, "healthz"
-        if self.command == "POST" and path == "/v1/messages/count_tokens":
-            self._json(200, {"input_tokens": self.server.script.usage.input})
-            return 200, "count_tokens"
-        if self.command == "POST" and path in ANSWERERS:
-            step = self.choose(path, body)
-            if step is not None and step.error is not None:
-                self._json(step.error, error_body(path, step.error))
-                return step.error, "error"
-            return 200, ANSWERERS[path](self, body, seq, step)
-        self._json(404, {"type": "error", "error": {
-            "type": "not_found_error", "message": f"scripted provider: no route {path}"}})
-        return 404, "not_found"
-
-    def choose(self, path: str, body: Json) -> Step | None:
-        """The scripted step for this request; None for a side request offering no tools."""
-        if not offered_tools(body):
-            return None
-        return self.server.script.step_for(count_tool_results(path, body))
-
-    def answer_messages(self, body: Json, seq: int, step: Step | None) -> str:
-        script = self.server.script
-        blocks, stop = anthropic_blocks(step, seq)
-        model = script.model_for(body.get("model"))
-        if body.get("stream"):
-            self._sse([(e["type"], e) for e in anthropic_events(blocks, stop, model,
-                                                                script.usage, seq)])
+            result = Answer(415, "bad_body", {"error": {
+                "type": "invalid_request_error", "message": f"scripted provider: {error}"}})
         else:
-            self._json(200, anthropic_message(blocks, stop, model, script.usage, seq))
-        return _reply_name(step)
+            line["body"] = body
+            result = self._answer(body if isinstance(body, dict) else {}, seq)
+        self.server.log.write(line | {"status": result.status, "reply": result.reply})
+        self._send(result)
 
-    def answer_responses(self, body: Json, seq: int, step: Step | None) -> str:
-        script = self.server.script
-        items = responses_items(step, offered_tools(body), seq)
-        model = script.model_for(body.get("model"))
-        if body.get("stream"):
-            self._sse([(e["type"], e) for e in responses_events(items, model, script.usage,
-                                                                seq)])
-        else:
-            self._json(200, responses_object(items, model, script.usage, seq))
-        return _reply_name(step)
+    def _answer(self, body: Json, seq: int) -> Answer:
+        path = self.path.split("?", 1)[0]
+        if path == "/healthz" and self.command in ("GET", "HEAD"):
+            return Answer(200, "healthz", text=b"ok")
+        if self.command != "POST":
+            path = f"{self.command} {path}"  # no GET route but /healthz
+        return answer(self.server.script, path, body, seq)
 
-    def answer_chat(self, body: Json, seq: int, step: Step | None) -> str:
-        script = self.server.script
-        message, finish = chat_message(step, seq)
-        model = script.model_for(body.get("model"))
-        if body.get("stream"):
-            chunks = chat_chunks(message, finish, model, script.usage, seq)
-            self._sse([(None, c) for c in chunks] + [(None, "[DONE]")])
-        else:
-            self._json(200, chat_completion(message, finish, model, script.usage, seq))
-        return _reply_name(step)
+    def _send(self, result: Answer) -> None:
+        if result.events:
+            return self._sse(result.events)
+        if result.text is not None:
+            return self._body(result.status, "text/plain", result.text)
+        data = json.dumps(result.json, separators=COMPACT).encode()
+        return self._body(result.status, "application/json", data)
 
-    def _json(self, status: int, payload: Json) -> None:
-        self._send(status, "application/json", json.dumps(payload, separators=COMPACT).encode())
-
-    def _send(self, status: int, content_type: str, data: bytes) -> None:
+    def _body(self, status: int, content_type: str, data: bytes) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -485,7 +500,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def _sse(self, events: list[tuple[str | None, Json | str]]) -> None:
+    def _sse(self, events: tuple[tuple[str | None, Json | str], ...]) -> None:
         """Stream events as SSE, one write and flush each (connection closed at the end)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -498,17 +513,6 @@ class Handler(BaseHTTPRequestHandler):
             prefix = f"event: {name}\n" if name else ""
             self.wfile.write(f"{prefix}data: {payload}\n\n".encode())
             self.wfile.flush()
-
-
-def _reply_name(step: Step | None) -> str:
-    if step is None:
-        return "side_text"
-    return "shell" if step.shell is not None else "say"
-
-
-ANSWERERS = {"/v1/messages": Handler.answer_messages,
-             "/v1/responses": Handler.answer_responses,
-             "/v1/chat/completions": Handler.answer_chat}
 
 
 class ProviderServer(ThreadingHTTPServer):
