@@ -3,21 +3,20 @@ wire formats, answering from a JSON script instead of a model.
 
     python3 scripted_provider.py --script FILE --log FILE [--port 8000] [--host 0.0.0.0]
 
-Stdlib only (Python 3.11), one file, so it runs as a container of `bakeoff/python` with the
-file bind-mounted read-only. The script:
+Stdlib only (Python 3.11), one file: it runs in `bakeoff/python`, bind-mounted read-only.
 
     {"steps": [{"shell": "CMD"}, ..., {"say": "done"}],
      "usage": {"input": 100, "output": 20, "cache_read": 0, "cache_write": 0, "reasoning": 5},
      "model": null, "loop": false}
 
-The step is chosen statelessly from the request: the number of tool results already in the
-conversation (so a retried request gets the same answer). Past the last step the last step is
-repeated. `loop: true` answers every tool-offering request with the first shell step (a budget
-test's agent that never stops). `model` overrides the response's model (null echoes the
-requested one). A request that offers no tools (a CLI's side request: a title, a summary) gets
-a short text. `{"shell": CMD}` becomes the call that makes the CLI run CMD: a `Bash` tool_use
-for Claude Code; for Codex the tool the request offers (a custom `exec` tool in code mode,
-else an `exec_command` / `shell` function).
+The step is chosen statelessly: by the number of tool results already in the conversation,
+so a retried request gets the same answer; past the last step, the last one again.
+`{"shell": CMD}` is the call that makes the CLI run CMD (Claude Code: a `Bash` tool_use; Codex:
+its code-mode `exec` tool, else the `exec_command` function), `{"say": TEXT}` a final text,
+`{"error": STATUS}` that status in the provider's own error shape. `loop: true` answers every
+request with the first shell step (an agent that never stops); `model` overrides the
+response's model (null echoes the requested one). A request that offers no tools (a side
+request: a title, a summary) gets a short text.
 
 Every request is appended to the log as one JSON line: method, path (with the query), all
 headers, the parsed body, and what was answered. GET /healthz answers `ok`.
@@ -32,6 +31,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -140,40 +140,26 @@ def _list(value: object) -> list[Json]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-@dataclass(frozen=True)
-class CodexCall:
-    """How a shell command is asked of Codex: a custom tool call or a function call."""
-
-    kind: str  # "custom_tool_call" | "function_call"
-    name: str
-    payload: str  # the custom tool's input, or the function's JSON arguments
-
-
-def codex_call(tools: list[Json], command: str) -> CodexCall:
-    """The call Codex 0.169 runs `command` for, given the tools it offered."""
-    names = {_tool_name(t): t for t in tools}
-    if "exec" in names and names["exec"].get("type") == "custom":
+def codex_call(tools: list[Json], command: str) -> tuple[str, str, str]:
+    """(item type, tool name, input or JSON arguments) of the call Codex 0.169 runs
+    `command` for: its code-mode `exec` (JavaScript calling tools.exec_command) when offered
+    (a model in its catalogue), else the `exec_command` function (fallback metadata)."""
+    names = {t.get("name"): t for t in tools}
+    if names.get("exec", {}).get("type") == "custom":
         args = json.dumps({"cmd": command, "yield_time_ms": 30000})
         code = f"const r = await tools.exec_command({args});\ntext(JSON.stringify(r));"
-        return CodexCall("custom_tool_call", "exec", code)
+        return "custom_tool_call", "exec", code
     if "exec_command" in names:
-        return CodexCall("function_call", "exec_command", json.dumps({"cmd": command}))
-    if "shell_command" in names:
-        return CodexCall("function_call", "shell_command", json.dumps({"command": command}))
-    return CodexCall("function_call", "shell", json.dumps({"command": ["bash", "-lc", command]}))
-
-
-def _tool_name(tool: Json) -> str:
-    name = tool.get("name") or (tool.get("function") or {}).get("name")
-    return name if isinstance(name, str) else ""
+        return "function_call", "exec_command", json.dumps({"cmd": command})
+    return "function_call", "shell", json.dumps({"command": ["bash", "-lc", command]})
 
 
 # ------------------------------------------------------------------------ Anthropic Messages
 
-def anthropic_blocks(step: Step | None, seq: int) -> tuple[list[Json], str]:
+def anthropic_blocks(step: Step | None, turn: int) -> tuple[list[Json], str]:
     """The content blocks and stop_reason for a step (None: a side request's text)."""
     if step is not None and step.shell is not None:
-        block = {"type": "tool_use", "id": f"toolu_scripted_{seq:04d}", "name": "Bash",
+        block = {"type": "tool_use", "id": f"toolu_scripted_{turn:04d}", "name": "Bash",
                  "input": {"command": step.shell, "description": BASH_DESCRIPTION}}
         return [block], "tool_use"
     text = SIDE_TEXT if step is None else (step.say or "")
@@ -185,58 +171,50 @@ def anthropic_usage(usage: Usage, output: int) -> Json:
             "cache_read_input_tokens": usage.cache_read, "output_tokens": output}
 
 
-def anthropic_message(blocks: list[Json], stop: str, model: str, usage: Usage, seq: int) -> Json:
-    return {"id": f"msg_scripted_{seq:04d}", "type": "message", "role": "assistant",
+def anthropic_message(blocks: list[Json], stop: str, model: str, usage: Usage, turn: int) -> Json:
+    return {"id": f"msg_scripted_{turn:04d}", "type": "message", "role": "assistant",
             "model": model, "content": blocks, "stop_reason": stop, "stop_sequence": None,
             "usage": anthropic_usage(usage, usage.output)}
 
 
 def anthropic_events(blocks: list[Json], stop: str, model: str, usage: Usage,
-                     seq: int) -> list[Json]:
-    """The SSE events of a streamed message, in the order the Messages API sends them."""
-    start = anthropic_message([], "", model, usage, seq)
+                     turn: int) -> list[Json]:
+    """The SSE events of a streamed message, in the order the Messages API sends them: a
+    tool_use's input arrives as input_json_delta parts (an empty one first), one ping."""
+    start = anthropic_message([], "", model, usage, turn)
     start.update(stop_reason=None, usage=anthropic_usage(usage, 1))
     events: list[Json] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(blocks):
+        at = {"type": "content_block_delta", "index": index}
         if block["type"] == "text":
-            events += [
-                {"type": "content_block_start", "index": index,
-                 "content_block": {"type": "text", "text": ""}},
-                {"type": "content_block_delta", "index": index,
-                 "delta": {"type": "text_delta", "text": block["text"]}}]
+            opened: Json = {"type": "text", "text": ""}
+            deltas = [dict(at, delta={"type": "text_delta", "text": block["text"]})]
         else:
-            events += [
-                {"type": "content_block_start", "index": index,
-                 "content_block": {"type": "tool_use", "id": block["id"],
-                                   "name": block["name"], "input": {}}},
-                {"type": "content_block_delta", "index": index,
-                 "delta": {"type": "input_json_delta", "partial_json": ""}},
-                {"type": "content_block_delta", "index": index,
-                 "delta": {"type": "input_json_delta",
-                           "partial_json": json.dumps(block["input"])}}]
-        if index == 0:  # the API sends one ping, after the first block's start
-            events.insert(2, {"type": "ping"})
-        events.append({"type": "content_block_stop", "index": index})
-    events += [{"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": usage.output}},
-               {"type": "message_stop"}]
-    return events
+            opened = {**block, "input": {}}
+            deltas = [dict(at, delta={"type": "input_json_delta", "partial_json": part})
+                      for part in ("", json.dumps(block["input"]))]
+        events += [{"type": "content_block_start", "index": index, "content_block": opened},
+                   *([{"type": "ping"}] if index == 0 else []), *deltas,
+                   {"type": "content_block_stop", "index": index}]
+    return [*events,
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+             "usage": {"output_tokens": usage.output}},
+            {"type": "message_stop"}]
 
 
 # ---------------------------------------------------------------------- OpenAI Responses API
 
-def responses_items(step: Step | None, tools: list[Json], seq: int) -> list[Json]:
+def responses_items(step: Step | None, tools: list[Json], turn: int) -> list[Json]:
     """The output items for a step (None: a side request's text), completed."""
     if step is not None and step.shell is not None:
-        call = codex_call(tools, step.shell)
-        prefix = "ctc" if call.kind == "custom_tool_call" else "fc"
-        item: Json = {"type": call.kind, "id": f"{prefix}_scripted_{seq:04d}",
-                      "status": "completed", "call_id": f"call_scripted_{seq:04d}",
-                      "name": call.name}
-        item["input" if call.kind == "custom_tool_call" else "arguments"] = call.payload
+        kind, name, payload = codex_call(tools, step.shell)
+        custom = kind == "custom_tool_call"
+        item: Json = {"type": kind, "id": f"{'ctc' if custom else 'fc'}_scripted_{turn:04d}",
+                      "status": "completed", "call_id": f"call_scripted_{turn:04d}",
+                      "name": name, ("input" if custom else "arguments"): payload}
         return [item]
     text = SIDE_TEXT if step is None else (step.say or "")
-    return [{"type": "message", "id": f"msg_scripted_{seq:04d}", "status": "completed",
+    return [{"type": "message", "id": f"msg_scripted_{turn:04d}", "status": "completed",
              "role": "assistant",
              "content": [{"type": "output_text", "text": text, "annotations": []}]}]
 
@@ -249,27 +227,26 @@ def responses_usage(usage: Usage) -> Json:
             "total_tokens": usage.input + usage.output}
 
 
-def responses_object(items: list[Json], model: str, usage: Usage | None, seq: int) -> Json:
-    return {"id": f"resp_scripted_{seq:04d}", "object": "response", "created_at": int(time.time()),
+def responses_object(items: list[Json], model: str, usage: Usage | None, turn: int) -> Json:
+    return {"id": f"resp_scripted_{turn:04d}", "object": "response", "created_at": int(time.time()),
             "status": "completed" if usage is not None else "in_progress", "model": model,
             "output": items, "usage": None if usage is None else responses_usage(usage)}
 
 
-def responses_events(items: list[Json], model: str, usage: Usage, seq: int) -> list[Json]:
+def responses_events(items: list[Json], model: str, usage: Usage, turn: int) -> list[Json]:
     """The SSE events of a streamed response, in the order the Responses API sends them."""
     events: list[Json] = [
-        {"type": "response.created", "response": responses_object([], model, None, seq)},
-        {"type": "response.in_progress", "response": responses_object([], model, None, seq)}]
+        {"type": "response.created", "response": responses_object([], model, None, turn)},
+        {"type": "response.in_progress", "response": responses_object([], model, None, turn)}]
     for index, item in enumerate(items):
         events += _item_events(index, item)
     events.append({"type": "response.completed",
-                   "response": responses_object(items, model, usage, seq)})
+                   "response": responses_object(items, model, usage, turn)})
     return [dict(event, sequence_number=n) for n, event in enumerate(events)]
 
 
 def _item_events(index: int, item: Json) -> list[Json]:
     at = {"item_id": item["id"], "output_index": index}
-    added = dict(item, status="in_progress")
     if item["type"] == "message":
         text = item["content"][0]["text"]
         part = {"type": "output_text", "text": "", "annotations": []}
@@ -279,17 +256,15 @@ def _item_events(index: int, item: Json) -> list[Json]:
             dict(at, type="response.output_text.done", content_index=0, text=text),
             dict(at, type="response.content_part.done", content_index=0,
                  part=dict(part, text=text))]
-        added["content"] = []
-    elif item["type"] == "custom_tool_call":
-        middle = [dict(at, type="response.custom_tool_call_input.delta", delta=item["input"]),
-                  dict(at, type="response.custom_tool_call_input.done", input=item["input"])]
-        added["input"] = ""
+        blank: Json = {"content": []}
     else:
-        middle = [dict(at, type="response.function_call_arguments.delta",
-                       delta=item["arguments"]),
-                  dict(at, type="response.function_call_arguments.done",
-                       arguments=item["arguments"])]
-        added["arguments"] = ""
+        field, event = (("input", "response.custom_tool_call_input")
+                        if item["type"] == "custom_tool_call"
+                        else ("arguments", "response.function_call_arguments"))
+        middle = [dict(at, type=f"{event}.delta", delta=item[field]),
+                  dict(at, type=f"{event}.done", **{field: item[field]})]
+        blank = {field: ""}
+    added = dict(item, status="in_progress", **blank)
     return [{"type": "response.output_item.added", "output_index": index, "item": added},
             *middle,
             {"type": "response.output_item.done", "output_index": index, "item": item}]
@@ -297,9 +272,9 @@ def _item_events(index: int, item: Json) -> list[Json]:
 
 # ---------------------------------------------------------------------- OpenAI Chat Completions
 
-def chat_message(step: Step | None, seq: int) -> tuple[Json, str]:
+def chat_message(step: Step | None, turn: int) -> tuple[Json, str]:
     if step is not None and step.shell is not None:
-        call = {"id": f"call_scripted_{seq:04d}", "type": "function",
+        call = {"id": f"call_scripted_{turn:04d}", "type": "function",
                 "function": {"name": "shell", "arguments": json.dumps({"command": step.shell})}}
         return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
     text = SIDE_TEXT if step is None else (step.say or "")
@@ -313,15 +288,15 @@ def chat_usage(usage: Usage) -> Json:
             "completion_tokens_details": {"reasoning_tokens": usage.reasoning}}
 
 
-def chat_completion(message: Json, finish: str, model: str, usage: Usage, seq: int) -> Json:
-    return {"id": f"chatcmpl-scripted-{seq:04d}", "object": "chat.completion",
+def chat_completion(message: Json, finish: str, model: str, usage: Usage, turn: int) -> Json:
+    return {"id": f"chatcmpl-scripted-{turn:04d}", "object": "chat.completion",
             "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": chat_usage(usage)}
 
 
-def chat_chunks(message: Json, finish: str, model: str, usage: Usage, seq: int) -> list[Json]:
-    base = {"id": f"chatcmpl-scripted-{seq:04d}", "object": "chat.completion.chunk",
+def chat_chunks(message: Json, finish: str, model: str, usage: Usage, turn: int) -> list[Json]:
+    base = {"id": f"chatcmpl-scripted-{turn:04d}", "object": "chat.completion.chunk",
             "created": int(time.time()), "model": model}
     delta = dict(message)
     if "tool_calls" in delta:
@@ -334,10 +309,11 @@ def chat_chunks(message: Json, finish: str, model: str, usage: Usage, seq: int) 
 # ----------------------------------------------------------------------------------- errors
 
 ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
-                    403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                    429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
-OPENAI_ERRORS = {400: "invalid_request_error", 401: "invalid_api_key",
-                 404: "model_not_found", 429: "insufficient_quota", 500: "server_error"}
+                    404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}
+OPENAI_ERRORS = {400: ("invalid_request_error", "invalid_request_error"),  # (type, code)
+                 401: ("invalid_request_error", "invalid_api_key"),
+                 404: ("invalid_request_error", "model_not_found"),
+                 429: ("insufficient_quota", "insufficient_quota")}
 
 
 def error_body(path: str, status: int) -> Json:
@@ -346,9 +322,7 @@ def error_body(path: str, status: int) -> Json:
     if path.startswith("/v1/messages"):
         kind = ANTHROPIC_ERRORS.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
-    code = OPENAI_ERRORS.get(status, "server_error")
-    kind = code if code in ("invalid_request_error", "insufficient_quota") else (
-        "invalid_request_error" if status < 500 else "server_error")
+    kind, code = OPENAI_ERRORS.get(status, ("server_error", "server_error"))
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
@@ -358,30 +332,25 @@ class RequestLog:
     """The append-only JSON-lines log of every request (one line each, flushed)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-        self.seq = 0
-
-    def next_seq(self) -> int:
-        with self.lock:
-            self.seq += 1
-            return self.seq
+        self.path, self.lock, self.seq = path, threading.Lock(), 0
 
     def write(self, line: Json) -> None:
+        """Append `line` with the next sequence number (1, 2, ...: the order of the file)."""
         with self.lock, self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(line, sort_keys=True) + "\n")
+            self.seq += 1
+            out.write(json.dumps(line | {"seq": self.seq}, sort_keys=True) + "\n")
             out.flush()
+
+
+DECODERS: dict[str, Callable[[bytes], bytes]] = {
+    "": bytes, "identity": bytes, "gzip": gzip.decompress, "deflate": zlib.decompress}
 
 
 def decode_body(raw: bytes, encoding: str) -> bytes:
     """The request body without its Content-Encoding (gzip, deflate; others raise)."""
-    if encoding in ("", "identity"):
-        return raw
-    if encoding == "gzip":
-        return gzip.decompress(raw)
-    if encoding == "deflate":
-        return zlib.decompress(raw)
-    raise ValueError(f"unsupported Content-Encoding {encoding!r}")
+    if encoding not in DECODERS:
+        raise ValueError(f"unsupported Content-Encoding {encoding!r}")
+    return DECODERS[encoding](raw)
 
 
 @dataclass(frozen=True)
@@ -395,19 +364,21 @@ class Answer:
     text: bytes | None = None
 
 
-def answer(script: Script, path: str, body: Json, seq: int) -> Answer:
-    """The answer to a POST of `body` to `path` (pure: the same request, the same answer)."""
+def answer(script: Script, path: str, body: Json) -> Answer:
+    """The answer to a POST of `body` to `path` (pure: the same request, the same answer,
+    ids included: they are numbered by the turn, the count of tool results so far)."""
     if path == "/v1/messages/count_tokens":
         return Answer(200, "count_tokens", {"input_tokens": script.usage.input})
     if path not in ANSWERERS:
         return Answer(404, "not_found", {"type": "error", "error": {
             "type": "not_found_error", "message": f"scripted provider: no route {path}"}})
-    step = script.step_for(count_tool_results(path, body)) if offered_tools(body) else None
+    turn = count_tool_results(path, body)
+    step = script.step_for(turn) if offered_tools(body) else None
     if step is not None and step.error is not None:
         return Answer(step.error, "error", error_body(path, step.error))
     reply = "side_text" if step is None else ("shell" if step.shell is not None else "say")
     model = script.model_for(body.get("model"))
-    payload, events = ANSWERERS[path](step, body, model, script.usage, seq)
+    payload, events = ANSWERERS[path](step, body, model, script.usage, turn)
     if body.get("stream"):
         return Answer(200, reply, events=tuple(events))
     return Answer(200, reply, payload)
@@ -417,24 +388,24 @@ EventList = list[tuple[str | None, Json | str]]
 
 
 def answer_messages(step: Step | None, body: Json, model: str, usage: Usage,
-                    seq: int) -> tuple[Json, EventList]:
-    blocks, stop = anthropic_blocks(step, seq)
-    events = anthropic_events(blocks, stop, model, usage, seq)
-    return anthropic_message(blocks, stop, model, usage, seq), [(e["type"], e) for e in events]
+                    turn: int) -> tuple[Json, EventList]:
+    blocks, stop = anthropic_blocks(step, turn)
+    events = anthropic_events(blocks, stop, model, usage, turn)
+    return anthropic_message(blocks, stop, model, usage, turn), [(e["type"], e) for e in events]
 
 
 def answer_responses(step: Step | None, body: Json, model: str, usage: Usage,
-                     seq: int) -> tuple[Json, EventList]:
-    items = responses_items(step, offered_tools(body), seq)
-    events = responses_events(items, model, usage, seq)
-    return responses_object(items, model, usage, seq), [(e["type"], e) for e in events]
+                     turn: int) -> tuple[Json, EventList]:
+    items = responses_items(step, offered_tools(body), turn)
+    events = responses_events(items, model, usage, turn)
+    return responses_object(items, model, usage, turn), [(e["type"], e) for e in events]
 
 
 def answer_chat(step: Step | None, body: Json, model: str, usage: Usage,
-                seq: int) -> tuple[Json, EventList]:
-    message, finish = chat_message(step, seq)
-    chunks: EventList = [(None, c) for c in chat_chunks(message, finish, model, usage, seq)]
-    return chat_completion(message, finish, model, usage, seq), [*chunks, (None, "[DONE]")]
+                turn: int) -> tuple[Json, EventList]:
+    message, finish = chat_message(step, turn)
+    chunks: EventList = [(None, c) for c in chat_chunks(message, finish, model, usage, turn)]
+    return chat_completion(message, finish, model, usage, turn), [*chunks, (None, "[DONE]")]
 
 
 ANSWERERS = {"/v1/messages": answer_messages, "/v1/responses": answer_responses,
@@ -448,19 +419,9 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return
 
-    def do_GET(self) -> None:
-        self._handle()
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_HEAD(self) -> None:
-        self._handle()
-
     def _handle(self) -> None:
         """Read, answer, log (before sending: whoever got an answer finds its line), send."""
-        seq = self.server.log.next_seq()
-        line: Json = {"seq": seq, "time": time.time(), "method": self.command, "path": self.path,
+        line: Json = {"time": time.time(), "method": self.command, "path": self.path,
                       "headers": {k.lower(): v for k, v in self.headers.items()}}
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
@@ -472,17 +433,19 @@ class Handler(BaseHTTPRequestHandler):
                 "type": "invalid_request_error", "message": f"scripted provider: {error}"}})
         else:
             line["body"] = body
-            result = self._answer(body if isinstance(body, dict) else {}, seq)
+            result = self._answer(body if isinstance(body, dict) else {})
         self.server.log.write(line | {"status": result.status, "reply": result.reply})
         self._send(result)
 
-    def _answer(self, body: Json, seq: int) -> Answer:
+    do_GET = do_POST = do_HEAD = _handle
+
+    def _answer(self, body: Json) -> Answer:
         path = self.path.split("?", 1)[0]
         if path == "/healthz" and self.command in ("GET", "HEAD"):
             return Answer(200, "healthz", text=b"ok")
         if self.command != "POST":
             path = f"{self.command} {path}"  # no GET route but /healthz
-        return answer(self.server.script, path, body, seq)
+        return answer(self.server.script, path, body)
 
     def _send(self, result: Answer) -> None:
         if result.events:
@@ -492,21 +455,21 @@ class Handler(BaseHTTPRequestHandler):
         data = json.dumps(result.json, separators=COMPACT).encode()
         return self._body(result.status, "application/json", data)
 
-    def _body(self, status: int, content_type: str, data: bytes) -> None:
+    def _head(self, status: int, headers: dict[str, str]) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.end_headers()
+
+    def _body(self, status: int, content_type: str, data: bytes) -> None:
+        self._head(status, {"Content-Type": content_type, "Content-Length": str(len(data))})
         if self.command != "HEAD":
             self.wfile.write(data)
 
     def _sse(self, events: tuple[tuple[str | None, Json | str], ...]) -> None:
         """Stream events as SSE, one write and flush each (connection closed at the end)."""
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
+        self._head(200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                         "Connection": "close"})
         self.close_connection = True
         for name, data in events:
             payload = data if isinstance(data, str) else json.dumps(data, separators=COMPACT)
