@@ -7,7 +7,7 @@ Stdlib only (Python 3.11), one file: it runs in `bakeoff/python`, bind-mounted r
 
     {"steps": [{"shell": "CMD"}, ..., {"say": "done"}],
      "usage": {"input": 100, "output": 20, "cache_read": 0, "cache_write": 0, "reasoning": 5},
-     "model": null, "loop": false}
+     "model": null, "loop": false, "models": {"MODEL": {...a script of its own...}}}
 
 The step is chosen statelessly: by the number of tool results already in the conversation,
 so a retried request gets the same answer; past the last step, the last one again.
@@ -15,8 +15,9 @@ so a retried request gets the same answer; past the last step, the last one agai
 its code-mode `exec` tool, else the `exec_command` function), `{"say": TEXT}` a final text,
 `{"error": STATUS}` that status in the provider's own error shape. `loop: true` answers every
 request with the first shell step (an agent that never stops); `model` overrides the
-response's model (null echoes the requested one). A request that offers no tools (a side
-request: a title, a summary) gets a short text.
+response's model (null echoes the requested one); `models` gives a requested model a script
+of its own (one provider can loop one arm and let another finish). A request that offers
+no tools (a side request: a title, a summary) gets a short text.
 
 Every request is appended to the log as one JSON line: method, path (with the query), all
 headers, the parsed body, and what was answered. GET /healthz answers `ok`.
@@ -69,6 +70,11 @@ class Script:
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     loop: bool = False
+    models: tuple[tuple[str, Script], ...] = ()
+
+    def for_model(self, requested: object) -> Script:
+        """The script of the requested model, when it has one of its own."""
+        return next((script for name, script in self.models if name == requested), self)
 
     def step_for(self, tool_results: int) -> Step:
         """The answer after `tool_results` tool results (stateless, so retries agree)."""
@@ -97,7 +103,11 @@ def parse_script(raw: Json) -> Script:
                               f"{{\"say\": TEXT}} or {{\"error\": STATUS}}, got {item!r}")
         steps.append(Step(shell=item.get("shell"), say=item.get("say"), error=item.get("error")))
     usage = Usage(**{k: int(v) for k, v in (raw.get("usage") or {}).items()})
-    return Script(tuple(steps), usage, raw.get("model"), bool(raw.get("loop", False)))
+    models = raw.get("models") or {}
+    if not isinstance(models, dict):
+        raise ScriptError("script: `models` must map a model name to a script")
+    return Script(tuple(steps), usage, raw.get("model"), bool(raw.get("loop", False)),
+                  tuple((str(name), parse_script(sub)) for name, sub in models.items()))
 
 
 STEP_KINDS = frozenset({"shell", "say", "error"})
@@ -367,6 +377,7 @@ class Answer:
 def answer(script: Script, path: str, body: Json) -> Answer:
     """The answer to a POST of `body` to `path` (pure: the same request, the same answer,
     ids included: they are numbered by the turn, the count of tool results so far)."""
+    script = script.for_model(body.get("model"))
     if path == "/v1/messages/count_tokens":
         return Answer(200, "count_tokens", {"input_tokens": script.usage.input})
     if path not in ANSWERERS:

@@ -1,0 +1,283 @@
+"""The real Claude Code and Codex CLIs, pinned and installed by the project's own agent
+layers, through `up` -> `dispatch` -> `score`, behind the model gateway (issue 13).
+
+The upstream is tests/fakes/scripted_provider.py, a container on an internal network the
+test creates and names as `[gateway] upstream_network`: the gateway joins that network
+only, so nothing here can resolve or reach an address outside this machine's own
+containers. The provider tells every CLI to run the bundled example's fixer (which
+fixes the bug and commits); it keeps `claude-loop` asking for tools until the gateway's
+`max_requests_per_arm` stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rig.report import read_observation
+from runner.commands import demo, report, score
+from runner.commands import dispatch as dispatch_mod
+from runner.commands import down as down_mod
+from runner.commands import up as up_mod
+from runner.commands.dispatch.agents import CLAUDE_CODE_TEMPLATE, CODEX_PROVIDER, CODEX_TEMPLATE
+from runner.containers import agent_cli, sandbox
+from runner.containers.engine import (
+    LABEL_EXPERIMENT,
+    Bind,
+    ContainerSpec,
+    Engine,
+    Labels,
+    Resources,
+    create_container,
+    create_network,
+)
+from runner.containers.images import BuiltImage
+from runner.manifest import LoadedManifest, load_manifest
+from runner.store import state as state_mod
+
+PROVIDER = Path(__file__).resolve().parents[1] / "fakes" / "scripted_provider.py"
+FIX = "sh /agents/fixer.sh /tmp/bakeoff/brief.md"
+SCRIPT = {"steps": [{"shell": FIX}, {"say": "fixed and committed"}],
+          "usage": {"input": 1000, "output": 200, "cache_read": 0, "cache_write": 0,
+                    "reasoning": 50},
+          "models": {"claude-loop-4-8": {"steps": [{"shell": FIX}], "loop": True,
+                                         "usage": {"input": 1000, "output": 200}}}}
+ANTHROPIC_KEY = "sk-ant-real-" + "k3y" * 8
+OPENAI_KEY = "sk-openai-real-" + "k3y" * 8
+CHANGE = "cap-horizon"
+MAX_REQUESTS = 6
+
+
+@dataclass
+class Upstream:
+    network: str
+    provider: str
+    state: Path
+
+    def requests(self) -> list[dict[str, Any]]:
+        text = (self.state / "requests.jsonl").read_text()
+        return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.fixture
+def upstream(engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path
+             ) -> Iterator[Upstream]:
+    """The scripted provider on an internal network of the test's own (its own label:
+    `down` of the experiment leaves it alone)."""
+    lab = f"it-{secrets.token_hex(3)}-upstream"
+    state = tmp_path / "provider"
+    state.mkdir()
+    state.chmod(0o777)
+    (state / "script.json").write_text(json.dumps(SCRIPT))
+    found = Upstream(f"{lab}-net", f"{lab}-provider", state)
+    labels = Labels(experiment=lab, role="provider")
+    try:
+        create_network(engine, found.network, labels, egress=False)
+        spec = ContainerSpec(
+            image="bakeoff/python", labels=labels, resources=Resources(1.0, 256, 128),
+            user=f"{sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}", purpose="scripted provider",
+            name=found.provider, network=found.network,
+            command=("python3", "/provider/scripted_provider.py", "--script",
+                     "/state/script.json", "--log", "/state/requests.jsonl", "--port", "8000"),
+            mounts=(Bind(PROVIDER.parent, "/provider"), Bind(state, "/state", False)))
+        container: Any = create_container(engine, spec)
+        container.start()
+        deadline = time.monotonic() + 30
+        while b"scripted provider on" not in container.logs():
+            assert time.monotonic() < deadline, container.logs()[-2000:]
+            time.sleep(0.2)
+        yield found
+    finally:
+        engine.remove_labelled({LABEL_EXPERIMENT: lab})
+
+
+def _manifest(tmp_path: Path, upstream: Upstream) -> LoadedManifest:
+    path = demo.prepare(tmp_path / "example").parent / "agents.toml"
+    name = f"ra-{secrets.token_hex(3)}"
+    text = path.read_text().replace('"horizon-agents"', f'"{name}"')
+    base = f"http://{upstream.provider}:8000"
+    text = text.replace('anthropic = "https://api.anthropic.com"', f'anthropic = "{base}"')
+    text = text.replace('openai = "https://api.openai.com"',
+                        f'openai = "{base}"\nupstream_network = "{upstream.network}"')
+    path.write_text(text)
+    return load_manifest(path)
+
+
+def _arm(state: Path, arm: str) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(
+        (state / "stages" / CHANGE / "arms" / arm / "arm.json").read_text())
+    return record
+
+
+REACH = (
+    "import socket, urllib.request\n"
+    "print('gateway', urllib.request.urlopen('http://model-gateway:8080/healthz', "
+    "timeout=5).status)\n"
+    "for host, port in {targets}:\n"
+    "    s = socket.socket(); s.settimeout(3)\n"
+    "    try:\n"
+    "        s.connect((host, port)); print('REACHED', host)\n"
+    "    except OSError:\n"
+    "        print('blocked', host)\n"
+)
+
+
+def _ip(engine: Engine, container: str, network: str | None = None) -> str:
+    networks = engine.client.containers.get(container).attrs["NetworkSettings"]["Networks"]
+    return str((networks[network] if network else next(iter(networks.values())))["IPAddress"])
+
+
+def _host_listener(engine: Engine) -> tuple[socket.socket, str, int]:
+    ipam = engine.client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    host = ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
+    listener = socket.create_server((host, 0))
+    listener.settimeout(60)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            for _ in range(4):
+                listener.accept()[0].close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, host, listener.getsockname()[1]
+
+
+def test_real_clis_through_the_gateway_fix_commit_and_are_measured_on_the_wire(
+        engine: Engine, upstream: Upstream, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    loaded = _manifest(tmp_path, upstream)
+    name = loaded.manifest.experiment.name
+    listener, host, port = _host_listener(engine)
+    try:
+        up_mod.up(engine, loaded)
+        dispatched = dispatch_mod.dispatch(engine, loaded)
+        states = {o.record.arm: o.record.state for o in dispatched.outcomes}
+        assert states == {"claude-high": "finished", "claude-low": "finished",
+                          "codex-high": "finished", "claude-wrapped": "finished",
+                          "claude-loop": "failed"}, [o.record.error for o in dispatched.outcomes]
+        directory, current = state_mod.require_up(loaded)
+        _assert_confined(engine, current, upstream, host, port)
+        _assert_key_nowhere(engine, current)
+        scored, _ = score.score(engine, loaded, CHANGE, lambda _: None)
+        report.report(loaded)
+    finally:
+        listener.close()
+        with contextlib.suppress(Exception):
+            down_mod.down(engine, loaded)
+        engine.remove_labelled({LABEL_EXPERIMENT: name})
+    _assert_records(directory, scored, upstream)
+
+
+def _assert_confined(engine: Engine, current: state_mod.ExperimentState, upstream: Upstream,
+                     host: str, port: int) -> None:
+    """From a gateway arm's sandbox only `model-gateway` answers: not the provider (by
+    name or address), not the host, not another arm."""
+    arm = current.arm("claude-high")
+    other = current.arm("codex-high")
+    assert arm is not None and other is not None
+    provider_ip = _ip(engine, upstream.provider)
+    other_ip = _ip(engine, other.container_id)
+    targets = ((provider_ip, 8000), (host, port), (other_ip, 22))
+    probe = sandbox.exec_in(engine, arm.container_id,
+                            ["python3", "-c", REACH.format(targets=targets)], timeout_s=60)
+    assert probe.stdout.splitlines() == ["gateway 200", f"blocked {provider_ip}",
+                                         f"blocked {host}", f"blocked {other_ip}"], probe.stderr
+    by_name = sandbox.exec_in(engine, arm.container_id, ["getent", "hosts", upstream.provider],
+                              timeout_s=30)
+    assert by_name.exit_code == 2 and by_name.stdout == ""
+
+
+def _assert_key_nowhere(engine: Engine, current: state_mod.ExperimentState) -> None:
+    """The real keys are in no arm container: not its environment, not a file."""
+    for arm in current.arms:
+        env = engine.client.containers.get(arm.container_id).attrs["Config"]["Env"]
+        assert not [e for e in env if ANTHROPIC_KEY in e or OPENAI_KEY in e]
+        found = sandbox.exec_in(
+            engine, arm.container_id,
+            ["sh", "-c", f"grep -rlsF -e {ANTHROPIC_KEY} -e {OPENAI_KEY} / "
+                         "--exclude-dir=proc --exclude-dir=sys; cat /proc/*/environ "
+                         f"2>/dev/null | tr '\\0' '\\n' | grep -cF -e {ANTHROPIC_KEY} "
+                         f"-e {OPENAI_KEY}"], timeout_s=120)
+        assert found.stdout.split() == ["0"], (arm.arm, found.stdout[-2000:])
+
+
+def _assert_records(directory: Path, scored: list[Any], upstream: Upstream) -> None:
+    verdicts = {arm.arm: arm.success.rate.rate for arm in scored}
+    assert verdicts == dict.fromkeys(verdicts, 1.0)  # every arm's commit holds the fix
+    for arm in ("claude-high", "claude-low", "codex-high", "claude-wrapped", "claude-loop"):
+        record = _arm(directory, arm)
+        assert record["commits"] == 1 and record["commit"] != record["base_commit"], arm
+        assert record["agent_cli"]["version"] in ("2.1.328", "0.169.0")
+        assert record["network"].endswith(record["network"]) and not record["egress"]
+    high, low = _arm(directory, "claude-high"), _arm(directory, "claude-low")
+    assert (high["effort_observed"], low["effort_observed"]) == ("high", "low")
+    assert high["effort_evidence"] == ("gateway: 2 requests to claude-opus-4-8, "
+                                       "output_config.effort=high in 2/2")
+    assert low["effort_provenance"] == "runtime_log" and low["marks"] == []
+    codex = _arm(directory, "codex-high")
+    assert codex["effort_evidence"] == ("gateway: 2 requests to gpt-6.1-sol, "
+                                        "reasoning.effort=high in 2/2")
+    assert codex["model_observed"] == "gpt-6.1-sol"
+    # 2 requests x (1000 in, 200 out) at 1.25 / 10.0 per million.
+    assert codex["gateway"]["cost_usd"] == pytest.approx(2 * (1000 * 1.25 + 200 * 10.0) / 1e6)
+    wrapped = _arm(directory, "claude-wrapped")
+    assert wrapped["marks"] == ["effort_mismatch"]
+    assert wrapped["effort_observed"] == "low"
+    loop = _arm(directory, "claude-loop")
+    assert loop["marks"] == ["budget_exhausted"]
+    assert loop["gateway"]["budget_exhausted"] is True
+    assert loop["gateway"]["requests"] - sum(loop["gateway"]["refused"].values()) == MAX_REQUESTS
+    # The provider saw the real keys (only from the gateway) and the CLIs' own efforts.
+    seen = upstream.requests()
+    anthropic = [r for r in seen if r["path"].startswith("/v1/messages")]
+    openai = [r for r in seen if r["path"].startswith("/v1/responses")]
+    assert {r["headers"].get("x-api-key") for r in anthropic} == {ANTHROPIC_KEY}
+    assert {r["headers"].get("authorization") for r in openai} == {f"Bearer {OPENAI_KEY}"}
+    # Nothing the run wrote holds a real key (the gateway redacts what it keeps).
+    keys = (ANTHROPIC_KEY.encode(), OPENAI_KEY.encode())
+    leaked = [str(p) for p in directory.rglob("*")
+              if p.is_file() and any(key in p.read_bytes() for key in keys)]
+    assert leaked == []
+    observation = read_observation(directory / "OBSERVATION.json")
+    (round_,) = observation.rounds
+    assert {"effort_mismatch:claude-wrapped", "budget_exhausted:claude-loop"} <= set(round_.flags)
+    assert "model_mismatch" not in " ".join(round_.flags)
+    results = (directory / "RESULTS.md").read_text()
+    assert "Model usage (the gateway's records)" in results and "| gpt-6.1-sol | 2 |" in results
+    scorecard = (directory / "stages" / CHANGE / "SCORECARD.md").read_text()
+    assert "effort_mismatch:claude-wrapped" in scorecard
+
+
+FLAG = re.compile(r"(?<![\w-])(--[a-zA-Z][\w-]*)")
+HELP = {"claude-code": ("2.1.328", ["claude", "--help"], CLAUDE_CODE_TEMPLATE),
+        "codex": ("0.169.0", ["codex", "exec", "--help"], CODEX_TEMPLATE)}
+
+
+@pytest.mark.parametrize("cli", sorted(HELP))
+def test_every_flag_an_adapter_passes_is_in_the_pinned_cli_s_help(
+        engine: Engine, built_images: dict[str, BuiltImage], cli: str) -> None:
+    """The adapters' flags, checked against `--help` of the version the agent layer
+    installs (a flag renamed in a new version fails here, not in a live bake-off)."""
+    version, argv, template = HELP[cli]
+    image = agent_cli.layer(engine, built_images["python"], agent_cli.cli_for(cli), version)
+    labels = Labels(f"it-{secrets.token_hex(3)}", "image-check")
+    text = sandbox.check_image(engine, image.image_id, argv, labels,
+                               env={"HOME": "/tmp", "CODEX_HOME": "/tmp"})
+    offered = set(FLAG.findall(text))
+    used = set(FLAG.findall(template + (CODEX_PROVIDER if cli == "codex" else "")))
+    assert used and used <= offered, sorted(used - offered)
+    assert agent_cli.installed(engine, image, labels).version == version
