@@ -1,0 +1,70 @@
+"""Gateway arms and pinned CLIs in the manifest and the adapters (issue 13)."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+from runner.commands.dispatch.agents import ADAPTERS, CODEX_PROVIDER, cli_env, gateway_env
+from runner.manifest import Arm, Gateway
+
+BASE = {"id": "C1", "model": "claude-opus-4-8", "effort": "high", "effort_normalized": "high",
+        "effort_provenance": "experiment_config", "effort_evidence": "declared",
+        "mode": "single_agent"}
+
+
+def arm(**changes: object) -> Arm:
+    return Arm.model_validate({**BASE, **changes}, strict=False)
+
+
+def problems(**changes: object) -> list[tuple[tuple[object, ...], str]]:
+    with pytest.raises(pydantic.ValidationError) as error:
+        arm(**changes)
+    return [(tuple(e["loc"]), e["msg"]) for e in error.value.errors()]
+
+
+def test_a_cli_adapter_defaults_to_the_gateway_and_a_command_arm_to_no_network() -> None:
+    assert arm(agent="claude-code", agent_version="2.1.328").network == "gateway"
+    assert arm(agent="codex", agent_version="0.169.0").installs == "codex"
+    assert arm(command="sh x.sh").network == "none"
+    wrapped = arm(command="claude -p", cli="claude-code", agent_version="2.1.328")
+    assert (wrapped.installs, wrapped.network) == ("claude-code", "none")
+
+
+def test_a_cli_adapter_without_a_pin_or_a_program_is_refused_with_the_fix() -> None:
+    (found,) = problems(agent="claude-code")
+    assert found[1].endswith("agent_version: the claude-code adapter needs a pinned CLI")
+
+
+def test_a_gateway_arm_s_secrets_must_be_provider_keys() -> None:
+    (found,) = problems(agent="codex", agent_version="0.169.0",
+                        secrets=["OPENAI_API_KEY", "GITHUB_TOKEN"])
+    assert found[1].endswith("secrets[1]: is not a provider key the gateway can hold")
+
+
+def test_allow_models_and_agent_version_need_what_they_mean() -> None:
+    assert "only a gateway arm" in problems(command="x", allow_models=["m"])[0][1]
+    assert "agent_version pins a CLI" in problems(command="x", agent_version="1")[0][1]
+
+
+def test_a_gateway_codex_arm_gets_the_gateway_provider_and_no_key() -> None:
+    codex = arm(agent="codex", agent_version="0.169.0", model="gpt-6.1-sol")
+    rendered = ADAPTERS["codex"].render(codex, "/tmp/bakeoff/brief.md",
+                                        program="/opt/bakeoff/agent/bin/codex")
+    assert CODEX_PROVIDER in rendered and "--model gpt-6.1-sol" in rendered
+    egress = arm(agent="codex", agent_version="0.169.0", network="egress")
+    assert "model_provider=bakeoff" not in ADAPTERS["codex"].render(
+        egress, "/b", program="/opt/bakeoff/agent/bin/codex")
+    env = gateway_env("bkf-gw-token")
+    assert env["ANTHROPIC_BASE_URL"] == "http://model-gateway:8080/anthropic"
+    assert env["OPENAI_BASE_URL"] == "http://model-gateway:8080/openai/v1"
+    assert {env["ANTHROPIC_API_KEY"], env["OPENAI_API_KEY"],
+            env["BAKEOFF_GATEWAY_TOKEN"]} == {"bkf-gw-token"}
+    assert cli_env(codex) == {"CODEX_HOME": "/home/agent/.codex"}
+    assert cli_env(arm(command="sh x")) == {}
+
+
+def test_gateway_urls_must_be_http() -> None:
+    assert Gateway(anthropic="http://proxy:8000/").anthropic == "http://proxy:8000"
+    with pytest.raises(pydantic.ValidationError, match="is not an http"):
+        Gateway(openai="api.openai.com")
