@@ -179,15 +179,13 @@ def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
 def gateway_keys(loaded: LoadedManifest, environ: Mapping[str, str]) -> dict[str, str]:
     """The real keys the gateway arms name, from the orchestrator's environment (they go
     to the gateway's container, never to an arm's); every missing one at once."""
-    arms = [arm for arm in loaded.manifest.arms if arm.network == "gateway"]
-    missing = [f"arms[{loaded.manifest.arms.index(arm)}] ({arm.id}): {name}"
-               for arm in arms for name in arm.secrets if not environ.get(name)]
+    found, missing = loaded.secret_values(
+        [arm for arm in loaded.manifest.arms if arm.network == "gateway"], environ)
     if missing:
         raise BadInputError(
-            f"{loaded.path}: key(s) not set (or empty) in the environment: "
-            + "; ".join(missing),
+            "key(s) not set (or empty) in the environment: " + "; ".join(missing),
             hint="export each before `up`: the model gateway holds them for the arms")
-    return {name: environ[name] for arm in arms for name in arm.secrets}
+    return found
 
 
 def _starting_state(plan: UpPlan) -> ExperimentState:

@@ -7,7 +7,7 @@ key path (``arms[2].effort_normalized``), what was found and the fix; never a tr
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,20 @@ class LoadedManifest:
                 return change
         known = ", ".join(change.id for change in self.manifest.changes)
         raise BadInputError(f"{self.path}: no change {change_id!r}", hint=f"use one of: {known}")
+
+    def where(self, arm: Arm) -> str:
+        """Where an arm is declared, for errors: ``<file>: arms[2] (C1)``."""
+        return f"{self.path}: arms[{self.manifest.arms.index(arm)}] ({arm.id})"
+
+    def secret_values(self, arms: list[Arm], environ: Mapping[str, str]
+                      ) -> tuple[dict[str, str], list[str]]:
+        """The values of every secret `arms` name, from `environ`, and where each unset
+        (or empty) one is named (``<file>: arms[2] (C1): NAME``), all at once."""
+        missing = [f"{self.where(arm)}: {name}" for arm in arms for name in arm.secrets
+                   if not environ.get(name)]
+        found = {name: environ[name] for arm in arms for name in arm.secrets
+                 if environ.get(name)}
+        return found, missing
 
     def arm(self, arm_id: str) -> Arm:
         """The arm with this id; `UnknownArmError` naming the known ids otherwise."""

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pydantic
 import pytest
 
+from runner.commands import demo
+from runner.commands import up as up_mod
 from runner.commands.dispatch.agents import ADAPTERS, CODEX_PROVIDER, cli_env, gateway_env
-from runner.manifest import Arm, Gateway
+from runner.errors import BadInputError
+from runner.manifest import Arm, Gateway, load_manifest
 
 BASE = {"id": "C1", "model": "claude-opus-4-8", "effort": "high", "effort_normalized": "high",
         "effort_provenance": "experiment_config", "effort_evidence": "declared",
@@ -68,3 +73,15 @@ def test_gateway_urls_must_be_http() -> None:
     assert Gateway(anthropic="http://proxy:8000/").anthropic == "http://proxy:8000"
     with pytest.raises(pydantic.ValidationError, match="is not an http"):
         Gateway(openai="api.openai.com")
+
+
+def test_up_reads_every_gateway_key_from_the_environment_and_names_each_missing_one(
+        tmp_path: Path) -> None:
+    loaded = load_manifest(demo.prepare(tmp_path / "example").parent / "agents.toml")
+    keys = {"ANTHROPIC_API_KEY": "sk-ant", "OPENAI_API_KEY": "sk-oai"}
+    assert up_mod.gateway_keys(loaded, keys) == keys
+    with pytest.raises(BadInputError) as error:
+        up_mod.gateway_keys(loaded, {"ANTHROPIC_API_KEY": "sk-ant", "OPENAI_API_KEY": ""})
+    assert str(error.value).splitlines()[0] == (
+        "key(s) not set (or empty) in the environment: "
+        f"{loaded.path}: arms[2] (codex-high): OPENAI_API_KEY")

@@ -166,22 +166,18 @@ def _select(loaded: LoadedManifest, current: ExperimentState,
     return chosen
 
 
-def _where(loaded: LoadedManifest, arm: Arm) -> str:
-    return f"{loaded.path}: arms[{loaded.manifest.arms.index(arm)}] ({arm.id})"
-
-
 def _secrets(loaded: LoadedManifest, arms: list[Arm], environ: Mapping[str, str]
              ) -> dict[str, str]:
     """Every secret the selected arms name, from the environment; all missing ones at once."""
-    passed = [arm for arm in arms if arm.network != "gateway"]  # the gateway holds the rest
-    missing = [f"{_where(loaded, arm)}: {name}" for arm in passed for name in arm.secrets
-               if not environ.get(name)]
+    # A gateway arm's secrets are keys the gateway holds (`up` read them), never passed.
+    found, missing = loaded.secret_values([arm for arm in arms if arm.network != "gateway"],
+                                          environ)
     if missing:
         raise SecretMissingError(
             "secret(s) not set (or empty) in the environment: " + "; ".join(missing),
             hint="export each variable before `dispatch` (its value is passed to that "
                  "arm's agent only and redacted everywhere), or remove it from `secrets`")
-    return {name: environ[name] for arm in passed for name in arm.secrets}
+    return found
 
 
 def _previous(directory: Path, current: ExperimentState, arm: str) -> ArmRecord | None:
@@ -196,7 +192,7 @@ def _done(record: ArmRecord | None) -> bool:
 
 def _plan(loaded: LoadedManifest, current: ExperimentState, directory: Path, arm: Arm,
           secrets: dict[str, str], previous: ArmRecord | None) -> ArmPlan:
-    where = _where(loaded, arm)
+    where = loaded.where(arm)
     adapter = adapter_for(arm, where)
     sandbox = current.arm(arm.id)
     assert sandbox is not None  # _select checked it
