@@ -134,8 +134,8 @@ def _effort(line: Mapping[str, Any]) -> tuple[str, str | None]:
         value = line.get(key)
         if value not in (None, ""):
             return name, str(value)
-    return EFFORT_FIELDS[0][1] if line.get("path", "").startswith("/anthropic") \
-        else EFFORT_FIELDS[1][1], None
+    messages_api = str(line.get("path", "")).startswith("/anthropic")
+    return EFFORT_FIELDS[0 if messages_api else 1][1], None
 
 
 def _same_model(asked: str, answered: str | None) -> bool:

@@ -357,10 +357,8 @@ def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
 def dispatched(loaded: LoadedManifest, change: str, arm: Arm) -> rubric.Dispatched | None:
     """What the arm's dispatch record adds to its score: the identity with the wire's
     evidence, when the gateway saw it, and the marks; None without a record (as before)."""
-    path = layout.arm_record(layout.experiment_dir(loaded.repo_path,
-                                                   loaded.manifest.experiment.name),
-                             change, arm.id)
-    record = load_record(path)
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    record = load_record(layout.arm_record(directory, change, arm.id))
     if record is None:
         return None
     identity = record.identity() if record.gateway is not None else arm.identity()

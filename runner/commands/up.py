@@ -268,10 +268,8 @@ def _start_gateway(engine: Engine, plan: UpPlan, directory: Path,
                                 plan.change, plan.run, doors, budget, prices)
     spec = gateway_mod.GatewaySpec(name, plan.toolchain.gateway_image.image_id,
                                    _labels(plan, "gateway"), state_dir, network, plan.keys)
-    container_id = gateway_mod.launch(
-        engine, gateway_mod.Launch(spec, own, doors, config),
-        lambda net: sandbox.create_network(engine, net, _labels(plan, "gateway-network"),
-                                           egress=True))
+    container_id = gateway_mod.launch(engine, gateway_mod.Launch(spec, own, doors, config),
+                                      _labels(plan, "gateway-network"))
     progress(f"model gateway {name} up: {len(doors)} arm(s) reach it as "
              f"{gateway_mod.ALIAS}, upstream via {network}")
     return (GatewayState(container_id=container_id, container_name=name, network=network,

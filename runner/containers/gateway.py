@@ -30,6 +30,7 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     create_container,
+    create_network,
 )
 from runner.errors import BadInputError, InfraError
 
@@ -178,11 +179,11 @@ class Launch:
     config: dict[str, Any]
 
 
-def launch(engine: Engine, plan: Launch, egress_network: Any) -> str:
-    """The gateway up and healthy on its networks; return its container id.
-    `egress_network(name)` makes the gateway's own network (when it needs one)."""
+def launch(engine: Engine, plan: Launch, network_labels: Labels) -> str:
+    """The gateway up and healthy on its networks; return its container id. Its own
+    network (when it needs one) is made here, with egress, labelled `network_labels`."""
     if plan.own_network:
-        egress_network(plan.spec.network)
+        create_network(engine, plan.spec.network, network_labels, egress=True)
     else:
         require_network(engine, plan.spec.network)
     plan.spec.state_dir.mkdir(parents=True, exist_ok=True)
