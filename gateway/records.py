@@ -3,7 +3,9 @@
 Per stage, `records/<stage>/requests.jsonl` holds one JSON line per request (appended and
 flushed under one lock, after its bodies are on disk) and `records/<stage>/bodies/` the
 request and response bodies, `<arm>-<seq>.request.json` / `<arm>-<seq>.response`, with
-every token and real key value replaced by `[REDACTED]`. A request with an unknown token
+every token and real key value replaced by `[REDACTED]`, each cut at 8 MiB; an arm's
+bodies stop being kept (its lines go on) once they hold MAX_STORED_BYTES. A request with
+an unknown token
 has a line in `records/_refused.jsonl` and no body. The counters a budget is checked
 against are rebuilt from the lines at start: a restarted gateway keeps them.
 """
@@ -26,9 +28,19 @@ from gateway.usage import RequestFacts, Usage
 REDACTED = b"[REDACTED]"
 MAX_BODY_BYTES = 8 << 20
 TRUNCATED = b"\n[bakeoff gateway: body truncated at 8 MiB]\n"
+# The bodies kept per arm (and stage, run, role) on the host's disk: an arm that sends
+# large bodies in a loop fills this, never the disk; past it only the lines are written.
+MAX_STORED_BYTES = 256 << 20
 # A request that reached (or tried to reach) the upstream counts against max_requests.
 ADMITTED = (None, Refusal.UPSTREAM_ERROR.value)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def safe_name(name: str) -> str:
@@ -82,7 +94,14 @@ class Exchange:
             self.truncated = True
         self.response_body += chunk[:max(room, 0)]
 
-    def line(self, request_name: str | None, response_name: str) -> dict[str, Any]:
+    def bodies(self) -> tuple[bytes | None, bytes]:
+        """The request and response bodies as kept: each cut at MAX_BODY_BYTES."""
+        request = self.request_body
+        if request is not None and len(request) > MAX_BODY_BYTES:
+            request = request[:MAX_BODY_BYTES] + TRUNCATED
+        return request, bytes(self.response_body) + (TRUNCATED if self.truncated else b"")
+
+    def line(self, request_name: str | None, response_name: str | None) -> dict[str, Any]:
         facts = self.facts
         return {
             "seq": self.seq, "time": self.time, "stage": self.grant.stage,
@@ -109,6 +128,7 @@ class Spent:
     requests: int = 0
     tokens: int = 0
     usd: float = 0.0
+    stored: int = 0   # bytes of bodies kept
 
 
 def exhausted(budget: Budget, spent: Spent) -> str | None:
@@ -158,6 +178,9 @@ class Recorder:
                 spent.tokens += sum(int(usage.get(k) or 0) for k in
                                     ("input", "output", "cache_read", "cache_write"))
                 spent.usd += float(line.get("cost_usd") or 0.0)
+                spent.stored += sum(_size(path.parent / str(line[key]))
+                                    for key in ("request_body", "response_body")
+                                    if line.get(key))
 
     def spent(self, grant: Grant) -> Spent:
         with self._lock:
@@ -181,24 +204,30 @@ class Recorder:
             return limit
 
     def write(self, exchange: Exchange, redact: Redactor) -> None:
-        """Bodies first, then the line and the spent tokens and USD, under the lock."""
+        """Bodies first (while the arm's MAX_STORED_BYTES allows), then the line and the
+        spent tokens and USD, under the lock."""
         stage_dir = self.root / safe_name(exchange.grant.stage)
         bodies = stage_dir / "bodies"
         bodies.mkdir(parents=True, exist_ok=True)
         stem = f"{safe_name(exchange.grant.arm)}-{exchange.seq}"
-        request_name = None
-        if exchange.request_body is not None:
-            request_name = f"bodies/{stem}.request.json"
-            (stage_dir / request_name).write_bytes(redact(exchange.request_body))
-        response_name = f"bodies/{stem}.response"
-        kept = bytes(exchange.response_body) + (TRUNCATED if exchange.truncated else b"")
-        (stage_dir / response_name).write_bytes(redact(kept))
+        request, response = exchange.bodies()
+        size = len(request or b"") + len(response)
+        with self._lock:
+            spent = self._spent.setdefault(exchange.grant.owner, Spent())
+            keep = spent.stored + size <= MAX_STORED_BYTES
+            spent.stored += size if keep else 0
+        request_name = response_name = None
+        if keep:
+            if request is not None:
+                request_name = f"bodies/{stem}.request.json"
+                (stage_dir / request_name).write_bytes(redact(request))
+            response_name = f"bodies/{stem}.response"
+            (stage_dir / response_name).write_bytes(redact(response))
         text = redact(json.dumps(exchange.line(request_name, response_name)).encode())
         with self._lock:
             with (stage_dir / "requests.jsonl").open("ab") as out:
                 out.write(text + b"\n")
                 out.flush()
-            spent = self._spent.setdefault(exchange.grant.owner, Spent())
             if exchange.usage is not None:
                 spent.tokens += exchange.usage.total
             spent.usd += exchange.cost_usd or 0.0

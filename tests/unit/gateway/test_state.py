@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from gateway import records as gateway_records
 from gateway.config import ConfigSource
 from tests.unit.gateway.harness import (
     ANTHROPIC_KEY,
@@ -100,3 +103,25 @@ def test_no_token_or_real_key_is_written_anywhere_under_records(tmp_path: Path) 
     assert json.loads(written["records/s1/bodies/a-1.request.json"])["messages"][0][
         "content"] == "my token [REDACTED], [REDACTED], keys [REDACTED] [REDACTED]"
     assert records(tmp_path)[0]["path"] == "/anthropic/v1/messages?k=[REDACTED]"
+
+
+def test_an_arm_s_kept_bodies_stop_at_its_cap_and_its_lines_go_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins: a contestant that loops large requests (refused ones too) filled the host's
+    disk through the stored bodies; past MAX_STORED_BYTES only its lines are written,
+    and a restarted gateway knows what is already kept."""
+    monkeypatch.setattr(gateway_records, "MAX_STORED_BYTES", 250_000)
+    big = {"model": "claude-not-allowed", "padding": "x" * 100_000}
+    write_config(tmp_path, "http://upstream.invalid", models=["claude-x"])
+    with running_gateway(tmp_path) as port:
+        statuses = [call(port, "/anthropic/v1/messages", big, headers=HEADERS).status
+                    for _ in range(3)]
+    with running_gateway(tmp_path) as port:
+        statuses.append(call(port, "/anthropic/v1/messages", big, headers=HEADERS).status)
+    assert statuses == [404] * 4
+    kept = [(line["refused"], line["request_body"] is not None, line["response_body"]
+             is not None) for line in records(tmp_path)]
+    assert kept == [("model_not_allowed", True, True)] * 2 + [
+        ("model_not_allowed", False, False)] * 2
+    stored = sum(p.stat().st_size for p in (tmp_path / "records").rglob("bodies/*"))
+    assert 200_000 < stored <= 250_000
