@@ -8,6 +8,9 @@ if the base gives a rig error too, the rig is at fault (RIG_ERROR stands); if no
 arm broke the harness and loses: `FAIL broke_harness (was no_tests_ran)`. A contestant
 can lose; it can never void a round.
 
+A stack (`[changes.success] stack`) that never gets healthy is judged the same way: the
+arm's FAIL server_unhealthy stands unless the base's stack fails too (RIG_ERROR infra).
+
 Canaries that did not come out as planted are judged the same way: when the base's
 canaries came out the same (the command's own selection, `-k`, `--test NAME`, an exit
 code it swallows), the canaries say nothing for this check; otherwise the run lied:
@@ -35,12 +38,13 @@ class BaseRun:
     verdict: Verdict
     reason: str | None
     canaries: tuple[str, str, bool] | None  # `Evidence.signature()`, None: none planted
+    stack: str = "none"  # its stack: none | healthy | unhealthy
 
 
 def needs_base(outcome: Outcome, evidence: Evidence, arm_causable: bool) -> bool:
     """Whether the verdict depends on what the base gives."""
-    if outcome.verdict is Verdict.RIG_ERROR:
-        return arm_causable
+    if outcome.verdict is Verdict.RIG_ERROR or outcome.reason is FailReason.server_unhealthy:
+        return arm_causable  # an unhealthy server is causable when it is a stack's
     return outcome.verdict is Verdict.PASS and not evidence.clean
 
 
@@ -53,6 +57,8 @@ def differential(outcome: Outcome, evidence: Evidence, base: BaseRun) -> Outcome
     """The verdict once the base has spoken (see the module docstring)."""
     against = f"the base in the same image gives {base.verdict}" + (
         f" {base.reason}" if base.reason else "") + f" ({base.sample})"
+    if outcome.reason is FailReason.server_unhealthy:
+        return _stack(outcome, base, against)
     if outcome.verdict is Verdict.RIG_ERROR:
         if base.verdict is Verdict.RIG_ERROR:
             return Outcome(outcome.verdict, outcome.reason,
@@ -68,3 +74,15 @@ def differential(outcome: Outcome, evidence: Evidence, base: BaseRun) -> Outcome
                    f"the run did not report the rig's canaries as planted: "
                    f"{evidence.detail}; {against} with its canaries as planted",
                    outcome.counts)
+
+
+def _stack(outcome: Outcome, base: BaseRun, against: str) -> Outcome:
+    """An arm's stack that never got healthy: the rig's fault when the base's stack fails
+    the same way (RIG_ERROR infra), else the arm's code broke it (FAIL stands)."""
+    if base.stack == "unhealthy":
+        return Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
+                       f"{outcome.detail}; the base's stack fails the same way "
+                       f"({base.sample}): the rig's fault", outcome.counts)
+    return Outcome(outcome.verdict, outcome.reason,
+                   f"{outcome.detail}; {against} with its stack healthy: the arm's code "
+                   "broke it", outcome.counts)

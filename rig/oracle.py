@@ -26,7 +26,7 @@ from rig.harness import Pinned
 from rig.parsers import get_parser
 from rig.parsers.base import ParseResult
 from rig.persist import write_text_atomic
-from rig.record import SampleCounts, SampleRecord
+from rig.record import SampleCounts, SampleRecord, StackRecord
 from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict, decide
 
 Z95 = 1.959963984540054
@@ -41,6 +41,16 @@ class ServerSpec:
     health: str = "/"
     port_env: str = "PORT"
     startup_timeout_s: float = 30
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """A fresh compose project per sample (`[changes.success] stack`): the file as the
+    contract froze it (its host path and sha256), and how long its health is awaited."""
+
+    file: str
+    sha256: str
+    timeout_s: float = 60
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,7 @@ class SampleSpec:
     requires: tuple[str, ...] = ()
     contract: str | None = None  # "v<N>:<sha256>" of the frozen contract it was graded under
     server: ServerSpec | None = None
+    stack: StackSpec | None = None
     ratchet: ratchet_mod.Ratchet | None = None  # a ratchet check: graded on its metric
     # "base": the success criterion runs under the base's harness (conftest, runner
     # configuration restored, the arm's additions removed); "arm": a check runs the arm's
@@ -109,6 +120,9 @@ class Execution:
     truncated: int = 0  # bytes of output left out between the kept head and tail
     refused: str | None = None  # the tree (or the arm's work) could not be used safely
     layout_failed: bool = False  # `infra_error` came while laying out the arm's tree
+    stack: StackRecord | None = None  # the sample's stack, when it has one
+    stack_detail: str = ""  # why the stack never got healthy
+    stack_log: str = ""  # its services' log: kept apart, never parsed
 
 
 class SampleExecutor(Protocol):
@@ -148,7 +162,7 @@ def assess(spec: SampleSpec, execution: Execution) -> Graded:
     be the arm's doing: infra, refusals and missing tools first, then the output."""
     if execution.refused is not None:
         return Graded(Outcome(Verdict.FAIL, FailReason.unsafe_work, execution.refused, None))
-    early = _rig_state(execution)
+    early = _rig_state(spec, execution)
     if early is not None:
         return early
     if spec.ratchet is not None:
@@ -161,7 +175,7 @@ def assess(spec: SampleSpec, execution: Execution) -> Graded:
     return _tests(spec, execution)
 
 
-def _rig_state(execution: Execution) -> Graded | None:
+def _rig_state(spec: SampleSpec, execution: Execution) -> Graded | None:
     """What the executor saw before any output is read."""
     if execution.infra_error is not None:
         return Graded(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
@@ -180,7 +194,20 @@ def _rig_state(execution: Execution) -> Graded | None:
         return Graded(Outcome(Verdict.FAIL, FailReason.server_unhealthy,
                               "the server never answered its health check: "
                               + " | ".join(tail), None))
-    return None
+    return _stack_state(spec, execution)
+
+
+def _stack_state(spec: SampleSpec, execution: Execution) -> Graded | None:
+    """A stack that never got healthy: the base's own is the rig's fault (RIG_ERROR); an
+    arm's is FAIL server_unhealthy unless the base's fails the same way (`diagnosis`)."""
+    if execution.stack is None or execution.stack.health == "healthy":
+        return None
+    detail = f"the stack never got healthy: {execution.stack_detail}"
+    if spec.commit == spec.base_commit:
+        return Graded(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
+                              f"{detail}; it is the base's own stack: the rig's fault", None))
+    return Graded(Outcome(Verdict.FAIL, FailReason.server_unhealthy, detail, None),
+                  causable=True)
 
 
 def _tests(spec: SampleSpec, execution: Execution) -> Graded:
@@ -257,6 +284,7 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Graded, started_at
         diagnosis=None if base is None else {"base_sample": base.sample,
                                              "base_verdict": str(base.verdict),
                                              "base_reason": base.reason},
+        stack=execution.stack,
         **_metric_fields(spec, execution, log_name))
 
 
@@ -306,6 +334,8 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
     write_text_atomic(log_path, execution.log)
     if execution.server_log:  # kept apart: never parsed as the criterion's output
         write_text_atomic(log_path.with_suffix(".server.log"), execution.server_log)
+    if execution.stack_log:  # the same: the stack's services, beside the sample's log
+        write_text_atomic(log_path.with_suffix(".stack.log"), execution.stack_log)
     for path, text in execution.files.items():  # what a ratchet read: kept to re-grade
         write_text_atomic(log_path.parent / collected_name(log_path.name, path), text)
     if execution.canary_results is not None:  # the canary plugin's report, to re-grade
@@ -329,7 +359,8 @@ def base_run(record: SampleRecord) -> diagnosis.BaseRun:
     if isinstance(seen, dict):
         signature = (str(seen.get("pass")), str(seen.get("fail")),
                      bool(seen.get("exit_agrees", True)))
-    return diagnosis.BaseRun(record.sample, record.verdict, record.reason, signature)
+    return diagnosis.BaseRun(record.sample, record.verdict, record.reason, signature,
+                             stack="none" if record.stack is None else record.stack.health)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,18 @@ class SampleCounts(BaseModel):
     errors: int
 
 
+class StackRecord(BaseModel):
+    """The stack a sample ran with (`[changes.success] stack`): the compose file by path
+    and hash, the sample's own project, each service's image ID, how it came up."""
+
+    model_config = ConfigDict(frozen=True)
+    file: str
+    sha256: str
+    project: str
+    services: dict[str, str]  # service -> image ID
+    health: str  # healthy | unhealthy
+
+
 class SampleRecord(BaseModel):
     """DESIGN.md, "Records": one sample of one check on one commit in one fresh container."""
 
@@ -67,3 +79,4 @@ class SampleRecord(BaseModel):
     canaries: dict[str, object] | None = None  # planted canaries and how they came out
     truncated_bytes: int = 0  # output left out between the kept head and tail of the log
     diagnosis: dict[str, str | None] | None = None  # the base's run it was judged against
+    stack: StackRecord | None = None  # the stack under test, when the criterion has one

@@ -85,6 +85,24 @@ class DatabaseError(InfraError):
 
 
 
+class StackRefusedError(BadInputError):
+    """A compose file of `compose/` asks for what no stack under test may have (a pull, a
+    published port, the host's namespaces or files, a capability): each refusal names
+    the file, the service and the key."""
+
+    def __init__(self, file: str, refusals: list[str]) -> None:
+        self.file = file
+        self.refusals = tuple(refusals)
+        super().__init__(f"{file}: refused: " + "; ".join(refusals),
+                         hint="a stack runs local images on the sample's internal network "
+                              "only: see docs/stacks.md")
+
+
+class ComposeError(InfraError):
+    """The compose binary is missing or a compose command failed outside a stack's own
+    health (the rig's problem: exit 3)."""
+
+
 class LeftoverError(InfraError):
     """Resources of ours are still there after a sweep (`down`, `gc`): each is named with
     what the engine answered when it was removed."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from rig.errors import RigError
 from runner.manifest import Change, Check, LoadedManifest
@@ -63,12 +63,30 @@ class ContractServer(_Part):
     startup_timeout_s: float
 
 
+class ContractStack(_Part):
+    """The compose file started fresh for every sample, by its path and its bytes' hash."""
+
+    file: str  # as the manifest names it, relative to the manifest
+    sha256: str
+    timeout_s: float
+
+
 class ContractSuccess(_Part):
     """A change's success criterion."""
 
     run: str
     parser: str
     server: ContractServer | None
+    stack: ContractStack | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_stack(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        # A criterion without a stack hashes as it did before stacks existed: contracts
+        # frozen then still verify.
+        dumped: dict[str, object] = handler(self)
+        if dumped.get("stack") is None:
+            dumped.pop("stack", None)
+        return dumped
 
 
 class ContractChange(_Part):
@@ -195,12 +213,29 @@ def _change(
     server = None if success.server is None else ContractServer(**success.server.model_dump())
     return ContractChange(
         id=change.id,
-        success=ContractSuccess(run=success.run, parser=success.parser, server=server),
+        success=ContractSuccess(run=success.run, parser=success.parser, server=server,
+                                stack=_stack(loaded, change)),
         brief_sha256=_brief_sha256(loaded, change),
         protected={path: _sha256_or_absent(read_at_base(path)) for path in protected},
         reference=change.reference,
         reference_sha256=_reference_sha256(loaded, change, resolve_reference),
     )
+
+
+def _stack(loaded: LoadedManifest, change: Change) -> ContractStack | None:
+    path = loaded.stack_path(change)
+    if path is None or change.success.stack is None:
+        return None
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        raise RigError(
+            f"{loaded.path}: cannot read the stack of change {change.id!r} ({path}): "
+            f"{exc.strerror or exc}",
+            hint="write the compose file at that path, or correct changes[].success.stack",
+        ) from None
+    return ContractStack(file=change.success.stack, sha256=_sha256(content),
+                         timeout_s=change.success.stack_timeout_s)
 
 
 def _brief_sha256(loaded: LoadedManifest, change: Change) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import os
 import threading
@@ -27,7 +28,15 @@ from rig import judge as judge_mod
 from rig import ratchet as ratchet_mod
 from rig.contract import LockVersion
 from rig.diagnosis import BaseRun
-from rig.oracle import PassRate, SampleSpec, ServerSpec, base_run, pass_rate, run_sample
+from rig.oracle import (
+    PassRate,
+    SampleSpec,
+    ServerSpec,
+    StackSpec,
+    base_run,
+    pass_rate,
+    run_sample,
+)
 from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.report import render_scorecard
@@ -116,8 +125,19 @@ def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit
                        base_commit=base, command=plan.command, parser=plan.parser,
                        timeout_s=manifest.limits.check_timeout_s, protected=protected,
                        requires=tuple(manifest.toolchain.requires), contract=graded_under,
-                       server=serve, harness="base" if plan.name == SUCCESS else "arm")
+                       server=serve, stack=stack_of(loaded, change) if plan.name == SUCCESS
+                       else None, harness="base" if plan.name == SUCCESS else "arm")
             for n in range(1, samples + 1)]
+
+
+def stack_of(loaded: LoadedManifest, change: str) -> StackSpec | None:
+    """The success criterion's stack: the manifest's compose file, by path and hash (the
+    hash the contract froze whenever it verifies)."""
+    path = loaded.stack_path(change)
+    if path is None:
+        return None
+    return StackSpec(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
+                     loaded.change(change).success.stack_timeout_s)
 
 
 BASE_ARM = "@base"  # never an arm id (ids are [A-Za-z0-9_-])

@@ -270,6 +270,19 @@ def _empty_network(engine: Engine, network: Any) -> None:
             continue
 
 
+def remove_network(engine: Engine, network_id: str) -> None:
+    """Remove ONE network of ours (a sample's own), emptied first; one without our labels
+    is refused, one already gone is fine."""
+    try:
+        network = engine.call("find network", engine.client.networks.get, network_id,
+                              retry=True)
+        if LABEL_EXPERIMENT not in (network.attrs.get("Labels") or {}):
+            raise ValueError(f"refusing to remove network {network.name}: it is not ours")
+        _remove(engine, "network", network)
+    except docker.errors.NotFound:
+        return
+
+
 def require_labels(labels: Labels, what: str) -> None:
     """Refuse to make `what` without an experiment and a role: `down` and `gc` remove by
     label only, so an unlabelled resource would outlive every run."""

@@ -18,7 +18,13 @@ from collections.abc import Iterator
 import docker.errors
 
 from runner.containers import database, sandbox
-from runner.containers.engine import NO_NETWORK, Engine, Labels, create_network
+from runner.containers.engine import (
+    NO_NETWORK,
+    Engine,
+    Labels,
+    create_network,
+    remove_network,
+)
 from runner.containers.images import BuiltImage
 
 
@@ -64,6 +70,24 @@ class SampleNetworks:
             self.server = database.refresh_port(self.engine, self.server)
             self.networks[arm] = name
             return name
+
+    @contextlib.contextmanager
+    def own_network(self, arm: str) -> Iterator[str]:
+        """A network of one sample's own (a stack's: its services and the sample reach each
+        other by name, and no other sample's), `internal` like the others, the database
+        attached when there is one; removed when the block ends."""
+        name = sandbox.network_name(self.experiment, f"{arm}-stack-{secrets.token_hex(3)}",
+                                    self.run)
+        network_id = create_network(self.engine, name, self.labels("stack-network", arm),
+                                    egress=False)
+        try:
+            if self.server is not None:
+                with self.lock:
+                    database.attach(self.engine, self.server.container_id, name)
+                    self.server = database.refresh_port(self.engine, self.server)
+            yield name
+        finally:
+            remove_network(self.engine, network_id)
 
     @contextlib.contextmanager
     def fresh_database(self) -> Iterator[database.DbSchema | None]:

@@ -20,6 +20,7 @@ writable paths, the user site) and where samples reach their database
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import secrets
 import shutil
@@ -40,7 +41,7 @@ from rig.canary import RESULTS_DIR, RESULTS_FILE
 from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
 from rig.tree import Tree, UnsafeTreeError
-from runner.containers import database, sample_driver, sample_tree, sandbox
+from runner.containers import database, sample_driver, sample_tree, sandbox, stack
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
@@ -56,7 +57,7 @@ from runner.containers.image_facts import TMPFS_DIRS, ImageFacts
 from runner.containers.images import BuiltImage
 from runner.containers.sample_driver import Outputs, parse_outputs
 from runner.containers.sample_network import SampleNetworks
-from runner.errors import DatabaseError, InfraError, SandboxUnavailableError
+from runner.errors import ComposeError, DatabaseError, InfraError, SandboxUnavailableError
 
 HOME = sandbox.HOME
 IN_DIR, RUN_DIR = sample_driver.IN, sample_driver.RUN
@@ -99,6 +100,7 @@ class Ran:
     timed_out: bool = False
     oom_killed: bool = False
     layout_failed: str | None = None  # why the tree could not be laid out
+    stack: stack.StackRun | None = None  # the sample's stack, stopped
 
 
 class DockerSampleExecutor:
@@ -114,6 +116,7 @@ class DockerSampleExecutor:
         self.run = secrets.token_hex(3)
         self.networks = SampleNetworks(engine, experiment, self.run, db_image, shared_db,
                                        db_policy)
+        self.stacks = stack.Stacks(engine, experiment, self.run)
         self.facts = ImageFacts(engine, repo, experiment, image, self._labels("tool-check"))
         self.lock = threading.Lock()
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
@@ -157,7 +160,7 @@ class DockerSampleExecutor:
         try:
             return self._execute(spec, started, extra_env)
         except (SandboxUnavailableError, docker.errors.APIError,
-                requests.exceptions.RequestException, DatabaseError) as error:
+                requests.exceptions.RequestException, DatabaseError, ComposeError) as error:
             return Execution(exit_code=None, log="", duration_s=time.monotonic() - started,
                              infra_error=f"the rig failed: {error}", image=self.image.tag,
                              image_id=self.image.image_id,
@@ -205,7 +208,10 @@ class DockerSampleExecutor:
             canary_results=(outputs.text("canary.jsonl") if tree.canary is not None
                             and tree.canary.runner == "pytest" and not problem else None),
             pinned=tree.pinned, truncated=int(outputs.text("log.truncated") or 0),
-            infra_error=problem, layout_failed=problem is not None)
+            infra_error=problem, layout_failed=problem is not None,
+            stack=None if ran.stack is None else ran.stack.as_record(),
+            stack_detail="" if ran.stack is None else ran.stack.detail,
+            stack_log="" if ran.stack is None else ran.stack.log)
 
     def interactive(self, spec: SampleSpec, extra_env: Mapping[str, str],
                     command: list[str] | None, say: Callable[[str], None]) -> int:
@@ -252,10 +258,12 @@ class DockerSampleExecutor:
         inputs.chmod(0o755)
         try:
             tree, refused = self._tree(spec, inputs)
-            network = self.networks.network(spec.arm)
+            own = (self.networks.own_network(spec.arm) if spec.stack is not None
+                   and tree is not None else contextlib.nullcontext(None))
             fresh = (self.networks.fresh_database() if tree is not None
                      else contextlib.nullcontext(None))
-            with fresh as schema:
+            with own as stack_network, fresh as schema:
+                network = stack_network or self.networks.network(spec.arm)
                 env = self._env(spec, tree, schema, extra_env)
                 yield SampleSetting(inputs, env, network, schema, tree, refused)
         finally:
@@ -343,6 +351,21 @@ class DockerSampleExecutor:
         return argv
 
     def _run(self, spec: SampleSpec, setting: SampleSetting) -> Ran:
+        """The sample's stack (if any) up and healthy, then its container, then the stack
+        down; a stack that never got healthy runs no criterion."""
+        if spec.stack is None:
+            return self._run_sample(spec, setting)
+        limits = self.limits
+        run = self.stacks.start(spec, spec.stack, setting.inputs, setting.network, {
+            "cpus": limits.cpus, "memory_mb": limits.memory_mb, "pids": limits.pids,
+            "disk_mb": limits.disk_mb})
+        try:
+            ran = self._run_sample(spec, setting) if run.healthy else Ran()
+        finally:
+            self.stacks.stop(run)
+        return dataclasses.replace(ran, stack=run)
+
+    def _run_sample(self, spec: SampleSpec, setting: SampleSetting) -> Ran:
         """The sample's container (and its server's, if any), run and removed."""
         port = random.randint(*SERVER_PORTS) if spec.server is not None else None
         server = None if port is None else self._server(spec, setting, port)

@@ -57,6 +57,12 @@ class LoadedManifest:
         found = self.change(change) if isinstance(change, str) else change
         return _resolve(self.root, found.brief)
 
+    def stack_path(self, change: Change | str) -> Path | None:
+        """The compose file of a change's success criterion, absolute; None without one."""
+        found = self.change(change) if isinstance(change, str) else change
+        stack = found.success.stack
+        return None if stack is None else _resolve(self.root, stack)
+
     def change(self, change_id: str) -> Change:
         """The change with this id; `BadInputError` naming the known ids otherwise."""
         for change in self.manifest.changes:
@@ -93,7 +99,8 @@ def load_manifest(path: Path) -> LoadedManifest:
     path = Path(path).expanduser().absolute()
     manifest = parse_manifest(_read_toml(path), path)
     loaded = LoadedManifest(manifest, path, path.parent)
-    issues = [*_brief_issues(loaded), *_agents_issues(loaded), *_repo_issues(loaded)]
+    issues = [*_brief_issues(loaded), *_stack_issues(loaded), *_agents_issues(loaded),
+              *_repo_issues(loaded)]
     if issues:
         raise manifest_error(str(path), issues)
     return loaded
@@ -141,6 +148,27 @@ def _brief_issues(loaded: LoadedManifest) -> list[Issue]:
                 "at that path, or correct the path (relative to the manifest)",
                 found=change.brief,
             ))
+    return issues
+
+
+def _stack_issues(loaded: LoadedManifest) -> list[Issue]:
+    """A stack's compose file must be a file under the manifest's directory (the rig's
+    input, like a brief: never an arm's tree). `up` checks what it holds."""
+    issues = []
+    for index, change in enumerate(loaded.manifest.changes):
+        stack = loaded.stack_path(change)
+        if stack is None:
+            continue
+        if not stack.is_relative_to(loaded.root):
+            issues.append(Issue(f"changes[{index}].success.stack",
+                                f"leaves the manifest's directory: {stack}",
+                                "keep the compose file under the manifest's directory",
+                                found=change.success.stack))
+        elif not stack.is_file():
+            issues.append(Issue(f"changes[{index}].success.stack",
+                                f"the compose file does not exist: {stack}",
+                                "write it (e.g. compose/NAME.yml beside the manifest)",
+                                found=change.success.stack))
     return issues
 
 

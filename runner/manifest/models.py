@@ -377,6 +377,21 @@ class Success(Section):
     run: NonBlank = Field(description="the command whose pass is success")
     parser: ParserName = Field(default="pytest", description="how the output is read")
     server: Server | None = Field(default=None, description="optional: a fresh server per sample")
+    stack: str | None = Field(
+        default=None,
+        description="optional: a compose file (relative to the manifest, e.g. "
+                    "compose/NAME.yml) started fresh per sample, never read from an arm's tree",
+    )
+    stack_timeout_s: float = Field(default=60, gt=0,
+                                   description="how long the stack's health is awaited")
+
+    @field_validator("stack")
+    @classmethod
+    def _stack_relative(cls, value: str | None) -> str | None:
+        if value is not None:
+            _relative_paths([value], "name the compose file relative to the manifest, "
+                                     "e.g. compose/NAME.yml")
+        return value
 
 
 class Change(Section):

@@ -1,0 +1,1 @@
+"""cachey: prices per item and currency, served over HTTP, cached in Redis."""

