@@ -229,8 +229,16 @@ class Stacks:
         return ["-f", "stack.json", "-p", run.project, *command]
 
 
+PROGRESS = re.compile(r"^\s*(Container|Network|Volume) \S+\s+(Creating|Created|Starting|"
+                      r"Started|Waiting|Healthy|Recreate|Recreated|Running|Stopping|"
+                      r"Stopped|Removing|Removed)\s*$")
+
+
 def _tail(text: str, lines: int = 5) -> str:
-    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+    """The last lines of compose's stderr that say something (its progress lines don't)."""
+    said = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    meaningful = [line for line in said if not PROGRESS.match(line)] or said
+    return " | ".join(meaningful[-lines:])
 
 
 def cap(text: str, limit: int = LOG_CAP) -> str:

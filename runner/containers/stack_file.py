@@ -1,4 +1,4 @@
-"""A stack's compose file, checked and rewritten for one sample; pure (no docker, no
+"""A stack's compose file, checked and rewritten for one sample; pure (no docker call, no
 process): the normalised model in (what `docker-compose config --format json` prints),
 the refusals or the file the sample's own project runs out.
 
@@ -25,12 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.containers.engine import LABEL_PREFIX
+
 EXTENSION = "x-bakeoff"
 NETWORK_KEY = "bakeoff"  # the one network of a rendered file: the sample's, external
 INPUTS = "/bakeoff/in"  # where a tree service sees the rig's inputs (read-only)
 ENTRY = f"{INPUTS}/stack-entry.sh"
 SANDBOX_UID = 1000
-LABEL_PREFIX = "io.bakeoff."
 # Set on a service, each of these reaches outside the sample or past its limits.
 REFUSED_KEYS = {
     "build": "is built outside images/ (an image per project, with egress): add "

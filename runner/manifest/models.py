@@ -388,9 +388,10 @@ class Success(Section):
     @field_validator("stack")
     @classmethod
     def _stack_relative(cls, value: str | None) -> str | None:
-        if value is not None:
-            _relative_paths([value], "name the compose file relative to the manifest, "
-                                     "e.g. compose/NAME.yml")
+        problem = None if value is None else relative_path_problem(value)
+        if problem is not None:
+            raise_if_any([RuleViolation((), problem, "name the compose file relative to the "
+                                        "manifest, e.g. compose/NAME.yml", found=value)])
         return value
 
 

@@ -374,3 +374,34 @@ def test_rig_contract_imports_neither_git_nor_docker_nor_runner_internals() -> N
                 modules |= {alias.name for alias in node.names}
     assert not {m for m in modules if m.split(".")[0] in {"git", "docker", "subprocess"}}
     assert {m for m in modules if m.startswith("runner")} <= {"runner.manifest"}
+
+
+# --- stacks (compose files of compose/) ------------------------------------------------
+
+STACK_LINE = 'parser = "pytest"\n# server = '
+
+
+def with_stack(target: Target) -> Path:
+    stack = target.root / "compose" / "web.yml"
+    stack.parent.mkdir()
+    stack.write_text("services:\n  app:\n    image: bakeoff/python\n")
+    target.edit("bakeoff.toml", STACK_LINE,
+                'parser = "pytest"\nstack = "compose/web.yml"\n# server = ')
+    return stack
+
+
+def test_a_criterion_without_a_stack_hashes_as_before_stacks_existed(target: Target) -> None:
+    """Pins that adding `stack` to the contract did not change the hash of a contract
+    frozen before (a key `stack: null` would have: every old lock would be exit 4)."""
+    data = json.loads(canonical_json(target.contract()))
+    assert sorted(data["changes"][0]["success"]) == ["parser", "run", "server"]
+
+
+def test_the_stack_file_is_hashed_by_its_bytes_and_an_edit_is_named(target: Target) -> None:
+    stack = with_stack(target)
+    before = target.contract()
+    assert before.changes[0].success.stack is not None
+    assert before.changes[0].success.stack.model_dump() == {
+        "file": "compose/web.yml", "sha256": sha256(stack.read_bytes()), "timeout_s": 60.0}
+    stack.write_text(stack.read_text() + "  cache:\n    image: bakeoff/redis\n")
+    assert diff(before, target.contract()) == [f"{CHANGE}.success.stack.sha256"]

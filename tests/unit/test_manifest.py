@@ -142,6 +142,13 @@ BAD_MANIFESTS = [
         "expected an integer"),
     Bad("missing-brief-file", edit('"briefs/cap-horizon.md"', '"briefs/nope.md"'),
         "changes[0].brief", "does not exist"),
+    Bad("stack-file-missing", edit('parser = "pytest"\n# server', 'parser = "pytest"\n'
+                                   'stack = "compose/web.yml"\n# server'),
+        "changes[0].success.stack", "the compose file does not exist"),
+    Bad("stack-outside-the-manifest-dir", edit('parser = "pytest"\n# server',
+                                               'parser = "pytest"\nstack = "../web.yml"\n'
+                                               '# server'),
+        "changes[0].success.stack"),
     Bad("base-ref-missing", edit('base = "main"', 'base = "no-such-ref"'), "experiment.base",
         "no-such-ref"),
     Bad("repo-not-a-repository", edit('repo = "."', 'repo = "briefs"'), "experiment.repo",
