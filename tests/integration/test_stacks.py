@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -216,3 +218,45 @@ def test_the_cachey_example_stack_is_accepted_as_it_is(engine: Engine,
     assert sorted(found) == ["app", "redis"]
     assert found["app"].image_id == built_images["python"].image_id
 
+
+
+def test_the_cachey_example_end_to_end(engine: Engine, built_images: dict[str, BuiltImage],
+                                       tmp_path: Path) -> None:
+    """examples/cachey through `run` (up with its proofs, dispatch, score, merge, down):
+    the base fails on a healthy stack, the fixer passes, the control fails its tests and
+    the breaker, whose code never reaches its Redis, is FAIL server_unhealthy; every
+    sample had its own project; a graft that breaks the stack is dropped; nothing of the
+    experiment is left."""
+    example = tmp_path / "cachey"
+    shutil.copytree(CACHEY, example)
+    name = f"it-{secrets.token_hex(3)}"
+    manifest = example / "bakeoff.toml"
+    manifest.write_text(manifest.read_text().replace('name = "cachey"', f'name = "{name}"'))
+    repo = example / "repo"
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "cachey: base")
+    loaded = load_manifest(manifest)
+    try:
+        done = cli(example, "run", "-f", str(manifest), timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        stage = repo / ".bakeoff" / name / "stages" / "currency-cache"
+        found = {arm: sorted((str(r["verdict"]), r["reason"], r["stack"]["health"])
+                             for r in map(json.loads, (p.read_text() for p in (
+                                 stage / "samples" / arm / "success").glob("*.json"))))
+                 for arm in ("control", "fixer", "breaker")}
+        assert found == {
+            "control": [("FAIL", "tests_failed", "healthy")] * 3,
+            "fixer": [("PASS", None, "healthy")] * 3,
+            "breaker": [("FAIL", "server_unhealthy", "unhealthy")] * 3}
+        projects = {json.loads(p.read_text())["stack"]["project"]
+                    for p in stage.glob("samples/*/success/*.json")}
+        assert len(projects) == 9
+        # The breaker's store.py, grafted onto the fixer's, is re-verified on the stack too:
+        # the merged service never reaches its Redis, so the graft is dropped.
+        merged = json.loads((stage / "merge.json").read_text())
+        assert [(g["from"], g["kept"], g["why"]) for g in merged["grafts"]] == [
+            ("breaker", False, "regressed: success 1.00 -> 0.00")]
+        assert ours(engine, name) == {"container": [], "network": [], "volume": []}
+    finally:
+        cleanup(engine, loaded)
