@@ -21,7 +21,8 @@ class SampleCounts(BaseModel):
 
 class StackRecord(BaseModel):
     """The stack a sample ran with (`[changes.success] stack`): the compose file by path
-    and hash, the sample's own project, each service's image ID, how it came up."""
+    and hash, the sample's own project, each service's image ID, how it came up and how
+    long that was awaited."""
 
     model_config = ConfigDict(frozen=True)
     file: str
@@ -29,6 +30,7 @@ class StackRecord(BaseModel):
     project: str
     services: dict[str, str]  # service -> image ID
     health: str  # healthy | unhealthy
+    timeout_s: float = 60  # how long its health was awaited
 
 
 class SampleRecord(BaseModel):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.oracle import Execution, SampleSpec, ServerSpec, run_sample
+from rig.oracle import Execution, SampleSpec, ServerSpec, StackSpec, run_sample
 from rig.parsers import UnknownParserError, get_parser
 from rig.ratchet import Ratchet
 from rig.record import SampleRecord
@@ -222,7 +222,7 @@ def spec_of(record: SampleRecord, loaded: LoadedManifest | None) -> SampleSpec:
                       command=record.command, parser=record.parser, timeout_s=timeout,
                       protected=tuple(record.protected), requires=tuple(record.requires),
                       contract=record.contract, server=server_of(record, loaded),
-                      ratchet=ratchet_of(record, loaded),
+                      stack=stack_of(record), ratchet=ratchet_of(record, loaded),
                       harness="base" if record.harness == "base" else "arm",
                       token=_token(record))
 
@@ -264,6 +264,14 @@ def ensure_gradable(record: SampleRecord) -> None:
         raise BadInputError(f"sample {record.sample} was graded by {record.parser!r}, which "
                             "reproduce and rescore cannot re-grade from a record",
                             hint="stand in its container with --shell or -- CMD... instead")
+
+
+def stack_of(record: SampleRecord) -> StackSpec | None:
+    """The recorded stack's compose file, by its recorded path and hash (a fresh project
+    from the same bytes: a file changed since is an infra error naming it). Its services'
+    images are resolved again by name, not pinned to the recorded IDs yet."""
+    found = record.stack
+    return None if found is None else StackSpec(found.file, found.sha256, found.timeout_s)
 
 
 def server_of(record: SampleRecord, loaded: LoadedManifest | None) -> ServerSpec | None:

@@ -227,23 +227,33 @@ class DockerSampleExecutor:
             if setting.tree is None:
                 raise InfraError(f"sample {spec.sample}: its tree is unsafe to lay out: "
                                  f"{setting.refused}", hint="read the record's detail")
-            tty = command is None
-            argv = self.driver("shell" if tty else "exec", spec, setting,
-                               None if command is None else sandbox.shell_join(command))
-            container: Any = create_container(self.engine, self.container_spec(
-                spec, setting, argv, purpose=f"a reproduction of {spec.sample}", tty=tty))
-            try:
-                database = "" if setting.schema is None else f", database {setting.schema.name}"
-                say(f"{spec.sample}: {self.image.tag} ({self.image.image_id[:19]}), commit "
-                    f"{spec.commit[:12]}, network {setting.network}{database}; /work is a "
-                    "fresh copy: what you change here is discarded")
-                flags = ["-a", "-i"] if tty else ["-a"]
-                return subprocess.run([docker_cli, "start", *flags, container.id],
-                                      check=False).returncode
-            finally:
-                with contextlib.suppress(docker.errors.NotFound):
-                    self.engine.call("remove the reproduction", container.remove, force=True,
-                                     v=True)
+            with (self._stack(spec, setting) if spec.stack is not None
+                  else contextlib.nullcontext(None)) as run:
+                if run is not None:
+                    say(f"{spec.sample}: stack {run.project} "
+                        f"{'healthy' if run.healthy else 'never got healthy: ' + run.detail}")
+                return self._attached(spec, setting, command, say, docker_cli)
+
+    def _attached(self, spec: SampleSpec, setting: SampleSetting, command: list[str] | None,
+                  say: Callable[[str], None], docker_cli: str) -> int:
+        """`interactive`'s container, attached to this terminal; removed after."""
+        tty = command is None
+        argv = self.driver("shell" if tty else "exec", spec, setting,
+                           None if command is None else sandbox.shell_join(command))
+        container: Any = create_container(self.engine, self.container_spec(
+            spec, setting, argv, purpose=f"a reproduction of {spec.sample}", tty=tty))
+        try:
+            database = "" if setting.schema is None else f", database {setting.schema.name}"
+            say(f"{spec.sample}: {self.image.tag} ({self.image.image_id[:19]}), commit "
+                f"{spec.commit[:12]}, network {setting.network}{database}; /work is a "
+                "fresh copy: what you change here is discarded")
+            flags = ["-a", "-i"] if tty else ["-a"]
+            return subprocess.run([docker_cli, "start", *flags, container.id],
+                                  check=False).returncode
+        finally:
+            with contextlib.suppress(docker.errors.NotFound):
+                self.engine.call("remove the reproduction", container.remove, force=True,
+                                 v=True)
 
     def mounts_record(self, spec: SampleSpec) -> tuple[Mapping[str, str], ...]:
         return ({"type": "tmpfs", "target": sandbox.WORKDIR,
@@ -355,15 +365,22 @@ class DockerSampleExecutor:
         down; a stack that never got healthy runs no criterion."""
         if spec.stack is None:
             return self._run_sample(spec, setting)
+        with self._stack(spec, setting) as run:
+            ran = self._run_sample(spec, setting) if run.healthy else Ran()
+        return dataclasses.replace(ran, stack=run)
+
+    @contextlib.contextmanager
+    def _stack(self, spec: SampleSpec, setting: SampleSetting) -> Iterator[stack.StackRun]:
+        """The sample's stack, up (healthy or not) for the block, down after it."""
+        assert spec.stack is not None  # only asked for a sample with a stack
         limits = self.limits
         run = self.stacks.start(spec, spec.stack, setting.inputs, setting.network, {
             "cpus": limits.cpus, "memory_mb": limits.memory_mb, "pids": limits.pids,
             "disk_mb": limits.disk_mb})
         try:
-            ran = self._run_sample(spec, setting) if run.healthy else Ran()
+            yield run
         finally:
             self.stacks.stop(run)
-        return dataclasses.replace(ran, stack=run)
 
     def _run_sample(self, spec: SampleSpec, setting: SampleSetting) -> Ran:
         """The sample's container (and its server's, if any), run and removed."""

@@ -155,6 +155,7 @@ class StackRun:
     project: str
     workdir: Path
     services: dict[str, str]  # service -> image ID
+    timeout_s: float
     healthy: bool = False
     detail: str = ""  # why it never got healthy
     log: str = ""  # the services' log, once stopped (head and tail)
@@ -162,7 +163,8 @@ class StackRun:
     def as_record(self) -> StackRecord:
         return StackRecord(file=self.file, sha256=self.sha256, project=self.project,
                            services=dict(self.services),
-                           health="healthy" if self.healthy else "unhealthy")
+                           health="healthy" if self.healthy else "unhealthy",
+                           timeout_s=self.timeout_s)
 
 
 class Stacks:
@@ -196,7 +198,7 @@ class Stacks:
         (inputs / "stack-entry.sh").chmod(0o644)
         (workdir / "stack.json").write_text(json.dumps(
             stack_file.render(model, project, ids, rules), indent=1))
-        run = StackRun(stack.file, stack.sha256, project, workdir, ids)
+        run = StackRun(stack.file, stack.sha256, project, workdir, ids, stack.timeout_s)
         try:
             ran = compose(self._args(run, "up", "-d", "--wait", "--wait-timeout",
                                      str(max(1, int(stack.timeout_s))), "--no-build"),

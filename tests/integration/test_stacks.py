@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from rig.oracle import grade
+from runner.commands import reproduce
 from runner.commands import up as up_mod
 from runner.containers import stack
 from runner.containers.engine import KINDS, LABEL_EXPERIMENT, Engine
@@ -74,6 +76,20 @@ def test_a_value_written_in_one_sample_is_absent_in_the_next(lab: StackLab,
     assert "7 passed in 0.01s" in lab.log(spec, ".stack.log")
     assert "7 passed in 0.01s" not in lab.log(spec)
     assert compose_projects(f"bakeoff-{lab.experiment}") == []
+
+
+def test_a_recorded_stack_sample_re_runs_on_a_fresh_stack_from_its_record(
+        lab: StackLab) -> None:
+    """`reproduce`'s spec of a stack sample names the recorded compose file by path and
+    hash; run again, it gets a project of its own and the same verdict."""
+    record = lab.run(lab.spec(lab.stack(), "tests/test_cache.py"))
+    again = reproduce.spec_of(record, None)
+    assert again.stack == lab.spec(lab.stack(), "x").stack
+    execution = lab.executor.execute(again)
+    assert execution.stack is not None and record.stack is not None
+    assert execution.stack.project != record.stack.project
+    assert execution.stack.services == record.stack.services
+    assert (str(grade(again, execution).verdict), record.verdict) == ("FAIL", "FAIL")
 
 
 def test_two_arms_samples_at_once_never_see_each_others_services(lab: StackLab) -> None:
