@@ -141,6 +141,20 @@ class TieBreak(_Model):
     decided_by: TieBreaker | None  # None: still equal, no winner by the rule
 
 
+class JudgeUsage(_Model):
+    """An agent judge's run on one arm's work, from its gateway's records: what it
+    really called and spent, apart from the arms' own usage."""
+
+    arm: str                           # the arm whose work was judged
+    judge: str                         # as [contract] judge names it
+    version: str
+    model_observed: str | None
+    effort_observed: str | None
+    evidence: str
+    marks: list[str] = []              # effort_mismatch, model_mismatch, budget_exhausted
+    usage: WireSummary
+
+
 class Round(_Model):
     change: str
     base_commit: str
@@ -150,6 +164,15 @@ class Round(_Model):
     grafts: list[Graft]
     flags: list[str]
     tie_break: TieBreak | None = None  # absent from observations written before ties
+    judge_usage: list[JudgeUsage] = []  # an agent judge's; absent for any other judge
+
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A round without an agent judge is written as before issue 13."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("judge_usage"):
+            data.pop("judge_usage", None)
+        return data
 
     @model_validator(mode="after")
     def _winner_is_a_valid_arm(self) -> Round:
@@ -216,9 +239,10 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
 def round_of(change: str, base_commit: str, baseline_rate: float,
              baseline_verdicts: Sequence[Verdict | str], arms: Sequence[ArmScore],
              winner: str | None, grafts: Sequence[Mapping[str, Any] | Graft],
-             flags: Sequence[str], tie: Tie | None = None) -> Round:
+             flags: Sequence[str], tie: Tie | None = None,
+             judge_usage: Sequence[JudgeUsage] = ()) -> Round:
     """One change's round. `grafts`: {from, what, rationale, verified} each; `tie`: the
-    tie `rubric.decide_winner` broke (or could not)."""
+    tie `rubric.decide_winner` broke (or could not); `judge_usage`: an agent judge's."""
     return Round(
         change=change, base_commit=base_commit,
         baseline=Baseline(pass_rate=baseline_rate,
@@ -226,7 +250,8 @@ def round_of(change: str, base_commit: str, baseline_rate: float,
         arms=[arm_entry(arm) for arm in arms], winner=winner,
         grafts=[g if isinstance(g, Graft) else Graft.model_validate(dict(g)) for g in grafts],
         flags=list(flags), tie_break=None if tie is None else TieBreak(
-            arms=list(tie.arms), total=tie.total, rule=TIE_RULE, decided_by=tie.decided_by))
+            arms=list(tie.arms), total=tie.total, rule=TIE_RULE, decided_by=tie.decided_by),
+        judge_usage=list(judge_usage))
 
 
 def observation(experiment: str, contract: Mapping[str, Any],

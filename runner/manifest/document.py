@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from pydantic import Field, model_validator
 
+from runner.manifest import judge
 from runner.manifest.arms import Arm
 from runner.manifest.gateway import Gateway
 from runner.manifest.models import (
@@ -72,15 +73,16 @@ class Manifest(Section):
         )]
 
     def _judge_violations(self) -> list[RuleViolation]:
-        judge = self.contract.judge
+        spec, problems = judge.parse(self.contract)
+        named = spec.model if spec.kind == "agent" else self.contract.judge
         for index, arm in enumerate(self.arms):
-            if _same_model(judge, arm.model):
-                return [RuleViolation(
+            if _same_model(named, arm.model):
+                return [*problems, RuleViolation(
                     ("contract", "judge"),
                     f"is the model of arms[{index}] ({arm.id}): a contestant cannot grade itself",
-                    'use a model no arm runs, or judge = "none"', found=judge,
+                    'use a model no arm runs, or judge = "none"', found=self.contract.judge,
                 )]
-        return []
+        return problems
 
 
 def _duplicates(table: str, key: str, values: Iterable[str]) -> list[RuleViolation]:
