@@ -278,7 +278,8 @@ class Handler(BaseHTTPRequestHandler):
         assert pending.route.api is not None
         pending.exchange.status = response.status
         streaming = (response.getheader("Content-Type") or "").startswith("text/event-stream")
-        observer = ResponseObserver(pending.route.api, streaming)
+        observer = ResponseObserver(pending.route.api, streaming,
+                                    response.getheader("Content-Encoding"))
         chunked = response.length is None and self.request_version == "HTTP/1.1"
         self.send_response_only(response.status, response.reason)
         for name, value in wire.forwarded(response.getheaders(), wire.RESPONSE_DROPPED,
