@@ -28,6 +28,7 @@ class Refusal(StrEnum):
     BAD_BODY = "bad_body"
     UPSTREAM_ERROR = "upstream_error"
     TOO_BUSY = "too_busy"                # the arm had MAX_IN_FLIGHT requests in flight
+    RECORDS_CAPPED = "records_capped"    # MAX_REFUSED_LINES reached: later ones unwritten
 
 
 @dataclass(frozen=True)
