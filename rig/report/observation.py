@@ -87,7 +87,7 @@ class _Keyed(_Model):
     arm: str
 
 
-OPTIONAL_KEYS = ("marks", "usage")  # written only when they say something
+OPTIONAL_KEYS = ("marks", "usage", "agent_cli")  # written only when they say something
 
 
 class ArmEntry(ArmIdentity, _Keyed):
@@ -106,6 +106,7 @@ class ArmEntry(ArmIdentity, _Keyed):
     harness_touched: list[str] = []  # harness files the arm's diff changed
     marks: list[str] = []            # effort_mismatch, model_mismatch, ... (its dispatch)
     usage: WireSummary | None = None  # its requests through the model gateway
+    agent_cli: dict[str, str] | None = None  # the pinned CLI: cli, package, version, sha256
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -233,7 +234,8 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
         results=results,
         scores=Scores.model_validate(arm.scores), total=arm.total, max=arm.max,
         valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched),
-        marks=list(arm.marks), usage=arm.usage)
+        marks=list(arm.marks), usage=arm.usage,
+        agent_cli=None if arm.agent_cli is None else dict(arm.agent_cli))
 
 
 def round_of(change: str, base_commit: str, baseline_rate: float,

@@ -325,7 +325,8 @@ def dispatched(loaded: LoadedManifest, change: str, arm: Arm) -> rubric.Dispatch
         return None
     identity = record.identity() if record.gateway is not None else arm.identity()
     notes = [c for c in record.caveats if c.split(":", 1)[0] in record.marks]
-    return rubric.Dispatched(identity, tuple(record.marks), tuple(notes), record.gateway)
+    return rubric.Dispatched(identity, tuple(record.marks), tuple(notes), record.gateway,
+                             record.agent_cli)
 
 
 def harness_touched(loaded: LoadedManifest, change: str,

@@ -239,6 +239,9 @@ def _assert_judged(directory: Path, scored: list[Any], upstream: Upstream) -> No
     assert sorted(r["arm"] for r in records) == sorted(arms)
     assert {r["role"] for r in records} == {"judge"}
     round_ = read_observation(directory / "OBSERVATION.json").rounds[0]
+    for entry in round_.arms:  # the pinned CLI each arm ran, as its record says
+        assert entry.agent_cli == _arm(directory, entry.arm)["agent_cli"]
+        assert entry.agent_cli is not None and len(entry.agent_cli["sha256"]) == 64
     assert [j.arm for j in round_.judge_usage] == arms
     for entry in round_.judge_usage:
         assert (entry.model_observed, entry.effort_observed) == (JUDGE_MODEL, "medium")
