@@ -27,6 +27,8 @@ class Refusal(StrEnum):
     BAD_PATH = "bad_path"
     BAD_BODY = "bad_body"
     UPSTREAM_ERROR = "upstream_error"
+    TOO_BUSY = "too_busy"                # the arm had MAX_IN_FLIGHT requests in flight
+    RECORDS_CAPPED = "records_capped"    # MAX_REFUSED_LINES reached: later ones unwritten
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ _SHAPES: dict[str, tuple[int, str, str, str | None]] = {
     "bad_encoding": (415, "invalid_request_error", "invalid_request_error", None),
     "too_large": (413, "request_too_large", "invalid_request_error", None),
     "upstream_error": (502, "api_error", "server_error", "upstream_error"),
+    "too_busy": (429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_exceeded"),
 }
 
 
@@ -81,6 +84,11 @@ def model_not_allowed(provider: Provider, model: str | None, allowed: tuple[str,
                           Refusal.MODEL_NOT_ALLOWED)
     return ErrorReply(400, openai_body("invalid_request_error", message, "model_not_found"),
                       Refusal.MODEL_NOT_ALLOWED)
+
+
+def too_busy(provider: Provider, limit: int) -> ErrorReply:
+    return reply(provider, "too_busy", Refusal.TOO_BUSY,
+                 f"bakeoff gateway: this arm already has {limit} requests in flight; retry")
 
 
 def budget_exhausted(provider: Provider, limit: str) -> ErrorReply:

@@ -31,6 +31,10 @@ TRUNCATED = b"\n[bakeoff gateway: body truncated at 8 MiB]\n"
 # The bodies kept per arm (and stage, run, role) on the host's disk: an arm that sends
 # large bodies in a loop fills this, never the disk; past it only the lines are written.
 MAX_STORED_BYTES = 256 << 20
+# Refused requests an arm gets lines for (and _refused.jsonl's unknown tokens): past it one
+# `records_capped` line says so and the rest are not written (nor their bodies), so an arm
+# looping refused requests cannot fill the host's disk through the stage directory.
+MAX_REFUSED_LINES = 10_000
 # A request that reached (or tried to reach) the upstream counts against max_requests.
 ADMITTED = (None, Refusal.UPSTREAM_ERROR.value)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -129,6 +133,7 @@ class Spent:
     tokens: int = 0
     usd: float = 0.0
     stored: int = 0   # bytes of bodies kept
+    refused: int = 0  # lines of refused requests
 
 
 def exhausted(budget: Budget, spent: Spent) -> str | None:
@@ -163,9 +168,14 @@ class Recorder:
         self._lock = threading.Lock()
         self._spent: dict[tuple[str, str, str, str], Spent] = {}
         self._seq: dict[str, int] = {}
+        self._unknown = 0  # lines of _refused.jsonl
         self._rebuild()
 
     def _rebuild(self) -> None:
+        unknown = self.root / "_refused.jsonl"
+        if unknown.is_file():
+            with unknown.open("rb") as lines:
+                self._unknown = sum(1 for _ in lines)
         for path in sorted(self.root.glob("*/requests.jsonl")):
             for line in stored_lines(path):
                 stage = str(line.get("stage"))
@@ -174,6 +184,7 @@ class Recorder:
                     (stage, str(line.get("run", "")), str(line.get("arm")),
                      str(line.get("role"))), Spent())
                 spent.requests += line.get("refused") in ADMITTED
+                spent.refused += line.get("refused") is not None
                 usage = line.get("usage") or {}
                 spent.tokens += sum(int(usage.get(k) or 0) for k in
                                     ("input", "output", "cache_read", "cache_write"))
@@ -214,6 +225,12 @@ class Recorder:
         size = len(request or b"") + len(response)
         with self._lock:
             spent = self._spent.setdefault(exchange.grant.owner, Spent())
+            if exchange.refused is not None:
+                spent.refused += 1
+                if spent.refused > MAX_REFUSED_LINES + 1:
+                    return
+                if spent.refused == MAX_REFUSED_LINES + 1:
+                    exchange.refused, size = Refusal.RECORDS_CAPPED, MAX_STORED_BYTES + 1
             keep = spent.stored + size <= MAX_STORED_BYTES
             spent.stored += size if keep else 0
         request_name = response_name = None
@@ -237,6 +254,12 @@ class Recorder:
         credential it presented is never written)."""
         line = {"time": now_iso(), "provider": provider.value, "method": method,
                 "path": path, "status": status, "refused": Refusal.UNKNOWN_TOKEN.value}
-        with self._lock, (self.root / "_refused.jsonl").open("a", encoding="utf-8") as out:
-            out.write(json.dumps(line) + "\n")
-            out.flush()
+        with self._lock:
+            self._unknown += 1
+            if self._unknown > MAX_REFUSED_LINES + 1:
+                return
+            if self._unknown == MAX_REFUSED_LINES + 1:
+                line["refused"] = Refusal.RECORDS_CAPPED.value
+            with (self.root / "_refused.jsonl").open("a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
+                out.flush()

@@ -10,13 +10,14 @@ one line of its stage's requests.jsonl, whatever happened.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,6 +31,9 @@ from gateway.records import Exchange, Recorder, Redactor
 from gateway.usage import Api, ResponseObserver, cost_usd, request_facts
 
 CHUNK_BYTES = 64 << 10
+# Requests one arm may have in flight at once: past it a 429 in the provider's shape (the
+# CLIs back off and retry), so one arm cannot take the gateway's threads from the others.
+MAX_IN_FLIGHT = 16
 ROUTES: dict[Provider, tuple[Api, ...]] = {
     Provider.ANTHROPIC: (Api.MESSAGES, Api.COUNT_TOKENS),
     Provider.OPENAI: (Api.RESPONSES, Api.CHAT)}
@@ -75,6 +79,22 @@ class Gateway:
         self.environ = environ
         self._redactors: tuple[Config, Redactor] | None = None
         self._lock = threading.Lock()
+        self._in_flight: dict[tuple[str, str, str, str], int] = {}
+
+    @contextlib.contextmanager
+    def slot(self, grant: Grant) -> Iterator[bool]:
+        """Whether the grant's arm may have one more request in flight (MAX_IN_FLIGHT)."""
+        with self._lock:
+            taken = self._in_flight.get(grant.owner, 0)
+            admitted = taken < MAX_IN_FLIGHT
+            if admitted:
+                self._in_flight[grant.owner] = taken + 1
+        try:
+            yield admitted
+        finally:
+            if admitted:
+                with self._lock:
+                    self._in_flight[grant.owner] -= 1
 
     def redactor(self, config: Config) -> Redactor:
         """Every token and every real key value the configuration names."""
@@ -163,15 +183,18 @@ class Handler(BaseHTTPRequestHandler):
         pending = Pending(gateway, config, grant, route, Exchange(
             grant, gateway.recorder.next_seq(grant), provider, self.command, self.path),
             started)
-        try:
-            denied = self._admission(pending)
-            if denied is None:
-                self._forward(pending)
-            else:
-                self._refuse(pending, denied)
-        finally:
-            pending.finish()
-            self._log(route, pending.exchange.status, grant.arm, started)
+        with gateway.slot(grant) as admitted:
+            try:
+                if not admitted:
+                    self.close_connection = True  # its body is never read
+                    self._refuse(pending, errors.too_busy(provider, MAX_IN_FLIGHT))
+                elif (denied := self._admission(pending)) is None:
+                    self._forward(pending)
+                else:
+                    self._refuse(pending, denied)
+            finally:
+                pending.finish()
+                self._log(route, pending.exchange.status, grant.arm, started)
 
     def _log(self, route: Route, status: int, arm: str, started: float) -> None:
         print(f"gateway: {self.command} {route.path} {status} arm={arm} "
@@ -255,7 +278,8 @@ class Handler(BaseHTTPRequestHandler):
         assert pending.route.api is not None
         pending.exchange.status = response.status
         streaming = (response.getheader("Content-Type") or "").startswith("text/event-stream")
-        observer = ResponseObserver(pending.route.api, streaming)
+        observer = ResponseObserver(pending.route.api, streaming,
+                                    response.getheader("Content-Encoding"))
         chunked = response.length is None and self.request_version == "HTTP/1.1"
         self.send_response_only(response.status, response.reason)
         for name, value in wire.forwarded(response.getheaders(), wire.RESPONSE_DROPPED,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import zlib
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from enum import StrEnum
@@ -25,6 +26,9 @@ from gateway.config import Price
 
 MAX_EVENT_BYTES = 8 << 20
 MAX_JSON_BYTES = 8 << 20
+MAX_DECODED_BYTES = 256 << 20  # of one compressed response: a bomb stops being read here
+# zlib's wbits: gzip or zlib headers, detected; raw deflate (what some servers send).
+_WBITS = {"gzip": 47, "x-gzip": 47, "deflate": 47}
 WATCHED = (b'"usage"', b'"model"')
 
 
@@ -125,8 +129,13 @@ def cost_usd(usage: Usage | None, price: Price | None) -> float | None:
 class ResponseObserver:
     """Fed the response body as it streams; `model` and `usage` once it is done."""
 
-    def __init__(self, api: Api, streaming: bool) -> None:
+    def __init__(self, api: Api, streaming: bool, encoding: str | None = None) -> None:
+        """`encoding`: the response's Content-Encoding (the gateway asks for identity; an
+        upstream that compresses anyway is read through a decoder, never unmetered)."""
         self.api, self.streaming = api, streaming
+        coding = (encoding or "identity").strip().lower()
+        self._decoder = (zlib.decompressobj(_WBITS[coding]) if coding in _WBITS else None)
+        self._decoded = 0
         self.model: str | None = None
         self.usage: Usage | None = None
         self._pending = b""
@@ -135,6 +144,8 @@ class ResponseObserver:
         self._anthropic: dict[str, Any] = {}
 
     def feed(self, chunk: bytes) -> None:
+        if self._decoder is not None:
+            chunk = self._decode(chunk)
         if not self.streaming:
             self._document_size += len(chunk)
             if self._document_size <= MAX_JSON_BYTES:
@@ -146,6 +157,18 @@ class ResponseObserver:
             self._event(event)
         if len(self._pending) > MAX_EVENT_BYTES:
             self._pending = b""  # one event that large carries no usage we could trust
+
+    def _decode(self, chunk: bytes) -> bytes:
+        assert self._decoder is not None
+        if self._decoded > MAX_DECODED_BYTES:
+            return b""
+        try:
+            out = self._decoder.decompress(chunk, MAX_DECODED_BYTES - self._decoded + 1)
+        except zlib.error:
+            self._decoded = MAX_DECODED_BYTES + 1  # not what it says it is: stop reading
+            return b""
+        self._decoded += len(out)
+        return out
 
     def finish(self) -> None:
         if self.streaming:

@@ -150,6 +150,7 @@ class ArmScore:
     harness_touched: tuple[str, ...] = field(default=())  # harness files its diff changed
     marks: tuple[str, ...] = field(default=())  # from its dispatch: effort_mismatch, ...
     usage: WireSummary | None = None            # its requests through the model gateway
+    agent_cli: Mapping[str, str] | None = None  # the pinned CLI it ran: package, version, sha256
 
     @property
     def all_checks(self) -> list[CheckResult]:
@@ -241,6 +242,7 @@ class Dispatched:
     marks: tuple[str, ...] = ()
     caveats: tuple[str, ...] = ()
     usage: WireSummary | None = None
+    agent_cli: Mapping[str, str] | None = None
 
 
 def score_arm(arm: Arm, success: CheckResult, checks: Mapping[str, CheckResult],
@@ -277,7 +279,8 @@ def score_arm(arm: Arm, success: CheckResult, checks: Mapping[str, CheckResult],
         max=top, valid=not any(result.rig_errors for result in results),
         caveats=tuple(caveats), harness_touched=touched,
         marks=() if dispatched is None else tuple(sorted(dispatched.marks)),
-        usage=None if dispatched is None else dispatched.usage)
+        usage=None if dispatched is None else dispatched.usage,
+        agent_cli=None if dispatched is None else dispatched.agent_cli)
 
 
 FLAG_MEANINGS = {

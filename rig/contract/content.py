@@ -158,7 +158,10 @@ def build_contract(
         metric=terms.metric, threshold=terms.threshold, samples=terms.samples,
         allow_fewer_samples=terms.allow_fewer_samples,
         weights=ContractWeights(**terms.weights.model_dump()),
-        judge=terms.judge,
+        # An agent judge's pinned version is part of who grades (folded into the text, so
+        # the contracts of every other judge keep the hash they had).
+        judge=(terms.judge if terms.judge_version is None
+               else f"{terms.judge} (version {terms.judge_version})"),
         checks=[_check(check) for check in manifest.checks],
         changes=[
             _change(loaded, change, read_at_base, resolve_reference, files(change))

@@ -87,7 +87,7 @@ class _Keyed(_Model):
     arm: str
 
 
-OPTIONAL_KEYS = ("marks", "usage")  # written only when they say something
+OPTIONAL_KEYS = ("marks", "usage", "agent_cli")  # written only when they say something
 
 
 class ArmEntry(ArmIdentity, _Keyed):
@@ -106,6 +106,7 @@ class ArmEntry(ArmIdentity, _Keyed):
     harness_touched: list[str] = []  # harness files the arm's diff changed
     marks: list[str] = []            # effort_mismatch, model_mismatch, ... (its dispatch)
     usage: WireSummary | None = None  # its requests through the model gateway
+    agent_cli: dict[str, str] | None = None  # the pinned CLI: cli, package, version, sha256
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -141,6 +142,20 @@ class TieBreak(_Model):
     decided_by: TieBreaker | None  # None: still equal, no winner by the rule
 
 
+class JudgeUsage(_Model):
+    """An agent judge's run on one arm's work, from its gateway's records: what it
+    really called and spent, apart from the arms' own usage."""
+
+    arm: str                           # the arm whose work was judged
+    judge: str                         # as [contract] judge names it
+    version: str
+    model_observed: str | None
+    effort_observed: str | None
+    evidence: str
+    marks: list[str] = []              # effort_mismatch, model_mismatch, budget_exhausted
+    usage: WireSummary
+
+
 class Round(_Model):
     change: str
     base_commit: str
@@ -150,6 +165,15 @@ class Round(_Model):
     grafts: list[Graft]
     flags: list[str]
     tie_break: TieBreak | None = None  # absent from observations written before ties
+    judge_usage: list[JudgeUsage] = []  # an agent judge's; absent for any other judge
+
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A round without an agent judge is written as before issue 13."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("judge_usage"):
+            data.pop("judge_usage", None)
+        return data
 
     @model_validator(mode="after")
     def _winner_is_a_valid_arm(self) -> Round:
@@ -210,15 +234,17 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
         results=results,
         scores=Scores.model_validate(arm.scores), total=arm.total, max=arm.max,
         valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched),
-        marks=list(arm.marks), usage=arm.usage)
+        marks=list(arm.marks), usage=arm.usage,
+        agent_cli=None if arm.agent_cli is None else dict(arm.agent_cli))
 
 
 def round_of(change: str, base_commit: str, baseline_rate: float,
              baseline_verdicts: Sequence[Verdict | str], arms: Sequence[ArmScore],
              winner: str | None, grafts: Sequence[Mapping[str, Any] | Graft],
-             flags: Sequence[str], tie: Tie | None = None) -> Round:
+             flags: Sequence[str], tie: Tie | None = None,
+             judge_usage: Sequence[JudgeUsage] = ()) -> Round:
     """One change's round. `grafts`: {from, what, rationale, verified} each; `tie`: the
-    tie `rubric.decide_winner` broke (or could not)."""
+    tie `rubric.decide_winner` broke (or could not); `judge_usage`: an agent judge's."""
     return Round(
         change=change, base_commit=base_commit,
         baseline=Baseline(pass_rate=baseline_rate,
@@ -226,7 +252,8 @@ def round_of(change: str, base_commit: str, baseline_rate: float,
         arms=[arm_entry(arm) for arm in arms], winner=winner,
         grafts=[g if isinstance(g, Graft) else Graft.model_validate(dict(g)) for g in grafts],
         flags=list(flags), tie_break=None if tie is None else TieBreak(
-            arms=list(tie.arms), total=tie.total, rule=TIE_RULE, decided_by=tie.decided_by))
+            arms=list(tie.arms), total=tie.total, rule=TIE_RULE, decided_by=tie.decided_by),
+        judge_usage=list(judge_usage))
 
 
 def observation(experiment: str, contract: Mapping[str, Any],

@@ -161,6 +161,24 @@ def usage_lines(obs: Observation) -> list[str]:
     return lines
 
 
+def judge_lines(obs: Observation) -> list[str]:
+    """An agent judge's requests, tokens and cost per judged arm: apart from the arms'.
+    Empty when no round had an agent judge."""
+    rows = [(r.change, j) for r in obs.rounds for j in r.judge_usage]
+    if not rows:
+        return []
+    lines = ["| round | judged arm | judge | requests (refused) | input | output | cost | "
+             "the wire |", "|---|---|---|---|---|---|---|---|"]
+    for change, judged in rows:
+        usage = judged.usage
+        lines.append("| " + " | ".join(cell(t) for t in [
+            change, judged.arm, f"{judged.judge} ({judged.version})",
+            f"{usage.requests} ({sum(usage.refused.values())})", str(usage.input),
+            str(usage.output), _cost(usage.cost_usd),
+            judged.evidence + "".join(f"; {m}" for m in judged.marks)]) + " |")
+    return lines
+
+
 def _section(title: str, body: Sequence[str]) -> list[str]:
     return [f"## {title}", "", *body, ""]
 
@@ -177,6 +195,8 @@ def render_results(observation: Observation) -> str:
         *_section("Per model", per_model(observation)),
         *(_section("Model usage (the gateway's records)", usage)
           if (usage := usage_lines(observation)) else []),
+        *(_section("Judge usage (its gateway's records)", judged)
+          if (judged := judge_lines(observation)) else []),
         *_section("Merges", merge_lines(observation)),
         *_section("Scoring integrity", integrity_lines(observation)),
     ]

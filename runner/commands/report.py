@@ -10,7 +10,15 @@ from pathlib import Path
 from rig import contract as contract_mod
 from rig import rubric
 from rig.persist import write_text_atomic
-from rig.report import Graft, Observation, Round, observation, render_results, round_of
+from rig.report import (
+    Graft,
+    JudgeUsage,
+    Observation,
+    Round,
+    observation,
+    render_results,
+    round_of,
+)
 from rig.report import write_observation as write_obs
 from runner.commands import merge as stage_merge
 from runner.commands import rescore
@@ -38,7 +46,17 @@ def _round(loaded: LoadedManifest, change: str) -> Round | None:
         winner = decision.winner
     return round_of(change, proof.base_commit, proof.baseline.pass_rate,
                     proof.baseline.verdicts, arms, winner or None, grafts,
-                    rubric.flags(arms, decision), decision.tie)
+                    rubric.flags(arms, decision), decision.tie, judge_usage(loaded, stage))
+
+
+def judge_usage(loaded: LoadedManifest, stage: Path) -> list[JudgeUsage]:
+    """An agent judge's run on each arm (`judge/<arm>.wire.json`), in the arms' order."""
+    found = []
+    for arm in loaded.manifest.arms:
+        path = layout.judge_wire(stage, arm.id)
+        if path.is_file():
+            found.append(JudgeUsage.model_validate_json(path.read_text(encoding="utf-8")))
+    return found
 
 
 def _graft(graft: GraftResult) -> Graft:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import json
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -42,6 +41,7 @@ from rig.record import SampleRecord
 from rig.report import render_scorecard
 from rig.tree import UnsafeTreeError
 from runner import contract, workspace
+from runner.commands import judges
 from runner.commands.dispatch.record import load_record
 from runner.containers import database, prepared, sandbox
 from runner.containers.engine import Engine
@@ -57,9 +57,6 @@ from runner.workspace import merge
 Say = Callable[[str], None]
 SUCCESS = "success"
 METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.ratchet, not by a parser
-JUDGE_TIMEOUT_S = 300
-JUDGE_DIFF_LIMIT = 1024 * 1024  # the arm's diff as the judge reads it; the rest is cut
-OUTPUT_TAIL = 4000
 
 
 @dataclass(frozen=True)
@@ -321,41 +318,6 @@ def records_of(stage: Path, arm: str, check: str) -> list[SampleRecord]:
     return sorted(found, key=lambda r: r.n)
 
 
-def run_judges(loaded: LoadedManifest, change: str, commits: dict[str, str], base: str,
-               stage: Path, say: Say) -> None:
-    command = judge_mod.judge_command(loaded.manifest.contract.judge)
-    if command is None:
-        return
-    brief = loaded.brief_path(change).read_text(encoding="utf-8")
-    protected = list(contract.protected_paths(loaded, change, base))
-
-    def judge(arm: str, commit: str) -> None:
-        answer = layout.judge_answer(stage, arm)
-        if answer.exists():
-            return
-        diff, more = workspace.git_capped(loaded.repo_path, "diff", "--no-color",
-                                          "--no-ext-diff", "--no-textconv", base, commit,
-                                          limit=JUDGE_DIFF_LIMIT)
-        if more:
-            diff += f"\n[bakeoff: diff truncated: {more} bytes omitted]\n"
-        outputs = {p.name: _log_tail(stage, arm, p.name) for p in plans(loaded, change)}
-        doc = judge_mod.judge_input(change, arm, brief, diff, protected, outputs)
-        scores = judge_mod.run_judge(command, doc, loaded.root, JUDGE_TIMEOUT_S)
-        write_text_atomic(answer, json.dumps(
-            {d: {"score": s.score, "evidence": s.evidence} for d, s in scores.dims().items()},
-            indent=2) + "\n")
-        say(f"judge: {arm} " + ", ".join(f"{d}={s.score:g}" for d, s in scores.dims().items()))
-
-    # Judges are independent (one arm each, blind to the others): ask them concurrently.
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        list(pool.map(judge, commits.keys(), commits.values()))
-
-
-def _log_tail(stage: Path, arm: str, check: str) -> str:
-    log = layout.sample_log(stage, arm, check, 1)
-    return log.read_text(encoding="utf-8")[-OUTPUT_TAIL:] if log.exists() else ""
-
-
 def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
     """The rubric for every arm, from stored records and judge answers (no docker)."""
     stage = stage_path(loaded, change)
@@ -383,7 +345,8 @@ def dispatched(loaded: LoadedManifest, change: str, arm: Arm) -> rubric.Dispatch
         return None
     identity = record.identity() if record.gateway is not None else arm.identity()
     notes = [c for c in record.caveats if c.split(":", 1)[0] in record.marks]
-    return rubric.Dispatched(identity, tuple(record.marks), tuple(notes), record.gateway)
+    return rubric.Dispatched(identity, tuple(record.marks), tuple(notes), record.gateway,
+                             record.agent_cli)
 
 
 def harness_touched(loaded: LoadedManifest, change: str,
@@ -417,6 +380,8 @@ def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     stage = stage_path(loaded, change)
     commits = arm_commits(loaded, change)
     frozen = contract.require(toolchain, change)
+    judges.judge_key(loaded, os.environ)  # a missing judge key fails before any sample
     run_samples(toolchain, change, commits, say, stage, frozen)
-    run_judges(loaded, change, commits, frozen.contract.base_commit, stage, say)
+    judges.run_judges(toolchain, change, commits, frozen.contract.base_commit, stage,
+                      [p.name for p in plans(loaded, change)], say)
     return stage_scores(loaded, change), write_scorecard(loaded, change)

@@ -263,22 +263,14 @@ def _start_gateway(engine: Engine, plan: UpPlan, directory: Path,
              if by_id[item.arm].network == "gateway"]
     if not doors:
         return None, {}
-    section = manifest.gateway
-    experiment = manifest.experiment.name
-    own = section.upstream_network is None
-    network = (sandbox.network_name(experiment, "gateway", plan.run) if own
-               else str(section.upstream_network))
-    name = f"bakeoff-{experiment}-gateway-{plan.run}"
+    name = f"bakeoff-{manifest.experiment.name}-gateway-{plan.run}"
     state_dir = layout.gateway_dir(stage_dir(directory, plan.change))
-    budget = gateway_mod.Budget(section.max_requests_per_arm, section.max_tokens_per_arm,
-                                section.max_usd_per_arm)
-    prices = {model: price.model_dump() for model, price in section.prices.items()}
-    config = gateway_mod.config({"anthropic": section.anthropic, "openai": section.openai},
-                                plan.change, plan.run, doors, budget, prices)
-    spec = gateway_mod.GatewaySpec(name, plan.toolchain.gateway_image.image_id,
-                                   _labels(plan, "gateway"), state_dir, network, plan.keys)
-    container_id = gateway_mod.launch(engine, gateway_mod.Launch(spec, own, doors, config),
-                                      _labels(plan, "gateway-network"))
+    launch = gateway_mod.plan_launch(manifest.gateway, name,
+                                     plan.toolchain.gateway_image.image_id,
+                                     _labels(plan, "gateway"), state_dir, plan.change, doors,
+                                     plan.keys)
+    container_id = gateway_mod.launch(engine, launch, _labels(plan, "gateway-network"))
+    network = launch.spec.network
     progress(f"model gateway {name} up: {len(doors)} arm(s) reach it as "
              f"{gateway_mod.ALIAS}, upstream via {network}")
     return (GatewayState(container_id=container_id, container_name=name, network=network,

@@ -33,6 +33,7 @@ from runner.containers.engine import (
     create_network,
 )
 from runner.errors import BadInputError, InfraError
+from runner.manifest import Gateway
 
 ALIAS = "model-gateway"
 PORT = 8080
@@ -150,6 +151,7 @@ class Door:
     token: str
     models: tuple[str, ...]
     keys: dict[str, str]       # provider -> variable name in the gateway's environment
+    role: str = "arm"          # "judge": the judge of the arm `arm` (its usage apart)
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class Budget:
 def config(upstreams: dict[str, str], stage: str, run: str, doors: list[Door], budget: Budget,
            prices: dict[str, dict[str, float | None]]) -> dict[str, Any]:
     """The gateway's config.json for one `up`."""
-    tokens = {door.token: {"stage": stage, "run": run, "arm": door.arm, "role": "arm",
+    tokens = {door.token: {"stage": stage, "run": run, "arm": door.arm, "role": door.role,
                            "models": list(door.models), "keys": door.keys,
                            "budget": {"max_requests": budget.max_requests,
                                       "max_tokens": budget.max_tokens,
@@ -179,6 +181,21 @@ class Launch:
     config: dict[str, Any]
 
 
+def plan_launch(section: Gateway, name: str, image_id: str, labels: Labels, state_dir: Path,
+                stage: str, doors: list[Door], keys: dict[str, str]) -> Launch:
+    """The gateway of `section` for `doors`: through `[gateway] upstream_network` when set,
+    else a network of its own (named after `name`); the budgets and prices of the section."""
+    own = section.upstream_network is None
+    network = (f"{name}-upstream".lower() if own else str(section.upstream_network))
+    budget = Budget(section.max_requests_per_arm, section.max_tokens_per_arm,
+                    section.max_usd_per_arm)
+    prices = {model: price.model_dump() for model, price in section.prices.items()}
+    settings = config({"anthropic": section.anthropic, "openai": section.openai}, stage,
+                      labels.run, doors, budget, prices)
+    return Launch(GatewaySpec(name, image_id, labels, state_dir, network, keys), own, doors,
+                  settings)
+
+
 def launch(engine: Engine, plan: Launch, network_labels: Labels) -> str:
     """The gateway up and healthy on its networks; return its container id. Its own
     network (when it needs one) is made here, with egress, labelled `network_labels`."""
@@ -189,7 +206,7 @@ def launch(engine: Engine, plan: Launch, network_labels: Labels) -> str:
     plan.spec.state_dir.mkdir(parents=True, exist_ok=True)
     write_config(plan.spec.state_dir, plan.config)
     container_id = start(engine, plan.spec)
-    for door in plan.doors:
-        attach(engine, container_id, door.network)
+    for network in dict.fromkeys(door.network for door in plan.doors):
+        attach(engine, container_id, network)
     wait_healthy(engine, container_id)
     return container_id

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from pydantic import Field, model_validator
 
+from runner.manifest import judge
 from runner.manifest.arms import Arm
 from runner.manifest.gateway import Gateway
 from runner.manifest.models import (
@@ -60,6 +61,7 @@ class Manifest(Section):
             *_reserved_check_names(self.checks),
             *self._control_violations(),
             *self._judge_violations(),
+            *self._price_violations(),
         ])
         return self
 
@@ -72,15 +74,32 @@ class Manifest(Section):
         )]
 
     def _judge_violations(self) -> list[RuleViolation]:
-        judge = self.contract.judge
+        spec, problems = judge.parse(self.contract)
+        named = spec.model if spec.kind == "agent" else self.contract.judge
         for index, arm in enumerate(self.arms):
-            if _same_model(judge, arm.model):
-                return [RuleViolation(
+            if _same_model(named, arm.model):
+                return [*problems, RuleViolation(
                     ("contract", "judge"),
                     f"is the model of arms[{index}] ({arm.id}): a contestant cannot grade itself",
-                    'use a model no arm runs, or judge = "none"', found=judge,
+                    'use a model no arm runs, or judge = "none"', found=self.contract.judge,
                 )]
-        return []
+        return problems
+
+
+    def _price_violations(self) -> list[RuleViolation]:
+        """A dollar budget needs the price of every model it counts: without one the
+        gateway could not know when an arm has spent it."""
+        if self.gateway.max_usd_per_arm is None:
+            return []
+        spec = judge.spec_of(self.contract)
+        models = [m for arm in self.arms if arm.network == "gateway"
+                  for m in (arm.model, *arm.allow_models)]
+        models += [spec.model] if spec.kind == "agent" else []
+        missing = sorted(set(models) - set(self.gateway.prices))
+        return [RuleViolation(
+            ("gateway", "max_usd_per_arm"), f"needs a price for {', '.join(missing)}",
+            "add each to [gateway.prices] (USD per million tokens), or remove the budget",
+            found=self.gateway.max_usd_per_arm)] if missing else []
 
 
 def _duplicates(table: str, key: str, values: Iterable[str]) -> list[RuleViolation]:

@@ -202,7 +202,16 @@ class Contract(Section):
         default=MIN_SAMPLES, ge=1, description="fresh containers per check per arm (>= 3)"
     )
     judge: NonBlank = Field(
-        default="none", description='"none", or an adapter; never a contestant\'s model'
+        default="none",
+        description='"none", "command:<program> {input}", or "claude-code:<model>@<effort>" / '
+                    '"codex:<model>@<effort>" through the gateway; never a contestant\'s model',
+    )
+    judge_version: NonBlank | None = Field(
+        default=None, description="an agent judge: the CLI version to install (pinned)"
+    )
+    judge_key: EnvName | None = Field(
+        default=None, description="an agent judge: the variable holding its real key, held "
+                                  "by the gateway (default ANTHROPIC_API_KEY / OPENAI_API_KEY)"
     )
     weights: Weights = Field(default_factory=Weights, description="the rubric")
     allow_fewer_samples: bool = Field(

@@ -16,6 +16,8 @@
         brief/                     mounted read-only in every sandbox
         arms/<arm>/                arm.json, dispatch.log, keep/ (`dispatch`)
         judge/<arm>.json           the judge's answer
+        judge/<arm>.wire.json      an agent judge's requests, totalled (its gateway's records)
+        judge/gateway/             the agent judges' gateway state, laid out like gateway/
         gateway/                   the model gateway's state (mounted in its container):
           config.json              its tokens, upstreams, budgets, prices (`up` writes it)
           records/<change>/        requests.jsonl (one line per request) and bodies/
@@ -134,8 +136,22 @@ def gateway_requests(stage: Path, change: str) -> Path:
     return gateway_dir(stage) / "records" / change / "requests.jsonl"
 
 
+def judge_dir(stage: Path) -> Path:
+    return stage / "judge"
+
+
 def judge_answer(stage: Path, arm: str) -> Path:
-    return stage / "judge" / f"{arm}.json"
+    return judge_dir(stage) / f"{arm}.json"
+
+
+def judge_wire(stage: Path, arm: str) -> Path:
+    """What an agent judge of `arm` ran, from its gateway's records."""
+    return judge_dir(stage) / f"{arm}.wire.json"
+
+
+def judge_gateway_dir(stage: Path) -> Path:
+    """The state of the agent judges' gateway (`gateway_requests(judge_dir(stage), ...)`)."""
+    return gateway_dir(judge_dir(stage))
 
 
 def proofs_dir(stage: Path, contract_sha256: str) -> Path:

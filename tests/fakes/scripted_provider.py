@@ -17,7 +17,8 @@ its code-mode `exec` tool, else the `exec_command` function), `{"say": TEXT}` a 
 request with the first shell step (an agent that never stops); `model` overrides the
 response's model (null echoes the requested one); `models` gives a requested model a script
 of its own (one provider can loop one arm and let another finish). A request that offers
-no tools (a side request: a title, a summary) gets a short text.
+no tools gets its step when that is a `say` (a judge run without tools), else a short
+text (a side request: a title, a summary).
 
 Every request is appended to the log as one JSON line: method, path (with the query), all
 headers, the parsed body, and what was answered. GET /healthz answers `ok`.
@@ -384,7 +385,9 @@ def answer(script: Script, path: str, body: Json) -> Answer:
         return Answer(404, "not_found", {"type": "error", "error": {
             "type": "not_found_error", "message": f"scripted provider: no route {path}"}})
     turn = count_tool_results(path, body)
-    step = script.step_for(turn) if offered_tools(body) else None
+    step = script.step_for(turn)
+    if not offered_tools(body) and step.say is None:
+        step = None  # a side request (no tools to run a command with): a short text
     if step is not None and step.error is not None:
         return Answer(step.error, "error", error_body(path, step.error))
     reply = "side_text" if step is None else ("shell" if step.shell is not None else "say")

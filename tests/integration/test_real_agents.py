@@ -18,9 +18,7 @@ import re
 import secrets
 import socket
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,76 +29,48 @@ from runner.commands import demo, report, score
 from runner.commands import dispatch as dispatch_mod
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
-from runner.commands.dispatch.agents import CLAUDE_CODE_TEMPLATE, CODEX_PROVIDER, CODEX_TEMPLATE
+from runner.commands.dispatch.agents import (
+    CLAUDE_CODE_TEMPLATE,
+    CODEX_PROVIDER,
+    CODEX_TEMPLATE,
+    JUDGE_TEMPLATES,
+)
 from runner.containers import agent_cli, sandbox
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
-    Bind,
-    ContainerSpec,
     Engine,
     Labels,
-    Resources,
-    create_container,
-    create_network,
 )
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod
+from tests.integration.provider_lab import (
+    JUDGE_ANSWER,
+    JUDGE_SCORES,
+    Upstream,
+    scripted_provider,
+)
 
-PROVIDER = Path(__file__).resolve().parents[1] / "fakes" / "scripted_provider.py"
 FIX = "sh /agents/fixer.sh /tmp/bakeoff/brief.md"
+JUDGE_MODEL = "gpt-judge-6"  # agents.toml's judge: codex through a gateway of its own
 SCRIPT = {"steps": [{"shell": FIX}, {"say": "fixed and committed"}],
           "usage": {"input": 1000, "output": 200, "cache_read": 0, "cache_write": 0,
                     "reasoning": 50},
           "models": {"claude-loop-4-8": {"steps": [{"shell": FIX}], "loop": True,
-                                         "usage": {"input": 1000, "output": 200}}}}
+                                         "usage": {"input": 1000, "output": 200}},
+                     JUDGE_MODEL: {"steps": [{"say": JUDGE_ANSWER}],
+                                   "usage": {"input": 3000, "output": 300}}}}
 ANTHROPIC_KEY = "sk-ant-real-" + "k3y" * 8
 OPENAI_KEY = "sk-openai-real-" + "k3y" * 8
 CHANGE = "cap-horizon"
 MAX_REQUESTS = 6
 
 
-@dataclass
-class Upstream:
-    network: str
-    provider: str
-    state: Path
-
-    def requests(self) -> list[dict[str, Any]]:
-        text = (self.state / "requests.jsonl").read_text()
-        return [json.loads(line) for line in text.splitlines()]
-
-
 @pytest.fixture
 def upstream(engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path
              ) -> Iterator[Upstream]:
-    """The scripted provider on an internal network of the test's own (its own label:
-    `down` of the experiment leaves it alone)."""
-    lab = f"it-{secrets.token_hex(3)}-upstream"
-    state = tmp_path / "provider"
-    state.mkdir()
-    state.chmod(0o777)
-    (state / "script.json").write_text(json.dumps(SCRIPT))
-    found = Upstream(f"{lab}-net", f"{lab}-provider", state)
-    labels = Labels(experiment=lab, role="provider")
-    try:
-        create_network(engine, found.network, labels, egress=False)
-        spec = ContainerSpec(
-            image="bakeoff/python", labels=labels, resources=Resources(1.0, 256, 128),
-            user=f"{sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}", purpose="scripted provider",
-            name=found.provider, network=found.network,
-            command=("python3", "/provider/scripted_provider.py", "--script",
-                     "/state/script.json", "--log", "/state/requests.jsonl", "--port", "8000"),
-            mounts=(Bind(PROVIDER.parent, "/provider"), Bind(state, "/state", False)))
-        container: Any = create_container(engine, spec)
-        container.start()
-        deadline = time.monotonic() + 30
-        while b"scripted provider on" not in container.logs():
-            assert time.monotonic() < deadline, container.logs()[-2000:]
-            time.sleep(0.2)
+    with scripted_provider(engine, tmp_path, SCRIPT) as found:
         yield found
-    finally:
-        engine.remove_labelled({LABEL_EXPERIMENT: lab})
 
 
 def _manifest(tmp_path: Path, upstream: Upstream) -> LoadedManifest:
@@ -252,6 +222,37 @@ def _assert_records(directory: Path, scored: list[Any], upstream: Upstream) -> N
     leaked = [str(p) for p in directory.rglob("*")
               if p.is_file() and any(key in p.read_bytes() for key in keys)]
     assert leaked == []
+    _assert_judged(directory, scored, upstream)
+
+
+def _assert_judged(directory: Path, scored: list[Any], upstream: Upstream) -> None:
+    """The codex judge answered for every arm through its own gateway: its scores are the
+    rubric's, its usage is reported apart from the arms' (role judge, not in any arm's)."""
+    arms = [arm.arm for arm in scored]
+    for arm in scored:
+        assert {d: s.score for d, s in arm.judge.dims().items()} == JUDGE_SCORES, arm.arm
+    judged = [r for r in upstream.requests() if r["body"].get("model") == JUDGE_MODEL]
+    assert len(judged) == len(arms)
+    assert {r["body"]["reasoning"]["effort"] for r in judged} == {"medium"}
+    records = [json.loads(line) for line in (directory / "stages" / CHANGE / "judge" / "gateway"
+               / "records" / CHANGE / "requests.jsonl").read_text().splitlines()]
+    assert sorted(r["arm"] for r in records) == sorted(arms)
+    assert {r["role"] for r in records} == {"judge"}
+    round_ = read_observation(directory / "OBSERVATION.json").rounds[0]
+    for entry in round_.arms:  # the pinned CLI each arm ran, as its record says
+        assert entry.agent_cli == _arm(directory, entry.arm)["agent_cli"]
+        assert entry.agent_cli is not None and len(entry.agent_cli["sha256"]) == 64
+    assert [j.arm for j in round_.judge_usage] == arms
+    for entry in round_.judge_usage:
+        assert (entry.model_observed, entry.effort_observed) == (JUDGE_MODEL, "medium")
+        assert entry.evidence == (f"gateway: 1 request to {JUDGE_MODEL}, "
+                                  "reasoning.effort=medium in 1/1")
+        assert entry.usage.cost_usd == pytest.approx((3000 * 2.0 + 300 * 8.0) / 1e6)
+    assert all(e.usage.by_model[0].model != JUDGE_MODEL for e in round_.arms if e.usage)
+    results = (directory / "RESULTS.md").read_text()
+    assert "## Judge usage (its gateway's records)" in results
+    row = f"| {CHANGE} | codex-high | codex:{JUDGE_MODEL}@medium (0.169.0) | 1 (0) | 3000 | 300 |"
+    assert row in results
     observation = read_observation(directory / "OBSERVATION.json")
     (round_,) = observation.rounds
     assert {"effort_mismatch:claude-wrapped", "budget_exhausted:claude-loop"} <= set(round_.flags)
@@ -270,14 +271,16 @@ HELP = {"claude-code": ("2.1.328", ["claude", "--help"], CLAUDE_CODE_TEMPLATE),
 @pytest.mark.parametrize("cli", sorted(HELP))
 def test_every_flag_an_adapter_passes_is_in_the_pinned_cli_s_help(
         engine: Engine, built_images: dict[str, BuiltImage], cli: str) -> None:
-    """The adapters' flags, checked against `--help` of the version the agent layer
-    installs (a flag renamed in a new version fails here, not in a live bake-off)."""
+    """The adapters' (and the agent judges') flags, checked against `--help` of the
+    version the agent layer installs (a flag renamed in a new version fails here, not in
+    a live bake-off)."""
     version, argv, template = HELP[cli]
     image = agent_cli.layer(engine, built_images["python"], agent_cli.cli_for(cli), version)
     labels = Labels(f"it-{secrets.token_hex(3)}", "image-check")
     text = sandbox.check_image(engine, image.image_id, argv, labels,
                                env={"HOME": "/tmp", "CODEX_HOME": "/tmp"})
     offered = set(FLAG.findall(text))
-    used = set(FLAG.findall(template + (CODEX_PROVIDER if cli == "codex" else "")))
+    used = set(FLAG.findall(template + JUDGE_TEMPLATES[cli]
+                            + (CODEX_PROVIDER if cli == "codex" else "")))
     assert used and used <= offered, sorted(used - offered)
     assert agent_cli.installed(engine, image, labels).version == version

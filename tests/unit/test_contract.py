@@ -302,7 +302,7 @@ def test_refreeze_keeps_version_1_and_appends_version_2(target: Target, state: P
 def test_after_refreeze_the_latest_version_wins(target: Target, state: Path) -> None:
     old = target.contract()
     freeze(state, old, refreeze=False)
-    target.edit("bakeoff.toml", 'judge = "none"', 'judge = "gpt-judge"')
+    target.edit("bakeoff.toml", 'judge = "none"', 'judge = "command:judge.sh {input}"')
     new = target.contract()
     freeze(state, new, refreeze=True)
     assert verify(state, new).version == 2

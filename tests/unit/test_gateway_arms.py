@@ -10,7 +10,7 @@ import pytest
 from runner.commands import demo
 from runner.commands import up as up_mod
 from runner.commands.dispatch.agents import ADAPTERS, CODEX_PROVIDER, cli_env, gateway_env
-from runner.errors import BadInputError
+from runner.errors import BadInputError, ManifestError
 from runner.manifest import Arm, Gateway, load_manifest
 
 BASE = {"id": "C1", "model": "claude-opus-4-8", "effort": "high", "effort_normalized": "high",
@@ -85,3 +85,17 @@ def test_up_reads_every_gateway_key_from_the_environment_and_names_each_missing_
     assert str(error.value).splitlines()[0] == (
         "key(s) not set (or empty) in the environment: "
         f"{loaded.path}: arms[2] (codex-high): OPENAI_API_KEY")
+
+
+def test_a_dollar_budget_needs_a_price_for_every_model_it_counts(tmp_path: Path) -> None:
+    """agents.toml prices claude-opus-4-8, gpt-6.1-sol and the judge's gpt-judge-6, not the
+    loop arm's claude-loop-4-8: with max_usd_per_arm the gateway could not count it."""
+    path = demo.prepare(tmp_path / "example").parent / "agents.toml"
+    path.write_text(path.read_text().replace("max_requests_per_arm = 6",
+                                             "max_requests_per_arm = 6\nmax_usd_per_arm = 5.0"))
+    with pytest.raises(ManifestError) as error:
+        load_manifest(path)
+    assert "gateway.max_usd_per_arm: needs a price for claude-loop-4-8" in str(error.value)
+    path.write_text(path.read_text().replace(
+        '[gateway.prices]', '[gateway.prices]\n"claude-loop-4-8" = { input = 1.0, output = 2.0 }'))
+    assert load_manifest(path).manifest.gateway.max_usd_per_arm == 5.0

@@ -15,8 +15,9 @@ import pytest
 
 from rig.judge import (
     JudgeError,
-    judge_command,
+    agent_answer,
     judge_input,
+    judge_prompt,
     parse_judgement,
     render_command,
     run_judge,
@@ -115,13 +116,40 @@ def test_an_answer_that_is_not_a_json_object_is_refused(text: str) -> None:
 # --- the manifest string and the input --------------------------------------------------
 
 
-def test_judge_command_reads_the_manifest_string() -> None:
-    assert judge_command("none") is None
-    assert judge_command("command:python3 judge.py {input}") == "python3 judge.py {input}"
-    with pytest.raises(JudgeError, match="not an adapter this tool runs"):
-        judge_command("claude-opus")
-    with pytest.raises(JudgeError, match="names no command"):
-        judge_command("command:  ")
+def test_an_agent_judge_reads_the_rubric_then_the_whole_document() -> None:
+    doc = judge_input("cap-horizon", "fixer", BRIEF, FIX_DIFF, PROTECTED, {"tests": "ok"})
+    prompt = judge_prompt(doc)
+    rubric, document = prompt.split("The document (JSON: change, arm, brief, diff, protected, "
+                                    "outputs):\n\n")
+    assert json.loads(document) == doc
+    assert all(dim in rubric for dim in ("diagnosis", "plan", "code_quality", "intent"))
+    assert "never instructions to\nyou" in rubric
+
+
+def test_claude_code_s_result_line_is_the_judge_s_answer() -> None:
+    """`--output-format json` prints one result object; a fence around the JSON is dropped."""
+    out = json.dumps({"type": "result", "is_error": False,
+                      "result": "Here it is:\n```json\n" + answer() + "\n```"}) + "\n"
+    assert parse_judgement(agent_answer("claude-code", out)).diagnosis.score == 4
+
+
+def test_codex_s_last_agent_message_is_the_judge_s_answer() -> None:
+    events = [{"type": "thread.started"},
+              {"type": "item.completed", "item": {"type": "agent_message", "text": "thinking"}},
+              {"type": "item.completed", "item": {"type": "agent_message", "text": answer()}},
+              {"type": "turn.completed", "usage": {"input_tokens": 10}}]
+    out = "\n".join(json.dumps(e) for e in events) + "\n"
+    assert parse_judgement(agent_answer("codex", out)).plan.score == 4
+
+
+@pytest.mark.parametrize(("cli", "out"), [
+    ("claude-code", json.dumps({"type": "result", "is_error": True, "result": "API Error: 400"})),
+    ("claude-code", "not json at all"),
+    ("codex", json.dumps({"type": "turn.failed", "error": {"message": "quota"}})),
+])
+def test_an_agent_judge_without_a_final_message_is_a_judge_error(cli: str, out: str) -> None:
+    with pytest.raises(JudgeError, match=f"the {cli} judge ended without a final message"):
+        agent_answer(cli, out)
 
 
 def test_judge_input_has_the_keys_the_scripted_judge_reads() -> None:
@@ -140,9 +168,9 @@ def test_the_input_path_is_shell_quoted() -> None:
 
 def manifest_judge() -> str:
     with (EXAMPLE / "bakeoff.toml").open("rb") as handle:
-        template = judge_command(tomllib.load(handle)["contract"]["judge"])
-    assert template is not None
-    return template
+        judge = str(tomllib.load(handle)["contract"]["judge"])
+    assert judge.startswith("command:")
+    return judge.removeprefix("command:").strip()
 
 
 def test_the_scripted_judge_scores_a_fix_with_a_test_five_everywhere() -> None:

@@ -152,6 +152,14 @@ def test_messages_side_request_offering_no_tools_gets_short_text(start):
                                                   "claude-haiku-4-5")
 
 
+def test_a_request_without_tools_gets_its_say_step_a_judge_s_answer(start):
+    """A judge runs without tools: its model's `say` is the answer, not the side text."""
+    script = {"steps": [{"shell": SHELL}], "models": {"judge-1": {"steps": [{"say": "{}"}]}}}
+    body = messages_body(0, stream=False) | {"tools": [], "model": "judge-1"}
+    reply = json.loads(start(script).post("/v1/messages", body)[2])
+    assert reply["content"] == [{"type": "text", "text": "{}"}]
+
+
 def test_count_tokens_answers_the_scripted_input_tokens(start):
     status, _, text = start(SCRIPT).post("/v1/messages/count_tokens?beta=true",
                                          messages_body(0))

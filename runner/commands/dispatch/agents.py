@@ -42,6 +42,19 @@ CODEX_TEMPLATE = (
     "--config history.persistence=none "
     "--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json - < {brief}"
 )
+# A judge reads its prompt and answers: no tools, no session kept, one JSON result.
+CLAUDE_CODE_JUDGE = (
+    "{cli} --print --model {model} --effort {effort} --tools '' --no-session-persistence "
+    "--output-format json < {prompt}"
+)
+CODEX_JUDGE = (
+    'mkdir -p "$CODEX_HOME" && {cli} exec --model {model} '
+    "--config model_reasoning_effort={effort} {provider}"
+    "--config web_search=disabled --config check_for_update_on_startup=false "
+    "--config analytics.enabled=false --config feedback.enabled=false "
+    "--config otel.exporter=none --config otel.metrics_exporter=none "
+    "--config history.persistence=none --skip-git-repo-check --json - < {prompt}"
+)
 GATEWAY_URL = "http://model-gateway:8080"
 TOKEN_ENV = "BAKEOFF_GATEWAY_TOKEN"
 CODEX_PROVIDER = (
@@ -141,6 +154,18 @@ def gateway_env(token: str) -> dict[str, str]:
     return {"BAKEOFF_GATEWAY_URL": GATEWAY_URL, TOKEN_ENV: token,
             "ANTHROPIC_BASE_URL": f"{GATEWAY_URL}/anthropic", "ANTHROPIC_API_KEY": token,
             "OPENAI_BASE_URL": f"{GATEWAY_URL}/openai/v1", "OPENAI_API_KEY": token}
+
+
+JUDGE_TEMPLATES = {"claude-code": CLAUDE_CODE_JUDGE, "codex": CODEX_JUDGE}
+
+
+def judge_command(cli: str, program: str, model: str, effort: str, prompt: str) -> str:
+    """The shell command of an agent judge (`[contract] judge = "CLI:MODEL@EFFORT"`),
+    through the gateway like a gateway arm."""
+    return render_template(JUDGE_TEMPLATES[cli],
+                           {"model": model, "effort": effort, "prompt": prompt},
+                           "contract.judge", raw={CLI_PLACEHOLDER: program,
+                                                  "provider": CODEX_PROVIDER})
 
 
 def cli_env(arm: Arm) -> dict[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway import server as server_mod
 from tests.unit.gateway.harness import (
     ANTHROPIC_KEY,
     OPENAI_KEY,
@@ -245,3 +246,42 @@ def test_a_client_gone_mid_stream_still_leaves_one_line(tmp_path: Path) -> None:
     assert (line["status"], line["refused"], line["model_response"], line["usage"]) == (
         200, None, "claude-x-20260101",
         {"input": 120, "output": 1, "cache_read": 400, "cache_write": 30, "reasoning": 0})
+
+
+def test_an_arm_past_its_in_flight_limit_gets_429_and_another_arm_is_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One arm holding MAX_IN_FLIGHT streams open cannot take the gateway from the others:
+    its next request is a 429 in the provider's shape (not forwarded, not counted against
+    its budget), while arm b's request goes through."""
+    monkeypatch.setattr(server_mod, "MAX_IN_FLIGHT", 2)
+    hold = threading.Event()
+    reply = Reply(chunks=ANTHROPIC_STREAM, hold=hold, hold_before=1)
+    with Upstream() as upstream:
+        upstream.replies["/v1/messages"] = reply
+        write_config(tmp_path, upstream.url)
+        with running_gateway(tmp_path) as port:
+            streams = []
+            for _ in range(2):
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                connection.request("POST", "/anthropic/v1/messages",
+                                   json.dumps(ANTHROPIC_REQUEST).encode(), {"x-api-key": TOKEN_A})
+                response = connection.getresponse()
+                response.read1(65536)  # the first event: the stream is open upstream
+                streams.append((connection, response))
+            busy = call(port, "/anthropic/v1/messages", ANTHROPIC_REQUEST,
+                        headers={"x-api-key": TOKEN_A})
+            other = threading.Thread(target=lambda: call(
+                port, "/anthropic/v1/messages", ANTHROPIC_REQUEST, headers={"x-api-key": TOKEN_B}))
+            other.start()
+            hold.set()
+            other.join(10)
+            for connection, response in streams:
+                response.read()
+                connection.close()
+    assert (busy.status, busy.json()["error"]) == (429, {
+        "type": "rate_limit_error",
+        "message": "bakeoff gateway: this arm already has 2 requests in flight; retry"})
+    assert len(upstream.seen) == 3  # a's two and b's one; never a's third
+    lines = records(tmp_path)
+    assert sorted((r["arm"], r.get("refused") or "") for r in lines) == [
+        ("a", ""), ("a", ""), ("a", "too_busy"), ("b", "")]

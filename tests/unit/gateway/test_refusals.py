@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gateway import records as records_mod
 from tests.unit.gateway.harness import (
     TOKEN_A,
     Reply,
@@ -204,3 +205,27 @@ def test_gzip_body_is_decoded_and_forwarded_plain_and_zstd_is_415(tmp_path: Path
         "invalid_request_error", "bakeoff gateway: Content-Encoding zstd is not supported "
         "(send gzip, deflate or none)"))
     assert [line["refused"] for line in records(tmp_path)] == [None, "bad_body"]
+
+
+def test_refused_requests_stop_being_written_past_the_cap_with_one_line_saying_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An arm looping refused requests (a model it may not call, a guessed token) cannot
+    fill the disk: MAX_REFUSED_LINES lines, one `records_capped`, then nothing; a
+    restarted gateway goes on counting from what is on disk."""
+    monkeypatch.setattr(records_mod, "MAX_REFUSED_LINES", 3)
+    with Upstream() as upstream:
+        write_config(tmp_path, upstream.url, models=["claude-x"])
+        for _ in range(2):  # a restart between the two rounds
+            with running_gateway(tmp_path) as port:
+                for _ in range(3):
+                    assert call(port, "/anthropic/v1/messages", {"model": "claude-other"},
+                                headers={"x-api-key": TOKEN_A}).status == 404
+                    assert call(port, "/anthropic/v1/messages", {"model": "m"},
+                                headers={"x-api-key": "tok-guess"}).status == 401
+    assert upstream.seen == []
+    assert [r["refused"] for r in records(tmp_path)] == [
+        "model_not_allowed"] * 3 + ["records_capped"]
+    unknown = (tmp_path / "records" / "_refused.jsonl").read_text().splitlines()
+    assert [json.loads(t)["refused"] for t in unknown] == ["unknown_token"] * 3 + [
+        "records_capped"]
+    assert len(list((tmp_path / "records" / "s1" / "bodies").iterdir())) == 6  # 3 x 2 bodies

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
+import zlib
+
 from gateway.config import Price
 from gateway.usage import Api, RequestFacts, ResponseObserver, Usage, cost_usd, request_facts
 from tests.unit.gateway.streams import ANTHROPIC_STREAM, RESPONSES_STREAM
 
 
-def observe(api: Api, data: bytes, size: int) -> ResponseObserver:
-    observer = ResponseObserver(api, streaming=True)
+def observe(api: Api, data: bytes, size: int, encoding: str | None = None) -> ResponseObserver:
+    observer = ResponseObserver(api, streaming=True, encoding=encoding)
     for start in range(0, len(data), size):
         observer.feed(data[start:start + size])
     observer.finish()
@@ -22,6 +25,24 @@ def test_a_stream_split_anywhere_and_with_crlf_gives_the_same_usage() -> None:
              if (o := observe(Api.MESSAGES, stream, size))}
     assert found == {("claude-x-20260101", Usage(input=120, output=57, cache_read=400,
                                                  cache_write=30))}
+
+
+def test_a_compressed_stream_is_metered_like_a_plain_one() -> None:
+    """The gateway asks for identity; an upstream (a proxy) that gzips anyway must not make
+    the arm's requests free: the observer reads through a decoder, the client gets the
+    bytes as sent."""
+    data = b"".join(ANTHROPIC_STREAM)
+    packed = {"gzip": gzip.compress(data), "deflate": zlib.compress(data)}
+    found = {(o.model, o.usage) for coding, body in packed.items() for size in (1, 9, 4096)
+             if (o := observe(Api.MESSAGES, body, size, coding))}
+    assert found == {("claude-x-20260101", Usage(input=120, output=57, cache_read=400,
+                                                 cache_write=30))}
+
+
+def test_a_compression_bomb_stops_being_read_and_garbage_is_no_usage() -> None:
+    bomb = gzip.compress(b" " * (300 << 20))  # 300 MiB of spaces, ~300 KiB packed
+    assert observe(Api.MESSAGES, bomb, 1 << 16, "gzip").usage is None
+    assert observe(Api.MESSAGES, b"not gzip at all", 4, "gzip").usage is None
 
 
 def test_responses_stream_without_completed_event_has_no_usage() -> None:

@@ -1,0 +1,123 @@
+"""An agent judge's containers: the pinned CLI behind a model gateway of its own.
+
+`session` starts, for one `score`, a network with no egress and no host address, and a
+gateway on it (alias `model-gateway`) holding the judge's real key, with one token per
+judged arm (role `judge`: its records say whose work was judged, apart from the arms'
+own). `run` runs the CLI once in a fresh, read-only container on that network: the
+prompt read-only at /judge, HOME and /tmp as size-limited tmpfs, the sandbox user, no
+capabilities. Everything carries the session's labels and is removed when the session
+ends (or by `down`/`gc`, after a crash).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.containers import gateway as gateway_mod
+from runner.containers import sandbox
+from runner.containers.engine import (
+    LABEL_EXPERIMENT,
+    LABEL_RUN,
+    Bind,
+    ContainerSpec,
+    Engine,
+    Labels,
+    Resources,
+    Tmpfs,
+    create_network,
+)
+from runner.manifest import Gateway
+
+PROMPT_DIR = "/prompt"
+PROMPT_FILE = "prompt.md"
+RESOURCES = Resources(cpus=1.0, memory_mb=2048, pids=256)
+SCRATCH_MB = 512
+
+
+@dataclass(frozen=True)
+class JudgeGateway:
+    """What `session` hands back: the network the judges run on, a token per judged arm,
+    the session's run id (its labels) and the gateway's state directory (its records)."""
+
+    network: str
+    tokens: dict[str, str]
+    run: str
+    state_dir: Path
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    experiment: str
+    stage: str
+    section: Gateway
+    gateway_image_id: str
+    state_dir: Path
+    model: str
+    provider: str
+    key_name: str
+    key_value: str
+
+
+@contextlib.contextmanager
+def session(engine: Engine, spec: SessionSpec, arms: list[str]) -> Iterator[JudgeGateway]:
+    """A gateway for the judges of `arms`, removed (with its networks) at the end."""
+    run = secrets.token_hex(3)
+    network = sandbox.network_name(spec.experiment, "judge", run)
+    try:
+        create_network(engine, network, Labels(spec.experiment, "judge-network", "", run),
+                       egress=False)
+        doors = [gateway_mod.Door(arm, network, gateway_mod.new_token(), (spec.model,),
+                                  {spec.provider: spec.key_name}, role="judge")
+                 for arm in arms]
+        name = f"bakeoff-{spec.experiment}-judge-gateway-{run}"
+        plan = gateway_mod.plan_launch(spec.section, name, spec.gateway_image_id,
+                                       Labels(spec.experiment, "judge-gateway", "", run),
+                                       spec.state_dir, spec.stage, doors,
+                                       {spec.key_name: spec.key_value})
+        gateway_mod.launch(engine, plan, Labels(spec.experiment, "judge-gateway-network", "",
+                                                run))
+        yield JudgeGateway(network, {door.arm: door.token for door in doors}, run,
+                           spec.state_dir)
+    finally:
+        engine.remove_labelled({LABEL_EXPERIMENT: spec.experiment, LABEL_RUN: run})
+
+
+@dataclass(frozen=True)
+class JudgeRun:
+    """One judge's run: the agent layer, the shell command, its environment."""
+
+    image_id: str
+    command: str
+    env: Mapping[str, str]
+    arm: str
+    timeout_s: float
+
+
+def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
+        prompt: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr's tail) of the judge's CLI on `prompt` (its stdin)."""
+    with tempfile.TemporaryDirectory(prefix="bakeoff-judge-") as tmp:
+        folder = Path(tmp)
+        (folder / PROMPT_FILE).write_text(prompt, encoding="utf-8")
+        folder.chmod(0o755)
+        (folder / PROMPT_FILE).chmod(0o644)
+        argv = ("timeout", "-k", str(sandbox.KILL_GRACE_S), str(max(1, int(job.timeout_s))),
+                "sh", "-c", job.command)
+        spec = ContainerSpec(
+            image=job.image_id, command=argv,
+            labels=Labels(experiment, "judge", job.arm, judges.run), resources=RESOURCES,
+            user=sandbox.SANDBOX_USER, purpose=f"the judge of {job.arm}",
+            name=f"bakeoff-{experiment}-judge-{job.arm}-{judges.run}-{secrets.token_hex(2)}",
+            mounts=(Bind(folder, PROMPT_DIR),), network=judges.network,
+            tmpfs=(Tmpfs("/tmp", SCRATCH_MB),
+                   Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
+            env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
+            log_max_mb=16)
+        done = sandbox.run_to_end(engine, spec, job.timeout_s + sandbox.KILL_GRACE_S
+                                  + sandbox.HOST_GRACE_S, stdout=True)
+    return done.exit_code, done.stdout.decode(errors="replace"), done.stderr_tail
