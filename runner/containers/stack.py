@@ -203,11 +203,16 @@ class Stacks:
             ran = compose(self._args(run, "up", "-d", "--wait", "--wait-timeout",
                                      str(max(1, int(stack.timeout_s))), "--no-build"),
                           timeout_s=stack.timeout_s + DOWN_TIMEOUT_S, cwd=workdir)
+            health = health_of(ran.returncode, ran.stderr)
+            if health == "failed":
+                raise ComposeError(f"the stack {project} could not be started: "
+                                   f"{_tail(ran.stderr)}", hint=f"check {stack.file} and "
+                                   "that `docker info` answers")
         except BaseException:
             with contextlib.suppress(ComposeError):
                 self.stop(run)
             raise
-        run.healthy = ran.returncode == 0
+        run.healthy = health == "healthy"
         run.detail = "" if run.healthy else _tail(ran.stderr)
         return run
 
@@ -234,6 +239,19 @@ class Stacks:
 PROGRESS = re.compile(r"^\s*(Container|Network|Volume) \S+\s+(Creating|Created|Starting|"
                       r"Started|Waiting|Healthy|Recreate|Recreated|Running|Stopping|"
                       r"Stopped|Removing|Removed)\s*$")
+
+
+# What `up --wait` prints (v2.40.3) when a service never got healthy: unhealthy, exited,
+# or the wait timed out. Anything else (the engine refused a create, a runtime error) is
+# the rig failing, not the stack's health.
+UNHEALTHY = re.compile(r"is unhealthy|exited \(-?\d+\)|not healthy after")
+
+
+def health_of(returncode: int, stderr: str) -> str:
+    """healthy | unhealthy | failed, from `up --wait`'s exit status and stderr."""
+    if returncode == 0:
+        return "healthy"
+    return "unhealthy" if UNHEALTHY.search(stderr) else "failed"
 
 
 def _tail(text: str, lines: int = 5) -> str:

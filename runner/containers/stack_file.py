@@ -8,8 +8,9 @@ user or cgroup namespace, privileges, devices, capabilities, security options, h
 files (bind mounts, volume drivers, file secrets and configs), a fixed container name,
 networks of its own. What every service gets is the rig's, laid over the user's file
 (never written into it): our labels, `pull_policy: never`, the image by ID, cap_drop ALL,
-no-new-privileges, init, the CPU, memory and pids limits of `[limits]`, no restart, and
-the sample's internal network as its only network, where the others reach it by name.
+no-new-privileges, init, the CPU, memory and pids limits of `[limits]`, no restart, a
+capped json-file log, and the sample's internal network as its only network, where the
+others reach it by name.
 
 The services the top-level `x-bakeoff: {tree: {SERVICE: PATH}}` names run the arm's
 code: the sample's tree (the same tar the criterion's container gets) is extracted at
@@ -57,7 +58,10 @@ SHARED_NAMESPACES = ("pid", "ipc")  # only a value of their own (e.g. ipc: priva
 REPLACED_KEYS = frozenset({"networks", "restart", "pull_policy", "mem_limit",
                            "memswap_limit", "mem_reservation", "cpus", "cpu_count",
                            "cpu_percent", "cpu_quota", "cpu_period", "cpuset", "cpu_shares",
-                           "pids_limit", "init", "cap_drop"})
+                           "pids_limit", "init", "cap_drop", "logging"})
+# Each service's log on the host: json-file, one file, capped (a service printing without
+# end fills neither the host's disk nor the rig's memory when the log is read back).
+LOG_MAX_MB = 8
 STACK_ENTRY = f"""set -eu
 # A tree service: the sample's tree into its tmpfs, root-owned and read-only to the
 # code, which runs as the sandbox user with no capability.
@@ -209,7 +213,9 @@ def _service(name: str, service: Mapping[str, Any], image_id: str, policy: Polic
                labels={**(service.get("labels") or {}), **policy.labels},
                cap_drop=["ALL"], security_opt=["no-new-privileges"], cpus=policy.cpus,
                mem_limit=memory, memswap_limit=memory, pids_limit=policy.pids,
-               networks={NETWORK_KEY: {"aliases": sorted(set(aliases))}})
+               networks={NETWORK_KEY: {"aliases": sorted(set(aliases))}},
+               logging={"driver": "json-file",
+                        "options": {"max-size": f"{LOG_MAX_MB}m", "max-file": "1"}})
     if tree is not None:
         out.update(_tree_service(out, tree, policy))
     return out

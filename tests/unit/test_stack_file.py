@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from runner.containers import stack_file
-from runner.containers.stack import cap, project_name
+from runner.containers.stack import cap, health_of, project_name
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "compose" / "cachey.config.json"
 MODEL: dict[str, Any] = json.loads(FIXTURE.read_text())["model"]
@@ -133,7 +133,8 @@ def test_render_lays_the_rigs_policy_over_a_plain_service() -> None:
         "labels": {"io.bakeoff.experiment": "x", "io.bakeoff.role": "stack"},
         "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "cpus": 1.0,
         "mem_limit": "512m", "memswap_limit": "512m", "pids_limit": 128,
-        "networks": {"bakeoff": {"aliases": ["redis"]}}}
+        "networks": {"bakeoff": {"aliases": ["redis"]}},
+        "logging": {"driver": "json-file", "options": {"max-size": "8m", "max-file": "1"}}}
 
 
 def test_render_gives_the_tree_service_the_tree_read_only_and_the_sandbox_user() -> None:
@@ -174,3 +175,19 @@ def test_the_services_log_is_capped_head_and_tail() -> None:
     assert cap(text, 200) == text
     assert cap(text, 40) == ("a" * 20 + "\n[bakeoff-rig: 160 characters of the services' "
                              "log left out]\n" + "b" * 20)
+
+
+@pytest.mark.parametrize(("code", "stderr", "health"), [
+    (0, " Container p-app-1  Healthy\n", "healthy"),
+    (1, " Container p-redis-1  Error\ndependency failed to start: container p-redis-1 is "
+        "unhealthy\n", "unhealthy"),
+    (1, " Container p-job-1  Waiting\ncontainer p-job-1 exited (3)\n", "unhealthy"),
+    (1, " Container p-app-1  Waiting\napplication not healthy after 3s\n", "unhealthy"),
+    (1, 'Error response from daemon: failed to create shim task: OCI runtime create failed: '
+        'exec: "nosuchcmd": executable file not found in $PATH: unknown\n', "failed"),
+], ids=["healthy", "unhealthy", "exited", "wait-timeout", "engine-error"])
+def test_up_wait_is_read_as_healthy_unhealthy_or_a_rig_failure(code: int, stderr: str,
+                                                                health: str) -> None:
+    """What docker-compose v2.40.3 `up --wait` printed in each case (captured here): only
+    a service's health is the stack's; an engine error is the rig's (never an arm's FAIL)."""
+    assert health_of(code, stderr) == health
