@@ -92,6 +92,19 @@ def test_only_this_samples_services_answer():
     time.sleep(4)
     assert redis.get("owner") == me
 ''',
+    # The sample's fresh database and its stack, both reached from the criterion.
+    "tests/test_both.py": '''import os
+
+import psycopg
+
+from cachey.store import Redis
+
+
+def test_the_database_and_the_stack_at_once():
+    with psycopg.connect(os.environ["DATABASE_URL"], connect_timeout=5) as conn:
+        assert conn.execute("select 1").fetchone() == (1,)
+    assert Redis("redis").ping()
+''',
     "tests/test_probe.py": '''import json
 import urllib.request
 
@@ -148,7 +161,9 @@ class StackLab:
 
 
 @contextlib.contextmanager
-def stack_lab(engine: Engine, python: BuiltImage, tmp: Path) -> Iterator[StackLab]:
+def stack_lab(engine: Engine, python: BuiltImage, tmp: Path,
+              postgres: BuiltImage | None = None) -> Iterator[StackLab]:
+    """The lab; with `postgres`, the executor's samples get a fresh database too."""
     repo = tmp / "repo"
     shutil.copytree(CACHEY / "repo", repo)
     for path, text in {**TESTS, "probe.py": PROBE}.items():
@@ -161,7 +176,9 @@ def stack_lab(engine: Engine, python: BuiltImage, tmp: Path) -> Iterator[StackLa
     experiment = f"it-{secrets.token_hex(3)}"
     limits = sandbox.SandboxLimits(memory_mb=512, pids=256, disk_mb=256)
     try:
-        with DockerSampleExecutor(engine, repo, experiment, python, limits) as executor:
+        with DockerSampleExecutor(engine, repo, experiment, python, limits,
+                                  url_env="DATABASE_URL" if postgres else None,
+                                  db_image=postgres) as executor:
             yield StackLab(tmp, repo, git(repo, "rev-parse", "HEAD"), experiment, executor)
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: experiment})

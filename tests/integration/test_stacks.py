@@ -78,6 +78,17 @@ def test_a_value_written_in_one_sample_is_absent_in_the_next(lab: StackLab,
     assert compose_projects(f"bakeoff-{lab.experiment}") == []
 
 
+def test_a_sample_with_a_database_and_a_stack_reaches_both(
+        engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> None:
+    """With `[database]` too, the sample's own network has the Postgres attached (as
+    `db`) beside its stack; it is detached and the network removed after."""
+    with stack_lab(engine, built_images["python"], tmp_path, built_images["postgres"]) as lab:
+        record = lab.run(lab.spec(lab.stack(), "tests/test_both.py"))
+        assert verdict(record) == ("PASS", None), record.detail
+        assert record.db_schema is not None
+        assert [n for n in ours(engine, lab.experiment)["network"] if "-stack-" in n] == []
+
+
 def test_a_recorded_stack_sample_re_runs_on_a_fresh_stack_from_its_record(
         lab: StackLab) -> None:
     """`reproduce`'s spec of a stack sample names the recorded compose file by path and
