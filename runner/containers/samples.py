@@ -373,10 +373,8 @@ class DockerSampleExecutor:
     def _stack(self, spec: SampleSpec, setting: SampleSetting) -> Iterator[stack.StackRun]:
         """The sample's stack, up (healthy or not) for the block, down after it."""
         assert spec.stack is not None  # only asked for a sample with a stack
-        limits = self.limits
-        run = self.stacks.start(spec, spec.stack, setting.inputs, setting.network, {
-            "cpus": limits.cpus, "memory_mb": limits.memory_mb, "pids": limits.pids,
-            "disk_mb": limits.disk_mb})
+        run = self.stacks.start(spec, spec.stack, setting.inputs, setting.network,
+                                self.limits)
         try:
             yield run
         finally:

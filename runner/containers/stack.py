@@ -38,6 +38,7 @@ from rig.record import StackRecord
 from runner.containers import images, stack_file
 from runner.containers.engine import Engine, Labels
 from runner.containers.images import BuiltImage
+from runner.containers.sandbox import SandboxLimits
 from runner.errors import ComposeError, StackRefusedError
 
 BINARY = "docker-compose"
@@ -174,38 +175,17 @@ class Stacks:
         self.engine, self.experiment, self.run = engine, experiment, run
 
     def start(self, spec: SampleSpec, stack: StackSpec, inputs: Path, network: str,
-              policy: Mapping[str, Any]) -> StackRun:
+              limits: SandboxLimits) -> StackRun:
         """The sample's project up, its health awaited (bounded); a stack that never gets
         healthy is a value (`healthy` False, the reason in `detail`), not an error."""
-        content = read_frozen(stack)
-        workdir = Path(tempfile.mkdtemp(prefix="stack-", dir=inputs.parent))
-        model = load(content, stack.file, workdir)
-        problems = stack_file.refusals(model)
-        if problems:
-            raise StackRefusedError(stack.file, problems)
-        built = {service: _local_image(self.engine, ref)
-                 for service, ref in stack_file.images(model).items()}
-        missing = sorted(name for name, image in built.items() if image is None)
-        if missing:
-            raise ComposeError(f"{stack.file}: the images of {missing} are not local",
-                               hint="run `bakeoff-sandbox up` again: it checks the stack")
-        ids = {name: image.image_id for name, image in built.items() if image is not None}
-        labels = Labels(self.experiment, "stack", spec.arm, self.run).as_dict()
-        rules = stack_file.Policy(labels=labels, network=network, inputs=str(inputs),
-                                  **policy)
-        project = project_name(self.experiment, self.run, spec.sample)
-        (inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
-        (inputs / "stack-entry.sh").chmod(0o644)
-        (workdir / "stack.json").write_text(json.dumps(
-            stack_file.render(model, project, ids, rules), indent=1))
-        run = StackRun(stack.file, stack.sha256, project, workdir, ids, stack.timeout_s)
+        run = self._render(spec, stack, inputs, network, limits)
         try:
             ran = compose(self._args(run, "up", "-d", "--wait", "--wait-timeout",
                                      str(max(1, int(stack.timeout_s))), "--no-build"),
-                          timeout_s=stack.timeout_s + DOWN_TIMEOUT_S, cwd=workdir)
+                          timeout_s=stack.timeout_s + DOWN_TIMEOUT_S, cwd=run.workdir)
             health = health_of(ran.returncode, ran.stderr)
             if health == "failed":
-                raise ComposeError(f"the stack {project} could not be started: "
+                raise ComposeError(f"the stack {run.project} could not be started: "
                                    f"{_tail(ran.stderr)}", hint=f"check {stack.file} and "
                                    "that `docker info` answers")
         except BaseException:
@@ -215,6 +195,41 @@ class Stacks:
         run.healthy = health == "healthy"
         run.detail = "" if run.healthy else _tail(ran.stderr)
         return run
+
+    def _render(self, spec: SampleSpec, stack: StackSpec, inputs: Path, network: str,
+                limits: SandboxLimits) -> StackRun:
+        """The frozen file's model, checked, rendered with the rig's policy into a scratch
+        directory beside the sample's inputs (the entry script into the inputs)."""
+        workdir = Path(tempfile.mkdtemp(prefix="stack-", dir=inputs.parent))
+        try:
+            model = load(read_frozen(stack), stack.file, workdir)
+            problems = stack_file.refusals(model)
+            if problems:
+                raise StackRefusedError(stack.file, problems)
+            ids = self._image_ids(stack, model)
+            rules = stack_file.Policy(
+                labels=Labels(self.experiment, "stack", spec.arm, self.run).as_dict(),
+                network=network, cpus=limits.cpus, memory_mb=limits.memory_mb,
+                pids=limits.pids, disk_mb=limits.disk_mb, inputs=str(inputs))
+            project = project_name(self.experiment, self.run, spec.sample)
+            (inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
+            (inputs / "stack-entry.sh").chmod(0o644)
+            (workdir / "stack.json").write_text(json.dumps(
+                stack_file.render(model, project, ids, rules), indent=1))
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        return StackRun(stack.file, stack.sha256, project, workdir, ids, stack.timeout_s)
+
+    def _image_ids(self, stack: StackSpec, model: Mapping[str, Any]) -> dict[str, str]:
+        """service -> the ID of its local image (`up` checked they are all local)."""
+        built = {service: _local_image(self.engine, ref)
+                 for service, ref in stack_file.images(model).items()}
+        missing = sorted(name for name, image in built.items() if image is None)
+        if missing:
+            raise ComposeError(f"{stack.file}: the images of {missing} are not local",
+                               hint="run `bakeoff-sandbox up` again: it checks the stack")
+        return {name: image.image_id for name, image in built.items() if image is not None}
 
     def stop(self, run: StackRun) -> None:
         """The services' log kept (capped), then the project down with its volumes."""
