@@ -136,7 +136,9 @@ def graft_lines(grafts: Sequence[Mapping[str, Any]]) -> list[str]:
         return ["No graft."]
     lines = []
     for graft in grafts:
-        kept = "kept (re-verified)" if graft.get("verified") else "dropped"
+        # merge.json says `kept` (verified but regressing: dropped); a graft given in
+        # OBSERVATION's shape has only `verified`, which there means kept.
+        kept = "kept (re-verified)" if graft.get("kept", graft.get("verified")) else "dropped"
         lines.append(f"- from **{graft.get('from')}**: {graft.get('what')} — {kept}: "
                      f"{graft.get('rationale')}")
     return lines

@@ -19,6 +19,7 @@ from rig.report import (
     round_of,
     write_observation,
 )
+from rig.report.scorecard import graft_lines
 from rig.rubric import JUDGE_NONE_CAVEAT, TIE_RULE, ArmScore, decide_winner, flags, winner
 from rig.verdict import Verdict
 from tests.unit.test_score import WEIGHTS, judged, scored
@@ -188,6 +189,14 @@ def test_scorecard_verdicts_flags_merge_and_caveats() -> None:
     assert ("- from **graft**: src/horizon/db.py — kept (re-verified): connect_timeout and "
             "an index") in text
     assert "- ctl: effort_normalized = unknown: effort-confounded (directional only)" in text
+
+
+def test_a_graft_that_was_verified_but_regressed_is_dropped_on_the_scorecard() -> None:
+    """merge.json's graft: verified (it ran) and not kept (it regressed) must read as
+    dropped; it read "kept (re-verified)" until the cachey example showed it."""
+    lines = graft_lines([{"from": "breaker", "what": "cachey/server.py", "verified": True,
+                          "kept": False, "rationale": "r", "why": "regressed"}])
+    assert lines == ["- from **breaker**: cachey/server.py — dropped: r"]
 
 
 def test_scorecard_with_judge_none_says_the_total_is_objective_only() -> None:
