@@ -121,6 +121,25 @@ def _local_image(engine: Engine, ref: str) -> BuiltImage | None:
     return BuiltImage(ref, ref, str(attrs["Id"]), images.layers_digest(attrs), cached=True)
 
 
+def pinned_images(engine: Engine, stack: StackSpec, model: Mapping[str, Any]
+                  ) -> dict[str, str]:
+    """The recorded image ID of each service; a service set that differs from the file's,
+    or an image that no longer exists, is `ComposeError` (never pulled, never rebuilt)."""
+    pinned = dict(stack.images)
+    if set(pinned) != set(stack_file.services(model)):
+        raise ComposeError(f"{stack.file}: services {sorted(stack_file.services(model))} are "
+                           f"not the recorded {sorted(pinned)}",
+                           hint="reproduce runs the stack the sample ran, or nothing")
+    gone = sorted(f"{name} ({image[:19]})" for name, image in pinned.items()
+                  if images.inspect(engine, image) is None)
+    if gone:
+        raise ComposeError(f"{stack.file}: the recorded image of {', '.join(gone)} no longer "
+                           "exists and is never pulled",
+                           hint="rebuild it (bakeoff-sandbox images build) and reproduce a "
+                                "record of the rebuilt image instead")
+    return pinned
+
+
 def sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
@@ -222,7 +241,10 @@ class Stacks:
         return StackRun(stack.file, stack.sha256, project, workdir, ids, stack.timeout_s)
 
     def _image_ids(self, stack: StackSpec, model: Mapping[str, Any]) -> dict[str, str]:
-        """service -> the ID of its local image (`up` checked they are all local)."""
+        """service -> the ID of its local image (`up` checked they are all local), or the
+        IDs `stack.images` pins (a reproduction: the exact images, or an error)."""
+        if stack.images:
+            return pinned_images(self.engine, stack, model)
         built = {service: _local_image(self.engine, ref)
                  for service, ref in stack_file.images(model).items()}
         missing = sorted(name for name, image in built.items() if image is None)
