@@ -67,6 +67,28 @@ def test_counters_and_seq_survive_a_restart(tmp_path: Path) -> None:
         (1, None), (2, None), (3, "budget_exhausted")]
 
 
+def test_a_new_up_of_the_stage_gives_the_arm_a_fresh_budget(tmp_path: Path) -> None:
+    """A token re-issued for the same arm by another `up` (its `run` differs) counts
+    afresh; the previous run's requests stay in the records, under that run."""
+    with Upstream() as upstream:
+        upstream.replies["/v1/messages"] = Reply(json_body=ANTHROPIC_JSON)
+        write_config(tmp_path, upstream.url, max_requests=1)
+        with running_gateway(tmp_path) as port:
+            first = call(port, "/anthropic/v1/messages", {"model": "claude-x"},
+                         headers=HEADERS)
+            spent = call(port, "/anthropic/v1/messages", {"model": "claude-x"},
+                         headers=HEADERS)
+        config = json.loads((tmp_path / "config.json").read_text())
+        config["tokens"][TOKEN_A]["run"] = "second-up"
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        with running_gateway(tmp_path) as port:
+            again = call(port, "/anthropic/v1/messages", {"model": "claude-x"},
+                         headers=HEADERS)
+    assert [first.status, spent.status, again.status] == [200, 400, 200]
+    assert [(line.get("run", ""), line["refused"]) for line in records(tmp_path)] == [
+        ("", None), ("", "budget_exhausted"), ("second-up", None)]
+
+
 def test_the_line_is_on_disk_before_the_client_has_the_whole_response(tmp_path: Path) -> None:
     """Pins: the runner reads the records as soon as the agent exits; the last response's
     line must not still be on its way."""
