@@ -405,3 +405,34 @@ def test_the_stack_file_is_hashed_by_its_bytes_and_an_edit_is_named(target: Targ
         "file": "compose/web.yml", "sha256": sha256(stack.read_bytes()), "timeout_s": 60.0}
     stack.write_text(stack.read_text() + "  cache:\n    image: bakeoff/redis\n")
     assert diff(before, target.contract()) == [f"{CHANGE}.success.stack.sha256"]
+
+
+TOOLCHAIN_LINE = 'env_files = []'
+
+
+def with_toolchain_stack(target: Target) -> Path:
+    stack = target.root / "compose" / "dev.yml"
+    stack.parent.mkdir(exist_ok=True)
+    stack.write_text("services:\n  redis:\n    image: bakeoff/redis\n")
+    target.edit("bakeoff.toml", TOOLCHAIN_LINE,
+                'env_files = []\nstack = "compose/dev.yml"\nstack_timeout_s = 30')
+    return stack
+
+
+def test_a_toolchain_without_a_stack_hashes_as_before_arm_stacks_existed(
+        target: Target) -> None:
+    """Pins that `[toolchain] stack` did not change the hash of a contract frozen before
+    it existed (a key `stack: null` under toolchain would make every old lock exit 4)."""
+    data = json.loads(canonical_json(target.contract()))
+    assert sorted(data["toolchain"]) == ["image", "image_identity", "requires", "setup"]
+
+
+def test_the_arm_stack_file_is_hashed_by_its_bytes_and_an_edit_is_named(
+        target: Target) -> None:
+    stack = with_toolchain_stack(target)
+    before = target.contract()
+    assert before.toolchain.stack is not None
+    assert before.toolchain.stack.model_dump() == {
+        "file": "compose/dev.yml", "sha256": sha256(stack.read_bytes()), "timeout_s": 30.0}
+    stack.write_text(stack.read_text() + "  cache:\n    image: bakeoff/redis\n")
+    assert diff(before, target.contract()) == ["toolchain.stack.sha256"]
