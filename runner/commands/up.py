@@ -30,8 +30,8 @@ from runner import contract, workspace
 from runner.commands import down as down_mod
 from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR
+from runner.containers import arm_stack, checkout, database, images, sandbox, stack
 from runner.containers import arms as arms_mod
-from runner.containers import checkout, database, images, sandbox, stack
 from runner.containers import gateway as gateway_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.containers.prepared import Toolchain
@@ -115,6 +115,8 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             _freeze(engine, plan, directory, options, progress, terms, made.db)
             # Last: an image the preflight refuses is named by the preflight.
             _make_checkouts(engine, plan, directory, made, progress)
+            made = arm_stack.start_for(engine, loaded, made, terms.toolchain.stack,
+                                       directory, progress)  # they run the checkouts
         except BaseException:
             progress("up failed: removing what this run created")
             engine.remove_labelled({LABEL_EXPERIMENT: name, LABEL_RUN: plan.run})
@@ -125,11 +127,12 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
 
 
 def check_stack(engine: Engine, loaded: LoadedManifest, change: str) -> None:
-    """The success criterion's compose file, refused (exit 2, each service named) if it
-    asks for what a stack may not have or an image that is not local."""
+    """The success criterion's compose file and the arms' own, refused (exit 2, each
+    service named) if one asks for what a stack may not have or an image not local."""
     path = loaded.stack_path(change)
     if path is not None:
         stack.check(engine, path.read_bytes(), str(path))
+    arm_stack.check(engine, loaded.toolchain_stack_path)
 
 
 def _contract(plan: UpPlan, directory: Path, options: UpOptions) -> contract_mod.Contract:
