@@ -95,21 +95,22 @@ def project_name(experiment: str, arm: str, run: str) -> str:
 
 def start_all(engine: Engine, stacks: ArmStacks, arms: list[ArmSandbox],
               progress: Progress) -> list[ArmSandbox]:
-    """Every arm's stack up and healthy, recorded in its sandbox's state; when one fails,
-    the others are brought down before its error is raised."""
+    """Every arm's stack up and healthy (all at once), recorded in its sandbox's state;
+    when one fails, the others are brought down before its error is raised."""
     with ThreadPoolExecutor(max_workers=max(1, len(arms))) as pool:
-        futures = [pool.submit(start, engine, stacks, arm) for arm in arms]
-    made = [arm.model_copy(update={"stack": future.result()})
-            for arm, future in zip(arms, futures, strict=True) if future.exception() is None]
-    failed = [error for future in futures if (error := future.exception()) is not None]
+        futures = {arm.arm: pool.submit(start, engine, stacks, arm) for arm in arms}
+    made = [arm.model_copy(update={"stack": futures[arm.arm].result()}) for arm in arms
+            if futures[arm.arm].exception() is None]
+    failed = [error for future in futures.values()
+              if (error := future.exception()) is not None]
     if failed:
         for arm in made:
             with contextlib.suppress(RunnerError):
                 stop(arm, stacks.folders[arm.arm])
         raise failed[0]
     for arm in made:
-        progress(f"arm {arm.arm}: its stack {arm.stack.project if arm.stack else ''} "
-                 "is healthy on its network")
+        progress(f"arm {arm.arm}: its stack is healthy on its network "
+                 f"({', '.join(sorted(futures[arm.arm].result().services))})")
     return made
 
 
