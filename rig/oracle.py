@@ -51,6 +51,8 @@ class StackSpec:
     file: str
     sha256: str
     timeout_s: float = 60
+    # service -> image ID, pinned (a reproduction: the record's); empty: resolved by name
+    images: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

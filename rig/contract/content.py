@@ -64,11 +64,14 @@ class ContractServer(_Part):
 
 
 class ContractStack(_Part):
-    """The compose file started fresh for every sample, by its path and its bytes' hash."""
+    """The compose file started fresh for every sample, by its path and its bytes' hash,
+    and the content identity of each service's image (the runner resolves them at `up`
+    and at every later verify: an image rebuilt to other content is a changed contract)."""
 
     file: str  # as the manifest names it, relative to the manifest
     sha256: str
     timeout_s: float
+    images: dict[str, str] = Field(default_factory=dict)  # service -> image identity
 
 
 class ContractSuccess(_Part):

@@ -22,7 +22,7 @@ from typing import Any
 from rig import judge as judge_mod
 from rig import wire
 from rig.persist import write_text_atomic
-from rig.rubric import JudgeScores
+from rig.rubric import SUBJECTIVE, DimScore, JudgeScores
 from runner import contract, workspace
 from runner.commands.dispatch.agents import CLI_ENV, gateway_env, judge_command
 from runner.containers import agent_cli
@@ -35,6 +35,8 @@ from runner.store import layout
 
 Say = Callable[[str], None]
 JUDGE_TIMEOUT_S = 300
+JUDGE_ATTEMPTS = 2
+JUDGE_FAILED = "judge_failed"
 JUDGE_DIFF_LIMIT = 1024 * 1024  # the arm's diff as the judge reads it; the rest is cut
 OUTPUT_TAIL = 4000
 
@@ -56,15 +58,48 @@ def run_judges(toolchain: Toolchain, change: str, commits: dict[str, str], base:
             scores = judge_mod.run_judge(spec.template, docs[arm], loaded.root, JUDGE_TIMEOUT_S)
             _keep(stage, arm, scores, say)
 
-        _each(by_command, list(docs))
-        return
-    _by_agent(toolchain, spec, change, stage, docs, say)
+        failed = _each(by_command, list(docs))
+    else:
+        failed = _by_agent(toolchain, spec, change, stage, docs, say)
+    _settle(stage, failed, judged=len(commits) - len(failed), say=say)
 
 
-def _each(work: Callable[[str], None], arms: list[str]) -> None:
-    """Judges are independent (one arm each, blind to the others): ask them concurrently."""
+def _each(work: Callable[[str], None], arms: list[str]) -> dict[str, judge_mod.JudgeError]:
+    """Judges are independent (one arm each, blind to the others): ask them concurrently,
+    each twice at most (a model's answer can be a fluke); the arms still without an
+    answer, with the judge's last error."""
+    def attempt(arm: str) -> judge_mod.JudgeError | None:
+        error: judge_mod.JudgeError | None = None
+        for _ in range(JUDGE_ATTEMPTS):
+            try:
+                work(arm)
+                return None
+            except judge_mod.JudgeError as caught:
+                error = caught
+        return error
+
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        list(pool.map(work, arms))
+        outcomes = dict(zip(arms, pool.map(attempt, arms), strict=True))
+    return {arm: error for arm, error in outcomes.items() if error is not None}
+
+
+def _settle(stage: Path, failed: dict[str, judge_mod.JudgeError], judged: int,
+            say: Say) -> None:
+    """The differential rule, for the judge: when it judged no arm at all, the judge is
+    broken (the rig's fault, exit 3); when it judged others and not this one, this arm's
+    own work (its diff, its outputs: the only input that differs) kept the judge from
+    answering, and the arm loses the subjective dims (0, the reason as evidence). A
+    contestant can lose; it can never void a round."""
+    if not failed:
+        return
+    if judged == 0:
+        raise next(iter(failed.values()))
+    for arm, error in failed.items():
+        why = (f"{JUDGE_FAILED}: the judge answered every other arm and gave no judgement "
+               f"of this arm's work after {JUDGE_ATTEMPTS} attempts: "
+               + str(error).splitlines()[0][:400])
+        _keep(stage, arm, JudgeScores(**{dim: DimScore(0.0, why) for dim in SUBJECTIVE}),
+              say)
 
 
 def _document(loaded: LoadedManifest, change: str, arm: str, commit: str, base: str,
@@ -107,7 +142,7 @@ def judge_key(loaded: LoadedManifest, environ: Mapping[str, str]) -> str | None:
 
 
 def _by_agent(toolchain: Toolchain, spec: JudgeSpec, change: str, stage: Path,
-              docs: dict[str, dict[str, Any]], say: Say) -> None:
+              docs: dict[str, dict[str, Any]], say: Say) -> dict[str, judge_mod.JudgeError]:
     loaded, engine = toolchain.loaded, toolchain.engine
     manifest = loaded.manifest
     key = judge_key(loaded, os.environ) or ""
@@ -136,7 +171,7 @@ def _by_agent(toolchain: Toolchain, spec: JudgeSpec, change: str, stage: Path,
             _keep(stage, arm, judge_mod.parse_judgement(judge_mod.agent_answer(spec.cli, out)),
                   say)
 
-        _each(by_agent, list(docs))
+        return _each(by_agent, list(docs))
 
 
 def _keep_wire(stage: Path, change: str, arm: str, spec: JudgeSpec) -> None:

@@ -267,11 +267,12 @@ def ensure_gradable(record: SampleRecord) -> None:
 
 
 def stack_of(record: SampleRecord) -> StackSpec | None:
-    """The recorded stack's compose file, by its recorded path and hash (a fresh project
-    from the same bytes: a file changed since is an infra error naming it). Its services'
-    images are resolved again by name, not pinned to the recorded IDs yet."""
+    """The recorded stack: its compose file by the recorded path and hash, its services on
+    the recorded image IDs (a fresh project of the same bytes and the same images: a file
+    changed since, or an image gone, is an infra error naming it)."""
     found = record.stack
-    return None if found is None else StackSpec(found.file, found.sha256, found.timeout_s)
+    return None if found is None else StackSpec(found.file, found.sha256, found.timeout_s,
+                                                tuple(sorted(found.services.items())))
 
 
 def server_of(record: SampleRecord, loaded: LoadedManifest | None) -> ServerSpec | None:

@@ -30,7 +30,7 @@ from runner import contract, workspace
 from runner.commands import down as down_mod
 from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR
-from runner.containers import arm_stack, checkout, database, images, sandbox, stack
+from runner.containers import arm_stack, checkout, database, images, sandbox
 from runner.containers import arms as arms_mod
 from runner.containers import gateway as gateway_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
@@ -106,8 +106,9 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             progress(f"removing leftovers of an interrupted up (run {existing.run})")
             down_mod.remove_orphans(engine, directory, name, keep_run=None)
         plan = _plan(engine, loaded, change, progress, toolchain)
-        terms = _contract(plan, directory, options)  # a changed contract fails fast
-        check_stack(engine, loaded, plan.change)  # a stack that would pull: refused now
+        # A changed contract fails fast; so does a stack that would pull (its images'
+        # identities are part of the contract).
+        terms = _contract(plan, directory, options)
         state_mod.save(directory, _starting_state(plan))
         try:
             made = _make(engine, plan, directory, progress)
@@ -126,19 +127,12 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
         return made
 
 
-def check_stack(engine: Engine, loaded: LoadedManifest, change: str) -> None:
-    """The success criterion's compose file and the arms' own, refused (exit 2, each
-    service named) if one asks for what a stack may not have or an image not local."""
-    path = loaded.stack_path(change)
-    if path is not None:
-        stack.check(engine, path.read_bytes(), str(path))
-    arm_stack.check(engine, loaded.toolchain_stack_path)
-
-
 def _contract(plan: UpPlan, directory: Path, options: UpOptions) -> contract_mod.Contract:
     """The stage's contract, refused (exit 4) if it changed since frozen, unless refreeze."""
     stage = stage_dir(directory, plan.change)
-    current = contract.build_contract(plan.loaded, plan.change, plan.base_commit, plan.image)
+    current = contract.build_contract(plan.loaded, plan.change, plan.base_commit, plan.image,
+                                      plan.toolchain.stack_images(plan.change),
+                                      plan.toolchain.arm_stack_images())
     if contract_mod.load_lock(stage) is not None and not options.refreeze:
         contract_mod.verify(stage, current)
     return current

@@ -34,9 +34,7 @@ from rig.oracle import StackSpec
 from rig.persist import write_text_atomic
 from rig.record import StackRecord
 from runner.containers import stack, stack_file
-from runner.containers.database import DB_ALIAS
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, LABEL_RUN, Engine, Labels
-from runner.containers.gateway import ALIAS as GATEWAY_ALIAS
 from runner.containers.sandbox import SandboxLimits
 from runner.errors import ArmStackError, ComposeError, RunnerError, StackRefusedError
 from runner.manifest import LoadedManifest
@@ -44,7 +42,7 @@ from runner.store import layout
 from runner.store.state import ArmSandbox, ExperimentState
 
 ROLE = "arm-stack"
-RESERVED = (DB_ALIAS, GATEWAY_ALIAS)  # the names the rig puts on an arm's network
+RESERVED = stack.ARM_RESERVED  # the names the rig puts on an arm's network
 RESTART = "on-failure"
 PROJECT_LABEL = "com.docker.compose.project"  # compose's own labels on what it makes
 SERVICE_LABEL = "com.docker.compose.service"
@@ -78,13 +76,6 @@ def start_for(engine: Engine, loaded: LoadedManifest, made: ExperimentState,
                       int(limits["disk_mb"])),
         {arm.arm: layout.arm_dir(directory, made.change, arm.arm) for arm in made.arms})
     return made.model_copy(update={"arms": start_all(engine, stacks, made.arms, progress)})
-
-
-def check(engine: Engine, path: Path | None) -> None:
-    """`[toolchain] stack` refused (exit 2, each service named) like a criterion's, and
-    a service named like `db` or `model-gateway` too; None: no arm stack."""
-    if path is not None:
-        stack.check(engine, path.read_bytes(), str(path), reserved=RESERVED)
 
 
 def project_name(experiment: str, arm: str, run: str) -> str:
@@ -147,7 +138,7 @@ def _render(engine: Engine, stacks: ArmStacks, arm: ArmSandbox) -> stack.StackRu
         problems = stack_file.arm_refusals(model, RESERVED)
         if problems:
             raise StackRefusedError(spec.file, problems)
-        ids = stack.image_ids(engine, spec.file, model)
+        ids = stack.image_ids(engine, spec, model)
         policy = stack_file.Policy(
             labels=Labels(stacks.experiment, ROLE, arm.arm, stacks.run).as_dict(),
             network=arm.network, cpus=limits.cpus, memory_mb=limits.memory_mb,

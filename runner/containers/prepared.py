@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner import workspace
-from runner.containers import images, sample_tree
+from runner.containers import images, sample_tree, stack
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.containers.images import BuiltImage, inspect
 from runner.errors import InfraError
@@ -138,6 +138,8 @@ class Toolchain:
         self._database: tuple[BuiltImage | None] | None = None
         self._prepared: dict[str, BuiltImage] = {}  # commit -> its prepared image
         self._gateway: BuiltImage | None = None
+        self._stacks: dict[str, dict[str, str]] = {}  # change -> service -> image identity
+        self._arm_stack: dict[str, str] | None = None  # `[toolchain] stack`'s, the same
 
     @property
     def image(self) -> BuiltImage:
@@ -165,6 +167,32 @@ class Toolchain:
             if self._gateway is None:
                 self._gateway = images.resolve(self.engine, GATEWAY_IMAGE)
             return self._gateway
+
+    def stack_images(self, change: str) -> dict[str, str] | None:
+        """The identity of each service image of the change's stack, checked once (a file
+        that is refused, or an image that would be pulled, is `StackRefusedError`); None
+        without a stack."""
+        path = self.loaded.stack_path(change)
+        if path is None:
+            return None
+        with self.lock:
+            if change not in self._stacks:
+                found = stack.check(self.engine, path.read_bytes(), str(path))
+                self._stacks[change] = {name: image.identity for name, image in found.items()}
+            return dict(self._stacks[change])
+
+    def arm_stack_images(self) -> dict[str, str] | None:
+        """`stack_images` of the arms' own stack (`[toolchain] stack`), with its own
+        refusals too (a service named like `db` or `model-gateway`); None without one."""
+        path = self.loaded.toolchain_stack_path
+        if path is None:
+            return None
+        with self.lock:
+            if self._arm_stack is None:
+                found = stack.check(self.engine, path.read_bytes(), str(path),
+                                    reserved=stack.ARM_RESERVED)
+                self._arm_stack = {name: image.identity for name, image in found.items()}
+            return dict(self._arm_stack)
 
     def for_commit(self, commit: str) -> BuiltImage:
         """The image a commit's samples and sandboxes run: the toolchain with `setup`

@@ -36,7 +36,9 @@ from typing import Any
 from rig.oracle import SampleSpec, StackSpec
 from rig.record import StackRecord
 from runner.containers import images, stack_file
+from runner.containers.database import DB_ALIAS
 from runner.containers.engine import Engine, Labels
+from runner.containers.gateway import ALIAS as GATEWAY_ALIAS
 from runner.containers.images import BuiltImage
 from runner.containers.sandbox import SandboxLimits
 from runner.errors import ComposeError, StackRefusedError
@@ -48,6 +50,7 @@ DOWN_TIMEOUT_S = 120
 STOP_GRACE_S = 5
 LOG_CAP = 256 * 1024  # bytes of the services' log kept: its head and tail
 SETUP_HINT = "run `make setup` (it installs Docker Compose v2 into the venv)"
+ARM_RESERVED = (DB_ALIAS, GATEWAY_ALIAS)  # the names the rig puts on an arm's network
 
 
 def binary() -> Path:
@@ -121,6 +124,25 @@ def _local_image(engine: Engine, ref: str) -> BuiltImage | None:
     if attrs is None:
         return None
     return BuiltImage(ref, ref, str(attrs["Id"]), images.layers_digest(attrs), cached=True)
+
+
+def pinned_images(engine: Engine, stack: StackSpec, model: Mapping[str, Any]
+                  ) -> dict[str, str]:
+    """The recorded image ID of each service; a service set that differs from the file's,
+    or an image that no longer exists, is `ComposeError` (never pulled, never rebuilt)."""
+    pinned = dict(stack.images)
+    if set(pinned) != set(stack_file.services(model)):
+        raise ComposeError(f"{stack.file}: services {sorted(stack_file.services(model))} are "
+                           f"not the recorded {sorted(pinned)}",
+                           hint="reproduce runs the stack the sample ran, or nothing")
+    gone = sorted(f"{name} ({image[:19]})" for name, image in pinned.items()
+                  if images.inspect(engine, image) is None)
+    if gone:
+        raise ComposeError(f"{stack.file}: the recorded image of {', '.join(gone)} no longer "
+                           "exists and is never pulled",
+                           hint="rebuild it (bakeoff-sandbox images build) and reproduce a "
+                                "record of the rebuilt image instead")
+    return pinned
 
 
 def sha256(content: bytes) -> str:
@@ -205,7 +227,7 @@ class Stacks:
             problems = stack_file.refusals(model)
             if problems:
                 raise StackRefusedError(stack.file, problems)
-            ids = image_ids(self.engine, stack.file, model)
+            ids = image_ids(self.engine, stack, model)
             rules = stack_file.Policy(
                 labels=Labels(self.experiment, "stack", spec.arm, self.run).as_dict(),
                 network=network, cpus=limits.cpus, memory_mb=limits.memory_mb,
@@ -227,13 +249,16 @@ class Stacks:
 RENDERED = "stack.json"  # the file a project runs out of, in its scratch directory
 
 
-def image_ids(engine: Engine, file: str, model: Mapping[str, Any]) -> dict[str, str]:
-    """service -> the ID of its local image (`up` checked they are all local)."""
+def image_ids(engine: Engine, stack: StackSpec, model: Mapping[str, Any]) -> dict[str, str]:
+    """service -> the ID of its local image (`up` checked they are all local), or the
+    IDs `stack.images` pins (a reproduction: the exact images, or an error)."""
+    if stack.images:
+        return pinned_images(engine, stack, model)
     built = {service: _local_image(engine, ref)
              for service, ref in stack_file.images(model).items()}
     missing = sorted(name for name, image in built.items() if image is None)
     if missing:
-        raise ComposeError(f"{file}: the images of {missing} are not local",
+        raise ComposeError(f"{stack.file}: the images of {missing} are not local",
                            hint="run `bakeoff-sandbox up` again: it checks the stack")
     return {name: image.image_id for name, image in built.items() if image is not None}
 

@@ -92,15 +92,35 @@ def test_a_sample_with_a_database_and_a_stack_reaches_both(
 def test_a_recorded_stack_sample_re_runs_on_a_fresh_stack_from_its_record(
         lab: StackLab) -> None:
     """`reproduce`'s spec of a stack sample names the recorded compose file by path and
-    hash; run again, it gets a project of its own and the same verdict."""
+    hash and pins each service to its recorded image ID; run again, it gets a project of
+    its own, the same images and the same verdict."""
     record = lab.run(lab.spec(lab.stack(), "tests/test_cache.py"))
+    assert record.stack is not None
     again = reproduce.spec_of(record, None)
-    assert again.stack == lab.spec(lab.stack(), "x").stack
+    fresh = lab.spec(lab.stack(), "x").stack
+    assert again.stack is not None and fresh is not None
+    assert (again.stack.file, again.stack.sha256) == (fresh.file, fresh.sha256)
+    assert dict(again.stack.images) == record.stack.services
     execution = lab.executor.execute(again)
-    assert execution.stack is not None and record.stack is not None
+    assert execution.stack is not None
     assert execution.stack.project != record.stack.project
     assert execution.stack.services == record.stack.services
     assert (str(grade(again, execution).verdict), record.verdict) == ("FAIL", "FAIL")
+
+
+def test_a_stack_sample_whose_recorded_image_is_gone_is_not_reproduced(
+        lab: StackLab) -> None:
+    """The exact stack or nothing: a service whose recorded image no longer exists is an
+    infra error naming it (never pulled, never swapped for today's tag)."""
+    record = lab.run(lab.spec(lab.stack(), "tests/test_cache.py"))
+    assert record.stack is not None
+    gone = "sha256:" + "0" * 64
+    forged = record.model_copy(update={"stack": record.stack.model_copy(
+        update={"services": {**record.stack.services, "redis": gone}})})
+    execution = lab.executor.execute(reproduce.spec_of(forged, None))
+    assert execution.infra_error is not None
+    assert ("the recorded image of redis (sha256:000000000000) no longer exists and is never "
+            "pulled") in execution.infra_error
 
 
 def test_two_arms_samples_at_once_never_see_each_others_services(lab: StackLab) -> None:

@@ -402,7 +402,8 @@ def test_the_stack_file_is_hashed_by_its_bytes_and_an_edit_is_named(target: Targ
     before = target.contract()
     assert before.changes[0].success.stack is not None
     assert before.changes[0].success.stack.model_dump() == {
-        "file": "compose/web.yml", "sha256": sha256(stack.read_bytes()), "timeout_s": 60.0}
+        "file": "compose/web.yml", "sha256": sha256(stack.read_bytes()), "timeout_s": 60.0,
+        "images": {}}  # the runner adds them (test_a_stack_image_rebuilt_to_other_content...)
     stack.write_text(stack.read_text() + "  cache:\n    image: bakeoff/redis\n")
     assert diff(before, target.contract()) == [f"{CHANGE}.success.stack.sha256"]
 
@@ -433,6 +434,51 @@ def test_the_arm_stack_file_is_hashed_by_its_bytes_and_an_edit_is_named(
     before = target.contract()
     assert before.toolchain.stack is not None
     assert before.toolchain.stack.model_dump() == {
-        "file": "compose/dev.yml", "sha256": sha256(stack.read_bytes()), "timeout_s": 30.0}
+        "file": "compose/dev.yml", "sha256": sha256(stack.read_bytes()), "timeout_s": 30.0,
+        "images": {}}  # the runner adds them (test_an_arm_stack_image_rebuilt_...)
     stack.write_text(stack.read_text() + "  cache:\n    image: bakeoff/redis\n")
     assert diff(before, target.contract()) == ["toolchain.stack.sha256"]
+
+
+def test_an_arm_stack_image_rebuilt_to_other_content_is_a_changed_contract(
+        target: Target, tmp_path: Path) -> None:
+    """The arms' own stack's service images are frozen by identity like a criterion's
+    stack's: a Redis rebuilt to other content after `up` is exit 4, named."""
+    from runner import contract as runner_contract
+    from runner.containers.images import BuiltImage
+
+    with_toolchain_stack(target)
+    image = BuiltImage("python", "bakeoff/python", "sha256:" + "1" * 64, IMAGE_ID, True)
+    loaded = load_manifest(target.root / "bakeoff.toml")
+    built = runner_contract.build_contract(loaded, "cap-horizon", target.base, image, None,
+                                           {"redis": "sha256:aa"})
+    assert built.toolchain.stack is not None
+    assert built.toolchain.stack.images == {"redis": "sha256:aa"}
+    freeze(tmp_path, built, refreeze=False)
+    rebuilt = runner_contract.build_contract(loaded, "cap-horizon", target.base, image, None,
+                                             {"redis": "sha256:cc"})
+    with pytest.raises(ContractMismatchError) as caught:
+        verify(tmp_path, rebuilt)
+    assert caught.value.changed == ["toolchain.stack.images[redis]"]
+
+
+def test_a_stack_image_rebuilt_to_other_content_is_a_changed_contract(
+        target: Target, tmp_path: Path) -> None:
+    """The runner freezes each service's image identity beside the file's hash (as it does
+    the toolchain image's): a Redis rebuilt to other content after `up` is exit 4, named."""
+    from runner import contract as runner_contract
+    from runner.containers.images import BuiltImage
+
+    with_stack(target)
+    image = BuiltImage("python", "bakeoff/python", "sha256:" + "1" * 64, IMAGE_ID, True)
+    loaded = load_manifest(target.root / "bakeoff.toml")
+    built = runner_contract.build_contract(loaded, "cap-horizon", target.base, image,
+                                           {"redis": "sha256:aa", "app": "sha256:bb"})
+    stack = built.changes[0].success.stack
+    assert stack is not None and stack.images == {"app": "sha256:bb", "redis": "sha256:aa"}
+    freeze(tmp_path, built, refreeze=False)
+    rebuilt = runner_contract.build_contract(loaded, "cap-horizon", target.base, image,
+                                             {"redis": "sha256:cc", "app": "sha256:bb"})
+    with pytest.raises(ContractMismatchError) as caught:
+        verify(tmp_path, rebuilt)
+    assert caught.value.changed == [f"{CHANGE}.success.stack.images[redis]"]
