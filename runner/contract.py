@@ -21,10 +21,13 @@ from runner.store.files import experiment_dir, stage_dir
 
 
 def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltImage,
-                   stack_images: Mapping[str, str] | None = None) -> contract_mod.Contract:
+                   stack_images: Mapping[str, str] | None = None,
+                   arm_stack_images: Mapping[str, str] | None = None
+                   ) -> contract_mod.Contract:
     """The grading of this stage; only this change's criterion is part of it, with its
     `protected` entries frozen as the files they name at `base`, and its stack's service
-    images by identity (`stack_images`, from `Toolchain.stack_images`)."""
+    images by identity (`stack_images`, from `Toolchain.stack_images`; the arms' own
+    stack's: `arm_stack_images`, from `Toolchain.arm_stack_images`)."""
     full = contract_mod.build_contract(
         loaded, base_commit=base, image_identity=image.identity,
         read_at_base=functools.partial(workspace.file_at, loaded.repo_path, base),
@@ -32,7 +35,8 @@ def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltI
         # Other changes are dropped below; their globs may name files only later bases have.
         protected_files=lambda c: expand_protected(loaded, c.id, base) if c.id == change else ())
     stage = full.model_copy(update={"changes": [
-        _with_images(c, stack_images) for c in full.changes if c.id == change]})
+        _with_images(c, stack_images) for c in full.changes if c.id == change],
+        "toolchain": _toolchain_with_images(full.toolchain, arm_stack_images)})
     known = known_baselines(loaded, change, stage)
     return stage.model_copy(update={"ratchet_baselines": {k: b.value for k, b in known.items()}})
 
@@ -45,6 +49,14 @@ def _with_images(change: contract_mod.ContractChange,
     success = change.success.model_copy(update={
         "stack": stack.model_copy(update={"images": dict(sorted(stack_images.items()))})})
     return change.model_copy(update={"success": success})
+
+
+def _toolchain_with_images(toolchain: contract_mod.ContractToolchain,
+                           images: Mapping[str, str] | None) -> contract_mod.ContractToolchain:
+    if toolchain.stack is None or images is None:
+        return toolchain
+    return toolchain.model_copy(update={"stack": toolchain.stack.model_copy(
+        update={"images": dict(sorted(images.items()))})})
 
 
 def protected_paths(loaded: LoadedManifest, change: str, base: str) -> tuple[str, ...]:
@@ -143,7 +155,8 @@ def verify(toolchain: Toolchain, change: str) -> LockVersion | None:
     base = lock.latest.contract.base_commit
     return contract_mod.verify(stage, build_contract(loaded, change, base,
                                                      toolchain.for_commit(base),
-                                                     toolchain.stack_images(change)))
+                                                     toolchain.stack_images(change),
+                                                     toolchain.arm_stack_images()))
 
 
 def require(toolchain: Toolchain, change: str) -> LockVersion:

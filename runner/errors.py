@@ -6,6 +6,8 @@ Every error a user can see says what was wrong, where, and what to do; the CLI p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class RunnerError(Exception):
     """Root of every error raised by `runner`. Exit code 1: an unexpected internal error."""
@@ -101,6 +103,20 @@ class StackRefusedError(BadInputError):
 class ComposeError(InfraError):
     """The compose binary is missing or a compose command failed outside a stack's own
     health (the rig's problem: exit 3)."""
+
+
+class ArmStackError(InfraError):
+    """An arm's own stack (`[toolchain] stack`) never got healthy at `up`: the base's code
+    or the rig's file, never an arm's doing (exit 3); the services are named."""
+
+    def __init__(self, arm: str, file: str, services: list[str], said: str,
+                 log: Path) -> None:
+        self.arm, self.file, self.services, self.log = arm, file, tuple(services), log
+        named = "; ".join(services) or "no service of it reported"
+        super().__init__(f"arm {arm}: its stack {file} never got healthy at `up`: {named}"
+                         + (f" (compose: {said})" if said else ""),
+                         hint=f"it runs the base's code: fix {file} or the base, then `up` "
+                              f"again (its services' log: {log})")
 
 
 class LeftoverError(InfraError):

@@ -104,12 +104,22 @@ class ContractChange(_Part):
 
 
 class ContractToolchain(_Part):
-    """The image every container runs, by name and by identity."""
+    """The image every container runs, by name and by identity; the arms' own stack
+    during dispatch (`[toolchain] stack`), when there is one."""
 
     image: str
     image_identity: str
     setup: list[str]
     requires: list[str]
+    stack: ContractStack | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_stack(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        # A toolchain without a stack hashes as it did before `[toolchain] stack` existed.
+        dumped: dict[str, object] = handler(self)
+        if dumped.get("stack") is None:
+            dumped.pop("stack", None)
+        return dumped
 
 
 class ContractLimits(_Part):
@@ -173,6 +183,7 @@ def build_contract(
         toolchain=ContractToolchain(
             image=toolchain.image, image_identity=image_identity,
             setup=list(toolchain.setup), requires=list(toolchain.requires),
+            stack=_toolchain_stack(loaded),
         ),
         limits=ContractLimits(**manifest.limits.model_dump()),
         base_commit=base_commit,
@@ -232,16 +243,30 @@ def _stack(loaded: LoadedManifest, change: Change) -> ContractStack | None:
     path = loaded.stack_path(change)
     if path is None or change.success.stack is None:
         return None
+    return ContractStack(file=change.success.stack,
+                         sha256=_stack_sha256(loaded, path, f"change {change.id!r}",
+                                              "changes[].success.stack"),
+                         timeout_s=change.success.stack_timeout_s)
+
+
+def _toolchain_stack(loaded: LoadedManifest) -> ContractStack | None:
+    toolchain = loaded.manifest.toolchain
+    path = loaded.toolchain_stack_path
+    if path is None or toolchain.stack is None:
+        return None
+    return ContractStack(file=toolchain.stack,
+                         sha256=_stack_sha256(loaded, path, "the toolchain", "toolchain.stack"),
+                         timeout_s=toolchain.stack_timeout_s)
+
+
+def _stack_sha256(loaded: LoadedManifest, path: Path, whose: str, key: str) -> str:
     try:
-        content = path.read_bytes()
+        return _sha256(path.read_bytes())
     except OSError as exc:
         raise RigError(
-            f"{loaded.path}: cannot read the stack of change {change.id!r} ({path}): "
-            f"{exc.strerror or exc}",
-            hint="write the compose file at that path, or correct changes[].success.stack",
+            f"{loaded.path}: cannot read the stack of {whose} ({path}): {exc.strerror or exc}",
+            hint=f"write the compose file at that path, or correct {key}",
         ) from None
-    return ContractStack(file=change.success.stack, sha256=_sha256(content),
-                         timeout_s=change.success.stack_timeout_s)
 
 
 def _brief_sha256(loaded: LoadedManifest, change: Change) -> str:

@@ -29,8 +29,8 @@ from runner.commands.dispatch.record import (
     interrupted_branch,
     load_record,
 )
+from runner.containers import arm_stack, database, sandbox
 from runner.containers import arms as arms_mod
-from runner.containers import database, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
 from runner.errors import DatabaseError, RunnerError, UnknownArmError
 from runner.manifest import LoadedManifest
@@ -72,6 +72,10 @@ def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) ->
                 keep_all(engine, loaded, directory, current, progress)
                 dropped, left = _drop_databases(engine, current, progress)
         finally:
+            if current is not None:  # the arms' own stacks: their logs kept, then down
+                arm_stack.stop_all(current.arms, {arm.arm: layout.arm_dir(
+                    directory, current.change, arm.arm) for arm in current.arms}, progress)
+            arm_stack.stop_orphans(engine, name, keep_run=None)
             removed = engine.remove_labelled({LABEL_EXPERIMENT: name})
             state_mod.clear(directory)
     progress(f"removed {removed['container']} containers, {removed['network']} networks, "
@@ -146,6 +150,7 @@ def _drop_orphan_databases(engine: Engine, current: ExperimentState) -> list[str
 
 def remove_orphans(engine: Engine, directory: Path, name: str,
                     keep_run: str | None) -> dict[str, int]:
+    arm_stack.stop_orphans(engine, name, keep_run)  # compose down, then the label sweep
     removed = engine.remove_labelled(
         {LABEL_EXPERIMENT: name},
         keep=lambda labels: keep_run is not None and labels.get(LABEL_RUN) == keep_run)

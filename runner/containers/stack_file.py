@@ -16,13 +16,15 @@ The services the top-level `x-bakeoff: {tree: {SERVICE: PATH}}` names run the ar
 code: the sample's tree (the same tar the criterion's container gets) is extracted at
 PATH in a tmpfs, root-owned and read-only to the code, which runs as the sandbox user
 (uid 1000) with no capability. (Top level, not per service: the JSON that
-`config --format json` prints keeps top-level extensions only.)
+`config --format json` prints keeps top-level extensions only.) An arm's own stack
+during dispatch (`Policy.checkout` set) mounts the arm's live checkout volume there
+instead, read-only, and its code runs as the sandbox user from the start.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,7 @@ NETWORK_KEY = "bakeoff"  # the one network of a rendered file: the sample's, ext
 INPUTS = "/bakeoff/in"  # where a tree service sees the rig's inputs (read-only)
 ENTRY = f"{INPUTS}/stack-entry.sh"
 SANDBOX_UID = 1000
+CHECKOUT_KEY = "bakeoff-checkout"  # an arm stack's key of the arm's checkout volume
 # Set on a service, each of these reaches outside the sample or past its limits.
 REFUSED_KEYS = {
     "build": "is built outside images/ (an image per project, with egress): add "
@@ -82,7 +85,9 @@ class Policy:
     memory_mb: int
     pids: int
     disk_mb: int
-    inputs: str  # the host directory of the rig's inputs (tree.tar, stack-entry.sh)
+    inputs: str = ""  # the host directory of the rig's inputs (tree.tar, stack-entry.sh)
+    checkout: str = ""  # an arm stack's: the arm's checkout volume, mounted read-only
+    restart: str = "no"
 
 
 def services(model: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -103,13 +108,30 @@ def images(model: Mapping[str, Any]) -> dict[str, str]:
             if service.get("image")}
 
 
-def refusals(model: Mapping[str, Any]) -> list[str]:
-    """Every reason the model may not run as a stack under test, each naming where."""
-    found = [f"{EXTENSION}: {problem}" for problem in _extension_problems(model)]
+def refusals(model: Mapping[str, Any], *, tree_required: bool = True) -> list[str]:
+    """Every reason the model may not run as a stack under test, each naming where. An
+    arm's own stack may have no tree service (a Redis the arm's sandbox uses, say)."""
+    found = [f"{EXTENSION}: {problem}" for problem in _extension_problems(model)
+             if tree_required or model.get(EXTENSION) is not None]
     for name, service in services(model).items():
         found += [f"service {name!r}: {problem}" for problem in _service_problems(
             name, service, name in trees(model))]
     found += _top_level_problems(model)
+    return found
+
+
+def arm_refusals(model: Mapping[str, Any], reserved: Sequence[str]) -> list[str]:
+    """What an arm's own stack may not have on top of `refusals`: a service named (or
+    aliased) like a name the rig puts on the arm's network (`reserved`: `db`,
+    `model-gateway`), or a volume under the key of the arm's checkout."""
+    found = refusals(model, tree_required=False)
+    for name, service in services(model).items():
+        aliases = ((service.get("networks") or {}).get("default") or {}).get("aliases") or []
+        found += [f"service {name!r}: {'its name' if alias == name else 'alias'} "
+                  f"{alias!r} is the rig's on the arm's network (rename it)"
+                  for alias in [name, *aliases] if alias in reserved]
+    if CHECKOUT_KEY in (model.get("volumes") or {}):
+        found.append(f"volumes: {CHECKOUT_KEY!r} is the rig's (the arm's checkout)")
     return found
 
 
@@ -192,6 +214,8 @@ def render(model: Mapping[str, Any], project: str, image_ids: Mapping[str, str],
     volumes = {name: {**{k: v for k, v in (volume or {}).items() if k not in ("name",)},
                       "labels": {**((volume or {}).get("labels") or {}), **policy.labels}}
                for name, volume in (model.get("volumes") or {}).items()}
+    if policy.checkout:
+        volumes[CHECKOUT_KEY] = {"name": policy.checkout, "external": True}
     out: dict[str, Any] = {"name": project, "services": rendered,
                            "networks": {NETWORK_KEY: {"name": policy.network,
                                                       "external": True}}}
@@ -209,7 +233,7 @@ def _service(name: str, service: Mapping[str, Any], image_id: str, policy: Polic
     aliases = [name, *((service.get("networks") or {}).get("default") or {}).get(
         "aliases", [])]
     memory = f"{policy.memory_mb}m"
-    out.update(image=image_id, pull_policy="never", restart="no", init=True,
+    out.update(image=image_id, pull_policy="never", restart=policy.restart, init=True,
                labels={**(service.get("labels") or {}), **policy.labels},
                cap_drop=["ALL"], security_opt=["no-new-privileges"], cpus=policy.cpus,
                mem_limit=memory, memswap_limit=memory, pids_limit=policy.pids,
@@ -217,8 +241,24 @@ def _service(name: str, service: Mapping[str, Any], image_id: str, policy: Polic
                logging={"driver": "json-file",
                         "options": {"max-size": f"{LOG_MAX_MB}m", "max-file": "1"}})
     if tree is not None:
-        out.update(_tree_service(out, tree, policy))
+        out.update(_live_tree_service(out, tree, policy) if policy.checkout
+                   else _tree_service(out, tree, policy))
     return out
+
+
+def _live_tree_service(service: Mapping[str, Any], path: str,
+                       policy: Policy) -> dict[str, Any]:
+    """An arm stack's tree service: the arm's live checkout at `path`, read-only (the
+    code is the sandbox user's: the service cannot write it), run as that user."""
+    return {
+        "user": f"{SANDBOX_UID}:{SANDBOX_UID}", "read_only": True,
+        "working_dir": service.get("working_dir") or path,
+        "environment": {"HOME": "/tmp", **(service.get("environment") or {})},
+        "tmpfs": [*(service.get("tmpfs") or []), f"/tmp:size={policy.disk_mb}m,mode=1777"],
+        "volumes": [*(service.get("volumes") or []),
+                    {"type": "volume", "source": CHECKOUT_KEY, "target": path,
+                     "read_only": True, "volume": {"nocopy": True}}],
+    }
 
 
 def _tree_service(service: Mapping[str, Any], path: str, policy: Policy) -> dict[str, Any]:

@@ -63,6 +63,13 @@ class LoadedManifest:
         stack = found.success.stack
         return None if stack is None else _resolve(self.root, stack)
 
+    @property
+    def toolchain_stack_path(self) -> Path | None:
+        """`[toolchain] stack` (each arm's own stack during dispatch), absolute; None
+        without one."""
+        stack = self.manifest.toolchain.stack
+        return None if stack is None else _resolve(self.root, stack)
+
     def change(self, change_id: str) -> Change:
         """The change with this id; `BadInputError` naming the known ids otherwise."""
         for change in self.manifest.changes:
@@ -154,21 +161,23 @@ def _brief_issues(loaded: LoadedManifest) -> list[Issue]:
 def _stack_issues(loaded: LoadedManifest) -> list[Issue]:
     """A stack's compose file must be a file under the manifest's directory (the rig's
     input, like a brief: never an arm's tree). `up` checks what it holds."""
+    named = [(f"changes[{index}].success.stack", change.success.stack,
+              loaded.stack_path(change))
+             for index, change in enumerate(loaded.manifest.changes)]
+    named.append(("toolchain.stack", loaded.manifest.toolchain.stack,
+                  loaded.toolchain_stack_path))
     issues = []
-    for index, change in enumerate(loaded.manifest.changes):
-        stack = loaded.stack_path(change)
+    for key, written, stack in named:
         if stack is None:
             continue
         if not stack.is_relative_to(loaded.root):
-            issues.append(Issue(f"changes[{index}].success.stack",
-                                f"leaves the manifest's directory: {stack}",
+            issues.append(Issue(key, f"leaves the manifest's directory: {stack}",
                                 "keep the compose file under the manifest's directory",
-                                found=change.success.stack))
+                                found=written))
         elif not stack.is_file():
-            issues.append(Issue(f"changes[{index}].success.stack",
-                                f"the compose file does not exist: {stack}",
+            issues.append(Issue(key, f"the compose file does not exist: {stack}",
                                 "write it (e.g. compose/NAME.yml beside the manifest)",
-                                found=change.success.stack))
+                                found=written))
     return issues
 
 

@@ -112,6 +112,15 @@ def _relative_paths(paths: list[str], fix: str) -> list[str]:
     return paths
 
 
+def stack_path_checked(value: str | None) -> str | None:
+    """A `stack = "compose/NAME.yml"` as written, or the rule it breaks."""
+    problem = None if value is None else relative_path_problem(value)
+    if problem is not None:
+        raise_if_any([RuleViolation((), problem, "name the compose file relative to the "
+                                    "manifest, e.g. compose/NAME.yml", found=value)])
+    return value
+
+
 def _no_schema_default(schema: JsonDict) -> None:
     schema.pop("default", None)
 
@@ -245,11 +254,24 @@ class Toolchain(Section):
     env_files: list[str] = Field(
         default_factory=list, description="files copied from the main checkout into every arm"
     )
+    stack: str | None = Field(
+        default=None,
+        description="optional: a compose file (relative to the manifest, e.g. "
+                    "compose/NAME.yml): each arm's own stack during dispatch, on the arm's "
+                    "network, its tree services running the arm's live checkout",
+    )
+    stack_timeout_s: float = Field(default=60, gt=0,
+                                   description="how long `up` awaits each arm stack's health")
 
     @field_validator("env_files")
     @classmethod
     def _env_files_relative(cls, value: list[str]) -> list[str]:
         return _relative_paths(value, "name a file relative to the repository root")
+
+    @field_validator("stack")
+    @classmethod
+    def _stack_relative(cls, value: str | None) -> str | None:
+        return stack_path_checked(value)
 
 
 class Limits(Section):
@@ -397,11 +419,7 @@ class Success(Section):
     @field_validator("stack")
     @classmethod
     def _stack_relative(cls, value: str | None) -> str | None:
-        problem = None if value is None else relative_path_problem(value)
-        if problem is not None:
-            raise_if_any([RuleViolation((), problem, "name the compose file relative to the "
-                                        "manifest, e.g. compose/NAME.yml", found=value)])
-        return value
+        return stack_path_checked(value)
 
 
 class Change(Section):

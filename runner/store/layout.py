@@ -14,7 +14,8 @@
         SCORECARD.md               `score`, `merge`
         base.bundle                the base for the checkouts (gone after `up`)
         brief/                     mounted read-only in every sandbox
-        arms/<arm>/                arm.json, dispatch.log, keep/ (`dispatch`)
+        arms/<arm>/                arm.json, dispatch.log, keep/ (`dispatch`),
+                                   stack.log (the arm stack's services, at `down`)
         judge/<arm>.json           the judge's answer
         judge/<arm>.wire.json      an agent judge's requests, totalled (its gateway's records)
         judge/gateway/             the agent judges' gateway state, laid out like gateway/
@@ -43,6 +44,7 @@ STATE_ROOT = ".bakeoff"
 STAGES = "stages"
 ARM_RECORD = "arm.json"
 DISPATCH_LOG = "dispatch.log"
+ARM_STACK_LOG = "stack.log"
 RESCORE_SUMMARY = "rescore.json"
 RESCORE_CARD = "RESCORE.md"
 
@@ -194,6 +196,12 @@ def arm_dir(directory: Path, change: str, arm: str) -> Path:
 
 def arm_record(directory: Path, change: str, arm: str) -> Path:
     return arm_dir(directory, change, arm) / ARM_RECORD
+
+
+def arm_stack_log(arm_folder: Path) -> Path:
+    """The services' log of the arm's own stack (`[toolchain] stack`), kept when it is
+    stopped (`down`, or `up` when it never got healthy)."""
+    return arm_folder / ARM_STACK_LOG
 
 
 def keep_dir(arm_folder: Path) -> Path:

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rig import contract as contract_mod
+from rig.record import StackRecord
 from runner.errors import NotUpError
 from runner.manifest import LoadedManifest
 from runner.store import layout, records
@@ -49,6 +50,7 @@ class ArmSandbox(BaseModel):
     image_id: str | None = None   # the arm's own image (an agent layer), when not the stage's
     agent_cli: dict[str, str] | None = None   # the installed CLI's identity (`InstalledCli`)
     gateway_token: str | None = None          # a gateway arm's token: never its real key
+    stack: StackRecord | None = None          # its own stack during dispatch (`arm_stack`)
 
 
 class ExperimentState(BaseModel):

@@ -408,6 +408,60 @@ def test_the_stack_file_is_hashed_by_its_bytes_and_an_edit_is_named(target: Targ
     assert diff(before, target.contract()) == [f"{CHANGE}.success.stack.sha256"]
 
 
+TOOLCHAIN_LINE = 'env_files = []'
+
+
+def with_toolchain_stack(target: Target) -> Path:
+    stack = target.root / "compose" / "dev.yml"
+    stack.parent.mkdir(exist_ok=True)
+    stack.write_text("services:\n  redis:\n    image: bakeoff/redis\n")
+    target.edit("bakeoff.toml", TOOLCHAIN_LINE,
+                'env_files = []\nstack = "compose/dev.yml"\nstack_timeout_s = 30')
+    return stack
+
+
+def test_a_toolchain_without_a_stack_hashes_as_before_arm_stacks_existed(
+        target: Target) -> None:
+    """Pins that `[toolchain] stack` did not change the hash of a contract frozen before
+    it existed (a key `stack: null` under toolchain would make every old lock exit 4)."""
+    data = json.loads(canonical_json(target.contract()))
+    assert sorted(data["toolchain"]) == ["image", "image_identity", "requires", "setup"]
+
+
+def test_the_arm_stack_file_is_hashed_by_its_bytes_and_an_edit_is_named(
+        target: Target) -> None:
+    stack = with_toolchain_stack(target)
+    before = target.contract()
+    assert before.toolchain.stack is not None
+    assert before.toolchain.stack.model_dump() == {
+        "file": "compose/dev.yml", "sha256": sha256(stack.read_bytes()), "timeout_s": 30.0,
+        "images": {}}  # the runner adds them (test_an_arm_stack_image_rebuilt_...)
+    stack.write_text(stack.read_text() + "  cache:\n    image: bakeoff/redis\n")
+    assert diff(before, target.contract()) == ["toolchain.stack.sha256"]
+
+
+def test_an_arm_stack_image_rebuilt_to_other_content_is_a_changed_contract(
+        target: Target, tmp_path: Path) -> None:
+    """The arms' own stack's service images are frozen by identity like a criterion's
+    stack's: a Redis rebuilt to other content after `up` is exit 4, named."""
+    from runner import contract as runner_contract
+    from runner.containers.images import BuiltImage
+
+    with_toolchain_stack(target)
+    image = BuiltImage("python", "bakeoff/python", "sha256:" + "1" * 64, IMAGE_ID, True)
+    loaded = load_manifest(target.root / "bakeoff.toml")
+    built = runner_contract.build_contract(loaded, "cap-horizon", target.base, image, None,
+                                           {"redis": "sha256:aa"})
+    assert built.toolchain.stack is not None
+    assert built.toolchain.stack.images == {"redis": "sha256:aa"}
+    freeze(tmp_path, built, refreeze=False)
+    rebuilt = runner_contract.build_contract(loaded, "cap-horizon", target.base, image, None,
+                                             {"redis": "sha256:cc"})
+    with pytest.raises(ContractMismatchError) as caught:
+        verify(tmp_path, rebuilt)
+    assert caught.value.changed == ["toolchain.stack.images[redis]"]
+
+
 def test_a_stack_image_rebuilt_to_other_content_is_a_changed_contract(
         target: Target, tmp_path: Path) -> None:
     """The runner freezes each service's image identity beside the file's hash (as it does

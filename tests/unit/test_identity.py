@@ -50,8 +50,10 @@ def test_an_arm_record_written_before_the_identity_model_loads_and_dumps_byte_id
     assert record is not None
     assert (record.arm, record.model, record.effort_normalized, record.control) == (
         "fixer", "scripted-fixer", "none", False)
-    # Issue 13 added keys, with their defaults; every old key keeps its value and place.
-    added = {"model_observed": None, "agent_cli": None, "gateway": None, "marks": []}
+    # Issues 13 and 14 added keys, with their defaults; every old key keeps its value and
+    # place.
+    added = {"model_observed": None, "agent_cli": None, "gateway": None, "marks": [],
+             "stack": None}
     dumped = json.loads(record.model_dump_json())
     assert {key: dumped.pop(key) for key in added} == added
     old = json.loads(path.read_text(encoding="utf-8"))

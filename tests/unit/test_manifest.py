@@ -149,6 +149,12 @@ BAD_MANIFESTS = [
                                                'parser = "pytest"\nstack = "../web.yml"\n'
                                                '# server'),
         "changes[0].success.stack"),
+    Bad("toolchain-stack-file-missing",
+        edit("env_files = []", 'env_files = []\nstack = "compose/dev.yml"'),
+        "toolchain.stack", "the compose file does not exist"),
+    Bad("toolchain-stack-outside-the-manifest-dir",
+        edit("env_files = []", 'env_files = []\nstack = "../dev.yml"'), "toolchain.stack",
+        "relative to the repository root, without '..'"),
     Bad("base-ref-missing", edit('base = "main"', 'base = "no-such-ref"'), "experiment.base",
         "no-such-ref"),
     Bad("repo-not-a-repository", edit('repo = "."', 'repo = "briefs"'), "experiment.repo",

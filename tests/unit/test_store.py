@@ -232,7 +232,7 @@ def test_regression_a_broken_baseline_names_where_its_logs_really_are(tmp_path: 
 NAMES = {".bakeoff", "stages", "arms", "samples", "judge", "proofs", "diagnosis", "merge",
          "reproduce", "rescore", "brief", "tools", "oracle", "keep", "sandboxes.json", "lock",
          "stage.json", "merge.json", "arm.json", "dispatch.log", "rescore.json", "RESCORE.md",
-         "SCORECARD.md", "OBSERVATION.json", "RESULTS.md", "base.bundle"}
+         "SCORECARD.md", "OBSERVATION.json", "RESULTS.md", "base.bundle", "stack.log"}
 PATH_CALLS = {"glob", "rglob", "joinpath", "with_name", "Path"}
 OWNER = "runner/store/layout.py"
 ALLOWED = {  # (module, name): why it may spell it

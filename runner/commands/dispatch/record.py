@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rig import wire
 from rig.persist import write_text_atomic
+from rig.record import StackRecord
 from runner.commands.dispatch.redact import Redactor
 from runner.manifest import ArmIdentity, EffortProvenance
 from runner.store import layout
@@ -91,6 +92,9 @@ class ArmRecord(ArmIdentity, _Dispatched):
     effort_observed: str | None = None
     model_observed: str | None = None
     agent_cli: dict[str, str] | None = None    # the pinned CLI the arm ran (`InstalledCli`)
+    # Its own stack during dispatch (`[toolchain] stack`), as `up` made it: the file by
+    # path and sha256, the project, each service's image ID.
+    stack: StackRecord | None = None
     gateway: wire.WireSummary | None = None    # its requests through the model gateway
     # effort_mismatch, model_mismatch, budget_exhausted, unrestricted_network: each flags
     # the round in every report (the arm is still scored).

@@ -270,7 +270,7 @@ def _starting_record(ctx: DispatchContext, plan: ArmPlan) -> ArmRecord:
         started_at=now_iso(), model=arm.model, effort=arm.effort,
         effort_normalized=arm.effort_normalized, effort_provenance=arm.effort_provenance,
         effort_evidence=arm.effort_evidence, mode=arm.mode, control=arm.control,
-        effort_probe=arm.effort_probe, agent_cli=box.agent_cli,
+        effort_probe=arm.effort_probe, agent_cli=box.agent_cli, stack=box.stack,
         marks=["unrestricted_network"] if arm.network == "egress" else [])
 
 
