@@ -51,6 +51,7 @@ STOP_GRACE_S = 5
 LOG_CAP = 256 * 1024  # bytes of the services' log kept: its head and tail
 SETUP_HINT = "run `make setup` (it installs Docker Compose v2 into the venv)"
 ARM_RESERVED = (DB_ALIAS, GATEWAY_ALIAS)  # the names the rig puts on an arm's network
+SAMPLE_RESERVED = (DB_ALIAS,)  # on a sample's own network: the database, with [database]
 
 
 def binary() -> Path:
@@ -101,7 +102,7 @@ def check(engine: Engine, content: bytes, file: str, workdir: Path | None = None
     puts on the arm's network (`stack_file.arm_refusals`)."""
     with tempfile.TemporaryDirectory(prefix="bakeoff-stack-") as scratch:
         model = load(content, file, workdir or Path(scratch))
-    problems = (stack_file.refusals(model) if reserved is None
+    problems = (stack_file.refusals(model, reserved=SAMPLE_RESERVED) if reserved is None
                 else stack_file.arm_refusals(model, reserved))
     resolved: dict[str, BuiltImage] = {}
     for service, ref in stack_file.images(model).items():
@@ -224,7 +225,7 @@ class Stacks:
         workdir = Path(tempfile.mkdtemp(prefix="stack-", dir=inputs.parent))
         try:
             model = load(read_frozen(stack), stack.file, workdir)
-            problems = stack_file.refusals(model)
+            problems = stack_file.refusals(model, reserved=SAMPLE_RESERVED)
             if problems:
                 raise StackRefusedError(stack.file, problems)
             ids = image_ids(self.engine, stack, model)

@@ -108,28 +108,30 @@ def images(model: Mapping[str, Any]) -> dict[str, str]:
             if service.get("image")}
 
 
-def refusals(model: Mapping[str, Any], *, tree_required: bool = True) -> list[str]:
+def refusals(model: Mapping[str, Any], *, tree_required: bool = True,
+             reserved: Sequence[str] = (), on: str = "the sample's network") -> list[str]:
     """Every reason the model may not run as a stack under test, each naming where. An
-    arm's own stack may have no tree service (a Redis the arm's sandbox uses, say)."""
+    arm's own stack may have no tree service (a Redis the arm's sandbox uses, say).
+    `reserved`: names the rig puts on the stack's network (the database's `db`): a
+    service named or aliased so would make the name ambiguous."""
     found = [f"{EXTENSION}: {problem}" for problem in _extension_problems(model)
              if tree_required or model.get(EXTENSION) is not None]
     for name, service in services(model).items():
         found += [f"service {name!r}: {problem}" for problem in _service_problems(
             name, service, name in trees(model))]
+        aliases = ((service.get("networks") or {}).get("default") or {}).get("aliases") or []
+        found += [f"service {name!r}: {'its name' if alias == name else 'alias'} "
+                  f"{alias!r} is the rig's on {on} (rename it)"
+                  for alias in [name, *aliases] if alias in reserved]
     found += _top_level_problems(model)
     return found
 
 
 def arm_refusals(model: Mapping[str, Any], reserved: Sequence[str]) -> list[str]:
-    """What an arm's own stack may not have on top of `refusals`: a service named (or
-    aliased) like a name the rig puts on the arm's network (`reserved`: `db`,
-    `model-gateway`), or a volume under the key of the arm's checkout."""
-    found = refusals(model, tree_required=False)
-    for name, service in services(model).items():
-        aliases = ((service.get("networks") or {}).get("default") or {}).get("aliases") or []
-        found += [f"service {name!r}: {'its name' if alias == name else 'alias'} "
-                  f"{alias!r} is the rig's on the arm's network (rename it)"
-                  for alias in [name, *aliases] if alias in reserved]
+    """What an arm's own stack may not have: `refusals` with no tree required and the
+    names the rig puts on the arm's network reserved (`db`, `model-gateway`), and a volume
+    under the key of the arm's checkout."""
+    found = refusals(model, tree_required=False, reserved=reserved, on="the arm's network")
     if CHECKOUT_KEY in (model.get("volumes") or {}):
         found.append(f"volumes: {CHECKOUT_KEY!r} is the rig's (the arm's checkout)")
     return found

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from runner.containers import stack_file
-from runner.containers.stack import cap, health_of, project_name
+from runner.containers.stack import SAMPLE_RESERVED, cap, health_of, project_name
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "compose" / "cachey.config.json"
 MODEL: dict[str, Any] = json.loads(FIXTURE.read_text())["model"]
@@ -63,6 +63,18 @@ def test_the_cachey_example_is_accepted() -> None:
 ])
 def test_each_refusal_names_the_service_and_the_key(keys: dict[str, Any], refusal: str) -> None:
     assert stack_file.refusals(with_redis(**keys)) == [f"service 'redis': {refusal}"]
+
+
+def test_a_criterion_stack_service_named_or_aliased_db_is_refused() -> None:
+    """With [database] the sample's own network has the Postgres as `db`: a service of that
+    name (or alias) would make `db` resolve to either."""
+    model = copy.deepcopy(MODEL)
+    model["services"]["db"] = model["services"].pop("redis")
+    assert stack_file.refusals(model, reserved=SAMPLE_RESERVED) == [
+        "service 'db': its name 'db' is the rig's on the sample's network (rename it)"]
+    aliased = with_redis(networks={"default": {"aliases": ["db"]}})
+    assert stack_file.refusals(aliased, reserved=SAMPLE_RESERVED) == [
+        "service 'redis': alias 'db' is the rig's on the sample's network (rename it)"]
 
 
 def test_a_service_without_an_image_is_refused() -> None:
