@@ -52,8 +52,8 @@ PROBE_SERVICE = '''  probe:
     command: ["python3", "probe.py"]
     healthcheck:
       test: ["CMD", "python3", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8001/')"]
-      interval: 1s
-      retries: 10
+      interval: 250ms
+      retries: 40
 '''
 LAB_STACK = (STACK.replace("\nx-bakeoff:", "\nvolumes:\n  scratch: {}\n\nx-bakeoff:")
              .replace("    app: /work\n", "    app: /work\n    probe: /work\n")
@@ -64,7 +64,7 @@ LAB_STACK = (STACK.replace("\nx-bakeoff:", "\nvolumes:\n  scratch: {}\n\nx-bakeo
 # The rig's own mistake: a health check that can never pass, whatever the code.
 BROKEN_STACK = STACK.replace('["CMD", "redis-cli", "ping"]',
                              '["CMD", "redis-cli", "-p", "6390", "ping"]').replace(
-    "retries: 10", "retries: 3")
+    "retries: 40", "retries: 8")
 
 TESTS = {
     # Passes only when no earlier sample's value is in this sample's Redis.

@@ -35,14 +35,14 @@ DEV_STACK = """services:
     healthcheck:
       test: ["CMD", "python3", "-c",
              "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/app.py', timeout=2)"]
-      interval: 1s
-      retries: 20
+      interval: 250ms
+      retries: 80
   redis:
     image: bakeoff/redis
     healthcheck:
       test: ["CMD", "redis-cli", "ping"]
-      interval: 1s
-      retries: 20
+      interval: 250ms
+      retries: 80
 x-bakeoff:
   tree:
     app: /work
@@ -53,8 +53,8 @@ BROKEN_STACK = """services:
     image: bakeoff/redis
     healthcheck:
       test: ["CMD", "redis-cli", "-p", "6390", "ping"]
-      interval: 1s
-      retries: 2
+      interval: 250ms
+      retries: 8
 """
 # A few lines of RESP over a socket: the sandbox's image has python, not redis-cli.
 REDIS = """import socket, sys
