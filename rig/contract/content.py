@@ -74,6 +74,14 @@ class ContractStack(_Part):
     images: dict[str, str] = Field(default_factory=dict)  # service -> image identity
 
 
+def _no_absent_stack(dumped: dict[str, object]) -> dict[str, object]:
+    """A criterion or a toolchain without a stack hashes as it did before stacks existed:
+    contracts frozen then still verify."""
+    if dumped.get("stack") is None:
+        dumped.pop("stack", None)
+    return dumped
+
+
 class ContractSuccess(_Part):
     """A change's success criterion."""
 
@@ -84,12 +92,7 @@ class ContractSuccess(_Part):
 
     @model_serializer(mode="wrap")
     def _without_absent_stack(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        # A criterion without a stack hashes as it did before stacks existed: contracts
-        # frozen then still verify.
-        dumped: dict[str, object] = handler(self)
-        if dumped.get("stack") is None:
-            dumped.pop("stack", None)
-        return dumped
+        return _no_absent_stack(handler(self))
 
 
 class ContractChange(_Part):
@@ -115,11 +118,7 @@ class ContractToolchain(_Part):
 
     @model_serializer(mode="wrap")
     def _without_absent_stack(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        # A toolchain without a stack hashes as it did before `[toolchain] stack` existed.
-        dumped: dict[str, object] = handler(self)
-        if dumped.get("stack") is None:
-            dumped.pop("stack", None)
-        return dumped
+        return _no_absent_stack(handler(self))
 
 
 class ContractLimits(_Part):
