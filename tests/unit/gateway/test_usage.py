@@ -5,6 +5,9 @@ from __future__ import annotations
 import gzip
 import zlib
 
+import pytest
+
+from gateway import usage as usage_mod
 from gateway.config import Price
 from gateway.usage import Api, RequestFacts, ResponseObserver, Usage, cost_usd, request_facts
 from tests.unit.gateway.streams import ANTHROPIC_STREAM, RESPONSES_STREAM
@@ -39,9 +42,15 @@ def test_a_compressed_stream_is_metered_like_a_plain_one() -> None:
                                                  cache_write=30))}
 
 
-def test_a_compression_bomb_stops_being_read_and_garbage_is_no_usage() -> None:
-    bomb = gzip.compress(b" " * (300 << 20))  # 300 MiB of spaces, ~300 KiB packed
+def test_a_compression_bomb_stops_being_read_and_garbage_is_no_usage(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_DECODED_BYTES (256 MiB; 1 MiB here) nothing more is decoded: the usage at
+    the end of a bomb is never reached."""
+    monkeypatch.setattr(usage_mod, "MAX_DECODED_BYTES", 1 << 20)
+    tail = b"".join(ANTHROPIC_STREAM)
+    bomb = gzip.compress(b" " * (4 << 20) + tail)  # 4 MiB of spaces, then a real stream
     assert observe(Api.MESSAGES, bomb, 1 << 16, "gzip").usage is None
+    assert observe(Api.MESSAGES, gzip.compress(tail), 1 << 16, "gzip").usage is not None
     assert observe(Api.MESSAGES, b"not gzip at all", 4, "gzip").usage is None
 
 
