@@ -20,8 +20,6 @@ keeps each stack's log there too, then `compose down -v`; the label sweep follow
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -36,7 +34,7 @@ from rig.record import StackRecord
 from runner.containers import stack, stack_file
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, LABEL_RUN, Engine, Labels
 from runner.containers.sandbox import SandboxLimits
-from runner.errors import ArmStackError, ComposeError, RunnerError, StackRefusedError
+from runner.errors import ArmStackError, ComposeError, RunnerError
 from runner.manifest import LoadedManifest
 from runner.store import layout
 from runner.store.state import ArmSandbox, ExperimentState
@@ -80,8 +78,7 @@ def start_for(engine: Engine, loaded: LoadedManifest, made: ExperimentState,
 
 def project_name(experiment: str, arm: str, run: str) -> str:
     """The arm's project: one per arm and run, findable by its name too."""
-    raw = f"bakeoff-{experiment}-{arm}-{run}-stack".lower()
-    return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9_-]", "-", raw)).strip("-_")
+    return stack.valid_project(f"bakeoff-{experiment}-{arm}-{run}-stack")
 
 
 def start_all(engine: Engine, stacks: ArmStacks, arms: list[ArmSandbox],
@@ -131,26 +128,15 @@ def start(engine: Engine, stacks: ArmStacks, arm: ArmSandbox) -> StackRecord:
 def _render(engine: Engine, stacks: ArmStacks, arm: ArmSandbox) -> stack.StackRun:
     """The frozen file's model, refused or rendered with the arm's policy into a scratch
     directory of its own."""
-    workdir = Path(tempfile.mkdtemp(prefix="bakeoff-arm-stack-"))
-    spec, limits = stacks.stack, stacks.limits
-    try:
-        model = stack.load(stack.read_frozen(spec), spec.file, workdir)
-        problems = stack_file.arm_refusals(model, RESERVED)
-        if problems:
-            raise StackRefusedError(spec.file, problems)
-        ids = stack.image_ids(engine, spec, model)
-        policy = stack_file.Policy(
-            labels=Labels(stacks.experiment, ROLE, arm.arm, stacks.run).as_dict(),
-            network=arm.network, cpus=limits.cpus, memory_mb=limits.memory_mb,
-            pids=limits.pids, disk_mb=limits.disk_mb, checkout=arm.checkout,
-            restart=RESTART)
-        project = project_name(stacks.experiment, arm.arm, stacks.run)
-        (workdir / stack.RENDERED).write_text(json.dumps(
-            stack_file.render(model, project, ids, policy), indent=1))
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    return stack.StackRun(spec.file, spec.sha256, project, workdir, ids, spec.timeout_s)
+    limits = stacks.limits
+    policy = stack_file.Policy(
+        labels=Labels(stacks.experiment, ROLE, arm.arm, stacks.run).as_dict(),
+        network=arm.network, cpus=limits.cpus, memory_mb=limits.memory_mb,
+        pids=limits.pids, disk_mb=limits.disk_mb, checkout=arm.checkout, restart=RESTART)
+    return stack.render_run(engine, stacks.stack,
+                            Path(tempfile.mkdtemp(prefix="bakeoff-arm-stack-")),
+                            project_name(stacks.experiment, arm.arm, stacks.run), policy,
+                            lambda model: stack_file.arm_refusals(model, RESERVED))
 
 
 def unhealthy(engine: Engine, experiment: str, project: str) -> list[str]:

@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,8 +168,12 @@ def read_frozen(stack: StackSpec) -> bytes:
 def project_name(experiment: str, run: str, sample: str) -> str:
     """A compose project name of one sample: ours, findable, unique (a retry or a
     reproduction of the same sample gets another)."""
-    raw = f"bakeoff-{experiment}-{run}-{sample}-{secrets.token_hex(2)}".lower()
-    return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9_-]", "-", raw)).strip("-_")
+    return valid_project(f"bakeoff-{experiment}-{run}-{sample}-{secrets.token_hex(2)}")
+
+
+def valid_project(raw: str) -> str:
+    """`raw` as compose accepts a project name: lowercase letters, digits, `_` and `-`."""
+    return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9_-]", "-", raw.lower())).strip("-_")
 
 
 @dataclass
@@ -222,32 +226,41 @@ class Stacks:
                 limits: SandboxLimits) -> StackRun:
         """The frozen file's model, checked, rendered with the rig's policy into a scratch
         directory beside the sample's inputs (the entry script into the inputs)."""
+        (inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
+        (inputs / "stack-entry.sh").chmod(0o644)
+        rules = stack_file.Policy(
+            labels=Labels(self.experiment, "stack", spec.arm, self.run).as_dict(),
+            network=network, cpus=limits.cpus, memory_mb=limits.memory_mb,
+            pids=limits.pids, disk_mb=limits.disk_mb, inputs=str(inputs))
         workdir = Path(tempfile.mkdtemp(prefix="stack-", dir=inputs.parent))
-        try:
-            model = load(read_frozen(stack), stack.file, workdir)
-            problems = stack_file.refusals(model, reserved=SAMPLE_RESERVED)
-            if problems:
-                raise StackRefusedError(stack.file, problems)
-            ids = image_ids(self.engine, stack, model)
-            rules = stack_file.Policy(
-                labels=Labels(self.experiment, "stack", spec.arm, self.run).as_dict(),
-                network=network, cpus=limits.cpus, memory_mb=limits.memory_mb,
-                pids=limits.pids, disk_mb=limits.disk_mb, inputs=str(inputs))
-            project = project_name(self.experiment, self.run, spec.sample)
-            (inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
-            (inputs / "stack-entry.sh").chmod(0o644)
-            (workdir / RENDERED).write_text(json.dumps(
-                stack_file.render(model, project, ids, rules), indent=1))
-        except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise
-        return StackRun(stack.file, stack.sha256, project, workdir, ids, stack.timeout_s)
+        project = project_name(self.experiment, self.run, spec.sample)
+        return render_run(self.engine, stack, workdir, project, rules,
+                          lambda model: stack_file.refusals(model, reserved=SAMPLE_RESERVED))
 
     def stop(self, run: StackRun) -> None:
         stop(run)
 
 
 RENDERED = "stack.json"  # the file a project runs out of, in its scratch directory
+
+
+def render_run(engine: Engine, stack: StackSpec, workdir: Path, project: str,
+               policy: stack_file.Policy,
+               refusals: Callable[[Mapping[str, Any]], list[str]]) -> StackRun:
+    """The frozen file's model, refused (`refusals`) or rendered with `policy` into
+    `workdir`, the project's own scratch directory (removed if anything fails)."""
+    try:
+        model = load(read_frozen(stack), stack.file, workdir)
+        problems = refusals(model)
+        if problems:
+            raise StackRefusedError(stack.file, problems)
+        ids = image_ids(engine, stack, model)
+        (workdir / RENDERED).write_text(json.dumps(
+            stack_file.render(model, project, ids, policy), indent=1))
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return StackRun(stack.file, stack.sha256, project, workdir, ids, stack.timeout_s)
 
 
 def image_ids(engine: Engine, stack: StackSpec, model: Mapping[str, Any]) -> dict[str, str]:
