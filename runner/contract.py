@@ -43,20 +43,22 @@ def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltI
 
 def _with_images(change: contract_mod.ContractChange,
                  stack_images: Mapping[str, str] | None) -> contract_mod.ContractChange:
-    stack = change.success.stack
-    if stack is None or stack_images is None:
-        return change
-    success = change.success.model_copy(update={
-        "stack": stack.model_copy(update={"images": dict(sorted(stack_images.items()))})})
-    return change.model_copy(update={"success": success})
+    stack = _stack_with_images(change.success.stack, stack_images)
+    return change.model_copy(update={"success": change.success.model_copy(
+        update={"stack": stack})})
 
 
 def _toolchain_with_images(toolchain: contract_mod.ContractToolchain,
                            images: Mapping[str, str] | None) -> contract_mod.ContractToolchain:
-    if toolchain.stack is None or images is None:
-        return toolchain
-    return toolchain.model_copy(update={"stack": toolchain.stack.model_copy(
-        update={"images": dict(sorted(images.items()))})})
+    return toolchain.model_copy(update={"stack": _stack_with_images(toolchain.stack, images)})
+
+
+def _stack_with_images(stack: contract_mod.ContractStack | None,
+                       images: Mapping[str, str] | None) -> contract_mod.ContractStack | None:
+    """A frozen stack with its service images' identities (none known: as it was)."""
+    if stack is None or images is None:
+        return stack
+    return stack.model_copy(update={"images": dict(sorted(images.items()))})
 
 
 def protected_paths(loaded: LoadedManifest, change: str, base: str) -> tuple[str, ...]:

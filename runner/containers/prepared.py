@@ -138,8 +138,8 @@ class Toolchain:
         self._database: tuple[BuiltImage | None] | None = None
         self._prepared: dict[str, BuiltImage] = {}  # commit -> its prepared image
         self._gateway: BuiltImage | None = None
-        self._stacks: dict[str, dict[str, str]] = {}  # change -> service -> image identity
-        self._arm_stack: dict[str, str] | None = None  # `[toolchain] stack`'s, the same
+        # "change <id>" / "toolchain" -> service -> image identity, checked once
+        self._stacks: dict[str, dict[str, str]] = {}
 
     @property
     def image(self) -> BuiltImage:
@@ -172,27 +172,24 @@ class Toolchain:
         """The identity of each service image of the change's stack, checked once (a file
         that is refused, or an image that would be pulled, is `StackRefusedError`); None
         without a stack."""
-        path = self.loaded.stack_path(change)
-        if path is None:
-            return None
-        with self.lock:
-            if change not in self._stacks:
-                found = stack.check(self.engine, path.read_bytes(), str(path))
-                self._stacks[change] = {name: image.identity for name, image in found.items()}
-            return dict(self._stacks[change])
+        return self._stack_images(f"change {change}", self.loaded.stack_path(change), None)
 
     def arm_stack_images(self) -> dict[str, str] | None:
         """`stack_images` of the arms' own stack (`[toolchain] stack`), with its own
         refusals too (a service named like `db` or `model-gateway`); None without one."""
-        path = self.loaded.toolchain_stack_path
+        return self._stack_images("toolchain", self.loaded.toolchain_stack_path,
+                                  stack.ARM_RESERVED)
+
+    def _stack_images(self, key: str, path: Path | None,
+                      reserved: tuple[str, ...] | None) -> dict[str, str] | None:
         if path is None:
             return None
         with self.lock:
-            if self._arm_stack is None:
+            if key not in self._stacks:
                 found = stack.check(self.engine, path.read_bytes(), str(path),
-                                    reserved=stack.ARM_RESERVED)
-                self._arm_stack = {name: image.identity for name, image in found.items()}
-            return dict(self._arm_stack)
+                                    reserved=reserved)
+                self._stacks[key] = {name: image.identity for name, image in found.items()}
+            return dict(self._stacks[key])
 
     def for_commit(self, commit: str) -> BuiltImage:
         """The image a commit's samples and sandboxes run: the toolchain with `setup`
