@@ -27,8 +27,8 @@ from gateway.config import Price
 MAX_EVENT_BYTES = 8 << 20
 MAX_JSON_BYTES = 8 << 20
 MAX_DECODED_BYTES = 256 << 20  # of one compressed response: a bomb stops being read here
-# zlib's wbits: gzip or zlib headers, detected; raw deflate (what some servers send).
-_WBITS = {"gzip": 47, "x-gzip": 47, "deflate": 47}
+DECODED = frozenset({"gzip", "x-gzip", "deflate"})
+AUTO_HEADER = 47  # zlib's wbits: a gzip or a zlib header, whichever the body has
 WATCHED = (b'"usage"', b'"model"')
 
 
@@ -134,7 +134,7 @@ class ResponseObserver:
         upstream that compresses anyway is read through a decoder, never unmetered)."""
         self.api, self.streaming = api, streaming
         coding = (encoding or "identity").strip().lower()
-        self._decoder = (zlib.decompressobj(_WBITS[coding]) if coding in _WBITS else None)
+        self._decoder = zlib.decompressobj(AUTO_HEADER) if coding in DECODED else None
         self._decoded = 0
         self.model: str | None = None
         self.usage: Usage | None = None

@@ -106,8 +106,7 @@ def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
         (folder / PROMPT_FILE).write_text(prompt, encoding="utf-8")
         folder.chmod(0o755)
         (folder / PROMPT_FILE).chmod(0o644)
-        argv = ("timeout", "-k", str(sandbox.KILL_GRACE_S), str(max(1, int(job.timeout_s))),
-                "sh", "-c", job.command)
+        argv = sandbox.under_timeout(("sh", "-c", job.command), job.timeout_s)
         spec = ContainerSpec(
             image=job.image_id, command=argv,
             labels=Labels(experiment, "judge", job.arm, judges.run), resources=RESOURCES,
@@ -118,6 +117,6 @@ def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
                    Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
             env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
             log_max_mb=16)
-        done = sandbox.run_to_end(engine, spec, job.timeout_s + sandbox.KILL_GRACE_S
-                                  + sandbox.HOST_GRACE_S, stdout=True)
+        done = sandbox.run_to_end(engine, spec, sandbox.host_deadline(job.timeout_s),
+                                  stdout=True)
     return done.exit_code, done.stdout.decode(errors="replace"), done.stderr_tail

@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,6 +148,18 @@ def resume_if_paused(engine: Engine, container_id: str) -> str:
     return status
 
 
+def under_timeout(argv: Sequence[str], timeout_s: float) -> tuple[str, ...]:
+    """`argv` under `timeout` inside its container: TERM at `timeout_s`, KILL
+    KILL_GRACE_S later."""
+    return ("timeout", "-k", str(KILL_GRACE_S), str(max(1, int(timeout_s))), *argv)
+
+
+def host_deadline(timeout_s: float) -> float:
+    """How long the host waits for what runs `under_timeout(..., timeout_s)` before it
+    declares the engine stuck."""
+    return timeout_s + KILL_GRACE_S + HOST_GRACE_S
+
+
 @dataclass(frozen=True)
 class RigJob:
     """A one-shot rig container that runs only our own script on an arm's data.
@@ -168,8 +180,7 @@ class RigJob:
     timeout_s: float
 
     def container_spec(self) -> ContainerSpec:
-        argv = ("timeout", "-k", str(KILL_GRACE_S), str(max(1, int(self.timeout_s))),
-                *self.command)
+        argv = under_timeout(self.command, self.timeout_s)
         return ContainerSpec(
             image=self.image_id, command=argv, labels=self.labels, user=SANDBOX_USER,
             resources=Resources(JOB_CPUS, self.memory_mb, JOB_PIDS),
@@ -217,8 +228,7 @@ def run_to_end(engine: Engine, spec: ContainerSpec, deadline_s: float, *,
 
 def run_job(engine: Engine, job: RigJob) -> RigResult:
     """Run `job` to its end and remove its container, whatever happened."""
-    deadline = job.timeout_s + KILL_GRACE_S + HOST_GRACE_S
-    done = run_to_end(engine, job.container_spec(), deadline)
+    done = run_to_end(engine, job.container_spec(), host_deadline(job.timeout_s))
     timed_out = done.exit_code in TIMEOUT_EXIT_CODES and done.duration_s >= job.timeout_s - 0.5
     return RigResult(done.exit_code, timed_out, round(done.duration_s, 3), done.stderr_tail)
 
@@ -255,13 +265,13 @@ def exec_in(engine: Engine, container_id: str, command: list[str] | str, *,
         raise SandboxUnavailableError(f"sandbox container {container.name} is {container.status}",
                                       hint="run `bakeoff-sandbox up` again")
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
-    wrapped = ["timeout", "-k", str(KILL_GRACE_S), str(max(1, int(timeout_s))), *argv]
+    wrapped = list(under_timeout(argv, timeout_s))
     api = engine.client.api
     exec_id = engine.call("exec create", api.exec_create, container.id, wrapped,
                           environment=dict(env or {}), workdir=workdir,
                           user=user)["Id"]
     started = time.monotonic()
-    output = _start_with_deadline(engine, exec_id, timeout_s + KILL_GRACE_S + HOST_GRACE_S)
+    output = _start_with_deadline(engine, exec_id, host_deadline(timeout_s))
     duration = time.monotonic() - started
     code = engine.call("exec inspect", api.exec_inspect, exec_id, retry=True)["ExitCode"]
     stdout, stderr = output
