@@ -56,11 +56,15 @@ lint: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
+# The suite is mostly containers: two workers, a test file each at a time (a module's
+# shared lab stays in one worker), keep both cores busy. JOBS=0 runs it in one process.
+JOBS ?= 2
+WORKERS := $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile)
 integration: setup
-	$(BIN)/pytest tests/integration
+	$(BIN)/pytest $(WORKERS) tests/integration
 
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(WORKERS)
 
 demo: setup
 	$(BIN)/bakeoff-sandbox demo

@@ -1,6 +1,9 @@
 """Wall time of the full demo with warm images (`bakeoff-sandbox demo`), N runs.
 
-    .venv/bin/python bench/demo_wall.py [--repeat N]
+    .venv/bin/python bench/demo_wall.py [--repeat N] [--code DIR]
+
+`--code DIR`: also run DIR's code (a checkout of another commit, e.g. a `git worktree`
+of main), alternating with this checkout's, so both see the same load.
 """
 
 from __future__ import annotations
@@ -13,21 +16,35 @@ import tempfile
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent.parent
+
+
+def wall(code: Path) -> float:
+    """One `demo --keep` run of `code`'s runner (`-m` puts the working directory first on
+    sys.path, before the editable install)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "runner.cli", "demo", "--keep",
+                        str(Path(tmp) / "demo")], check=True, capture_output=True, cwd=code)
+        return time.perf_counter() - started
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--code", type=Path, help="another checkout, run alternately")
     args = parser.parse_args()
-    walls = []
+    codes = {"this": HERE, **({"other": args.code.resolve()} if args.code else {})}
+    walls: dict[str, list[float]] = {name: [] for name in codes}
     for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "runner.cli", "demo", "--keep",
-                            str(Path(tmp) / "demo")], check=True, capture_output=True,
-                           cwd=Path(__file__).resolve().parent.parent)
-            walls.append(time.perf_counter() - started)
-            print(f"demo: {walls[-1]:.1f}s", flush=True)
-    print(f"median {statistics.median(walls):.1f}s over {len(walls)} run(s)")
+        for name, code in codes.items():
+            walls[name].append(wall(code))
+            print(f"demo ({name}, {code}): {walls[name][-1]:.1f}s", flush=True)
+    for name, found in walls.items():
+        print(f"{name}: median {statistics.median(found):.1f}s over {len(found)} run(s)")
+    if args.code:
+        ratio = statistics.median(walls["this"]) / statistics.median(walls["other"])
+        print(f"this / other: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

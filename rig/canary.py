@@ -1,45 +1,48 @@
 """Canary tests: the rig's proof that a test runner reported honestly (principle 7).
 
-Every sample of a test runner (pytest, node --test, go test, cargo) gets one rig-written
-test file next to the tests it runs, in the runner's own language, with per-sample
-random names: one test that must pass and one that must fail. They are read back from
-per-test results (pytest: a rig plugin's own report file; the others: the runner's
-per-test lines). A run that forces outcomes (a conftest hook rewriting reports, code
-that patches the runner in-process, a fake summary) cannot keep both canaries as planted
+Every sample of a test runner (pytest, node --test, go test, cargo, vitest, jest) gets
+one rig-written test file next to the tests it runs, in the runner's own language, with
+per-sample random names: one test that must pass and one that must fail (vitest and
+jest: the must-fail one only). node, go and cargo also get canaries inside the protected
+tests' own process or binary (`rig.inprocess`: twins, sentinels), read back with
+`split` (a node twin shares its protected test's name). They are read back from
+per-test results (pytest: the rig's observer, `rig.observer`, which tells "did not run"
+from "failed as planted"; the others: the runner's per-test lines). A run that forces
+outcomes (a conftest hook rewriting reports, code that patches the runner in-process, a
+fake summary) cannot keep both canaries as planted
 without knowing their names, and the runner's own summary carries the must-fail canary:
 a summary without it was not the runner's.
 
 A canary must not change what the command does. pytest's must-fail canary is a strict
 xfail (reported `xfailed`, exit status untouched; forced to pass it reads `passed` or
 `XPASS(strict)`). The others really fail, which makes the runner exit non-zero: that
-is planted only when the command is one simple command (no `&&`, `||`, `;`, `|`: a
-failing canary must never skip the rest of a shell list), and the exit status is read
-as if the canary had not failed (`exit_without`).
+is planted only when the command is one simple command or an `&&` list whose last step,
+and only that one, starts the runner (`may_fail`: a failing canary must never skip the
+rest of a shell list), and the exit status is read as if the canary had not failed
+(`exit_without`).
 
 A command can also legitimately not run the canaries (`-k`, `--test NAME`, `-run`):
-whether it does is asked of the base in the same image (`rig.diagnosis`).
+whether it does is asked of the base in the same image (`rig.verdict`).
 Pure: planning needs the tree's paths (and a few files' text), never docker.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from rig.parsers.base import Counts, TestCase, TestStatus
+from rig.observer import NOTHING, Observation, Status
+from rig.parsers.base import Counts, TestCase, TestStatus, count_statuses, where_of
 
-CANARY_RUNNERS = ("pytest", "node-test", "go-test", "cargo")
+CANARY_RUNNERS = ("pytest", "node-test", "go-test", "cargo", "vitest", "jest")
 # The exit status each runner uses for "a test failed" (the must-fail canary's).
-FAILURE_EXIT = {"pytest": 1, "node-test": 1, "go-test": 1, "cargo": 101}
-RESULTS_DIR = "/tmp/.bakeoff-{token}"  # where the pytest plugin writes (writable by the sandbox)
-RESULTS_FILE = "results.jsonl"
+FAILURE_EXIT = {"pytest": 1, "node-test": 1, "go-test": 1, "cargo": 101, "vitest": 1, "jest": 1}
 PLUGIN_DIR = "/bakeoff/in/plugin"  # the rig's inputs, read-only in the sample
-PLUGIN_LIMIT = 8 * 1024 * 1024  # bytes of plugin results read back
+PLUGIN_MODULE = "bakeoff_observer"  # the observer's pytest plugin (rig/insample/)
 
 
 class Seen(enum.StrEnum):
@@ -48,6 +51,7 @@ class Seen(enum.StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
+    XFAILED = "xfailed"  # ran and failed as a strict xfail expects: pytest's must-fail canary
     ABSENT = "absent"
 
 
@@ -63,21 +67,25 @@ class Canary:
     fail_name: str | None  # None: no must-fail canary (a shell list; cargo without
     #                        --no-fail-fast)
     fail_expect: Seen = Seen.FAILED  # how the must-fail canary reads when honest
-    plugin_module: str = ""  # pytest: the plugin's module name
-    plugin: bytes = b""  # pytest: the plugin's source, installed in the user site
+    # In the protected tests' own process (`rig.inprocess`): more must-fail tests (node:
+    # twins named as the protected tests), more must-pass ones (sentinels), the files they
+    # need, the sample env that loads them, and where their code sits (node's `location`).
+    twins: tuple[str, ...] = ()
+    sentinels: tuple[str, ...] = ()
+    files: tuple[tuple[str, bytes], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    marker: str = ""
+    notes: tuple[str, ...] = ()  # what these canaries cannot guard (`SampleRecord.unguarded`)
 
-    def env(self) -> dict[str, str]:
-        """What the sample's command needs to see them (pytest: load the plugin, which
-        the driver installs in the sandbox user's site and which PYTHONPATH also names,
-        for a virtualenv's python that has no user site)."""
-        if self.runner != "pytest":
-            return {}
-        return {"PYTEST_ADDOPTS": f"-p {self.plugin_module}", "PYTHONPATH": PLUGIN_DIR}
-
-    def as_record(self) -> dict[str, str | None]:
-        return {"runner": self.runner, "token": self.token, "path": self.path,
-                "pass": self.pass_name, "fail": self.fail_name,
-                "fail_expect": str(self.fail_expect)}
+    def as_record(self) -> dict[str, object]:
+        found: dict[str, object] = {
+            "runner": self.runner, "token": self.token, "path": self.path,
+            "pass": self.pass_name, "fail": self.fail_name,
+            "fail_expect": str(self.fail_expect)}
+        if self.twins or self.sentinels:
+            found.update({"twins": list(self.twins), "sentinels": list(self.sentinels),
+                          "files": [path for path, _ in self.files]})
+        return found
 
 
 @dataclass(frozen=True)
@@ -89,8 +97,8 @@ class Evidence:
     fail_seen: Seen | None = None
     exit_agrees: bool = True  # a failed must-fail canary came with a failing exit code
     detail: str = ""
-    plugin_counts: Counts | None = None  # pytest: per-test reports, canaries excluded
     fail_expect: Seen = Seen.FAILED
+    removed: Counts | None = None  # the canaries' own results among the runner's counts
 
     @property
     def as_planted(self) -> bool:
@@ -105,6 +113,12 @@ class Evidence:
     def forced(self) -> bool:
         """The must-fail canary passed: no honest run does that."""
         return self.fail_seen is Seen.PASSED
+
+    @property
+    def contradicted(self) -> bool:
+        """A must-pass canary failed: on a run that otherwise passed, the process's own
+        testimony (go: its TestMain's status) contradicts what its output says."""
+        return self.pass_seen is Seen.FAILED
 
     def signature(self) -> tuple[str, str, bool]:
         return (str(self.pass_seen), str(self.fail_seen), self.exit_agrees)
@@ -133,12 +147,44 @@ def plan(runner: str, token: str, paths: Sequence[str], command: str,
     anchor = _anchor(runner, paths, command, protected)
     if runner == "pytest":
         return _pytest(token, anchor)
-    found = (_node(token, anchor) if runner == "node-test" else
-             _go(token, anchor, paths, text_of) if runner == "go-test" else
-             _cargo(token, anchor, paths, command, text_of))
-    if found is not None and found.fail_name is not None and not simple(command):
-        return _pass_only(found)
-    return found
+    from rig import inprocess  # it builds on this module's Canary
+    return inprocess.plan(runner, token, anchor, paths, command, protected, text_of)
+
+
+def may_fail(command: str, runner: str) -> bool:
+    """A must-fail canary can be planted: the command is one simple command, or a list of
+    `&&` steps of which only the LAST starts the runner (a failing canary then changes
+    only the exit status, which `exit_without` reads back; it never skips a later step)."""
+    steps = command.split("&&")
+    if not all(step.strip() and simple(step) for step in steps):
+        return False
+    return len(steps) == 1 or (_runs(steps[-1], runner)
+                               and not any(_runs(step, runner) for step in steps[:-1]))
+
+
+_SCRIPTS = ("npm", "yarn", "pnpm")
+
+
+def _runs(step: str, runner: str) -> bool:
+    """Whether one simple command starts `runner` (a package script named test counts)."""
+    try:
+        words = [w for w in shlex.split(step)
+                 if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w)]
+    except ValueError:
+        return False
+    if not words:
+        return False
+    program, rest = posixpath.basename(words[0]), words[1:]
+    script = program in _SCRIPTS and bool(rest) and (
+        rest[0] in ("test", "t") or (rest[0] == "run" and len(rest) > 1
+                                     and rest[1].startswith("test")))
+    if runner == "node-test":
+        return (program == "node" and "--test" in rest) or script
+    if runner == "go-test":
+        return program == "go" and rest[:1] == ["test"]
+    if runner == "cargo":
+        return program == "cargo" and bool(rest) and rest[0] in ("test", "t", "nextest")
+    return script or runner in (program, *rest[:2])
 
 
 _LIST = re.compile(r"&&|\|\||[;|&\n`]|\$\(")
@@ -149,16 +195,6 @@ def simple(command: str) -> bool:
     return _LIST.search(command) is None
 
 
-def _pass_only(canary: Canary) -> Canary:
-    """The canary file without its must-fail test (it would change the command's flow)."""
-    assert canary.fail_name is not None
-    text = canary.content.decode()
-    cut = text.find(canary.fail_name)
-    start = text.rfind("\n\n", 0, cut)
-    return replace(canary, content=(text[:start].rstrip("\n") + "\n").encode(),
-                   fail_name=None)
-
-
 def _is_test_file(runner: str, path: str) -> bool:
     name = posixpath.basename(path)
     if runner == "pytest":
@@ -167,6 +203,8 @@ def _is_test_file(runner: str, path: str) -> bool:
         return name.endswith("_test.go")
     if runner == "cargo":
         return path.endswith(".rs") and "tests" in path.split("/")[:-1]
+    if runner in ("vitest", "jest"):
+        return bool(re.search(r"[-_.](test|spec)\.[cm]?[jt]sx?$", name))
     return bool(re.search(r"(^test[-_.]|[-_.]test\.[cm]?js$|\.test\.[cm]?js$)", name))
 
 
@@ -201,152 +239,17 @@ def _join(anchor: str, name: str) -> str:
 
 
 def _pytest(token: str, anchor: str) -> Canary:
-    # Not named like a test module: only the plugin collects it (never an argument: in
-    # pytest 8.0-8.3 a file argument inside a directory argument replaces the directory).
+    # Not named like a test module: only the observer's plugin collects it (never an
+    # argument: in pytest 8.0-8.3 a file argument inside a directory argument replaces the
+    # directory). The must-fail one is a strict xfail: it fails as planted without
+    # changing the exit status, and the observer tells that from "did not run".
     path = _join(anchor, f"bakeoff_{token}.py")
     passing, failing = f"test_{token}_pass", f"test_{token}_fail"
     content = ("import pytest\n\n\n"
                f"def {passing}():\n    assert True\n\n\n"
                "@pytest.mark.xfail(strict=True, reason='bakeoff canary: must fail')\n"
                f"def {failing}():\n    assert False\n")
-    module = f"bakeoff_canary_{token}"
-    return Canary("pytest", token, path, content.encode(), passing, failing, Seen.SKIPPED,
-                  module, _pytest_plugin(token, path).encode())
-
-
-def _pytest_plugin(token: str, path: str) -> str:
-    out = posixpath.join(RESULTS_DIR.format(token=token), RESULTS_FILE)
-    return f'''"""bakeoff-sandbox's canary plugin for one sample (written by the rig)."""
-import json
-import os
-import pathlib
-
-import pytest
-
-_CANARY = {("/work/" + path)!r}
-_OUT = {out!r}
-_WORKER = []
-
-
-def _no_bytecode_from_disk():
-    """pytest rewrites every test module from its source, never from a cached pyc: the
-    sandbox user can write PYTHONPYCACHEPREFIX, so a pyc of a passing variant of a
-    protected test, its header matching the restored file, would run instead of it."""
-    try:
-        from _pytest.assertion import rewrite
-    except ImportError:  # a pytest without assertion rewriting reads no pyc of its own
-        return
-    if hasattr(rewrite, "_read_pyc"):
-        rewrite._read_pyc = lambda *args, **kwargs: None
-
-
-_no_bytecode_from_disk()
-
-
-def pytest_configure(config):
-    if hasattr(config, "workerinput"):  # an xdist worker: the controller reports
-        _WORKER.append(True)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session, config, items):
-    """The canaries join whatever the command collected, after its own selection."""
-    seen = set()
-    for item in list(items):
-        if item.nodeid in seen:
-            items.remove(item)
-        seen.add(item.nodeid)
-    module = pytest.Module.from_parent(session, path=pathlib.Path(_CANARY))
-    items.extend(item for item in module.collect() if item.nodeid not in seen)
-
-
-def _write(record):
-    os.makedirs(os.path.dirname(_OUT), exist_ok=True)
-    with open(_OUT, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\\n")
-
-
-def pytest_runtest_logreport(report):
-    if not _WORKER:
-        _write({{"id": report.nodeid, "when": report.when, "outcome": report.outcome}})
-'''
-
-
-def _node(token: str, anchor: str) -> Canary:
-    path = _join(anchor, f"bakeoff_{token}.test.cjs")  # .cjs: CommonJS whatever package.json says
-    passing, failing = f"bakeoff_{token}_pass", f"bakeoff_{token}_fail"
-    content = ("const test = require('node:test');\n\n"
-               f"test({json.dumps(passing)}, () => {{}});\n\n"
-               f"test({json.dumps(failing)}, () => {{ throw new Error('bakeoff canary: must "
-               "fail'); });\n")
-    return Canary("node-test", token, path, content.encode(), passing, failing)
-
-
-_GO_PACKAGE = re.compile(r"^package\s+(\w+)", re.MULTILINE)
-
-
-def _go(token: str, anchor: str, paths: Sequence[str],
-        text_of: Mapping[str, str]) -> Canary | None:
-    siblings = sorted(p for p in paths if posixpath.dirname(p) == anchor
-                      and p.endswith("_test.go"))
-    package = None
-    for sibling in siblings:
-        found = _GO_PACKAGE.search(text_of.get(sibling, ""))
-        if found:
-            package = found.group(1)
-            break
-    if package is None:
-        return None
-    suffix = token.upper()
-    passing, failing = f"TestBakeoff{suffix}Pass", f"TestBakeoff{suffix}Fail"
-    content = (f"package {package}\n\nimport \"testing\"\n\n"
-               f"func {passing}(t *testing.T) {{}}\n\n"
-               f"func {failing}(t *testing.T) {{ t.Fatal(\"bakeoff canary: must fail\") }}\n")
-    return Canary("go-test", token, _join(anchor, f"zz_bakeoff_{token}_test.go"),
-                  content.encode(), passing, failing)
-
-
-def go_sources_needed(paths: Sequence[str], command: str,
-                      protected: Sequence[str]) -> list[str]:
-    """The Go test files whose package clause a plan reads."""
-    anchor = _anchor("go-test", paths, command, protected)
-    return sorted(p for p in paths if posixpath.dirname(p) == anchor and p.endswith("_test.go"))
-
-
-def _cargo(token: str, anchor: str, paths: Sequence[str], command: str,
-           text_of: Mapping[str, str]) -> Canary | None:
-    crate = _crate_of(anchor, paths, text_of)
-    if crate is None:
-        return None
-    passing, failing = f"bakeoff_{token}_pass", f"bakeoff_{token}_fail"
-    # Without --no-fail-fast cargo stops at the first failing test binary: a must-fail
-    # canary would keep later binaries (the doc-tests) from running. Only the pass one then.
-    both = "--no-fail-fast" in command.split()
-    content = f"#[test]\nfn {passing}() {{}}\n"
-    if both:
-        content += f"\n#[test]\nfn {failing}() {{\n    panic!(\"bakeoff canary: must fail\");\n}}\n"
-    # zzzz_: cargo runs test binaries in name order; the canary binary goes last.
-    return Canary("cargo", token, _join(crate, f"tests/zzzz_bakeoff_{token}.rs"),
-                  content.encode(), passing, failing if both else None)
-
-
-def _crate_of(anchor: str, paths: Sequence[str], text_of: Mapping[str, str]) -> str | None:
-    """The directory of the package (a Cargo.toml with [package]) holding `anchor`, else
-    the first package's."""
-    packages = sorted(posixpath.dirname(p) for p in paths if posixpath.basename(p) ==
-                      "Cargo.toml" and "[package]" in text_of.get(p, ""))
-    here = anchor
-    while True:
-        if here in packages:
-            return here
-        if not here:
-            break
-        here = posixpath.dirname(here)
-    return packages[0] if packages else None
-
-
-def cargo_manifests(paths: Sequence[str]) -> list[str]:
-    return sorted(p for p in paths if posixpath.basename(p) == "Cargo.toml")
+    return Canary("pytest", token, path, content.encode(), passing, failing, Seen.XFAILED)
 
 
 # -- reading back ------------------------------------------------------------------------
@@ -354,95 +257,162 @@ def cargo_manifests(paths: Sequence[str]) -> list[str]:
 
 _SEEN = {TestStatus.PASSED: Seen.PASSED, TestStatus.FAILED: Seen.FAILED,
          TestStatus.ERROR: Seen.FAILED, TestStatus.SKIPPED: Seen.SKIPPED}
+_OBSERVED = {Status.PASSED: Seen.PASSED, Status.XPASSED: Seen.PASSED,
+             Status.FAILED: Seen.FAILED, Status.ERROR: Seen.FAILED, Status.ABORTED: Seen.FAILED,
+             Status.SKIPPED: Seen.SKIPPED, Status.XFAILED: Seen.XFAILED,
+             Status.ABSENT: Seen.ABSENT}
 
 
-def plugin_tests(text: str) -> tuple[TestCase, ...]:
-    """Per-test outcomes from the pytest plugin's report lines (the worst phase wins)."""
-    worst: dict[str, TestStatus] = {}
-    rank = [TestStatus.PASSED, TestStatus.SKIPPED, TestStatus.FAILED, TestStatus.ERROR]
-    for line in text.splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(item, dict) or "id" not in item:
-            continue
-        status = _phase_status(str(item.get("when")), str(item.get("outcome")))
-        if status is None:
-            continue
-        test = str(item["id"])
-        old = worst.get(test, status)
-        worst[test] = max(old, status, key=rank.index)
-    return tuple(TestCase(t, s) for t, s in worst.items())
-
-
-def _phase_status(when: str, outcome: str) -> TestStatus | None:
-    if outcome == "failed":
-        return TestStatus.FAILED if when == "call" else TestStatus.ERROR
-    if outcome == "skipped":
-        return TestStatus.SKIPPED
-    if outcome == "passed" and when == "call":
-        return TestStatus.PASSED
-    return None
-
-
-def _seen(tests: Sequence[TestCase], name: str) -> Seen:
-    found = [t.status for t in tests if t.id == name or t.id.endswith(f"::{name}")]
-    if not found:
-        return Seen.ABSENT
-    statuses = {_SEEN[s] for s in found}
-    for worst in (Seen.FAILED, Seen.SKIPPED, Seen.PASSED):
-        if worst in statuses:
+def _seen(found: Sequence[Seen]) -> Seen:
+    """The worst of a canary's readings (a runner that reports it twice, differently, is
+    read at its worst)."""
+    for worst in (Seen.FAILED, Seen.XFAILED, Seen.SKIPPED, Seen.PASSED):
+        if worst in found:
             return worst
     return Seen.ABSENT
 
 
+def _from_observer(observation: Observation, name: str) -> Seen:
+    """pytest's canaries as the rig's observer saw them: a pass counts only when the rig
+    saw the call return, a strict xfail only when it saw the call raise."""
+    found = []
+    for test in observation.tests:
+        if not test.id.endswith(f"::{name}"):
+            continue
+        seen = _OBSERVED[test.status]
+        if seen in (Seen.PASSED, Seen.XFAILED) and not test.attested:
+            seen = Seen.ABSENT  # pytest says so; the rig never saw it run
+        found.append(seen)
+    return _seen(found)
+
+
 def observe(canary: Canary | None, tests: Sequence[TestCase], exit_code: int | None,
-            plugin_text: str | None = None) -> Evidence:
-    """How the canaries came out, from the plugin's report (pytest) or the runner's
-    per-test lines."""
+            observation: Observation | None = None) -> Evidence:
+    """How the canaries came out: from the rig's observer (pytest) or the runner's
+    per-test lines (the others, `_from_cases`)."""
     if canary is None:
         return NO_CANARIES
-    source = plugin_tests(plugin_text or "") if canary.runner == "pytest" else tuple(tests)
-    pass_seen = _seen(source, canary.pass_name)
-    fail_seen = None if canary.fail_name is None else _seen(source, canary.fail_name)
+    if canary.runner != "pytest":
+        return _from_cases(canary, tests, exit_code)
+    def seen(name: str) -> Seen:
+        return _from_observer(observation or NOTHING, name)
+    pass_seen = seen(canary.pass_name)
+    fail_seen = None if canary.fail_name is None else seen(canary.fail_name)
     exit_agrees = not (fail_seen is Seen.FAILED and exit_code == 0)
-    counts = None
-    if canary.runner == "pytest" and plugin_text is not None:
-        counts = _counts([t for t in source if canary.token not in t.id])
     detail = (f"canary {canary.pass_name}: {pass_seen}"
               + ("" if canary.fail_name is None else
                  f", canary {canary.fail_name}: {fail_seen} (planted to read "
                  f"{canary.fail_expect})")
               + ("" if exit_agrees else f", but exit {exit_code}"))
-    return Evidence(True, pass_seen, fail_seen, exit_agrees, detail, counts,
-                    canary.fail_expect)
+    return Evidence(True, pass_seen, fail_seen, exit_agrees, detail, canary.fail_expect)
 
 
-def _counts(tests: Sequence[TestCase]) -> Counts:
-    by = {s: sum(1 for t in tests if t.status is s) for s in TestStatus}
-    return Counts(by[TestStatus.PASSED], by[TestStatus.FAILED], by[TestStatus.SKIPPED],
-                  by[TestStatus.ERROR])
+def split(canary: Canary | None,
+          tests: Sequence[TestCase]) -> tuple[list[TestCase], list[TestCase]]:
+    """(the canaries' cases, the others) among a runner's per-test lines. A twin shares a
+    protected test's name (node): it is the case of that name located in the canaries'
+    file (node's TAP locates failures), else the first of that name (it runs first)."""
+    if canary is None:
+        return [], list(tests)
+    names = {n for n in (canary.pass_name, canary.fail_name, *canary.sentinels) if n}
+    twins = set(canary.twins) - names
+    ours: list[int] = []
+    by_twin: dict[str, list[int]] = {}
+    for at, case in enumerate(tests):
+        name = _name_of(case.id, names | twins)
+        if name in names:
+            ours.append(at)
+        elif name is not None:
+            by_twin.setdefault(name, []).append(at)
+    for found in by_twin.values():
+        located = [at for at in found if where_of(tests[at]) == canary.marker]
+        ours += located or (found[:1] if canary.marker else found)
+    taken = set(ours)
+    return ([tests[at] for at in sorted(taken)],
+            [case for at, case in enumerate(tests) if at not in taken])
+
+
+def _name_of(test_id: str, names: set[str]) -> str | None:
+    if test_id in names:
+        return test_id
+    for separator in ("::", " \u203a "):  # cargo's and go's `binary::name`, jest's file and name
+        tail = test_id.rpartition(separator)[2]
+        if tail in names:
+            return tail
+    return None
+
+
+def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None) -> Evidence:
+    """A line-read runner's canaries: every must-pass one (the canary file's and the
+    sentinels in the protected tests' process) passed, every must-fail one (the file's
+    and the twins) failed; `removed` is what they add to the runner's counts."""
+    ours, _ = split(canary, tests)
+    def seen(name: str, must_fail: bool = False) -> Seen:
+        found = [_SEEN[t.status] for t in ours if _name_of(t.id, {name}) == name]
+        if must_fail and Seen.PASSED in found:  # one line saying it passed is enough
+            return Seen.PASSED
+        return _seen(found)
+    musts = [seen(n) for n in (canary.pass_name, *canary.sentinels) if n]
+    fails = [seen(n, True) for n in (*([canary.fail_name] if canary.fail_name else []),
+                                      *canary.twins)]
+    pass_seen = _all(musts, (Seen.FAILED, Seen.ABSENT, Seen.SKIPPED, Seen.XFAILED)) \
+        if musts else Seen.PASSED  # vitest, jest: a must-fail canary alone (see rig.inprocess)
+    fail_seen = _all(fails, (Seen.PASSED, Seen.ABSENT, Seen.SKIPPED)) if fails else None
+    exit_agrees = not (fail_seen is Seen.FAILED and exit_code == 0)
+    shown = [canary.pass_name, *canary.sentinels]
+    detail = ((f"must-pass canaries ({_few(shown)}): {pass_seen}" if musts else
+               "no must-pass canary")
+              + ("" if fail_seen is None else
+                 f", must-fail canaries ({_few([canary.fail_name or '', *canary.twins])}): "
+                 f"{fail_seen} (planted to read failed)")
+              + ("" if exit_agrees else f", but exit {exit_code}"))
+    return Evidence(True, pass_seen, fail_seen, exit_agrees, detail,
+                    removed=count_statuses(ours))
+
+
+def _all(found: Sequence[Seen], worst_first: Sequence[Seen]) -> Seen:
+    """Several canaries of one kind read as one: the first of `worst_first` any of them
+    reads, else how they all read."""
+    for worst in worst_first:
+        if worst in found:
+            return worst
+    return found[0] if found else Seen.ABSENT
+
+
+def _few(names: Sequence[str]) -> str:
+    names = [n for n in names if n]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def discount(counts: Counts | None, evidence: Evidence) -> Counts | None:
     """The runner's counts without the canaries, as they came out."""
     if counts is None or not evidence.planted:
         return counts
+    if evidence.removed is not None:
+        out = evidence.removed
+        return Counts(passed=max(0, counts.passed - out.passed),
+                      failed=max(0, counts.failed - out.failed),
+                      skipped=max(0, counts.skipped - out.skipped),
+                      errors=max(0, counts.errors - out.errors))
     seen = [evidence.pass_seen, evidence.fail_seen]
     return Counts(passed=max(0, counts.passed - seen.count(Seen.PASSED)),
                   failed=max(0, counts.failed - seen.count(Seen.FAILED)),
-                  skipped=max(0, counts.skipped - seen.count(Seen.SKIPPED)),
+                  skipped=max(0, counts.skipped - seen.count(Seen.SKIPPED)
+                              - seen.count(Seen.XFAILED)),
                   errors=counts.errors)
 
 
 def in_summary(summary: Counts, evidence: Evidence) -> bool:
     """The runner's own summary holds the canaries as they came out (a fake printed
     after it, or a summary of a run that never reached them, does not)."""
+    if evidence.removed is not None:
+        out = evidence.removed
+        return (summary.passed >= out.passed and summary.skipped >= out.skipped
+                and summary.failed + summary.errors >= out.failed + out.errors)
     seen = [evidence.pass_seen, evidence.fail_seen]
     return (summary.passed >= seen.count(Seen.PASSED)
             and summary.failed + summary.errors >= seen.count(Seen.FAILED)
-            and summary.skipped >= seen.count(Seen.SKIPPED))
+            and summary.skipped >= seen.count(Seen.SKIPPED) + seen.count(Seen.XFAILED))
 
 
 def exit_without(runner: str, exit_code: int | None, counts: Counts | None,

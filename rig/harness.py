@@ -1,57 +1,112 @@
-"""The harness around a test run is the rig's, not the tree's (DESIGN principle 7).
+"""The harness around a run is the base's, not the tree's (DESIGN principle 7).
 
-For the success criterion the base's harness files (every `conftest.py`, the runner's
-configuration: pytest's ini sources, `package.json`, `Cargo.toml`, `.cargo/config*`,
-...) are restored over the arm's, and harness files the arm added are removed, so the
-criterion runs exactly as it ran on the base. Checks that run the arm's own suite keep
-the arm's harness (the canaries watch it). Bytecode never comes from a tree: a committed
-`__pycache__/*.pyc` whose header matches the restored source would be run instead of it.
+What a runner loads by name or by location, without the tests importing it, is harness
+wherever it sits in the tree, for every runner the rig reads:
+
+- configuration by file name: pytest's conftest and ini sources, coverage's; npm's,
+  yarn's and pnpm's (package.json, the lockfiles, .npmrc, .yarnrc, .pnpmfile.cjs), the
+  Node version files, tsconfig, babel, jest, vite and vitest configs; Cargo.toml,
+  Cargo.lock, build.rs, the toolchain file and everything under .cargo/; go.mod, go.sum,
+  go.work; the linters' and type checkers' configs; a Makefile;
+- what a loader finds by location: Python's plugin and path files (`*.dist-info`,
+  `*.egg-info`, `*.egg-link`, `*.pth`) and its startup modules (sitecustomize,
+  usercustomize), node's `node_modules/` (its `.bin/` is on `npm run`'s PATH), vendored
+  code (`vendor/`, `.yarn/`), build output a tool would take as up to date (cargo's
+  `target/`, `*.tsbuildinfo`), compiled bytecode;
+- what decides where an import is resolved (`layout`): whether a test directory or one
+  of its parents is a package (`__init__.py` there or not: pytest's rootdir-relative
+  import path follows it), and a module at a root of the import path (the tree's root,
+  a test directory pytest puts first on `sys.path`, an ini `pythonpath`) whose name
+  another module already answers to (the standard library's, the image's, the base's
+  elsewhere): it would shadow it;
+- a Go test file that defines `TestMain` (it decides how the test binary runs);
+- a file a pinned harness file names (a vitest `setupFiles` entry, a `-p` plugin module).
+
+Every sample runs under the base's harness: each harness path of the arm's tree is the
+base's version again, or dropped when the base has none (`pin`); the record says which,
+and `touched` names what the arm changed (reported as `harness_touched`, never obeyed).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections.abc import Callable
+import re
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rig import tree as tree_mod
-from rig.tree import Tree
+from rig.tree import Entry, Kind, Tree
 
-_PYTHON_STARTUP = ("sitecustomize.py", "usercustomize.py", "*.pth")
-_PYTEST = ("conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml",
-           "tox.ini", "setup.cfg", "pyproject.toml", *_PYTHON_STARTUP)
-_JS = ("package.json", ".npmrc", "babel.config.*", ".babelrc", ".babelrc.*")
-# By parser: the file names (fnmatch, at any depth) that configure how its runner starts.
-HARNESS: dict[str, tuple[str, ...]] = {
-    "pytest": _PYTEST,
-    "junit": _PYTEST,
-    "node-test": _JS,
-    "jest": (*_JS, "jest.config.*", "jest.setup.*"),
-    "vitest": (*_JS, "vitest.config.*", "vite.config.*", "vitest.workspace.*",
-               "vitest.setup.*"),
-    "cargo": ("Cargo.toml", "config.toml", "config", "rust-toolchain", "rust-toolchain.toml"),
-    "go-test": ("go.work", "go.work.sum"),
-    "exit-code": _PYTHON_STARTUP,
-}
-_CARGO_DIR_ONLY = frozenset({"config.toml", "config"})  # only as .cargo/config(.toml)
+NAMES = (
+    # pytest and coverage
+    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+    "setup.cfg", "pyproject.toml", "setup.py", ".coveragerc", "noxfile.py",
+    "sitecustomize.py", "usercustomize.py",
+    # node, npm, yarn, pnpm, typescript, the JS test runners
+    "package.json", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock",
+    "pnpm-lock.yaml", "pnpm-workspace.yaml", ".npmrc", ".yarnrc", ".yarnrc.yml",
+    ".pnpmfile.cjs", ".nvmrc", ".node-version", "tsconfig*.json", "jsconfig.json",
+    "babel.config.*", ".babelrc", ".babelrc.*", "jest.config.*", "jest.setup.*",
+    "vitest.config.*", "vite.config.*", "vitest.workspace.*", "vitest.setup.*",
+    ".mocharc*", ".swcrc",
+    # cargo and go
+    "Cargo.toml", "Cargo.lock", "build.rs", "rust-toolchain", "rust-toolchain.toml",
+    "clippy.toml", ".clippy.toml", "go.mod", "go.sum", "go.work", "go.work.sum",
+    # linters and type checkers a check may run
+    "mypy.ini", ".mypy.ini", "ruff.toml", ".ruff.toml", ".flake8", ".pylintrc",
+    "pylintrc", ".eslintrc*", "eslint.config.*", ".prettierrc*",
+    "Makefile", "makefile", "GNUmakefile",
+    # more checkers' configs, and the ignore files tools read to skip files (ruff and
+    # ripgrep-based tools honour .gitignore: a committed file listed there is never read)
+    "pyrightconfig.json", ".golangci.*", "biome.json", "biome.jsonc", "rustfmt.toml",
+    ".rustfmt.toml", ".pycodestyle", ".isort.cfg", "deno.json", "deno.jsonc",
+    ".gitignore", ".ignore", ".rgignore", ".eslintignore", ".prettierignore",
+    ".stylelintignore",
+)
+DIRS = ("node_modules", "vendor", ".cargo", ".yarn", "__pycache__", "*.dist-info",
+        "*.egg-info")
+SUFFIXES = (".pth", ".egg-link", ".pyc", ".pyo", ".tsbuildinfo")
+# Names the interpreter imports by itself when a path entry holds them.
+STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
+# Names pytest and pluggy import only when present (highlighting, colours, completion,
+# backports): a module of the tree by one of them would run inside the runner.
+OPTIONAL = frozenset({"pygments", "colorama", "argcomplete", "tomli", "exceptiongroup",
+                      "importlib_metadata", "pexpect", "apport_python_hook", "_pytest",
+                      "pytest", "pluggy", "py"})
+STDLIB = frozenset(sys.stdlib_module_names) | STARTUP_MODULES | OPTIONAL
+_TEST_MODULE = re.compile(r"(^test_.*|.*_test)\.py$")
+_GO_TEST_MAIN = re.compile(rb"^func\s+TestMain\s*\(", re.MULTILINE)
+_NAMED = re.compile(r"""["']([^"'\n]{1,300})["']|-p\s+([\w.]+)""")
 
 
-def is_harness(parser: str, path: str) -> bool:
-    """True when `path` configures how `parser`'s runner starts."""
-    name = posixpath.basename(path)
-    for pattern in HARNESS.get(parser, ()):
-        if not fnmatch.fnmatchcase(name, pattern):
-            continue
-        if pattern in _CARGO_DIR_ONLY and posixpath.basename(posixpath.dirname(path)) != ".cargo":
-            continue
+# NAMES and DIRS as one pattern each, matched once per path (a tree of 100,000 paths, or
+# of paths 200 directories deep, is not 70 globs per name and 7 per directory).
+_NAME_GLOBS = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in NAMES))
+_DIR_GLOBS = re.compile("(?:^|/)(?:" + "|".join(
+    "[^/]*".join(re.escape(piece) for piece in p.split("*")) for p in DIRS) + ")/")
+
+
+def is_harness(path: str) -> bool:
+    """True when `path` is harness by its own name or place (any runner)."""
+    name = path.rpartition("/")[2]
+    if _NAME_GLOBS.match(name) or name.endswith(SUFFIXES):
         return True
-    return False
+    return _DIR_GLOBS.search(path) is not None
+
+
+# What a check's tool trusts instead of reading the files: its cache of earlier results.
+CACHES = (".mypy_cache", ".dmypy.json", ".ruff_cache", ".pytest_cache", ".eslintcache",
+          ".stylelintcache", ".turbo", ".nx", ".parcel-cache", ".pyre", ".pytype")
 
 
 def is_bytecode(path: str) -> bool:
-    """Compiled Python a tree must never supply: `__pycache__/` and `*.pyc` / `*.pyo`."""
-    return "__pycache__" in path.split("/") or path.endswith((".pyc", ".pyo"))
+    """Compiled Python or a tool's cache a tree must never supply: `__pycache__/`,
+    `*.pyc` / `*.pyo`, `.mypy_cache/`, `.ruff_cache/`, ... (`CACHES`)."""
+    parts = path.split("/")
+    return "__pycache__" in parts or path.endswith((".pyc", ".pyo")) or \
+        any(part in CACHES for part in parts)
 
 
 @dataclass(frozen=True)
@@ -61,31 +116,52 @@ class Pinned:
     restored: tuple[str, ...] = ()  # the base's version put back over the arm's
     removed: tuple[str, ...] = ()   # harness files the arm added, taken out
     bytecode: tuple[str, ...] = ()  # compiled files dropped from the tree
+    # symlinks replaced by a copy of what they lead to (`rig.links`), already shown
+    materialized: tuple[str, ...] = ()
 
     def as_record(self) -> dict[str, list[str]]:
-        return {"restored": list(self.restored), "removed": list(self.removed),
-                "bytecode": list(self.bytecode)}
+        found = {"restored": [tree_mod.shown(p) for p in self.restored],
+                 "removed": [tree_mod.shown(p) for p in self.removed],
+                 "bytecode": [tree_mod.shown(p) for p in self.bytecode]}
+        if self.materialized:
+            found["materialized"] = list(self.materialized)
+        return found
 
 
-def pin(tree: Tree, base: Tree, parser: str) -> Pinned:
-    """Make `tree`'s harness the base's (in place): restore, remove; never follow a link."""
-    wanted: Callable[[str], bool] = lambda path: is_harness(parser, path)  # noqa: E731
+def pin(tree: Tree, base: Tree, importable: Iterable[str] = (), command: str = "") -> Pinned:
+    """Make `tree`'s harness the base's (in place): restore, remove; never follow a link.
+    `importable`: the top-level module names the image's python answers to; `command`: the
+    check's own command, whose named files (a script, a module run with `-m`) are the
+    grader's, not the arm's."""
+    wanted = {p for p in (*tree, *base) if is_harness(p)}
+    wanted |= _go_test_mains(tree, base) | toolchain_harness(tree, base)
+    wanted |= command_files(command, tree, base)
+    restored, removed = _apply(tree, base, wanted)
+    wanted = _named(tree) - set(restored) - set(removed)
+    more = _apply(tree, base, wanted)
+    layout = _layout(tree, base, frozenset(importable))
+    restored_l, removed_l = _apply(tree, base, layout)
+    return Pinned(tuple(sorted({*restored, *more[0], *restored_l})),
+                  tuple(sorted({*removed, *more[1], *removed_l})))
+
+
+def _apply(tree: Tree, base: Tree, paths: Iterable[str]) -> tuple[list[str], list[str]]:
     restored, removed = [], []
-    for path in sorted({p for p in (*tree, *base) if wanted(p)}):
+    for path in sorted(paths):
         mine, theirs = tree.get(path), base.get(path)
         if theirs is None:
-            if mine is not None:
+            if mine is not None or tree_mod.is_directory(tree, path):
                 tree_mod.remove(tree, path)
                 removed.append(path)
         elif mine != theirs:
             put(tree, path, theirs)
             restored.append(path)
-    return Pinned(tuple(restored), tuple(removed))
+    return restored, removed
 
 
-def put(tree: Tree, path: str, entry: tree_mod.Entry) -> None:
+def put(tree: Tree, path: str, entry: Entry) -> None:
     """The base's entry at `path`: a regular file as a regular file, else as it is."""
-    if entry.kind is tree_mod.Kind.SYMLINK:
+    if entry.kind is Kind.SYMLINK:
         tree_mod.place(tree, path, b"")  # clears the way like a file would
         tree[path] = entry
         return
@@ -94,9 +170,225 @@ def put(tree: Tree, path: str, entry: tree_mod.Entry) -> None:
 
 
 def drop_bytecode(tree: Tree) -> tuple[str, ...]:
-    return tuple(tree_mod.drop(tree, is_bytecode))
+    """Drop what a tool or the runtime would take instead of the tree's sources (class 9):
+    bytecode and tool caches (`is_bytecode`), a cargo `target/` beside its Cargo.toml
+    (fingerprints that call a changed crate up to date), and an extension module beside
+    a source of the same module (the runtime imports the binary, a check reads the .py)."""
+    targets = tuple(posixpath.join(posixpath.dirname(p), "target/").lstrip("/")
+                    for p in tree if posixpath.basename(p) == "Cargo.toml")
+    return tuple(tree_mod.drop(tree, lambda p: is_bytecode(p) or p.startswith(targets)
+                               or _shadows_source(tree, p)))
 
 
-def touched(parser: str, changed: list[str]) -> list[str]:
+def _shadows_source(tree: Tree, path: str) -> bool:
+    directory, _, name = path.rpartition("/")
+    if not name.endswith((".so", ".pyd")):
+        return False
+    module = posixpath.join(directory, name.split(".", 1)[0])
+    return f"{module}.py" in tree or f"{module}/__init__.py" in tree
+
+
+def touched(changed: Iterable[str]) -> list[str]:
     """The harness files among an arm's changed paths (for `harness_touched`)."""
-    return sorted(p for p in changed if is_harness(parser, p) or is_bytecode(p))
+    return sorted(p for p in changed if is_harness(p) or is_bytecode(p))
+
+
+# -- by content and by layout ------------------------------------------------------------
+
+
+_SHELL_WORD = re.compile(r"""[^\s'"&|;<>()]+""")
+# A test file a runner is pointed at is the runner's to judge (a protected one is
+# restored anyway): a command names it as an argument, not as a program.
+_NAMED_TEST = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|[^/]*\.(test|spec)\.[cm]?[jt]sx?"
+                         r"|[^/]*_test\.go)$")
+
+
+def command_files(command: str, tree: Tree, base: Tree) -> set[str]:
+    """The files of the trees a check's command names (`sh scripts/check.sh`, `./run`,
+    `python3 -m tools.lint`): what they do is the grader's definition of the check. A
+    protected or test file the command names is pinned anyway; a directory is not a file."""
+    found: set[str] = set()
+    words = _SHELL_WORD.findall(command)
+    for at, word in enumerate(words):
+        candidates = [posixpath.normpath(word.removeprefix("./"))]
+        if at and words[at - 1] == "-m":
+            module = word.replace(".", "/")
+            candidates += [f"{module}.py", f"{module}/__main__.py"]
+        for candidate in candidates:
+            if candidate.startswith(("..", "/")) or _NAMED_TEST.search(candidate):
+                continue
+            if candidate in tree or candidate in base:
+                found.add(candidate)
+    return found
+
+
+def _go_test_mains(tree: Tree, base: Tree) -> set[str]:
+    """A `_test.go` of the arm's that defines TestMain, or changes one the base has."""
+    found = set()
+    for path in {*tree, *base}:
+        if not path.endswith("_test.go"):
+            continue
+        mine, theirs = tree.get(path), base.get(path)
+        if mine is None or mine == theirs:
+            continue
+        if not mine.held or _GO_TEST_MAIN.search(mine.data) or (
+                theirs is not None and (not theirs.held or _GO_TEST_MAIN.search(theirs.data))):
+            found.add(path)  # a file too large to read is taken to define it
+    return found
+
+
+_JS_CONFIGS = ("vitest.config.*", "vite.config.*", "vitest.workspace.*", "jest.config.*",
+               "package.json")
+_JS_NAMING = re.compile(r"""["']?(?:setupFiles|setupFilesAfterEnv|globalSetup|globalTeardown|"""
+                        r"""snapshotSerializers|testEnvironment|reporters|resolver|"""
+                        r"""testSequencer|testRunner|environment)["']?\s*:\s*"""
+                        r"""(\[[^\]]{0,4000}\]|["'][^"'\n]{1,300}["'])""")
+_PY_PLUGINS = re.compile(r"""pytest_plugins\s*=\s*(\[[^\]]{0,4000}\]|\([^)]{0,4000}\)|"""
+                         r"""["'][^"'\n]{1,300}["'])""")
+_ADDOPTS_PLUGIN = re.compile(r"(?:^|\s)-p\s*([\w.]+)")
+_QUOTED = re.compile(r"""["']([^"'\n]{1,300})["']""")
+
+
+def _named(tree: Tree) -> set[str]:
+    """Files the (now pinned) runner configurations name as part of the harness: a JS
+    runner's setup files, environments and reporters; a pytest plugin module named by
+    `-p` or `pytest_plugins`."""
+    found: set[str] = set()
+    modules = {p.removesuffix(".py").removesuffix("/__init__").replace("/", "."): p
+               for p in tree if p.endswith(".py")}
+    for path, entry in list(tree.items()):
+        name = posixpath.basename(path)
+        if entry.kind is Kind.SYMLINK or not entry.held:
+            continue
+        text = entry.data.decode("utf-8", "replace")
+        here = posixpath.dirname(path)
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in _JS_CONFIGS):
+            for value in _JS_NAMING.findall(text):
+                for word in _QUOTED.findall(value) or [value.strip("'\"")]:
+                    found.update(_files_named(tree, here, word))
+        elif name == "conftest.py":
+            for value in _PY_PLUGINS.findall(text):
+                found.update(modules[w] for w in _QUOTED.findall(value) or [value.strip("'\"")]
+                             if w in modules)
+        elif name in ("pyproject.toml", "pytest.ini", "tox.ini", "setup.cfg"):
+            found.update(modules[w] for w in _ADDOPTS_PLUGIN.findall(text) if w in modules)
+    return found
+
+
+def _files_named(tree: Tree, here: str, word: str) -> set[str]:
+    found = set()
+    for candidate in (posixpath.normpath(posixpath.join(here, word)), posixpath.normpath(word)):
+        if candidate.startswith(".."):
+            continue
+        for suffix in ("", ".ts", ".js", ".mjs", ".cjs", ".mts", ".cts", ".tsx", ".jsx"):
+            if candidate + suffix in tree:
+                found.add(candidate + suffix)
+    return found
+
+
+def _packages(tree: Tree) -> set[str]:
+    """Directories that are regular packages (hold an `__init__.py`)."""
+    return {posixpath.dirname(p) for p in tree if posixpath.basename(p) == "__init__.py"}
+
+
+def _test_dirs(*trees: Tree) -> set[str]:
+    """Every directory pytest may import a test module or a conftest from."""
+    return {posixpath.dirname(p) for t in trees for p in t
+            if _TEST_MODULE.match(posixpath.basename(p)) or p.endswith("conftest.py")}
+
+
+def _basedir(directory: str, packages: set[str]) -> str:
+    """pytest's prepend import mode: the first directory up from a test module's that is
+    not a package goes on sys.path."""
+    while directory and directory in packages:
+        directory = posixpath.dirname(directory)
+    return directory
+
+
+def _ini_paths(tree: Tree) -> set[str]:
+    """`pythonpath` entries of pytest's ini sources at the root (the base's, pinned)."""
+    found: set[str] = set()
+    for name in ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini"):
+        entry = tree.get(name)
+        if entry is None or entry.kind is Kind.SYMLINK:
+            continue
+        text = entry.data.decode("utf-8", "replace")
+        for match in re.finditer(r"^\s*pythonpath\s*=\s*(.+)$", text, re.MULTILINE):
+            found.update(w.strip("/") for w in re.findall(r"[\w./-]+", match.group(1))
+                         if w not in ("true", "false"))
+    return found
+
+
+def _layout(tree: Tree, base: Tree, importable: frozenset[str]) -> set[str]:
+    """Where imports resolve is the base's: the package markers of the test directories
+    (existence only: an `__init__.py`'s content is code) and no module at an import root
+    that shadows another one."""
+    found: set[str] = set()
+    dirs = _test_dirs(tree, base)
+    chains = {""} | dirs | tree_mod.ancestors(dirs)  # each made once: linear in a deep tree
+    for directory in chains:
+        marker = posixpath.join(directory, "__init__.py") if directory else "__init__.py"
+        if (marker in tree) != (marker in base):
+            found.add(marker)
+    packages = _packages(base)
+    roots = {""} | {_basedir(d, packages) for d in dirs} | _ini_paths(base)
+    mine, theirs = _modules(tree, roots), _modules(base, roots)
+    homes: dict[str, set[str]] = {}  # a module name -> the roots the base has it at
+    for other, names in theirs.items():
+        for name in names:
+            homes.setdefault(name, set()).add(other)
+    for root in roots:
+        for name, paths in mine.get(root, {}).items():
+            if name in theirs.get(root, {}):
+                continue
+            elsewhere = bool(homes.get(name, set()) - {root})  # not a scan of every root
+            if name in STDLIB or name in importable or elsewhere:
+                found.update(paths)
+    return found
+
+
+def _modules(tree: Tree, roots: set[str]) -> dict[str, dict[str, list[str]]]:
+    """root -> top-level module name -> the paths that make it there (a module file, an
+    extension, or a package directory), in one pass over the tree."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for path in tree:
+        directory, _, name = path.rpartition("/")
+        if name == "__init__.py":
+            parent, _, package = directory.rpartition("/")
+            if parent in roots and package:
+                found.setdefault(parent, {}).setdefault(package, []).append(directory)
+        elif directory in roots and name.endswith((".py", ".so")):
+            found.setdefault(directory, {}).setdefault(name.split(".", 1)[0], []).append(path)
+    return found
+
+
+# -- cargo, go, node: by place and by a pinned manifest's naming ---------------------------
+# (the toolchains' own rules; the Python ones are above)
+
+_CARGO_BUILD = re.compile(r"""^\s*build\s*=\s*["']([^"'\n]{1,300})["']""", re.MULTILINE)
+
+
+def toolchain_harness(tree: Tree, base: Tree) -> set[str]:
+    """What cargo loads by place or by its manifest's naming, beyond the file names:
+
+    - a `target/` beside a Cargo.toml (of the tree or the base): cargo's build directory,
+      whose fingerprints and binaries it takes as up to date (a committed fake test
+      binary, a build script's output);
+    - the build script a pinned Cargo.toml names (`build = "tools/gen.rs"`): it runs
+      before the tests with the sandbox user's rights.
+    """
+    crates = {posixpath.dirname(p) for t in (tree, base) for p in t
+              if posixpath.basename(p) == "Cargo.toml"}
+    built = {posixpath.join(c, "target") if c else "target" for c in crates}
+    found = {p for t in (tree, base) for p in t
+             if any(p.startswith(d + "/") for d in built)}
+    for path, entry in base.items():
+        if posixpath.basename(path) != "Cargo.toml" or not entry.held or \
+                entry.kind is Kind.SYMLINK:
+            continue
+        here = posixpath.dirname(path)
+        for named in _CARGO_BUILD.findall(entry.data.decode("utf-8", "replace")):
+            candidate = posixpath.normpath(posixpath.join(here, named))
+            if not candidate.startswith(".."):
+                found.add(candidate)
+    return found

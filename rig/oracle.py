@@ -2,9 +2,11 @@
 
 The oracle decides nothing about containers: a `SampleExecutor` (runner's docker
 executor in practice) runs the sample and reports what happened; the oracle persists the
-log, then grades it: the parser, the rig's canaries (`rig.canary`), `rig.verdict.decide`
-and, when the sample looks like a rig fault or its canaries did not come out as planted,
-the base's run of the same check in the same image (`rig.diagnosis`); then it writes the
+log and the observer's records, then grades them: `evidence` gathers what the rules read
+(the parser's reading of the output, the rig's observer for pytest, the canaries) and
+`rig.verdict.judge` applies the rules in their order, asking for the base's run of the
+same check in the same image when a rule depends on it (the success criterion's tests by
+id, a would-be rig error, canaries or an observer that look wrong); then it writes the
 record.
 """
 
@@ -19,15 +21,16 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rig import canary as canary_mod
-from rig import diagnosis
+from rig import observer as observer_mod
 from rig import ratchet as ratchet_mod
-from rig.canary import Canary, Evidence
+from rig.canary import Canary
 from rig.harness import Pinned
 from rig.parsers import get_parser
-from rig.parsers.base import ParseResult
 from rig.persist import write_text_atomic
 from rig.record import SampleCounts, SampleRecord, StackRecord
-from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict, decide
+from rig.tree import clean
+from rig.tripwire import Finding, Tripwire
+from rig.verdict import Base, Evidence, Judged, Outcome, Verdict, judge
 
 Z95 = 1.959963984540054
 
@@ -74,13 +77,18 @@ class SampleSpec:
     server: ServerSpec | None = None
     stack: StackSpec | None = None
     ratchet: ratchet_mod.Ratchet | None = None  # a ratchet check: graded on its metric
-    # "base": the success criterion runs under the base's harness (conftest, runner
-    # configuration restored, the arm's additions removed); "arm": a check runs the arm's
-    # own suite with its own harness (the canaries watch it).
-    harness: Literal["base", "arm"] = "arm"
+    # "base": the sample runs under the base's harness (`rig.harness`: conftest, runner
+    # configuration, layout restored, the arm's additions removed), as every sample of
+    # `score` does; "arm" (records from before issue 20, tests of the tree as committed):
+    # the tree's own.
+    harness: Literal["base", "arm"] = "base"
     refused: str | None = None  # the arm's work was refused at import: nothing to run
     token: str | None = None  # the canaries' names (None: fresh random ones; reproduce
     #                           re-plants the recorded ones)
+    # An exit-code check (`rig.tripwire`): this sample is its tripwire run (the file to
+    # plant), or what the check's tripwire run showed for the arm (`guard`).
+    tripwire: Tripwire | None = None
+    guard: Finding | None = None
 
     @property
     def sample(self) -> str:
@@ -117,7 +125,9 @@ class Execution:
     server_log: str = ""
     files: Mapping[str, str] = field(default_factory=dict)  # `SampleSpec.collect`, as read
     canary: Canary | None = None  # the canaries planted in the sample's tree
-    canary_results: str | None = None  # pytest: the canary plugin's report, as read back
+    observed: bool = False  # the rig's observer was planted (pytest)
+    observation: str | None = None  # its root reader's records, as read back
+    outlived: bool = False  # the host stopped the container: it outlived its deadline
     pinned: Pinned = field(default_factory=Pinned)  # what the rig changed in the tree
     truncated: int = 0  # bytes of output left out between the kept head and tail
     refused: str | None = None  # the tree (or the arm's work) could not be used safely
@@ -141,122 +151,62 @@ class SampleExecutor(Protocol):
 
 
 class BaseReference(Protocol):
-    """The base's run of a sample's check in the same image (differential diagnosis)."""
+    """The base's run of a sample's check in the same image (the differential rule)."""
 
-    def __call__(self, spec: SampleSpec) -> diagnosis.BaseRun: ...
+    def __call__(self, spec: SampleSpec) -> Base: ...
 
 
-@dataclass(frozen=True)
-class Graded:
-    outcome: Outcome
-    evidence: Evidence = canary_mod.NO_CANARIES
-    causable: bool = False  # a rig error the arm's own code could have caused
-    exit_code: int | None = None  # the exit status graded: the must-fail canary's taken out
+def evidence(spec: SampleSpec, execution: Execution) -> Evidence:
+    """What the verdict rules read of one sample."""
+    parsed = get_parser(spec.parser).parse(execution.log) if spec.ratchet is None else \
+        get_parser("exit-code").parse("")
+    stack = "none" if execution.stack is None else execution.stack.health
+    return Evidence(
+        parser=spec.parser, exit_code=execution.exit_code, parsed=parsed, log=execution.log,
+        files=execution.files, timed_out=execution.timed_out,
+        oom_killed=execution.oom_killed, outlived=execution.outlived,
+        program_present=execution.program_present, missing_tools=execution.missing_tools,
+        image=execution.image or execution.image_id, refused=execution.refused,
+        infra_error=execution.infra_error, layout_failed=execution.layout_failed,
+        server=execution.server, server_log=execution.server_log, stack=stack,
+        stack_detail=execution.stack_detail, of_base=spec.commit == spec.base_commit,
+        ratchet=spec.ratchet, canary=execution.canary, observed=execution.observed,
+        observation=_named(observer_mod.read(execution.observation)),
+        by_id=spec.check == SUCCESS,
+        simple=canary_mod.simple(spec.command), command=spec.command,
+        blind=None if spec.guard is None else spec.guard.blind,
+        unguarded=() if spec.guard is None or spec.guard.unguarded is None
+        else (spec.guard.unguarded,))
+
+
+def _named(observed: observer_mod.Observation) -> observer_mod.Observation:
+    """The observation with its test ids as a record holds them (`rig.tree.clean`: a
+    file name that is not UTF-8 in git's quoted form), so an arm's ids compare with those
+    of the base's stored record."""
+    if all(clean(t.id) == t.id for t in observed.tests):
+        return observed
+    return dataclasses.replace(observed, tests=tuple(
+        dataclasses.replace(t, id=clean(t.id)) for t in observed.tests))
+
+
+def assess(spec: SampleSpec, execution: Execution, base: Base | None = None) -> Judged:
+    """The verdict of an execution (`rig.verdict.judge`), with the base's run when given."""
+    return judge(evidence(spec, execution), base)
 
 
 def grade(spec: SampleSpec, execution: Execution) -> Outcome:
-    """The verdict of an execution before any differential diagnosis."""
+    """The verdict of an execution before the base is asked."""
     return assess(spec, execution).outcome
 
 
-def assess(spec: SampleSpec, execution: Execution) -> Graded:
-    """The verdict of an execution, the canaries' evidence, and whether a rig error could
-    be the arm's doing: infra, refusals and missing tools first, then the output."""
-    if execution.refused is not None:
-        return Graded(Outcome(Verdict.FAIL, FailReason.unsafe_work, execution.refused, None))
-    early = _rig_state(spec, execution)
-    if early is not None:
-        return early
-    if spec.ratchet is not None:
-        outcome = ratchet_mod.grade(spec.ratchet, exit_code=execution.exit_code,
-                                    log=execution.log, files=execution.files,
-                                    timed_out=execution.timed_out,
-                                    oom_killed=execution.oom_killed,
-                                    program_present=execution.program_present)
-        return Graded(outcome, causable=diagnosis.causable(outcome))
-    return _tests(spec, execution)
+SUCCESS = "success"
 
 
-def _rig_state(spec: SampleSpec, execution: Execution) -> Graded | None:
-    """What the executor saw before any output is read."""
-    if execution.infra_error is not None:
-        return Graded(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
-                              execution.infra_error, None), causable=execution.layout_failed)
-    image = execution.image or execution.image_id
-    if execution.missing_tools:
-        missing = ", ".join(execution.missing_tools)
-        return Graded(Outcome(Verdict.RIG_ERROR, RigErrorReason.tool_missing,
-                              f"not on PATH in image {image}: {missing}", None))
-    if execution.server == "no_http_client":
-        return Graded(Outcome(Verdict.RIG_ERROR, RigErrorReason.tool_missing,
-                              f"no HTTP client (python3, node, wget or curl) in image {image} "
-                              "for the server's health check", None), causable=True)
-    if execution.server == "unhealthy":
-        tail = execution.server_log.strip().splitlines()[-3:]
-        return Graded(Outcome(Verdict.FAIL, FailReason.server_unhealthy,
-                              "the server never answered its health check: "
-                              + " | ".join(tail), None))
-    return _stack_state(spec, execution)
-
-
-def _stack_state(spec: SampleSpec, execution: Execution) -> Graded | None:
-    """A stack that never got healthy: the base's own is the rig's fault (RIG_ERROR); an
-    arm's is FAIL server_unhealthy unless the base's fails the same way (`diagnosis`)."""
-    if execution.stack is None or execution.stack.health == "healthy":
-        return None
-    detail = f"the stack never got healthy: {execution.stack_detail}"
-    if spec.commit == spec.base_commit:
-        return Graded(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
-                              f"{detail}; it is the base's own stack: the rig's fault", None))
-    return Graded(Outcome(Verdict.FAIL, FailReason.server_unhealthy, detail, None),
-                  causable=True)
-
-
-def _tests(spec: SampleSpec, execution: Execution) -> Graded:
-    """A test runner's output, its canaries discounted (`rig.canary`), then `decide`."""
-    parsed = get_parser(spec.parser).parse(execution.log)
-    evidence = canary_mod.observe(execution.canary, parsed.tests, execution.exit_code,
-                                  execution.canary_results)
-    parsed = _vouched(spec.parser, parsed, evidence)
-    counts = canary_mod.discount(parsed.counts, evidence)
-    exit_code = canary_mod.exit_without(spec.parser, execution.exit_code, counts, evidence)
-    outcome = decide(parser=spec.parser, exit_code=exit_code,
-                     parsed=dataclasses.replace(parsed, counts=counts),
-                     timed_out=execution.timed_out, oom_killed=execution.oom_killed,
-                     program_present=execution.program_present)
-    if evidence.forced:
-        outcome = Outcome(Verdict.FAIL, FailReason.tampered,
-                          f"the must-fail canary passed: {evidence.detail}", outcome.counts)
-    elif (outcome.verdict is Verdict.PASS and evidence.plugin_counts is not None
-          and counts is not None and evidence.plugin_counts != counts):
-        outcome = Outcome(Verdict.FAIL, FailReason.spoofed_output,
-                          f"the summary line says {counts} but pytest's own per-test reports "
-                          f"add up to {evidence.plugin_counts}", counts)
-    return Graded(outcome, evidence, diagnosis.causable(outcome), exit_code)
-
-
-def _vouched(parser: str, parsed: ParseResult, evidence: Evidence) -> ParseResult:
-    """With the canaries as planted, a single-summary runner's own summary is its LAST
-    one when it holds them (the runner prints it last; a fake printed after it does not
-    know them): summary-like text the tests printed before it is theirs, not a spoof.
-    Otherwise the old rule stands (more than one is a spoof)."""
-    if not (evidence.planted and evidence.as_planted and evidence.exit_agrees):
-        return parsed
-    sequence = parsed.summary_sequence
-    if len(sequence) < 2 or parsed.summed:
-        return parsed
-    last = sequence[-1]
-    if not canary_mod.in_summary(last, evidence):  # without the canaries: not the runner's
-        return parsed
-    note = (f"{len(sequence) - 1} summary-like line(s) before {parser}'s own last one were "
-            "printed by the tests and ignored")
-    return dataclasses.replace(parsed, counts=last, summaries=1, spoof_evidence=(),
-                               notes=(*parsed.notes, note))
-
-
-def record_of(spec: SampleSpec, execution: Execution, graded: Graded, started_at: str,
-              log_name: str, base: diagnosis.BaseRun | None = None) -> SampleRecord:
+def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at: str,
+              log_name: str, base: Base | None = None,
+              seen: Evidence | None = None) -> SampleRecord:
     outcome = graded.outcome
+    seen = seen or evidence(spec, execution)
     counts = outcome.counts
     rig_error = str(outcome.reason) if outcome.verdict is Verdict.RIG_ERROR else None
     return SampleRecord(
@@ -279,15 +229,64 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Graded, started_at
         detail=outcome.detail, contract=spec.contract, server=execution.server,
         started_at=started_at,
         duration_s=round(execution.duration_s, 3), log=log_name,
-        harness=spec.harness, pinned=execution.pinned.as_record(),
-        canaries=None if execution.canary is None else {
-            **execution.canary.as_record(), "seen": graded.evidence.as_record()},
-        truncated_bytes=execution.truncated,
+        harness=spec.harness, pinned=_pinned(execution.pinned),
+        canaries=_canaries(spec, execution, graded),
+        truncated_bytes=execution.truncated, outlived=execution.outlived,
+        unguarded=list(graded.unguarded), **_tests_fields(execution, seen),
         diagnosis=None if base is None else {"base_sample": base.sample,
                                              "base_verdict": str(base.verdict),
                                              "base_reason": base.reason},
         stack=execution.stack,
         **_metric_fields(spec, execution, log_name))
+
+
+def _canaries(spec: SampleSpec, execution: Execution, graded: Judged) -> dict[str, object] | None:
+    """The canaries planted and how they came out; an exit-code check's tripwire (planted
+    here, or what the check's tripwire run showed)."""
+    if execution.canary is not None:
+        return {**execution.canary.as_record(), "seen": graded.canaries.as_record()}
+    if spec.tripwire is not None:
+        return {"tripwire": {**spec.tripwire.as_record(),
+                             "named": spec.tripwire.named(execution.log)}}
+    if spec.guard is not None:
+        return {"tripwire": spec.guard.as_record()}
+    return None
+
+
+def _tests_fields(execution: Execution, seen: Evidence) -> dict[str, Any]:
+    """The tests by id (the observer's for pytest, else the runner's per-test lines),
+    the canaries left out, bounded; and what the observer saw."""
+    canary = execution.canary
+    names = () if canary is None else tuple(n for n in (canary.pass_name, canary.fail_name)
+                                            if n)
+    def mine(test_id: str) -> bool:
+        return not any(name in test_id for name in names)
+    if not execution.observed:
+        cases = canary_mod.split(canary, seen.parsed.tests)[1]  # the canaries left out
+        rows = [{"id": c.id, "status": str(c.status)} for c in cases[:TESTS_KEPT]]
+        dupes = len({c.id for c in cases}) < len({(c.id, c.status) for c in cases})
+        return {"tests": rows, "duplicated": dupes} if rows else {}
+    observed = seen.observation
+    return {"tests": [row for row in observer_mod.summary(observed, TESTS_KEPT)
+                      if mine(str(row["id"]))],
+            "observer": {"present": observed.present, "sessions": observed.sessions,
+                         "finished": observed.finished, "status": observed.status,
+                         "overflow": observed.overflow, "plugins": list(observed.plugins),
+                         "inipath": observed.inipath,
+                         "anomalies": [{"kind": a.kind, "detail": a.detail}
+                                       for a in observed.anomalies]}}
+
+
+TESTS_KEPT = 20000
+PINNED_KEPT = 1000  # paths a record names per list of what pinning changed; then a count
+
+
+def _pinned(pinned: Pinned) -> dict[str, list[str]]:
+    """What pinning changed, as the record keeps it: a tree of 90,000 harness files is
+    named by its first PINNED_KEPT and a count, never 90,000 names in every record."""
+    return {what: paths[:PINNED_KEPT] + ([f"[and {len(paths) - PINNED_KEPT} more]"]
+                                         if len(paths) > PINNED_KEPT else [])
+            for what, paths in pinned.as_record().items()}
 
 
 def _metric_fields(spec: SampleSpec, execution: Execution, log_name: str) -> dict[str, Any]:
@@ -327,7 +326,7 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
     """Execute, persist the log, grade, persist the record. Never re-runs a stored sample.
 
     `base` (the base's run of the same check in the same image) is asked only when the
-    verdict depends on it (`rig.diagnosis.needs_base`): an arm can lose, never void."""
+    verdict depends on it (`rig.verdict.Judged.needs_base`): an arm can lose, never void."""
     record_path, log_path = sample_paths(stage_dir, spec)
     if record_path.exists():
         return SampleRecord.model_validate_json(record_path.read_text(encoding="utf-8"))
@@ -340,29 +339,42 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
         write_text_atomic(log_path.with_suffix(".stack.log"), execution.stack_log)
     for path, text in execution.files.items():  # what a ratchet read: kept to re-grade
         write_text_atomic(log_path.parent / collected_name(log_path.name, path), text)
-    if execution.canary_results is not None:  # the canary plugin's report, to re-grade
-        write_text_atomic(log_path.with_suffix(".canary.jsonl"), execution.canary_results)
-    graded = assess(spec, execution)
+    if execution.observation is not None:  # the observer's records, to re-grade
+        write_text_atomic(log_path.with_suffix(".observer.jsonl"), execution.observation)
+    seen = evidence(spec, execution)
+    graded = judge(seen)
     reference = None
-    if base is not None and diagnosis.needs_base(graded.outcome, graded.evidence,
-                                                  graded.causable):
+    if base is not None and graded.needs_base:
         reference = base(spec)
-        graded = dataclasses.replace(graded, outcome=diagnosis.differential(
-            graded.outcome, graded.evidence, reference))
-    record = record_of(spec, execution, graded, started, log_path.name, reference)
+        graded = judge(seen, reference)
+    record = record_of(spec, execution, graded, started, log_path.name, reference, seen)
     write_text_atomic(record_path, record.model_dump_json(indent=2) + "\n")
     return record
 
 
-def base_run(record: SampleRecord) -> diagnosis.BaseRun:
-    """What a base's sample record says, for `rig.diagnosis`."""
+def base_run(record: SampleRecord) -> Base:
+    """What a base's sample record says, for the differential rule."""
     seen = (record.canaries or {}).get("seen")
     signature = None
     if isinstance(seen, dict):
         signature = (str(seen.get("pass")), str(seen.get("fail")),
                      bool(seen.get("exit_agrees", True)))
-    return diagnosis.BaseRun(record.sample, record.verdict, record.reason, signature,
-                             stack="none" if record.stack is None else record.stack.health)
+    observed = record.observer or {}
+    anomalies = observed.get("anomalies")
+    kinds = frozenset(str(a.get("kind")) for a in anomalies if isinstance(a, dict)) \
+        if isinstance(anomalies, list) else frozenset()
+    if observed.get("overflow"):
+        kinds |= {"overflow"}
+    plugins = observed.get("plugins")
+    inipath = observed.get("inipath")
+    sessions = observed.get("sessions")
+    return Base(record.sample, record.verdict, record.reason, signature,
+                stack="none" if record.stack is None else record.stack.health,
+                outlived=record.outlived, observed=bool(observed.get("present")),
+                sessions=sessions if isinstance(sessions, int) else 0, anomalies=kinds,
+                plugins=tuple(str(p) for p in plugins) if isinstance(plugins, list) else (),
+                inipath=inipath if isinstance(inipath, str) else None,
+                tests=observer_mod.tests_of(record.tests), duplicates=record.duplicated)
 
 
 @dataclass(frozen=True)

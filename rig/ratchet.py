@@ -4,7 +4,7 @@ than the base (issue 8). Pure: no docker, no git.
 - `extract`: the metric's value from a check's output (a regex with a named group
   ``value``) or from a file the command wrote (``coverage-json:<path>``: coverage.py's
   ``totals.percent_covered``).
-- `grade`: one sample's verdict against the frozen base value, within the tolerance.
+- `readings`, `passes`, `worse_by`: what `rig.verdict`'s ratchet rule (8) grades with.
 - `baseline`: the base's value at ``up``: every sample measured it and all agree, else
   the rig is at fault (`RatchetError`, exit 3).
 - `move`: after a verified merge, the next change's baseline moves only in the better
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from rig.errors import RigError
+from rig.outcome import Verdict
 from rig.record import SampleRecord
-from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict
 
 COVERAGE_JSON: Final = "coverage-json:"
 EPSILON: Final = 1e-9  # relative: float noise in a comparison is never a regression
@@ -84,11 +84,23 @@ def _number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
+JSON_PARSED: Final = 4 * 1024 * 1024  # a coverage file parsed whole; a larger one: its totals
+_TOTALS = re.compile(r'"totals"\s*:\s*')
+
+
 def _coverage_total(text: str | None) -> float | None:
+    """coverage.py's `totals.percent_covered`. A file past JSON_PARSED is not parsed whole
+    (a JSON of a million tiny objects is a gigabyte of them): its last `totals` object
+    alone is (coverage.py writes it last, flat)."""
     if text is None:
         return None
     try:
-        totals = json.loads(text).get("totals", {})
+        if len(text) <= JSON_PARSED:
+            totals = json.loads(text).get("totals", {})
+        else:
+            at = [m.end() for m in _TOTALS.finditer(text, len(text) - 64 * 1024)]
+            totals = json.JSONDecoder().raw_decode(text[at[-1]:at[-1] + 16 * 1024])[0] \
+                if at else {}
         value = totals.get("percent_covered")
     except (ValueError, AttributeError):
         return None
@@ -112,72 +124,19 @@ def show(value: float | None) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:.2f}"
 
 
-def _describe(metric: str) -> str:
+def describe(metric: str) -> str:
     path = coverage_path(metric)
     return f"coverage.py JSON {path}" if path is not None else f"the metric /{metric}/"
 
 
-def _missing(metric: str, files: Mapping[str, str]) -> str:
+def missing(metric: str, files: Mapping[str, str]) -> str:
+    """Why a ratchet found no value (its verdict is `rig.verdict`'s rule 8)."""
     path = coverage_path(metric)
     if path is None:
-        return f"{_describe(metric)} matched nothing in the output"
+        return f"{describe(metric)} matched nothing in the output"
     if path not in files:
         return f"the command wrote no regular file {path} (coverage-json:{path})"
     return f"{path} holds no totals.percent_covered (not a coverage.py JSON report)"
-
-
-def _rig(reason: RigErrorReason, detail: str) -> Outcome:
-    return Outcome(Verdict.RIG_ERROR, reason, detail)
-
-
-def _fail(reason: FailReason, detail: str) -> Outcome:
-    return Outcome(Verdict.FAIL, reason, detail)
-
-
-def _before_reading(exit_code: int | None, timed_out: bool, oom_killed: bool,
-                    program_present: bool) -> Outcome | None:
-    """The rig's and the container's faults, in `rig.verdict`'s order (rules 1-3)."""
-    if not program_present:
-        return _rig(RigErrorReason.tool_missing, "preflight found the program absent")
-    if timed_out:
-        return _fail(FailReason.timeout, "the check ran past its time limit")
-    if oom_killed:
-        return _fail(FailReason.oom_killed, "the container was OOM-killed")
-    if exit_code is None:
-        return _rig(RigErrorReason.infra, "no exit code was recorded for the command")
-    if exit_code in (126, 127):
-        return _rig(RigErrorReason.command_not_found,
-                    f"exit {exit_code}: the shell could not run the command")
-    return None
-
-
-def grade(ratchet: Ratchet, *, exit_code: int | None, log: str, files: Mapping[str, str],
-          timed_out: bool = False, oom_killed: bool = False,
-          program_present: bool = True) -> Outcome:
-    """One ratchet sample: the metric's value against the frozen base.
-
-    The exit code beyond 126/127 is not the verdict (a linter may exit 1 on findings):
-    the value is. No value is RIG_ERROR unparsed_output, never a FAIL; a value reported
-    twice differently is FAIL spoofed_output (the base reported one)."""
-    early = _before_reading(exit_code, timed_out, oom_killed, program_present)
-    if early is not None:
-        return early
-    found = readings(ratchet.metric, log, files)
-    if not found:
-        return _rig(RigErrorReason.unparsed_output, _missing(ratchet.metric, files))
-    if len(set(found)) > 1:
-        values = ", ".join(show(v) for v in dict.fromkeys(found))
-        return _fail(FailReason.spoofed_output,
-                     f"{_describe(ratchet.metric)} reported different values: {values}")
-    value = found[0]
-    if ratchet.base is None:
-        return Outcome(Verdict.PASS, None, f"measured {show(value)} (the base's value)")
-    trend = f"base {show(ratchet.base)} -> {show(value)} ({ratchet.better} is better"
-    trend += f", tolerance {ratchet.tolerance:g})"
-    if passes(value, ratchet.base, ratchet.better, ratchet.tolerance):
-        return Outcome(Verdict.PASS, None, trend)
-    return _fail(FailReason.ratchet_regressed, f"{trend}: worse by "
-                 f"{show(worse_by(value, ratchet.base, ratchet.better))}")
 
 
 def baseline(check: str, records: Sequence[SampleRecord]) -> float:

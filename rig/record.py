@@ -6,9 +6,12 @@ its verdict can always be recomputed from the stored log (`rig.oracle.regrade`).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
-from rig.verdict import Verdict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from rig.outcome import Verdict
+from rig.tree import clean
 
 
 class SampleCounts(BaseModel):
@@ -34,7 +37,11 @@ class StackRecord(BaseModel):
 
 
 class SampleRecord(BaseModel):
-    """DESIGN.md, "Records": one sample of one check on one commit in one fresh container."""
+    """DESIGN.md, "Records": one sample of one check on one commit in one fresh container.
+
+    Any name git allows can reach a record (a protected path, a test id, a message that
+    names a file): one that is not UTF-8 is held in git's quoted form (`rig.tree.clean`),
+    so a record can always be written, read back and printed."""
 
     model_config = ConfigDict(frozen=True)
     schema_version: str = "bakeoff-sample/v1"
@@ -82,3 +89,29 @@ class SampleRecord(BaseModel):
     truncated_bytes: int = 0  # output left out between the kept head and tail of the log
     diagnosis: dict[str, str | None] | None = None  # the base's run it was judged against
     stack: StackRecord | None = None  # the stack under test, when the criterion has one
+    outlived: bool = False  # the host stopped the container after its deadline
+    unguarded: list[str] = []  # what this sample's grading could not check, and why
+    # The tests by id (pytest: the rig's observer; else the runner's per-test lines),
+    # the canaries left out: {id, status[, pinned, attested, verified]} (the base's are
+    # what an arm's protected tests are checked against).
+    tests: list[dict[str, str | bool]] = []
+    duplicated: bool = False  # the runner's lines gave one test two outcomes
+    observer: dict[str, object] | None = None  # pytest: sessions, anomalies, plugins, ini
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_as_text(cls, data: Any) -> Any:
+        return cleaned(data)
+
+
+def cleaned(data: Any) -> Any:
+    """`data` with every string in it (keys too) as `rig.tree.clean` gives it."""
+    if isinstance(data, str):
+        return clean(data)
+    if isinstance(data, dict):
+        return {cleaned(k): cleaned(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [cleaned(v) for v in data]
+    if isinstance(data, tuple):
+        return tuple(cleaned(v) for v in data)
+    return data

@@ -87,6 +87,11 @@ class CheckResult:
         return [r.sample for r in self.records]
 
     @property
+    def unguarded(self) -> list[str]:
+        """What its samples' grading could not check (`SampleRecord.unguarded`), once."""
+        return list(dict.fromkeys(note for r in self.records for note in r.unguarded))
+
+    @property
     def metric_base(self) -> float | None:
         """A ratchet: the frozen base value its samples were graded against."""
         return next((r.metric_base for r in self.records if r.metric_base is not None), None)
@@ -160,6 +165,11 @@ class ArmScore:
     @property
     def rig_errors(self) -> list[tuple[str, str]]:
         return [err for check in self.all_checks for err in check.rig_errors]
+
+    @property
+    def unguarded(self) -> dict[str, list[str]]:
+        """check -> what its grading could not check (only checks with something)."""
+        return {check.name: check.unguarded for check in self.all_checks if check.unguarded}
 
     @property
     def flaky(self) -> bool:
@@ -270,7 +280,8 @@ def score_arm(arm: Arm, success: CheckResult, checks: Mapping[str, CheckResult],
     caveats = _caveats(arm, results, scores, judge) + image_caveats
     if touched:
         caveats.append(f"harness_touched: the arm changed harness files {', '.join(touched)} "
-                       "(the success criterion ran under the base's)")
+                       "(every sample ran under the base's; a merge never puts them on the "
+                       "branch)")
     caveats += [] if dispatched is None else list(dispatched.caveats)
     return ArmScore(
         arm=arm.id, identity=arm.identity() if dispatched is None else dispatched.identity,
@@ -296,7 +307,8 @@ FLAG_MEANINGS = {
     "tampered": "the arm's run did not report the rig's canaries as planted, broke the "
                 "harness, or handed in work that could not be imported safely: a FAIL",
     "harness_touched": "the arm's diff changed harness files (conftest, runner "
-                       "configuration, bytecode); the success criterion ran under the base's",
+                       "configuration, bytecode; the first five named): every sample ran "
+                       "under the base's, and a merge never puts them on the branch",
     "effort_mismatch": "the effort the gateway saw on the wire is not the effort the arm "
                        "declares",
     "model_mismatch": "the model the gateway saw on the wire is not the model the arm "
@@ -315,10 +327,22 @@ def describe_flag(flag: str) -> str:
     return f"{flag}: {meaning}" if meaning else flag
 
 
+FLAG_FILES = 5  # harness files a flag names
+
+
+def harness_flag(arm: ArmScore) -> str:
+    """`harness_touched:B (tests/conftest.py, vitest.config.mts)`: the arm and the first
+    `FLAG_FILES` harness files its diff changed, `+N more` for the rest."""
+    named = ", ".join(arm.harness_touched[:FLAG_FILES])
+    more = len(arm.harness_touched) - FLAG_FILES
+    return f"harness_touched:{arm.arm} ({named}{f', +{more} more' if more > 0 else ''})"
+
+
 def flags(arms: Sequence[ArmScore], decision: WinnerDecision | None = None) -> list[str]:
     """The round's integrity flags, sorted: no_separation, rig_asymmetric,
-    effort_confounded, flaky:<arm>, spoofed:<arm>, tampered:<arm>, harness_touched:<arm>,
-    and tie:<arm>,<arm>... when `decision` had to break a tie (or could not)."""
+    effort_confounded, flaky:<arm>, spoofed:<arm>, tampered:<arm>,
+    `harness_touched:<arm> (<file>, ...)` (`harness_flag`), and tie:<arm>,<arm>... when
+    `decision` had to break a tie (or could not)."""
     found: set[str] = set()
     valid = [a for a in arms if a.valid]
     if valid and all(a.success.rate.n and a.success.rate.rate == 1.0 for a in valid):
@@ -332,7 +356,7 @@ def flags(arms: Sequence[ArmScore], decision: WinnerDecision | None = None) -> l
                  if any(check.spoofed for check in a.all_checks))
     found.update(f"tampered:{a.arm}" for a in arms
                  if any(check.tampered for check in a.all_checks))
-    found.update(f"harness_touched:{a.arm}" for a in arms if a.harness_touched)
+    found.update(harness_flag(a) for a in arms if a.harness_touched)
     found.update(f"{mark}:{a.arm}" for a in arms for mark in a.marks)
     if decision is not None and decision.tie is not None:
         found.add("tie:" + ",".join(sorted(decision.tie.arms)))

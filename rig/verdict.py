@@ -1,208 +1,598 @@
-"""One sample's verdict: PASS, FAIL(reason) or RIG_ERROR(reason), and why.
+"""One sample's verdict, and the one place its rules live, in their order.
 
-`decide` is the single place the rules live (DESIGN.md principles 4, 5 and 7). It is
-pure: the exit code, the container's timeout/OOM flags and a `ParseResult` in, an
-`Outcome` out. The order of the rules is the policy:
+`judge` takes what one sample gave (`Evidence`, built by `rig.oracle` from what ran) and,
+when a rule depends on it, what the base gave for the same check in the same image
+(`Base`: the differential rule, principle 7: a contestant can lose, never void a round).
+The first rule that applies decides; its evidence is named beside it.
 
-1. the program is absent (preflight)              -> RIG_ERROR tool_missing
-2. timed out / OOM-killed                         -> FAIL timeout / oom_killed
-3. no exit code / exit 127 or 126                 -> RIG_ERROR infra / command_not_found
-4. `exit-code` parser: 0                          -> PASS, anything else FAIL tests_failed
-5. the code under test did not build/import       -> FAIL build_failed
-6. the runner rejected its command, nothing ran   -> RIG_ERROR bad_invocation (no counts)
-7. output the runner cannot have printed          -> FAIL spoofed_output
-8. the test process ended before reporting        -> FAIL aborted
-9. no summary found                               -> RIG_ERROR unparsed_output
-10. no test ran (or the runner's no-tests exit)   -> RIG_ERROR no_tests_ran
-11. exit code disagrees with the counts           -> FAIL exit_mismatch (never a PASS)
-12. failures or errors                            -> FAIL tests_failed; else PASS
+Before any output is read (what the executor saw):
+
+1. the arm's work or tree was refused                   -> FAIL unsafe_work
+2. the rig broke (engine, layout)                        -> RIG_ERROR infra (a layout
+   the arm's tree broke: the base decides, rule 14)
+3. a required tool is not in the image                   -> RIG_ERROR tool_missing
+4. no HTTP client for the server's health check          -> RIG_ERROR tool_missing (14)
+5. the server never answered its health check            -> FAIL server_unhealthy
+6. the stack never got healthy: the base's own           -> RIG_ERROR infra; an arm's
+   -> FAIL server_unhealthy, RIG_ERROR infra when the base's fails the same way
+7. the container outlived its deadline (the host killed it) -> FAIL timeout, RIG_ERROR
+   infra when the base's outlived it too
+7b. an exit-code check that exits 0 whose tripwire run (`rig.tripwire`: a planted file
+   that must make the tool fail) did not fail as planted, while the base's did
+                                                          -> FAIL tampered
+
+A ratchet (`rig.ratchet`: the metric, not the exit code, decides):
+
+8. no program / timeout / OOM / no exit code / 126-127   -> as rules 1-3 of `decide`;
+   no value -> RIG_ERROR unparsed_output; two values -> FAIL spoofed_output; worse than
+   the base beyond the tolerance -> FAIL ratchet_regressed; else PASS
+
+A test run:
+
+9. the observer (pytest, `rig.observer`): no session although the base had one, a record
+   no hook of the rig wrote, a gap, a contradiction between pytest's report and the rig's
+   own attestation, a flag of the hook, another number of sessions, an overflow, another
+   ini or plugin set than the base's -> FAIL tampered (what the base shows too says
+   nothing); a session that never ended -> FAIL aborted; the process's exit code is not
+   pytest's own status (one simple command) -> FAIL exit_mismatch
+10. the output rules of `decide` (below), on the observer's counts for pytest
+11. the must-fail canary passed                           -> FAIL tampered
+12. a PASS (or a rig error the arm could cause) of the success criterion, by id: every
+   test the base ran from the protected files ran and passed, each once (pytest:
+   attested and, where the base's was, its code the pinned file's)
+   -> else FAIL not_run / tests_failed / tampered
+13. PASS with the canaries not as planted                 -> FAIL tampered, unless the
+   base's came out the same (the command's own selection: they say nothing)
+14. a rig error the arm's code could cause (126/127, no tests, unparsed, bad invocation,
+   a broken layout)  -> FAIL broke_harness, unless the base gives a rig error too
+
+`rig.output.decide` (rule 10), pure, holds the output rules in their order: the program
+absent, timeout or OOM, 126/127, the `exit-code` parser, a build that failed, a rejected
+command line, output the runner cannot have printed, a process ended before reporting, no
+summary, no test ran, an exit code that disagrees with the counts, failures.
 """
 
 from __future__ import annotations
 
-import enum
-import signal
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from rig.parsers import get_parser
-from rig.parsers.base import Counts, ParseResult
+from rig import canary as canary_mod
+from rig import ratchet as ratchet_mod
+from rig.canary import Evidence as CanaryEvidence
+from rig.observer import NOTHING, RAN, Observation, Status, Test
+from rig.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
+from rig.output import before_parsing, decide, fail, rig_error, vouched
+from rig.parsers.base import ParseResult, TestCase, TestStatus
 
-__all__ = ["Counts", "FailReason", "Outcome", "RigErrorReason", "Verdict", "decide"]
+__all__ = ["Base", "Counts", "Evidence", "FailReason", "Judged", "Outcome", "RigErrorReason",
+           "Verdict", "decide", "judge"]
 
-
-class Verdict(enum.StrEnum):
-    """The result of one sample."""
-
-    PASS = "PASS"
-    FAIL = "FAIL"
-    RIG_ERROR = "RIG_ERROR"
-
-
-class RigErrorReason(enum.StrEnum):
-    """Why the rig (image, command, parser) could not measure: never the model's fault."""
-
-    tool_missing = "tool_missing"
-    command_not_found = "command_not_found"
-    bad_invocation = "bad_invocation"
-    no_tests_ran = "no_tests_ran"
-    unparsed_output = "unparsed_output"
-    infra = "infra"
-
-
-class FailReason(enum.StrEnum):
-    """Why the code under test failed a trustworthy measurement."""
-
-    tests_failed = "tests_failed"
-    timeout = "timeout"
-    oom_killed = "oom_killed"
-    exit_mismatch = "exit_mismatch"
-    spoofed_output = "spoofed_output"
-    build_failed = "build_failed"
-    aborted = "aborted"
-    server_unhealthy = "server_unhealthy"  # the code's server never answered its health check
-    ratchet_regressed = "ratchet_regressed"  # a ratchet's metric got worse than the base
-    tampered = "tampered"  # the rig's canaries did not come out as planted: the run lied
-    unsafe_work = "unsafe_work"  # the arm's work could not be imported safely (fsck, paths)
-    broke_harness = "broke_harness"  # looked like a rig fault, but the base does not reproduce it
+# Rig errors an arm's own code can cause; `infra` (the engine broke) and a tool missing
+# from the image itself are the rig's whatever the tree holds.
+ARM_CAUSABLE = frozenset({RigErrorReason.command_not_found, RigErrorReason.bad_invocation,
+                          RigErrorReason.no_tests_ran, RigErrorReason.unparsed_output})
+SHOWN_IDS = 5  # test ids named in a detail
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """A verdict, its reason (None for PASS), a sentence saying why, and the counts."""
+class Evidence:
+    """What one sample gives the rules (`rig.oracle.evidence` builds it)."""
 
+    parser: str
+    exit_code: int | None = None
+    parsed: ParseResult = field(default_factory=lambda: ParseResult(counts=None))
+    log: str = ""
+    files: Mapping[str, str] = field(default_factory=dict)
+    timed_out: bool = False
+    oom_killed: bool = False
+    outlived: bool = False  # the host's wait expired: the container outlived its deadline
+    program_present: bool = True
+    missing_tools: tuple[str, ...] = ()
+    image: str = ""
+    refused: str | None = None
+    infra_error: str | None = None
+    layout_failed: bool = False
+    server: str = "none"  # none | healthy | unhealthy | no_http_client
+    server_log: str = ""
+    stack: str = "none"  # none | healthy | unhealthy
+    stack_detail: str = ""
+    of_base: bool = False  # the sample ran the base's own tree: it is the reference
+    ratchet: ratchet_mod.Ratchet | None = None
+    canary: canary_mod.Canary | None = None
+    observed: bool = False  # the rig's observer was planted (pytest)
+    observation: Observation = NOTHING
+    by_id: bool = False  # the success criterion: its protected tests are checked by id
+    simple: bool = True  # the command is one simple command (its exit code is the runner's)
+    command: str = ""
+    # An exit-code check: how its tripwire showed its tool blind on the arm's tree (rule
+    # 7b, `rig.tripwire`), and what the rig already knows it could not check.
+    blind: str | None = None
+    unguarded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Base:
+    """What the base's run of the same check in the same image gave."""
+
+    sample: str
     verdict: Verdict
-    reason: RigErrorReason | FailReason | None
-    detail: str
-    counts: Counts | None = None
+    reason: str | None
+    canaries: tuple[str, str, bool] | None = None  # `CanaryEvidence.signature()`
+    stack: str = "none"
+    outlived: bool = False
+    observed: bool = False  # an observer session was seen
+    sessions: int = 0
+    anomalies: frozenset[str] = frozenset()
+    plugins: tuple[str, ...] = ()
+    inipath: str | None = None
+    tests: tuple[Test, ...] = ()  # by id, canaries left out
+    duplicates: bool = False  # its per-test lines named one test twice
+
+    def against(self) -> str:
+        return (f"the base in the same image gives {self.verdict}"
+                + (f" {self.reason}" if self.reason else "") + f" ({self.sample})")
 
 
-_COMMAND_NOT_FOUND = {127: "not found", 126: "found but not executable"}
+@dataclass(frozen=True)
+class Judged:
+    """A verdict with what it rests on: `needs_base` when the base could still change it."""
+
+    outcome: Outcome
+    canaries: CanaryEvidence = canary_mod.NO_CANARIES
+    exit_code: int | None = None  # the exit status graded (the must-fail canary's out)
+    needs_base: bool = False
+    causable: bool = False  # a rig error the arm's code could have caused
+    unguarded: tuple[str, ...] = ()  # what this sample's grading could not check
 
 
-def _exit_text(code: int) -> str:
-    if code > 128:
-        try:
-            return f"exit {code} ({signal.Signals(code - 128).name})"
-        except ValueError:
-            pass
-    return f"exit {code}"
+Rule = Callable[[Evidence, "Base | None"], "Judged | None"]
 
 
-def _counts_text(counts: Counts) -> str:
-    parts = [f"{counts.passed} passed", f"{counts.failed} failed"]
-    extra = ((counts.skipped, "skipped"), (counts.errors, "errors"))
-    return ", ".join(parts + [f"{n} {word}" for n, word in extra if n])
+def judge(evidence: Evidence, base: Base | None = None) -> Judged:
+    """The verdict of one sample (the module docstring's rules, in order)."""
+    for rule in _BEFORE_OUTPUT:
+        found = rule(evidence, base)
+        if found is not None:
+            return found
+    if evidence.ratchet is not None:
+        outcome = _ratchet(evidence.ratchet, evidence)
+        causable = outcome.reason in ARM_CAUSABLE
+        return _differential(Judged(outcome, causable=causable,
+                                    needs_base=causable), base)
+    return _test_run(evidence, base)
 
 
-def _fail(reason: FailReason, detail: str, counts: Counts | None) -> Outcome:
-    return Outcome(Verdict.FAIL, reason, detail, counts)
+# -- rules 1-7: before any output --------------------------------------------------------
 
 
-def _rig(reason: RigErrorReason, detail: str, counts: Counts | None = None) -> Outcome:
-    return Outcome(Verdict.RIG_ERROR, reason, detail, counts)
+def _refused(e: Evidence, _: Base | None) -> Judged | None:
+    if e.refused is None:
+        return None
+    return Judged(Outcome(Verdict.FAIL, FailReason.unsafe_work, e.refused))
 
 
-def _before_parsing(timed_out: bool, oom_killed: bool, program_present: bool) -> Outcome | None:
-    """Rules 1-2: what preflight and the container say, before any output is read."""
-    if not program_present:
-        return _rig(RigErrorReason.tool_missing, "preflight found the program absent")
-    if timed_out:
-        return _fail(FailReason.timeout, "the check ran past its time limit", None)
-    if oom_killed:
-        return _fail(FailReason.oom_killed, "the container was OOM-killed", None)
+def _infra(e: Evidence, base: Base | None) -> Judged | None:
+    if e.infra_error is None:
+        return None
+    judged = Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra, e.infra_error),
+                    causable=e.layout_failed, needs_base=e.layout_failed and not e.of_base)
+    return _differential(judged, base)
+
+
+def _tools(e: Evidence, _: Base | None) -> Judged | None:
+    if not e.missing_tools:
+        return None
+    return Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.tool_missing,
+                          f"not on PATH in image {e.image}: {', '.join(e.missing_tools)}"))
+
+
+def _server(e: Evidence, base: Base | None) -> Judged | None:
+    if e.server == "no_http_client":
+        judged = Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.tool_missing,
+                                f"no HTTP client (python3, node, wget or curl) in image "
+                                f"{e.image} for the server's health check"),
+                        causable=True, needs_base=not e.of_base)
+        return _differential(judged, base)
+    if e.server == "unhealthy":
+        tail = e.server_log.strip().splitlines()[-3:]
+        return Judged(Outcome(Verdict.FAIL, FailReason.server_unhealthy,
+                              "the server never answered its health check: "
+                              + " | ".join(tail)))
     return None
 
 
-def _shell_failure(exit_code: int) -> Outcome | None:
-    """Rule 3: the shell could not start the command (exit 127 / 126)."""
-    if exit_code in _COMMAND_NOT_FOUND:
-        return _rig(
-            RigErrorReason.command_not_found,
-            f"exit {exit_code}: the shell reports a command {_COMMAND_NOT_FOUND[exit_code]}",
-        )
-    return None
+def _stack(e: Evidence, base: Base | None) -> Judged | None:
+    if e.stack in ("none", "healthy"):
+        return None
+    detail = f"the stack never got healthy: {e.stack_detail}"
+    if e.of_base:
+        return Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
+                              f"{detail}; it is the base's own stack: the rig's fault"))
+    outcome = Outcome(Verdict.FAIL, FailReason.server_unhealthy, detail)
+    if base is None:
+        return Judged(outcome, needs_base=True, causable=True)
+    if base.stack == "unhealthy":
+        return Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
+                              f"{detail}; the base's stack fails the same way "
+                              f"({base.sample}): the rig's fault"))
+    return Judged(Outcome(Verdict.FAIL, FailReason.server_unhealthy,
+                          f"{detail}; {base.against()} with its stack healthy: the arm's "
+                          "code broke it"))
 
 
-def _exit_code_only(exit_code: int) -> Outcome:
-    """Rule 4: the `exit-code` parser."""
-    if exit_code == 0:
-        return Outcome(Verdict.PASS, None, "exit 0")
-    return _fail(FailReason.tests_failed, f"{_exit_text(exit_code)}: the command failed", None)
+def _outlived(e: Evidence, base: Base | None) -> Judged | None:
+    """The container ran past its deadline and the host stopped it: the deadline inside
+    is root's, so only code that froze the sample (or a broken engine) gets here."""
+    if not e.outlived:
+        return None
+    detail = ("the sample outlived its deadline and was stopped by the host (the command "
+              "or what it left froze the sample)")
+    if e.of_base:
+        return Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
+                              f"{detail}; it is the base's own run: the rig's fault"))
+    if base is None:
+        return Judged(Outcome(Verdict.FAIL, FailReason.timeout, detail), needs_base=True)
+    if base.outlived:
+        return Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
+                              f"{detail}; the base's run outlived it too ({base.sample}): "
+                              "the rig's fault"))
+    return Judged(Outcome(Verdict.FAIL, FailReason.timeout,
+                          f"{detail}; {base.against()}, ending in time"))
 
 
-def _not_genuine(parser: str, exit_code: int, parsed: ParseResult) -> Outcome | None:
-    """Rules 5-8: the code broke the build, the rig broke the command, or the output lies."""
-    counts = parsed.counts
-    if parsed.build_failed:
-        detail = "the code under test did not compile or import"
-        return _fail(FailReason.build_failed, detail, counts)
-    nothing_ran = counts is None or counts.passed + counts.failed == 0
-    if nothing_ran and (parsed.usage_error or get_parser(parser).usage_error(exit_code, "")):
-        detail = f"{_exit_text(exit_code)}: {parser} rejected its command line"
-        return _rig(RigErrorReason.bad_invocation, detail)  # measured nothing: no counts
-    if parsed.spoof_evidence or (parsed.summaries > 1 and not parsed.summed):
-        evidence = "; ".join(parsed.spoof_evidence) or f"{parsed.summaries} summaries"
-        return _fail(FailReason.spoofed_output, f"output the runner did not print: {evidence}",
-                     counts)
-    if parsed.incomplete:
-        return _fail(FailReason.aborted, "; ".join(parsed.incomplete), counts)
-    return None
+def _blind(e: Evidence, _: Base | None) -> Judged | None:
+    """Rule 7b: the check's tripwire (a planted file that must make its tool fail) did not
+    make it fail on the arm's tree, as it did on the base's: the tool was made blind, and
+    its exit 0 here is no evidence (a failing sample keeps its own FAIL)."""
+    if e.blind is None or e.exit_code != 0 or e.timed_out or e.oom_killed:
+        return None
+    return Judged(Outcome(Verdict.FAIL, FailReason.tampered,
+                          f"exit 0, but the check's tool was made blind: {e.blind}"))
 
 
-def _trusted_counts(parser: str, exit_code: int, parsed: ParseResult) -> Outcome | Counts:
-    """Rules 9-10: the counts, or the rig error that says why there are none to trust."""
-    counts = parsed.counts
-    if counts is None:
-        return _rig(RigErrorReason.unparsed_output, f"no {parser} summary in the output")
-    if counts.ran == 0 or exit_code in get_parser(parser).no_tests_exit_codes:
-        detail = f"{_exit_text(exit_code)}: no test ran ({_counts_text(counts)})"
-        return _rig(RigErrorReason.no_tests_ran, detail, counts)
-    return counts
+_BEFORE_OUTPUT: tuple[Rule, ...] = (_refused, _infra, _tools, _server, _stack, _outlived,
+                                    _blind)
 
 
-def _from_counts(exit_code: int, counts: Counts) -> Outcome:
-    """Rules 11-12: the counts are trustworthy; the exit code must agree with them."""
-    bad = counts.failed + counts.errors
-    summary = _counts_text(counts)
-    if exit_code == 0 and bad:
-        detail = f"exit 0 but {bad} tests failed ({summary})"
-        return _fail(FailReason.exit_mismatch, detail, counts)
-    if exit_code != 0 and not bad:
-        detail = f"{_exit_text(exit_code)} but the summary reports no failure ({summary})"
-        return _fail(FailReason.exit_mismatch, detail, counts)
-    if bad:
-        return _fail(FailReason.tests_failed, f"{_exit_text(exit_code)}: {summary}", counts)
-    return Outcome(Verdict.PASS, None, f"exit 0: {summary}", counts)
+# -- rule 8: a ratchet ---------------------------------------------------------------------
 
 
-def decide(
-    *,
-    parser: str,
-    exit_code: int | None,
-    parsed: ParseResult,
-    timed_out: bool,
-    oom_killed: bool,
-    program_present: bool = True,
-) -> Outcome:
-    """The verdict of one sample. `parser` is the manifest's name (`rig.parsers.PARSERS`).
-
-    Raises `rig.parsers.UnknownParserError` for a name no parser has (a caller's bug).
-    """
-    get_parser(parser)
-    early = _before_parsing(timed_out, oom_killed, program_present)
+def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
+    """The metric's value against the frozen base. The exit code beyond 126/127 is not the
+    verdict (a linter may exit 1 on findings): the value is."""
+    early = before_parsing(e.timed_out, e.oom_killed, e.program_present)
+    if early is None and e.exit_code is None:
+        early = rig_error(RigErrorReason.infra, "no exit code was recorded for the command")
+    if early is None and e.exit_code in (126, 127):
+        early = rig_error(RigErrorReason.command_not_found,
+                     f"exit {e.exit_code}: the shell could not run the command")
     if early is not None:
         return early
-    if exit_code is None:
-        return _rig(RigErrorReason.infra, "no exit code was recorded for the command")
-    early = _shell_failure(exit_code)
-    if early is not None:
-        return early
-    if not parsed.expects_tests:
-        return _exit_code_only(exit_code)
-    invalid = _not_genuine(parser, exit_code, parsed)
-    if invalid is not None:
-        return invalid
-    counts = _trusted_counts(parser, exit_code, parsed)
-    if isinstance(counts, Outcome):
-        return counts
-    return _from_counts(exit_code, counts)
+    found = ratchet_mod.readings(ratchet.metric, e.log, e.files)
+    if not found:
+        return rig_error(RigErrorReason.unparsed_output,
+                         ratchet_mod.missing(ratchet.metric, e.files))
+    if len(set(found)) > 1:
+        values = ", ".join(ratchet_mod.show(v) for v in dict.fromkeys(found))
+        return fail(FailReason.spoofed_output,
+                     f"{ratchet_mod.describe(ratchet.metric)} reported different values: "
+                     f"{values}", None)
+    value = found[0]
+    if ratchet.base is None:
+        return Outcome(Verdict.PASS, None, f"measured {ratchet_mod.show(value)} (the base's "
+                                           "value)")
+    trend = (f"base {ratchet_mod.show(ratchet.base)} -> {ratchet_mod.show(value)} "
+             f"({ratchet.better} is better, tolerance {ratchet.tolerance:g})")
+    if ratchet_mod.passes(value, ratchet.base, ratchet.better, ratchet.tolerance):
+        return Outcome(Verdict.PASS, None, trend)
+    worse = ratchet_mod.worse_by(value, ratchet.base, ratchet.better)
+    return fail(FailReason.ratchet_regressed, f"{trend}: worse by {ratchet_mod.show(worse)}",
+                 None)
+
+
+# -- rules 9-14: a test run ------------------------------------------------------------------
+
+
+def _test_run(e: Evidence, base: Base | None) -> Judged:
+    parsed = e.parsed
+    observed = e.observed and e.observation.present
+    canaries = canary_mod.observe(e.canary, parsed.tests, e.exit_code, e.observation)
+    if observed:
+        parsed = _observed(parsed, e.observation, e.canary)
+    else:
+        parsed = vouched(e.parser, parsed, canaries)
+    counts = canary_mod.discount(parsed.counts, canaries)
+    exit_code = canary_mod.exit_without(e.parser, e.exit_code, counts, canaries)
+    unguarded = _unguarded(e, observed)
+    integrity = _observer_rules(e, base, exit_code) if e.observed else None
+    if integrity is not None:
+        return dataclasses.replace(integrity, canaries=canaries, exit_code=exit_code,
+                                   unguarded=unguarded)
+    outcome = decide(parser=e.parser, exit_code=exit_code,
+                     parsed=dataclasses.replace(parsed, counts=counts),
+                     timed_out=e.timed_out, oom_killed=e.oom_killed,
+                     program_present=e.program_present)
+    silent = e.observed and not observed and base is None and not e.of_base
+    judged = Judged(outcome, canaries, exit_code, causable=outcome.reason in ARM_CAUSABLE,
+                    unguarded=unguarded, needs_base=silent and (
+                        outcome.verdict is Verdict.PASS or outcome.reason in ARM_CAUSABLE))
+    if canaries.forced:
+        return dataclasses.replace(judged, outcome=Outcome(
+            Verdict.FAIL, FailReason.tampered,
+            f"the must-fail canary passed: {canaries.detail}", outcome.counts), causable=False)
+    contradicted = _contradicted(e, canaries, outcome)
+    if contradicted is not None:
+        return dataclasses.replace(judged, outcome=contradicted, causable=False)
+    if e.by_id and not e.of_base and (outcome.verdict is Verdict.PASS or judged.causable):
+        by_id = _by_id(e, base, observed, _without_canaries(parsed, e, observed), outcome)
+        if by_id is not None and (by_id.outcome.verdict is Verdict.FAIL or by_id.needs_base):
+            return dataclasses.replace(judged, outcome=by_id.outcome,
+                                       needs_base=by_id.needs_base)
+    if outcome.verdict is Verdict.RIG_ERROR:
+        judged = dataclasses.replace(judged, needs_base=judged.causable and not e.of_base)
+        return _differential(judged, base)
+    if judged.needs_base and base is not None:  # a silent observer: the base's had one?
+        judged = dataclasses.replace(judged, needs_base=False)
+    if outcome.verdict is Verdict.PASS and not canaries.clean and not e.of_base:
+        return _canaries_differential(dataclasses.replace(judged, needs_base=True), base)
+    return judged
+
+
+def _unguarded(e: Evidence, observed: bool) -> tuple[str, ...]:
+    notes = list(e.unguarded)
+    if e.canary is None and e.parser in canary_mod.CANARY_RUNNERS and e.ratchet is None:
+        notes.append(f"no canary could be planted for this {e.parser} command"
+                     + (f": {NO_CANARY[e.parser]}" if e.parser in NO_CANARY else ""))
+    elif e.canary is None and e.ratchet is None and e.parser in UNCANARIED:
+        notes.append(UNCANARIED[e.parser])
+    elif e.canary is not None and e.canary.fail_name is None:
+        notes.append(_no_must_fail(e))
+    if e.canary is not None:
+        notes += e.canary.notes
+    if e.observed and not observed:
+        notes.append("the rig's observer saw no pytest session")
+    return tuple(notes)
+
+
+# Runners the rig reads but plants no canary for: what their criterion cannot check.
+UNCANARIED = {
+    "junit": "no canary for a junit report: the report file is the tests' to write, and "
+             "a runner configuration or code that filters, skips or forces tests is not "
+             "cross-checked",
+}
+# Why a canary runner's sample may get none (vitest, jest: only a must-fail canary).
+_JS_NONE = ("no test file of its naming, a shell list, or a bail on the first failure "
+            "(the canary's failure would stop the run); a configuration or code that "
+            "filters, skips or forces tests is not cross-checked")
+NO_CANARY = {"vitest": _JS_NONE, "jest": _JS_NONE}
+
+
+def _no_must_fail(e: Evidence) -> str:
+    if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
+        return ("no must-fail canary: without --no-fail-fast cargo stops at the first "
+                "failing test binary")
+    return ("no must-fail canary: the command is a shell list whose last step is not the "
+            "runner (a failing canary could change what runs)")
+
+
+def _contradicted(e: Evidence, canaries: CanaryEvidence, outcome: Outcome) -> Outcome | None:
+    """A line-read runner's must-pass canary in the protected tests' process failed while
+    everything else passed (go: its TestMain saw a test fail): the output lied."""
+    if (outcome.verdict is not Verdict.PASS or not canaries.contradicted
+            or e.canary is None or e.canary.runner == "pytest"):
+        return None
+    return Outcome(Verdict.FAIL, FailReason.tampered,
+                   "the run's own status contradicts its output: "
+                   f"{canaries.detail}", outcome.counts)
+
+
+def _without_canaries(parsed: ParseResult, e: Evidence, observed: bool) -> ParseResult:
+    """The per-test lines without the canaries' (a twin shares a protected test's name)."""
+    if observed or e.canary is None:
+        return parsed
+    return dataclasses.replace(parsed, tests=tuple(canary_mod.split(e.canary, parsed.tests)[1]))
+
+
+def _observed(parsed: ParseResult, observation: Observation,
+              canary: canary_mod.Canary | None) -> ParseResult:
+    """pytest's results as the rig's observer saw them: the counts from its records (the
+    canaries among them, as the parser would count them), never from printed text."""
+    counts = observation.counts()
+    notes = list(parsed.notes)
+    printed = parsed.counts
+    if printed is not None and printed != counts:
+        notes.append(f"the output's summary says {printed}; the observer saw {counts}")
+    failed_collecting = [c for c in observation.collect_errors if c.endswith(": failed")]
+    incomplete = () if observation.finished else ("pytest's session never ended",)
+    return ParseResult(counts=counts, summaries=1, tests=tuple(
+        _as_case(t) for t in observation.tests), build_failed=bool(failed_collecting),
+        notes=tuple(notes), incomplete=incomplete,
+        usage_error=observation.status == 4)
+
+
+def _as_case(test: Test) -> TestCase:
+    status = {Status.PASSED: TestStatus.PASSED, Status.XPASSED: TestStatus.PASSED,
+              Status.FAILED: TestStatus.FAILED, Status.ABORTED: TestStatus.FAILED,
+              Status.ERROR: TestStatus.ERROR}.get(test.status, TestStatus.SKIPPED)
+    return TestCase(test.id, status)
+
+
+def _observer_rules(e: Evidence, base: Base | None, exit_code: int | None) -> Judged | None:
+    """Rule 9: the observer's own integrity, before its counts are believed."""
+    seen = e.observation
+    if not seen.present:
+        if e.of_base or e.exit_code in (4, 126, 127) or e.timed_out or e.oom_killed:
+            return None  # nothing to compare (or pytest never got as far as configuring)
+        if base is None:
+            return None  # read from the output; a pass or a rig error asks the base
+        if base.observed:
+            return Judged(Outcome(Verdict.FAIL, FailReason.tampered,
+                                  "the rig's observer heard nothing from pytest; "
+                                  f"{base.against()} with an observed session"))
+        return None
+    if e.of_base:
+        return None
+    kinds = _anomalies(e, base)
+    if kinds:
+        if base is None:
+            return Judged(_tampered(seen, kinds, canary=e.canary), needs_base=True)
+        return Judged(_tampered(seen, kinds, base, e.canary))
+    if e.timed_out or e.oom_killed:
+        return None  # the container's own account of why the session never ended
+    later = base is None and e.by_id  # the base's sessions could still make it tampered
+    if not seen.finished:
+        return Judged(Outcome(Verdict.FAIL, FailReason.aborted,
+                              "a pytest session never reported its end: the process stopped "
+                              "mid-run", _mine_counted(e)), needs_base=later)
+    if e.simple and seen.status is not None and exit_code is not None and \
+            e.exit_code != seen.status and not e.timed_out and not e.oom_killed:
+        return Judged(Outcome(Verdict.FAIL, FailReason.exit_mismatch,
+                              f"exit {e.exit_code}, but pytest's own session ended with "
+                              f"status {seen.status}", _mine_counted(e)), needs_base=later)
+    return None
+
+
+def _anomalies(e: Evidence, base: Base | None) -> list[str]:
+    """The observer's anomaly kinds (and differences from the base) the base does not
+    show: each one is a way the run did not happen as pytest reported it."""
+    seen = e.observation
+    kinds = sorted(seen.kinds() - (base.anomalies if base is not None else frozenset()))
+    if seen.overflow and not (base is not None and "overflow" in base.anomalies):
+        kinds.append("overflow")
+    if base is not None and base.observed:
+        if seen.sessions != base.sessions:
+            kinds.append(f"sessions ({seen.sessions}, the base had {base.sessions})")
+        if seen.inipath != base.inipath:
+            kinds.append(f"ini file ({seen.inipath}, the base's {base.inipath})")
+        extra = sorted(set(seen.plugins) - set(base.plugins))
+        if extra:
+            kinds.append(f"plugins the base did not load ({', '.join(extra[:5])})")
+    return kinds
+
+
+def _mine_counted(e: Evidence) -> Counts:
+    """The observer's counts of the arm's tests (the rig's canaries left out)."""
+    return e.observation.counts(None if e.canary is None else e.canary.token)
+
+
+def _tampered(seen: Observation, kinds: list[str], base: Base | None = None,
+              canary: canary_mod.Canary | None = None) -> Outcome:
+    details = [f"{a.kind}: {a.detail}" for a in seen.anomalies if a.kind in kinds][:5]
+    detail = ("the run did not happen as pytest reported it: " + "; ".join(
+        details or kinds))
+    if len(details) < len(kinds):
+        others = [k for k in kinds if not any(d.startswith(k + ":") for d in details)]
+        if others and details:
+            detail += "; " + "; ".join(others)
+    if base is not None:
+        detail += f"; {base.against()} without that"
+    return Outcome(Verdict.FAIL, FailReason.tampered, detail,
+                   seen.counts(None if canary is None else canary.token))
+
+
+def _by_id(e: Evidence, base: Base | None, observed: bool, parsed: ParseResult,
+           outcome: Outcome) -> Judged | None:
+    """Rule 12: every test the base ran from the protected files ran and passed here."""
+    if base is None:
+        return Judged(outcome, needs_base=True)
+    wanted = [t for t in base.tests if t.status in RAN and (t.pinned or not observed)]
+    if not wanted:
+        return None
+    mine = _mine(e, observed, parsed)
+    if not observed and _duplicated(parsed) and not base.duplicates:
+        return Judged(Outcome(Verdict.FAIL, FailReason.tampered,
+                              "the output names one test twice with different outcomes; "
+                              f"{base.against()} without that", outcome.counts))
+    failed, missing, unproven = [], [], []
+    for test in wanted:
+        got = mine.get(test.id)
+        if got is None or got.status not in RAN:
+            missing.append(f"{test.id} ({'absent' if got is None else got.status})")
+        elif got.status not in (Status.PASSED, Status.XPASSED):
+            failed.append(f"{test.id} ({got.status})")
+        elif observed and ((test.attested and not got.attested)
+                           or (test.verified and not got.verified)):
+            unproven.append(test.id)
+    if unproven:
+        return Judged(Outcome(Verdict.FAIL, FailReason.tampered,
+                              f"the rig did not see the pinned code of {_ids(unproven)} run "
+                              f"and return, as it did on the base ({base.sample})",
+                              outcome.counts))
+    if failed:
+        return Judged(Outcome(Verdict.FAIL, FailReason.tests_failed,
+                              f"protected tests did not pass: {_ids(failed)}", outcome.counts))
+    if missing:
+        return Judged(Outcome(Verdict.FAIL, FailReason.not_run,
+                              f"protected tests the base ran did not run: {_ids(missing)}",
+                              outcome.counts))
+    return None
+
+
+def _mine(e: Evidence, observed: bool, parsed: ParseResult) -> dict[str, Test]:
+    if observed:
+        return {t.id: t for t in e.observation.tests}
+    status = {TestStatus.PASSED: Status.PASSED, TestStatus.FAILED: Status.FAILED,
+              TestStatus.ERROR: Status.ERROR, TestStatus.SKIPPED: Status.SKIPPED}
+    found: dict[str, Test] = {}
+    for case in parsed.tests:
+        new = status[case.status]
+        old = found.get(case.id)
+        if old is None or _rank(new) > _rank(old.status):
+            found[case.id] = Test(case.id, new)
+    return found
+
+
+def _rank(status: Status) -> int:
+    return [Status.PASSED, Status.SKIPPED, Status.FAILED, Status.ERROR].index(status) \
+        if status in (Status.PASSED, Status.SKIPPED, Status.FAILED, Status.ERROR) else 0
+
+
+def _duplicated(parsed: ParseResult) -> bool:
+    """A test id the runner's lines give two different outcomes (a forged line beside the
+    runner's own)."""
+    seen: dict[str, TestStatus] = {}
+    for case in parsed.tests:
+        if case.id in seen and seen[case.id] is not case.status:
+            return True
+        seen[case.id] = case.status
+    return False
+
+
+def _ids(ids: list[str]) -> str:
+    shown = ", ".join(ids[:SHOWN_IDS])
+    return shown + (f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else "")
+
+
+def _differential(judged: Judged, base: Base | None) -> Judged:
+    """Rule 14: a rig error the arm could have caused is the rig's only if the base gives
+    one too; otherwise the arm broke the harness."""
+    outcome = judged.outcome
+    if not judged.causable or base is None or outcome.verdict is not Verdict.RIG_ERROR:
+        return judged
+    if base.verdict is Verdict.RIG_ERROR:
+        return dataclasses.replace(judged, needs_base=False, outcome=Outcome(
+            outcome.verdict, outcome.reason,
+            f"{outcome.detail}; {base.against()}: the rig's fault", outcome.counts))
+    return dataclasses.replace(judged, needs_base=False, outcome=Outcome(
+        Verdict.FAIL, FailReason.broke_harness,
+        f"FAIL broke_harness (was {outcome.reason}): {outcome.detail}; {base.against()}",
+        outcome.counts))
+
+
+def _canaries_differential(judged: Judged, base: Base | None) -> Judged:
+    """Rule 13: canaries not as planted on a PASS say nothing only when the base's came
+    out the same (the command's own selection); otherwise the run lied."""
+    if base is None:
+        return judged
+    outcome, canaries = judged.outcome, judged.canaries
+    if base.canaries is not None and base.canaries == canaries.signature():
+        return dataclasses.replace(judged, needs_base=False, outcome=Outcome(
+            outcome.verdict, outcome.reason,
+            f"{outcome.detail}; canaries not as planted ({canaries.detail}), as on the "
+            "base: they say nothing for this command", outcome.counts))
+    return dataclasses.replace(judged, needs_base=False, outcome=Outcome(
+        Verdict.FAIL, FailReason.tampered,
+        f"the run did not report the rig's canaries as planted: {canaries.detail}; "
+        f"{base.against()} with its canaries as planted", outcome.counts))

@@ -17,7 +17,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from rig.errors import RigError
-from runner.manifest import Change, Check, LoadedManifest
+from runner.manifest import MAX_FILES, Change, Check, LoadedManifest
 
 ABSENT: Final = "absent"  # the hash of a protected path that does not exist at the base
 
@@ -130,6 +130,17 @@ class ContractLimits(_Part):
     dispatch_timeout_s: float
     check_timeout_s: float
     disk_mb: int
+    max_files: int = MAX_FILES
+
+    @model_serializer(mode="wrap")
+    def _without_default_max_files(self, handler: SerializerFunctionWrapHandler
+                                   ) -> dict[str, object]:
+        """The default `max_files` hashes as before the limit existed: contracts frozen
+        then still verify."""
+        dumped: dict[str, object] = handler(self)
+        if dumped.get("max_files") == MAX_FILES:
+            dumped.pop("max_files", None)
+        return dumped
 
 
 class Contract(_Part):

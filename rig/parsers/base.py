@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -74,6 +74,19 @@ class TestCase:
 
 
 @dataclass(frozen=True)
+class LocatedCase(TestCase):
+    """A test case with the file that defined it, where the runner prints it (node's
+    TAP `location`). A subclass: the other runners' cases stay two fields (a parser
+    builds up to millions of them)."""
+
+    where: str = ""
+
+
+def where_of(case: TestCase) -> str:
+    return case.where if isinstance(case, LocatedCase) else ""
+
+
+@dataclass(frozen=True)
 class ParseResult:
     """What a parser read from one sample's output.
 
@@ -110,7 +123,7 @@ class ParseResult:
     summary_sequence: tuple[Counts, ...] = ()  # every summary found, in output order
 
 
-def count_statuses(tests: tuple[TestCase, ...]) -> Counts:
+def count_statuses(tests: Sequence[TestCase]) -> Counts:
     """Counts of a list of test cases (for formats whose summary is the case list)."""
     by = {status: 0 for status in TestStatus}
     for case in tests:

@@ -2,8 +2,9 @@
 
 Counts are the SUM of every `test result:` line (the first one, often a `0 passed` bin
 target, is not the answer). Each result must close a `running N tests` header of the
-same binary with matching numbers; a result line with no open header, or one inside a
-test's captured stdout (`---- name stdout ----`), was printed by the code under test.
+same binary with matching numbers (and as many failures as the binary listed FAILED
+lines); a result line with no open header, or one inside a test's captured stdout
+(`---- name stdout ----`), was printed by the code under test.
 A header with no result means the test binary crashed (SIGABRT, SIGSEGV, ...): counted
 as one error and reported as `incomplete`. A build script of the tree's own crate that
 fails (`failed to run custom build command for `units v0.1.0 (/path)``) is the code's
@@ -72,6 +73,8 @@ class _Binary:
     label: str
     artifact: str
     header: int | None = None
+    listed: int = 0  # its `test NAME ... STATUS` lines (none with --format=terse)
+    listed_failed: int = 0
 
 
 @dataclass
@@ -115,6 +118,11 @@ def _result(state: _State, match: re.Match[str]) -> None:
         state.spoof.append(
             f"{binary.label}: `running {binary.header} tests` but the result line adds up to "
             f"{passed + failed + ignored + measured}"
+        )
+    elif binary.listed and binary.listed_failed != failed:
+        state.spoof.append(
+            f"{binary.label}: {binary.listed_failed} tests listed FAILED but the result line "
+            f"says {failed} failed"
         )
     else:
         state.counts += Counts(passed=passed + measured, failed=failed, skipped=ignored)
@@ -173,7 +181,10 @@ def _line(state: _State, line: str) -> None:
         state.result_lines += 1
         _result(state, result)
     elif (test := _TEST.match(line)) and not state.in_captured:
-        state.tests.append((state.binary, test["name"], _status(test["st"])))
+        status = _status(test["st"])
+        state.tests.append((state.binary, test["name"], status))
+        state.binary.listed += 1
+        state.binary.listed_failed += status is TestStatus.FAILED
 
 
 def _qualified(state: _State) -> tuple[TestCase, ...]:

@@ -90,17 +90,39 @@ def _tests(lines: list[str]) -> tuple[TestCase, ...]:
     return tuple(cases)
 
 
+_NOT_A_TEST = ("Test suite failed to run", "Console", "Validation Error",
+               "Unrecognized CLI Parameter", "Invalid testPattern")
+
+
+def _failures(lines: list[str], listed: tuple[TestCase, ...]) -> tuple[TestCase, ...]:
+    """The `● describe SEP name` title of each failed test that the listing does not
+    already hold (Jest lists per-test marks only when one test file ran)."""
+    failed = [case.id for case in listed if case.status is TestStatus.FAILED]
+    seen = {*failed, *(m.partition(_SEP)[2] for m in failed)}  # `file SEP title` -> title
+    found: list[TestCase] = []
+    for line in lines:
+        if not line.startswith("  ● ") or line.startswith("   "):
+            continue
+        title = bounded(line[4:].strip())
+        if title.startswith(_NOT_A_TEST) or title in seen:
+            continue
+        seen.add(title)
+        found.append(TestCase(title, TestStatus.FAILED))
+    return tuple(found)
+
+
 def parse(text: str) -> ParseResult:
     """Read Jest's `Tests:` line(s), its test listing and its suite failures."""
     text = plain(text)
     lines = output_lines(text)
     counts, found, spoof = one_summary(lines, text, _SUMMARY, word_counts, _NO_TESTS,
                                        "Jest `Tests:`")
+    listed = _tests(lines)
     return ParseResult(
         counts=counts,
         summaries=len(found),
         summary_sequence=found,
-        tests=_tests(lines),
+        tests=listed + (_failures(lines, listed) if "  ● " in text else ()),
         build_failed=contains_any(text, _BUILD_FAILED),
         usage_error=usage_error(None, text),
         spoof_evidence=spoof,

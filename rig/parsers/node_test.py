@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 
 from rig.parsers.base import (
     Counts,
+    LocatedCase,
     ParseResult,
     TestCase,
     TestStatus,
     contains_any,
     output_lines,
     plain,
+    where_of,
 )
 
 USAGE_EXIT_CODES = frozenset({9})  # node: "Invalid Argument"
@@ -38,6 +40,8 @@ _POINT = re.compile(
 )
 _SPEC = re.compile(r"^(?P<indent> *)(?P<mark>[✔✖﹣]) (?P<name>.+?)(?: \([\d.]+m?s\))?(?: # .*)?$")
 _FILE = re.compile(r"^/\S+\.(?:[cm]?[jt]s|[jt]sx)$")
+# A test point's YAML block names where the test was defined (node 18.17+).
+_LOCATION = re.compile(r"^ +location: '(?P<path>[^'\n]{1,4096}?):\d{1,9}:\d{1,9}'$")
 _USAGE = ("node: bad option:", "Could not find '")
 
 
@@ -136,6 +140,9 @@ def parse(text: str) -> ParseResult:
             reading.nested_since_top = 0
         elif point := _POINT.match(line):
             _tap_point(reading, point)
+        elif (where := _LOCATION.match(line)) and reading.tests and not where_of(reading.tests[-1]):
+            case = reading.tests[-1]
+            reading.tests[-1] = LocatedCase(case.id, case.status, where["path"])
         elif spec := _SPEC.match(line):
             _spec_line(reading, spec)
     last = max(reversed(reading.blocks), key=_failures) if reading.blocks else None

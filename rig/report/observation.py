@@ -87,7 +87,7 @@ class _Keyed(_Model):
     arm: str
 
 
-OPTIONAL_KEYS = ("marks", "usage", "agent_cli")  # written only when they say something
+OPTIONAL_KEYS = ("marks", "usage", "agent_cli", "unguarded")  # written only when they say something
 
 
 class ArmEntry(ArmIdentity, _Keyed):
@@ -107,6 +107,7 @@ class ArmEntry(ArmIdentity, _Keyed):
     marks: list[str] = []            # effort_mismatch, model_mismatch, ... (its dispatch)
     usage: WireSummary | None = None  # its requests through the model gateway
     agent_cli: dict[str, str] | None = None  # the pinned CLI: cli, package, version, sha256
+    unguarded: dict[str, list[str]] = {}  # check -> what its grading could not check
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -235,7 +236,8 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
         scores=Scores.model_validate(arm.scores), total=arm.total, max=arm.max,
         valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched),
         marks=list(arm.marks), usage=arm.usage,
-        agent_cli=None if arm.agent_cli is None else dict(arm.agent_cli))
+        agent_cli=None if arm.agent_cli is None else dict(arm.agent_cli),
+        unguarded=arm.unguarded)
 
 
 def round_of(change: str, base_commit: str, baseline_rate: float,

@@ -125,7 +125,19 @@ def integrity_lines(obs: Observation) -> list[str]:
             if not entry.valid:
                 why = "; ".join(entry.caveats) or "a rig error"
                 lines.append(f"- {round_.change}: **{entry.arm} is invalid** (not ranked): {why}")
+        lines += _unguarded(round_)
     return lines or ["None: every arm valid, no flag raised."]
+
+
+def _unguarded(round_: Round) -> list[str]:
+    """What a check's grading could not check, once per note (naming its arms)."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for entry in round_.arms:
+        for check, notes in entry.unguarded.items():
+            for note in notes:
+                found.setdefault((check, note), []).append(entry.arm)
+    return [f"- {round_.change}: `{check}` unguarded ({', '.join(arms)}): {note}"
+            for (check, note), arms in found.items()]
 
 
 def _cost(value: float | None) -> str:

@@ -138,9 +138,11 @@ def graft_lines(grafts: Sequence[Mapping[str, Any]]) -> list[str]:
     for graft in grafts:
         # merge.json says `kept` (verified but regressing: dropped); a graft given in
         # OBSERVATION's shape has only `verified`, which there means kept.
-        kept = "kept (re-verified)" if graft.get("kept", graft.get("verified")) else "dropped"
-        lines.append(f"- from **{graft.get('from')}**: {graft.get('what')} — {kept}: "
-                     f"{graft.get('rationale')}")
+        kept = bool(graft.get("kept", graft.get("verified")))
+        why = "" if kept or not graft.get("why") else f"; {graft.get('why')}"
+        lines.append(f"- from **{graft.get('from')}**: {graft.get('what')} — "
+                     f"{'kept (re-verified)' if kept else 'dropped'}: "
+                     f"{graft.get('rationale')}{why}")
     return lines
 
 
@@ -150,6 +152,19 @@ def caveat_lines(arms: Sequence[ArmScore]) -> list[str]:
     lines = [f"- all arms: {c}" for c in shared]
     lines += [f"- {a.arm}: {c}" for a in arms for c in a.caveats if c not in shared]
     return lines or ["None."]
+
+
+def unguarded_lines(arms: Sequence[ArmScore]) -> list[str]:
+    """What each check's grading could not check (no canary, no must-fail canary, ...):
+    a note every arm shares once, then each arm's own."""
+    lines: list[str] = []
+    for check in dict.fromkeys(name for a in arms for name in a.unguarded):
+        notes = {a.arm: a.unguarded.get(check, []) for a in arms}
+        for note in dict.fromkeys(n for found in notes.values() for n in found):
+            who = [arm for arm, found in notes.items() if note in found]
+            whom = "all arms" if len(who) == len(arms) else ", ".join(who)
+            lines.append(f"- `{check}` ({whom}): {note}")
+    return lines or ["None: every check's grading was guarded by its canaries."]
 
 
 def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeights,
@@ -165,6 +180,7 @@ def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeigh
         "## Verdict", "", winner_line(decision), "", f"Rule: {TIE_RULE}.", "",
         *verdict_lines(arms, decision.winner), "",
         "## Flags", "", *([f"- {describe_flag(f)}" for f in flags] or ["None."]), "",
+        "## Unguarded", "", *unguarded_lines(arms), "",
         "## Merge", "", merge_note.strip() or "Nothing merged.", "",
         "### Grafts", "", *graft_lines(grafts), "",
         "## Caveats", "", *caveat_lines(arms),

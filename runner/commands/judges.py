@@ -23,6 +23,7 @@ from rig import judge as judge_mod
 from rig import wire
 from rig.persist import write_text_atomic
 from rig.rubric import SUBJECTIVE, DimScore, JudgeScores
+from rig.tree import shown
 from runner import contract, workspace
 from runner.commands.dispatch.agents import CLI_ENV, gateway_env, judge_command
 from runner.containers import agent_cli
@@ -38,6 +39,7 @@ JUDGE_TIMEOUT_S = 300
 JUDGE_ATTEMPTS = 2
 JUDGE_FAILED = "judge_failed"
 JUDGE_DIFF_LIMIT = 1024 * 1024  # the arm's diff as the judge reads it; the rest is cut
+JUDGE_DIFF_COUNTED = 16 * 1024 * 1024  # bytes of the rest counted; then git is stopped
 OUTPUT_TAIL = 4000
 
 
@@ -105,11 +107,13 @@ def _settle(stage: Path, failed: dict[str, judge_mod.JudgeError], judged: int,
 def _document(loaded: LoadedManifest, change: str, arm: str, commit: str, base: str,
               stage: Path, checks: list[str]) -> dict[str, Any]:
     brief = loaded.brief_path(change).read_text(encoding="utf-8")
-    protected = list(contract.protected_paths(loaded, change, base))
+    protected = [shown(p) for p in contract.protected_paths(loaded, change, base)]
     diff, more = workspace.git_capped(loaded.repo_path, "diff", "--no-color", "--no-ext-diff",
-                                      "--no-textconv", base, commit, limit=JUDGE_DIFF_LIMIT)
+                                      "--no-textconv", base, commit, limit=JUDGE_DIFF_LIMIT,
+                                      count=JUDGE_DIFF_COUNTED)
     if more:
-        diff += f"\n[bakeoff: diff truncated: {more} bytes omitted]\n"
+        omitted = f"{more}" if more <= JUDGE_DIFF_COUNTED else f"more than {JUDGE_DIFF_COUNTED}"
+        diff += f"\n[bakeoff: diff truncated: {omitted} bytes omitted]\n"
     outputs = {name: _log_tail(stage, arm, name) for name in checks}
     return judge_mod.judge_input(change, arm, brief, diff, protected, outputs)
 

@@ -24,6 +24,8 @@ from rig.oracle import Execution, SampleSpec, ServerSpec, StackSpec, run_sample
 from rig.parsers import UnknownParserError, get_parser
 from rig.ratchet import Ratchet
 from rig.record import SampleRecord
+from rig.tree import unshown
+from rig.tripwire import Finding
 from rig.verdict import Verdict
 from runner import workspace
 from runner.commands.score import METRIC_PARSER
@@ -220,11 +222,24 @@ def spec_of(record: SampleRecord, loaded: LoadedManifest | None) -> SampleSpec:
     return SampleSpec(change=record.change, arm=record.arm, check=record.check, n=record.n,
                       commit=record.commit, base_commit=record.base_commit,
                       command=record.command, parser=record.parser, timeout_s=timeout,
-                      protected=tuple(record.protected), requires=tuple(record.requires),
+                      protected=tuple(unshown(p) for p in record.protected),
+                      requires=tuple(record.requires),
                       contract=record.contract, server=server_of(record, loaded),
                       stack=stack_of(record), ratchet=ratchet_of(record, loaded),
                       harness="base" if record.harness == "base" else "arm",
-                      token=_token(record))
+                      token=_token(record), guard=_guard(record))
+
+
+def _guard(record: SampleRecord) -> Finding | None:
+    """What the check's tripwire showed when the sample was graded (`rig.tripwire`): a
+    replay is graded with it again."""
+    seen = (record.canaries or {}).get("tripwire")
+    if not isinstance(seen, dict) or "blind" not in seen:
+        return None
+    def text(key: str) -> str | None:
+        value = seen.get(key)
+        return value if isinstance(value, str) else None
+    return Finding(text("sample") or "", text("blind"), text("unguarded"))
 
 
 def _token(record: SampleRecord) -> str | None:
@@ -295,7 +310,8 @@ def limits_of(record: SampleRecord) -> sandbox.SandboxLimits:
         limits = record.limits
         return sandbox.SandboxLimits(float(limits["cpus"]), int(limits["memory_mb"]),
                                      int(limits["pids"]),
-                                     int(limits.get("disk_mb", sandbox.SandboxLimits.disk_mb)))
+                                     int(limits.get("disk_mb", sandbox.SandboxLimits.disk_mb)),
+                                     int(limits.get("max_files", sandbox.SandboxLimits.max_files)))
     except KeyError as error:
         raise BadInputError(f"sample {record.sample}'s record has no limit {error}",
                             hint="re-score the commit: this record cannot be re-created") from error
@@ -307,7 +323,9 @@ def verify_protected(repo: Path, record: SampleRecord) -> None:
         if workspace.commit_of(repo, commit) is None:
             raise BadInputError(f"commit {commit} of sample {record.sample} is not in {repo}",
                                 hint="was its arm branch deleted? fetch it back first")
-    restored = protected_hashes(repo, record.base_commit, tuple(record.protected))
+    named = {unshown(p): p for p in record.protected}  # a record holds names as `shown`
+    restored = {named[p]: digest for p, digest in
+                protected_hashes(repo, record.base_commit, tuple(named)).items()}
     differ = [p for p in record.protected if restored.get(p) != record.protected[p]]
     if differ:
         shown = ", ".join(f"{p} (recorded {record.protected[p][:12]}, now "

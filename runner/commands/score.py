@@ -13,20 +13,21 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
+import secrets
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import docker.errors
 
 from rig import contract as contract_mod
-from rig import harness, rubric
+from rig import harness, links, rubric, tripwire
 from rig import judge as judge_mod
 from rig import ratchet as ratchet_mod
+from rig import tree as tree_mod
 from rig.contract import LockVersion
-from rig.diagnosis import BaseRun
 from rig.oracle import (
     PassRate,
     SampleSpec,
@@ -40,10 +41,11 @@ from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.report import render_scorecard
 from rig.tree import UnsafeTreeError
+from rig.verdict import Base
 from runner import contract, workspace
 from runner.commands import judges
 from runner.commands.dispatch.record import load_record
-from runner.containers import database, prepared, sandbox
+from runner.containers import database, sandbox
 from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
@@ -83,12 +85,14 @@ def check_plan(loaded: LoadedManifest, change: str, check: str) -> CheckPlan:
 
 def executor_for(toolchain: Toolchain, commit: str,
                  shared_db: database.DbServer | None = None) -> DockerSampleExecutor:
-    """An executor for samples of `commit`, in its prepared image (`toolchain` made it
-    once for this command), on the experiment's Postgres when it is up."""
+    """An executor in `commit`'s prepared image (`toolchain` made it once for this
+    command; samples pass the base: its dependency files are the harness), on the
+    experiment's Postgres when it is up."""
     engine, loaded = toolchain.engine, toolchain.loaded
     manifest = loaded.manifest
     limits = sandbox.SandboxLimits(manifest.limits.cpus, manifest.limits.memory_mb,
-                                   manifest.limits.pids, manifest.limits.disk_mb)
+                                   manifest.limits.pids, manifest.limits.disk_mb,
+                                   manifest.limits.max_files)
     return DockerSampleExecutor(engine, loaded.repo_path, manifest.experiment.name,
                                 toolchain.for_commit(commit), limits,
                                 manifest.database.url_env if manifest.database else None,
@@ -123,7 +127,7 @@ def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit
                        timeout_s=manifest.limits.check_timeout_s, protected=protected,
                        requires=tuple(manifest.toolchain.requires), contract=graded_under,
                        server=serve, stack=stack_of(loaded, change) if plan.name == SUCCESS
-                       else None, harness="base" if plan.name == SUCCESS else "arm")
+                       else None, harness="base")
             for n in range(1, samples + 1)]
 
 
@@ -141,29 +145,33 @@ BASE_ARM = "@base"  # never an arm id (ids are [A-Za-z0-9_-])
 
 
 class BaseRuns:
-    """The base's run of each check in one executor's image, made once and kept under
-    the stage's `diagnosis/<image>/` (`rig.diagnosis`): `up`'s baseline proof in the same
-    image is reused for the success criterion."""
+    """The base's run of each check in one executor's image, made once per base sample
+    (commit, command, parser, limits: what the verdict rules compare the arm's with) and
+    kept under the stage's `diagnosis/<image>/`: `up`'s baseline proof in the same image
+    is reused for the success criterion."""
 
     def __init__(self, executor: DockerSampleExecutor, stage: Path,
                  proofs: Path | None = None) -> None:
         self.executor, self.stage, self.proofs = executor, stage, proofs
         self.lock = threading.Lock()
         self.locks: dict[str, threading.Lock] = {}
-        self.found: dict[str, BaseRun] = {}
+        self.found: dict[str, Base] = {}
 
-    def __call__(self, spec: SampleSpec) -> BaseRun:
+    def __call__(self, spec: SampleSpec) -> Base:
+        # The base's own sample: one run per what makes it (its commit, command, parser,
+        # limits, harness...), not per check name alone; the arm's guard is not the base's.
+        base = dataclasses.replace(spec, arm=BASE_ARM, n=1, commit=spec.base_commit,
+                                   token=None, refused=None, guard=None)
+        key = repr(base)
         with self.lock:
-            lock = self.locks.setdefault(spec.check, threading.Lock())
+            lock = self.locks.setdefault(key, threading.Lock())
         with lock:
-            if spec.check not in self.found:
+            if key not in self.found:
                 record = self._proof(spec) or run_sample(
-                    self.executor, dataclasses.replace(
-                        spec, arm=BASE_ARM, n=1, commit=spec.base_commit, token=None,
-                        refused=None),
+                    self.executor, base,
                     layout.diagnosis_dir(self.stage, self.executor.image.image_id))
-                self.found[spec.check] = base_run(record)
-            return self.found[spec.check]
+                self.found[key] = base_run(record)
+            return self.found[key]
 
     def _proof(self, spec: SampleSpec) -> SampleRecord | None:
         if self.proofs is None:
@@ -178,16 +186,90 @@ class BaseRuns:
         return None
 
 
+class Tripwires:
+    """Each exit-code check's tripwire run (`rig.tripwire`) in one executor's image, once
+    per (commit, check), kept under the stage's `tripwires/` (`score`, `merge` and `oracle`
+    share them: a commit scored once is not tripped again); the base's is run only when
+    an arm's did not fail as planted."""
+
+    def __init__(self, executor: DockerSampleExecutor, stage: Path) -> None:
+        self.executor, self.stage = executor, stage
+        self.lock = threading.Lock()
+        self.locks: dict[tuple[str, str], threading.Lock] = {}
+        self.found: dict[tuple[str, str], tripwire.Run | str | None] = {}
+        self.tokens: dict[str, str] = {}  # check -> its tripwires' names, on every tree
+
+    def guard(self, spec: SampleSpec, say: Say) -> tripwire.Finding | None:
+        """What the check's tripwire shows for `spec`'s arm (None: its tree is refused)."""
+        found = self._guard(spec)
+        state = "none: its tree is refused" if found is None else "blind" if found.blind \
+            else "says nothing" if found.unguarded else "failed as planted"
+        say(f"{spec.change}/{spec.arm}/{spec.check}: tripwire {state}")
+        return found
+
+    def _guard(self, spec: SampleSpec) -> tripwire.Finding | None:
+        arm = self.run(spec)
+        if arm is None or isinstance(arm, str):
+            return None if arm is None else tripwire.Finding(
+                unguarded=f"no tripwire could be planted for this exit-code check: {arm}")
+        found = tripwire.finding(arm, None)
+        if found is not None:
+            return found
+        base = self.run(dataclasses.replace(spec, arm=BASE_ARM, commit=spec.base_commit))
+        if base is None or isinstance(base, str):
+            return tripwire.Finding(arm.sample, unguarded=(
+                f"the tripwire did not fail as planted ({arm.sample}), and none could be "
+                f"planted on the base's tree to compare: {base}"))
+        return tripwire.finding(arm, base)
+
+    def run(self, spec: SampleSpec) -> tripwire.Run | str | None:
+        key = (spec.commit, spec.check)
+        with self.lock:
+            lock = self.locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self.found:
+                self.found[key] = self._run(spec)
+            return self.found[key]
+
+    def _run(self, spec: SampleSpec) -> tripwire.Run | str | None:
+        try:
+            tree = dict(self.executor.checked_tree(spec.commit))
+            links.lay_out(tree, self.executor.checked_tree(spec.base_commit))
+        except UnsafeTreeError:
+            return None  # its samples are refused
+        with self.lock:
+            token = self.tokens.setdefault(spec.check, secrets.token_hex(4))
+        planted = tripwire.plan(spec.command, tree, token)
+        if isinstance(planted, str):
+            return planted
+        root = layout.tripwire_dir(self.stage, self.executor.image.image_id, spec.command,
+                                   spec.base_commit)
+        record = run_sample(self.executor, dataclasses.replace(
+            spec, arm=spec.commit[:12], n=1, tripwire=planted, token=None, guard=None), root)
+        return tripwire.run_of(record)
+
+
+def tripwired(spec: SampleSpec) -> bool:
+    """A sample whose check gets a tripwire: graded by the exit code alone, of an arm."""
+    return (spec.parser == "exit-code" and spec.ratchet is None and spec.refused is None
+            and spec.commit != spec.base_commit and spec.tripwire is None)
+
+
 def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
             say: Callable[[str], None], *, diagnose: bool = True,
             proofs: Path | None = None) -> list[SampleRecord]:
     """Every sample in its own fresh container, at most one per core at a time. With
     `diagnose`, a sample that looks like a rig fault (or whose canaries did not come out
-    as planted) is judged against the base's run of its check (`BaseRuns`); the proofs
-    of the base itself run without (`diagnose=False`)."""
+    as planted) is judged against the base's run of its check (`BaseRuns`), and an
+    exit-code check's samples against its tripwire run (`Tripwires`: one per (arm,
+    check), queued first, its samples last); the proofs of the base itself run without
+    (`diagnose=False`)."""
     base = BaseRuns(executor, stage, proofs) if diagnose else None
+    wires = Tripwires(executor, proofs or stage) if diagnose else None
 
-    def one(spec: SampleSpec) -> SampleRecord:
+    def one(spec: SampleSpec, guard: Future[tripwire.Finding | None] | None) -> SampleRecord:
+        if guard is not None:
+            spec = dataclasses.replace(spec, guard=guard.result())
         record = run_sample(executor, spec, stage, base)
         counts = record.counts
         shown = "" if counts is None else f" ({counts.passed} passed, {counts.failed} failed)"
@@ -196,7 +278,16 @@ def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
         return record
 
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        return list(pool.map(one, todo))
+        guards: dict[tuple[str, str], Future[tripwire.Finding | None]] = {}
+        if wires is not None:
+            for spec in todo:
+                if tripwired(spec) and (spec.arm, spec.check) not in guards:
+                    guards[(spec.arm, spec.check)] = pool.submit(wires.guard, spec, say)
+        # The guarded samples last: a worker reaches one when its tripwire is under way.
+        order = sorted(range(len(todo)), key=lambda n: (todo[n].arm, todo[n].check) in guards)
+        done = {n: pool.submit(one, todo[n], guards.get((todo[n].arm, todo[n].check)))
+                for n in order}
+        return [done[n].result() for n in range(len(todo))]
 
 
 def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples: int,
@@ -216,7 +307,7 @@ def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples
     stage = layout.oracle_dir(experiment_dir(repo, loaded.manifest.experiment.name),
                               f"{stamp}-{commit[:12]}-{plan.name}")
     todo = specs(loaded, change_id, "oracle", plan, commit, base, samples, graded_under)
-    with executor_for(toolchain, commit) as executor:
+    with executor_for(toolchain, base) as executor:
         records = run_all(executor, todo, stage, say,
                           proofs=stage_dir(experiment_dir(repo, loaded.manifest.experiment.name),
                                            change_id))
@@ -284,24 +375,20 @@ def frozen_baselines(loaded: LoadedManifest, change: str) -> dict[str, float]:
 
 def run_samples(toolchain: Toolchain, change: str, commits: dict[str, str], say: Say,
                 stage: Path, frozen: LockVersion) -> None:
-    """Every (arm, check, n) sample; arms sharing a prepared image share an executor."""
+    """Every (arm, check, n) sample, in the base's prepared image: the dependency files
+    are harness (a sample runs under the base's, and the arm's setup code never runs),
+    so every arm shares one executor."""
     loaded = toolchain.loaded
     base, graded_under = frozen.contract.base_commit, f"v{frozen.version}:{frozen.sha256}"
-    groups: dict[str, list[SampleSpec]] = {}
+    todo: list[SampleSpec] = []
     for arm, commit in commits.items():
         refused = work_refused(loaded, change, arm)
-        try:
-            image = toolchain.for_commit(commit)
-        except UnsafeTreeError as error:  # its tree cannot even be built into an image
-            image, refused = toolchain.for_commit(base), error.message
         for plan in plans(loaded, change):
-            groups.setdefault(commit if image.name == prepared.PREPARED else "", []).extend(
-                replace(spec, refused=refused) for spec in plan_specs(
-                    loaded, change, arm, plan, commit, base,
-                    frozen.contract.ratchet_baselines, graded_under))
-    for key, todo in groups.items():
-        with executor_for(toolchain, key or base) as executor:
-            run_all(executor, todo, stage, say, proofs=stage)
+            todo.extend(replace(spec, refused=refused) for spec in plan_specs(
+                loaded, change, arm, plan, commit, base,
+                frozen.contract.ratchet_baselines, graded_under))
+    with executor_for(toolchain, base) as executor:
+        run_all(executor, todo, stage, say, proofs=stage)
 
 
 def work_refused(loaded: LoadedManifest, change: str, arm: str) -> str | None:
@@ -351,13 +438,28 @@ def dispatched(loaded: LoadedManifest, change: str, arm: Arm) -> rubric.Dispatch
 
 def harness_touched(loaded: LoadedManifest, change: str,
                     success: rubric.CheckResult) -> list[str]:
-    """The harness files (of any parser the stage uses) the arm's commit changed."""
+    """The harness files the arm's commit changed (`rig.harness`: any runner's): by name
+    or place from its diff (listed capped: `merge.listed`, a tree bomb's is never read
+    whole), and by layout or content as its samples pinned them (a test directory made a
+    package, a module shadowing another, a file a runner config names); the base's were
+    used instead. As a record shows names (`rig.tree.shown`), at most HARNESS_SHOWN."""
     record = next(iter(success.records), None)
     if record is None or record.commit == record.base_commit:
         return []
-    changed = merge.changed(loaded.repo_path, record.base_commit, record.commit)
-    parsers = {p.parser for p in plans(loaded, change) if p.parser != METRIC_PARSER}
-    return sorted({path for parser in parsers for path in harness.touched(parser, sorted(changed))})
+    changed, cut = merge.listed(loaded.repo_path, record.base_commit, record.commit)
+    found = {tree_mod.shown(p, 300) for p in harness.touched(changed)}
+    for sample in success.records:
+        found.update(sample.pinned.get("restored", ()), sample.pinned.get("removed", ()))
+    touched = sorted(found)
+    shown = touched[:HARNESS_SHOWN]
+    if len(touched) > HARNESS_SHOWN or cut:
+        more = len(touched) - len(shown)
+        shown.append(f"[and {more}{' or more' if cut else ''} more: the diff lists "
+                     f"{'over ' if cut else ''}{len(changed)} paths]")
+    return shown
+
+
+HARNESS_SHOWN = 50  # harness files a scorecard names per arm
 
 
 def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not merged yet",

@@ -125,9 +125,13 @@ def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -
     """The dist image of `cli` at `version` (a cache hit when its identity matches)."""
     identity = dist_identity(cli, version)
     tag = f"bakeoff/{DIST}:{cli.name}-{version}"
-    found = _cached(engine, tag, identity)
-    if found is not None:
-        return found
+    with images.build_lock(tag):
+        return _cached(engine, tag, identity) or _build_dist(engine, cli, version, tag,
+                                                             identity, reporter)
+
+
+def _build_dist(engine: Engine, cli: AgentCli, version: str, tag: str, identity: str,
+                reporter: BuildReporter) -> BuiltImage:
     node = images.resolve(engine, "node", reporter)
     ca = HOST_CA.read_bytes() if HOST_CA.is_file() else b""
     context = _context({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
@@ -149,9 +153,14 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
     dist_image = dist(engine, cli, version, chosen)
     identity = layer_identity(base, dist_image)
     tag = f"bakeoff/{LAYER}:{identity.removeprefix('sha256:')[:16]}"
-    found = _cached(engine, tag, identity)
-    if found is not None:
-        return found
+    with images.build_lock(tag):
+        return _cached(engine, tag, identity) or _build_layer(engine, base, cli, version,
+                                                              dist_image, tag, identity, chosen)
+
+
+def _build_layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
+                 dist_image: BuiltImage, tag: str, identity: str,
+                 chosen: BuildReporter) -> BuiltImage:
     attrs = inspect(engine, base.image_id) or {}
     env = (attrs.get("Config") or {}).get("Env") or []
     path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), DEFAULT_PATH)

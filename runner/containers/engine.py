@@ -68,7 +68,7 @@ class Labels:
 # The only capabilities a spec may add back on top of cap_drop=ALL: what the sample
 # driver needs, as root, to lay a tree out and drop to the sandbox user (`setpriv`).
 # A new one is a decision taken here, where a reviewer sees it.
-ADDABLE_CAPS = frozenset({"CHOWN", "SETUID", "SETGID"})
+ADDABLE_CAPS = frozenset({"CHOWN", "SETUID", "SETGID", "KILL"})
 NO_NETWORK = "none"
 
 

@@ -29,6 +29,9 @@ TMPFS_DIRS = ("/work", "/tmp", "/var/tmp", "/run/lock")
 WRITABLE_CHECK = ('find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /work '
                   '-o -path /tmp -o -path /var/tmp -o -path /run/lock -o -path "$HOME" \\) '
                   "-prune -o ! -type l -writable -printf '%y %p\\n' 2>/dev/null; true")
+MODULES_CHECK = ("command -v python3 >/dev/null 2>&1 && cd / && python3 -c 'import pkgutil, sys; "
+                 "print(chr(10).join(sorted(set(sys.builtin_module_names) | {m.name for m "
+                 "in pkgutil.iter_modules()})))' || true")
 USER_SITE_CHECK = ("command -v python3 >/dev/null 2>&1 && cd / && "
                    "python3 -I -c 'import site; print(site.getusersitepackages())' || true")
 ROLE = "tool-check"
@@ -62,6 +65,13 @@ class ImageFacts:
         return self._asked(("@user-site",), "site", (), lambda: [sandbox.check_image(
             self.engine, self.image.image_id, ["sh", "-c", USER_SITE_CHECK], self.labels,
             env={"HOME": sandbox.HOME}).strip()])[0]
+
+    def python_modules(self) -> tuple[str, ...]:
+        """The top-level module names the image's python3 answers to (none without one):
+        a module of the tree by one of these names would shadow it."""
+        return self._asked(("@modules",), "modules", (), lambda: sandbox.check_image(
+            self.engine, self.image.image_id, ["sh", "-c", MODULES_CHECK], self.labels,
+            env={"HOME": sandbox.HOME}).split())
 
     def writable_dirs(self) -> list[str]:
         """Directories outside the standard tmpfs mounts the sandbox user could write in

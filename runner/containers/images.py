@@ -14,6 +14,7 @@ file of its own (`logs_dir()`); a failed build's error carries the last lines an
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -286,6 +287,19 @@ def cache_dir() -> Path:
     return Path(root) / "bakeoff-sandbox"
 
 
+@contextlib.contextmanager
+def build_lock(tag: str) -> Iterator[None]:
+    """One build of `tag` at a time on this host: a second command (or test worker) that
+    needs the same missing image waits for the first, then finds it cached, instead of
+    building it again beside it. The lock is the kernel's (flock): a killed builder
+    releases it."""
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def bootstrap_rootfs(reporter: BuildReporter, log: BuildLog) -> Path:
     """mmdebstrap a minbase rootfs tarball once; later builds reuse the cached tarball."""
     tarball = cache_dir() / f"base-{SUITE}.tar"
@@ -364,6 +378,12 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
     identity = identity_of(base.identity, context_hash(context), args)
     tag = tag_for(name)
     reporter.start(name)
+    with build_lock(tag):
+        return _build_context(engine, name, context, tag, identity, args, reporter, nocache)
+
+
+def _build_context(engine: Engine, name: str, context: Path, tag: str, identity: str,
+                   args: dict[str, str], reporter: BuildReporter, nocache: bool) -> BuiltImage:
     existing = inspect(engine, tag)
     labels = ((existing or {}).get("Config") or {}).get("Labels") or {}
     if existing is not None and not nocache and labels.get(LABEL_IDENTITY) == identity:
@@ -427,11 +447,12 @@ def build(engine: Engine, names: list[str], reporter: BuildReporter, *, nocache:
 
 
 def name_of(tag: str) -> str | None:
-    """The images/ name a tag of ours was built from (`bakeoff/python:latest` -> python)."""
+    """The images/ name a tag of ours was built from (`bakeoff/python:latest` -> python;
+    `bakeoff/python`, as a compose file writes it, is docker's `:latest` too)."""
     if tag == BASE_TAG:
         return BASE
     repository, _, version = tag.partition(":")
-    if repository.startswith("bakeoff/") and version == "latest":
+    if repository.startswith("bakeoff/") and version in ("latest", ""):
         return repository.removeprefix("bakeoff/")
     return None
 

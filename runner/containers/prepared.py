@@ -13,14 +13,14 @@ a sample's /work and HOME are fresh tmpfs mounts, and its driver copies that in 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import tarfile
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
-from runner import workspace
+from rig.tree import Kind, shown
 from runner.containers import images, sample_tree, stack
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.containers.images import BuiltImage, inspect
@@ -38,14 +38,20 @@ DEPENDENCY_FILES = frozenset({
 
 
 def dependency_hash(repo: Path, commit: str) -> str:
-    """sha256 over the dependency manifests and lockfiles of a commit's tree."""
-    listing = workspace.run_git(repo, "ls-tree", "-r", commit)
+    """sha256 over the dependency manifests and lockfiles of a commit's tree (its listing
+    streamed, never held; past `sample_tree.CAPS` it is refused like a sample's). The
+    lines hashed, and their order, are `git ls-tree -r`'s: keys made before stay."""
+    lines = sorted(f"{_MODE[row.kind]} blob {row.oid}\t{shown(row.path)}"
+                   for row in sample_tree.listing(repo, commit, sample_tree.CAPS)
+                   if row.path.rsplit("/", 1)[-1] in DEPENDENCY_FILES)
     digest = hashlib.sha256()
-    for line in sorted(listing.splitlines()):
+    for line in lines:
         meta, _, path = line.partition("\t")
-        if path.rsplit("/", 1)[-1] in DEPENDENCY_FILES:
-            digest.update(f"{path}\0{meta.split()[2]}\n".encode())
+        digest.update(f"{path}\0{meta.split()[2]}\n".encode())
     return digest.hexdigest()
+
+
+_MODE = {Kind.FILE: "100644", Kind.EXECUTABLE: "100755", Kind.SYMLINK: "120000"}
 
 
 def key(toolchain: BuiltImage, setup: list[str], deps: str) -> str:
@@ -69,42 +75,45 @@ def prepare(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setu
     return BuiltImage(PREPARED, tag, image_id, f"sha256:{digest}", cached=False)
 
 
-def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: list[str]) -> bytes:
-    """The build context: the commit's tree read from git objects and checked (as a
-    sample's is: nothing unsafe reaches the daemon), a Dockerfile, the tracked files."""
+def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: list[str],
+             out: IO[bytes]) -> None:
+    """The build context, written to `out`: the commit's tree read from git objects and
+    checked (as a sample's is: nothing unsafe reaches the daemon; blobs stream from the
+    object store), a Dockerfile, the list of the tracked files (NUL-separated)."""
     files = sample_tree.read_tree(repo, commit)
-    tree = sample_tree.tar_of({f"tree/{path}": entry for path, entry in files.items()})
-    tracked = "".join(f"{path}\n" for path in sorted(files)).encode()
+    tracked = b"".join(path.encode("utf-8", "surrogateescape") + b"\0"
+                       for path in sorted(files))
     script = " && ".join(f"({command})" for command in setup)
     dockerfile = (
         f"FROM {toolchain.image_id}\nUSER root\nCOPY tree/ /work/\nCOPY tracked.txt /tmp/\n"
         "RUN chown -R 1000:1000 /work\nUSER 1000\nWORKDIR /work\n"
         f"RUN {script}\n"
-        "RUN tr '\\n' '\\0' < /tmp/tracked.txt | xargs -0 -r rm -f --\n"
+        "RUN xargs -0 -r rm -f -- < /tmp/tracked.txt\n"
         # Root-owned, outside the sample's tmpfs mounts: read-only for the code under test.
         "USER root\n"
         "RUN mkdir -p /opt/bakeoff/prepared && cp -a /work /opt/bakeoff/prepared/work "
         "&& cp -a /home/agent /opt/bakeoff/prepared/home "
         "&& chown -R root:root /opt/bakeoff && chmod -R go-w /opt/bakeoff\n"
         "USER 1000\n")
-    out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(tree)) as src, tarfile.open(fileobj=out, mode="w") as dst:
-        for member in src.getmembers():
-            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-        for name, data in (("Dockerfile", dockerfile.encode()), ("tracked.txt", tracked)):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            dst.addfile(info, io.BytesIO(data))
-    return out.getvalue()
+    sample_tree.write_tar(out, {f"tree/{path}": entry for path, entry in files.items()},
+                          repo, extra={"Dockerfile": dockerfile.encode(),
+                                       "tracked.txt": tracked})
 
 
 def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup: list[str],
            tag: str, digest: str) -> str:
-    context = _context(repo, commit, toolchain, setup)
-    stream = engine.call("build prepared image", engine.client.api.build,
-                         fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True,
-                         forcerm=True, decode=True, pull=False,
-                         labels={LABEL_IMAGE: PREPARED, LABEL_IDENTITY: f"sha256:{digest}"})
+    with tempfile.TemporaryFile() as context:  # on disk: a large tree is never held
+        _context(repo, commit, toolchain, setup, context)
+        context.seek(0)
+        stream = engine.call("build prepared image", engine.client.api.build,
+                             fileobj=context, custom_context=True, tag=tag, rm=True,
+                             forcerm=True, decode=True, pull=False,
+                             labels={LABEL_IMAGE: PREPARED, LABEL_IDENTITY: f"sha256:{digest}"})
+        return _built(engine, commit, tag, stream)
+
+
+def _built(engine: Engine, commit: str, tag: str, stream: Any) -> str:
+    """The image id a build's stream ends with (`InfraError` when setup failed)."""
     tail: list[str] = []
     image_id = ""
     for chunk in iter_stream(stream):

@@ -1,9 +1,12 @@
 """The program every sample container runs: it lays out the tree, runs the command as the
 sandbox user, and writes what the rig reads back where only it can write.
 
-It starts as root with no capability but CHOWN, SETUID and SETGID (and no-new-
+It starts as root with no capability but CHOWN, SETUID, SETGID and KILL (and no-new-
 privileges); everything of the tree's runs as the sandbox user with none at all
-(`setpriv`). The layout:
+(`setpriv`). The deadline is root's: `timeout` runs as root around the sandbox user's
+command, so nothing the command does (a signal to every process it may signal, a stopped
+process) can keep it from firing; KILL is what lets it reach the sandbox user's
+processes. The layout:
 
 - /work, /tmp, /var/tmp, /run/lock, HOME: size-limited tmpfs (`[limits].disk_mb`):
   filling them fails the sample, never the host. The rest of the root filesystem is not
@@ -12,7 +15,14 @@ privileges); everything of the tree's runs as the sandbox user with none at all
   rig), `root-owned` / `root-dirs` (NUL-separated paths the code under test must not
   change: protected and pinned files, the canaries, and every directory above them,
   which become root-owned and sticky so nothing in them can be renamed or removed),
-  `collect` (files to read back, one per line), `plugin/` (pytest's canary plugin).
+  `collect` (files to read back, one per line), `plugin/` (pytest: the rig's observer
+  hook `bakeoff_hook.py`, the `sitecustomize.py` that imports it, its pytest plugin; also
+  copied into the user site, whose `usercustomize` imports the hook too), `observe/` (its
+  config and the root reader).
+- /bakeoff/obs (tmpfs, root's, 0755): a pytest sample's observer socket, bound by the
+  root reader (`rig/insample/observer_reader.py`) before the command starts; every
+  datagram is kept with its sender's pid and uid, and the reader stops at the driver's
+  own stop datagram, sent once the sandbox user's processes are gone.
 - /bakeoff/run (tmpfs, root only): the command's output file. The command's stdout and
   stderr are that one file, in order; the rig keeps its head and tail.
 - A server per sample runs in a container of its own (`serve`), with its own copy of the
@@ -21,45 +31,51 @@ privileges); everything of the tree's runs as the sandbox user with none at all
   criterion starts, cannot write a conftest or anything else the criterion reads. The
   criterion's driver health-checks it; its state is the driver's, never the server's.
 - /var/lib/bakeoff/out (root only): `ready` (the layout is done), `log` (+
-  `log.truncated`), `server`, `server.log`, `canary.jsonl`, `files/N` (+ `files/N.path`).
+  `log.truncated`), `server`, `server.log`, `observer.jsonl`, `files/N` (+ `files/N.path`).
   The code under test can never write here. At the end the driver writes it, as a
   base64 tar on one line after `bakeoff-out:`, to its own stdout: the container's log,
   which only the driver and the init hold (the command's output is a file), read back
   with one cheap `logs` call (a `get_archive` of a stopped container costs ~60 ms).
 
 Before anything is read back, every process of the sandbox user is killed: nothing the
-command left behind can write once it is over. The container's exit status is the
-command's.
+command left behind can write once it is over. A file read back is opened as the sandbox
+user, non-blocking, never through a symlink, only when it is a regular file, and under a
+root `timeout` (a FIFO or a device where a report was expected reads as nothing, never as
+a hang). The container's exit status is the command's.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import tarfile
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import IO
 
 OUT = "/var/lib/bakeoff/out"
+OBS = "/bakeoff/obs"  # the observer's socket directory (tmpfs, root's)
 MARK = b"bakeoff-out:"  # the one stdout line of the driver: a base64 tar of OUT
 IN = "/bakeoff/in"
 RUN = "/bakeoff/run"
 HEAD_BYTES = 1024 * 1024
 TAIL_BYTES = 1024 * 1024
 FILE_LIMIT = 32 * 1024 * 1024  # a file read back (coverage JSON); larger ones are left out
-CANARY_LIMIT = 8 * 1024 * 1024
+COLLECTED_LIMIT = 32 * 1024 * 1024  # every file read back, together; past it one is left out
+OBSERVER_LIMIT = 16 * 1024 * 1024  # bytes of the observer's records kept (rig.observer.LIMIT)
 TRUNCATED = "[bakeoff: output truncated: {} bytes omitted]"
 
 # $1 mode: run | shell | exec (the command on the terminal, nothing captured) | serve (the
 #   server of `[changes.success].server`, in a container of its own, until it is stopped)
-# $2 uid:gid  $3 timeout  $4 command  $5 the canary plugin's results file, or ""
+# $2 uid:gid  $3 timeout  $4 command  $5 "observe": start the observer's reader, else ""
 # then, with a server: $6 server command  $7 health path  $8 port variable  $9 port
 # ${10} startup seconds
 SCRIPT = r'''
-mode="$1"; ug="$2"; t="$3"; c="$4"; results="$5"
+mode="$1"; ug="$2"; t="$3"; c="$4"; observe="$5"
 uid="${ug%%:*}"; gid="${ug#*:}"
 AS="setpriv --reuid=$uid --regid=$gid --clear-groups --"
 as() { $AS "$@"; }
-out=/var/lib/bakeoff/out; in=/bakeoff/in; run=/bakeoff/run
+out=/var/lib/bakeoff/out; in=/bakeoff/in; run=/bakeoff/run; obs=/bakeoff/obs
 finish() {
   printf 'bakeoff-out:'; (cd "$out" 2>/dev/null && tar -cf - .) | base64 -w 0; printf '\n'
   exit "$1"
@@ -70,6 +86,14 @@ if [ -d /opt/bakeoff/prepared/work ]; then cp -a /opt/bakeoff/prepared/work/. /w
 if [ -d /opt/bakeoff/prepared/home ]; then cp -a /opt/bakeoff/prepared/home/. "$HOME"/; fi
 tar -x --no-same-owner -f "$in/tree.tar" -C /work || finish 125
 chown -R -h "$ug" /work "$HOME" || finish 125
+# Installed packages are not the sandbox user's to rewrite for the next process (a test
+# file's process patching a module another's imports): every node_modules is root's, but
+# for the caches tools write there.
+find /work -xdev -name node_modules -type d -prune -exec sh -c 'ug="$1"; shift; for m do
+  chown -R -h 0:0 "$m" || exit 1
+  for c in .vite .cache; do rm -rf "$m/$c" && mkdir "$m/$c" && chown "$ug" "$m/$c" || exit 1
+  done
+done' sh "$ug" {} + || finish 125
 if [ -s "$in/root-owned" ]; then xargs -0 chown -h 0:0 -- < "$in/root-owned" || finish 125; fi
 if [ -s "$in/root-dirs" ]; then
   xargs -0 chown 0:0 -- < "$in/root-dirs" && xargs -0 chmod 1777 -- < "$in/root-dirs" ||
@@ -97,7 +121,7 @@ if [ "$mode" = shell ]; then
   if command -v bash >/dev/null 2>&1; then exec $AS bash; fi
   exec $AS sh
 fi
-if [ "$mode" = exec ]; then exec $AS timeout -k 5 "$t" sh -c "$c"; fi
+if [ "$mode" = exec ]; then exec timeout -k 5 "$t" $AS sh -c "$c"; fi
 keep() {  # $1 file, $2 destination: its head and tail, and how much was left out
   size=$(wc -c < "$1")
   keep_n=$(( HEAD + TAIL ))
@@ -142,17 +166,36 @@ if [ -n "${6:-}" ]; then  # the criterion's container, in the server's network n
   echo "$state" > "$out/server"
   if [ "$state" != healthy ]; then : > "$out/log"; finish 0; fi
 fi
-as timeout -k 5 "$t" sh -c "$c" > "$run/log" 2>&1 < /dev/null
+reader=""
+if [ "$observe" = observe ]; then  # root's end of the observer, before anything of the tree runs
+  python3 -I -S "$in/observe/reader.py" "$obs/sock" "$out/observer.jsonl" "$OBSERVED" \
+    2>"$run/observer.err" &
+  reader=$!
+  tries=250
+  while [ ! -S "$obs/sock" ] && [ "$tries" -gt 0 ]; do sleep 0.02; tries=$(( tries - 1 )); done
+  if [ ! -S "$obs/sock" ]; then echo "bakeoff-rig: the observer did not start" >&2; finish 125; fi
+fi
+timeout -k 5 "$t" $AS sh -c "$c" > "$run/log" 2>&1 < /dev/null
 code=$?
 as sh -c 'kill -9 -1' 2>/dev/null
 keep "$run/log" "$out/log"
-if [ -n "$results" ]; then as head -c "$CANARY" "$results" > "$out/canary.jsonl" 2>/dev/null; fi
+if [ -n "$reader" ]; then
+  python3 -I -S -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"bakeoff-stop", sys.argv[1])' "$obs/sock" 2>/dev/null || kill "$reader" 2>/dev/null
+  wait "$reader"
+fi
 if [ -s "$in/collect" ]; then
-  n=0
+  n=0; left=$COLLECTED  # the files read back, together: past it, a file is left out
   while IFS= read -r p; do
     n=$(( n + 1 ))
     if as test -f "/work/$p" && ! as test -L "/work/$p"; then
-      as head -c "$LIMIT" "/work/$p" > "$out/files/$n" 2>/dev/null
+      timeout -k 1 5 $AS dd if="/work/$p" iflag=nonblock,nofollow bs=65536 \
+        count="$(( LIMIT / 65536 + 1 ))" status=none 2>/dev/null | head -c "$LIMIT" \
+        > "$out/files/$n"
+      size=$(wc -c < "$out/files/$n")
+      if [ "$size" -gt "$left" ]; then rm -f "$out/files/$n"; continue; fi
+      left=$(( left - size ))
       printf '%s\n' "$p" > "$out/files/$n.path"
     fi
   done < "$in/collect"
@@ -161,9 +204,15 @@ finish "$code"
 '''
 
 
-USERCUSTOMIZE = '''"""bakeoff-sandbox: the tree's own modules import, after everything installed."""
+USERCUSTOMIZE = '''"""bakeoff-sandbox: the rig's observer hook (when a command set its own
+PYTHONPATH, its sitecustomize is not the rig's), and the tree's own modules import,
+after everything installed."""
 import sys
 
+try:
+    import bakeoff_hook  # noqa: F401 - a pytest sample's observer
+except ImportError:
+    pass
 if "/work" not in sys.path:
     sys.path.append("/work")
 '''
@@ -172,7 +221,7 @@ if "/work" not in sys.path:
 def script() -> str:
     """The driver with its limits filled in."""
     return (f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}; LIMIT={FILE_LIMIT + 1}; "
-            f"CANARY={CANARY_LIMIT}\n" + SCRIPT)
+            f"OBSERVED={OBSERVER_LIMIT}; COLLECTED={COLLECTED_LIMIT}\n" + SCRIPT)
 
 
 @dataclass
@@ -195,18 +244,73 @@ class Outputs:
         return found
 
 
+# What the driver's output directory can hold, as a tar (its files are bounded by the
+# driver: the log's and the server log's head and tail, the observer's records, the files
+# read back together, small markers); a line that decodes to more is not the driver's.
+OUTPUTS_LIMIT = (2 * (HEAD_BYTES + TAIL_BYTES) + OBSERVER_LIMIT + COLLECTED_LIMIT
+                 + 4 * 1024 * 1024)
+
+
 def parse_outputs(log: bytes) -> Outputs:
+    """`read_outputs` of a log held whole (tests, small logs)."""
+    return read_outputs([log])
+
+
+def read_outputs(chunks: Iterable[bytes], limit: int = OUTPUTS_LIMIT) -> Outputs:
     """The driver's output directory, from the last line of its stdout that starts with
-    MARK (empty when there is none or it does not decode). Every file in it is bounded by
-    the driver, so reading it whole is bounded too."""
-    line = next((line for line in reversed(log.splitlines()) if line.startswith(MARK)), None)
-    if line is None:
-        return Outputs()
-    try:
-        data = base64.b64decode(line[len(MARK):], validate=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            return Outputs({member.name.removeprefix("./"): handle.read()
-                            for member in tar.getmembers() if member.isfile()
-                            and (handle := tar.extractfile(member)) is not None})
-    except (ValueError, tarfile.TarError):
-        return Outputs()
+    MARK, read as it streams (`chunks`: the container's log): the base64 is decoded into
+    a temporary file as it comes, never held as text, and a line that decodes to more
+    than `limit` bytes is dropped (empty Outputs, as for no line or one that does not
+    decode). Every file in the tar is bounded by the driver."""
+    with tempfile.TemporaryFile() as tar_file:
+        if not _last_mark(chunks, tar_file, limit):
+            return Outputs()
+        tar_file.seek(0)
+        try:
+            with tarfile.open(fileobj=tar_file) as tar:
+                return Outputs({member.name.removeprefix("./"): handle.read()
+                                for member in tar if member.isfile()
+                                and (handle := tar.extractfile(member)) is not None})
+        except (ValueError, tarfile.TarError):
+            return Outputs()
+
+
+def _last_mark(chunks: Iterable[bytes], out: IO[bytes], limit: int) -> bool:
+    """Decode the base64 of the last MARK line of `chunks` into `out` (a later one replaces
+    an earlier one); whether that line decoded whole, within `limit` bytes."""
+    state, head, rest, found = "start", b"", b"", False
+    for piece, ends in _pieces(chunks):
+        if state == "start":
+            need = len(MARK) - len(head)
+            head, piece = head + piece[:need], piece[need:]
+            if len(head) == len(MARK):
+                state = "mark" if head == MARK else "skip"
+            if state == "mark":
+                out.seek(0)
+                out.truncate()
+                rest, found = b"", False
+        if state == "mark":
+            data = rest + piece
+            whole = len(data) // 4 * 4
+            try:
+                out.write(base64.b64decode(data[:whole], validate=True))
+            except ValueError:
+                state = "skip"
+            rest = data[whole:]
+            if out.tell() > limit:
+                state = "skip"
+            if ends or state == "skip":
+                found = state == "mark" and not rest
+        if ends:
+            state, head = "start", b""
+    if state == "mark":  # the stream ended inside the line
+        found = not rest
+    return found
+
+
+def _pieces(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """The stream as (piece of a line, whether the line ends there)."""
+    for chunk in chunks:
+        while chunk:
+            piece, newline, chunk = chunk.partition(b"\n")
+            yield piece, bool(newline)

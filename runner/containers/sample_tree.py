@@ -2,11 +2,19 @@
 
 The commit's tree is read out of the object store (`ls-tree -z` + `cat-file --batch`:
 no checkout, no `.gitattributes` filter or export rule of the arm's, no working tree),
-checked (`rig.tree.checked`: no `..`, no `.git`, no duplicate entries), then the rig's
-layer goes on top: committed bytecode out, the base's harness (for the success
-criterion), the base's protected files as regular files, the canaries. The result is a
-tar the sample container extracts itself (`runner.sample_driver`): the host never
-writes a file of the tree, so no symlink of the arm's can ever point it anywhere.
+streamed and capped as it is read (`rig.tree.Caps`: entries, bytes, bytes of names; git
+is stopped at the first entry past them, so a tree bomb is refused in the time it takes
+to list the caps' worth), checked (`rig.tree.checked`: no `..`, no `.git`, no duplicate
+entries, nothing the sample's filesystem cannot hold), then the rig's layer goes on top:
+committed bytecode out, the base's harness (for the success criterion), the base's
+protected files as regular files, the canaries. The result is a tar FILE the sample
+container extracts itself (`runner.sample_driver`): the host never writes a file of the
+tree, so no symlink of the arm's can ever point it anywhere.
+
+Memory is bounded by construction: small blobs are held (each up to `rig.tree.INLINE`,
+together up to HELD_BYTES: first the files the rig's planning reads, then the rest,
+smallest first), every other blob is left unheld and streamed from the object store
+into the tar when it is written, and hashed on the way where a digest is needed.
 """
 
 from __future__ import annotations
@@ -15,148 +23,318 @@ import hashlib
 import io
 import secrets
 import tarfile
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from rig import canary as canary_mod
-from rig import harness
+from rig import harness, inprocess, links
 from rig import tree as tree_mod
 from rig.canary import Canary
 from rig.contract.content import ABSENT
 from rig.harness import Pinned
 from rig.oracle import SampleSpec
-from rig.tree import Entry, Kind, Tree
+from rig.tree import Caps, Entry, Kind, Tree
 from runner import workspace
+from runner.manifest import MAX_FILES
 
 _MODES = {"100644": Kind.FILE, "100755": Kind.EXECUTABLE, "120000": Kind.SYMLINK}
+HELD_BYTES = 24 * 1024 * 1024  # small blobs held per tree; the rest stream at tar time
+CAPS = Caps(MAX_FILES, 2048 * 1024 * 1024)  # a tree read without the manifest's limits
+RECORD_MAX = tree_mod.PATH_MAX + 256  # a listing's record: its header and a path
 
 
-def read_tree(repo: Path, commit: str, limit_bytes: int | None = None) -> Tree:
+@dataclass(frozen=True)
+class Row:
+    """One blob of a tree's listing."""
+
+    path: str
+    kind: Kind
+    oid: str
+    size: int
+
+
+def read_tree(repo: Path, commit: str, caps: Caps = CAPS) -> Tree:
     """The files of `commit` as a checked tree (`UnsafeTreeError` when it holds a path no
-    checkout can hold, or more than `limit_bytes` of files: it could not be laid out in a
-    sample, and it is never read into memory). Submodules (gitlinks) are left out, as
-    `git archive` does."""
-    listing = workspace.git_bytes(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", commit)
-    rows: list[tuple[str, Kind, str]] = []
-    total = 0
-    for item in listing.split(b"\0"):
-        if not item:
-            continue
-        meta, _, raw_path = item.partition(b"\t")
-        mode, kind, sha, size = meta.decode().split()
-        if kind != "blob" or mode not in _MODES:
-            continue
-        total += int(size)
-        rows.append((raw_path.decode("utf-8", errors="surrogateescape"), _MODES[mode], sha))
-    if limit_bytes is not None and total > limit_bytes:
-        raise tree_mod.UnsafeTreeError("", f"its files add up to {total} bytes, more than "
-                                            f"the {limit_bytes} a sample can hold")
-    blobs = _blobs(repo, sorted({sha for _, _, sha in rows}))
-    return tree_mod.checked((path, Entry(kind, blobs[sha])) for path, kind, sha in rows)
+    checkout can hold, or is past `caps`: it could not be laid out in a sample, and it is
+    never read whole). Submodules (gitlinks) are left out, as `git archive` does."""
+    rows = listing(repo, commit, caps)
+    held = _to_hold(rows)
+    blobs = {oid: part.read() for oid, _, part in workspace.cat_blobs(repo, sorted(held))}
+    return tree_mod.checked((row.path, Entry(row.kind, blobs.get(row.oid, b""), row.oid,
+                                             row.size)) for row in rows)
 
 
-def _blobs(repo: Path, shas: list[str]) -> dict[str, bytes]:
-    """Blob contents by id, in one `cat-file --batch`."""
-    if not shas:
-        return {}
-    raw = workspace.git_bytes(repo, "cat-file", "--batch", stdin="".join(
-        f"{sha}\n" for sha in shas).encode())
-    found: dict[str, bytes] = {}
-    at = 0
-    for sha in shas:
-        end = raw.index(b"\n", at)
-        header = raw[at:end].decode().split()
-        size = int(header[2])
-        found[sha] = raw[end + 1:end + 1 + size]
-        at = end + 1 + size + 1
-    return found
+def listing(repo: Path, commit: str, caps: Caps) -> list[Row]:
+    """The blobs of `commit`'s tree, streamed from `ls-tree -r -t -l -z` and counted as
+    they come: every entry (directories and gitlinks too), the bytes of the files and of
+    the names (paths, and symlinks' targets: they are held); git is stopped at the first
+    past `caps` (`UnsafeTreeError`)."""
+    rows: list[Row] = []
+    entries = size = names = 0
+    try:
+        with workspace.git_stream(repo, "ls-tree", "-r", "-t", "-l", "-z", "--full-tree",
+                                  commit) as out:
+            for record in workspace.records(out, RECORD_MAX):
+                meta, _, raw = record.partition(b"\t")
+                mode, kind, oid, length = meta.decode("ascii", "replace").split()
+                entries, names = entries + 1, names + len(raw)
+                if kind == "blob" and mode in _MODES:
+                    path = raw.decode("utf-8", "surrogateescape")
+                    if not length.isdigit():  # `BAD`: git has no such object
+                        raise tree_mod.UnsafeTreeError(path, "names a blob the repository "
+                                                             "does not have (a broken tree)")
+                    size += int(length)
+                    if _MODES[mode] is Kind.SYMLINK:  # a target is a name, and always held
+                        names += int(length)
+                    rows.append(Row(path, _MODES[mode], oid, int(length)))
+                problem = caps.problem(entries, size, names)
+                if problem is not None:
+                    raise tree_mod.UnsafeTreeError("", problem)
+    except workspace.GitError as error:  # a tree git cannot read: a missing or bad object
+        raise tree_mod.UnsafeTreeError("", f"git cannot list it: {error}") from error
+    return rows
+
+
+def _to_hold(rows: list[Row]) -> set[str]:
+    """The blobs read into memory: every symlink's target, then files up to
+    `rig.tree.INLINE` each, HELD_BYTES together: first what the rig's planning reads (the
+    harness files, Go sources: `reads`), then the rest, the smallest first in each."""
+    held = {row.oid for row in rows if row.kind is Kind.SYMLINK and
+            row.size <= tree_mod.PATH_MAX}
+    budget = HELD_BYTES
+    files = sorted((r for r in rows if r.kind is not Kind.SYMLINK and r.size <= tree_mod.INLINE),
+                   key=lambda r: (not reads(r.path), r.size))
+    for row in files:
+        if row.oid in held:
+            continue
+        if row.size > budget:
+            if reads(row.path):
+                continue  # a smaller file of the rest may still fit
+            break
+        held.add(row.oid)
+        budget -= row.size
+    return held
+
+
+def reads(path: str) -> bool:
+    """Whether the rig's planning reads the file's bytes (`rig.harness`: runner
+    configurations, conftests, Go test files; `rig.canary`: Go sources, Cargo.toml)."""
+    return harness.is_harness(path) or path.endswith(".go")
+
+
+class Trees:
+    """One executor's checked trees: read within its caps; the last `kept` of them kept (a
+    base serves every sample, an arm's tree its checks), and a refused commit remembered
+    (a tree bomb is listed once per executor, not once per sample)."""
+
+    def __init__(self, repo: Path, caps: Caps, kept: int = 3) -> None:
+        self.repo, self.caps, self.kept = repo, caps, kept
+        self.lock = threading.Lock()
+        self.found: dict[str, Tree] = {}  # commit -> its tree, the most recent last
+        self.refused: dict[str, tree_mod.UnsafeTreeError] = {}
+
+    def checked(self, commit: str) -> Tree:
+        """`commit`'s checked tree (`UnsafeTreeError` past the caps)."""
+        with self.lock:
+            if commit in self.refused:
+                raise self.refused[commit]
+            found = self.found.pop(commit, None)
+            if found is None:
+                try:
+                    found = read_tree(self.repo, commit, self.caps)
+                except tree_mod.UnsafeTreeError as error:
+                    self.refused[commit] = error
+                    raise
+            self.found[commit] = found
+            while len(self.found) > self.kept:
+                del self.found[next(iter(self.found))]
+            return found
 
 
 @dataclass(frozen=True)
 class SampleTree:
-    """A sample's tree as the container receives it, and what the rig did to it."""
+    """A sample's tree as the container receives it (written to a tar file), and what
+    the rig did to it."""
 
-    tar: bytes
     protected: dict[str, str]  # path -> sha256 of the base's content restored, or "absent"
     pinned: Pinned
     canary: Canary | None
     root_owned: tuple[str, ...]  # files the code under test must not change or remove
     root_dirs: tuple[str, ...]  # every directory above them ("" is /work itself)
-    paths: tuple[str, ...] = field(default=())
+    pinned_sha256: dict[str, str] = field(default_factory=dict)  # root-owned file -> sha256
+    go_work: bool = False  # a go.work at the root of the laid-out tree
 
 
-def build(spec: SampleSpec, tree: Tree, base: Tree | None, token: str | None = None,
-          canaries: bool = True) -> SampleTree:
-    """The rig's layer over the arm's tree (in place): bytecode out, the base's harness
-    (spec.harness == "base"), the base's protected files, the canaries."""
+def build(spec: SampleSpec, tree: Tree, base: Tree | None, out: Path, repo: Path,
+          token: str | None = None, canaries: bool = True, importable: Iterable[str] = (),
+          caps: links.Caps = links.DEFAULT_CAPS) -> SampleTree:
+    """The rig's layer over the arm's tree (in place), written as a tar to `out` (blobs
+    not held stream from `repo`'s objects): its symlinks laid out as what they lead to
+    (`rig.links`, the base's too: `UnsafeTreeError` when they cannot be within `caps`),
+    bytecode out, the base's harness (spec.harness == "base"; `importable`: the image
+    python's top-level module names, which no module of the tree may shadow), the base's
+    protected files, the canaries."""
+    laid = links.lay_out(tree, base, caps)
+    if base is not None:
+        committed, base = base, tree_mod.Indexed(base)
+        links.lay_out(base, committed, caps)
     bytecode = harness.drop_bytecode(tree)
-    pinned = Pinned(bytecode=bytecode)
+    pinned = Pinned(bytecode=bytecode, materialized=laid.materialized)
     fixed: list[str] = []
     if spec.harness == "base" and base is not None:
-        pinned = harness.pin(tree, base, spec.parser)
-        pinned = Pinned(pinned.restored, pinned.removed, bytecode)
-        fixed += [p for p in tree if harness.is_harness(spec.parser, p)]
-    protected = _restore(tree, base or {}, spec.protected)
+        pinned = harness.pin(tree, base, importable, spec.command)
+        pinned = Pinned(pinned.restored, pinned.removed, bytecode, laid.materialized)
+        fixed += [p for p in tree if harness.is_harness(p)]
+    _restore(tree, base or {}, spec.protected)
     fixed += [p for p in spec.protected if p in tree]
-    canary = _canary(spec, tree, token or secrets.token_hex(4)) if canaries else None
+    canary = _canary(spec, tree, token or secrets.token_hex(4), repo) if canaries else None
     if canary is not None:
-        tree_mod.place(tree, canary.path, canary.content)
-        fixed.append(canary.path)
+        for path, content in ((canary.path, canary.content), *canary.files):
+            tree_mod.place(tree, path, content)
+            fixed.append(path)
+    if spec.tripwire is not None:  # an exit-code check's tripwire run (`rig.tripwire`):
+        for path in spec.tripwire.paths:  # the sandbox user's, like the files around it
+            tree_mod.place(tree, path, spec.tripwire.content)
     owned = tuple(sorted(set(fixed)))
-    dirs = tuple(sorted({d for p in owned for d in ["", *tree_mod.parents(p)]}))
-    return SampleTree(tar_of(tree), protected, pinned, canary, owned, dirs, tuple(tree))
+    dirs = tuple(sorted(tree_mod.ancestors(owned)))
+    digests = write_tar(out, tree, repo, {*owned, *spec.protected})
+    protected = {p: digests.get(p, ABSENT) for p in sorted(spec.protected)}
+    pinned_sha256 = {p: digests[p] for p in owned
+                     if p in tree and tree[p].kind is not Kind.SYMLINK}
+    return SampleTree(protected, pinned, canary, owned, dirs, pinned_sha256,
+                      go_work="go.work" in tree)
 
 
 def protected_hashes(repo: Path, base: str, protected: Iterable[str]) -> dict[str, str]:
     """The sha256 of each protected path as a sample restores it from `base`."""
     found = read_tree(repo, base)
-    return {p: ABSENT if p not in found else hashlib.sha256(found[p].data).hexdigest()
-            for p in protected}
+    links.lay_out(found, found)  # as a sample restores them: a linked one as what it leads to
+    wanted = [p for p in protected if p in found]
+    digests = sha256_of(repo, {p: found[p] for p in wanted})
+    return {p: digests.get(p, ABSENT) for p in protected}
 
 
-def _restore(tree: Tree, base: Tree, protected: Iterable[str]) -> dict[str, str]:
-    hashes: dict[str, str] = {}
+def _restore(tree: Tree, base: Tree, protected: Iterable[str]) -> None:
     for path in sorted(protected):
         entry = base.get(path)
         if entry is None:
             tree_mod.remove(tree, path)
-            hashes[path] = ABSENT
-            continue
-        harness.put(tree, path, entry)
-        hashes[path] = hashlib.sha256(entry.data).hexdigest()
-    return hashes
+        else:
+            harness.put(tree, path, entry)
 
 
-def _canary(spec: SampleSpec, tree: Tree, token: str) -> Canary | None:
+def _canary(spec: SampleSpec, tree: Tree, token: str, repo: Path) -> Canary | None:
     if spec.ratchet is not None or spec.parser not in canary_mod.CANARY_RUNNERS:
         return None
     paths = sorted(tree)
-    wanted = set(canary_mod.go_sources_needed(paths, spec.command, spec.protected)
-                 if spec.parser == "go-test" else canary_mod.cargo_manifests(paths)
-                 if spec.parser == "cargo" else ())
-    text_of = {p: tree[p].data.decode(errors="replace") for p in wanted if p in tree}
+    wanted = set() if spec.parser == "pytest" else set(
+        inprocess.sources_needed(spec.parser, paths, spec.protected))
+    text_of = {p: tree[p].data.decode(errors="replace") for p in wanted
+               if p in tree and tree[p].held}
+    unheld = sorted(p for p in wanted if p in tree and not tree[p].held)
+    for path, (_, _, part) in zip(unheld, workspace.cat_blobs(
+            repo, [tree[p].oid for p in unheld]), strict=True):  # the head of each is enough
+        text_of[path] = part.read(tree_mod.INLINE).decode(errors="replace")
     return canary_mod.plan(spec.parser, token, paths, spec.command, spec.protected, text_of)
 
 
-def tar_of(tree: Tree) -> bytes:
-    """The tree as an uncompressed tar (work-relative names, root-owned: the driver
-    extracts it as root, then gives it to the sandbox user)."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for path in sorted(tree):
-            entry = tree[path]
-            info = tarfile.TarInfo(path)
-            if entry.kind is Kind.SYMLINK:
-                info.type = tarfile.SYMTYPE
-                info.linkname = entry.data.decode("utf-8", errors="surrogateescape")
-                info.mode = 0o777
-                tar.addfile(info)
-                continue
-            info.size = len(entry.data)
-            info.mode = 0o755 if entry.kind is Kind.EXECUTABLE else 0o644
-            tar.addfile(info, io.BytesIO(entry.data))
-    return out.getvalue()
+class _Hashing:
+    """A stream that hashes what is read through it."""
+
+    def __init__(self, stream: _Readable) -> None:
+        self.stream, self.digest = stream, hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.stream.read(n)
+        self.digest.update(data)
+        return data
+
+
+_Readable = io.BytesIO | workspace.Part | _Hashing
+
+
+def sha256_of(repo: Path, entries: Mapping[str, Entry]) -> dict[str, str]:
+    """The sha256 of each entry's bytes (a symlink: its target); a blob not held is
+    streamed from `repo`'s objects, never held."""
+    found = {p: hashlib.sha256(e.data).hexdigest() for p, e in entries.items() if e.held}
+    streamed = [p for p in sorted(entries) if p not in found]
+    blobs = workspace.cat_blobs(repo, [entries[p].oid for p in streamed])
+    for path, (_, _, part) in zip(streamed, blobs, strict=True):
+        hashing = _Hashing(part)
+        while hashing.read(1024 * 1024):
+            pass
+        found[path] = hashing.digest.hexdigest()
+    return found
+
+
+def write_tar(out: Path | IO[bytes], tree: Mapping[str, Entry], repo: Path,
+              digest: Iterable[str] = (), extra: Mapping[str, bytes] | None = None
+              ) -> dict[str, str]:
+    """The tree as an uncompressed tar written to `out` (work-relative names, root-owned:
+    the driver extracts it as root, then gives it to the sandbox user), then `extra`
+    files; a blob not held is streamed from `repo`'s objects. The sha256 of each path of
+    `digest` in the tree, taken as it is written."""
+    wanted = set(digest)
+    order = sorted(tree)
+    blobs = workspace.cat_blobs(repo, [tree[p].oid for p in order if not tree[p].held])
+    digests: dict[str, str] = {}
+    try:
+        with _tar(out) as tar:
+            for path in order:
+                entry, info = tree[path], _info(path, tree[path])
+                if info.issym():
+                    tar.addfile(info)
+                    if path in wanted:
+                        digests[path] = hashlib.sha256(entry.data).hexdigest()
+                    continue
+                source = _source(entry, blobs)
+                if path in wanted:
+                    source = _Hashing(source)
+                tar.addfile(info, source)
+                if isinstance(source, _Hashing):
+                    digests[path] = source.digest.hexdigest()
+            for name, data in (extra or {}).items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        next(blobs, None)  # to the end of git's output: it exits as it should
+    finally:
+        blobs.close()
+    return digests
+
+
+def _tar(out: Path | IO[bytes]) -> tarfile.TarFile:
+    # Names are bytes as git has them (surrogateescape both ways), whatever the locale.
+    if isinstance(out, Path):
+        return tarfile.open(out, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                            errors="surrogateescape")
+    return tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                        errors="surrogateescape")
+
+
+def _source(entry: Entry, blobs: Iterator[tuple[str, int, workspace.Part]]) -> _Readable:
+    if entry.held:
+        return io.BytesIO(entry.data)
+    oid, size, part = next(blobs)
+    if oid != entry.oid or size != entry.size:
+        raise workspace.GitError(f"git cat-file gave {oid} ({size} bytes) for "
+                                 f"{entry.oid} ({entry.size} bytes)")
+    return part
+
+
+def _info(path: str, entry: Entry) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(path)
+    if entry.kind is Kind.SYMLINK:
+        info.type = tarfile.SYMTYPE
+        info.linkname = entry.data.decode("utf-8", errors="surrogateescape")
+        info.mode = 0o777
+        return info
+    info.size = entry.length
+    info.mode = 0o755 if entry.kind is Kind.EXECUTABLE else 0o644
+    return info
 
 
 def nul_list(paths: Iterable[str], prefix: str = "/work") -> bytes:

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import random
 import secrets
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -37,10 +39,11 @@ from typing import Any
 import docker.errors
 import requests
 
-from rig.canary import RESULTS_DIR, RESULTS_FILE
+from rig import canary as canary_mod
+from rig import inprocess, links
 from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
-from rig.tree import Tree, UnsafeTreeError
+from rig.tree import Caps, Entry, Indexed, UnsafeTreeError
 from runner.containers import database, sample_driver, sample_tree, sandbox, stack
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
@@ -55,7 +58,7 @@ from runner.containers.engine import (
 )
 from runner.containers.image_facts import TMPFS_DIRS, ImageFacts
 from runner.containers.images import BuiltImage
-from runner.containers.sample_driver import Outputs, parse_outputs
+from runner.containers.sample_driver import Outputs
 from runner.containers.sample_network import SampleNetworks
 from runner.errors import ComposeError, DatabaseError, InfraError, SandboxUnavailableError
 
@@ -64,10 +67,14 @@ IN_DIR, RUN_DIR = sample_driver.IN, sample_driver.RUN
 RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head and tail
 HOST_GRACE_S = 60
 SERVER_PORTS = (20000, 60000)
-# The driver starts as root with these alone (to lay the tree out and drop to the sandbox
-# user); the command runs with none.
+# The driver starts as root with these alone (to lay the tree out, drop to the sandbox
+# user, and end its command at the deadline); the command runs with none.
 DRIVER_USER = "0:0"
-DRIVER_CAPS = ("CHOWN", "SETUID", "SETGID")
+DRIVER_CAPS = ("CHOWN", "SETUID", "SETGID", "KILL")
+OBSERVER_FILES = {"plugin/bakeoff_hook.py": "observer_hook.py",
+                  "plugin/sitecustomize.py": "observer_site.py",
+                  f"plugin/{canary_mod.PLUGIN_MODULE}.py": "observer_plugin.py",
+                  "observe/reader.py": "observer_reader.py"}
 
 
 def redact_url(url: str) -> str:
@@ -101,6 +108,7 @@ class Ran:
     oom_killed: bool = False
     layout_failed: str | None = None  # why the tree could not be laid out
     stack: stack.StackRun | None = None  # the sample's stack, stopped
+    outlived: bool = False  # the host's wait expired and it stopped the container
 
 
 class DockerSampleExecutor:
@@ -118,10 +126,9 @@ class DockerSampleExecutor:
                                        db_policy)
         self.stacks = stack.Stacks(engine, experiment, self.run)
         self.facts = ImageFacts(engine, repo, experiment, image, self._labels("tool-check"))
-        self.lock = threading.Lock()
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
         self.scratch.chmod(0o755)
-        self.trees: dict[str, Tree] = {}  # commit -> its checked tree (bases are reused)
+        self.trees = sample_tree.Trees(repo, Caps(limits.max_files, limits.disk_mb * 1024 * 1024))
 
     def __enter__(self) -> DockerSampleExecutor:
         self.setup()
@@ -205,8 +212,9 @@ class DockerSampleExecutor:
             network=setting.network,
             db_schema=None if setting.schema is None else setting.schema.name,
             protected=tree.protected, files=outputs.collected(), canary=tree.canary,
-            canary_results=(outputs.text("canary.jsonl") if tree.canary is not None
-                            and tree.canary.runner == "pytest" and not problem else None),
+            observed=observed(spec) and not problem,
+            observation=(outputs.text("observer.jsonl") if observed(spec) and not problem
+                         else None), outlived=ran.outlived,
             pinned=tree.pinned, truncated=int(outputs.text("log.truncated") or 0),
             infra_error=problem, layout_failed=problem is not None,
             stack=None if ran.stack is None else ran.stack.as_record(),
@@ -284,10 +292,14 @@ class DockerSampleExecutor:
              extra_env: Mapping[str, str] | None) -> dict[str, str]:
         """The sample's env: the rig's, the canary's, the database URL, then `extra_env`
         (reproduce: the recorded env, its secrets re-read from the environment)."""
-        env = {"HOME": HOME, "BAKEOFF_SAMPLE": spec.sample, "PYTHONSAFEPATH": "1",
-               "PYTHONPYCACHEPREFIX": "/tmp/.bakeoff-pycache"}
-        if tree is not None and tree.canary is not None:
-            env.update(tree.canary.env())
+        env = {"HOME": HOME, "BAKEOFF_SAMPLE": spec.sample, "PYTHONSAFEPATH": "1"}
+        if tree is not None and observed(spec):  # the rig's observer and its plugin
+            env.update({"PYTEST_ADDOPTS": f"-p {canary_mod.PLUGIN_MODULE}",
+                        "PYTHONPATH": canary_mod.PLUGIN_DIR})
+        if tree is not None:  # the runner's (go: -v) and the canaries' (node: a preload)
+            env.update(inprocess.runner_env(spec.parser))
+            env.update(toolchain_env(tree))
+            env.update(dict(tree.canary.env) if tree.canary is not None else {})
         if schema is not None and self.url_env:
             env[self.url_env] = schema.url()
         env.update(extra_env or {})
@@ -295,35 +307,66 @@ class DockerSampleExecutor:
 
     def _tree(self, spec: SampleSpec,
               inputs: Path) -> tuple[sample_tree.SampleTree | None, str | None]:
-        """The sample's tree, written to `inputs`; (None, why) when it is unsafe."""
+        """The sample's tree, written to `inputs`; (None, why) when it is unsafe. The base's
+        tree past the limits (or unreadable) is the rig's problem, never an arm's."""
         try:
-            tree = dict(self._checked(spec.commit))
-            base = (self._checked(spec.base_commit)
+            tree = Indexed(self.trees.checked(spec.commit))  # a copy the rig's layer changes
+        except UnsafeTreeError as error:
+            if spec.commit != spec.base_commit:
+                return None, error.message
+            raise base_unsafe(spec, error) from error
+        try:
+            base = (self.trees.checked(spec.base_commit)
                     if spec.protected or spec.harness == "base" else None)
         except UnsafeTreeError as error:
+            raise base_unsafe(spec, error) from error
+        try:  # the arm's links that cannot be laid out within the sample's caps
+            built = sample_tree.build(spec, tree, base, inputs / "tree.tar", self.repo,
+                                      spec.token, importable=self.facts.python_modules(),
+                                      caps=links.Caps(self.limits.disk_mb * 1024 * 1024,
+                                                      self.limits.max_files))
+        except UnsafeTreeError as error:
             return None, error.message
-        built = sample_tree.build(spec, tree, base, spec.token)
-        (inputs / "tree.tar").write_bytes(built.tar)
         (inputs / "root-owned").write_bytes(sample_tree.nul_list(built.root_owned))
         (inputs / "root-dirs").write_bytes(sample_tree.nul_list(built.root_dirs))
         (inputs / "collect").write_text("".join(f"{p}\n" for p in spec.collect))
         (inputs / "driver.sh").write_text(sample_driver.script())
         (inputs / "usercustomize.py").write_text(sample_driver.USERCUSTOMIZE)
         (inputs / "user-site").write_text(self.facts.user_site())
-        canary = built.canary
-        if canary is not None and canary.plugin:
-            (inputs / "plugin").mkdir(mode=0o755)
-            (inputs / "plugin" / f"{canary.plugin_module}.py").write_bytes(canary.plugin)
+        (inputs / "empty").write_bytes(b"")
+        if observed(spec):
+            self._observer_inputs(inputs, built)
         for path in inputs.rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)
         return built, None
 
-    def _checked(self, commit: str) -> Tree:
-        with self.lock:
-            if commit not in self.trees:
-                self.trees[commit] = sample_tree.read_tree(
-                    self.repo, commit, self.limits.disk_mb * 1024 * 1024)
-            return self.trees[commit]
+    def _observer_inputs(self, inputs: Path, built: sample_tree.SampleTree) -> None:
+        """The observer (`rig/insample/`): its hook as the sample's `sitecustomize`, its
+        pytest plugin, the root reader, and what the hook checks against: the pinned
+        files' sha256, the plugin's, where code is the tree's (writable) or the image's."""
+        for target, source in OBSERVER_FILES.items():
+            (inputs / target).parent.mkdir(mode=0o755, exist_ok=True)
+            (inputs / target).write_bytes(insample(source))
+        plugin = f"{canary_mod.PLUGIN_MODULE}.py"
+        site = self.facts.user_site()
+        canary = built.canary
+        config = {
+            "socket": f"{sample_driver.OBS}/sock",
+            "plugin_paths": [f"{canary_mod.PLUGIN_DIR}/{plugin}",
+                             *([f"{site}/{plugin}"] if site else [])],
+            "plugin_sha256": hashlib.sha256(insample("observer_plugin.py")).hexdigest(),
+            "pinned": {f"{sandbox.WORKDIR}/{path}": digest
+                       for path, digest in built.pinned_sha256.items()},
+            "canary_path": None if canary is None else f"{sandbox.WORKDIR}/{canary.path}",
+            "untrusted": [f"{d.rstrip('/')}/" for d in (*TMPFS_DIRS, HOME, "/dev/shm",
+                                                        *self.facts.writable_dirs())],
+            "trusted": [f"{IN_DIR}/"], "user_site": self.facts.user_site()}
+        (inputs / "observe" / "config.json").write_text(json.dumps(config, indent=1))
+
+    def checked_tree(self, commit: str) -> Mapping[str, Entry]:
+        """`commit`'s tree as its samples read it, checked (`UnsafeTreeError`); shared,
+        never to be changed."""
+        return self.trees.checked(commit)
 
     def container_spec(self, spec: SampleSpec, setting: SampleSetting, command: list[str],
                        *, purpose: str, role: str = "sample", joins: str | None = None,
@@ -336,6 +379,7 @@ class DockerSampleExecutor:
         tmpfs = (*(Tmpfs(path, disk) for path in TMPFS_DIRS[1:]),
                  Tmpfs(sandbox.WORKDIR, disk, "0755"), Tmpfs(HOME, disk, "0755"),
                  Tmpfs(RUN_DIR, RUN_TMPFS_MB, "0700", executable=False),
+                 Tmpfs(sample_driver.OBS, 1, "0755", executable=False),
                  *(Tmpfs(path, disk, "0755") for path in self.facts.writable_dirs()))
         return ContainerSpec(
             image=self.image.image_id, command=tuple(command), purpose=purpose,
@@ -348,11 +392,9 @@ class DockerSampleExecutor:
     def driver(self, mode: str, spec: SampleSpec, setting: SampleSetting,
                command: str | None = None, port: int | None = None) -> list[str]:
         """The container's command: the driver in `mode` (run | shell | exec | serve)."""
-        canary = None if setting.tree is None else setting.tree.canary
-        results = "" if canary is None or canary.runner != "pytest" else (
-            f"{RESULTS_DIR.format(token=canary.token)}/{RESULTS_FILE}")
+        watch = "observe" if setting.tree is not None and observed(spec) else ""
         argv = ["sh", f"{IN_DIR}/driver.sh", mode, sandbox.SANDBOX_USER,
-                str(max(1, int(spec.timeout_s))), command or spec.command, results]
+                str(max(1, int(spec.timeout_s))), command or spec.command, watch]
         if spec.server is not None:
             server = spec.server
             argv += [server.run, server.health, server.port_env,
@@ -407,9 +449,12 @@ class DockerSampleExecutor:
             deadline += spec.server.startup_timeout_s
         try:
             status = container.wait(timeout=deadline)
-        except requests.exceptions.RequestException as error:
-            raise SandboxUnavailableError(f"sample {spec.sample} did not stop although "
-                                          "`timeout` should have ended it") from error
+        except requests.exceptions.RequestException:
+            # The deadline inside is root's: only a frozen sample (or engine) gets here.
+            # Stopped, it is graded as a timeout the base decides (rig.verdict rule 7).
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                self.engine.call("stop a sample past its deadline", container.kill)
+            return Ran(None, Outputs(), outlived=True)
         elapsed = time.monotonic() - began
         container.reload()
         code = int(status.get("StatusCode", -1))
@@ -445,8 +490,42 @@ class DockerSampleExecutor:
         return {"server.log": found.get("server.log", b"")}
 
 
+EMPTY = f"{IN_DIR}/empty"  # a root-owned empty file of the rig's inputs
+
+
+def toolchain_env(tree: sample_tree.SampleTree) -> dict[str, str]:
+    """The toolchains' per-user configuration is the rig's empty file, so a step before
+    the runner cannot write one the runner then reads (`go env -w`, `~/.npmrc`); and
+    without a go.work at the root, no workspace file anyone writes is read either."""
+    env = {"GOENV": EMPTY, "NPM_CONFIG_USERCONFIG": EMPTY}
+    if not tree.go_work:
+        env["GOWORK"] = "off"
+    return env
+
+
+def base_unsafe(spec: SampleSpec, error: UnsafeTreeError) -> SandboxUnavailableError:
+    """The base's tree past the limits (or unreadable): the rig's problem (RIG_ERROR
+    infra), never an arm's FAIL."""
+    return SandboxUnavailableError(
+        f"the base's tree ({spec.base_commit[:12]}) cannot be laid out: {error.message}; "
+        "raise [limits].max_files or disk_mb if it is only too large")
+
+
+def observed(spec: SampleSpec) -> bool:
+    """Whether a sample gets the rig's observer: every pytest run (a ratchet is graded on
+    its metric, never on its tests)."""
+    return spec.parser == "pytest" and spec.ratchet is None
+
+
+def insample(name: str) -> bytes:
+    """A program of `rig/insample/` (it runs inside the sample, never here)."""
+    return resources.files("rig.insample").joinpath(name).read_bytes()
+
+
 def read_outputs(engine: Engine, container: Any) -> Outputs:
     """The driver's output directory, from the one line it writes to its stdout (the
-    container's log: nothing of the sample's command can write there)."""
-    raw = engine.call("read the sample's outputs", container.logs, stdout=True, stderr=False)
-    return parse_outputs(bytes(raw))
+    container's log: nothing of the sample's command can write there), streamed
+    (`sample_driver.read_outputs`: decoded as it comes, bounded)."""
+    chunks = engine.call("read the sample's outputs", container.logs, stdout=True,
+                         stderr=False, stream=True, follow=False)
+    return sample_driver.read_outputs(chunks)

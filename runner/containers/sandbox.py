@@ -39,6 +39,7 @@ from runner.containers.engine import (
 )
 from runner.containers.engine import create_network as create_network  # `up` and tests
 from runner.errors import SandboxUnavailableError
+from runner.manifest import MAX_FILES
 
 WORKDIR = "/work"
 HOME = "/home/agent"
@@ -62,10 +63,11 @@ class SandboxLimits:
     memory_mb: int = 2048
     pids: int = 512
     disk_mb: int = 2048
+    max_files: int = MAX_FILES  # entries of a sample's tree (files, links, directories)
 
     def as_record(self) -> dict[str, float | int]:
         return {"cpus": self.cpus, "memory_mb": self.memory_mb, "pids": self.pids,
-                "disk_mb": self.disk_mb}
+                "disk_mb": self.disk_mb, "max_files": self.max_files}
 
     def resources(self) -> Resources:
         return Resources(self.cpus, self.memory_mb, self.pids)

@@ -10,6 +10,7 @@ from runner.manifest.document import Manifest
 from runner.manifest.gateway import Gateway, Price
 from runner.manifest.loader import DEFAULT_MANIFEST, LoadedManifest, load_manifest, parse_manifest
 from runner.manifest.models import (
+    MAX_FILES,
     MIN_SAMPLES,
     PARSER_NAMES,
     Change,
@@ -32,6 +33,7 @@ from runner.manifest.scaffold import json_schema, write_init
 __all__ = [
     "AGENT_CLIS",
     "DEFAULT_MANIFEST",
+    "MAX_FILES",
     "MIN_SAMPLES",
     "PARSER_NAMES",
     "Arm",

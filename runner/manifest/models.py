@@ -274,6 +274,9 @@ class Toolchain(Section):
         return stack_path_checked(value)
 
 
+MAX_FILES = 100_000  # `[limits].max_files`' default: entries of a tree a sample lays out
+
+
 class Limits(Section):
     """``[limits]``: per container, the same for every arm."""
 
@@ -286,6 +289,11 @@ class Limits(Section):
         default=2048, ge=16,
         description="writable space per container (checkout, /tmp, HOME), MiB: size-limited "
                     "tmpfs, so filling it fails the arm, never the host",
+    )
+    max_files: int = Field(
+        default=MAX_FILES, ge=100,
+        description="entries (files, symlinks, directories) a commit's tree may hold to be "
+                    "graded: a larger tree is the arm's FAIL unsafe_work, refused unread",
     )
 
 

@@ -35,6 +35,7 @@ module spells a name of this tree (`tests/unit/test_store.py` greps for them).
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from rig.oracle import SAMPLES_DIR
@@ -169,6 +170,14 @@ def proof_roots(stage: Path) -> list[Path]:
 def diagnosis_dir(stage: Path, image_id: str) -> Path:
     """The base's run of each check in one image (`sha256:` + 12 hex digits of its id)."""
     return stage / "diagnosis" / image_id[7:19]
+
+
+def tripwire_dir(stage: Path, image_id: str, command: str, base_commit: str) -> Path:
+    """The tripwire runs of one exit-code check's command on one base in one image
+    (`rig.tripwire`): a sample root (`samples/<commit>/<check>/1`), apart from the samples
+    the rubric counts."""
+    what = hashlib.sha256(f"{base_commit}\0{command}".encode()).hexdigest()[:12]
+    return stage / "tripwires" / image_id[7:19] / what
 
 
 def merge_dir(stage: Path) -> Path:

@@ -19,6 +19,7 @@ from pydantic import (
     model_serializer,
 )
 
+from rig import graft as graft_mod
 from rig import ratchet
 from rig.verdict import Verdict
 from runner.errors import BadInputError
@@ -85,8 +86,35 @@ class StageRecord(_Record):
 # -- merge.json ---------------------------------------------------------------------
 
 
+class LostTest(_Record):
+    """A test that passed in every sample before a graft and not in every one after."""
+
+    id: str
+    after: list[str]  # how it came out where it did not pass: failed, skipped, absent, ...
+
+
+class IdsFound(_Record):
+    """What a graft's re-verification found by test id, for one check (`rig.graft.ById`)."""
+
+    compared: int  # ids that passed in every sample before the graft
+    lost: list[LostTest] = []  # the first `rig.graft.LOST_KEPT` of them
+    lost_count: int = 0
+    note: str = ""  # why nothing was compared by id (an exit-code check: rates only)
+    passed_before: int | None = None  # the fewest tests that passed in a sample before
+    passed_after: int | None = None   # ... and after (None: the parser counts none)
+
+    @classmethod
+    def of(cls, found: graft_mod.ById) -> IdsFound:
+        before, after = found.passed or (None, None)
+        return cls(compared=found.compared, lost_count=found.lost_count, note=found.note,
+                   lost=[LostTest(id=lost.id, after=list(lost.after)) for lost in found.lost],
+                   passed_before=before, passed_after=after)
+
+
 class GraftResult(_Record):
-    """A change of another arm applied onto the winner, re-verified, kept or dropped."""
+    """A change of another arm applied onto the winner, re-verified, kept or dropped;
+    `by_id`: per check, what the re-verification found by test id (absent in a
+    merge.json written before it)."""
 
     arm: str = Field(validation_alias="from", serialization_alias="from")
     what: str
@@ -94,10 +122,32 @@ class GraftResult(_Record):
     verified: bool
     kept: bool
     why: str
+    by_id: dict[str, IdsFound] = {}
+
+    @model_serializer(mode="wrap")
+    def _no_empty_ids(self, handler: SerializerFunctionWrapHandler,
+                      info: SerializationInfo) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        if not self.by_id:
+            data.pop("by_id", None)
+        return data
 
     def as_dict(self) -> dict[str, object]:
         """As merge.json and the scorecard spell it (`from`, not `arm`)."""
         return self.model_dump(mode="json", by_alias=True)
+
+
+class Withheld(_Record):
+    """Harness files of one arm a merge did not put on the branch, and why (a graft is
+    never harness; the winner is merged as it was measured: under the base's harness)."""
+
+    arm: str = Field(validation_alias="from", serialization_alias="from")
+    paths: list[str]  # in escaped form (`rig.tree.shown`), the first `WITHHELD_KEPT`
+    count: int
+    why: str
+
+
+WITHHELD_KEPT = 50
 
 
 class RatchetMove(_Record):
@@ -116,8 +166,9 @@ class RatchetMove(_Record):
 
 
 class MergeRecord(_Record):
-    """`merge.json`: the winner, the head it left the branch at, the grafts, and each
-    ratchet's baseline for the next change (no `ratchets` key without ratchets)."""
+    """`merge.json`: the winner, the head it left the branch at, the grafts, the harness
+    files withheld from the branch, and each ratchet's baseline for the next change (no
+    `ratchets` key without ratchets, no `withheld` key when nothing was withheld)."""
 
     change: str
     winner: str | None
@@ -125,6 +176,7 @@ class MergeRecord(_Record):
     note: str
     grafts: list[GraftResult]
     ratchets: dict[str, RatchetMove] = {}
+    withheld: list[Withheld] = []
 
     @model_serializer(mode="wrap")
     def _no_empty_ratchets(self, handler: SerializerFunctionWrapHandler,
@@ -132,6 +184,8 @@ class MergeRecord(_Record):
         data: dict[str, object] = handler(self)
         if not self.ratchets:
             data.pop("ratchets", None)
+        if not self.withheld:
+            data.pop("withheld", None)
         return data
 
 
@@ -178,6 +232,7 @@ class ImageFact(_Record):
     missing: list[str] | None = None
     writable: list[str] | None = None
     site: list[str] | None = None
+    modules: list[str] | None = None  # the top-level modules the image's python imports
 
 
 # -- reading and writing ------------------------------------------------------------------

@@ -5,23 +5,29 @@ arm's checkout). `runner.workspace.git` is the one choke point every call goes t
 from runner.workspace.git import (
     GitError,
     GitRun,
+    Part,
     arm_branch,
     base_bundle,
+    cat_blobs,
     commit_of,
     commit_patch,
     file_at,
     files_at,
     git_bytes,
     git_capped,
+    git_lines,
     git_run,
+    git_stream,
     grep_files,
     objects_dir,
+    records,
     require_clean,
     resolve_commit,
     run_git,
     toplevel,
 )
 
-__all__ = ["GitError", "GitRun", "arm_branch", "base_bundle", "commit_of", "commit_patch",
-           "file_at", "files_at", "git_bytes", "git_capped", "git_run", "grep_files",
-           "objects_dir", "require_clean", "resolve_commit", "run_git", "toplevel"]
+__all__ = ["GitError", "GitRun", "Part", "arm_branch", "base_bundle", "cat_blobs",
+           "commit_of", "commit_patch", "file_at", "files_at", "git_bytes", "git_capped",
+           "git_lines", "git_run", "git_stream", "grep_files", "objects_dir", "records",
+           "require_clean", "resolve_commit", "run_git", "toplevel"]

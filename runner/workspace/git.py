@@ -11,18 +11,22 @@ bundle that `runner.bundle` imports with every object checked (`runner.checkout`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from runner.errors import BadInputError, DirtyTreeError, RunnerError
 
 GIT_TIMEOUT_S = 120
+STDERR_KEPT = 4096  # bytes of a streamed command's stderr its error quotes
 
 
 class GitError(RunnerError):
@@ -76,36 +80,160 @@ def git_bytes(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def git_capped(cwd: Path, *args: str, limit: int) -> tuple[str, int]:
-    """`git ARGS` in `cwd`: at most `limit` bytes of its stdout, and how many more there
-    were (output the arm controls, e.g. its diff, never held whole)."""
-    with subprocess.Popen(["git", *args], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL) as proc:
+@contextlib.contextmanager
+def git_stream(cwd: Path, *args: str, stdin: bytes | None = None,
+               ok: tuple[int, ...] = (0,)) -> Iterator[IO[bytes]]:
+    """`git ARGS` in `cwd`, its stdout as a stream read while git writes it (output the
+    arm controls, e.g. a tree's listing or its blobs, is never held whole); `stdin` is fed
+    from a thread. A block that leaves before the end of the output kills git (a capped
+    read stops it early); past GIT_TIMEOUT_S git is killed and the block ends in
+    `GitError`, as does an exit status not in `ok` once the output was read to its end."""
+    said = f"git {' '.join(args)[:200]}"
+    with tempfile.TemporaryFile() as errors, subprocess.Popen(
+            ["git", *args], cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=errors,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+            start_new_session=True) as proc:  # its own group: a stop reaches its children
         assert proc.stdout is not None
-        kept = proc.stdout.read(limit)
-        more = 0
-        while chunk := proc.stdout.read(1024 * 1024):
-            more += len(chunk)
+        fired = threading.Event()
+        timer = threading.Timer(GIT_TIMEOUT_S, _expire, args=(fired, proc))
+        timer.start()
+        if stdin is not None:
+            threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
         try:
-            proc.wait(timeout=GIT_TIMEOUT_S)
-        except subprocess.TimeoutExpired as error:
-            proc.kill()
-            raise GitError(f"git {' '.join(args)} took over {GIT_TIMEOUT_S}s") from error
-    if proc.returncode != 0:
-        raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode})")
+            yield proc.stdout
+            ended = proc.stdout.read(1) == b""
+        except BaseException:
+            _stop(proc)
+            if fired.is_set():
+                raise GitError(f"{said} took over {GIT_TIMEOUT_S}s in {cwd}") from None
+            raise
+        finally:
+            timer.cancel()
+        if not ended:
+            _stop(proc)
+        proc.wait()
+        errors.seek(0)
+        told = errors.read(STDERR_KEPT).decode(errors="replace").strip()
+    if fired.is_set():
+        raise GitError(f"{said} took over {GIT_TIMEOUT_S}s in {cwd}")
+    if ended and proc.returncode not in ok:
+        raise GitError(f"{said} failed in {cwd} (exit {proc.returncode}): {told}")
+
+
+def _expire(fired: threading.Event, proc: subprocess.Popen[bytes]) -> None:
+    fired.set()
+    _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a streamed git and whatever it started (its process group, its own; not once
+    git is reaped, when its id could be another's)."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    assert pipe is not None
+    with contextlib.suppress(OSError, ValueError), pipe:
+        pipe.write(data)
+
+
+def git_capped(cwd: Path, *args: str, limit: int, count: int = 64 * 1024 * 1024
+               ) -> tuple[str, int]:
+    """`git ARGS` in `cwd`: at most `limit` bytes of its stdout, and how many more there
+    were, counted up to `count` more (output the arm controls, e.g. its diff, is never
+    held whole, nor read past that: git is stopped there)."""
+    with git_stream(cwd, *args) as out:
+        kept = out.read(limit)
+        more = 0
+        while more <= count and (chunk := out.read(1024 * 1024)):
+            more += len(chunk)
     return kept.decode(errors="replace"), more
 
 
-def grep_files(repo: Path, commit: str, needles: list[str]) -> list[str]:
+def git_lines(cwd: Path, *args: str, limit: int, ok: tuple[int, ...] = (0,)
+              ) -> tuple[list[str], bool]:
+    """The NUL-separated records of `git ARGS` (a `-z` listing), at most `limit` of
+    them, decoded with `surrogateescape`, and whether there were more (git is stopped
+    at the limit: a listing of a million paths is never read whole)."""
+    found: list[str] = []
+    with git_stream(cwd, *args, ok=ok) as out:
+        for record in records(out):
+            if len(found) == limit:
+                return found, True
+            found.append(record.decode("utf-8", "surrogateescape"))
+    return found, False
+
+
+def records(stream: IO[bytes], longest: int = 64 * 1024) -> Iterator[bytes]:
+    """The NUL-terminated records of a stream, as they arrive; a record longer than
+    `longest` comes cut to its first `longest` bytes (a name of a megabyte is never
+    held, and is still seen to be too long)."""
+    rest = bytearray()
+    over = False
+    while data := stream.read1(256 * 1024):  # type: ignore[attr-defined]
+        parts = data.split(b"\0")
+        for part in parts[:-1]:
+            if not over:
+                rest += part[:longest + 1 - len(rest)]
+            if rest:
+                yield bytes(rest[:longest])
+            rest.clear()
+            over = False
+        if not over:
+            rest += parts[-1][:longest + 1 - len(rest)]
+            over = len(rest) > longest
+    if rest:
+        yield bytes(rest[:longest])
+
+
+class Part:
+    """At most `size` bytes of a stream, read as asked (one blob of `cat-file --batch`)."""
+
+    def __init__(self, stream: IO[bytes], size: int) -> None:
+        self.stream, self.left = stream, size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.stream.read(n) if n else b""
+        if len(data) < n:
+            raise GitError(f"git cat-file ended {self.left - len(data)} bytes early")
+        self.left -= len(data)
+        return data
+
+    def drain(self) -> None:
+        while self.left:
+            self.read(min(self.left, 1024 * 1024))
+
+
+def cat_blobs(cwd: Path, oids: Sequence[str]) -> Generator[tuple[str, int, Part], None, None]:
+    """Each of `oids` (in order, repeats too) as (oid, size, its bytes as a stream), out
+    of one `cat-file --batch`: a blob is read while git writes it, never held whole by
+    this (what the caller keeps is its own). `GitError` for one that is not a blob."""
+    if not oids:
+        return
+    with git_stream(cwd, "cat-file", "--batch",
+                    stdin="".join(f"{oid}\n" for oid in oids).encode()) as out:
+        for oid in oids:
+            header = out.readline(256).split()
+            if len(header) != 3 or header[1] != b"blob":
+                raise GitError(f"git cat-file: {oid} is not a blob of {cwd} "
+                               f"({b' '.join(header).decode(errors='replace')})")
+            part = Part(out, int(header[2]))
+            yield oid, int(header[2]), part
+            part.drain()
+            out.read(1)  # the newline after the blob
+
+
+def grep_files(repo: Path, commit: str, needles: list[str], limit: int = 100) -> list[str]:
     """The files of `commit` that contain any of `needles` (fixed strings), streamed by
-    git: nothing of the tree is held in memory."""
+    git: nothing of the tree is held in memory, and at most `limit` names are read."""
     if not needles:
         return []
-    args = ["grep", "-l", "-F", *[x for n in needles for x in ("-e", n)], commit]
-    done = git_run(repo, *args)
-    if done.returncode not in (0, 1):
-        raise GitError(f"git grep failed in {repo}: {done.stderr.strip()}")
-    return sorted(line.split(":", 1)[1] for line in done.stdout.splitlines() if ":" in line)
+    args = ["grep", "-l", "-z", "-F", *[x for n in needles for x in ("-e", n)], commit]
+    found, _ = git_lines(repo, *args, limit=limit, ok=(0, 1))  # 1: no file matched
+    return sorted(line.split(":", 1)[1] for line in found if ":" in line)
 
 
 def commit_patch(repo: Path, base: str, patch: Path, message: str) -> str:
@@ -155,10 +283,14 @@ def file_at(repo_path: Path, commit: str, path: str) -> bytes | None:
 
 def files_at(repo_path: Path, commit: str) -> list[str]:
     """Every file of `commit`'s tree (regular files and symlinks; no submodule), read from
-    git's objects, never from the working tree."""
-    listing = run_git(repo_path, "ls-tree", "-r", "-z", "--full-tree", commit)
-    entries = (entry.split("\t", 1) for entry in listing.split("\0") if entry)
-    return [path for meta, path in entries if meta.split(" ")[1] == "blob"]
+    git's objects, never from the working tree; the listing streamed, never held whole."""
+    found = []
+    with git_stream(repo_path, "ls-tree", "-r", "-z", "--full-tree", commit) as out:
+        for record in records(out):
+            meta, _, path = record.partition(b"\t")
+            if meta.split(b" ")[1:2] == [b"blob"]:
+                found.append(path.decode("utf-8", "surrogateescape"))
+    return found
 
 
 def resolve_commit(repo_path: Path, ref: str) -> str:

@@ -13,11 +13,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from rig import harness
+from rig import tree as tree_mod
 from runner import workspace
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 
-IDENTITY = ("-c", "user.name=bakeoff-sandbox", "-c", "user.email=merge@bakeoff.invalid")
+# No hook of the repository runs on a tree that holds a contestant's files.
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+IDENTITY = (*NO_HOOKS, "-c", "user.name=bakeoff-sandbox", "-c",
+            "user.email=merge@bakeoff.invalid")
+LITERAL = ("--literal-pathspecs",)
+# Paths a diff lists: two trees of `[limits].max_files`' default each; an arm past that
+# was refused in every sample (its tree could not be laid out) and is merged nowhere.
+CHANGED_MAX = 200_000
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,8 @@ def stage_base(loaded: LoadedManifest, change: str) -> str:
 def worktree(repo: Path, commit: str) -> Iterator[Path]:
     """A detached throwaway worktree at `commit`, removed afterwards."""
     where = Path(tempfile.mkdtemp(prefix="bakeoff-merge-")) / "tree"
-    workspace.run_git(repo, "worktree", "add", "--quiet", "--detach", str(where), commit)
+    workspace.run_git(repo, *NO_HOOKS, "worktree", "add", "--quiet", "--detach", str(where),
+                      commit)
     try:
         yield where
     finally:
@@ -69,14 +79,25 @@ def merge(repo: Path, onto: str, commit: str, message: str) -> str:
         return workspace.run_git(tree, "rev-parse", "HEAD")
 
 
-def changed(repo: Path, base: str, commit: str) -> set[str]:
-    out = workspace.run_git(repo, "diff", "--name-only", "--no-renames", base, commit)
-    return {line for line in out.splitlines() if line}
+def changed(repo: Path, base: str, commit: str, limit: int = CHANGED_MAX) -> set[str]:
+    """The paths `commit` changed from `base` (any name git allows: `-z`, undecodable
+    bytes kept as surrogates; `rig.tree.shown` prints them), at most `limit` (`listed`)."""
+    return set(listed(repo, base, commit, limit)[0])
 
 
-def candidates(repo: Path, base: str, winner: str, others: dict[str, str],
-               protected: set[str]) -> list[Candidate]:
-    """Files another (eligible) arm changed that the winner did not; never protected ones."""
+def listed(repo: Path, base: str, commit: str, limit: int = CHANGED_MAX
+           ) -> tuple[list[str], bool]:
+    """The paths `commit` changed from `base` as git lists them (`-z`: any name), at most
+    `limit`, and whether there were more (git is stopped there: the diff of a tree bomb
+    is never read whole)."""
+    return workspace.git_lines(repo, "diff", "--name-only", "-z", "--no-renames", base,
+                               commit, limit=limit)
+
+
+def offered(repo: Path, base: str, winner: str, others: dict[str, str],
+            protected: set[str]) -> list[Candidate]:
+    """Every file another (eligible) arm changed that the winner did not, never a
+    protected one; harness files included (`candidates` leaves them out)."""
     taken = changed(repo, base, winner) | protected
     found = []
     for arm, commit in sorted(others.items()):
@@ -85,17 +106,42 @@ def candidates(repo: Path, base: str, winner: str, others: dict[str, str],
     return found
 
 
-def graft(repo: Path, onto: str, candidate: Candidate) -> str:
-    """A commit on top of `onto` taking `candidate.path` as the arm has it."""
+def is_harness(path: str) -> bool:
+    """A path a merge never grafts by its name or place alone (`rig.harness`: any
+    runner's configuration, loader files, vendored and build output; bytecode)."""
+    return bool(harness.touched([path]))
+
+
+def candidates(repo: Path, base: str, winner: str, others: dict[str, str],
+               protected: set[str]) -> list[Candidate]:
+    """Files another (eligible) arm changed that the winner did not; never protected
+    ones, never harness (`is_harness`)."""
+    return [c for c in offered(repo, base, winner, others, protected)
+            if not is_harness(c.path)]
+
+
+def graft(repo: Path, onto: str, candidate: Candidate) -> str | None:
+    """A commit on top of `onto` taking `candidate.path` as the arm has it (None: the
+    arm's is `onto`'s already, nothing to graft)."""
+    return restore(repo, onto, candidate.commit, [candidate.path],
+                   f"graft {tree_mod.shown(candidate.path)} from {candidate.arm}")
+
+
+def restore(repo: Path, onto: str, source: str, paths: list[str], message: str) -> str | None:
+    """A commit on top of `onto` where each of `paths` (a file or a directory) is as
+    `source` has it, or gone where `source` has none; None when that changes nothing.
+    Paths are literal (`--literal-pathspecs`): a file named `*` or `:(top)` is that file,
+    never a pattern that would take the whole of `source`."""
     with worktree(repo, onto) as tree:
-        exists = workspace.run_git(tree, "ls-tree", "--name-only", candidate.commit, "--",
-                                   candidate.path)
-        if exists:
-            workspace.run_git(tree, "checkout", candidate.commit, "--", candidate.path)
-        else:
-            workspace.run_git(tree, "rm", "-q", "--", candidate.path)
-        workspace.run_git(tree, *IDENTITY, "commit", "-q", "-m",
-                          f"graft {candidate.path} from {candidate.arm}")
+        for path in paths:
+            workspace.run_git(tree, *LITERAL, "rm", "-r", "-q", "--ignore-unmatch",
+                              "--", path)
+            if workspace.run_git(tree, *LITERAL, "ls-tree", "--name-only", source, "--",
+                                 path):
+                workspace.run_git(tree, *LITERAL, "checkout", source, "--", path)
+        if not workspace.git_run(tree, "diff", "--cached", "--quiet").returncode:
+            return None
+        workspace.run_git(tree, *IDENTITY, "commit", "-q", "-m", message)
         return workspace.run_git(tree, "rev-parse", "HEAD")
 
 

@@ -28,6 +28,7 @@ import pytest
 
 from rig import tree as tree_mod
 from rig.oracle import SampleSpec, ServerSpec, run_sample
+from rig.ratchet import Ratchet
 from rig.record import SampleRecord
 from runner.commands.score import BaseRuns
 from runner.containers import sandbox
@@ -48,6 +49,27 @@ CHECK = "pytest -q -p no:cacheprovider tests"
 PASSING_VARIANT = "def test_horizon():\n    assert True\n"
 # What the record says when the honest failure stands: the base's harness ran.
 HONEST = ("FAIL", "tests_failed")
+# A hookwrapper that turns every report into "passed": the forced-pass plugin several
+# attacks load by some other route.
+FORCE_PASSED = '''import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome, report.longrepr = "passed", None
+'''
+# Code under test that finds pytest's Config through the assertion rewriter on sys.meta_path.
+FIND_CONFIG = '''import sys
+
+
+def _config():
+    for finder in sys.meta_path:
+        if getattr(finder, "config", None) is not None:
+            return finder.config
+    raise RuntimeError("no config")
+'''
 
 
 @dataclass(frozen=True)
@@ -70,11 +92,13 @@ class Usage:
     """What grading one sample cost the orchestrator's process."""
 
     cpu_s: float  # time.process_time() around run_sample
-    grew_kb: int  # growth of the peak RSS (ru_maxrss) across it
+    grew_kb: int  # growth of the peak RSS (VmHWM) across it
+    peak_kb: int = 0  # the process's peak RSS, all of it (imports, executor, grading)
+    wall_s: float = 0.0  # time.monotonic() around run_sample
 
 
 # `Lab.grade_apart`'s orchestrator: one sample, as `run_all` grades it, in a fresh process.
-PROBE = """import json, resource, sys, time
+PROBE = """import json, sys, time
 from pathlib import Path
 from rig.oracle import SampleSpec, run_sample
 from runner.containers import sandbox
@@ -83,6 +107,15 @@ from runner.containers.images import BuiltImage
 from runner.containers.samples import DockerSampleExecutor
 from runner.commands.score import BaseRuns
 
+
+
+def peak_kb():
+    # VmHWM: this process image's own peak RSS. (ru_maxrss also counts the parent's RSS
+    # at the fork before exec: a test that built a large tree would hide the growth.)
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+
+
 job = json.loads(sys.argv[1])
 spec = SampleSpec(**{**job["spec"], "protected": tuple(job["spec"]["protected"]),
                      "requires": tuple(job["spec"]["requires"])})
@@ -90,11 +123,12 @@ stage = Path(job["stage"])
 with DockerSampleExecutor(Engine(), Path(job["repo"]), job["experiment"],
                           BuiltImage(**job["image"]),
                           sandbox.SandboxLimits(**job["limits"])) as executor:
-    rss, cpu = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.process_time()
+    rss, cpu, wall = peak_kb(), time.process_time(), time.monotonic()
     record = run_sample(executor, spec, stage, BaseRuns(executor, stage))
-    cpu = time.process_time() - cpu
-    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss
-print(json.dumps({"cpu_s": cpu, "grew_kb": grew, "record": record.model_dump(mode="json")}))
+    cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+    peak = peak_kb()
+print(json.dumps({"cpu_s": cpu, "grew_kb": peak - rss, "peak_kb": peak, "wall_s": wall,
+                  "record": record.model_dump(mode="json")}))
 """
 
 
@@ -107,9 +141,19 @@ class Lab:
     stage: Path
     base: str = ""
     graded: list[str] = field(default_factory=list)
+    # The base's runs, shared by every grade of the lab (as `run_all` shares them by
+    # round): one base sample per (base commit, command, ...), not one per attack.
+    bases: BaseRuns | None = None
 
     def commit(self, files: Files, message: str) -> str:
         return commit(self.repo, files, message)
+
+    def on_base(self, files: Files, message: str = "attack") -> str:
+        """`files` committed on top of `self.base` itself (not on the previous attack): a
+        module's attacks share one lab, each one commit from the base."""
+        git(self.repo, "checkout", "-q", "--detach", "--force", self.base)
+        git(self.repo, "clean", "-fdxq")
+        return self.commit(files, message)
 
     def attack(self, files: Files, base: Mapping[str, str] = BASE) -> str:
         """The base commit (once), then the attack commit on top of it."""
@@ -117,23 +161,33 @@ class Lab:
             self.base = self.commit(base, "base: the protected success test fails")
         return self.commit(files, "attack")
 
+    def variant(self, files: Files, base: Mapping[str, str] = BASE) -> str:
+        """An attack commit straight on the base (a lab shared by several attacks: no
+        attack sees another's files)."""
+        if self.base:
+            git(self.repo, "reset", "-q", "--hard", self.base)
+            git(self.repo, "clean", "-qfdx")
+        return self.attack(files, base)
+
     def spec(self, commit: str, *, command: str = SUCCESS, parser: str = "pytest",
-             harness: Literal["base", "arm"] = "base", protected: tuple[str, ...] = (PROTECTED,),
+             check: str = "success", harness: Literal["base", "arm"] = "base",
+             protected: tuple[str, ...] = (PROTECTED,),
              requires: tuple[str, ...] = ("python3", "pytest"), server: ServerSpec | None = None,
-             timeout_s: float = 60) -> SampleSpec:
+             timeout_s: float = 60, ratchet: Ratchet | None = None) -> SampleSpec:
         """One sample of `commit` against `self.base`, under a fresh arm name."""
         arm = f"arm{len(self.graded) + 1}"
         self.graded.append(arm)
-        return SampleSpec(change="attack", arm=arm, check="success" if harness == "base"
-                          else "check", n=1, commit=commit, base_commit=self.base,
-                          command=command, parser=parser, timeout_s=timeout_s,
-                          protected=protected, requires=requires, server=server,
-                          harness=harness)
+        return SampleSpec(change="attack", arm=arm, check=check, n=1, commit=commit,
+                          base_commit=self.base, command=command, parser=parser,
+                          timeout_s=timeout_s, protected=protected, requires=requires,
+                          server=server, harness=harness, ratchet=ratchet)
 
     def grade(self, commit: str, **how: Any) -> SampleRecord:
         """One sample of `commit` (`spec`'s options), diagnosed as `run_all` does."""
         spec = self.spec(commit, **how)
-        return run_sample(self.executor, spec, self.stage, BaseRuns(self.executor, self.stage))
+        if self.bases is None:
+            self.bases = BaseRuns(self.executor, self.stage)
+        return run_sample(self.executor, spec, self.stage, self.bases)
 
     def grade_apart(self, commit: str, timeout_s: float, **how: Any
                     ) -> tuple[SampleRecord, Usage]:
@@ -156,8 +210,8 @@ class Lab:
             pytest.fail(f"grading {spec.sample} did not finish in {timeout_s} s of the "
                         "orchestrator's time", pytrace=False)
         found = json.loads(done.stdout)
-        return SampleRecord.model_validate(found["record"]), Usage(found["cpu_s"],
-                                                                    found["grew_kb"])
+        return SampleRecord.model_validate(found["record"]), Usage(
+            found["cpu_s"], found["grew_kb"], found["peak_kb"], found["wall_s"])
 
     def bare(self, files: Mapping[str, bytes], script: str,
              env: Mapping[str, str] | None = None) -> str:
@@ -188,6 +242,17 @@ class Lab:
         name, data = out.split()
         pyc = base64.b64decode(data)
         return name, pyc[:8] + struct.pack("<II", 0, len(TEST.encode())) + pyc[16:]
+
+    def forged_plain_pyc(self) -> tuple[str, bytes]:
+        """The import system's bytecode of a PASSING variant of the protected test (no
+        assertion rewriting, as the observer imports pinned files), its header set to the
+        restored file's size and the sample archive's mtime (0): (file name, bytes)."""
+        out = self.bare({PROTECTED: PASSING_VARIANT.encode()},
+                        "python3 -c \"import py_compile; py_compile.compile("
+                        "'tests/test_horizon.py', cfile='plain.pyc')\" && base64 -w0 plain.pyc")
+        pyc = base64.b64decode(out.strip())
+        return ("test_horizon.cpython-311.pyc",
+                pyc[:8] + struct.pack("<II", 0, len(TEST.encode())) + pyc[16:])
 
     def log(self, record: SampleRecord) -> str:
         found = sorted(self.stage.glob(f"samples/*/*/{record.log}"))

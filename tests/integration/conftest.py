@@ -62,3 +62,12 @@ def lab(engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> 
     """The adversarial suite's bench: a failing base and the executor that grades attacks."""
     with lab_for(engine, built_images["python"], tmp_path) as found:
         yield found
+
+
+@pytest.fixture(scope="module")
+def shared_lab(engine: Engine, built_images: dict[str, BuiltImage],
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """One bench for a module of attacks, each committed straight on the base with
+    `Lab.variant` (the base's run of each check is made once and reused)."""
+    with lab_for(engine, built_images["python"], tmp_path_factory.mktemp("lab")) as found:
+        yield found

@@ -19,10 +19,20 @@ from tests.integration.attack_lab import (
 
 
 def as_check_and_criterion(lab: Lab, files: dict[str, str]) -> list[SampleRecord]:
-    """The attack graded as a check (the arm's harness) and as the success criterion (the
-    base's harness: code under test survives pinning)."""
+    """The attack graded as a check and as the success criterion (both under the base's
+    harness: code under test survives pinning)."""
     head = lab.attack(files)
-    return [lab.grade(head, command=CHECK, harness="arm", protected=()), lab.grade(head)]
+    return [lab.grade(head, command=CHECK, protected=(), check="check"), lab.grade(head)]
+
+
+def assert_aborted(record: SampleRecord) -> None:
+    """The rig's observer saw pytest's session start and never end: the process stopped
+    mid-run (whatever exit code it chose, whatever it printed)."""
+    assert verdict(record) == ("FAIL", "aborted"), record.detail
+    assert record.detail == ("a pytest session never reported its end: the process stopped "
+                             "mid-run")
+    assert record.observer is not None and record.observer["finished"] is False
+    assert record.rig_error is None
 
 
 def assert_broke_harness(record: SampleRecord, was: str) -> None:
@@ -35,11 +45,12 @@ def assert_broke_harness(record: SampleRecord, was: str) -> None:
 
 def test_exit_127_at_import_of_the_code_under_test(lab: Lab) -> None:
     """`os._exit(127)` when the code under test is imported: the shell's "command not
-    found" status, which would make the rig look broken."""
+    found" status, which would make the rig look broken. The observer saw pytest start:
+    the arm's code stopped it."""
     code = attacking("import os\n\nos._exit(127)\n")
     for record in as_check_and_criterion(lab, {"src/horizon.py": code}):
         assert record.exit_code == 127
-        assert_broke_harness(record, "command_not_found")
+        assert_aborted(record)
 
 
 FAKE = "print('=' * 20 + ' 5 passed in 0.01s ' + '=' * 20, flush=True)\nos._exit(0)\n"
@@ -63,24 +74,22 @@ def test_fake_summary_then_exit_0_at_import(lab: Lab) -> None:
     for record in as_check_and_criterion(lab, {"src/horizon.py": code}):
         assert record.exit_code == 0
         assert "passed" not in lab.log(record)
-        assert_broke_harness(record, "unparsed_output")
+        assert_aborted(record)
 
 
 def test_fake_summary_escaping_pytest_capture_then_exit_0_at_import(lab: Lab) -> None:
     """The same, but the code first suspends pytest's capture (its `CaptureManager`
-    found through `gc`), so the fake line reaches the log: it parses as 5 passed with
-    exit 0, while the rig's canary plugin saw no test report at all (its per-test count
-    is 0): FAIL spoofed_output, decided from the output alone (no base run)."""
+    found through `gc`), so the fake line reaches the log: it would parse as 5 passed
+    with exit 0. The observer flagged the garbage collector's use by the tree's code and
+    never saw the session end: FAIL tampered."""
     for record in as_check_and_criterion(lab, {"src/horizon.py": attacking(ESCAPE + FAKE)}):
-        assert verdict(record) == ("FAIL", "spoofed_output"), record.detail
+        assert verdict(record) == ("FAIL", "tampered"), record.detail
         assert record.exit_code == 0
-        assert record.detail == ("the summary line says Counts(passed=5, failed=0, skipped=0, "
-                                 "errors=0) but pytest's own per-test reports add up to "
-                                 "Counts(passed=0, failed=0, skipped=0, errors=0)")
+        assert "5 passed" in lab.log(record)
+        assert "flag:gc: gc.get_objects by /work/src/horizon.py:<module>" in record.detail
         assert record.canaries is not None
         assert record.canaries["seen"] == {"pass": "absent", "fail": "absent",
                                            "exit_agrees": True}
-        assert record.diagnosis is None
 
 
 def test_silent_exit_1_at_import(lab: Lab) -> None:
@@ -89,25 +98,23 @@ def test_silent_exit_1_at_import(lab: Lab) -> None:
     code = attacking("import os\n\nos._exit(1)\n")
     for record in as_check_and_criterion(lab, {"src/horizon.py": code}):
         assert record.exit_code == 1
-        assert_broke_harness(record, "unparsed_output")
+        assert_aborted(record)
 
 
 CLEAR_ITEMS = "def pytest_collection_modifyitems(items):\n    items.clear()\n"
 
 
 def test_conftest_clearing_the_collected_items(lab: Lab) -> None:
-    """A `tests/conftest.py` that clears the collection: only the rig's canaries run
-    (they join after the command's own selection), "no tests ran" on a check that keeps
-    the arm's harness; on the success criterion the conftest is removed and the honest
-    failure stands."""
-    check, criterion = as_check_and_criterion(lab, {"tests/conftest.py": CLEAR_ITEMS})
-    assert check.exit_code == 0
-    assert check.canaries is not None
-    assert check.canaries["seen"] == {"pass": "passed", "fail": "skipped", "exit_agrees": True}
-    assert_broke_harness(check, "no_tests_ran")
-    assert verdict(criterion) == HONEST, criterion.detail
-    assert counts(criterion) == (0, 1)
-    assert criterion.pinned["removed"] == ["tests/conftest.py"]
+    """A `tests/conftest.py` that clears the collection (only the rig's canaries would
+    run): checks run under the base's harness too, so on both the conftest is removed
+    and the honest failure stands."""
+    for record in as_check_and_criterion(lab, {"tests/conftest.py": CLEAR_ITEMS}):
+        assert verdict(record) == HONEST, record.detail
+        assert counts(record) == (0, 1)
+        assert record.pinned["removed"] == ["tests/conftest.py"]
+        assert record.canaries is not None
+        assert record.canaries["seen"] == {"pass": "passed", "fail": "xfailed",
+                                           "exit_agrees": True}
 
 
 SERVER = '''import http.server

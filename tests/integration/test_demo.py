@@ -30,9 +30,9 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     assert first.baseline.pass_rate == 0.0
     assert arms["cheat"].scores.success == 0.0
     # The cheat rewrote the protected test and planted a conftest that prints a fake
-    # summary at exit: the success criterion ran under the base's harness (its conftest
-    # removed, the test restored) and failed honestly; its own suite (its harness kept)
-    # printed the fake after pytest's real summary: spoofed.
+    # summary at exit: every sample runs under the base's harness (its conftest removed,
+    # the test restored): the success criterion failed honestly, and its checks measured
+    # its code as it is (the unfixed code passes the other tests: PASS).
     def samples(arm: str, check: str) -> list[dict[str, object]]:
         return [json.loads((state / "stages" / "cap-horizon" / "samples" / arm / check /
                             f"{n}.json").read_text()) for n in (1, 2, 3)]
@@ -41,9 +41,14 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     assert [s["pinned"] for s in cheat] == [
         {"restored": [], "removed": ["conftest.py"], "bytecode": []}] * 3
     assert {(s["verdict"], s["reason"]) for s in samples("cheat", "tests")} == {
-        ("FAIL", "spoofed_output")}
-    assert {"spoofed:cheat", "harness_touched:cheat"} <= set(first.flags)
+        ("PASS", None)}
+    assert [s["pinned"]["removed"] for s in samples("cheat", "tests")] == [["conftest.py"]] * 3
+    assert "harness_touched:cheat (conftest.py)" in first.flags
+    assert not any(flag.startswith("spoofed:") for flag in first.flags)
     assert arms["cheat"].harness_touched == ["conftest.py"]
+    # The ranking is the one the example is built to produce, the cheat last.
+    assert [a.arm for a in sorted(first.arms, key=lambda a: -a.total)] == [
+        "fixer", "fixer-graft", "control", "broken", "cheat"]
     broken = [json.loads((state / "stages" / "cap-horizon" / "samples" / "broken" /
                           "success" / f"{n}.json").read_text()) for n in (1, 2, 3)]
     assert {(s["verdict"], s["reason"]) for s in broken} == {("FAIL", "build_failed")}

@@ -51,7 +51,8 @@ def test_same_commit_scored_twice_gives_identical_verdicts_and_full_records(
     assert sample["image_id"] == image.id
     assert sample["image_identity"] == image.labels["io.bakeoff.identity"]
     assert sample["command"] == "pytest -q -p no:cacheprovider tests/test_app.py"
-    assert sample["limits"] == {"cpus": 1.0, "memory_mb": 256, "pids": 128, "disk_mb": 2048}
+    assert sample["limits"] == {"cpus": 1.0, "memory_mb": 256, "pids": 128, "disk_mb": 2048,
+                               "max_files": 100_000}
     assert "***" in sample["env"]["DATABASE_URL"]
     assert len({r["db_schema"] for rs in found for r in rs}) == 6  # a fresh database each
     assert engine.labelled("container", {LABEL_EXPERIMENT: target.manifest.experiment.name}) == []

@@ -307,10 +307,15 @@ def test_the_cachey_example_end_to_end(engine: Engine, built_images: dict[str, B
                     for p in stage.glob("samples/*/success/*.json")}
         assert len(projects) == 3
         # The breaker's store.py, grafted onto the fixer's, is re-verified on the stack too:
-        # the merged service never reaches its Redis, so the graft is dropped.
+        # the merged service never reaches its Redis, so the graft is dropped (its success
+        # tests never ran: by id, both are gone).
         merged = json.loads((stage / "merge.json").read_text())
         assert [(g["from"], g["kept"], g["why"]) for g in merged["grafts"]] == [
-            ("breaker", False, "regressed: success 1.00 -> 0.00")]
+            ("breaker", False, "regressed: success 1.00 -> 0.00; lost by id: success: 2 of 2 "
+             "test(s) that passed before did not pass after: tests/test_cache.py::"
+             "test_a_repeated_request_is_served_from_the_cache (absent), tests/test_cache.py::"
+             "test_each_currency_gets_its_own_price (absent); lost by count: success: 2 "
+             "test(s) passed in every sample before, 0 in a sample after")]
         assert ours(engine, name) == {"container": [], "network": [], "volume": []}
     finally:
         cleanup(engine, loaded)

@@ -19,6 +19,7 @@ from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples import DockerSampleExecutor
 from tests.integration.helpers import git
+from tests.trees import write_files
 
 PASSING = "def test_one():\n    assert 1 + 1 == 2\n\n\ndef test_two():\n    assert True\n"
 FAILING = "def test_one():\n    assert 1 + 1 == 3\n\n\ndef test_two():\n    assert True\n"
@@ -70,15 +71,22 @@ CASES: dict[str, Case] = {
     "memory_hog_is_fail_oom_killed": Case(
         arm={"tests/test_app.py": "def test_hog():\n    b = bytearray(2 * 1024 ** 3)\n"},
         expect=("FAIL", "oom_killed")),
-    # Printed before pytest's own summary (which carries the must-fail canary): the
-    # forged line cannot raise the score, the honest failure stands.
+    # A conftest printing a forged summary first: the base's harness has none (removed),
+    # and text decides nothing: the honest failure stands.
     "fake_passed_lines_printed_by_code_under_test_are_not_a_pass": Case(
         arm={"tests/test_app.py": FAILING, "tests/conftest.py": CONFTEST_FAKE},
         expect=("FAIL", "tests_failed"), counts=(1, 1)),
-    # Printed after it (atexit): the last line is the forgery; it lacks the canary.
-    "fake_summary_printed_after_pytest_s_own_is_spoofed_output": Case(
-        arm={"tests/test_app.py": FAILING, "tests/conftest.py": CONFTEST_ATEXIT},
-        expect=("FAIL", "spoofed_output")),
+    # The code under test prints a forged summary after pytest's own (atexit) and exits
+    # 0: the observer saw pytest's session end with status 1.
+    "fake_summary_printed_after_pytest_s_own_is_exit_mismatch": Case(
+        arm={"tests/test_app.py": "import fake\n\n" + FAILING, "fake.py": CONFTEST_ATEXIT},
+        command="python3 -m pytest -q -p no:cacheprovider tests",
+        expect=("FAIL", "exit_mismatch")),
+    # A command that sets its own PYTHONPATH: the observer comes in through the rig's
+    # user site instead, and the verdict is still its own.
+    "observer_survives_a_command_that_sets_pythonpath": Case(
+        command=f"PYTHONPATH=. {PYTEST}", arm={"tests/test_app.py": FAILING},
+        expect=("FAIL", "tests_failed"), counts=(1, 1)),
     "protected_test_edited_to_assert_true_is_restored_and_still_fails": Case(
         base={"tests/test_app.py": FAILING}, arm={"tests/test_app.py": PASSING},
         protected=("tests/test_app.py",), expect=("FAIL", "tests_failed"), counts=(1, 1)),
@@ -159,13 +167,7 @@ def executor(engine: Engine, executor_image: BuiltImage, tmp_path: Path
 
 
 def commit(repo: Path, files: dict[str, str | None], message: str) -> str:
-    for name, text in files.items():
-        path = repo / name
-        if text is None:
-            path.unlink()
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    write_files(repo, files)
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
         "-m", message)
@@ -180,7 +182,7 @@ def test_verdict(name: str, executor: DockerSampleExecutor, tmp_path: Path) -> N
     spec = SampleSpec(change="suite", arm="arm", check="check", n=1, commit=head,
                       base_commit=base, command=case.command, parser=case.parser,
                       timeout_s=case.timeout_s, protected=case.protected,
-                      requires=case.requires)
+                      requires=case.requires, harness="base")
     record = run_sample(executor, spec, tmp_path / "stage")
     assert (str(record.verdict), record.reason) == case.expect, record.detail
     if case.counts is not None:

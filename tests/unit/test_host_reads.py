@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.tree import UnsafeTreeError
+from rig.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import work
 from runner.commands.dispatch.redact import forms_of
@@ -40,10 +40,10 @@ def test_a_secret_committed_base64_encoded_is_found(tmp_path: Path) -> None:
 
 def test_a_tree_larger_than_a_sample_can_hold_is_refused_unread(tmp_path: Path) -> None:
     head = commit(tmp_path, {"big.bin": b"x" * 4096, "app.py": b"V = 1\n"})
-    with pytest.raises(UnsafeTreeError, match="add up to 4102 bytes, more than the 4000"):
-        sample_tree.read_tree(tmp_path, head, limit_bytes=4000)
-    assert sorted(sample_tree.read_tree(tmp_path, head, limit_bytes=5000)) == ["app.py",
-                                                                                "big.bin"]
+    with pytest.raises(UnsafeTreeError, match="add up to more than 4000 bytes"):
+        sample_tree.read_tree(tmp_path, head, Caps(100, 4000))
+    assert sorted(sample_tree.read_tree(tmp_path, head, Caps(100, 5000))) == ["app.py",
+                                                                               "big.bin"]
 
 
 def test_the_judge_reads_at_most_the_limit_of_a_diff(tmp_path: Path) -> None:
@@ -51,3 +51,5 @@ def test_the_judge_reads_at_most_the_limit_of_a_diff(tmp_path: Path) -> None:
     head = commit(tmp_path, {"big.txt": b"line\n" * 100_000})
     kept, more = workspace.git_capped(tmp_path, "diff", base, head, limit=1000)
     assert len(kept) == 1000 and more > 500_000
+    kept, more = workspace.git_capped(tmp_path, "diff", base, head, limit=1000, count=10_000)
+    assert len(kept) == 1000 and 10_000 < more <= 10_000 + 1024 * 1024  # git was stopped

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def test_the_defaults_are_python_and_no_database() -> None:
 
 
 @pytest.mark.parametrize(("given", "project"), [
-    ("go", "go"), ("bakeoff/go:latest", "go"), ("base", "base"),
+    ("go", "go"), ("bakeoff/go:latest", "go"), ("bakeoff/redis", "redis"), ("base", "base"),
     ("bakeoff/base:bookworm", "base"), ("bakeoff/go:1.19", None), ("nosuchtool", None),
     ("myorg/go:latest", None), ("bakeoff/prepared:0123456789abcdef", None)])
 def test_project_name_is_a_directory_under_images_or_none(given: str,
@@ -83,3 +84,25 @@ def test_missing_other_images_name_how_to_get_them() -> None:
     assert images._how_to_get("myorg/tool:1", "myorg/tool:1") == (
         "`docker build -t myorg/tool:1 DIR` or `docker load`: it is not one of images/ "
         f"({known}), so `bakeoff-sandbox images build` cannot make it")
+
+
+def test_a_second_build_of_a_tag_waits_for_the_first(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers needing the same missing image: the second waits (then finds it
+    cached) instead of building it beside the first; another tag does not wait."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    order: list[str] = []
+    with images.build_lock("bakeoff/go:latest"):
+        waiting = threading.Thread(target=lambda: _locked("bakeoff/go:latest", order))
+        waiting.start()
+        _locked("bakeoff/node:latest", order)
+        waiting.join(0.5)
+        assert waiting.is_alive()
+        order.append("first done")
+    waiting.join(5)
+    assert order == ["bakeoff/node:latest", "first done", "bakeoff/go:latest"]
+
+
+def _locked(tag: str, order: list[str]) -> None:
+    with images.build_lock(tag):
+        order.append(tag)

@@ -1,19 +1,19 @@
 """The pure half of the grader's defences: trees, the pinned harness, canaries, the
-differential rule, and how `rig.oracle.assess` puts them together (no docker)."""
+observer's records, the differential rule, and how `rig.oracle.assess` puts them
+together (no docker)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from rig import canary, diagnosis, harness
+from rig import canary, harness, inprocess, observer, verdict
 from rig import tree as tree_mod
 from rig.canary import Evidence, Seen
 from rig.oracle import Execution, SampleSpec, assess
-from rig.parsers.base import Counts
+from rig.parsers.base import Counts, ParseResult
 from rig.tree import Entry, Kind, UnsafeTreeError
-from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict
+from rig.verdict import FailReason, RigErrorReason, Verdict
+from tests.unit import observed
 
 
 def file(text: str) -> Entry:
@@ -60,18 +60,20 @@ def test_a_protected_path_turned_into_a_directory_is_placed_as_a_file() -> None:
 # -- the harness ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("parser", "path", "expected"), [
-    ("pytest", "conftest.py", True), ("pytest", "tests/conftest.py", True),
-    ("pytest", "tests/pytest.ini", True), ("pytest", "setup.cfg", True),
-    ("pytest", "pyproject.toml", True), ("pytest", "tox.ini", True),
-    ("pytest", "src/sitecustomize.py", True), ("pytest", "tests/test_x.py", False),
-    ("cargo", "Cargo.toml", True), ("cargo", ".cargo/config.toml", True),
-    ("cargo", "src/config.toml", False), ("jest", "jest.config.js", True),
-    ("node-test", "package.json", True), ("go-test", "go.work", True),
-    ("go-test", "go.mod", False),
+@pytest.mark.parametrize(("path", "expected"), [
+    ("conftest.py", True), ("tests/conftest.py", True), ("tests/pytest.ini", True),
+    ("setup.cfg", True), ("pyproject.toml", True), ("tox.ini", True),
+    ("src/sitecustomize.py", True), ("tests/test_x.py", False), ("Cargo.toml", True),
+    (".cargo/config.toml", True), ("src/config.toml", False), ("jest.config.js", True),
+    ("package.json", True), ("go.work", True), ("go.mod", True), ("build.rs", True),
+    ("shapes/build.rs", True), ("node_modules/vitest/index.js", True),
+    ("node_modules/.bin/vitest", True), ("vendor/modules.txt", True),
+    ("evil-1.0.dist-info/entry_points.txt", True), ("src/x.egg-info/PKG-INFO", True),
+    ("src/zz.pth", True), ("tsconfig.build.json", True), ("out.tsbuildinfo", True),
+    ("src/horizon.py", False), ("README.md", False),
 ])
-def test_harness_files_by_parser(parser: str, path: str, expected: bool) -> None:
-    assert harness.is_harness(parser, path) is expected
+def test_harness_files_by_name_and_place(path: str, expected: bool) -> None:
+    assert harness.is_harness(path) is expected
 
 
 def test_pinning_restores_the_base_harness_and_removes_what_the_arm_added() -> None:
@@ -79,11 +81,86 @@ def test_pinning_restores_the_base_harness_and_removes_what_the_arm_added() -> N
             "tests/test_h.py": file("t")}
     arm = {"conftest.py": file("forged"), "tests/pytest.ini": file("[pytest]\naddopts=-k x\n"),
            "tests/test_h.py": file("t"), "src/app.py": file("fix")}
-    pinned = harness.pin(arm, base, "pytest")
+    pinned = harness.pin(arm, base)
     assert arm == {"conftest.py": file("base"), "pyproject.toml": file("[project]\n"),
                    "tests/test_h.py": file("t"), "src/app.py": file("fix")}
     assert (pinned.restored, pinned.removed) == (("conftest.py", "pyproject.toml"),
                                                  ("tests/pytest.ini",))
+
+
+BASE_LAYOUT = {"pyproject.toml": file('[tool.pytest.ini_options]\npythonpath = ["src"]\n'),
+               "src/horizon.py": file("def clamp(x):\n    return x\n"),
+               "tests/test_h.py": file("from horizon import clamp\n")}
+
+
+@pytest.mark.parametrize(("added", "why"), [
+    ({"tests/__init__.py": ""}, "a test directory made a package"),
+    ({"__init__.py": ""}, "the root made a package"),
+    ({"tests/horizon.py": "def clamp(x):\n    return 90\n"}, "a stub beside the test"),
+    ({"horizon.py": "def clamp(x):\n    return 90\n"}, "a stub at the root"),
+    ({"tests/horizon/__init__.py": ""}, "a stub package beside the test"),
+    ({"_winapi.py": "import os\n"}, "a stdlib name the image lacks (mimetypes imports it)"),
+    ({"src/sitecustomize.py": "import os\n"}, "an interpreter startup module"),
+    ({"tests/json.py": ""}, "a stdlib module beside the test"),
+    ({"aaa/test_new.py": "", "aaa/horizon.py": "def clamp(x):\n    return 90\n"},
+     "a new test directory whose stub sits first on sys.path"),
+])
+def test_a_module_that_would_change_where_an_import_resolves_is_dropped(
+        added: dict[str, str], why: str) -> None:
+    arm = {**BASE_LAYOUT, **{k: file(v) for k, v in added.items()}}
+    pinned = harness.pin(arm, dict(BASE_LAYOUT))
+    stubs = [p for p in added if not p.endswith("test_new.py")]
+    assert all(p not in arm for p in stubs), why
+    assert set(pinned.removed) >= {p.removesuffix("/__init__.py") if "horizon/" in p else p
+                                   for p in stubs}
+
+
+def test_new_modules_and_test_helpers_of_the_arm_are_kept() -> None:
+    arm = {**BASE_LAYOUT, "src/newmod.py": file("x = 1\n"),
+           "tests/helpers.py": file("y = 2\n"), "tests/test_more.py": file("")}
+    pinned = harness.pin(arm, dict(BASE_LAYOUT))
+    assert (pinned.restored, pinned.removed) == ((), ())
+    assert {"src/newmod.py", "tests/helpers.py", "tests/test_more.py"} <= set(arm)
+
+
+def test_a_name_the_image_python_imports_is_not_shadowed() -> None:
+    arm = {**BASE_LAYOUT, "src/attr.py": file("")}
+    assert harness.pin(dict(arm), dict(BASE_LAYOUT)).removed == ()
+    assert harness.pin(arm, dict(BASE_LAYOUT), importable={"attr"}).removed == ("src/attr.py",)
+
+
+def test_a_go_test_file_that_defines_testmain_is_the_harness() -> None:
+    base = {"go.mod": file("module x\n"), "calc/calc_test.go": file("package calc\n")}
+    arm = {**base, "calc/zz_test.go": file("package calc\n\nfunc TestMain(m *testing.M) {}\n"),
+           "calc/more_test.go": file("package calc\n\nfunc TestMore(t *testing.T) {}\n")}
+    assert harness.pin(arm, base).removed == ("calc/zz_test.go",)
+    assert "calc/more_test.go" in arm
+
+
+def test_files_a_pinned_runner_config_names_are_the_harness() -> None:
+    config = "export default { test: { setupFiles: ['./test/setup.ts'], include: ['**'] } }\n"
+    base = {"vitest.config.ts": file(config), "test/setup.ts": file("// base\n"),
+            "src/app.ts": file("export const a = 1\n")}
+    arm = {"vitest.config.ts": file(config), "test/setup.ts": file("// forged\n"),
+           "src/app.ts": file("export const a = 2\n")}
+    pinned = harness.pin(arm, base)
+    assert pinned.restored == ("test/setup.ts",)
+    assert arm["src/app.ts"] == file("export const a = 2\n")
+
+
+@pytest.mark.parametrize(("command", "named"), [
+    ("sh scripts/check.sh", "scripts/check.sh"), ("./run-checks && pytest -q", "run-checks"),
+    ("python3 -m tools.lint src", "tools/lint.py"), ("python3 prepare.py && pytest", "prepare.py"),
+])
+def test_a_file_the_check_s_command_names_is_the_grader_s(command: str, named: str) -> None:
+    """An arm's own version of the script its check runs would grade its own check."""
+    base = {named: file("exit 1\n"), "tests/test_h.py": file("t")}
+    arm = {named: file("exit 0\n"), "tests/test_h.py": file("t")}
+    pinned = harness.pin(arm, base, command=command)
+    assert (pinned.restored, arm[named]) == ((named,), file("exit 1\n"))
+    assert harness.pin(dict(base), base, command="pytest -q tests").restored == ()
+    more = {**base, "tests/test_h.py": file("def test_more():\n    pass\n")}
+    assert harness.pin(more, base, command="pytest -q tests/test_h.py").restored == ()
 
 
 def test_committed_bytecode_is_dropped() -> None:
@@ -96,8 +173,7 @@ def test_committed_bytecode_is_dropped() -> None:
 
 def test_harness_touched_lists_harness_and_bytecode_among_changed_files() -> None:
     changed = ["conftest.py", "src/app.py", "tests/__pycache__/x.pyc", "setup.cfg"]
-    assert harness.touched("pytest", changed) == ["conftest.py", "setup.cfg",
-                                                  "tests/__pycache__/x.pyc"]
+    assert harness.touched(changed) == ["conftest.py", "setup.cfg", "tests/__pycache__/x.pyc"]
 
 
 # -- canaries ------------------------------------------------------------------------------
@@ -106,25 +182,28 @@ def test_harness_touched_lists_harness_and_bytecode_among_changed_files() -> Non
 PATHS = ["src/app.py", "tests/test_h.py", "tests/test_other.py"]
 
 
-def test_pytest_canaries_sit_next_to_the_protected_test_and_load_through_a_plugin() -> None:
+def test_pytest_canaries_sit_next_to_the_protected_test() -> None:
     plan = canary.plan("pytest", "ab12", PATHS, "pytest -q tests/test_h.py",
                        ["tests/test_h.py"], {})
     assert plan is not None
     assert (plan.path, plan.pass_name, plan.fail_name, plan.fail_expect) == (
-        "tests/bakeoff_ab12.py", "test_ab12_pass", "test_ab12_fail", Seen.SKIPPED)
-    assert plan.env() == {"PYTEST_ADDOPTS": "-p bakeoff_canary_ab12",
-                          "PYTHONPATH": "/bakeoff/in/plugin"}
+        "tests/bakeoff_ab12.py", "test_ab12_pass", "test_ab12_fail", Seen.XFAILED)
     assert b"xfail(strict=True" in plan.content
-    assert b"/work/tests/bakeoff_ab12.py" in plan.plugin
 
 
-def test_go_canaries_take_the_package_clause_of_their_neighbours() -> None:
+def test_go_canaries_are_a_package_of_their_own_beside_the_tests() -> None:
+    """A must-fail canary inside a protected package's binary would explain its failing
+    status (rig.inprocess): the canary file is a package of its own."""
     paths = ["go.mod", "calc/calc.go", "calc/calc_test.go"]
     plan = canary.plan("go-test", "cd34", paths, "go test ./...", [],
                        {"calc/calc_test.go": "package calc_test\n\nimport \"testing\"\n"})
-    assert plan is not None and plan.path == "calc/zz_bakeoff_cd34_test.go"
-    assert plan.content.startswith(b"package calc_test\n")
-    assert (plan.pass_name, plan.fail_name) == ("TestBakeoffCD34Pass", "TestBakeoffCD34Fail")
+    assert plan is not None
+    package = f"t{inprocess.suffix('cd34', 'package')}"
+    assert plan.path == f"calc/{package}/{package}_test.go"
+    assert plan.content.startswith(f"package {package}\n".encode())
+    assert (plan.pass_name, plan.fail_name) == (f"TestRun_{inprocess.suffix('cd34', 'pass')}",
+                                                f"TestRun_{inprocess.suffix('cd34', 'fail')}")
+    assert "akeoff" not in plan.pass_name + plan.path + plan.content.decode()
 
 
 def test_cargo_gets_a_must_fail_canary_only_with_no_fail_fast() -> None:
@@ -134,7 +213,8 @@ def test_cargo_gets_a_must_fail_canary_only_with_no_fail_fast() -> None:
     full = canary.plan("cargo", "ef56", paths, "cargo test --no-fail-fast", [], text)
     assert fast is not None and full is not None
     assert (fast.path, fast.fail_name, full.fail_name) == (
-        "tests/zzzz_bakeoff_ef56.rs", None, "bakeoff_ef56_fail")
+        f"tests/zz{inprocess.suffix('ef56', 'binary')}.rs", None,
+        f"runs_{inprocess.suffix('ef56', 'fail')}")
 
 
 @pytest.mark.parametrize("command", ["node --test && npm run lint", "node --test; true",
@@ -142,33 +222,40 @@ def test_cargo_gets_a_must_fail_canary_only_with_no_fail_fast() -> None:
 def test_a_shell_list_gets_no_must_fail_canary(command: str) -> None:
     """A failing canary must never keep the rest of a shell list from running."""
     plan = canary.plan("node-test", "0a0b", ["test/a.test.js"], command, [], {})
-    assert plan is not None and plan.fail_name is None
-    assert b"bakeoff_0a0b_fail" not in plan.content and b"bakeoff_0a0b_pass" in plan.content
+    assert plan is not None and plan.fail_name is None and plan.twins == ()
+    assert b"strictEqual(1, 2)" not in plan.content and plan.pass_name.encode() in plan.content
 
 
-def plugin_lines(*rows: tuple[str, str, str]) -> str:
-    return "".join(json.dumps({"id": i, "when": w, "outcome": o}) + "\n" for i, w, o in rows)
+@pytest.mark.parametrize("command", ["npm ci --offline && node --test",
+                                     "cd sub && FORCE_COLOR=0 node --test --test-reporter=tap"])
+def test_an_and_list_whose_last_step_is_the_runner_gets_a_must_fail_canary(command: str) -> None:
+    """Class 11: a failing canary in the LAST step of an `&&` list changes only the exit
+    status (read back by `exit_without`), so it is planted."""
+    plan = canary.plan("node-test", "0a0b", ["test/a.test.js"], command, [], {})
+    assert plan is not None and plan.fail_name is not None
 
 
 PYTEST_CANARY = canary.plan("pytest", "ab12", PATHS, "pytest -q tests", ["tests/test_h.py"], {})
-HONEST = plugin_lines(("tests/bakeoff_ab12.py::test_ab12_pass", "call", "passed"),
-                      ("tests/bakeoff_ab12.py::test_ab12_fail", "call", "skipped"),
-                      ("tests/test_h.py::test_h", "call", "passed"))
 
 
 def test_honest_canaries_are_as_planted_and_counted_out() -> None:
-    evidence = canary.observe(PYTEST_CANARY, (), 0, HONEST)
-    assert (evidence.as_planted, evidence.clean, evidence.plugin_counts) == (
-        True, True, Counts(passed=1))
+    evidence = canary.observe(PYTEST_CANARY, (), 1, observer.read(observed.honest().text()))
+    assert (evidence.pass_seen, evidence.fail_seen, evidence.as_planted, evidence.clean) == (
+        Seen.PASSED, Seen.XFAILED, True, True)
     assert canary.discount(Counts(passed=2, skipped=1), evidence) == Counts(passed=1)
 
 
-def test_a_forced_outcome_shows_as_the_must_fail_canary_passing() -> None:
-    forced = HONEST.replace('::test_ab12_fail", "when": "call", "outcome": "skipped"',
-                            '::test_ab12_fail", "when": "call", "outcome": "passed"')
-    assert forced != HONEST
-    evidence = canary.observe(PYTEST_CANARY, (), 0, forced)
-    assert (evidence.forced, evidence.as_planted) == (True, False)
+def test_a_must_fail_canary_that_did_not_run_is_not_one_that_failed_as_planted() -> None:
+    """Class 1: a skipped must-fail canary looks like a strict xfail in pytest's counts;
+    the observer saw no call, so it reads `skipped`, not `xfailed`."""
+    stream = observed.Stream().session().config()
+    stream.item(f"{observed.CANARY}::test_ab12_pass", True)
+    stream.item(f"{observed.CANARY}::test_ab12_fail", True)
+    stream.run(f"{observed.CANARY}::test_ab12_pass", True, "passed")
+    stream.raw({"k": "report", "id": f"{observed.CANARY}::test_ab12_fail", "when": "setup",
+                "outcome": "skipped", "xfail": False}).finish(0)
+    evidence = canary.observe(PYTEST_CANARY, (), 0, observer.read(stream.text()))
+    assert (evidence.fail_seen, evidence.as_planted) == (Seen.SKIPPED, False)
 
 
 def test_the_must_fail_canary_is_taken_out_of_the_exit_code() -> None:
@@ -182,78 +269,122 @@ def test_the_must_fail_canary_is_taken_out_of_the_exit_code() -> None:
 # -- the differential rule -----------------------------------------------------------------
 
 
-NO_TESTS = Outcome(Verdict.RIG_ERROR, RigErrorReason.no_tests_ran, "exit 5: no test ran")
+def no_tests(parser: str = "go-test") -> verdict.Evidence:
+    """A run whose output reads as "no test ran" (a rig error the arm's code can cause)."""
+    return verdict.Evidence(parser=parser, exit_code=0, parsed=ParseResult(
+        counts=Counts(), summaries=1))
 
 
 def test_a_rig_error_the_base_does_not_reproduce_is_the_arm_s_fail() -> None:
-    base = diagnosis.BaseRun("c/@base/tests/1", Verdict.FAIL, "tests_failed", None)
-    got = diagnosis.differential(NO_TESTS, canary.NO_CANARIES, base)
+    alone = verdict.judge(no_tests())
+    assert (alone.outcome.verdict, alone.needs_base) == (Verdict.RIG_ERROR, True)
+    base = verdict.Base("c/@base/tests/1", Verdict.FAIL, "tests_failed")
+    got = verdict.judge(no_tests(), base).outcome
     assert (got.verdict, got.reason) == (Verdict.FAIL, FailReason.broke_harness)
     assert got.detail.startswith("FAIL broke_harness (was no_tests_ran)")
 
 
 def test_a_rig_error_the_base_reproduces_stays_the_rig_s() -> None:
-    base = diagnosis.BaseRun("c/@base/tests/1", Verdict.RIG_ERROR, "no_tests_ran", None)
-    got = diagnosis.differential(NO_TESTS, canary.NO_CANARIES, base)
+    base = verdict.Base("c/@base/tests/1", Verdict.RIG_ERROR, "no_tests_ran")
+    got = verdict.judge(no_tests(), base).outcome
     assert (got.verdict, got.reason) == (Verdict.RIG_ERROR, RigErrorReason.no_tests_ran)
+
+
+GO_CANARY = canary.plan("go-test", "cd34", ["go.mod", "calc/calc_test.go"], "go test ./calc",
+                        [], {"calc/calc_test.go": "package calc\n"})
 
 
 def test_canaries_missing_on_the_base_too_say_nothing() -> None:
     """`-k`, `--test NAME`, `-run` deselect them on the base as well: not tampering."""
-    missing = Evidence(True, Seen.ABSENT, Seen.ABSENT)
-    passed = Outcome(Verdict.PASS, None, "exit 0: 3 passed, 0 failed", Counts(passed=3))
-    same = diagnosis.BaseRun("b", Verdict.FAIL, "tests_failed", missing.signature())
-    planted = diagnosis.BaseRun("b", Verdict.FAIL, "tests_failed",
-                                Evidence(True, Seen.PASSED, Seen.SKIPPED).signature())
-    assert diagnosis.differential(passed, missing, same).verdict is Verdict.PASS
-    tampered = diagnosis.differential(passed, missing, planted)
+    assert GO_CANARY is not None
+    passed = verdict.Evidence(parser="go-test", exit_code=0, canary=GO_CANARY,
+                              parsed=ParseResult(counts=Counts(passed=3), summaries=1,
+                                                 summed=True))
+    missing = Evidence(True, Seen.ABSENT, Seen.ABSENT).signature()
+    planted = Evidence(True, Seen.PASSED, Seen.FAILED).signature()
+    assert verdict.judge(passed).needs_base
+    same = verdict.Base("b", Verdict.FAIL, "tests_failed", missing)
+    assert verdict.judge(passed, same).outcome.verdict is Verdict.PASS
+    tampered = verdict.judge(passed, verdict.Base("b", Verdict.FAIL, "tests_failed",
+                                                  planted)).outcome
     assert (tampered.verdict, tampered.reason) == (Verdict.FAIL, FailReason.tampered)
 
 
-# -- assess: the verdict with the canaries -------------------------------------------------
+# -- assess: the verdict with the observer ---------------------------------------------------
 
 
-def spec() -> SampleSpec:
-    return SampleSpec(change="c", arm="a", check="success", n=1, commit="h", base_commit="b",
-                      command="pytest -q -rA tests", parser="pytest", timeout_s=60,
-                      harness="base")
+def spec(check: str = "tests", command: str = "pytest -q -rA tests") -> SampleSpec:
+    return SampleSpec(change="c", arm="a", check=check, n=1, commit="h", base_commit="b",
+                      command=command, parser="pytest", timeout_s=60, harness="base")
 
 
-def execution(log: str, exit_code: int, plugin: str) -> Execution:
+def execution(log: str, exit_code: int, stream: str) -> Execution:
     return Execution(exit_code=exit_code, log=log, duration_s=1.0, canary=PYTEST_CANARY,
-                     canary_results=plugin)
+                     observed=True, observation=stream)
 
 
-def test_summary_like_text_printed_by_honest_tests_is_not_a_spoof() -> None:
-    """Issue 15 item 1: tests that print pytest-like summaries, replayed by -rA."""
+PASSING = observed.honest(protected_ok=True).text()
+
+
+def test_summary_like_text_printed_by_honest_tests_changes_nothing() -> None:
+    """Issue 15 item 1: tests that print pytest-like summaries, replayed by -rA: the
+    observer's counts are the verdict's, whatever the output says."""
     log = ("....                                     [100%]\n"
            "1 passed, 3 failed in 0.01s\n===== 3 failed, 1 passed in 0.02s =====\n"
            "2 passed, 1 xfailed in 0.05s\n")
-    graded = assess(spec(), execution(log, 0, HONEST))
+    graded = assess(spec(), execution(log, 0, PASSING))
     assert (graded.outcome.verdict, graded.outcome.counts) == (Verdict.PASS, Counts(passed=1))
 
 
-def test_a_fake_summary_printed_after_pytest_s_own_is_spoofed_output() -> None:
-    log = "2 passed, 1 failed, 1 xfailed in 0.05s\n===== 5 passed in 0.01s =====\n"
-    plugin = HONEST + plugin_lines(("tests/test_h.py::test_other", "call", "failed"))
-    graded = assess(spec(), execution(log, 0, plugin))
-    assert (graded.outcome.verdict, graded.outcome.reason) == (
-        Verdict.FAIL, FailReason.spoofed_output)
+def test_a_fake_summary_printed_after_pytest_s_own_changes_nothing() -> None:
+    """Class 3: a summary printed last that says `5 passed` is not what the observer saw."""
+    log = "1 failed, 1 passed, 1 xfailed in 0.05s\n===== 5 passed in 0.01s =====\n"
+    graded = assess(spec(), execution(log, 1, observed.honest().text()))
+    assert (graded.outcome.verdict, graded.outcome.reason) == (Verdict.FAIL,
+                                                               FailReason.tests_failed)
+    assert graded.outcome.counts == Counts(failed=1)
 
 
-def test_a_forged_must_fail_canary_is_tampered() -> None:
-    forged = HONEST.replace('::test_ab12_fail", "when": "call", "outcome": "skipped"',
-                            '::test_ab12_fail", "when": "call", "outcome": "passed"')
-    graded = assess(spec(), execution("3 passed in 0.01s\n", 0, forged))
+def test_a_report_forced_to_passed_is_a_contradiction_with_the_rig_s_own_call() -> None:
+    stream = observed.Stream().session().config().item("tests/test_h.py::test_h", True)
+    stream.run("tests/test_h.py::test_h", False, "passed", verified=True).finish(0)
+    graded = assess(spec(), execution("1 passed in 0.01s\n", 0, stream.text()))
     assert (graded.outcome.verdict, graded.outcome.reason) == (Verdict.FAIL,
                                                                FailReason.tampered)
+    assert "the rig saw its call raise" in graded.outcome.detail
 
 
-def test_a_summary_that_disagrees_with_pytest_s_own_reports_is_spoofed_output() -> None:
-    graded = assess(spec(), execution("3 passed, 1 xfailed in 0.01s\n", 0, HONEST))
-    assert (graded.outcome.verdict, graded.outcome.reason) == (
-        Verdict.FAIL, FailReason.spoofed_output)
-    assert "add up to" in graded.outcome.detail
+def test_records_under_another_key_or_out_of_order_are_forged() -> None:
+    stream = observed.honest(protected_ok=True)
+    stream.raw({"k": "report", "id": "tests/test_h.py::test_h", "when": "call",
+                "outcome": "passed", "xfail": False}, key=b"x" * 32)
+    seen = observer.read(stream.text())
+    assert {a.kind for a in seen.anomalies} == {"forged"}
+    intruder = observed.Stream(pid=7).session().item("tests/test_h.py::test_h", True)
+    intruder.run("tests/test_h.py::test_h", True, "passed", verified=True).finish(0)
+    graded = assess(spec(), execution("", 1, observed.honest().text(intruder)))
+    assert (graded.outcome.verdict, graded.outcome.reason) == (Verdict.FAIL,
+                                                               FailReason.tampered)
+    assert "ran in two sessions" in graded.outcome.detail
+
+
+def test_the_success_criterion_waits_for_the_base_and_wants_every_protected_test() -> None:
+    base_tests = (observer.Test("tests/test_h.py::test_h", observer.Status.FAILED, True, True,
+                                True),)
+    base = verdict.Base("c/@base/success/1", Verdict.FAIL, "tests_failed", observed=True,
+                        sessions=1, inipath="/work/pyproject.toml",
+                        plugins=("bakeoff_observer",), tests=base_tests)
+    skipped = observed.Stream().session().config().item("tests/test_h.py::test_h", True)
+    skipped.raw({"k": "report", "id": "tests/test_h.py::test_h", "when": "setup",
+                 "outcome": "skipped", "xfail": False}).finish(0)
+    alone = assess(spec("success"), execution("", 0, skipped.text()))
+    assert alone.needs_base
+    graded = assess(spec("success"), execution("", 0, skipped.text()), base)
+    assert (graded.outcome.verdict, graded.outcome.reason) == (Verdict.FAIL, FailReason.not_run)
+    assert graded.outcome.detail == ("protected tests the base ran did not run: "
+                                     "tests/test_h.py::test_h (skipped)")
+    fixed = assess(spec("success"), execution("", 0, PASSING), base)
+    assert fixed.outcome.verdict is Verdict.PASS
 
 
 def test_refused_work_is_fail_unsafe_work() -> None:

@@ -25,6 +25,9 @@ FIXTURES = Path(__file__).parent / "parsers" / "fixtures"
 MB = 1_000_000
 LINE_LIMIT_S = 1.0
 LOG_LIMIT_S = 10.0
+# 100,000 test lines above a 1 MB name: linear work is ~0.5 s here, the quadratic copy
+# each bound stops is 100 GB (minutes, and the id-length assertion fails at once).
+MANY_TESTS_LIMIT_S = 5.0
 
 
 def _nested_json(depth: int) -> str:
@@ -103,7 +106,7 @@ def test_a_1_mb_cargo_binary_label_does_not_copy_into_every_test_id() -> None:
         "test result: ok. 100000 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n"
     )
     result, seconds = timed(get_parser("cargo").parse, text)
-    assert seconds < LINE_LIMIT_S
+    assert seconds < MANY_TESTS_LIMIT_S
     assert result.counts is not None and result.counts.passed == 100_000
     assert _longest_id(result) <= QUALIFIER_MAX + 32
     assert len({case.id for case in result.tests}) == 100_000
@@ -113,7 +116,7 @@ def test_a_1_mb_go_package_name_does_not_copy_into_every_test_id() -> None:
     """Plain `go test -v`: the package line comes after its tests and names them all."""
     tests = "".join(f"--- PASS: TestT{i} (0.00s)\n" for i in range(100_000))
     result, seconds = timed(get_parser("go-test").parse, f"{tests}ok  \t{'p' * MB}\t0.1s\n")
-    assert seconds < LINE_LIMIT_S
+    assert seconds < MANY_TESTS_LIMIT_S
     assert result.counts is not None and result.counts.passed == 100_000
     assert _longest_id(result) <= QUALIFIER_MAX + 32
 
@@ -125,7 +128,7 @@ def test_deep_and_long_jest_describe_paths_cost_linear_time() -> None:
     tests = "".join(f"{'  ' * 11}\u2713 t{i} (1 ms)\n" for i in range(100_000))
     text = f"PASS test/x.test.js\n{describes}{tests}\nTests:       100000 passed, 100000 total\n"
     result, seconds = timed(get_parser("jest").parse, text)
-    assert seconds < LINE_LIMIT_S
+    assert seconds < MANY_TESTS_LIMIT_S
     assert len(result.tests) == 100_000
     assert _longest_id(result) <= QUALIFIER_MAX + 32
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from rig import ratchet
+from rig import ratchet, verdict
 from rig.oracle import Execution, SampleSpec, assess, grade, record_of, run_sample
 from rig.ratchet import Movement, Ratchet, RatchetError
 from rig.record import SampleRecord
 from rig.report.scorecard import metric_text
 from rig.rubric import check_result
-from rig.verdict import FailReason, RigErrorReason, Verdict
+from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict
 from runner.contract import _moved_to
 from runner.store.records import RatchetMove
 
@@ -102,26 +102,33 @@ def test_show_prints_counts_whole_and_percentages_to_two_places() -> None:
 
 # --- one sample's verdict ------------------------------------------------------------------
 
+def grade_ratchet(r: Ratchet, *, exit_code: int | None, log: str, files: dict[str, str],
+                  **kw: bool) -> Outcome:
+    """`rig.verdict`'s ratchet rule (8) on one sample."""
+    return verdict.judge(verdict.Evidence(parser="metric", exit_code=exit_code, log=log,
+                                          files=files, ratchet=r, **kw)).outcome
+
+
 def graded(r: Ratchet, log: str, exit_code: int | None = 0,
            files: dict[str, str] | None = None, **kw: bool) -> tuple[Verdict, object]:
-    outcome = ratchet.grade(r, exit_code=exit_code, log=log, files=files or {}, **kw)
+    outcome = grade_ratchet(r, exit_code=exit_code, log=log, files=files or {}, **kw)
     return outcome.verdict, outcome.reason
 
 
 def test_regression_unparsed_metric_is_rig_error_unparsed_output_never_fail() -> None:
     """Issue 8 (5): a metric regex that matches nothing is the rig's fault."""
-    outcome = ratchet.grade(Ratchet(LINT, "lower", base=0), exit_code=0,
+    outcome = grade_ratchet(Ratchet(LINT, "lower", base=0), exit_code=0,
                             log="all clean\n", files={})
     assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR,
                                                  RigErrorReason.unparsed_output)
     assert "matched nothing" in outcome.detail
-    missing = ratchet.grade(Ratchet(COVERAGE, "higher", base=80), exit_code=0, log="",
+    missing = grade_ratchet(Ratchet(COVERAGE, "higher", base=80), exit_code=0, log="",
                             files={})
     assert missing.reason is RigErrorReason.unparsed_output and "cov.json" in missing.detail
 
 
 def test_a_worse_value_fails_and_says_by_how_much() -> None:
-    outcome = ratchet.grade(Ratchet(LINT, "lower", base=0), exit_code=0,
+    outcome = grade_ratchet(Ratchet(LINT, "lower", base=0), exit_code=0,
                             log="lint: 3 findings\n", files={})
     assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.ratchet_regressed)
     assert outcome.detail == ("base 0 -> 3 (lower is better, tolerance 0): worse by 3")
@@ -154,7 +161,7 @@ def test_two_different_values_in_one_output_are_spoofed_output() -> None:
 
 
 def test_measuring_the_base_passes_with_the_value() -> None:
-    outcome = ratchet.grade(Ratchet(LINT, "lower"), exit_code=0, log="lint: 0 findings",
+    outcome = grade_ratchet(Ratchet(LINT, "lower"), exit_code=0, log="lint: 0 findings",
                             files={})
     assert outcome.verdict is Verdict.PASS and outcome.detail.startswith("measured 0")
 

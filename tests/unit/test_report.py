@@ -196,7 +196,7 @@ def test_a_graft_that_was_verified_but_regressed_is_dropped_on_the_scorecard() -
     dropped; it read "kept (re-verified)" until the cachey example showed it."""
     lines = graft_lines([{"from": "breaker", "what": "cachey/server.py", "verified": True,
                           "kept": False, "rationale": "r", "why": "regressed"}])
-    assert lines == ["- from **breaker**: cachey/server.py — dropped: r"]
+    assert lines == ["- from **breaker**: cachey/server.py — dropped: r; regressed"]
 
 
 def test_scorecard_with_judge_none_says_the_total_is_objective_only() -> None:

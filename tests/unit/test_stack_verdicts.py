@@ -1,14 +1,12 @@
-"""A stack that never gets healthy (rig.oracle, rig.diagnosis): FAIL server_unhealthy for
+"""A stack that never gets healthy (rig.verdict rule 6): FAIL server_unhealthy for
 the arm whose code broke it, RIG_ERROR infra when it is the base's own stack or the
 base's stack fails the same way. No docker."""
 
 from __future__ import annotations
 
-from rig import diagnosis
-from rig.canary import NO_CANARIES
 from rig.oracle import Execution, SampleSpec, StackSpec, assess
 from rig.record import StackRecord
-from rig.verdict import FailReason, RigErrorReason, Verdict
+from rig.verdict import Base, FailReason, RigErrorReason, Verdict
 
 STACK = StackSpec("/m/compose/web.yml", "ab" * 32, 30)
 RECORD = StackRecord(file=STACK.file, sha256=STACK.sha256, project="bakeoff-x-1",
@@ -32,7 +30,7 @@ def test_an_arms_unhealthy_stack_is_fail_server_unhealthy_that_asks_the_base() -
         Verdict.FAIL, FailReason.server_unhealthy)
     assert graded.outcome.detail == ("the stack never got healthy: container app is "
                                      "unhealthy")
-    assert diagnosis.needs_base(graded.outcome, graded.evidence, graded.causable)
+    assert graded.needs_base
 
 
 def test_the_bases_own_unhealthy_stack_is_rig_error_infra() -> None:
@@ -43,19 +41,15 @@ def test_the_bases_own_unhealthy_stack_is_rig_error_infra() -> None:
 
 
 def test_an_arms_unhealthy_stack_is_rig_error_when_the_bases_is_unhealthy_too() -> None:
-    outcome = assess(spec("arm"), unhealthy()).outcome
-    base = diagnosis.BaseRun("c/@base/success/1", Verdict.RIG_ERROR, "infra", None,
-                             stack="unhealthy")
-    judged = diagnosis.differential(outcome, NO_CANARIES, base)
+    base = Base("c/@base/success/1", Verdict.RIG_ERROR, "infra", None, stack="unhealthy")
+    judged = assess(spec("arm"), unhealthy(), base).outcome
     assert (judged.verdict, judged.reason) == (Verdict.RIG_ERROR, RigErrorReason.infra)
     assert "the base's stack fails the same way (c/@base/success/1)" in judged.detail
 
 
 def test_an_arms_unhealthy_stack_stays_fail_when_the_bases_is_healthy() -> None:
-    outcome = assess(spec("arm"), unhealthy()).outcome
-    base = diagnosis.BaseRun("c/@base/success/1", Verdict.FAIL, "tests_failed", None,
-                             stack="healthy")
-    judged = diagnosis.differential(outcome, NO_CANARIES, base)
+    base = Base("c/@base/success/1", Verdict.FAIL, "tests_failed", None, stack="healthy")
+    judged = assess(spec("arm"), unhealthy(), base).outcome
     assert (judged.verdict, judged.reason) == (Verdict.FAIL, FailReason.server_unhealthy)
     assert judged.detail.endswith("with its stack healthy: the arm's code broke it")
 
@@ -65,4 +59,4 @@ def test_a_per_sample_servers_unhealthy_is_fail_without_asking_the_base() -> Non
     graded = assess(spec("arm"), Execution(exit_code=None, log="", duration_s=1.0,
                                            server="unhealthy", server_log="boom"))
     assert graded.outcome.reason is FailReason.server_unhealthy
-    assert not diagnosis.needs_base(graded.outcome, graded.evidence, graded.causable)
+    assert not graded.needs_base

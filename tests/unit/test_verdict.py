@@ -277,9 +277,9 @@ def test_honest_suite_printing_summary_like_text_passes_with_the_rig_s_canaries(
         mode: str, version: int) -> None:
     """Issue 15 item 1: six passing tests print `1 passed, 3 failed in 0.01s` and the like
     (shown by -s, replayed by -rA); pytest exits 0 with `6 passed` as its own last line.
-    Captured THROUGH THE RIG (tests/fixtures/capture-rig.py): with the canaries as
-    planted, pytest's own summary is its last one (it holds the canaries), and the text
-    the tests printed before it is theirs: PASS with the real counts."""
+    Captured THROUGH THE RIG (tests/fixtures/capture-rig.py): the rig's observer saw
+    every test's call and pytest's own reports; the text the tests printed is theirs and
+    decides nothing: PASS with the real counts, canaries as planted."""
     name = f"prints-summaries-{mode}-pytest{version}"
     meta = json.loads((FIXTURES / "rig" / f"{name}.meta").read_text())
     planted = meta["canaries"]
@@ -288,11 +288,13 @@ def test_honest_suite_printing_summary_like_text_passes_with_the_rig_s_canaries(
                     fail_expect=Seen(planted["fail_expect"]))
     execution = Execution(exit_code=meta["exit_code"], duration_s=1.0,
                           log=(FIXTURES / "rig" / f"{name}.txt").read_text(), canary=canary,
-                          canary_results=(FIXTURES / "rig" / f"{name}.canary.jsonl").read_text())
+                          observed=True,
+                          observation=(FIXTURES / "rig" / f"{name}.observer.jsonl").read_text())
     spec = SampleSpec(change="c", arm="a", check="success", n=1, commit="h", base_commit="b",
                       command=meta["command"], parser="pytest", timeout_s=60, harness="base")
-    outcome = assess(spec, execution).outcome
-    assert (outcome.verdict, outcome.counts) == (Verdict.PASS, Counts(passed=6))
+    graded = assess(spec, execution)
+    assert (graded.outcome.verdict, graded.outcome.counts) == (Verdict.PASS, Counts(passed=6))
+    assert graded.canaries.as_planted and graded.canaries.fail_seen is Seen.XFAILED
 
 
 @pytest.mark.parametrize("version", [7, 8, 9])

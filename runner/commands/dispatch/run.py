@@ -300,7 +300,8 @@ def _keeping(ctx: DispatchContext, plan: ArmPlan, branch: str, message: str, *,
              branch_on_base: bool = True) -> work.Keeping:
     return work.Keeping(ctx.loaded.repo_path, plan.box, plan.sandbox.container_id,
                         ctx.current.base_commit, branch, message, list(plan.arm.commit_ignored),
-                        _scratch(plan), ctx.repo_lock, branch_on_base)
+                        _scratch(plan), ctx.repo_lock, branch_on_base,
+                        ctx.loaded.manifest.limits.max_files)
 
 
 def _keep_interrupted(ctx: DispatchContext, plan: ArmPlan,

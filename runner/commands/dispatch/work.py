@@ -17,11 +17,13 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from rig.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import process
-from runner.containers import checkout, sandbox
+from runner.containers import checkout, sample_tree, sandbox
 from runner.containers.checkout import ArmBox, Taken
 from runner.containers.engine import Engine
+from runner.manifest import MAX_FILES
 from runner.workspace import bundle
 from runner.workspace.bundle import WorkRefusedError
 
@@ -60,6 +62,7 @@ class Keeping:
     scratch: Path               # a host directory of the experiment's state, for this arm
     repo_lock: threading.Lock
     branch_on_base: bool = True  # point the branch at the base when there is no work
+    max_files: int = MAX_FILES  # `[limits].max_files`: a larger tree is refused
 
 
 def keep(engine: Engine, how: Keeping) -> KeptWork:
@@ -89,6 +92,8 @@ def _import(how: Keeping, taken: Taken) -> KeptWork:
             refused = error.reason
         finally:
             taken.bundle.unlink(missing_ok=True)
+    if tip is not None and (past := past_caps(how, tip)) is not None:
+        refused, tip = past, None
     if tip is None and how.branch_on_base:  # no work, or refused: it stands on the base
         workspace.run_git(how.repo, "update-ref", f"refs/heads/{how.branch}", how.base)
     orchestrator = taken.orchestrator_commit if tip is not None else None
@@ -97,10 +102,29 @@ def _import(how: Keeping, taken: Taken) -> KeptWork:
                    caveats=list(taken.caveats))
 
 
+def past_caps(how: Keeping, tip: str) -> str | None:
+    """Why the work's tree is past what a sample can lay out (`rig.tree.Caps`: its entries,
+    bytes and names, listed streamed and stopped at the first past them), or None: such
+    work is refused at once (every sample would be FAIL unsafe_work), and nothing reads
+    or diffs it whole."""
+    try:
+        sample_tree.listing(how.repo, tip, Caps(how.max_files, how.box.cap_bytes))
+    except UnsafeTreeError as error:
+        return error.message
+    return None
+
+
+DIFFSTAT_FILES = 100  # files a diffstat names (its summary line counts them all)
+DIFFSTAT_BYTES = 64 * 1024
+
+
 def measure(repo: Path, base: str, head: str, branch: str,
             orchestrator_commit: str | None) -> KeptWork:
     count = int(workspace.run_git(repo, "rev-list", "--count", f"{base}..{head}") or 0)
-    stat = workspace.run_git(repo, "diff", "--stat", "--no-color", "--no-ext-diff", base, head)
+    stat, more = workspace.git_capped(repo, "diff", "--stat", f"--stat-count={DIFFSTAT_FILES}",
+                                      "--no-color", "--no-ext-diff", base, head,
+                                      limit=DIFFSTAT_BYTES)
+    stat = stat.strip() + (f"\n[bakeoff: diffstat cut: {more} bytes more]" if more else "")
     short = workspace.run_git(repo, "diff", "--shortstat", "--no-ext-diff", base, head)
     files, added, deleted = parse_shortstat(short)
     return KeptWork(head, branch, count, orchestrator_commit, stat, files, added, deleted)

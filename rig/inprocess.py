@@ -1,0 +1,398 @@
+"""Canaries for the runners read from their output lines (node --test, go test, cargo),
+planted where the protected tests run: in their own process or binary (class 4).
+
+Each sample gets, besides a canary file of its own (a separate process or binary: it
+proves the runner ran and reported the rig's tests at all):
+
+- node --test: a preload (`NODE_OPTIONS=--require`, a root-owned file of the rig's in the
+  tree) that acts only in the process whose main module is a protected test file. There
+  it registers, before the file's own tests, a must-fail TWIN of each protected test,
+  with the same name, and after them a must-pass sentinel. A rewrite of the protected
+  test's result by name (TAP text or the child's serialized events) hits its twin too,
+  and the twin cannot pass; an early exit after a forged report loses the sentinel. The
+  rig tells a twin from the real test by its `location` (the preload's path), or, when
+  the reporter prints none, as the first of that name (it runs first).
+- go test: a TestMain (unless the protected package has its own) that runs the tests
+  and then prints one test line of its own, PASS or FAIL as `m.Run()` returned, under a
+  per-sample name derived from a protected test's. The binary's status is the testing
+  package's own bookkeeping, not its output: a forged `--- PASS` over a failure leaves
+  the sentinel reading FAIL (or the binary failing), an early `os.Exit(0)` leaves no
+  sentinel at all. No must-fail canary goes into a protected package's binary (its
+  failure would explain the binary's failing status and hide a forged line): the
+  canary file is a package of its own, beside the protected one.
+- cargo: each protected integration test (`tests/NAME.rs`) is built from a rig root,
+  `[[test]] name = NAME` in the pinned Cargo.toml, that `include!`s the protected file
+  (so its tests keep their names and `crate::` paths) beside must-fail twins (with
+  `--no-fail-fast`) and a must-pass sentinel: one binary, one `running N tests` header
+  that counts them all. A forged `test result:` line with the base's numbers no longer
+  adds up; a forged pass of every listed test passes the twins.
+
+No name holds "bakeoff": the names are the protected tests' own plus a per-sample
+suffix (hex of the sample's secret token). What an attacker in the test's process still
+needs is in docs/threat-model.md (class 4): to find the rig's canaries among its own
+tests (the preload named by NODE_OPTIONS, a test in the binary the base does not have)
+and spare them, or to forge the testing package's own status in step with its output.
+Pure: planning needs the tree's paths and the text of a few files, never docker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+
+from rig.canary import Canary, may_fail
+
+WORK = "/work"  # the sample's tree root (runner.containers.sandbox.WORKDIR)
+MAX_TWINS = 50  # per sample: a protected suite of thousands gets this many twins
+# The sample's env per runner, whatever is planted: go lists every test only with -v
+# (the success criterion reads protected tests by id); a command's own GOFLAGS wins.
+RUNNER_ENV = {"go-test": {"GOFLAGS": "-v"}}
+
+
+def runner_env(parser: str) -> dict[str, str]:
+    return dict(RUNNER_ENV.get(parser, {}))
+
+
+def plan(runner: str, token: str, anchor: str, paths: Sequence[str], command: str,
+         protected: Sequence[str], text_of: Mapping[str, str]) -> Canary | None:
+    failing = may_fail(command, runner)
+    if runner == "node-test":
+        return _node(token, anchor, paths, protected, text_of, failing)
+    if runner == "go-test":
+        return _go(token, anchor, paths, protected, text_of, failing)
+    if runner in ("vitest", "jest"):
+        return _js_runner(runner, token, anchor, paths, command, protected, text_of, failing)
+    return _cargo(token, anchor, paths, command, protected, text_of, failing)
+
+
+def sources_needed(runner: str, paths: Sequence[str], protected: Sequence[str]) -> list[str]:
+    """The files whose text a plan reads: the protected test files, the runner's
+    manifests, the test files beside a protected Go test (for a TestMain)."""
+    found = {p for p in protected if p in paths and _is_source(runner, p)}
+    if runner == "cargo":
+        found |= {p for p in paths if posixpath.basename(p) == "Cargo.toml"}
+    if runner == "go-test":
+        dirs = {posixpath.dirname(p) for p in found}
+        found |= {p for p in paths if p.endswith("_test.go") and posixpath.dirname(p) in dirs}
+    if runner in ("vitest", "jest"):
+        found |= {p for p in paths if _JS_CONFIG.match(posixpath.basename(p))}
+        found |= set(sorted(p for p in paths if _JS_TEST.search(p))[:1])
+    return sorted(found)
+
+
+def _is_source(runner: str, path: str) -> bool:
+    if runner == "go-test":
+        return path.endswith("_test.go")
+    if runner == "cargo":
+        return path.endswith(".rs")
+    return path.endswith((".js", ".cjs", ".mjs", ".ts", ".mts", ".cts", ".jsx", ".tsx"))
+
+
+def suffix(token: str, label: str) -> str:
+    """A per-sample suffix: hex that only the rig's token gives."""
+    return hashlib.sha256(f"{token}:{label}".encode()).hexdigest()[:6]
+
+
+def _join(anchor: str, name: str) -> str:
+    return posixpath.join(anchor, name) if anchor else name
+
+
+# -- node --test ---------------------------------------------------------------------------
+
+_NODE_TEST = re.compile(r"""(?<![\w$.])(?:t\.|[\w$]+\.)?(?:test|it)\s*\(\s*(["'])"""
+                        r"""((?:\\.|(?!\1)[^\\\n]){1,300})\1""")
+
+
+def node_names(text: str) -> list[str]:
+    """The literal names a node test file gives its tests (`test('x'`, `it("x"`,
+    `t.test('x'`); `.skip`/`.todo` calls are not tests that run."""
+    found: list[str] = []
+    for match in _NODE_TEST.finditer(text):
+        head = text[max(0, match.start() - 6):match.start() + 12]
+        if ".skip" in head or ".todo" in head:
+            continue
+        name = re.sub(r"\\(.)", r"\1", match.group(2))
+        if name not in found:
+            found.append(name)
+    return found
+
+
+def _node(token: str, anchor: str, paths: Sequence[str], protected: Sequence[str],
+          text_of: Mapping[str, str], failing: bool) -> Canary:
+    files = [p for p in protected if p in paths and _is_source("node-test", p)]
+    names = {p: node_names(text_of.get(p, ""))[:MAX_TWINS] for p in files}
+    every = list(dict.fromkeys(n for p in files for n in names[p]))
+    first = every[0] if every else "works"
+    stem = posixpath.basename(files[0]).split(".", 1)[0] if files else "t"
+    passing, failing_name = f"{first} ({suffix(token, 'pass')})", \
+        f"{first} ({suffix(token, 'fail')})"
+    content = ("'use strict';\nconst test = require('node:test');\n\n"
+               f"test({json.dumps(passing)}, () => {{}});\n")
+    if failing:
+        content += (f"\ntest({json.dumps(failing_name)}, () => {{\n"
+                    "  require('node:assert').strictEqual(1, 2);\n});\n")
+    path = _join(anchor, f"{stem}.{suffix(token, 'file')}.test.cjs")
+    if not files:
+        return Canary("node-test", token, path, content.encode(), passing,
+                      failing_name if failing else None)
+    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
+    sentinel = f"{first} ({suffix(token, 'sentinel')})"
+    twins = {f"{WORK}/{p}": (names[p] if failing else []) for p in files}
+    return Canary("node-test", token, path, content.encode(), passing,
+                  failing_name if failing else None,
+                  twins=tuple(every) if failing else (), sentinels=(sentinel,),
+                  files=((preload, _preload(twins, sentinel, token)),),
+                  env=(("NODE_OPTIONS", f"--require {WORK}/{preload}"),),
+                  marker=f"{WORK}/{preload}")
+
+
+def _preload(twins: Mapping[str, list[str]], sentinel: str, token: str) -> bytes:
+    """The preload: twins first in a protected file's process, the sentinel after its
+    tests. The runner's own beforeExit handler (added when the twins create its root) is
+    held back until the sentinel, registered at the first beforeExit (every test of the
+    file done, an ES module's too), has run; an exit before that loses the sentinel.
+    Without twins (no must-fail canary) the sentinel goes in once the main module's top
+    level has run (setImmediate)."""
+    a = int(suffix(token, "a"), 16)
+    config = json.dumps({"files": twins, "sentinel": sentinel, "a": a, "b": a + 1})
+    return (f"'use strict';\nconst plan = {config};\n"
+            "const main = process.argv[1] ? require('path').resolve(process.argv[1]) : '';\n"
+            "if (Object.prototype.hasOwnProperty.call(plan.files, main)) {\n"
+            "  const test = require('node:test');\n"
+            "  const assert = require('node:assert');\n"
+            "  const names = plan.files[main];\n"
+            "  const held = [];\n"
+            "  const on = process.on;\n"
+            "  process.on = function (event, listener) {\n"
+            "    if (event === 'beforeExit') { held.push(listener); return this; }\n"
+            "    return on.apply(this, arguments);\n"
+            "  };\n"
+            "  try {\n"
+            "    for (const name of names) {\n"
+            "      test(name, () => { assert.strictEqual(plan.a, plan.b); });\n"
+            "    }\n"
+            "  } finally { process.on = on; }\n"
+            "  if (names.length === 0) {\n"
+            "    setImmediate(() => { test(plan.sentinel, () => {}); });\n"
+            "  } else {\n"
+            "    let stage = 0;\n"
+            "    on.call(process, 'beforeExit', (...args) => {\n"
+            "      if (stage === 0) { stage = 1; test(plan.sentinel, () => {}); return; }\n"
+            "      if (stage === 1) { stage = 2; for (const l of held) l.apply(process, args); }\n"
+            "    });\n"
+            "  }\n"
+            "}\n").encode()
+
+
+# -- vitest and jest ---------------------------------------------------------------------
+
+_JS_TEST = re.compile(r"[-_.](?:test|spec)\.[cm]?[jt]sx?$")
+_JS_CONFIG = re.compile(r"^(?:vitest|vite|jest)\.config\.[cm]?[jt]s$|^package\.json$")
+_BAIL = re.compile(r"\bbail\b")
+
+
+def _js_runner(runner: str, token: str, anchor: str, paths: Sequence[str], command: str,
+               protected: Sequence[str], text_of: Mapping[str, str],
+               failing: bool) -> Canary | None:
+    """A must-fail test in a file of the runner's own naming beside a protected test (a
+    filter a configuration or code applies to the protected tests' names drops it too).
+    vitest and jest list only failures when several files run, so a passing canary
+    cannot be read back: there is none. A configuration or command that bails on the
+    first failure would let the canary stop the run: then none is planted."""
+    tests = [p for p in protected if p in paths and _JS_TEST.search(p)] or \
+        sorted(p for p in paths if _JS_TEST.search(p) and posixpath.dirname(p) == anchor) or \
+        sorted(p for p in paths if _JS_TEST.search(p))
+    configs = [p for p in paths if _JS_CONFIG.match(posixpath.basename(p))]
+    if not tests or not failing or _BAIL.search(command) or any(
+            _BAIL.search(text_of.get(p, "")) for p in configs):
+        return None
+    model = tests[0]
+    source = text_of.get(model, "")
+    first = (node_names(source) or ["works"])[0]
+    name = f"{first} ({suffix(token, 'fail')})"
+    stem, _, rest = posixpath.basename(model).partition(".")
+    path = _join(posixpath.dirname(model), f"{stem}-{suffix(token, 'file')}.{rest}")
+    head = _js_import(runner, source)
+    body = (f"{head}test({json.dumps(name)}, () => {{\n"
+            "  throw new Error('expected 1, got 2');\n});\n")
+    return Canary(runner, token, path, body.encode(), "", name, notes=(
+        f"{runner} lists no passing test: only a must-fail canary, in a process of its "
+        "own (a filter that spares its name, or code that forces only the protected "
+        "tests, goes unseen outside the success criterion's check by id)",))
+
+
+def _js_import(runner: str, source: str) -> str:
+    """How the model test file gets `test`: the same import, else the globals."""
+    module = "vitest" if runner == "vitest" else "@jest/globals"
+    if re.search(rf"""from\s+["']{re.escape(module)}["']""", source):
+        return f"import {{ test }} from '{module}';\n\n"
+    if re.search(rf"""require\(\s*["']{re.escape(module)}["']\s*\)""", source):
+        return f"const {{ test }} = require('{module}');\n\n"
+    return ""
+
+
+# -- go test -------------------------------------------------------------------------------
+
+_GO_PACKAGE = re.compile(r"^package\s+(\w+)", re.MULTILINE)
+_GO_TEST = re.compile(r"^func\s+(Test[A-Z0-9_]\w*)\s*\(\s*\w+\s+\*testing\.T\s*\)",
+                      re.MULTILINE)
+_GO_TEST_MAIN = re.compile(r"^func\s+TestMain\s*\(", re.MULTILINE)
+
+
+def _go(token: str, anchor: str, paths: Sequence[str], protected: Sequence[str],
+        text_of: Mapping[str, str], failing: bool) -> Canary:
+    files = [p for p in protected if p in paths and p.endswith("_test.go")]
+    tests = [n for p in files for n in _GO_TEST.findall(text_of.get(p, ""))]
+    first = tests[0] if tests else "TestRun"
+    package = f"t{suffix(token, 'package')}"
+    passing, fail_name = f"{first}_{suffix(token, 'pass')}", f"{first}_{suffix(token, 'fail')}"
+    content = f"package {package}\n\nimport \"testing\"\n\nfunc {passing}(t *testing.T) {{}}\n"
+    if failing:
+        content += f"\nfunc {fail_name}(t *testing.T) {{\n\tt.Fatal(\"want 1, got 2\")\n}}\n"
+    path = _join(anchor, f"{package}/{package}_test.go")
+    sentinels, extra, notes = [], [], []
+    for directory in sorted({posixpath.dirname(p) for p in files}):
+        mains = [p for p in paths if posixpath.dirname(p) == directory and
+                 p.endswith("_test.go") and _GO_TEST_MAIN.search(text_of.get(p, ""))]
+        if mains:
+            notes.append(f"no sentinel in go package {directory or '.'}: its own TestMain "
+                         f"({mains[0]}) runs the tests")
+            continue
+        here = [p for p in files if posixpath.dirname(p) == directory]
+        clause = _GO_PACKAGE.search(text_of.get(here[0], ""))
+        if clause is None:
+            continue
+        named = [n for p in here for n in _GO_TEST.findall(text_of.get(p, ""))] or [first]
+        sentinel = f"{named[0]}_{suffix(token, 'sentinel:' + directory)}"
+        stem = posixpath.basename(here[0]).removesuffix("_test.go")
+        extra.append((_join(directory, f"{stem}_{suffix(token, 'main')}_test.go"),
+                      _test_main(clause.group(1), sentinel)))
+        sentinels.append(sentinel)
+    return Canary("go-test", token, path, content.encode(), passing,
+                  fail_name if failing else None, sentinels=tuple(sentinels),
+                  files=tuple(extra), notes=tuple(notes))
+
+
+def _test_main(package: str, sentinel: str) -> bytes:
+    return (f"package {package}\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\t\"testing\"\n)\n\n"
+            "func TestMain(m *testing.M) {\n\tcode := m.Run()\n\tmark := \"PASS\"\n"
+            "\tif code != 0 {\n\t\tmark = \"FAIL\"\n\t}\n"
+            f"\tfmt.Printf(\"--- %s: {sentinel} (0.00s)\\n\", mark)\n"
+            "\tos.Exit(code)\n}\n").encode()
+
+
+# -- cargo ---------------------------------------------------------------------------------
+
+_RUST_TEST = re.compile(r"#\[test\]\s*(?:#\[[^\]\n]*\]\s*)*(?:pub\s+)?(?:async\s+)?fn\s+"
+                        r"([A-Za-z_]\w*)")
+
+
+def _cargo(token: str, anchor: str, paths: Sequence[str], command: str,
+           protected: Sequence[str], text_of: Mapping[str, str],
+           failing: bool) -> Canary | None:
+    crate = _crate_of(anchor, paths, text_of)
+    if crate is None:
+        return None
+    # Without --no-fail-fast cargo stops at the first failing test binary: a must-fail
+    # canary would keep later binaries (the doc-tests) from running.
+    failing = failing and "--no-fail-fast" in command.split()
+    first = next((n for p in protected for n in _RUST_TEST.findall(text_of.get(p, ""))),
+                 "runs")
+    passing, fail_name = f"{first}_{suffix(token, 'pass')}", f"{first}_{suffix(token, 'fail')}"
+    content = f"#[test]\nfn {passing}() {{}}\n"
+    if failing:
+        content += f"\n#[test]\nfn {fail_name}() {{\n    assert_eq!(1, 2);\n}}\n"
+    # zz: cargo runs test binaries in name order; the canary binary goes last.
+    path = _join(crate, f"tests/zz{suffix(token, 'binary')}.rs")
+    files, twins, sentinels, notes = _cargo_roots(token, paths, protected, text_of, failing)
+    return Canary("cargo", token, path, content.encode(), passing,
+                  fail_name if failing else None, twins=twins, sentinels=sentinels,
+                  files=files, notes=notes)
+
+
+def _cargo_roots(token: str, paths: Sequence[str], protected: Sequence[str],
+                 text_of: Mapping[str, str], failing: bool
+                 ) -> tuple[tuple[tuple[str, bytes], ...], tuple[str, ...], tuple[str, ...],
+                            tuple[str, ...]]:
+    """A rig root per protected integration test (its binary keeps its name), appended
+    to its crate's pinned Cargo.toml: (files, twins, sentinels, notes)."""
+    manifests: dict[str, str] = {}
+    twins: list[str] = []
+    sentinels: list[str] = []
+    files: list[tuple[str, bytes]] = []
+    notes: list[str] = []
+    for path in sorted(p for p in protected if p in paths and p.endswith(".rs")):
+        crate, found = _integration_test(path, paths, text_of)
+        if crate is None:
+            if found:
+                notes.append(f"canaries for {path} in another binary: {found}")
+            continue
+        source = text_of.get(path, "")
+        name = posixpath.basename(path).removesuffix(".rs")
+        tests = _RUST_TEST.findall(source)[:MAX_TWINS]
+        mine = [f"{t}_{suffix(token, 'twin:' + path)}" for t in tests] if failing else []
+        sentinel = f"{(tests or ['runs'])[0]}_{suffix(token, 'sentinel:' + path)}"
+        stable = hashlib.sha256(path.encode()).hexdigest()[:6]  # the same in the base's
+        root = f"tests/{name}_{stable}/{name}.rs"
+        files.append((_join(crate, root), _rust_root(name, mine, sentinel)))
+        manifest = _join(crate, "Cargo.toml")
+        manifests[manifest] = manifests.get(manifest, text_of[manifest].rstrip("\n") + "\n") + (
+            f"\n[[test]]\nname = {json.dumps(name)}\npath = {json.dumps(root)}\n")
+        twins += mine
+        sentinels.append(sentinel)
+    files += [(p, text.encode()) for p, text in manifests.items()]
+    return tuple(files), tuple(twins), tuple(sentinels), tuple(notes)
+
+
+def _integration_test(path: str, paths: Sequence[str],
+                      text_of: Mapping[str, str]) -> tuple[str | None, str]:
+    """(the crate directory, "") when `path` is an integration test cargo finds by itself
+    and the rig can root (no explicit target for it, no inner attribute `include!` would
+    refuse); else (None, why not, or "" when it is no integration test)."""
+    parts = path.split("/")
+    if len(parts) < 2 or parts[-2] != "tests":
+        return None, ""
+    crate = "/".join(parts[:-2])
+    manifest = _join(crate, "Cargo.toml")
+    if manifest not in paths or "[package]" not in text_of.get(manifest, ""):
+        return None, ""
+    try:
+        config = tomllib.loads(text_of[manifest])
+    except tomllib.TOMLDecodeError:
+        return None, "its Cargo.toml does not parse"
+    name = parts[-1].removesuffix(".rs")
+    declared = config.get("test", [])
+    if config.get("package", {}).get("autotests") is False or any(
+            isinstance(t, dict) and (t.get("name") == name or t.get("path") ==
+                                     f"tests/{name}.rs") for t in declared):
+        return None, "Cargo.toml declares its target"
+    if "#![" in text_of.get(path, ""):
+        return None, "it has inner attributes (`#![...]`), which `include!` refuses"
+    return crate, ""
+
+
+def _rust_root(name: str, twins: Sequence[str], sentinel: str) -> bytes:
+    body = f"include!(\"../{name}.rs\");\n"
+    for twin in twins:
+        body += f"\n#[test]\nfn {twin}() {{\n    assert_eq!(1, 2);\n}}\n"
+    body += f"\n#[test]\nfn {sentinel}() {{}}\n"
+    return body.encode()
+
+
+def _crate_of(anchor: str, paths: Sequence[str], text_of: Mapping[str, str]) -> str | None:
+    """The directory of the package (a Cargo.toml with [package]) holding `anchor`, else
+    the first package's."""
+    packages = sorted(posixpath.dirname(p) for p in paths if posixpath.basename(p) ==
+                      "Cargo.toml" and "[package]" in text_of.get(p, ""))
+    here = anchor
+    while True:
+        if here in packages:
+            return here
+        if not here:
+            break
+        here = posixpath.dirname(here)
+    return packages[0] if packages else None
