@@ -33,6 +33,7 @@ from rig.tripwire import Finding, Tripwire
 from rig.verdict import Base, Evidence, Judged, Outcome, Verdict, judge
 
 Z95 = 1.959963984540054
+BOUND_PLACES = 6  # a Wilson bound's decimals (`wilson`)
 
 
 @dataclass(frozen=True)
@@ -392,14 +393,17 @@ class PassRate:
 
 
 def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (95 % by default)."""
+    """The Wilson score interval of a binomial proportion (95 % by default), each bound
+    in [0, 1] and rounded to 6 places: at 0 or n passed the formula's bound is 0 or 1 up
+    to a float's error (0/3 gave 5.55e-17), and a report must say 0."""
     if n == 0:
         return 0.0, 1.0
     p = passed / n
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - spread), min(1.0, centre + spread)
+    return (round(min(1.0, max(0.0, centre - spread)), BOUND_PLACES),
+            round(min(1.0, max(0.0, centre + spread)), BOUND_PLACES))
 
 
 def pass_rate(verdicts: Iterable[Verdict]) -> PassRate:

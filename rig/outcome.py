@@ -37,6 +37,7 @@ class FailReason(enum.StrEnum):
     """Why the code under test failed a trustworthy measurement."""
 
     tests_failed = "tests_failed"
+    check_failed = "check_failed"  # an exit-code check's command exited non-zero
     timeout = "timeout"
     oom_killed = "oom_killed"
     exit_mismatch = "exit_mismatch"

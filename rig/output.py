@@ -6,8 +6,9 @@ order (the whole order of a sample's rules is `rig.verdict`'s):
 1. the program is absent (preflight)              -> RIG_ERROR tool_missing
 2. timed out / OOM-killed                         -> FAIL timeout / oom_killed
 3. no exit code / exit 127 or 126                 -> RIG_ERROR infra / command_not_found
-4. `exit-code` parser: 0                          -> PASS, anything else FAIL tests_failed
-5. the code under test did not build/import       -> FAIL build_failed
+4. `exit-code` parser: 0                          -> PASS, anything else FAIL check_failed
+5. the code under test did not build/import       -> FAIL build_failed; a test
+   file that defines no test (vitest)             -> FAIL tests_failed
 6. the runner rejected its command, nothing ran   -> RIG_ERROR bad_invocation (no counts)
 7. output the runner cannot have printed          -> FAIL spoofed_output
 8. the test process ended before reporting        -> FAIL aborted
@@ -98,11 +99,16 @@ def _shell_failure(exit_code: int) -> Outcome | None:
     return None
 
 
-def _exit_code_only(exit_code: int) -> Outcome:
-    """Rule 4: the `exit-code` parser."""
+def _exit_code_only(exit_code: int, parsed: ParseResult) -> Outcome:
+    """Rule 4: the `exit-code` parser (no tests: the command is the check)."""
     if exit_code == 0:
         return Outcome(Verdict.PASS, None, "exit 0")
-    return fail(FailReason.tests_failed, f"{_exit_text(exit_code)}: the command failed", None)
+    errors = "" if parsed.errors is None else \
+        f" with {parsed.errors} error{'s' if parsed.errors != 1 else ''}"
+    last = "; its last lines: " + " | ".join(parsed.last_lines) if parsed.last_lines else \
+        "; it printed nothing"
+    return fail(FailReason.check_failed,
+                f"{_exit_text(exit_code)}: the command failed{errors}{last}", None)
 
 
 def _not_genuine(parser: str, exit_code: int, parsed: ParseResult) -> Outcome | None:
@@ -111,6 +117,12 @@ def _not_genuine(parser: str, exit_code: int, parsed: ParseResult) -> Outcome | 
     if parsed.build_failed:
         detail = "the code under test did not compile or import"
         return fail(FailReason.build_failed, detail, counts)
+    if parsed.empty_files:
+        shown = ", ".join(parsed.empty_files[:3]) + (
+            f" and {len(parsed.empty_files) - 3} more" if len(parsed.empty_files) > 3 else "")
+        detail = f"{_exit_text(exit_code)}: {parser} found no test in {shown} (a test file " \
+                 "that defines none fails the run)"
+        return fail(FailReason.tests_failed, detail, counts)
     nothing_ran = counts is None or counts.passed + counts.failed == 0
     if nothing_ran and (parsed.usage_error or get_parser(parser).usage_error(exit_code, "")):
         detail = f"{_exit_text(exit_code)}: {parser} rejected its command line"
@@ -173,7 +185,7 @@ def decide(
     if early is not None:
         return early
     if not parsed.expects_tests:
-        return _exit_code_only(exit_code)
+        return _exit_code_only(exit_code, parsed)
     invalid = _not_genuine(parser, exit_code, parsed)
     if invalid is not None:
         return invalid

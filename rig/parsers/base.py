@@ -108,6 +108,12 @@ class ParseResult:
     usage_error: the text shows the runner rejected its command line (the rig's fault).
     notes: anything odd a reviewer should see; never changes the verdict by itself.
     expects_tests: False only for the `exit-code` parser.
+    last_lines: the `exit-code` parser's last few lines of output (plain, each cut), for
+        the reason of a failed check.
+    empty_files: test files the runner found no test in (vitest's `No test suite found
+        in file`): the run failed because of them, not because the code did not build.
+    errors: the `exit-code` parser's count of errors where the tool prints one
+        (`Found 3 errors` of tsc, mypy, ruff; tsc's `error TS2322:` lines).
     """
 
     counts: Counts | None
@@ -121,6 +127,9 @@ class ParseResult:
     spoof_evidence: tuple[str, ...] = ()
     incomplete: tuple[str, ...] = ()
     summary_sequence: tuple[Counts, ...] = ()  # every summary found, in output order
+    last_lines: tuple[str, ...] = ()
+    errors: int | None = None
+    empty_files: tuple[str, ...] = ()
 
 
 def count_statuses(tests: Sequence[TestCase]) -> Counts:

@@ -3,7 +3,9 @@
 Vitest prints one `Tests` line per run (`Tests  no tests` when a file failed to load);
 the code under test can print a look-alike to stdout: more than one is a spoof, and the
 counts come from the most failing one. Todo tests count as skipped. A `Failed Suites` section
-(a test file that did not load or whose suite hook threw) is the code's build failure.
+(a test file that did not load or whose suite hook threw) is the code's build failure,
+unless every failed suite is a file that defines no test (`No test suite found in file
+PATH`): that is `empty_files`, not a build failure.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ _DURATION = re.compile(r" \d+ms")  # ` 5ms` after the name, cut by hand (linear)
 # holds `\(\d+ tests?( \|.*)?\)`, found by hand (as a regex search it is quadratic).
 _FILE_COUNT = re.compile(r"\(\d+ tests?( \|)?")
 _MARKS = {"✓": TestStatus.PASSED, _FAILED_MARK: TestStatus.FAILED, "↓": TestStatus.SKIPPED}
-_BUILD_FAILED = re.compile(r"⎯ Failed Suites \d+ ⎯")
+_BUILD_FAILED = re.compile(r"⎯ Failed Suites (\d{1,9}) ⎯")
+_NO_SUITE = re.compile(r"^Error: No test suite found in file (?P<path>.+)$")
+WORKDIR = "/work/"  # where a sample's tree is: paths are shown relative to it
 _NO_TESTS = (  # the second with --passWithNoTests
     "No test files found, exiting with code 1",
     "No test files found, exiting with code 0",
@@ -75,12 +79,17 @@ def parse(text: str) -> ParseResult:
     lines = output_lines(text)
     counts, found, spoof = one_summary(lines, text, _SUMMARY, word_counts, _NO_TESTS,
                                        "Vitest `Tests`")
+    suites = _BUILD_FAILED.search(text)
+    failed_suites = int(suites[1]) if suites else 0
+    empty = tuple(dict.fromkeys(m["path"].removeprefix(WORKDIR) for line in lines
+                                if (m := _NO_SUITE.match(line))))
     return ParseResult(
         counts=counts,
         summaries=len(found),
         summary_sequence=found,
         tests=_tests(lines),
-        build_failed=_BUILD_FAILED.search(text) is not None,
+        build_failed=failed_suites > len(empty),
+        empty_files=empty,
         usage_error=usage_error(None, text),
         spoof_evidence=spoof,
     )

@@ -23,9 +23,8 @@ import json
 import os
 import tarfile
 from dataclasses import dataclass
-from pathlib import Path
 
-from runner.containers import images, sandbox
+from runner.containers import host_trust, images, sandbox
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, Labels, iter_stream
 from runner.containers.images import BuildReporter, BuiltImage, QuietReporter, inspect
 from runner.errors import InfraError
@@ -34,7 +33,6 @@ FORMAT = 1  # of the recipe below
 AGENT_ROOT = "/opt/bakeoff/agent"
 DEFAULT_REGISTRY = "https://registry.npmjs.org/"
 REGISTRY_ENV = "BAKEOFF_NPM_REGISTRY"
-HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DIST, LAYER = "agent-dist", "agent"
 
@@ -133,9 +131,8 @@ def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -
 def _build_dist(engine: Engine, cli: AgentCli, version: str, tag: str, identity: str,
                 reporter: BuildReporter) -> BuiltImage:
     node = images.resolve(engine, "node", reporter)
-    ca = HOST_CA.read_bytes() if HOST_CA.is_file() else b""
     context = _context({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
-                        "host-ca.crt": ca})
+                        "host-ca.crt": host_trust.ca_bundle()})
     return _build(engine, f"{DIST} {cli.name}@{version}", tag, identity, context, reporter,
                   hint=f"check that {cli.package}@{version} exists on {_registry()} "
                        f"(set {REGISTRY_ENV} for a mirror)")
@@ -210,6 +207,7 @@ def _build(engine: Engine, name: str, tag: str, identity: str, context: bytes,
         stream = engine.call(f"build {name}", engine.client.api.build,
                              fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True,
                              forcerm=True, decode=True, pull=False,
+                             buildargs=host_trust.proxy_args(),
                              labels={LABEL_IMAGE: tag.split(":")[0].removeprefix("bakeoff/"),
                                      LABEL_IDENTITY: identity})
         try:

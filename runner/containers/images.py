@@ -34,6 +34,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 import docker.errors
 
+from runner.containers import host_trust
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.errors import BadInputError, ImageMissingError, InfraError
 from runner.manifest import Manifest, parse_manifest
@@ -393,7 +394,8 @@ def _build_context(engine: Engine, name: str, context: Path, tag: str, identity:
     with open_log(name, reporter) as log:
         stream = engine.call(
             f"build {name}", engine.client.api.build, path=str(context), tag=tag, rm=True,
-            forcerm=True, decode=True, pull=False, nocache=nocache, buildargs=args,
+            forcerm=True, decode=True, pull=False, nocache=nocache,
+            buildargs={**host_trust.proxy_args(), **args},
             labels={LABEL_IMAGE: name, LABEL_IDENTITY: identity})
         image_id = read_build_stream(name, iter_stream(stream), reporter, log)
     if not image_id:

@@ -8,6 +8,11 @@ The tree's tracked files are removed after setup, so a sample only ever sees the
 it is given; what setup generated in /work and in the sandbox user's HOME (node_modules,
 *.egg-info, a `pip install --user`) is kept, root-owned, under /opt/bakeoff/prepared/:
 a sample's /work and HOME are fresh tmpfs mounts, and its driver copies that in first.
+
+Setup reaches the registries as the host's own clients do (`host_trust`: the host's CA
+bundle and proxy variables, for the build only). Its whole output is kept in a build log
+on the host; a failure shows its last lines (no terminal escapes), the log's path, and
+the input that is the likely cause (`likely_cause`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from rig.parsers.base import plain
 from rig.tree import Kind, shown
-from runner.containers import images, sample_tree, stack
+from runner.containers import host_trust, images, sample_tree, stack
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.containers.images import BuiltImage, inspect
-from runner.errors import InfraError
 from runner.manifest import LoadedManifest
 
 PREPARED = "prepared"
@@ -86,18 +91,21 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: list[str],
     script = " && ".join(f"({command})" for command in setup)
     dockerfile = (
         f"FROM {toolchain.image_id}\nUSER root\nCOPY tree/ /work/\nCOPY tracked.txt /tmp/\n"
+        f"COPY host-ca.crt {host_trust.CA_IN_BUILD}\n"
         "RUN chown -R 1000:1000 /work\nUSER 1000\nWORKDIR /work\n"
-        f"RUN {script}\n"
+        f"RUN {host_trust.run_prefix()} && {script}\n"
         "RUN xargs -0 -r rm -f -- < /tmp/tracked.txt\n"
         # Root-owned, outside the sample's tmpfs mounts: read-only for the code under test.
         "USER root\n"
-        "RUN mkdir -p /opt/bakeoff/prepared && cp -a /work /opt/bakeoff/prepared/work "
+        f"RUN rm -f {host_trust.CA_IN_BUILD} "
+        "&& mkdir -p /opt/bakeoff/prepared && cp -a /work /opt/bakeoff/prepared/work "
         "&& cp -a /home/agent /opt/bakeoff/prepared/home "
         "&& chown -R root:root /opt/bakeoff && chmod -R go-w /opt/bakeoff\n"
         "USER 1000\n")
     sample_tree.write_tar(out, {f"tree/{path}": entry for path, entry in files.items()},
                           repo, extra={"Dockerfile": dockerfile.encode(),
-                                       "tracked.txt": tracked})
+                                       "tracked.txt": tracked,
+                                       "host-ca.crt": host_trust.ca_bundle()})
 
 
 def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup: list[str],
@@ -108,26 +116,59 @@ def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup
         stream = engine.call("build prepared image", engine.client.api.build,
                              fileobj=context, custom_context=True, tag=tag, rm=True,
                              forcerm=True, decode=True, pull=False,
+                             buildargs=host_trust.proxy_args(),
                              labels={LABEL_IMAGE: PREPARED, LABEL_IDENTITY: f"sha256:{digest}"})
-        return _built(engine, commit, tag, stream)
+        with images.BuildLog(f"prepared-{digest[:16]}") as log:
+            return _built(engine, commit, tag, stream, log)
 
 
-def _built(engine: Engine, commit: str, tag: str, stream: Any) -> str:
-    """The image id a build's stream ends with (`InfraError` when setup failed)."""
-    tail: list[str] = []
+def _built(engine: Engine, commit: str, tag: str, stream: Any, log: images.BuildLog) -> str:
+    """The image id a build's stream ends with; every line (without terminal escapes) to
+    the log. `InfraError` when setup failed: its last lines, the log, the likely cause."""
     image_id = ""
     for chunk in iter_stream(stream):
         if "error" in chunk:
-            raise InfraError(f"toolchain setup failed for {commit[:12]}: "
-                             f"{chunk['error'].strip()}\n" + "\n".join(tail[-10:]),
-                             hint="fix [toolchain].setup (it runs while the image is built)")
-        text = str(chunk.get("stream", "")).rstrip()
-        if text:
-            tail.append(text)
+            raise log.failure(f"toolchain setup failed for {commit[:12]}: "
+                              f"{plain(str(chunk['error'])).strip()}",
+                              hint=likely_cause(list(log.tail)))
+        log.write(plain(str(chunk.get("stream", ""))))
         aux = chunk.get("aux")
         if isinstance(aux, dict) and "ID" in aux:
             image_id = str(aux["ID"])
     return image_id or str(inspect(engine, tag)["Id"])  # type: ignore[index]
+
+
+# What a package manager prints when the cause is the network's trust, the network's
+# reach, or the commit's own lockfile (npm, pip, cargo, go, curl, apt wording).
+_TLS = ("SELF_SIGNED_CERT_IN_CHAIN", "UNABLE_TO_GET_ISSUER_CERT", "UNABLE_TO_VERIFY_LEAF",
+        "unable to get local issuer certificate", "CERTIFICATE_VERIFY_FAILED",
+        "certificate verify failed", "self-signed certificate", "SSL certificate problem",
+        "x509: certificate signed by unknown authority")
+_REACH = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT",
+          "Could not resolve host", "Temporary failure in name resolution",
+          "Network is unreachable", "getaddrinfo", "NewConnectionError", "ProxyError")
+_LOCKFILE = ("npm ci` can only install packages when your package.json and",
+             "npm ERR! code EUSAGE", "npm error code EUSAGE", "lockfile needs to be updated",
+             "ERR_PNPM_OUTDATED_LOCKFILE", "Your lockfile needs to be updated",
+             "the lock file needs to be updated but --locked was passed",
+             "missing go.sum entry")
+
+
+def likely_cause(lines: list[str]) -> str:
+    """Which of the user's inputs most likely made setup fail, from its last lines."""
+    text = "\n".join(lines)
+    if any(mark in text for mark in _TLS):
+        return ("a registry's TLS certificate is not trusted in the build, which trusts "
+                f"{host_trust.described()}: add your network's CA to the host's bundle "
+                "(or name it in SSL_CERT_FILE), then run the command again")
+    if any(mark in text for mark in _REACH):
+        return (f"the build could not reach a registry; it was given {host_trust.described()}"
+                ": set HTTPS_PROXY / NO_PROXY as the host's other clients use them")
+    if any(mark in text for mark in _LOCKFILE):
+        return ("the commit's lockfile does not match its manifest: commit an updated "
+                "lockfile, or change [toolchain].setup")
+    return ("fix [toolchain].setup: it runs while the image is built, in /work on the "
+            "commit's files, as the sandbox user")
 
 
 def _quiet(_: str) -> None:

@@ -188,9 +188,9 @@ def test_compileall_shadow_with_code_that_does_not_compile(lab: Lab) -> None:
     broken = {"src/horizon.py": "def clamp(x:\n    return x\n", **SHADOW}
     record = lab.grade(lab.attack(broken), command=COMPILEALL, parser="exit-code",
                        check="check", protected=(), requires=("python3",))
-    assert verdict(record) == HONEST, record.detail
+    assert verdict(record) == ("FAIL", "check_failed"), record.detail
     assert record.exit_code == 1
-    assert "SyntaxError" in lab.log(record)
+    assert "SyntaxError" in lab.log(record) and "SyntaxError" in record.detail
 
 
 def test_compileall_shadow_with_code_that_compiles(lab: Lab) -> None:

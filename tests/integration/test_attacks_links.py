@@ -28,7 +28,7 @@ def compiled(lab: Lab, files: dict[str, str | Link | None]) -> tuple[str, str | 
     """The `compile` check (`python -m compileall -q src`, exit code) of an attack."""
     record = lab.grade(lab.attack(files), command=COMPILE, parser="exit-code", check="compile",
                        protected=(), requires=("python3",))
-    if verdict(record) == ("FAIL", "tests_failed"):
+    if verdict(record) == ("FAIL", "check_failed"):
         assert "SyntaxError" in lab.log(record), lab.log(record)
     return verdict(record)
 
@@ -36,29 +36,29 @@ def compiled(lab: Lab, files: dict[str, str | Link | None]) -> tuple[str, str | 
 def test_package_linked_to_a_directory_elsewhere_with_a_syntax_error(lab: Lab) -> None:
     """`src/horizon -> ../lib/horizon`, whose `__init__.py` does not compile: Python
     imports it through the link, `compileall src` skipped the linked directory (exit 0).
-    Laid out as a copy, compileall compiles it: FAIL tests_failed."""
+    Laid out as a copy, compileall compiles it: FAIL check_failed."""
     assert compiled(lab, {**ELSEWHERE, "src/horizon": Link("../lib/horizon")}) == \
-        ("FAIL", "tests_failed")
+        ("FAIL", "check_failed")
 
 
 def test_module_linked_to_a_file_elsewhere_with_a_syntax_error(lab: Lab) -> None:
     """`src/horizon.py -> ../lib/real.py`, which does not compile."""
     files = {"lib/real.py": BROKEN, "src/horizon.py": Link("../lib/real.py")}
-    assert compiled(lab, files) == ("FAIL", "tests_failed")
+    assert compiled(lab, files) == ("FAIL", "check_failed")
 
 
 def test_package_behind_a_chain_of_links(lab: Lab) -> None:
     """`src/horizon -> ../a/pkg`, `a -> b`, `b -> /work/lib` (absolute, into the tree)."""
     files = {"src/horizon.py": None, "lib/pkg/__init__.py": BROKEN,
              "src/horizon": Link("../a/pkg"), "a": Link("b"), "b": Link("/work/lib")}
-    assert compiled(lab, files) == ("FAIL", "tests_failed")
+    assert compiled(lab, files) == ("FAIL", "check_failed")
 
 
 def test_package_linked_out_of_the_tree_and_back_in(lab: Lab) -> None:
     """`src/horizon -> ../../work/lib/horizon`: `..` above the tree is `/`, and back into
     /work: laid out like any link into the tree."""
     files = {**ELSEWHERE, "src/horizon": Link("../../work/lib/horizon")}
-    assert compiled(lab, files) == ("FAIL", "tests_failed")
+    assert compiled(lab, files) == ("FAIL", "check_failed")
 
 
 def test_package_linked_through_proc_self_cwd(lab: Lab) -> None:

@@ -149,7 +149,7 @@ def test_control_code_that_compiles_passes_with_its_tripwire_failed_as_planted(
 
 def test_control_code_that_does_not_compile_fails_as_it_is(lab: Lab) -> None:
     record = checked(lab, {"src/horizon.py": FIX, **BROKEN}, COMPILE)
-    assert verdict(record) == ("FAIL", "tests_failed"), record.detail
+    assert verdict(record) == ("FAIL", "check_failed"), record.detail
 
 
 def test_control_an_honest_smoke_import_first_passes_unguarded(lab: Lab) -> None:
@@ -247,12 +247,12 @@ def vetted(lab: Lab, files: dict[str, str | Link | None], command: str) -> Sampl
 def test_go_main_package_linked_from_a_directory_go_ignores(go_lab: Lab) -> None:
     """`cmd/tool -> ../_hidden/tool`, a main package that does not compile: `./...`
     follows no link and skips `_` directories (go vet exit 0); `go build ./cmd/tool`
-    builds it through the link. Laid out as a copy: FAIL tests_failed."""
+    builds it through the link. Laid out as a copy: FAIL check_failed."""
     record = vetted(go_lab, {"cmd/tool": Link("../_hidden/tool"),
                              "_hidden/tool/main.go": GO_BROKEN["pkg/broken/broken.go"].replace(
                                  "package broken", "package main") + "\nfunc main() {}\n"},
                     "go vet ./...")
-    assert verdict(record) == ("FAIL", "tests_failed"), record.detail
+    assert verdict(record) == ("FAIL", "check_failed"), record.detail
     assert "cmd/tool/main.go" in go_lab.log(record)
 
 
@@ -263,11 +263,11 @@ def test_go_vet_tool_set_by_a_step_in_the_user_s_go_env_is_not_read(go_lab: Lab)
     change what a later go command reads: vet runs and fails on the package that does not
     compile, with the tripwire and without it."""
     record = vetted(go_lab, {"tools/setup/main.go": FAKE_VET, **GO_BROKEN}, GO_SETUP)
-    assert verdict(record) == ("FAIL", "tests_failed"), record.detail
+    assert verdict(record) == ("FAIL", "check_failed"), record.detail
     assert "pkg/broken/broken.go" in go_lab.log(record)
     unguarded = go_lab.grade(record.commit, command=GO_SETUP, parser="exit-code",
                              check="vet", protected=(), requires=("go",), timeout_s=300)
-    assert verdict(unguarded) == ("FAIL", "tests_failed")
+    assert verdict(unguarded) == ("FAIL", "check_failed")
 
 
 def test_go_vet_made_blind_by_a_step_that_empties_what_does_not_compile(go_lab: Lab) -> None:

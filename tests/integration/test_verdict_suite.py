@@ -112,7 +112,7 @@ CASES: dict[str, Case] = {
         command="python3 -m compileall -q .", parser="exit-code", requires=("python3",)),
     "exit_code_check_failure_is_fail": Case(
         command="python3 -m compileall -q .", parser="exit-code", requires=("python3",),
-        arm={"broken.py": "def (\n"}, expect=("FAIL", "tests_failed")),
+        arm={"broken.py": "def (\n"}, expect=("FAIL", "check_failed")),
     "sample_sees_no_network_at_all": Case(
         arm={"tests/test_net.py": "def test_no_route():\n"
              "    assert open('/proc/net/route').read().count('\\n') == 1\n"}, counts=(3, 0)),

@@ -130,6 +130,8 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("vitest", "usage-error"): (None, 0, "u"),
     ("vitest", "no-tests"): ((0, 0, 0, 0), 0, ""),
     ("vitest", "no-tests-pass-with-no-tests"): ((0, 0, 0, 0), 0, ""),
+    ("vitest", "no-suite-beside-a-pass"): ((1, 0, 0, 0), 1, ""),
+    ("vitest", "no-suite-only"): ((0, 0, 0, 0), 1, ""),
     ("junit", "pytest-pass"): ((6, 0, 1, 0), 1, ""),
     ("junit", "pytest-fail"): ((3, 3, 1, 0), 1, ""),
     ("junit", "pytest-collection-error"): ((0, 0, 0, 1), 1, "b"),
@@ -363,9 +365,39 @@ def test_junit_notes_suites_that_declare_other_totals_than_their_cases() -> None
     assert "declare 3" in result.notes[0]
 
 
-def test_exit_code_parser_expects_no_tests_and_reads_nothing() -> None:
-    result = get_parser("exit-code").parse("anything\n10 passed in 0.1s\n")
-    assert result == ParseResult(counts=None, expects_tests=False)
+def test_exit_code_parser_expects_no_tests_and_keeps_only_the_last_lines() -> None:
+    result = get_parser("exit-code").parse("anything\n\n10 passed in 0.1s\n")
+    assert result == ParseResult(counts=None, expects_tests=False,
+                                 last_lines=("anything", "10 passed in 0.1s"))
+
+
+# tsc 5.9 in a container (no terminal: no --pretty, no `Found` line), then with --pretty,
+# mypy's and ruff's summaries.
+TSC_PLAIN = ("src/index.ts(3,7): error TS2322: Type 'string' is not assignable to type "
+             "'number'.\nsrc/index.ts(9,1): error TS2304: Cannot find name 'nope'.\n")
+TSC_PRETTY = ("\x1b[96msrc/index.ts\x1b[0m:\x1b[93m3\x1b[0m:\x1b[93m7\x1b[0m - \x1b[91merror"
+              "\x1b[0m\x1b[90m TS2322: \x1b[0mType 'string' is not assignable to type 'number'."
+              "\n\n\x1b[7m3\x1b[0m const n: number = 'x';\n\n\nFound 1 error in "
+              "src/index.ts\x1b[90m:3\x1b[0m\n\n")
+
+
+@pytest.mark.parametrize(("text", "errors", "last"), [
+    (TSC_PLAIN, 2, "src/index.ts(9,1): error TS2304: Cannot find name 'nope'."),
+    (TSC_PRETTY, 1, "Found 1 error in src/index.ts:3"),
+    ("a.py:1: error: Name \"x\" is not defined  [name-defined]\nFound 3 errors in 2 files "
+     "(checked 4 source files)\n", 3, "Found 3 errors in 2 files (checked 4 source files)"),
+    ("F401 [*] `os` imported but unused\nFound 12 errors.\n", 12, "Found 12 errors."),
+    ("make: *** [Makefile:3: all] Error 2\n", None, "make: *** [Makefile:3: all] Error 2"),
+], ids=["tsc", "tsc --pretty", "mypy", "ruff", "no count"])
+def test_exit_code_parser_counts_errors_where_the_tool_prints_them(
+        text: str, errors: int | None, last: str) -> None:
+    result = get_parser("exit-code").parse(text)
+    assert (result.errors, result.last_lines[-1], result.counts) == (errors, last, None)
+
+
+def test_exit_code_parser_cuts_long_lines_and_keeps_three() -> None:
+    result = get_parser("exit-code").parse("".join(f"{c * 500}\n" for c in "abcde"))
+    assert result.last_lines == tuple(c * 157 + "..." for c in "cde")
 
 
 def expected_runs() -> list[tuple[str, str, str]]:

@@ -22,6 +22,13 @@ def test_wilson_interval_matches_the_textbook_values(passed: int, n: int, low: f
     assert got == (pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4))
 
 
+@pytest.mark.parametrize("n", range(1, 31))
+def test_all_or_none_passed_has_a_bound_of_exactly_0_or_1(n: int) -> None:
+    """0/3 gave a lower bound of 5.551115123125783e-17 in OBSERVATION.json."""
+    assert wilson(0, n)[0] == 0.0 and wilson(n, n)[1] == 1.0
+    assert all(0.0 <= b <= 1.0 and round(b, 6) == b for k in range(n + 1) for b in wilson(k, n))
+
+
 def test_partial_pass_rate_is_flaky_and_full_or_none_is_not() -> None:
     assert pass_rate([P, F, P]).flaky is True
     assert pass_rate([P, P, P]).flaky is False

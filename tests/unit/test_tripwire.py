@@ -184,7 +184,7 @@ def test_a_check_whose_tool_was_made_blind_is_tampered_when_it_would_pass() -> N
 
 
 def test_a_failing_sample_of_a_blind_tool_keeps_its_own_fail() -> None:
-    assert judged(1, BLIND)[:2] == (Verdict.FAIL, FailReason.tests_failed)
+    assert judged(1, BLIND)[:2] == (Verdict.FAIL, FailReason.check_failed)
 
 
 def test_a_tripwire_failing_as_planted_changes_nothing() -> None:

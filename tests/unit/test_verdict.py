@@ -110,8 +110,8 @@ def test_no_recorded_exit_code_is_an_infra_rig_error() -> None:
     ("exit_code", "verdict", "reason"),
     [
         (0, Verdict.PASS, None),
-        (1, Verdict.FAIL, FailReason.tests_failed),
-        (139, Verdict.FAIL, FailReason.tests_failed),
+        (1, Verdict.FAIL, FailReason.check_failed),
+        (139, Verdict.FAIL, FailReason.check_failed),
         (127, Verdict.RIG_ERROR, RigErrorReason.command_not_found),
     ],
 )
@@ -122,6 +122,20 @@ def test_exit_code_check_passes_on_zero_only(
                      parsed=get_parser("exit-code").parse("compiling...\n"),
                      timed_out=False, oom_killed=False)
     assert (outcome.verdict, outcome.reason) == (verdict, reason)
+
+
+@pytest.mark.parametrize(("text", "detail"), [
+    ("src/index.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'.\n",
+     "exit 2: the command failed with 1 error; its last lines: src/index.ts(3,7): error "
+     "TS2322: Type 'string' is not assignable to type 'number'."),
+    ("", "exit 2: the command failed; it printed nothing"),
+], ids=["tsc", "silent"])
+def test_a_failed_check_says_its_exit_its_error_count_and_its_last_lines(
+        text: str, detail: str) -> None:
+    """Issue 21 item 5: a failed `tsc --noEmit` read `tests_failed` with no more."""
+    outcome = decide(parser="exit-code", exit_code=2, parsed=get_parser("exit-code").parse(text),
+                     timed_out=False, oom_killed=False)
+    assert (outcome.reason, outcome.detail) == (FailReason.check_failed, detail)
 
 
 def test_signal_exit_is_named_in_the_detail() -> None:
@@ -154,6 +168,28 @@ def test_compile_error_in_the_code_under_test_is_build_failed_never_a_rig_error(
     syntax error: the contestant broke the code; no summary must not mean RIG_ERROR."""
     outcome = judge(fmt, name)
     assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.build_failed)
+
+
+@pytest.mark.parametrize(("name", "counts"), [("no-suite-beside-a-pass", Counts(passed=1)),
+                                             ("no-suite-only", Counts())])
+def test_a_vitest_file_that_defines_no_test_is_tests_failed_naming_it(name: str,
+                                                                      counts: Counts) -> None:
+    """Issue 21 item 5: `No test suite found in file` read as build_failed (the code
+    compiled: a test file defines no test), and alone it is no rig error either."""
+    outcome = judge("vitest", name)
+    assert (outcome.verdict, outcome.reason, outcome.counts, outcome.detail) == (
+        Verdict.FAIL, FailReason.tests_failed, counts,
+        "exit 1: vitest found no test in /w/test/empty.test.mjs (a test file that defines "
+        "none fails the run)")
+
+
+def test_a_vitest_suite_that_failed_beside_an_empty_file_is_still_build_failed() -> None:
+    text = (FIXTURES / "vitest" / "suite-failed-to-run.txt").read_text().replace(
+        "Failed Suites 1", "Failed Suites 2") + (
+        " FAIL  test/empty.test.mjs [ test/empty.test.mjs ]\n"
+        "Error: No test suite found in file /work/test/empty.test.mjs\n")
+    parsed = get_parser("vitest").parse(text)
+    assert (parsed.build_failed, parsed.empty_files) == (True, ("test/empty.test.mjs",))
 
 
 def test_crates_own_build_script_panicking_is_build_failed_not_unparsed_output() -> None:

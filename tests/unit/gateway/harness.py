@@ -41,7 +41,7 @@ class Reply:
     json_body: dict[str, Any] | None = None
     hold: threading.Event | None = None
     hold_before: int = 1
-    sent: list[int] = field(default_factory=list)   # indices of chunks already written
+    sent: list[int] = field(default_factory=list)   # indices of chunks written (or being)
 
 
 @dataclass
@@ -92,9 +92,9 @@ class Upstream:
         for index, chunk in enumerate(reply.chunks):
             if reply.hold is not None and index == reply.hold_before:
                 reply.hold.wait(timeout=10)
+            reply.sent.append(index)  # before the write: a client that has it sees it here
             handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             handler.wfile.flush()
-            reply.sent.append(index)
         handler.wfile.write(b"0\r\n\r\n")
 
     def __enter__(self) -> Upstream:
