@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rig.record import SampleRecord
-from rig.tree import Entry, Kind, directories
+from rig.tree import WORK, Entry, Kind, directories
 
 _STEPS = re.compile(r"&&|\|\||[;|&\n]")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -169,8 +169,8 @@ def _scope(args: list[str], tree: Mapping[str, Entry], dirs: set[str]) -> list[s
 
 
 def _path(word: str) -> str:
-    path = posixpath.normpath(word.removeprefix("/work/")).removeprefix("./")
-    return "" if path in (".", "/work") else path.rstrip("/")
+    path = posixpath.normpath(word.removeprefix(WORK)).removeprefix("./")
+    return "" if path in (".", WORK.rstrip("/")) else path.rstrip("/")
 
 
 def _glob(args: list[str], dirs: set[str], names: tuple[str, ...]) -> str | None:

@@ -22,6 +22,7 @@ from rig.parsers.base import (
     plain,
     word_counts,
 )
+from rig.tree import WORK
 
 _SUMMARY = re.compile(
     r"^\s*Tests  (?P<body>no tests|(?:\d{1,9} [a-z]+ \| )*\d{1,9} [a-z]+ \(\d+\))\s*$"
@@ -35,7 +36,6 @@ _FILE_COUNT = re.compile(r"\(\d+ tests?( \|)?")
 _MARKS = {"✓": TestStatus.PASSED, _FAILED_MARK: TestStatus.FAILED, "↓": TestStatus.SKIPPED}
 _BUILD_FAILED = re.compile(r"⎯ Failed Suites (\d{1,9}) ⎯")
 _NO_SUITE = re.compile(r"^Error: No test suite found in file (?P<path>.+)$")
-WORKDIR = "/work/"  # where a sample's tree is: paths are shown relative to it
 _NO_TESTS = (  # the second with --passWithNoTests
     "No test files found, exiting with code 1",
     "No test files found, exiting with code 0",
@@ -81,7 +81,7 @@ def parse(text: str) -> ParseResult:
                                        "Vitest `Tests`")
     suites = _BUILD_FAILED.search(text)
     failed_suites = int(suites[1]) if suites else 0
-    empty = tuple(dict.fromkeys(m["path"].removeprefix(WORKDIR) for line in lines
+    empty = tuple(dict.fromkeys(m["path"].removeprefix(WORK) for line in lines
                                 if (m := _NO_SUITE.match(line))))
     return ParseResult(
         counts=counts,

@@ -109,8 +109,8 @@ def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
                 "sha256:c.createHash(\"sha256\").update(b).digest(\"hex\"),"
                 "version_output:fs.readFileSync(\"/tmp/version.txt\",\"utf8\").trim()}))'")
     return (
-        f"FROM {node.image_id} AS fetch\nUSER root\nCOPY host-ca.crt /tmp/host-ca.crt\n"
-        "ENV NODE_EXTRA_CA_CERTS=/tmp/host-ca.crt npm_config_update_notifier=false "
+        f"FROM {node.image_id} AS fetch\nUSER root\nCOPY host-ca.crt {host_trust.CA_IN_BUILD}\n"
+        f"ENV NODE_EXTRA_CA_CERTS={host_trust.CA_IN_BUILD} npm_config_update_notifier=false "
         "npm_config_fund=false npm_config_audit=false\n"
         f"RUN mkdir -p /opt/npm /opt/agent/bin && cd /opt/npm && npm install --no-save "
         f"--ignore-scripts --registry {_registry()} {spec}\n"
@@ -124,18 +124,15 @@ def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -
     identity = dist_identity(cli, version)
     tag = f"bakeoff/{DIST}:{cli.name}-{version}"
     with images.build_lock(tag):
-        return _cached(engine, tag, identity) or _build_dist(engine, cli, version, tag,
-                                                             identity, reporter)
-
-
-def _build_dist(engine: Engine, cli: AgentCli, version: str, tag: str, identity: str,
-                reporter: BuildReporter) -> BuiltImage:
-    node = images.resolve(engine, "node", reporter)
-    context = _context({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
-                        "host-ca.crt": host_trust.ca_bundle()})
-    return _build(engine, f"{DIST} {cli.name}@{version}", tag, identity, context, reporter,
-                  hint=f"check that {cli.package}@{version} exists on {_registry()} "
-                       f"(set {REGISTRY_ENV} for a mirror)")
+        found = _cached(engine, tag, identity)
+        if found is not None:
+            return found
+        node = images.resolve(engine, "node", reporter)
+        context = _context({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
+                            "host-ca.crt": host_trust.ca_bundle()})
+        return _build(engine, f"{DIST} {cli.name}@{version}", tag, identity, context,
+                      reporter, hint=f"check that {cli.package}@{version} exists on "
+                                     f"{_registry()} (set {REGISTRY_ENV} for a mirror)")
 
 
 def layer_identity(base: BuiltImage, dist_image: BuiltImage) -> str:
@@ -151,23 +148,19 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
     identity = layer_identity(base, dist_image)
     tag = f"bakeoff/{LAYER}:{identity.removeprefix('sha256:')[:16]}"
     with images.build_lock(tag):
-        return _cached(engine, tag, identity) or _build_layer(engine, base, cli, version,
-                                                              dist_image, tag, identity, chosen)
-
-
-def _build_layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
-                 dist_image: BuiltImage, tag: str, identity: str,
-                 chosen: BuildReporter) -> BuiltImage:
-    attrs = inspect(engine, base.image_id) or {}
-    env = (attrs.get("Config") or {}).get("Env") or []
-    path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), DEFAULT_PATH)
-    extra = ":".join([f"{AGENT_ROOT}/bin", *(f"{AGENT_ROOT}/{p}" for p in cli.path)])
-    dockerfile = (f"FROM {base.image_id}\nUSER root\n"
-                  f"COPY --from={dist_image.tag} /opt/agent {AGENT_ROOT}\n"
-                  f"ENV PATH={extra}:{path}\nUSER {sandbox.SANDBOX_UID}\n")
-    return _build(engine, f"{LAYER} {cli.name}@{version}", tag, identity,
-                  _context({"Dockerfile": dockerfile.encode()}), chosen,
-                  hint="the agent layer is the arm's image plus the CLI's files")
+        found = _cached(engine, tag, identity)
+        if found is not None:
+            return found
+        attrs = inspect(engine, base.image_id) or {}
+        env = (attrs.get("Config") or {}).get("Env") or []
+        path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), DEFAULT_PATH)
+        extra = ":".join([f"{AGENT_ROOT}/bin", *(f"{AGENT_ROOT}/{p}" for p in cli.path)])
+        dockerfile = (f"FROM {base.image_id}\nUSER root\n"
+                      f"COPY --from={dist_image.tag} /opt/agent {AGENT_ROOT}\n"
+                      f"ENV PATH={extra}:{path}\nUSER {sandbox.SANDBOX_UID}\n")
+        return _build(engine, f"{LAYER} {cli.name}@{version}", tag, identity,
+                      _context({"Dockerfile": dockerfile.encode()}), chosen,
+                      hint="the agent layer is the arm's image plus the CLI's files")
 
 
 def installed(engine: Engine, image: BuiltImage, labels: Labels) -> InstalledCli:
@@ -210,10 +203,8 @@ def _build(engine: Engine, name: str, tag: str, identity: str, context: bytes,
                              buildargs=host_trust.proxy_args(),
                              labels={LABEL_IMAGE: tag.split(":")[0].removeprefix("bakeoff/"),
                                      LABEL_IDENTITY: identity})
-        try:
-            image_id = images.read_build_stream(name, iter_stream(stream), reporter, log)
-        except InfraError as error:
-            raise InfraError(str(error), hint=hint) from error
+        image_id = images.read_build_stream(name, iter_stream(stream), reporter, log,
+                                            hint=lambda _tail: hint)
     attrs = inspect(engine, tag)
     if attrs is None:
         raise InfraError(f"building {name} produced no image", hint=f"see {log.path}")

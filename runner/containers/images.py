@@ -25,7 +25,7 @@ import tempfile
 import time
 import tomllib
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,6 +34,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 import docker.errors
 
+from rig.parsers.base import plain
 from runner.containers import host_trust
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.errors import BadInputError, ImageMissingError, InfraError
@@ -324,7 +325,7 @@ def bootstrap_rootfs(reporter: BuildReporter, log: BuildLog) -> Path:
         shutil.rmtree(partial.parent, ignore_errors=True)
         raise log.failure(f"mmdebstrap took over {MMDEBSTRAP_TIMEOUT_S}s",
                           hint="check the Debian mirror is reachable") from error
-    log.write("\n".join((done.stdout, done.stderr)))
+    log.write(plain("\n".join((done.stdout, done.stderr))))
     if done.returncode != 0:
         shutil.rmtree(partial.parent, ignore_errors=True)
         raise log.failure(f"mmdebstrap failed (exit {done.returncode})",
@@ -380,44 +381,44 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
     tag = tag_for(name)
     reporter.start(name)
     with build_lock(tag):
-        return _build_context(engine, name, context, tag, identity, args, reporter, nocache)
-
-
-def _build_context(engine: Engine, name: str, context: Path, tag: str, identity: str,
-                   args: dict[str, str], reporter: BuildReporter, nocache: bool) -> BuiltImage:
-    existing = inspect(engine, tag)
-    labels = ((existing or {}).get("Config") or {}).get("Labels") or {}
-    if existing is not None and not nocache and labels.get(LABEL_IDENTITY) == identity:
-        built = BuiltImage(name, tag, existing["Id"], identity, cached=True)
+        existing = inspect(engine, tag)
+        labels = ((existing or {}).get("Config") or {}).get("Labels") or {}
+        if existing is not None and not nocache and labels.get(LABEL_IDENTITY) == identity:
+            built = BuiltImage(name, tag, existing["Id"], identity, cached=True)
+            reporter.done(built)
+            return built
+        with open_log(name, reporter) as log:
+            stream = engine.call(
+                f"build {name}", engine.client.api.build, path=str(context), tag=tag, rm=True,
+                forcerm=True, decode=True, pull=False, nocache=nocache,
+                buildargs={**host_trust.proxy_args(), **args},
+                labels={LABEL_IMAGE: name, LABEL_IDENTITY: identity})
+            image_id = read_build_stream(name, iter_stream(stream), reporter, log)
+        if not image_id:
+            attrs = inspect(engine, tag)
+            if attrs is None:
+                raise InfraError(f"building image {name} produced no image",
+                                 hint=f"see the build log {log.path}")
+            image_id = attrs["Id"]
+        built = BuiltImage(name, tag, image_id, identity, cached=False)
         reporter.done(built)
         return built
-    with open_log(name, reporter) as log:
-        stream = engine.call(
-            f"build {name}", engine.client.api.build, path=str(context), tag=tag, rm=True,
-            forcerm=True, decode=True, pull=False, nocache=nocache,
-            buildargs={**host_trust.proxy_args(), **args},
-            labels={LABEL_IMAGE: name, LABEL_IDENTITY: identity})
-        image_id = read_build_stream(name, iter_stream(stream), reporter, log)
-    if not image_id:
-        attrs = inspect(engine, tag)
-        if attrs is None:
-            raise InfraError(f"building image {name} produced no image",
-                             hint=f"see the build log {log.path}")
-        image_id = attrs["Id"]
-    built = BuiltImage(name, tag, image_id, identity, cached=False)
-    reporter.done(built)
-    return built
 
 
 def read_build_stream(name: str, chunks: Iterable[dict[str, Any]], reporter: BuildReporter,
-                      log: BuildLog) -> str:
+                      log: BuildLog, *, failed: str | None = None,
+                      hint: Callable[[list[str]], str] | None = None) -> str:
     """Every line of a decoded build stream to the log and the reporter; the image ID
-    (empty when the stream named none). A build error raises with the log's tail."""
+    (empty when the stream named none). A build error raises with the log's tail:
+    `failed` says what failed (building image NAME), `hint` what to fix from the tail
+    (images/NAME/Dockerfile)."""
     image_id = ""
     for chunk in chunks:
         if "error" in chunk:
-            raise log.failure(f"building image {name} failed: {str(chunk['error']).strip()}",
-                              hint=f"fix images/{name}/Dockerfile, then {BUILD_CMD} {name}")
+            error = plain(str(chunk["error"])).strip()
+            raise log.failure(f"{failed or f'building image {name} failed'}: {error}",
+                              hint=hint(list(log.tail)) if hint else
+                              f"fix images/{name}/Dockerfile, then {BUILD_CMD} {name}")
         _emit(log, reporter, name, str(chunk.get("stream", "")))
         aux = chunk.get("aux")
         if isinstance(aux, dict) and "ID" in aux:
@@ -426,6 +427,9 @@ def read_build_stream(name: str, chunks: Iterable[dict[str, Any]], reporter: Bui
 
 
 def _emit(log: BuildLog, reporter: BuildReporter, name: str, text: str) -> None:
+    """`text` of a build, without terminal escapes (npm's colours), to the log and the
+    reporter."""
+    text = plain(text)
     log.write(text)
     for line in text.splitlines():
         if line.strip():

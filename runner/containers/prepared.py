@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from rig.parsers.base import plain
 from rig.tree import Kind, shown
 from runner.containers import host_trust, images, sample_tree, stack
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
@@ -123,18 +122,11 @@ def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup
 
 
 def _built(engine: Engine, commit: str, tag: str, stream: Any, log: images.BuildLog) -> str:
-    """The image id a build's stream ends with; every line (without terminal escapes) to
-    the log. `InfraError` when setup failed: its last lines, the log, the likely cause."""
-    image_id = ""
-    for chunk in iter_stream(stream):
-        if "error" in chunk:
-            raise log.failure(f"toolchain setup failed for {commit[:12]}: "
-                              f"{plain(str(chunk['error'])).strip()}",
-                              hint=likely_cause(list(log.tail)))
-        log.write(plain(str(chunk.get("stream", ""))))
-        aux = chunk.get("aux")
-        if isinstance(aux, dict) and "ID" in aux:
-            image_id = str(aux["ID"])
+    """The image id a build's stream ends with; every line to the log. `InfraError` when
+    setup failed: its last lines, the log, the likely cause."""
+    image_id = images.read_build_stream(PREPARED, iter_stream(stream), images.QuietReporter(),
+                                        log, failed=f"toolchain setup failed for {commit[:12]}",
+                                        hint=likely_cause)
     return image_id or str(inspect(engine, tag)["Id"])  # type: ignore[index]
 
 
