@@ -29,7 +29,11 @@ def usage_error(exit_code: int | None, text: str) -> bool:
 
 
 def _cut(line: str) -> str:
-    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 3] + "..."
+    """A line of the output as a reason shows it: what the code under test printed is
+    the contestant's, so no control character (a bare CR, BEL, an OSC sequence's ESC
+    that `plain` does not know) reaches a record, a terminal or a report; cut to size."""
+    shown = "".join(c if c.isprintable() else " " for c in line)
+    return shown if len(shown) <= LINE_CHARS else shown[:LINE_CHARS - 3] + "..."
 
 
 def parse(text: str) -> ParseResult:

@@ -395,6 +395,13 @@ def test_exit_code_parser_counts_errors_where_the_tool_prints_them(
     assert (result.errors, result.last_lines[-1], result.counts) == (errors, last, None)
 
 
+def test_exit_code_parser_shows_no_control_character_the_output_holds() -> None:
+    """The last lines are the contestant's output: an OSC title sequence's ESC and BEL
+    are shown as spaces (a bare CR splits the line, as `splitlines` does)."""
+    result = get_parser("exit-code").parse("\x1b]0;PASS\x07error: x\rall good\x07\n")
+    assert result.last_lines == (" ]0;PASS error: x", "all good ")
+
+
 def test_exit_code_parser_cuts_long_lines_and_keeps_three() -> None:
     result = get_parser("exit-code").parse("".join(f"{c * 500}\n" for c in "abcde"))
     assert result.last_lines == tuple(c * 157 + "..." for c in "cde")
