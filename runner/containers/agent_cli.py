@@ -21,7 +21,6 @@ import hashlib
 import io
 import json
 import os
-import tarfile
 from dataclasses import dataclass
 
 from runner.containers import host_trust, images, sandbox
@@ -109,7 +108,8 @@ def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
                 "sha256:c.createHash(\"sha256\").update(b).digest(\"hex\"),"
                 "version_output:fs.readFileSync(\"/tmp/version.txt\",\"utf8\").trim()}))'")
     return (
-        f"FROM {node.image_id} AS fetch\nUSER root\nCOPY host-ca.crt {host_trust.CA_IN_BUILD}\n"
+        f"FROM {node.image_id} AS fetch\nUSER root\n"
+        f"COPY {images.HOST_CA} {host_trust.CA_IN_BUILD}\n"
         f"ENV NODE_EXTRA_CA_CERTS={host_trust.CA_IN_BUILD} npm_config_update_notifier=false "
         "npm_config_fund=false npm_config_audit=false\n"
         f"RUN mkdir -p /opt/npm /opt/agent/bin && cd /opt/npm && npm install --no-save "
@@ -128,8 +128,8 @@ def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -
         if found is not None:
             return found
         node = images.resolve(engine, "node", reporter)
-        context = _context({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
-                            "host-ca.crt": host_trust.ca_bundle()})
+        context = images.tar_of({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
+                                  images.HOST_CA: host_trust.ca_bundle()})
         return _build(engine, f"{DIST} {cli.name}@{version}", tag, identity, context,
                       reporter, hint=f"check that {cli.package}@{version} exists on "
                                      f"{_registry()} (set {REGISTRY_ENV} for a mirror)")
@@ -159,7 +159,7 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
                       f"COPY --from={dist_image.tag} /opt/agent {AGENT_ROOT}\n"
                       f"ENV PATH={extra}:{path}\nUSER {sandbox.SANDBOX_UID}\n")
         return _build(engine, f"{LAYER} {cli.name}@{version}", tag, identity,
-                      _context({"Dockerfile": dockerfile.encode()}), chosen,
+                      images.tar_of({"Dockerfile": dockerfile.encode()}), chosen,
                       hint="the agent layer is the arm's image plus the CLI's files")
 
 
@@ -182,15 +182,6 @@ def _cached(engine: Engine, tag: str, identity: str) -> BuiltImage | None:
         return None
     return BuiltImage(tag, tag, attrs["Id"], identity, cached=True)
 
-
-def _context(files: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
 
 
 def _build(engine: Engine, name: str, tag: str, identity: str, context: bytes,

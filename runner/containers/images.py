@@ -16,11 +16,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import time
 import tomllib
@@ -49,6 +51,7 @@ MMDEBSTRAP_TIMEOUT_S = 900
 BUILD_CMD = "bakeoff-sandbox images build"
 TAIL_LINES = 20  # of a failed build's output, in its error
 LOGS_KEPT = 10  # per image: older build logs are removed
+HOST_CA = "host-ca.crt"  # the host's CA bundle, in every build context that fetches
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,35 @@ def context_hash(directory: Path) -> str:
         digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def directory_context(directory: Path) -> bytes:
+    """An images/ build's context: the files of its directory (modes kept) and the host's
+    CA bundle as `host-ca.crt`, for a RUN that fetches over TLS (pip behind a
+    TLS-intercepting proxy): the Dockerfile copies it, names it to the client on that RUN
+    line only and removes it, as a prepared image's setup does (`host_trust`). The bundle
+    is the host's, not the image's: it is not part of the identity."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+            tar.add(path, arcname=path.relative_to(directory).as_posix(), recursive=False)
+        add_file(tar, HOST_CA, host_trust.ca_bundle())
+    return out.getvalue()
+
+
+def tar_of(files: dict[str, bytes]) -> bytes:
+    """A build context (or any small archive) holding `files`, mode 0644."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in files.items():
+            add_file(tar, name, data)
+    return out.getvalue()
+
+
+def add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
 
 
 def layers_digest(attrs: dict[str, Any]) -> str:
@@ -389,7 +421,8 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
             return built
         with open_log(name, reporter) as log:
             stream = engine.call(
-                f"build {name}", engine.client.api.build, path=str(context), tag=tag, rm=True,
+                f"build {name}", engine.client.api.build, fileobj=io.BytesIO(
+                    directory_context(context)), custom_context=True, tag=tag, rm=True,
                 forcerm=True, decode=True, pull=False, nocache=nocache,
                 buildargs={**host_trust.proxy_args(), **args},
                 labels={LABEL_IMAGE: name, LABEL_IDENTITY: identity})

@@ -90,7 +90,7 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: list[str],
     script = " && ".join(f"({command})" for command in setup)
     dockerfile = (
         f"FROM {toolchain.image_id}\nUSER root\nCOPY tree/ /work/\nCOPY tracked.txt /tmp/\n"
-        f"COPY host-ca.crt {host_trust.CA_IN_BUILD}\n"
+        f"COPY {images.HOST_CA} {host_trust.CA_IN_BUILD}\n"
         "RUN chown -R 1000:1000 /work\nUSER 1000\nWORKDIR /work\n"
         f"RUN {host_trust.run_prefix()} && {script}\n"
         "RUN xargs -0 -r rm -f -- < /tmp/tracked.txt\n"
@@ -104,7 +104,7 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: list[str],
     sample_tree.write_tar(out, {f"tree/{path}": entry for path, entry in files.items()},
                           repo, extra={"Dockerfile": dockerfile.encode(),
                                        "tracked.txt": tracked,
-                                       "host-ca.crt": host_trust.ca_bundle()})
+                                       images.HOST_CA: host_trust.ca_bundle()})
 
 
 def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup: list[str],

@@ -106,3 +106,29 @@ def test_a_second_build_of_a_tag_waits_for_the_first(tmp_path: Path,
 def _locked(tag: str, order: list[str]) -> None:
     with images.build_lock(tag):
         order.append(tag)
+
+
+def test_an_images_build_context_holds_its_files_with_modes_and_the_hosts_ca(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """images/ builds that fetch over TLS (pip behind an intercepting proxy) get the host's
+    CA bundle as `host-ca.crt`, like a prepared image's setup; an entrypoint keeps its mode.
+    The bundle is the host's: the identity (the directory's hash) does not include it."""
+    import io
+    import tarfile
+
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    context = tmp_path / "img"
+    (context / "sub").mkdir(parents=True)
+    (context / "Dockerfile").write_text("FROM x\n")
+    (context / "sub" / "entry.sh").write_text("#!/bin/sh\n")
+    (context / "sub" / "entry.sh").chmod(0o755)
+    before = images.context_hash(context)
+    with tarfile.open(fileobj=io.BytesIO(images.directory_context(context))) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert sorted(members) == ["Dockerfile", images.HOST_CA, "sub/entry.sh"]
+        assert members["sub/entry.sh"].mode & 0o777 == 0o755
+        handle = tar.extractfile(members[images.HOST_CA])
+        assert handle is not None and handle.read().startswith(ca.read_bytes())
+    assert images.context_hash(context) == before
