@@ -219,10 +219,33 @@ def _js_runner(runner: str, token: str, anchor: str, paths: Sequence[str], comma
     head = _js_import(runner, source)
     body = (f"{head}test({json.dumps(name)}, () => {{\n"
             "  throw new Error('expected 1, got 2');\n});\n")
+    listing: dict[str, object] = {}
+    if runner == "vitest":  # every test by id, passed ones too (the success criterion's)
+        preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
+        listing = {"files": ((preload, VITEST_VERBOSE),),
+                   "env": (("NODE_OPTIONS", f"--require {WORK}/{preload}"),)}
     return Canary(runner, token, path, body.encode(), "", name, notes=(
         f"{runner} lists no passing test: only a must-fail canary, in a process of its "
         "own (a filter that spares its name, or code that forces only the protected "
-        "tests, goes unseen outside the success criterion's check by id)",))
+        "tests, goes unseen outside the success criterion's check by id)",),
+        **listing)  # type: ignore[arg-type]
+
+
+# vitest's default reporter collapses a file whose tests all passed into one line: the
+# rig reads the protected tests by id, so the vitest CLI (and only it: not its workers,
+# not npm or tsc) lists every test, as `--reporter=verbose` does, unless the command
+# names a reporter of its own (then what it lists is what the base's listed too).
+VITEST_VERBOSE = rb"""'use strict';
+(function () {
+  const argv = process.argv;
+  if (!/(^|[\/])vitest(\.mjs)?$/.test(String(argv[1] || ''))) return;
+  const args = argv.slice(2);
+  if (args.some((a) => a === '--reporter' || a.startsWith('--reporter='))) return;
+  const sub = args.find((a) => !a.startsWith('-'));
+  if (['bench', 'init', 'list'].includes(sub)) return;
+  argv.push('--reporter=verbose');
+})();
+"""
 
 
 def _js_import(runner: str, source: str) -> str:

@@ -391,10 +391,16 @@ def run_preflight(executor: DockerSampleExecutor, loaded: LoadedManifest, change
 
 def _samples(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
              commit: str, base: str, who: str, stage: Path, say: Progress) -> list[SampleRecord]:
+    """The success criterion's samples of `commit` in the proofs' sample root `stage`. The
+    base's own run without diagnosis; the reference's graded as an arm's is, against the
+    baseline's samples (its protected tests by id, the differential rules): a reference
+    passes only where an honest arm's fix could."""
     plan = score_mod.check_plan(loaded, change, score_mod.SUCCESS)
     todo = score_mod.specs(loaded, change, who, plan, commit, base,
                          loaded.manifest.contract.samples)
-    return score_mod.run_all(executor, todo, stage, say, diagnose=False)
+    of_base = commit == base
+    return score_mod.run_all(executor, todo, stage, say, diagnose=not of_base,
+                             proofs=None if of_base else stage.parent.parent)
 
 
 def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, base: str,
