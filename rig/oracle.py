@@ -90,6 +90,9 @@ class SampleSpec:
     # plant), or what the check's tripwire run showed for the arm (`guard`).
     tripwire: Tripwire | None = None
     guard: Finding | None = None
+    # `[toolchain] build`: run on the arm's tree before the command (or the server), its
+    # output kept apart; a failure is the arm's FAIL build_failed.
+    build: tuple[str, ...] = ()
 
     @property
     def sample(self) -> str:
@@ -136,6 +139,8 @@ class Execution:
     stack: StackRecord | None = None  # the sample's stack, when it has one
     stack_detail: str = ""  # why the stack never got healthy
     stack_log: str = ""  # its services' log: kept apart, never parsed
+    build_exit: int | None = None  # `[toolchain] build`'s exit status (None: none ran)
+    build_log: str = ""  # its output: kept apart, never parsed
 
 
 class SampleExecutor(Protocol):
@@ -171,6 +176,8 @@ def evidence(spec: SampleSpec, execution: Execution) -> Evidence:
         infra_error=execution.infra_error, layout_failed=execution.layout_failed,
         server=execution.server, server_log=execution.server_log, stack=stack,
         stack_detail=execution.stack_detail, of_base=spec.commit == spec.base_commit,
+        build=" && ".join(spec.build), build_exit=execution.build_exit,
+        build_log=execution.build_log,
         ratchet=spec.ratchet, canary=execution.canary, observed=execution.observed,
         observation=_named(observer_mod.read(execution.observation)),
         by_id=spec.check == SUCCESS,
@@ -237,7 +244,7 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at
         diagnosis=None if base is None else {"base_sample": base.sample,
                                              "base_verdict": str(base.verdict),
                                              "base_reason": base.reason},
-        stack=execution.stack,
+        stack=execution.stack, build=list(spec.build), build_exit=execution.build_exit,
         **_metric_fields(spec, execution, log_name))
 
 
@@ -338,6 +345,8 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
         write_text_atomic(log_path.with_suffix(".server.log"), execution.server_log)
     if execution.stack_log:  # the same: the stack's services, beside the sample's log
         write_text_atomic(log_path.with_suffix(".stack.log"), execution.stack_log)
+    if execution.build_log:  # the same: `[toolchain] build`'s output
+        write_text_atomic(log_path.with_suffix(".build.log"), execution.build_log)
     for path, text in execution.files.items():  # what a ratchet read: kept to re-grade
         write_text_atomic(log_path.parent / collected_name(log_path.name, path), text)
     if execution.observation is not None:  # the observer's records, to re-grade
@@ -375,7 +384,8 @@ def base_run(record: SampleRecord) -> Base:
                 sessions=sessions if isinstance(sessions, int) else 0, anomalies=kinds,
                 plugins=tuple(str(p) for p in plugins) if isinstance(plugins, list) else (),
                 inipath=inipath if isinstance(inipath, str) else None,
-                tests=observer_mod.tests_of(record.tests), duplicates=record.duplicated)
+                tests=observer_mod.tests_of(record.tests), duplicates=record.duplicated,
+                build_failed=record.build_exit not in (None, 0))
 
 
 @dataclass(frozen=True)

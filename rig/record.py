@@ -97,6 +97,8 @@ class SampleRecord(BaseModel):
     tests: list[dict[str, str | bool]] = []
     duplicated: bool = False  # the runner's lines gave one test two outcomes
     observer: dict[str, object] | None = None  # pytest: sessions, anomalies, plugins, ini
+    build: list[str] = []  # `[toolchain] build`, run on the tree first (its log: N.build.log)
+    build_exit: int | None = None  # its exit status (None: no build ran)
 
     @model_validator(mode="before")
     @classmethod

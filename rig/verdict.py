@@ -11,6 +11,8 @@ Before any output is read (what the executor saw):
 2. the rig broke (engine, layout)                        -> RIG_ERROR infra (a layout
    the arm's tree broke: the base decides, rule 14)
 3. a required tool is not in the image                   -> RIG_ERROR tool_missing
+3b. `[toolchain] build` failed on the tree               -> FAIL build_failed, RIG_ERROR
+   bad_invocation when the base's build fails too (or it is the base's)
 4. no HTTP client for the server's health check          -> RIG_ERROR tool_missing (14)
 5. the server never answered its health check            -> FAIL server_unhealthy
 6. the stack never got healthy: the base's own           -> RIG_ERROR infra; an arm's
@@ -64,6 +66,7 @@ from rig.canary import Evidence as CanaryEvidence
 from rig.observer import NOTHING, RAN, Observation, Status, Test
 from rig.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
 from rig.output import before_parsing, decide, fail, rig_error, vouched
+from rig.parsers import exit_code as exit_code_parser
 from rig.parsers.base import ParseResult, TestCase, TestStatus
 
 __all__ = ["Base", "Counts", "Evidence", "FailReason", "Judged", "Outcome", "RigErrorReason",
@@ -110,6 +113,9 @@ class Evidence:
     # 7b, `rig.tripwire`), and what the rig already knows it could not check.
     blind: str | None = None
     unguarded: tuple[str, ...] = ()
+    build: str = ""  # `[toolchain] build`, when the sample ran one
+    build_exit: int | None = None
+    build_log: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,7 @@ class Base:
     inipath: str | None = None
     tests: tuple[Test, ...] = ()  # by id, canaries left out
     duplicates: bool = False  # its per-test lines named one test twice
+    build_failed: bool = False  # its `[toolchain] build` failed
 
     def against(self) -> str:
         return (f"the base in the same image gives {self.verdict}"
@@ -188,6 +195,40 @@ def _tools(e: Evidence, _: Base | None) -> Judged | None:
                           f"not on PATH in image {e.image}: {', '.join(e.missing_tools)}"))
 
 
+def _build(e: Evidence, base: Base | None) -> Judged | None:
+    """Rule 3b: `[toolchain] build` failed on the sample's tree (before the command or the
+    server ran): the arm's FAIL, unless the base's own build fails the same way."""
+    if e.build_exit in (None, 0):
+        return None
+    read = exit_code_parser.parse(e.build_log)  # its last lines and error count, as a check's
+    errors = "" if read.errors is None else \
+        f" with {read.errors} error{'s' if read.errors != 1 else ''}"
+    what = "timed out" if e.build_exit in (124, 137) else f"failed: exit {e.build_exit}"
+    tail = "; its last lines: " + " | ".join(read.last_lines) if read.last_lines else ""
+    return _unless_the_base(
+        e, base, f"the build ({e.build}) {what}{errors}{tail}", FailReason.build_failed,
+        RigErrorReason.bad_invocation, lambda b: b.build_failed,
+        own="it is the base's own tree: fix [toolchain].build",
+        too="the base's build fails too ({sample}): fix [toolchain].build",
+        fine=lambda b: "the base's build in the same image succeeds")
+
+
+def _unless_the_base(e: Evidence, base: Base | None, detail: str, reason: FailReason,
+                     rig: RigErrorReason, same: Callable[[Base], bool], *, own: str,
+                     too: str, fine: Callable[[Base], str]) -> Judged:
+    """The differential rule of a failure seen before any output: on the base's own tree
+    it is the rig's (`own` says why), an arm's is its FAIL `reason` unless the base's run
+    fails the same way (`same`; `too` says so, `{sample}` naming it)."""
+    if e.of_base:
+        return Judged(Outcome(Verdict.RIG_ERROR, rig, f"{detail}; {own}"))
+    if base is None:
+        return Judged(Outcome(Verdict.FAIL, reason, detail), needs_base=True)
+    if same(base):
+        return Judged(Outcome(Verdict.RIG_ERROR, rig,
+                              f"{detail}; {too.format(sample=base.sample)}"))
+    return Judged(Outcome(Verdict.FAIL, reason, f"{detail}; {fine(base)}"))
+
+
 def _server(e: Evidence, base: Base | None) -> Judged | None:
     if e.server == "no_http_client":
         judged = Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.tool_missing,
@@ -227,19 +268,12 @@ def _outlived(e: Evidence, base: Base | None) -> Judged | None:
     is root's, so only code that froze the sample (or a broken engine) gets here."""
     if not e.outlived:
         return None
-    detail = ("the sample outlived its deadline and was stopped by the host (the command "
-              "or what it left froze the sample)")
-    if e.of_base:
-        return Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
-                              f"{detail}; it is the base's own run: the rig's fault"))
-    if base is None:
-        return Judged(Outcome(Verdict.FAIL, FailReason.timeout, detail), needs_base=True)
-    if base.outlived:
-        return Judged(Outcome(Verdict.RIG_ERROR, RigErrorReason.infra,
-                              f"{detail}; the base's run outlived it too ({base.sample}): "
-                              "the rig's fault"))
-    return Judged(Outcome(Verdict.FAIL, FailReason.timeout,
-                          f"{detail}; {base.against()}, ending in time"))
+    return _unless_the_base(
+        e, base, "the sample outlived its deadline and was stopped by the host (the command "
+        "or what it left froze the sample)", FailReason.timeout, RigErrorReason.infra,
+        lambda b: b.outlived, own="it is the base's own run: the rig's fault",
+        too="the base's run outlived it too ({sample}): the rig's fault",
+        fine=lambda b: f"{b.against()}, ending in time")
 
 
 def _blind(e: Evidence, _: Base | None) -> Judged | None:
@@ -252,8 +286,8 @@ def _blind(e: Evidence, _: Base | None) -> Judged | None:
                           f"exit 0, but the check's tool was made blind: {e.blind}"))
 
 
-_BEFORE_OUTPUT: tuple[Rule, ...] = (_refused, _infra, _tools, _server, _stack, _outlived,
-                                    _blind)
+_BEFORE_OUTPUT: tuple[Rule, ...] = (_refused, _infra, _tools, _build, _server, _stack,
+                                    _outlived, _blind)
 
 
 # -- rule 8: a ratchet ---------------------------------------------------------------------

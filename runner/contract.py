@@ -13,7 +13,7 @@ from rig import ratchet
 from rig.contract import LockVersion
 from runner import workspace
 from runner.containers.images import BuiltImage
-from runner.containers.prepared import Toolchain
+from runner.containers.prepared import Toolchain, node_for
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
 from runner.store import records
@@ -28,8 +28,10 @@ def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltI
     `protected` entries frozen as the files they name at `base`, and its stack's service
     images by identity (`stack_images`, from `Toolchain.stack_images`; the arms' own
     stack's: `arm_stack_images`, from `Toolchain.arm_stack_images`)."""
+    node = node_for(loaded)
     full = contract_mod.build_contract(
         loaded, base_commit=base, image_identity=image.identity,
+        node=None if node is None else node.described(),
         read_at_base=functools.partial(workspace.file_at, loaded.repo_path, base),
         resolve_reference=functools.partial(workspace.commit_of, loaded.repo_path),
         # Other changes are dropped below; their globs may name files only later bases have.

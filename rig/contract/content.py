@@ -52,6 +52,12 @@ class ContractCheck(_Part):
     better: str | None
     tolerance: float
     junit: str | None
+    build: bool = True  # runs [toolchain] build first
+
+    @model_serializer(mode="wrap")
+    def _without_default_build(self, handler: SerializerFunctionWrapHandler
+                               ) -> dict[str, object]:
+        return _without_defaults(handler(self), {"build": True})
 
 
 class ContractServer(_Part):
@@ -77,8 +83,15 @@ class ContractStack(_Part):
 def _no_absent_stack(dumped: dict[str, object]) -> dict[str, object]:
     """A criterion or a toolchain without a stack hashes as it did before stacks existed:
     contracts frozen then still verify."""
-    if dumped.get("stack") is None:
-        dumped.pop("stack", None)
+    return _without_defaults(dumped, {"stack": None})
+
+
+def _without_defaults(dumped: dict[str, object],
+                      defaults: dict[str, object]) -> dict[str, object]:
+    """A key added later hashes as before it existed while it holds its default value."""
+    for key, default in defaults.items():
+        if key in dumped and dumped[key] == default:
+            dumped.pop(key)
     return dumped
 
 
@@ -89,10 +102,11 @@ class ContractSuccess(_Part):
     parser: str
     server: ContractServer | None
     stack: ContractStack | None = None
+    build: bool = True
 
     @model_serializer(mode="wrap")
     def _without_absent_stack(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        return _no_absent_stack(handler(self))
+        return _without_defaults(handler(self), {"stack": None, "build": True})
 
 
 class ContractChange(_Part):
@@ -108,17 +122,23 @@ class ContractChange(_Part):
 
 class ContractToolchain(_Part):
     """The image every container runs, by name and by identity; the arms' own stack
-    during dispatch (`[toolchain] stack`), when there is one."""
+    during dispatch (`[toolchain] stack`), when there is one; the Node it runs and where
+    that came from (a node toolchain); what samples keep of setup's output, and the build
+    each sample runs on the arm's tree."""
 
     image: str
     image_identity: str
     setup: list[str]
     requires: list[str]
     stack: ContractStack | None = None
+    node: str | None = None  # "Node 22.20.0 (.nvmrc: 22)"
+    keep: list[str] = Field(default_factory=list)
+    build: list[str] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _without_absent_stack(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        return _no_absent_stack(handler(self))
+        return _without_defaults(handler(self), {"stack": None, "node": None, "keep": [],
+                                                 "build": []})
 
 
 class ContractLimits(_Part):
@@ -168,8 +188,10 @@ def build_contract(
     read_at_base: ReadAtBase,
     resolve_reference: ResolveReference,
     protected_files: ProtectedFiles | None = None,
+    node: str | None = None,
 ) -> Contract:
-    """The contract of `loaded` at `base_commit`, with `image_identity` for its toolchain.
+    """The contract of `loaded` at `base_commit`, with `image_identity` for its toolchain
+    (and `node`, the Node it runs, described, for a node toolchain).
 
     `protected_files` gives the files each change's `protected` entries name at the base
     (the runner expands globs and directories there); by default the entries as written."""
@@ -193,7 +215,8 @@ def build_contract(
         toolchain=ContractToolchain(
             image=toolchain.image, image_identity=image_identity,
             setup=list(toolchain.setup), requires=list(toolchain.requires),
-            stack=_toolchain_stack(loaded),
+            stack=_toolchain_stack(loaded), node=node, keep=list(toolchain.keep),
+            build=list(toolchain.build),
         ),
         limits=ContractLimits(**manifest.limits.model_dump()),
         base_commit=base_commit,
@@ -229,6 +252,7 @@ def _check(check: Check) -> ContractCheck:
     return ContractCheck(
         name=check.name, run=check.run, parser=check.parser, kind=check.kind,
         metric=check.metric, better=check.better, tolerance=check.tolerance, junit=check.junit,
+        build=check.build,
     )
 
 
@@ -241,7 +265,7 @@ def _change(
     return ContractChange(
         id=change.id,
         success=ContractSuccess(run=success.run, parser=success.parser, server=server,
-                                stack=_stack(loaded, change)),
+                                stack=_stack(loaded, change), build=success.build),
         brief_sha256=_brief_sha256(loaded, change),
         protected={path: _sha256_or_absent(read_at_base(path)) for path in protected},
         reference=change.reference,

@@ -227,7 +227,7 @@ def spec_of(record: SampleRecord, loaded: LoadedManifest | None) -> SampleSpec:
                       contract=record.contract, server=server_of(record, loaded),
                       stack=stack_of(record), ratchet=ratchet_of(record, loaded),
                       harness="base" if record.harness == "base" else "arm",
-                      token=_token(record), guard=_guard(record))
+                      token=_token(record), guard=_guard(record), build=tuple(record.build))
 
 
 def _guard(record: SampleRecord) -> Finding | None:

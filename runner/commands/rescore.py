@@ -146,17 +146,17 @@ def rebuilt_images(engine: Engine, loaded: LoadedManifest, commits: list[str],
         raise BadInputError(f"{loaded.path}: toolchain.image {name!r} is not built from "
                             f"{images.images_dir()}, so --rebuild cannot rebuild it",
                             hint="rebuild that image yourself, then rescore without --rebuild")
-    toolchain = next(b for b in images.build(engine, [name], reporter, nocache=True)
-                     if b.name == name)
+    node = prepared.node_for(loaded)
+    wanted = images.with_variant(name, None if node is None else node.major)
+    toolchain = next(b for b in images.build(engine, [wanted], reporter, nocache=True)
+                     if b.name == wanted)
     say(f"rebuilt {toolchain.tag} without cache: {toolchain.image_id}")
-    setup = list(loaded.manifest.toolchain.setup)
+    setup = prepared.Setup.of(loaded.manifest.toolchain)
     removed: set[str] = set()
     fresh: dict[str, BuiltImage] = {}
     for commit in commits:
-        if setup:
-            digest = prepared.key(toolchain, setup,
-                                  prepared.dependency_hash(loaded.repo_path, commit))
-            tag = f"bakeoff/{prepared.PREPARED}:{digest[:16]}"
+        if setup.commands:
+            tag, _ = prepared.tag_of(loaded.repo_path, commit, toolchain, setup)
             if tag not in removed:
                 _remove_prepared(engine, tag)
                 removed.add(tag)

@@ -66,19 +66,20 @@ class CheckPlan:
     name: str
     command: str
     parser: str
+    build: bool = True  # runs [toolchain] build first
 
 
 def check_plan(loaded: LoadedManifest, change: str, check: str) -> CheckPlan:
     """The command and parser of `check` (or the change's success criterion)."""
     if check == SUCCESS:
         success = loaded.change(change).success
-        return CheckPlan(SUCCESS, success.run, success.parser)
+        return CheckPlan(SUCCESS, success.run, success.parser, success.build)
     for item in loaded.manifest.checks:
         if item.name == check:
             if item.parser is None:
                 raise BadInputError(f"check {check!r} has no parser (a ratchet?)",
                                     hint="score a test check or `success`")
-            return CheckPlan(item.name, item.run, item.parser)
+            return CheckPlan(item.name, item.run, item.parser, item.build)
     known = ", ".join([SUCCESS, *(c.name for c in loaded.manifest.checks)])
     raise BadInputError(f"{loaded.path}: no check {check!r}", hint=f"use one of: {known}")
 
@@ -127,7 +128,8 @@ def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit
                        timeout_s=manifest.limits.check_timeout_s, protected=protected,
                        requires=tuple(manifest.toolchain.requires), contract=graded_under,
                        server=serve, stack=stack_of(loaded, change) if plan.name == SUCCESS
-                       else None, harness="base")
+                       else None, harness="base",
+                       build=tuple(manifest.toolchain.build) if plan.build else ())
             for n in range(1, samples + 1)]
 
 
@@ -336,7 +338,7 @@ def plans(loaded: LoadedManifest, change: str) -> list[CheckPlan]:
     in the checks dim), graded on its metric by `rig.ratchet`, never by a parser."""
     return [check_plan(loaded, change, SUCCESS),
             *(check_plan(loaded, change, c.name) if c.kind == "test"
-              else CheckPlan(c.name, c.run, METRIC_PARSER)
+              else CheckPlan(c.name, c.run, METRIC_PARSER, c.build)
               for c in loaded.manifest.checks)]
 
 

@@ -48,6 +48,12 @@ RIG_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME":
 HEAD_PROBE = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
               "rev-parse", "--verify", "-q", "HEAD^{commit}"]
 
+PREPARED = "/opt/bakeoff/prepared"  # `runner.containers.prepared.PREPARED_DIR`
+# The paths setup's dependencies occupy, as excludes (appended to a file named after it):
+# the bundler's fresh repository never adds them, whatever the arm's .gitignore says.
+EXCLUDE_KEPT = (f"[ ! -f {PREPARED}/kept.txt ] || cut -f2 {PREPARED}/kept.txt | "
+                "sed 's|^|/|' >>")
+
 # $1 = the base commit, $2 = the bundle's ref. Empties /work (and the new HOME) first, so
 # a redo starts from exactly what `up` made.
 INIT_SCRIPT = f"""
@@ -57,9 +63,10 @@ command -v git >/dev/null || {{ echo "the image has no git" >&2; exit 10; }}
 wipe() {{ chmod -R u+rwX "$1" 2>/dev/null || true
          find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} + ; }}
 wipe /work
+home=/home/agent; [ ! -d {PREPARED}/home ] || home={PREPARED}/home
 if [ -d {NEW_HOME} ]; then
   wipe {NEW_HOME}
-  [ ! -d /home/agent ] || cp -R --preserve=mode,timestamps,links /home/agent/. {NEW_HOME}/
+  [ ! -d "$home" ] || cp -R --preserve=mode,timestamps,links "$home"/. {NEW_HOME}/
 fi
 cd /work
 git init -q -b {ARM_BRANCH}
@@ -67,6 +74,12 @@ git -c core.logAllRefUpdates=false fetch -q --no-tags {BASE_BUNDLE} "$ref"
 git -c core.logAllRefUpdates=false reset -q --hard "$base"
 rm -rf .git/FETCH_HEAD .git/logs
 test "$(git rev-parse HEAD)" = "$base"
+# The dependencies setup installed, as a sample has them (links to the image's, copies of
+# what a tool writes in), never part of the arm's work.
+for d in skel copy; do
+  [ ! -d {PREPARED}/$d ] || cp -R --preserve=mode,links {PREPARED}/$d/. /work/
+done
+{EXCLUDE_KEPT} .git/info/exclude
 """
 
 # $1 = base, $2 = the stranded-work message, $3 = the bundle cap in bytes, then the
@@ -84,6 +97,7 @@ head=$(git --git-dir=$arm -c core.fsmonitor=false -c core.hooksPath=/dev/null \\
 say head "$head"
 git init -q --bare $fresh || exit 3
 echo $arm/objects > $fresh/objects/info/alternates
+{EXCLUDE_KEPT} $fresh/info/exclude
 export GIT_DIR=$fresh GIT_WORK_TREE=/work GIT_INDEX_FILE=/tmp/index
 git cat-file -e "$base^{{commit}}" 2>/dev/null || stop base-missing
 cd /work

@@ -115,7 +115,7 @@ class BuildLog:
         root = directory or logs_dir()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.name = name
-        self.path = root / f"{name}-{stamp}-{os.getpid()}.log"
+        self.path = root / f"{name.replace(':', '-')}-{stamp}-{os.getpid()}.log"
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -123,7 +123,7 @@ class BuildLog:
         except OSError as error:
             raise InfraError(f"cannot write the build log of image {name}: {error}",
                              hint="make ~/.cache writable, or set XDG_CACHE_HOME") from error
-        _prune(root, name, keep=self.path)
+        _prune(root, name.replace(':', '-'), keep=self.path)
 
     def __enter__(self) -> BuildLog:
         return self
@@ -182,8 +182,49 @@ def images_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "images"
 
 
-def tag_for(name: str) -> str:
-    return BASE_TAG if name == BASE else f"bakeoff/{name}:latest"
+def tag_for(name: str, directory: Path | None = None) -> str:
+    """The tag of a buildable name: `node` -> bakeoff/node:latest, `node:22` (a variant,
+    `variants.toml`) -> bakeoff/node:22, the default variant's is `latest`."""
+    if name == BASE:
+        return BASE_TAG
+    folder, variant = split_name(name)
+    if variant is None or variant == variants_of(folder, directory).default:
+        return f"bakeoff/{folder}:latest"
+    return f"bakeoff/{folder}:{variant}"
+
+
+@dataclass(frozen=True)
+class Variants:
+    """The variants of an images/ image (`variants.toml` beside its Dockerfile): one build
+    argument, its default (the `latest` tag) and the values it may take."""
+
+    arg: str = ""
+    default: str = ""
+    values: tuple[str, ...] = ()
+
+    def args(self, variant: str | None) -> dict[str, str]:
+        """The build arguments of a variant (none for the default: its identity is the
+        image's without variants)."""
+        return {} if variant in (None, self.default) else {self.arg: str(variant)}
+
+
+def variants_of(name: str, directory: Path | None = None) -> Variants:
+    path = (directory or images_dir()) / name / "variants.toml"
+    if not path.is_file():
+        return Variants()
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return Variants(str(data["arg"]), str(data["default"]),
+                    tuple(str(v) for v in data["values"]))
+
+
+def split_name(name: str) -> tuple[str, str | None]:
+    """`node:22` -> (node, 22); `node` -> (node, None)."""
+    directory, colon, variant = name.partition(":")
+    return directory, (variant if colon else None)
+
+
+def with_variant(name: str, variant: str | None) -> str:
+    return name if variant is None else f"{name}:{variant}"
 
 
 def known_names(directory: Path | None = None) -> list[str]:
@@ -253,18 +294,19 @@ def inspect(engine: Engine, ref: str) -> dict[str, Any] | None:
     return attrs
 
 
-def ref_for(name_or_ref: str) -> str:
-    """The tag a toolchain/database name stands for (`go` -> bakeoff/go:latest); a
-    reference (anything with `/` or `:`) is itself."""
-    return tag_for(name_or_ref) if "/" not in name_or_ref and ":" not in name_or_ref \
-        else name_or_ref
+def ref_for(name_or_ref: str, variant: str | None = None) -> str:
+    """The tag a toolchain/database name stands for (`go` -> bakeoff/go:latest; `node`
+    with variant 22 -> bakeoff/node:22); a reference (anything with `/` or `:`) is
+    itself."""
+    if "/" in name_or_ref or ":" in name_or_ref:
+        return name_or_ref
+    return tag_for(with_variant(name_or_ref, variant))
 
 
 def project_name(name_or_ref: str, directory: Path | None = None) -> str | None:
     """The images/ directory a name or tag of ours is built from, else None (not ours)."""
-    ref = ref_for(name_or_ref)
-    name = name_of(ref)
-    return name if name is not None and name in known_names(directory) else None
+    name = name_of(ref_for(name_or_ref), directory)
+    return None if name is None else split_name(name)[0]
 
 
 def needed(manifest: Manifest, directory: Path | None = None) -> list[str]:
@@ -285,17 +327,18 @@ def needed_by_file(path: Path, directory: Path | None = None) -> list[str]:
     return needed(parse_manifest(data, path), directory)
 
 
-def resolve(engine: Engine, name_or_ref: str, reporter: BuildReporter | None = None
-            ) -> BuiltImage:
-    """The local image for a toolchain name (or any reference). Never pulls.
+def resolve(engine: Engine, name_or_ref: str, reporter: BuildReporter | None = None,
+            variant: str | None = None) -> BuiltImage:
+    """The local image for a toolchain name (or any reference), in `variant` when the
+    image has variants (`node` 22). Never pulls.
 
     A missing project image (a directory under images/) is built here, on first use,
-    exactly as `images build NAME` would (reported to `reporter`, else to the one
-    `reporting` installed); any other missing image is an `ImageMissingError`."""
-    ref = ref_for(name_or_ref)
+    exactly as `images build NAME[:VARIANT]` would (reported to `reporter`, else to the
+    one `reporting` installed); any other missing image is an `ImageMissingError`."""
+    ref = ref_for(name_or_ref, variant)
     attrs = inspect(engine, ref)
     if attrs is None:
-        name = project_name(name_or_ref)
+        name = name_of(ref)
         if name is None:
             raise ImageMissingError(ref, _how_to_get(name_or_ref, ref))
         chosen = reporter or _FIRST_USE.get() or QuietReporter()
@@ -403,14 +446,16 @@ def _make_base(engine: Engine, reporter: BuildReporter, log: BuildLog,
 
 def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildReporter,
                 *, nocache: bool = False, directory: Path | None = None) -> BuiltImage:
-    """Build images/<name> FROM the base. Unchanged inputs are a cache hit (no build)."""
-    context = (directory or images_dir()) / name
+    """Build images/<name> FROM the base (`name` may be NAME:VARIANT: the variant's build
+    argument is set). Unchanged inputs are a cache hit (no build)."""
+    folder, variant = split_name(name)
+    context = (directory or images_dir()) / folder
     if not (context / "Dockerfile").is_file():
-        raise InfraError(f"no Dockerfile for image {name!r} in {context.parent}",
+        raise InfraError(f"no Dockerfile for image {folder!r} in {context.parent}",
                          hint=f"known images: {', '.join(known_names(context.parent))}")
-    args = {"BASE_IMAGE": base.tag}
+    args = {"BASE_IMAGE": base.tag, **variants_of(folder, context.parent).args(variant)}
     identity = identity_of(base.identity, context_hash(context), args)
-    tag = tag_for(name)
+    tag = tag_for(name, context.parent)
     reporter.start(name)
     with build_lock(tag):
         existing = inspect(engine, tag)
@@ -425,7 +470,7 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
                     directory_context(context)), custom_context=True, tag=tag, rm=True,
                 forcerm=True, decode=True, pull=False, nocache=nocache,
                 buildargs={**host_trust.proxy_args(), **args},
-                labels={LABEL_IMAGE: name, LABEL_IDENTITY: identity})
+                labels={LABEL_IMAGE: folder, LABEL_IDENTITY: identity})
             image_id = read_build_stream(name, iter_stream(stream), reporter, log)
         if not image_id:
             attrs = inspect(engine, tag)
@@ -474,26 +519,46 @@ def build(engine: Engine, names: list[str], reporter: BuildReporter, *, nocache:
     """Build the named images (all when empty), base first."""
     known = known_names()
     wanted = names or known
-    unknown = [n for n in wanted if n not in known]
+    unknown = [n for n in wanted if not _buildable(n, known)]
     if unknown:
         raise InfraError(f"unknown image(s): {', '.join(unknown)}",
-                         hint=f"known images: {', '.join(known)}")
+                         hint=f"known images: {', '.join(known)}; variants: "
+                              f"{_variants_text(known)}")
     base = build_base(engine, reporter, base_ref or os.environ.get("BAKEOFF_BASE_IMAGE"))
     results = [base] if BASE in wanted else []
-    for name in (n for n in known if n in wanted and n != BASE):
+    order = {name: index for index, name in enumerate(known)}
+    for name in sorted((n for n in wanted if n != BASE),
+                       key=lambda n: (order[split_name(n)[0]], n)):
         results.append(build_image(engine, name, base, reporter, nocache=nocache))
     return results
 
 
-def name_of(tag: str) -> str | None:
-    """The images/ name a tag of ours was built from (`bakeoff/python:latest` -> python;
-    `bakeoff/python`, as a compose file writes it, is docker's `:latest` too)."""
+def _buildable(name: str, known: list[str]) -> bool:
+    folder, variant = split_name(name)
+    return folder in known and (variant is None or variant in variants_of(folder).values)
+
+
+def _variants_text(known: list[str]) -> str:
+    found = [f"{name}:{'|'.join(v.values)}" for name in known
+             if (v := variants_of(name)).values]
+    return ", ".join(found) or "none"
+
+
+def name_of(tag: str, directory: Path | None = None) -> str | None:
+    """The buildable name a tag of ours stands for (`bakeoff/python:latest` -> python;
+    `bakeoff/python`, as a compose file writes it, is docker's `:latest` too;
+    `bakeoff/node:22` -> node:22, a variant of images/node), else None (not ours)."""
     if tag == BASE_TAG:
         return BASE
     repository, _, version = tag.partition(":")
-    if repository.startswith("bakeoff/") and version in ("latest", ""):
-        return repository.removeprefix("bakeoff/")
-    return None
+    if not repository.startswith("bakeoff/"):
+        return None
+    folder = repository.removeprefix("bakeoff/")
+    if folder not in known_names(directory):
+        return None
+    if version in ("latest", ""):
+        return folder
+    return f"{folder}:{version}" if version in variants_of(folder, directory).values else None
 
 
 def remove_ours(engine: Engine, ref: str) -> bool:

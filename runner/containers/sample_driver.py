@@ -56,6 +56,7 @@ from typing import IO
 OUT = "/var/lib/bakeoff/out"
 OBS = "/bakeoff/obs"  # the observer's socket directory (tmpfs, root's)
 MARK = b"bakeoff-out:"  # the one stdout line of the driver: a base64 tar of OUT
+BUILT = b"bakeoff-built:"  # a server's driver: its build ended, with this status
 IN = "/bakeoff/in"
 RUN = "/bakeoff/run"
 HEAD_BYTES = 1024 * 1024
@@ -81,10 +82,14 @@ finish() {
   exit "$1"
 }
 mkdir -p "$out/files" && chmod 0700 "$out" "$run" || finish 125
-# The tree: a prepared image's setup output first, then the commit's files over it.
-if [ -d /opt/bakeoff/prepared/work ]; then cp -a /opt/bakeoff/prepared/work/. /work/; fi
-if [ -d /opt/bakeoff/prepared/home ]; then cp -a /opt/bakeoff/prepared/home/. "$HOME"/; fi
-tar -x --no-same-owner -f "$in/tree.tar" -C /work || finish 125
+# The tree: what a prepared image's setup installed first (skel/: links to its dependency
+# directories, shared read-only; copy/: what a tool writes in, e.g. cargo's target/; work/:
+# an image of an earlier layout, whole), then the commit's files over it, each newer than
+# anything setup built (-m: a build tool sees the arm's sources as changed).
+p=/opt/bakeoff/prepared
+for d in work skel copy; do if [ -d "$p/$d" ]; then cp -a "$p/$d/." /work/ || finish 125; fi; done
+if [ -d "$p/home" ]; then cp -a "$p/home/." "$HOME"/ || finish 125; fi
+tar -x -m --no-same-owner -f "$in/tree.tar" -C /work || finish 125
 chown -R -h "$ug" /work "$HOME" || finish 125
 # Installed packages are not the sandbox user's to rewrite for the next process (a test
 # file's process patching a module another's imports): every node_modules is root's, but
@@ -117,6 +122,11 @@ if [ -s "$in/user-site" ]; then  # the image's python, asked once per image by t
 fi
 cd /work || finish 125
 : > "$out/ready"
+if [ "$mode" = shell ] || [ "$mode" = exec ]; then
+  if [ -s "$in/build.sh" ]; then  # as the sample had it: the build first, on the terminal
+    timeout -k 5 "$t" $AS sh "$in/build.sh" || echo "bakeoff: the build failed (exit $?)" >&2
+  fi
+fi
 if [ "$mode" = shell ]; then
   if command -v bash >/dev/null 2>&1; then exec $AS bash; fi
   exec $AS sh
@@ -133,9 +143,24 @@ keep() {  # $1 file, $2 destination: its head and tail, and how much was left ou
     cat "$1" > "$2"
   fi
 }
+build() {  # [toolchain] build on the arm's tree, before the command or the server; its
+  # output apart (never parsed), its status in $out/build; nothing it started outlives it
+  [ -s "$in/build.sh" ] || return 0
+  timeout -k 5 "$t" $AS sh "$in/build.sh" > "$run/build.log" 2>&1 < /dev/null
+  b=$?
+  as sh -c 'kill -9 -1' 2>/dev/null
+  keep "$run/build.log" "$out/build.log"
+  echo "$b" > "$out/build"
+  return "$b"
+}
 if [ "$mode" = serve ]; then  # the server's own container: its own tree, nothing shared
   s="$6"; pv="$8"; port="$9"
   export "$pv=$port"
+  if [ -s "$in/build.sh" ]; then  # the executor starts the criterion once this says 0
+    build; b=$?
+    echo "bakeoff-built:$b"
+    if [ "$b" != 0 ]; then trap 'finish 0' TERM INT; while :; do sleep 1 & wait; done; fi
+  fi
   as sh -c "$s" > "$run/server.log" 2>&1 < /dev/null &
   trap 'as sh -c "kill -9 -1" 2>/dev/null; keep "$run/server.log" "$out/server.log"; finish 0' \
     TERM INT
@@ -166,6 +191,7 @@ if [ -n "${6:-}" ]; then  # the criterion's container, in the server's network n
   echo "$state" > "$out/server"
   if [ "$state" != healthy ]; then : > "$out/log"; finish 0; fi
 fi
+if [ -z "${6:-}" ] && ! build; then : > "$out/log"; finish 0; fi  # a server's ran there
 reader=""
 if [ "$observe" = observe ]; then  # root's end of the observer, before anything of the tree runs
   python3 -I -S "$in/observe/reader.py" "$obs/sock" "$out/observer.jsonl" "$OBSERVED" \

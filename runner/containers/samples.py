@@ -28,6 +28,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ HOME = sandbox.HOME
 IN_DIR, RUN_DIR = sample_driver.IN, sample_driver.RUN
 RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head and tail
 HOST_GRACE_S = 60
+LINE_KEPT = 4096  # of a line of a server's driver read while it runs
 SERVER_PORTS = (20000, 60000)
 # The driver starts as root with these alone (to lay the tree out, drop to the sandbox
 # user, and end its command at the deadline); the command runs with none.
@@ -200,8 +202,12 @@ class DockerSampleExecutor:
         outputs, problem = ran.outputs, ran.layout_failed
         log = (f"bakeoff-rig: not on PATH in {self.image.tag}: {' '.join(missing)}\n"
                if missing else outputs.text("log"))
+        build = outputs.text("build").strip()
+        build_exit = int(build) if build.isdigit() else None
         return Execution(
-            exit_code=ran.exit_code, log=log, duration_s=time.monotonic() - started,
+            exit_code=ran.exit_code if build_exit in (None, 0) else None, log=log,
+            duration_s=time.monotonic() - started, build_exit=build_exit,
+            build_log=outputs.text("build.log"),
             server=(outputs.text("server").strip() or "none") if spec.server else "none",
             server_log=outputs.text("server.log"), timed_out=ran.timed_out,
             oom_killed=ran.oom_killed, program_present=program is None or program not in missing,
@@ -331,6 +337,8 @@ class DockerSampleExecutor:
         (inputs / "root-dirs").write_bytes(sample_tree.nul_list(built.root_dirs))
         (inputs / "collect").write_text("".join(f"{p}\n" for p in spec.collect))
         (inputs / "driver.sh").write_text(sample_driver.script())
+        if spec.build:  # one command a line, the first failure ends it
+            (inputs / "build.sh").write_text("set -e\n" + "".join(f"{c}\n" for c in spec.build))
         (inputs / "usercustomize.py").write_text(sample_driver.USERCUSTOMIZE)
         (inputs / "user-site").write_text(self.facts.user_site())
         (inputs / "empty").write_bytes(b"")
@@ -428,6 +436,8 @@ class DockerSampleExecutor:
         server = None if port is None else self._server(spec, setting, port)
         container: Any = None
         try:
+            if server is not None and spec.build and not self._built(spec, server):
+                return Ran(None, Outputs(self._server_outputs(server)))
             container = create_container(self.engine, self.container_spec(
                 spec, setting, self.driver("run", spec, setting, port=port),
                 purpose=f"sample {spec.sample}", joins=None if server is None else server.id))
@@ -447,6 +457,8 @@ class DockerSampleExecutor:
         deadline = spec.timeout_s + 5 + HOST_GRACE_S
         if spec.server is not None:
             deadline += spec.server.startup_timeout_s
+        if spec.build:  # the build runs first, under the same timeout
+            deadline += spec.timeout_s + 5
         try:
             status = container.wait(timeout=deadline)
         except requests.exceptions.RequestException:
@@ -482,12 +494,29 @@ class DockerSampleExecutor:
             raise
         return server
 
+    def _built(self, spec: SampleSpec, server: Any) -> bool:
+        """Whether the server's build (run before the server starts) succeeded: its
+        driver's one `bakeoff-built:` line, within the build's deadline (past it, the
+        container is stopped and the build is what failed)."""
+        stop = threading.Timer(spec.timeout_s + 5 + HOST_GRACE_S, _kill, (self.engine, server))
+        stop.start()
+        try:
+            for line in _lines(self.engine.call("follow the server's build", server.logs,
+                                                stdout=True, stderr=False, stream=True,
+                                                follow=True)):
+                if line.startswith(sample_driver.BUILT):
+                    return line[len(sample_driver.BUILT):].strip() == b"0"
+            return False
+        finally:
+            stop.cancel()
+
     def _server_outputs(self, server: Any) -> dict[str, bytes]:
         """The server's log, once its driver was told to stop (it keeps head and tail)."""
         with contextlib.suppress(docker.errors.APIError):
             self.engine.call("stop the server", server.stop, timeout=10)
         found = read_outputs(self.engine, server).files
-        return {"server.log": found.get("server.log", b"")}
+        return {name: found[name] for name in ("server.log", "build", "build.log")
+                if name in found}
 
 
 EMPTY = f"{IN_DIR}/empty"  # a root-owned empty file of the rig's inputs
@@ -520,6 +549,23 @@ def observed(spec: SampleSpec) -> bool:
 def insample(name: str) -> bytes:
     """A program of `rig/insample/` (it runs inside the sample, never here)."""
     return resources.files("rig.insample").joinpath(name).read_bytes()
+
+
+def _kill(engine: Engine, container: Any) -> None:
+    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+        engine.call("stop a build past its deadline", container.kill)
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """A container's log stream as lines (a line may come in several chunks)."""
+    rest = b""
+    for chunk in chunks:
+        rest += chunk
+        *whole, rest = rest.split(b"\n")
+        yield from whole
+        rest = rest[-LINE_KEPT:]  # only the driver writes here: no line of its is longer
+    if rest:
+        yield rest
 
 
 def read_outputs(engine: Engine, container: Any) -> Outputs:

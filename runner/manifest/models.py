@@ -262,6 +262,37 @@ class Toolchain(Section):
     )
     stack_timeout_s: float = Field(default=60, gt=0,
                                    description="how long `up` awaits each arm stack's health")
+    node: Literal["18", "20", "22", "24"] | None = Field(
+        default=None,
+        description='image = "node" only: the Node.js it runs, "18" (Debian\'s), "20", "22" '
+                    "or \"24\"; unset: the repository's .nvmrc, .node-version or "
+                    "package.json engines.node at the base, else 18",
+    )
+    keep: list[str] = Field(
+        default_factory=list,
+        description="what setup leaves in the tree that every sample keeps, beside the "
+                    "dependency directories kept anyway (node_modules, virtualenvs, "
+                    "*.egg-info, .yarn, target): paths or globs relative to the repository "
+                    "root; the rest (dist/, *.tsbuildinfo, ...) is dropped",
+    )
+    build: list[str] = Field(
+        default_factory=list,
+        description="commands run in every sample on the arm's tree before its check "
+                    "(e.g. npm run build): a failure is the arm's FAIL build_failed",
+    )
+
+    @field_validator("keep")
+    @classmethod
+    def _keep_relative(cls, value: list[str]) -> list[str]:
+        return _relative_paths(value, "name a path or glob relative to the repository root")
+
+    @model_validator(mode="after")
+    def _node_needs_the_node_image(self) -> Toolchain:
+        if self.node is not None and self.image != "node":
+            raise_if_any([RuleViolation(
+                ("node",), f'applies to image = "node" only, and image is {self.image!r}',
+                'remove node, or set image = "node"', found=self.node)])
+        return self
 
     @field_validator("env_files")
     @classmethod
@@ -342,6 +373,8 @@ class Check(Section):
     )
     tolerance: float = Field(default=0.0, ge=0, description="ratchet only: allowed worsening")
     junit: str | None = Field(default=None, description="the JUnit XML file the run writes")
+    build: bool = Field(default=True,
+                        description="run [toolchain] build first (false: the check needs none)")
 
     @field_validator("metric")
     @classmethod
@@ -423,6 +456,8 @@ class Success(Section):
     )
     stack_timeout_s: float = Field(default=60, gt=0,
                                    description="how long the stack's health is awaited")
+    build: bool = Field(default=True,
+                        description="run [toolchain] build first (false: the criterion needs none)")
 
     @field_validator("stack")
     @classmethod

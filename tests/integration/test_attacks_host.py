@@ -163,8 +163,11 @@ from pathlib import Path
 
 cache = Path("/work/tests/__pycache__")
 cache.mkdir(parents=True, exist_ok=True)
+# The header of the restored file as it is now (its mtime is the sample's extraction's)
+mtime = int(os.stat("/work/tests/test_horizon.py").st_mtime) & 0xFFFFFFFF
 for name, data in {planted!r}.items():
-    (cache / name).write_bytes(base64.b64decode(data))
+    pyc = base64.b64decode(data)
+    (cache / name).write_bytes(pyc[:8] + mtime.to_bytes(4, "little") + pyc[12:])
 print("planted", flush=True)
 """
 SERVE = """import http.server

@@ -26,7 +26,8 @@ def test_setup_output_is_there_and_stale_files_are_not():
     assert Path("generated/deps.copy").read_text() == Path("requirements.txt").read_text()
     assert not Path("old.py").exists()
 '''
-SETUP = 'setup = ["mkdir -p generated && cp requirements.txt generated/deps.copy"]'
+SETUP = ('setup = ["mkdir -p generated && cp requirements.txt generated/deps.copy"]\n'
+         'keep = ["generated"]')
 
 
 def test_prepared_image_is_reused_for_code_changes_and_rebuilt_for_dependency_changes(
@@ -48,10 +49,9 @@ def test_prepared_image_is_reused_for_code_changes_and_rebuilt_for_dependency_ch
     toolchain = built_images["python"]
     made: list[images.BuiltImage] = []
     try:
-        made.append(prepared.prepare(engine, repo, first, toolchain, loaded.manifest.toolchain
-                                     .setup, print))
-        made.append(prepared.prepare(engine, repo, code_only, toolchain,
-                                     loaded.manifest.toolchain.setup, print))
+        setup = prepared.Setup.of(loaded.manifest.toolchain)
+        made.append(prepared.prepare(engine, repo, first, toolchain, setup, print))
+        made.append(prepared.prepare(engine, repo, code_only, toolchain, setup, print))
         assert [m.cached for m in made] == [False, True]
         assert made[0].image_id == made[1].image_id
         records, _, _ = score_mod.oracle(engine, loaded, "HEAD", "success", 1, None, print)
@@ -92,12 +92,13 @@ def test_setup_gets_the_host_s_ca_and_proxy_and_the_image_keeps_neither(
     manifest = make_target(tmp_path / "repo", ["A"], database=False)
     loaded = load_manifest(manifest)
     image = prepared.prepare(engine, manifest.parent, git(manifest.parent, "rev-parse", "HEAD"),
-                             built_images["python"], [SEEN], print)
+                             built_images["python"],
+                             prepared.Setup((SEEN,), keep=("seen-*",)), print)
     try:
         labels = Labels(loaded.manifest.experiment.name, "prepared-check")
         seen = sandbox.check_image(engine, image.image_id, [
-            "sh", "-c", "cat /opt/bakeoff/prepared/work/seen-proxy "
-            "/opt/bakeoff/prepared/work/seen-ca; ls /tmp/bakeoff-host-ca.crt 2>&1"], labels)
+            "sh", "-c", "cat /opt/bakeoff/prepared/copy/seen-proxy "
+            "/opt/bakeoff/prepared/copy/seen-ca; ls /tmp/bakeoff-host-ca.crt 2>&1"], labels)
         bundle = hashlib.sha256(host_trust.ca_bundle()).hexdigest()
         assert b"corp" in host_trust.ca_bundle()
         assert seen.splitlines()[:5] == ["http://proxy.invalid:3128|localhost,.corp",
@@ -126,7 +127,7 @@ def test_a_failed_setup_keeps_its_log_on_the_host_and_names_the_cause(
     try:
         with pytest.raises(InfraError) as failed:
             prepared.prepare(engine, manifest.parent, git(manifest.parent, "rev-parse", "HEAD"),
-                             built_images["python"], [failing], print)
+                             built_images["python"], prepared.Setup((failing,)), print)
         message = str(failed.value)
         assert "\x1b" not in message
         assert "    npm error code SELF_SIGNED_CERT_IN_CHAIN\n" in message
@@ -176,14 +177,222 @@ def test_plain_npm_ci_as_setup_installs_from_the_registry_as_the_host_does(
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "a locked dependency")
     node = images.resolve(engine, "node")
-    image = prepared.prepare(engine, repo, git(repo, "rev-parse", "HEAD"), node, ["npm ci"],
-                             print)
+    image = prepared.prepare(engine, repo, git(repo, "rev-parse", "HEAD"), node,
+                             prepared.Setup(("npm ci",)), print)
     experiment = f"it-{secrets.token_hex(3)}"
     try:
         found = sandbox.check_image(engine, image.image_id, [
-            "node", "-p", "require('/opt/bakeoff/prepared/work/node_modules/is-number/"
+            "node", "-p", "require('/opt/bakeoff/prepared/deps/node_modules/is-number/"
             "package.json').version"], Labels(experiment, "prepared-check"))
         assert found.strip() == "7.0.0"
     finally:
         engine.client.images.remove(image.tag, force=True)
         engine.remove_labelled({LABEL_EXPERIMENT: experiment})
+
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "layoutpkg"
+version = "1.0"
+
+[tool.setuptools.packages.find]
+where = ["src"]
+'''
+LAYOUT_TEST = '''import os
+import subprocess
+from pathlib import Path
+
+
+def test_a_sample_holds_the_arms_tree_and_the_dependencies_setup_installed():
+    venv = Path(".venv")
+    assert venv.is_symlink() and os.readlink(venv) == "/opt/bakeoff/prepared/deps/.venv"
+    found = subprocess.run([".venv/bin/python", "-c", "import layoutpkg; print(layoutpkg.WHO, "
+                            "layoutpkg.__file__)"], capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["arm", "/work/src/layoutpkg/__init__.py"]
+    assert not Path("build").exists() and not Path("src/layoutpkg/generated.py").exists()
+    Path("cache/x").write_text("written by the sample")  # a kept copy: writable
+    assert Path("cache/x").read_text() == "written by the sample"
+'''
+
+
+def test_setup_output_is_sorted_dependencies_linked_kept_copied_the_rest_dropped(
+        engine: Engine, tmp_path: Path, built_images: dict[str, images.BuiltImage]) -> None:
+    """Issue 21 item 2 for Python: a venv with the project installed editable is a
+    dependency (shared by a link, read-only), its editable finder pointing at the arm's
+    sources; a `keep` glob is copied (writable); what else setup made in the tree (a
+    build/ directory, a generated module) is the base's build: gone, listed."""
+    manifest = make_target(tmp_path / "repo", ["A"], database=False)
+    repo = manifest.parent
+    setup = ('setup = ["python3 -m venv --system-site-packages .venv", '
+             '".venv/bin/pip install -q --no-build-isolation --no-deps -e .", '
+             '"mkdir -p build cache && echo base > build/out.txt && echo base > cache/x", '
+             '"echo GENERATED = 1 > src/layoutpkg/generated.py"]\nkeep = ["cach?"]')
+    manifest.write_text(manifest.read_text().replace(
+        'requires = ["python3", "pytest", "git"]', f'requires = ["python3", "pytest"]\n{setup}')
+        .replace("tests/test_app.py", "tests/test_layout.py"))
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "src" / "layoutpkg").mkdir(parents=True)
+    (repo / "src" / "layoutpkg" / "__init__.py").write_text('WHO = "base"\n')
+    (repo / "tests" / "test_layout.py").write_text(LAYOUT_TEST)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a package installed editable into a venv by setup")
+    (repo / "src" / "layoutpkg" / "__init__.py").write_text('WHO = "arm"\n')
+    git(repo, "commit", "-qam", "the arm's change")
+    loaded = load_manifest(manifest)
+    try:
+        records, _, _ = score_mod.oracle(engine, loaded, "HEAD", "success", 1, None, print)
+        assert (records[0].verdict, records[0].reason) == (Verdict.PASS, None), \
+            records[0].detail
+        seen = sandbox.check_image(engine, records[0].image_id, ["sh", "-c", (
+            "cd /opt/bakeoff/prepared && cat kept.txt dropped.txt && ls -a work 2>&1 | wc -l")],
+            Labels(loaded.manifest.experiment.name, "prepared-check"))
+        assert seen.splitlines() == [
+            "deps\t.venv", "copy\tcache", "build/out.txt", "src/layoutpkg/generated.py", "1"]
+    finally:
+        cleanup(engine, loaded)
+
+
+def test_setup_that_installs_the_project_itself_not_editable_is_refused(
+        engine: Engine, tmp_path: Path, built_images: dict[str, images.BuiltImage]) -> None:
+    """`pip install .` copies the base's code into site-packages: every sample would import
+    it, never the arm's. The build is refused, naming the distribution and the fix."""
+    manifest = make_target(tmp_path / "repo", ["A"], database=False)
+    repo = manifest.parent
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "src" / "layoutpkg").mkdir(parents=True)
+    (repo / "src" / "layoutpkg" / "__init__.py").write_text('WHO = "base"\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a package")
+    loaded = load_manifest(manifest)
+    try:
+        with pytest.raises(InfraError) as refused:
+            prepared.prepare(engine, repo, git(repo, "rev-parse", "HEAD"),
+                             built_images["python"], prepared.Setup((
+                                 "pip install -q --user --no-build-isolation --no-deps .",)),
+                             print)
+        assert ("bakeoff-setup: setup installed the project itself from /work, not editable: "
+                "layoutpkg-1.0.dist-info") in str(refused.value)
+        assert refused.value.hint == (
+            "fix [toolchain].setup: install the project editable (pip install -e .) or only "
+            "its dependencies, so samples import the arm's code, never the base's")
+    finally:
+        cleanup(engine, loaded)
+
+
+PNPM_PACKAGE = ('{"name": "uses-is-number", "version": "1.0.0", "private": true, '
+                '"packageManager": "pnpm@9.15.9", "dependencies": {"is-number": "7.0.0"}}\n')
+PNPM_LOCK = """lockfileVersion: '9.0'
+
+settings:
+  autoInstallPeers: true
+  excludeLinksFromLockfile: false
+
+importers:
+
+  .:
+    dependencies:
+      is-number:
+        specifier: 7.0.0
+        version: 7.0.0
+
+packages:
+
+  is-number@7.0.0:
+    resolution: {integrity: INTEGRITY}
+    engines: {node: '>=0.12.0'}
+
+snapshots:
+
+  is-number@7.0.0: {}
+""".replace("INTEGRITY", "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MRL4"
+            "3QKPDlK9cGvNp6NZWZUBlbGXYxxng==")
+
+
+def test_a_pnpm_lockfile_installs_frozen_in_a_pinned_node_and_samples_run_offline(
+        engine: Engine, tmp_path: Path, built_images: dict[str, images.BuiltImage]) -> None:
+    """Issue 21 item 4: `[toolchain] node = "22"` runs the wheel's Node 22; corepack
+    fetches the pinned pnpm while setup has the network, `pnpm install --frozen-lockfile`
+    lays out pnpm's symlinked node_modules, and a sample (no network) resolves the package
+    through the shared links and runs the cached pnpm. (This machine's registry mirror
+    serves no signatures: corepack checks the tarball's integrity only, as the user chose
+    with COREPACK_INTEGRITY_KEYS=0; without it setup fails naming that.)"""
+    manifest = make_target(tmp_path / "repo", ["A"], database=False)
+    repo = manifest.parent
+    check = ('\n[[checks]]\nname = "deps"\nparser = "exit-code"\nrun = "node -p '
+             '\\"process.version + \' \' + require(\'is-number\')(5)\\" && pnpm --version"\n')
+    manifest.write_text(manifest.read_text().replace(
+        'image = "python"\nrequires = ["python3", "pytest", "git"]',
+        'image = "node"\nnode = "22"\nsetup = ["COREPACK_INTEGRITY_KEYS=0 pnpm install '
+        '--frozen-lockfile"]\n'
+        'requires = ["node"]') + check)
+    (repo / "package.json").write_text(PNPM_PACKAGE)
+    (repo / "pnpm-lock.yaml").write_text(PNPM_LOCK)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a pnpm project")
+    loaded = load_manifest(manifest)
+    try:
+        records, _, stage = score_mod.oracle(engine, loaded, "HEAD", "deps", 1, None, print)
+        assert (records[0].verdict, records[0].reason) == (Verdict.PASS, None), \
+            records[0].detail
+        (log,) = stage.rglob(f"deps/{records[0].log}")
+        assert log.read_text().splitlines() == ["v22.20.0 true", "9.15.9"]
+    finally:
+        cleanup(engine, loaded)
+
+
+YARN_LOCK = """# This file is generated by running "yarn install" inside your project.
+# Manual changes might be lost - proceed with caution!
+
+__metadata:
+  version: 8
+  cacheKey: 10c0
+
+"is-number@npm:7.0.0":
+  version: 7.0.0
+  resolution: "is-number@npm:7.0.0"
+  checksum: 10c0/b4686d0d3053146095ccd45346461bc8e53b80aeb7671cc52a4de02dbbf7dc0d1d2a986e2fe4ae\
+206984b4d34ef37e8b795ebc4f4295c978373e6575e295d811
+  languageName: node
+  linkType: hard
+
+"uses-is-number@workspace:.":
+  version: 0.0.0-use.local
+  resolution: "uses-is-number@workspace:."
+  dependencies:
+    is-number: "npm:7.0.0"
+  languageName: unknown
+  linkType: soft
+"""
+
+
+def test_a_yarn_berry_lockfile_installs_immutable_with_plug_n_play_and_runs_offline(
+        engine: Engine, tmp_path: Path, built_images: dict[str, images.BuiltImage]) -> None:
+    """Yarn 4 (corepack, from the npm registry: repo.yarnpkg.com is not this network's)
+    installs `--immutable`; its PnP map (`.pnp.cjs`, which finds the project from where it
+    sits) is copied into the sample, its cache kept in HOME: `yarn node` resolves the
+    package with no network."""
+    manifest = make_target(tmp_path / "repo", ["A"], database=False)
+    repo = manifest.parent
+    check = ('\n[[checks]]\nname = "deps"\nparser = "exit-code"\nrun = "yarn node -p '
+             '\\"require(\'is-number\')(5)\\" && ls -l .pnp.cjs | cut -c1"\n')
+    env = "COREPACK_INTEGRITY_KEYS=0 COREPACK_NPM_REGISTRY=https://registry.npmjs.org"
+    manifest.write_text(manifest.read_text().replace(
+        'image = "python"\nrequires = ["python3", "pytest", "git"]',
+        f'image = "node"\nnode = "22"\nsetup = ["{env} yarn install --immutable"]\n'
+        'requires = ["node"]') + check)
+    (repo / "package.json").write_text(PNPM_PACKAGE.replace("pnpm@9.15.9", "yarn@4.9.2"))
+    (repo / "yarn.lock").write_text(YARN_LOCK)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a yarn project")
+    loaded = load_manifest(manifest)
+    try:
+        records, _, stage = score_mod.oracle(engine, loaded, "HEAD", "deps", 1, None, print)
+        assert (records[0].verdict, records[0].reason) == (Verdict.PASS, None), \
+            records[0].detail
+        (log,) = stage.rglob(f"deps/{records[0].log}")
+        assert log.read_text().splitlines() == ["true", "-"]
+    finally:
+        cleanup(engine, loaded)

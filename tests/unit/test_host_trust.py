@@ -73,7 +73,13 @@ NPM_TLS = ["npm error code SELF_SIGNED_CERT_IN_CHAIN",
     (["npm error `npm ci` can only install packages when your package.json and "
       "package-lock.json or npm-shrinkwrap.json are in sync."], "lockfile does not match"),
     (["sh: 1: make: not found"], "fix [toolchain].setup"),
-], ids=["npm tls", "pip tls", "dns", "npm ci lockfile", "anything else"])
+    (["Error: No compatible signature found in package metadata",
+      "    at async Engine.ensurePackageManager (corepack.cjs:22851:32)"],
+     "put COREPACK_INTEGRITY_KEYS=0 before the command"),
+    (["bakeoff-setup: setup installed the project itself from /work, not editable: "
+      "x-1.0.dist-info"], "install the project editable (pip install -e .)"),
+], ids=["npm tls", "pip tls", "dns", "npm ci lockfile", "anything else",
+        "corepack: a registry without signatures", "the project installed, not editable"])
 def test_a_failed_setup_names_the_input_that_is_the_likely_cause(lines: list[str],
                                                                  cause: str) -> None:
     assert cause in prepared.likely_cause(lines)

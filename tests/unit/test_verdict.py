@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from rig import verdict
 from rig.canary import Canary, Seen
 from rig.oracle import Execution, SampleSpec, assess
 from rig.parsers import UnknownParserError, get_parser
 from rig.parsers.base import Counts, ParseResult
-from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict, decide
+from rig.verdict import Base, Evidence, FailReason, Outcome, RigErrorReason, Verdict, decide
 
 FIXTURES = Path(__file__).parent / "parsers" / "fixtures"
 FORMAT_PARSER = {
@@ -493,3 +494,41 @@ def test_all_tests_passed_with_exit_0_is_a_pass(fmt: str, name: str) -> None:
 def test_unknown_parser_name_is_a_callers_bug_not_a_verdict() -> None:
     with pytest.raises(UnknownParserError):
         given(Counts(passed=1), 0, parser="go-test-json")
+
+
+BUILD_LOG = ("\n> ts-router@1.4.0 build\n> tsc -p tsconfig.build.json\n\n"
+             "src/extra.ts(1,59): error TS1005: ')' expected.\n")
+
+
+def test_a_failed_build_is_the_arms_build_failed_unless_the_bases_fails_too() -> None:
+    """Issue 21: `[toolchain] build` runs on the arm's tree before the command; its failure
+    is decided before any output (the command never ran), by the differential rule."""
+    sample = Evidence(parser="vitest", build="npm run build", build_exit=2,
+                      build_log=BUILD_LOG, exit_code=None)
+    shown = ("the build (npm run build) failed: exit 2 with 1 error; its last lines: > "
+             "ts-router@1.4.0 build | > tsc -p tsconfig.build.json | src/extra.ts(1,59): "
+             "error TS1005: ')' expected.")
+    alone = verdict.judge(sample)
+    assert (alone.outcome.verdict, alone.outcome.reason, alone.outcome.detail,
+            alone.needs_base) == (Verdict.FAIL, FailReason.build_failed, shown, True)
+    built = Base("c/@base/success/1", Verdict.FAIL, "tests_failed")
+    assert verdict.judge(sample, built).outcome.detail == (
+        f"{shown}; the base's build in the same image succeeds")
+    broken = Base("c/@base/success/1", Verdict.RIG_ERROR, "bad_invocation", build_failed=True)
+    both = verdict.judge(sample, broken).outcome
+    assert (both.verdict, both.reason, both.detail) == (
+        Verdict.RIG_ERROR, RigErrorReason.bad_invocation,
+        f"{shown}; the base's build fails too (c/@base/success/1): fix [toolchain].build")
+    own = verdict.judge(Evidence(parser="vitest", build="npm run build", build_exit=2,
+                                 of_base=True)).outcome
+    assert (own.verdict, own.reason, own.detail) == (
+        Verdict.RIG_ERROR, RigErrorReason.bad_invocation,
+        "the build (npm run build) failed: exit 2; it is the base's own tree: fix "
+        "[toolchain].build")
+    slow = verdict.judge(Evidence(parser="vitest", build="npm run build", build_exit=124),
+                         built).outcome
+    assert slow.detail == ("the build (npm run build) timed out; the base's build in the "
+                           "same image succeeds")
+    assert verdict.judge(Evidence(parser="exit-code", build="npm run build", build_exit=0,
+                                  exit_code=0, parsed=get_parser("exit-code").parse(""))
+                         ).outcome.verdict is Verdict.PASS
