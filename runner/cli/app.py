@@ -39,6 +39,7 @@ from runner.manifest import (
     DEFAULT_MANIFEST,
     LoadedManifest,
     json_schema,
+    next_steps,
     write_init,
 )
 from runner.store import layout
@@ -103,8 +104,11 @@ def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]
 @app.command()
 def init(directory: Annotated[Path, typer.Argument(help="where to write")] = Path(".")) -> None:
     """Write a commented bakeoff.toml and a brief template."""
-    for path in write_init(directory):
+    written = write_init(directory)
+    for path in written:
         out.print(f"wrote {path}", markup=False)
+    for line in next_steps(written):
+        out.print(line, markup=False, soft_wrap=True)
 
 
 @app.command()
