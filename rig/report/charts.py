@@ -77,13 +77,12 @@ def flags_by_arm(round_: Round) -> tuple[list[str], dict[str, list[str]]]:
     """The round's flags split: those about the round (no_separation, effort_confounded,
     a tie, ...) and, per arm, the kinds of those that name it (`flaky:B`,
     `harness_touched:B (conftest.py)` -> B: flaky, harness_touched (conftest.py))."""
-    arms = {entry.arm for entry in round_.arms}
+    per_arm: dict[str, list[str]] = {entry.arm: [] for entry in round_.arms}
     whole: list[str] = []
-    per_arm: dict[str, list[str]] = {arm: [] for arm in arms}
     for flag in round_.flags:
         kind, _, rest = flag.partition(":")
         arm, _, more = rest.partition(" ")
-        if kind in ROUND_FLAGS or arm not in arms:
+        if kind in ROUND_FLAGS or arm not in per_arm:
             whole.append(flag)
         else:
             per_arm[arm].append(f"{kind} {more}".strip())

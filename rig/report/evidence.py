@@ -21,8 +21,8 @@ from rig.record import SampleRecord
 
 LOG_HEAD_BYTES: Final = 2 * 1024   # the start of a log the page shows
 LOG_TAIL_BYTES: Final = 4 * 1024   # ... and its end
-LOG_HEAD_LINES: Final = 20
-LOG_TAIL_LINES: Final = 40
+LOG_LINES: Final = (10, 40)         # the head's and the tail's lines shown
+PASSED_LOG_LINES: Final = (0, 3)    # ... of a sample that passed: its summary, at the end
 PICTURE_CAP_BYTES: Final = 512 * 1024  # one embedded picture; a larger one is named, not shown
 PICTURES_PER_SAMPLE: Final = 4
 DIFF_LIMIT: Final = 256 * 1024     # one arm's diff on the page; the rest is counted
@@ -58,19 +58,20 @@ class LogExcerpt:
     omitted: int  # bytes of the log in neither
 
 
-def log_excerpt(link: str, size: int, head: bytes, tail: bytes = b"") -> LogExcerpt:
+def log_excerpt(link: str, size: int, head: bytes, tail: bytes = b"",
+                lines: tuple[int, int] = LOG_LINES) -> LogExcerpt:
     """`head`: the log's first bytes, the whole log when `tail` is empty; `tail`: its last
-    bytes, read from past the head. The head keeps its first `LOG_HEAD_LINES` whole lines,
-    the tail its last `LOG_TAIL_LINES`; `omitted` counts the bytes of neither."""
-    lines = head.splitlines(keepends=True)
-    if tail and len(lines) > 1 and not lines[-1].endswith(b"\n"):
-        lines.pop()  # cut mid-line: the rest of it is not shown
-    first = lines[:LOG_HEAD_LINES]
-    last = lines[LOG_HEAD_LINES:]
+    bytes, read from past the head. The head keeps its first `lines[0]` whole lines, the
+    tail its last `lines[1]`; `omitted` counts the bytes of neither."""
+    found = head.splitlines(keepends=True)
+    if tail and len(found) > 1 and not found[-1].endswith(b"\n"):
+        found.pop()  # cut mid-line: the rest of it is not shown
+    first = found[:lines[0]]
+    last = found[lines[0]:]
     if tail:
         last = tail.splitlines(keepends=True)
         last = last[1:] if len(last) > 1 else last  # it starts mid-line
-    last = last[-LOG_TAIL_LINES:]
+    last = last[-lines[1]:] if lines[1] else []
     shown = sum(map(len, first)) + sum(map(len, last))
     return LogExcerpt(link, size, text_of(b"".join(first)), text_of(b"".join(last)),
                       max(0, size - shown))

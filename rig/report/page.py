@@ -70,7 +70,8 @@ class RoundView:
     index: int
     round: Round
     evidence: RoundEvidence
-    flags: tuple[str, ...]  # every flag, described
+    flags: tuple[str, ...]  # each kind of flag, described, with the arms it names
+    flag_summary: str
     rates: charts.RateChart
     rubric: charts.StackChart
     tokens: charts.Scatter | None
@@ -118,13 +119,38 @@ def anchors_of(index: int, evidence: RoundEvidence) -> dict[str, str]:
     return {name: f"r{index}-s{at}" for at, name in enumerate(sorted(evidence.samples))}
 
 
+def flag_groups(round_: Round) -> dict[str, list[str]]:
+    """The round's flags by kind (its own first, then those naming arms), each with what
+    it names: `{"flaky": ["B", "C"], "harness_touched": ["B (conftest.py)"], ...}`."""
+    whole, per_arm = charts.flags_by_arm(round_)
+    groups: dict[str, list[str]] = {flag: [] for flag in whole}
+    for arm, found in per_arm.items():
+        for flag in found:
+            kind, _, more = flag.partition(" ")
+            groups.setdefault(kind, []).append(f"{arm} {more}".strip())
+    return groups
+
+
+def flag_lines(round_: Round) -> tuple[str, ...]:
+    """Each kind of flag once, with its meaning and the arms it names."""
+    return tuple(describe_flag(kind) + (f" ({len(arms)} arm(s)): {', '.join(arms)}"
+                                        if arms else "")
+                 for kind, arms in flag_groups(round_).items())
+
+
+def flag_summary(round_: Round) -> str:
+    """``effort_confounded, flaky (2 arms)``: the round's flags, one word per kind."""
+    return ", ".join(kind + (f" ({len(arms)} arm{'s' * (len(arms) > 1)})" if arms else "")
+                     for kind, arms in flag_groups(round_).items()) or "none"
+
+
 def round_view(index: int, round_: Round, terms: Terms, evidence: RoundEvidence) -> RoundView:
     anchors = anchors_of(index, evidence)
     _, per_arm = charts.flags_by_arm(round_)
     key = f"r{index}"
     return RoundView(
         index=index, round=round_, evidence=evidence,
-        flags=tuple(describe_flag(flag) for flag in round_.flags),
+        flags=flag_lines(round_), flag_summary=flag_summary(round_),
         rates=charts.rates(round_, terms.threshold, f"{key}-rates"),
         rubric=charts.rubric(round_, terms.weights, f"{key}-rubric"),
         tokens=charts.usage(round_, terms.threshold, f"{key}-tokens", "tokens"),

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
+from rig.outcome import Verdict
 from rig.record import SampleRecord
 from rig.report.evidence import (
     DIFF_LIMIT,
     LOG_HEAD_BYTES,
+    LOG_LINES,
     LOG_TAIL_BYTES,
     MESSAGES_LIMIT,
+    PASSED_LOG_LINES,
     PICTURE_CAP_BYTES,
     PICTURES_PER_SAMPLE,
     ArmEvidence,
@@ -44,13 +48,18 @@ from runner.manifest import LoadedManifest
 from runner.store import layout
 from runner.store.records import load_merge
 
+# Arms whose work git reads at once: a git process mostly waits on its start-up, so four
+# at a time more than halve the report's time even on two cores (bench/report_scale.py).
+GIT_READERS = 4
+
 
 def link(directory: Path, path: Path) -> str:
     """`path` relative to the run directory, as a URL path (each part quoted)."""
     return quote(path.relative_to(directory).as_posix(), safe="/")
 
 
-def read_log(directory: Path, path: Path) -> LogExcerpt | None:
+def read_log(directory: Path, path: Path, lines: tuple[int, int] = LOG_LINES
+             ) -> LogExcerpt | None:
     """The head and tail of a stored log (None when there is none); never read whole."""
     if not path.is_file():
         return None
@@ -58,10 +67,11 @@ def read_log(directory: Path, path: Path) -> LogExcerpt | None:
     with path.open("rb") as stream:
         if size <= LOG_HEAD_BYTES + LOG_TAIL_BYTES:
             return log_excerpt(link(directory, path), size,
-                               stream.read(LOG_HEAD_BYTES + LOG_TAIL_BYTES))
+                               stream.read(LOG_HEAD_BYTES + LOG_TAIL_BYTES), lines=lines)
         head = stream.read(LOG_HEAD_BYTES)
         stream.seek(size - LOG_TAIL_BYTES)
-        return log_excerpt(link(directory, path), size, head, stream.read(LOG_TAIL_BYTES))
+        return log_excerpt(link(directory, path), size, head, stream.read(LOG_TAIL_BYTES),
+                           lines)
 
 
 def screenshots(record: SampleRecord) -> list[str]:
@@ -103,7 +113,8 @@ def _samples(directory: Path, root: Path, arm: str) -> list[SampleEvidence]:
             found.append(SampleEvidence(
                 record=record, link=link(directory, layout.sample_record(root, arm, check,
                                                                          record.n)),
-                log=read_log(directory, layout.sample_log(root, arm, check, record.n)),
+                log=read_log(directory, layout.sample_log(root, arm, check, record.n),
+                             PASSED_LOG_LINES if record.verdict is Verdict.PASS else LOG_LINES),
                 pictures=read_pictures(folder, screenshots(record))))
     return found
 
@@ -111,11 +122,13 @@ def _samples(directory: Path, root: Path, arm: str) -> list[SampleEvidence]:
 def work(loaded: LoadedManifest, base: str, commit: str) -> Work:
     """The arm's diff from the base and its commit messages, from git objects."""
     repo = loaded.repo_path
-    if not commit or workspace.commit_of(repo, commit) is None:
-        return Work(missing=f"commit {commit or '(none)'} is not in {repo}: no diff to show "
-                            "(was its branch deleted and collected?)")
-    diff, more = workspace.work_diff(repo, base, commit, limit=DIFF_LIMIT)
-    messages, more_messages = workspace.work_messages(repo, base, commit, limit=MESSAGES_LIMIT)
+    try:
+        diff, more = workspace.work_diff(repo, base, commit, limit=DIFF_LIMIT)
+        messages, more_messages = workspace.work_messages(repo, base, commit,
+                                                          limit=MESSAGES_LIMIT)
+    except workspace.GitError as error:
+        return Work(missing=f"no diff to show: commit {commit} or base {base} is not in "
+                            f"{repo} (was a branch deleted and collected?): {error}")
     return Work(printable(diff), more, printable(messages), more_messages)
 
 
@@ -138,8 +151,11 @@ def round_evidence(loaded: LoadedManifest, directory: Path, round_: Round) -> Ro
                     for label in layout.sample_arms(checks)}
     merged = load_merge(stage)
     card = layout.scorecard_file(stage)
+    with ThreadPoolExecutor(GIT_READERS) as pool:  # each arm's git reads, a few at a time
+        arms = list(pool.map(lambda e: arm_evidence(loaded, directory, round_, e),
+                             round_.arms))
     return RoundEvidence(
-        arms={e.arm: arm_evidence(loaded, directory, round_, e) for e in round_.arms},
+        arms={e.arm: found for e, found in zip(round_.arms, arms, strict=True)},
         samples={s.record.sample: s for s in [*scored, *(s for found in verification.values()
                                                          for s in found)]},
         merge=None if merged is None else MergeFacts.model_validate(

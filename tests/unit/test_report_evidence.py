@@ -17,8 +17,7 @@ from urllib.parse import unquote
 import pytest
 
 from rig.report.evidence import (
-    LOG_HEAD_LINES,
-    LOG_TAIL_LINES,
+    LOG_LINES,
     PICTURE_CAP_BYTES,
     log_excerpt,
     picture,
@@ -51,10 +50,13 @@ def png(width: int = 2, height: int = 2) -> bytes:
 def test_a_short_log_shows_its_first_and_last_lines_and_counts_the_rest() -> None:
     lines = [f"line {n}\n".encode() for n in range(100)]
     data = b"".join(lines)
+    head, tail = LOG_LINES
     shown = log_excerpt("1.log", len(data), data)
-    assert shown.head == "".join(line.decode() for line in lines[:LOG_HEAD_LINES])
-    assert shown.tail == "".join(line.decode() for line in lines[-LOG_TAIL_LINES:])
-    assert shown.omitted == sum(len(line) for line in lines[LOG_HEAD_LINES:-LOG_TAIL_LINES])
+    assert shown.head == "".join(line.decode() for line in lines[:head])
+    assert shown.tail == "".join(line.decode() for line in lines[-tail:])
+    assert shown.omitted == sum(len(line) for line in lines[head:-tail])
+    passed = log_excerpt("1.log", len(data), data, lines=(0, 3))
+    assert passed.head == "" and passed.tail == "line 97\nline 98\nline 99\n"
 
 
 def test_a_long_log_is_read_at_its_head_and_tail_only(tmp_path: Path) -> None:
@@ -144,7 +146,7 @@ def test_an_arm_s_work_is_its_diff_and_messages_from_git(repo: Path) -> None:
     assert f"+x = 2  # {PAYLOAD}" in work.diff and work.diff_omitted == 0
     assert work.messages.startswith(f"{head[:7]} agent\nfix: {PAYLOAD}")
     missing = evidence.work(loaded_at(repo), base, "c0ffee")
-    assert missing.diff == "" and "commit c0ffee is not in" in missing.missing
+    assert missing.diff == "" and "no diff to show: commit c0ffee or base" in missing.missing
 
 
 # -- the run directory, read for the page ---------------------------------------------------
@@ -186,7 +188,7 @@ def test_the_page_links_only_to_files_of_the_run_directory(repo: Path) -> None:
     assert cap.verification == {"graft-1": ("cap/graft-1/success/1",)}
     fix = cap.arms["fix"]
     assert fix.dispatch is not None and fix.dispatch.last_line == PAYLOAD
-    assert fix.work is not None and "commit c0ffee is not in" in fix.work.missing
+    assert fix.work is not None and "commit c0ffee or base ba5e is not in" in fix.work.missing
     assert found.reproduce == f"bakeoff-sandbox reproduce -f {repo / 'bakeoff.toml'}"
     page = parse(render_page(observed(), found))
     hrefs = [a["href"] for a in page.starts("a") if not a["href"].startswith("#")]

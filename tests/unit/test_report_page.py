@@ -21,7 +21,8 @@ from rig.report.evidence import (
     Withheld,
     Work,
 )
-from rig.report.page import CSP, render_page
+from rig.report.page import CSP, flag_lines, flag_summary, render_page
+from rig.rubric import describe_flag
 from rig.wire import WireSummary
 from tests.unit.html_page import numbers_compared, parse
 from tests.unit.test_report import build
@@ -220,3 +221,14 @@ def test_a_grid_cell_links_to_its_sample_s_details_and_a_missing_record_says_so(
                  if t.caption.startswith("Samples of change units"))
     assert {c.text.strip() for row in units.rows[2:] for c in row[1:]} == {
         "missing no stored record"}
+
+
+def test_flags_are_listed_once_per_kind_with_the_arms_they_name() -> None:
+    """At 100 arms a flag per arm and line buried the page: one line per kind."""
+    units = observed().rounds[1]
+    assert units.flags == ["effort_confounded", "flaky:graft", "flaky:rigged"]
+    assert flag_lines(units) == (describe_flag("effort_confounded"),
+                                 describe_flag("flaky") + " (2 arm(s)): graft, rigged")
+    assert flag_summary(units) == "effort_confounded, flaky (2 arms)"
+    assert parse(render_page(observed())).tables["winners"].row("units")["flags"].text == (
+        "effort_confounded, flaky (2 arms)")
