@@ -247,7 +247,7 @@ SCATTER_X: Final = 150      # the plot's left edge; the no-price lane is left of
 SCATTER_W: Final = 560
 SCATTER_TOP: Final = 20
 SCATTER_H: Final = 220
-LANE_X: Final = 95          # the no-price lane's centre
+LANE_X: Final = 62          # the no-price lane's centre, left of the axis labels
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ PASSED_LOG_LINES: Final = (0, 3)    # ... of a sample that passed: its summary, 
 PICTURE_CAP_BYTES: Final = 512 * 1024  # one embedded picture; a larger one is named, not shown
 PICTURES_PER_SAMPLE: Final = 4
 DIFF_LIMIT: Final = 256 * 1024     # one arm's diff on the page; the rest is counted
+DIFF_FLOOR: Final = 16 * 1024      # ... however many arms share the page's budget
+DIFFS_BUDGET: Final = 8 * 1024 * 1024  # every diff of the page together
 MESSAGES_LIMIT: Final = 16 * 1024  # its commit messages
 # Picture formats by their first bytes; anything else (an SVG can carry a script) is
 # never embedded, whatever its name says.
@@ -56,6 +58,12 @@ class LogExcerpt:
     head: str
     tail: str  # "" when the head holds the whole log
     omitted: int  # bytes of the log in neither
+
+
+def diff_limit(diffs: int) -> int:
+    """The bytes of each diff shown when the page holds `diffs` of them: `DIFF_LIMIT`,
+    less when they would together pass `DIFFS_BUDGET`, never under `DIFF_FLOOR`."""
+    return max(DIFF_FLOOR, min(DIFF_LIMIT, DIFFS_BUDGET // max(1, diffs)))
 
 
 def log_excerpt(link: str, size: int, head: bytes, tail: bytes = b"",
@@ -163,14 +171,15 @@ class MergeFacts(_Facts):
 @dataclass(frozen=True)
 class Work:
     """An arm's work as the repository holds it: its diff from the base and its commit
-    messages, each cut to its limit (`*_omitted`: bytes left out); `missing`: why there is
-    none (its commit is not in the repository)."""
+    messages, each cut to its limit (`*_omitted`: bytes left out; `whole`: the command that
+    shows all of it); `missing`: why there is none (its commit is not in the repository)."""
 
     diff: str = ""
     diff_omitted: int = 0
     messages: str = ""
     messages_omitted: int = 0
     missing: str = ""
+    whole: str = ""
 
 
 @dataclass(frozen=True)

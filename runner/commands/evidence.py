@@ -36,6 +36,7 @@ from rig.report.evidence import (
     RoundEvidence,
     SampleEvidence,
     Work,
+    diff_limit,
     log_excerpt,
     picture,
     printable,
@@ -119,31 +120,35 @@ def _samples(directory: Path, root: Path, arm: str) -> list[SampleEvidence]:
     return found
 
 
-def work(loaded: LoadedManifest, base: str, commit: str) -> Work:
-    """The arm's diff from the base and its commit messages, from git objects."""
+def work(loaded: LoadedManifest, base: str, commit: str, limit: int = DIFF_LIMIT) -> Work:
+    """The arm's diff from the base (at most `limit` bytes of it) and its commit messages,
+    from git objects."""
     repo = loaded.repo_path
     try:
-        diff, more = workspace.work_diff(repo, base, commit, limit=DIFF_LIMIT)
+        diff, more = workspace.work_diff(repo, base, commit, limit=limit)
         messages, more_messages = workspace.work_messages(repo, base, commit,
                                                           limit=MESSAGES_LIMIT)
     except workspace.GitError as error:
         return Work(missing=f"no diff to show: commit {commit} or base {base} is not in "
                             f"{repo} (was a branch deleted and collected?): {error}")
-    return Work(printable(diff), more, printable(messages), more_messages)
+    whole = shlex.join(["git", "-C", str(repo), "diff", base, commit])
+    return Work(printable(diff), more, printable(messages), more_messages, whole=whole)
 
 
 def arm_evidence(loaded: LoadedManifest, directory: Path, round_: Round,
-                 entry: ArmEntry) -> ArmEvidence:
+                 entry: ArmEntry, limit: int = DIFF_LIMIT) -> ArmEvidence:
     record = load_record(layout.arm_record(directory, round_.change, entry.arm))
     return ArmEvidence(
         dispatch=None if record is None else Dispatch.model_validate(
             record.model_dump(mode="json")),
         dispatch_log=read_log(directory, layout.dispatch_log(directory, round_.change,
                                                              entry.arm)),
-        work=work(loaded, round_.base_commit, entry.commit))
+        work=work(loaded, round_.base_commit, entry.commit, limit))
 
 
-def round_evidence(loaded: LoadedManifest, directory: Path, round_: Round) -> RoundEvidence:
+def round_evidence(loaded: LoadedManifest, directory: Path, round_: Round,
+                   limit: int = DIFF_LIMIT) -> RoundEvidence:
+    """One round's stored files; each arm's diff cut at `limit` bytes."""
     stage = layout.stage_dir(directory, round_.change)
     scored = [s for entry in round_.arms for s in _samples(directory, stage, entry.arm)]
     checks = layout.merge_dir(stage)
@@ -152,7 +157,7 @@ def round_evidence(loaded: LoadedManifest, directory: Path, round_: Round) -> Ro
     merged = load_merge(stage)
     card = layout.scorecard_file(stage)
     with ThreadPoolExecutor(GIT_READERS) as pool:  # each arm's git reads, a few at a time
-        arms = list(pool.map(lambda e: arm_evidence(loaded, directory, round_, e),
+        arms = list(pool.map(lambda e: arm_evidence(loaded, directory, round_, e, limit),
                              round_.arms))
     return RoundEvidence(
         arms={e.arm: found for e, found in zip(round_.arms, arms, strict=True)},
@@ -170,8 +175,9 @@ def collect(loaded: LoadedManifest, obs: Observation) -> Evidence:
     directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     files = {"RESULTS.md": layout.results_file(directory),
              "OBSERVATION.json": layout.observation_file(directory)}
+    limit = diff_limit(sum(len(r.arms) for r in obs.rounds))
     return Evidence(
-        rounds={r.change: round_evidence(loaded, directory, r) for r in obs.rounds},
+        rounds={r.change: round_evidence(loaded, directory, r, limit) for r in obs.rounds},
         reproduce=f"bakeoff-sandbox reproduce -f {shlex.quote(str(loaded.path))}",
         files={label: link(directory, path) for label, path in files.items()
                if path.is_file()})

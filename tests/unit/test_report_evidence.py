@@ -17,8 +17,11 @@ from urllib.parse import unquote
 import pytest
 
 from rig.report.evidence import (
+    DIFF_FLOOR,
+    DIFF_LIMIT,
     LOG_LINES,
     PICTURE_CAP_BYTES,
+    diff_limit,
     log_excerpt,
     picture,
 )
@@ -145,8 +148,18 @@ def test_an_arm_s_work_is_its_diff_and_messages_from_git(repo: Path) -> None:
     work = evidence.work(loaded_at(repo), base, head)
     assert f"+x = 2  # {PAYLOAD}" in work.diff and work.diff_omitted == 0
     assert work.messages.startswith(f"{head[:7]} agent\nfix: {PAYLOAD}")
+    cut = evidence.work(loaded_at(repo), base, head, limit=10)
+    assert cut.diff == work.diff[:10] and cut.diff_omitted == len(work.diff) - 10
+    assert cut.whole == f"git -C {repo} diff {base} {head}"
     missing = evidence.work(loaded_at(repo), base, "c0ffee")
     assert missing.diff == "" and "no diff to show: commit c0ffee or base" in missing.missing
+
+
+@pytest.mark.parametrize(("diffs", "limit"), [
+    (1, DIFF_LIMIT), (10, DIFF_LIMIT), (300, 27962), (10_000, DIFF_FLOOR)])
+def test_the_diffs_share_a_budget_of_the_page(diffs: int, limit: int) -> None:
+    """300 arms' diffs of 256 KiB would make a 75 MiB page: together they get 8 MiB."""
+    assert diff_limit(diffs) == limit
 
 
 # -- the run directory, read for the page ---------------------------------------------------

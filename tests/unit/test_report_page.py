@@ -200,8 +200,9 @@ def test_an_embedded_picture_is_a_data_uri_image() -> None:
     cap = evidence.rounds["cap"]
     name = next(iter(cap.samples))
     png = Picture("end.png", "data:image/png;base64,iVBORw0KGgo=")
+    remote = Picture("remote.png", "https://example.com/x.png")  # never made by `picture`
     samples = {**cap.samples, name: SampleEvidence(cap.samples[name].record, "x.json", None,
-                                                   (png,))}
+                                                   (png, remote))}
     evidence = Evidence({"cap": RoundEvidence(cap.arms, samples, cap.merge)})
     images = parse(render_page(observed(), evidence)).starts("img")
     assert images == [{"src": "data:image/png;base64,iVBORw0KGgo=", "alt": "end.png"}]
