@@ -35,7 +35,13 @@ from runner.commands import up as up_mod
 from runner.containers import images
 from runner.containers.engine import Engine
 from runner.errors import RunnerError
-from runner.manifest import DEFAULT_MANIFEST, LoadedManifest, json_schema, write_init
+from runner.manifest import (
+    DEFAULT_MANIFEST,
+    LoadedManifest,
+    json_schema,
+    next_steps,
+    write_init,
+)
 from runner.store import layout
 from runner.store import state as state_mod
 
@@ -98,8 +104,11 @@ def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]
 @app.command()
 def init(directory: Annotated[Path, typer.Argument(help="where to write")] = Path(".")) -> None:
     """Write a commented bakeoff.toml and a brief template."""
-    for path in write_init(directory):
+    written = write_init(directory)
+    for path in written:
         out.print(f"wrote {path}", markup=False)
+    for line in next_steps(written):
+        out.print(line, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -251,11 +260,18 @@ def merge_(
 
 
 @app.command()
-def report(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
-    """RESULTS.md + OBSERVATION.json across stages (from stored records; no docker)."""
-    obs, obs_path, results_path = reporting.report(_load(file))
-    out.print(results_path.read_text(encoding="utf-8"), markup=False)
-    _say(f"report: {results_path}, {obs_path} ({len(obs.rounds)} round(s))")
+def report(file: ManifestOpt = Path(DEFAULT_MANIFEST), open_page: Annotated[bool, typer.Option(
+        "--open", help="print REPORT.html's path; open it where a graphical browser exists")]
+           = False) -> None:
+    """RESULTS.md, OBSERVATION.json and REPORT.html across stages (stored records; no docker)."""
+    done = reporting.report(_load(file))
+    out.print(done.results_file.read_text(encoding="utf-8"), markup=False)
+    _say(f"report: {done.results_file}, {done.observation_file}, {done.page_file} "
+         f"({len(done.observation.rounds)} round(s))")
+    if open_page:
+        out.print(str(done.page_file), markup=False, soft_wrap=True)
+        _say("opened in the browser" if reporting.open_page(done.page_file) else
+             "no graphical browser here: open that file in a browser (it needs no network)")
 
 
 @app.command("run")
@@ -272,8 +288,8 @@ def _run_loop(loaded: LoadedManifest) -> None:
     directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     results = layout.results_file(directory)
     out.print(results.read_text(encoding="utf-8"), markup=False)
-    _say(f"artifacts: {results}, {layout.observation_file(directory)} "
-         f"({len(obs.rounds)} rounds), scorecards in "
+    _say(f"artifacts: {layout.report_file(directory)}, {results}, "
+         f"{layout.observation_file(directory)} ({len(obs.rounds)} rounds), scorecards in "
          f"{layout.scorecard_file(layout.stage_dir(directory, '*'))}")
 
 

@@ -114,8 +114,8 @@ def rescore_command(
         out.print(rescore_mod.verdict_line(result), markup=False)
         _say(f"records: {result.directory} (RESCORE.md)")
     try:
-        _, _, results_path = reporting.report(loaded)
-        _say(f"report: {results_path} (its Rescores section)")
+        done = reporting.report(loaded)
+        _say(f"report: {done.results_file} (its Rescores section), {done.page_file}")
     except BadInputError as error:
         _say(f"RESULTS.md not regenerated ({error.message}); RESCORE.md has the rescore")
     if rescore_mod.failed(results):

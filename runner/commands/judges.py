@@ -108,9 +108,8 @@ def _document(loaded: LoadedManifest, change: str, arm: str, commit: str, base: 
               stage: Path, checks: list[str]) -> dict[str, Any]:
     brief = loaded.brief_path(change).read_text(encoding="utf-8")
     protected = [shown(p) for p in contract.protected_paths(loaded, change, base)]
-    diff, more = workspace.git_capped(loaded.repo_path, "diff", "--no-color", "--no-ext-diff",
-                                      "--no-textconv", base, commit, limit=JUDGE_DIFF_LIMIT,
-                                      count=JUDGE_DIFF_COUNTED)
+    diff, more = workspace.work_diff(loaded.repo_path, base, commit, limit=JUDGE_DIFF_LIMIT,
+                                     count=JUDGE_DIFF_COUNTED)
     if more:
         omitted = f"{more}" if more <= JUDGE_DIFF_COUNTED else f"more than {JUDGE_DIFF_COUNTED}"
         diff += f"\n[bakeoff: diff truncated: {omitted} bytes omitted]\n"

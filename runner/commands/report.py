@@ -1,10 +1,14 @@
-"""`report`: OBSERVATION.json (abc-comparison/v2) and RESULTS.md across every scored
-stage, rebuilt from stored records (sample records, judge answers, stage and merge
-files) without docker. The raw sample records are always kept.
+"""`report`: OBSERVATION.json (abc-comparison/v2), RESULTS.md and REPORT.html across
+every scored stage, rebuilt from stored records (sample records, judge answers, stage and
+merge files) without docker. The raw sample records are always kept.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import webbrowser
+from dataclasses import dataclass
 from pathlib import Path
 
 from rig import contract as contract_mod
@@ -20,8 +24,9 @@ from rig.report import (
     round_of,
 )
 from rig.report import write_observation as write_obs
+from rig.report.page import render_page
+from runner.commands import evidence, rescore
 from runner.commands import merge as stage_merge
-from runner.commands import rescore
 from runner.commands import score as score_mod
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -86,12 +91,37 @@ def contract_summary(loaded: LoadedManifest) -> dict[str, object]:
     return {**first, "stages": stages}
 
 
-def report(loaded: LoadedManifest) -> tuple[Observation, Path, Path]:
+@dataclass(frozen=True)
+class Reported:
+    """What `report` wrote."""
+
+    observation: Observation
+    observation_file: Path
+    results_file: Path
+    page_file: Path
+
+
+def report(loaded: LoadedManifest) -> Reported:
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     rounds = [r for c in loaded.manifest.changes if (r := _round(loaded, c.id)) is not None]
     obs = observation(loaded.manifest.experiment.name, contract_summary(loaded), rounds)
-    obs_path, results_path = layout.observation_file(directory), layout.results_file(directory)
-    write_obs(obs_path, obs)
+    done = Reported(obs, layout.observation_file(directory), layout.results_file(directory),
+                    layout.report_file(directory))
+    write_obs(done.observation_file, obs)
     # The latest rescore of each stage, when there is one (runner.rescore).
-    write_text_atomic(results_path, render_results(obs) + rescore.results_section(loaded))
-    return obs, obs_path, results_path
+    write_text_atomic(done.results_file, render_results(obs) + rescore.results_section(loaded))
+    write_text_atomic(done.page_file, render_page(obs, evidence.collect(loaded, obs)))
+    return done
+
+
+def graphical() -> bool:
+    """Whether a browser opened from here would show a window (never a text browser
+    taking over the terminal)."""
+    return sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def open_page(page: Path) -> bool:
+    """Open REPORT.html in the user's browser where there is a graphical one; False
+    when there is none (the caller prints the path)."""
+    return graphical() and webbrowser.open(page.resolve().as_uri())

@@ -67,5 +67,4 @@ def run(engine: Engine, loaded: LoadedManifest, say: Say,
     toolchain = Toolchain(engine, loaded, say)
     for change in loaded.manifest.changes:
         run_change(engine, loaded, change.id, say, reporter, toolchain)
-    obs, _, _ = reporting.report(loaded)
-    return obs
+    return reporting.report(loaded).observation

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,28 @@ def write_init(directory: Path) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return list(files)
+
+
+def next_steps(written: Sequence[Path]) -> list[str]:
+    """What a newcomer does after `init` (the manifest, then the brief, as `write_init`
+    returns them): `up` refuses a target repository with untracked files, and init has
+    just written two."""
+    manifest, brief = written
+    where = shlex.quote(str(manifest.parent))
+    files = " ".join(shlex.quote(str(path.relative_to(manifest.parent))) for path in written)
+    return [
+        "next:",
+        f"  1. edit {manifest.name} (the arms, the checks, each change's success criterion) "
+        f"and the brief {brief.relative_to(manifest.parent)}",
+        "  2. `up` refuses a target repository with untracked files, and these are: commit "
+        "them,",
+        f"       git -C {where} add {files} && git -C {where} commit -m 'bakeoff manifest "
+        "and brief'",
+        "     or keep them out of the target repository: move them to a directory outside "
+        "it and set [experiment] repo to the repository's path (or list them in its "
+        ".git/info/exclude)",
+        f"  3. bakeoff-sandbox up -f {shlex.quote(str(manifest))}",
+    ]
 
 
 def experiment_name(directory: Path) -> str:

@@ -4,7 +4,8 @@
       sandboxes.json               what `up` made (`runner.store.state`)
       lock                         the experiment lock (`runner.store.files`)
       tools/<key>.json             an image's tool probes (`runner.containers.samples`)
-      OBSERVATION.json, RESULTS.md `report`
+      OBSERVATION.json, RESULTS.md, REPORT.html
+                                   `report`
       oracle/<name>/               an `oracle` run                       (a sample root)
       reproduce/<name>/            a `reproduce` re-run                  (a sample root)
       stages/<change>/
@@ -86,6 +87,11 @@ def observation_file(directory: Path) -> Path:
 
 def results_file(directory: Path) -> Path:
     return directory / "RESULTS.md"
+
+
+def report_file(directory: Path) -> Path:
+    """The page (`rig.report.page`): its links are relative to this directory."""
+    return directory / "REPORT.html"
 
 
 def oracle_dir(directory: Path, name: str) -> Path:
@@ -205,6 +211,11 @@ def arm_dir(directory: Path, change: str, arm: str) -> Path:
 
 def arm_record(directory: Path, change: str, arm: str) -> Path:
     return arm_dir(directory, change, arm) / ARM_RECORD
+
+
+def dispatch_log(directory: Path, change: str, arm: str) -> Path:
+    """The agent's output during dispatch (redacted)."""
+    return arm_dir(directory, change, arm) / DISPATCH_LOG
 
 
 def arm_stack_log(arm_folder: Path) -> Path:

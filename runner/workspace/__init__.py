@@ -25,9 +25,12 @@ from runner.workspace.git import (
     resolve_commit,
     run_git,
     toplevel,
+    work_diff,
+    work_messages,
 )
 
 __all__ = ["GitError", "GitRun", "Part", "arm_branch", "base_bundle", "cat_blobs",
            "commit_of", "commit_patch", "file_at", "files_at", "git_bytes", "git_capped",
            "git_lines", "git_run", "git_stream", "grep_files", "objects_dir", "records",
-           "require_clean", "resolve_commit", "run_git", "toplevel"]
+           "require_clean", "resolve_commit", "run_git", "toplevel", "work_diff",
+           "work_messages"]

@@ -152,6 +152,22 @@ def git_capped(cwd: Path, *args: str, limit: int, count: int = 64 * 1024 * 1024
     return kept.decode(errors="replace"), more
 
 
+def work_diff(repo_path: Path, base: str, commit: str, *, limit: int,
+              count: int = 64 * 1024 * 1024) -> tuple[str, int]:
+    """The diff from `base` to `commit` (an arm's work: its text is the arm's), with no
+    colour, no external diff and no textconv driver, at most `limit` bytes of it and how
+    many more there were (`git_capped`)."""
+    return git_capped(repo_path, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
+                      base, commit, limit=limit, count=count)
+
+
+def work_messages(repo_path: Path, base: str, commit: str, *, limit: int) -> tuple[str, int]:
+    """The commit messages from `base` to `commit`, newest first, each under its short id
+    and author, at most `limit` bytes of them and how many more there were."""
+    return git_capped(repo_path, "log", "--no-color", "--format=%h %an%n%B",
+                      f"{base}..{commit}", limit=limit, count=limit)
+
+
 def git_lines(cwd: Path, *args: str, limit: int, ok: tuple[int, ...] = (0,)
               ) -> tuple[list[str], bool]:
     """The NUL-separated records of `git ARGS` (a `-z` listing), at most `limit` of

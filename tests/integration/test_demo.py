@@ -12,6 +12,7 @@ from rig.report import read_observation
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from tests.integration.helpers import git
+from tests.unit.html_page import numbers_compared, parse
 
 
 def test_demo_runs_the_whole_loop_with_the_expected_outcome(
@@ -66,3 +67,12 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     assert "effort_confounded" in first.flags
     assert engine.labelled("container", {LABEL_EXPERIMENT: "horizon"}) == []
     assert "artifacts:" in done.stderr and "| fixer |" in done.stdout
+    # REPORT.html beside them (issue 23): every number of its tables is OBSERVATION's,
+    # the winner is named, every sample of the grid has its details on the page.
+    page = parse((state / "REPORT.html").read_text(encoding="utf-8"))
+    assert numbers_compared(page, obs) == len(page.data)
+    assert "Winner: fixer" in page.text
+    grids = [t for t in page.tables.values() if t.caption.startswith("Samples of change")]
+    cells = [c.text for t in grids for row in t.rows[2:] for c in row[1:]]
+    assert len(grids) == 2 and len(cells) == 2 * 5 * 9
+    assert not [c for c in cells if not c.startswith(("PASS", "FAIL"))]

@@ -32,3 +32,34 @@ def test_missing_manifest_is_bad_input_naming_the_file(tmp_path: Path,
     assert main(["status", "-f", str(missing)]) == 2
     err = capsys.readouterr().err
     assert str(missing) in err and "init" in err and "Traceback" not in err
+
+
+def test_init_ends_with_the_next_steps_a_newcomer_needs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression (issue 23): a newcomer's first `up` was refused for the two untracked
+    files `init` had just written, and nothing said so."""
+    assert main(["init", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    steps = out[out.index("next:"):]
+    assert "briefs/first-change.md" in steps
+    assert (f"git -C {tmp_path} add bakeoff.toml briefs/first-change.md && "
+            f"git -C {tmp_path} commit") in steps.replace("\n", " ")
+    assert "keep them out of the target repository" in steps
+    assert steps.rstrip().endswith(f"bakeoff-sandbox up -f {tmp_path / 'bakeoff.toml'}")
+
+
+def test_report_open_opens_only_a_graphical_browser(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    """Without a display a browser would be a text one taking the terminal: the path is
+    printed instead (`runner.cli.app.report`)."""
+    from runner.commands import report
+
+    opened: list[str] = []
+    monkeypatch.setattr(report.webbrowser, "open", lambda url: opened.append(url) or True)
+    monkeypatch.setattr(report.sys, "platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    page = tmp_path / "REPORT.html"
+    assert report.open_page(page) is False and opened == []
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert report.open_page(page) is True and opened == [page.as_uri()]

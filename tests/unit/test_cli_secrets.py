@@ -97,13 +97,15 @@ def test_results_and_progress_lines_holding_the_secret_print_stars(
     class Observation:
         rounds: list[object] = []
 
-    def report(_loaded: object) -> tuple[Observation, Path, Path]:
-        return Observation(), Path(f"/obs/{SECRET}.json"), results
+    def report(_loaded: object) -> reporting.Reported:
+        return reporting.Reported(Observation(), Path(f"/obs/{SECRET}.json"),  # a stand-in
+                                  results, Path(f"/page/{SECRET}.html"))
 
     monkeypatch.setattr(reporting, "report", report)
     assert main(["report", "-f", str(manifest)]) == 0
     assert printed(capsys) == ("# results\nthe agent printed ***\n\n",
-                               f"report: {results}, /obs/***.json (0 round(s))\n")
+                               f"report: {results}, /obs/***.json, /page/***.html "
+                               "(0 round(s))\n")
 
 
 def test_a_manifest_error_is_redacted_before_the_manifest_validates(
