@@ -551,6 +551,15 @@ class VirtualAuthenticator:
         self.cdp.send("WebAuthn.setUserVerified",
                       {"authenticatorId": self.id, "isUserVerified": bool(verified)})
 
+    def add_credential(self, credential):
+        """A credential of the caller's (CDP `WebAuthn.Credential`: base64 fields)."""
+        self.cdp.send("WebAuthn.addCredential",
+                      {"authenticatorId": self.id, "credential": credential})
+
+    def remove_credential(self, credential_id):
+        self.cdp.send("WebAuthn.removeCredential",
+                      {"authenticatorId": self.id, "credentialId": credential_id})
+
 
 @pytest.fixture
 def virtual_authenticator(page):

@@ -10,8 +10,8 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,18 @@ PAGES = {
 
 
 @dataclass(frozen=True)
+class App:
+    """The app a run drives: its files (read-only at /app), command, env and health path;
+    on the lab's own network unless one is named."""
+
+    files: Path
+    command: tuple[str, ...] = ("python3", "/app/server.py", str(PORT))
+    env: Mapping[str, str] = field(default_factory=dict)
+    network: str | None = None
+    health: str = "/index.html"
+
+
+@dataclass(frozen=True)
 class BrowserRun:
     """What one browser container came to."""
 
@@ -201,44 +213,51 @@ class BrowserLab:
     def labels(self, role: str) -> Labels:
         return Labels(self.experiment, role, "A", "r1")
 
-    def run(self, criterion: dict[str, str], target: str, *, test_timeout_s: float = 60,
-            timeout_s: int = 240, argv: tuple[str, ...] | None = None) -> BrowserRun:
-        """`criterion` (files under the criterion directory) run on `target` against a
-        fresh app; `argv` replaces pytest (a control run)."""
-        work = self.root / secrets.token_hex(3)
-        app_dir, inputs = work / "app", work / "in"
+    def pages_app(self) -> App:
+        """The lab's own app: SERVER and PAGES."""
+        app_dir = self.root / secrets.token_hex(3) / "app"
         (app_dir / "pages").mkdir(parents=True)
         (app_dir / "server.py").write_text(SERVER)
         for name, text in PAGES.items():
             (app_dir / "pages" / name).write_text(text)
-        for path in [app_dir, *app_dir.rglob("*")]:
+        return App(app_dir)
+
+    def run(self, criterion: dict[str, str], target: str, *, app: App | None = None,
+            test_timeout_s: float = 60, timeout_s: int = 240,
+            argv: tuple[str, ...] | None = None) -> BrowserRun:
+        """`criterion` (files under the criterion directory) run on `target` against a
+        fresh `app` (the lab's pages by default); `argv` replaces pytest (a control run)."""
+        chosen = app or self.pages_app()
+        for path in [chosen.files, *chosen.files.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
+        inputs = self.root / secrets.token_hex(3) / "in"
         browser.write_inputs(inputs, {k: v.encode() for k, v in criterion.items()})
-        with self.app(app_dir) as app:
-            command = browser.command(target, BASE_URL, health="/index.html", wait_s=20,
+        with self.app(chosen) as container:
+            command = browser.command(target, BASE_URL, health=chosen.health, wait_s=30,
                                       timeout_s=timeout_s)
             spec = browser.container_spec(
-                self.browser_image.image_id, str(app.id),
+                self.browser_image.image_id, str(container.id),
                 command if argv is None else argv, self.labels("browser"), inputs,
                 test_timeout_s=test_timeout_s)
             started = time.monotonic()
             done = sandbox.run_to_end(self.engine, spec, timeout_s + 60, stdout=True)
             duration = time.monotonic() - started
-            app_log = self.engine.call("read the app's log", app.logs).decode(errors="replace")
+            app_log = self.engine.call("read the app's log", container.logs).decode(
+                errors="replace")
         outputs = browser.read_outputs(done.stdout) if argv is None else Outputs(
             {"stdout": done.stdout})
         return BrowserRun(done.exit_code, duration, outputs, app_log)
 
     @contextlib.contextmanager
-    def app(self, app_dir: Path) -> Iterator[Any]:
-        """The app's container on the lab's internal network: the sandbox user, a
-        read-only root, the app's files read-only."""
+    def app(self, app: App) -> Iterator[Any]:
+        """The app's container on its internal network: the sandbox user, a read-only
+        root, the app's files read-only."""
         container = create_container(self.engine, ContainerSpec(
-            image=self.app_image.image_id, command=("python3", "/app/server.py", str(PORT)),
+            image=self.app_image.image_id, command=app.command, env=app.env,
             labels=self.labels("sample-server"), resources=Resources(1.0, 256, 64),
             user=sandbox.SANDBOX_USER, purpose="the lab's app", read_only=True,
-            tmpfs=(Tmpfs("/tmp", 16),), mounts=(Bind(app_dir, "/app"),),
-            network=self.network))
+            tmpfs=(Tmpfs("/tmp", 16),), mounts=(Bind(app.files, "/app"),),
+            network=app.network or self.network, working_dir="/app"))
         try:
             self.engine.call("start the app", container.start)
             yield container

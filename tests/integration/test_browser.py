@@ -345,3 +345,37 @@ def test_a_test_past_its_deadline_kills_the_browser_and_fails(lab: BrowserLab) -
     assert deadline["test"] == node("test_a_page_that_hangs_the_browser", "test_deadline")
     assert deadline["limit_s"] == 8.0 and int(str(deadline["killed"])) > 0
     assert run.duration_s < 60
+
+
+REDEFINED = '''import pytest
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args():
+    return {"args": ["--remote-debugging-port=9222"]}
+
+
+def test_opens(page):
+    page.goto("/index.html")
+'''
+
+STRAY = '''def test_opens(browser, base_url):
+    context = browser.new_context(service_workers="allow")
+    context.new_page().goto(f"{base_url}/index.html")
+'''
+
+
+@pytest.mark.parametrize(("criterion", "message"), [
+    (REDEFINED, "test_opens.py::test_opens[chromium]: the fixture 'browser_type_launch_args' "
+                "is redefined"),
+    (STRAY, "test_opens.py::test_opens[chromium]: made a browser context outside the rig's "
+            "new_context")])
+def test_a_criterion_that_goes_around_the_rigs_browser_is_a_usage_error(
+        lab: BrowserLab, criterion: str, message: str) -> None:
+    """The rig's guarantees (no debugging port, the fixed context, every request recorded)
+    rest on its fixtures: a criterion that redefines one, or makes a context of its own,
+    is refused with pytest's usage-error status (4: the rig's bad_invocation, never an
+    arm's FAIL)."""
+    run = lab.run({"test_opens.py": criterion}, "test_opens.py")
+    assert run.exit_code == 4, run.log
+    assert message in run.log
