@@ -165,14 +165,9 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
 
 def installed(engine: Engine, image: BuiltImage, labels: Labels) -> InstalledCli:
     """The identity of the CLI in an agent layer, as its build recorded it."""
-    text = sandbox.check_image(engine, image.image_id, ["cat", f"{AGENT_ROOT}/identity.json"],
-                               labels)
-    try:
-        data = json.loads(text)
-        return InstalledCli(**{k: str(data[k]) for k in InstalledCli.__dataclass_fields__})
-    except (ValueError, KeyError, TypeError) as error:
-        raise InfraError(f"image {image.tag} holds no readable {AGENT_ROOT}/identity.json",
-                         hint="rebuild it: remove the image and run `up` again") from error
+    return InstalledCli(**sandbox.identity_file(
+        engine, image.image_id, f"{AGENT_ROOT}/identity.json",
+        tuple(InstalledCli.__dataclass_fields__), labels, what=f"image {image.tag}"))
 
 
 def _cached(engine: Engine, tag: str, identity: str) -> BuiltImage | None:

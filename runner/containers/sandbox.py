@@ -17,6 +17,7 @@ container is an exception (`SandboxUnavailableError`), as in inspect_ai's sandbo
 
 from __future__ import annotations
 
+import json
 import shlex
 import threading
 import time
@@ -38,7 +39,7 @@ from runner.containers.engine import (
     create_container,
 )
 from runner.containers.engine import create_network as create_network  # `up` and tests
-from runner.errors import SandboxUnavailableError
+from runner.errors import InfraError, SandboxUnavailableError
 from runner.manifest import MAX_FILES
 
 WORKDIR = "/work"
@@ -244,6 +245,21 @@ def check_image(engine: Engine, image_id: str, command: list[str], labels: Label
                          purpose="check the image", env=env or {})
     done = run_to_end(engine, spec, CHECK_TIMEOUT_S, stdout=True)
     return done.stdout.decode(errors="replace")
+
+
+def identity_file(engine: Engine, image_id: str, path: str, fields: Sequence[str],
+                  labels: Labels, *, what: str) -> dict[str, str]:
+    """The JSON object an image's build wrote at `path` (what it installed), read in a
+    throwaway container (`check_image`): each of `fields` as text. A file that is missing
+    or lacks a field is an `InfraError` naming `what` (the image, for the fix)."""
+    text = check_image(engine, image_id, ["cat", path], labels)
+    try:
+        data = json.loads(text)
+        return {field: str(data[field]) for field in fields}
+    except (ValueError, KeyError, TypeError) as error:
+        raise InfraError(f"{what} holds no readable {path}",
+                         hint="rebuild it: remove the image and run the command again"
+                         ) from error
 
 
 def _container(engine: Engine, container_id: str) -> Any:

@@ -1,0 +1,1 @@
+"""horizonui: a forecast page backed by Postgres, and passkeys."""

@@ -1,0 +1,220 @@
+"""The real path: which of the app's endpoints a browser sample's flow really reached.
+
+The rig's browser plugin (`rig/insample/browser_plugin.py`, inside the browser's
+container) writes one JSON line per request the page made to `requests.jsonl`: method,
+URL, origin, path, status, and who answered it (`AnsweredBy`). This module reads those
+lines back and decides a criterion's `expect_requests`, such as `POST /api/horizon`:
+
+- it is met only by an answer **from the app's server** (a request to the app's origin
+  that went to the network and came back), for that method and exactly that path, with a
+  2xx status unless the expectation names another (`POST /api/horizon 400`, or a class,
+  `POST /api/horizon 4xx`);
+- a response a service worker produced, or the page itself (a route's fulfilment, a
+  cache, a data: URL), never counts; nor does a request that failed or that the rig
+  blocked, nor one to another origin.
+
+The three ways a page passes a plain browser test without the real path (issue 22) read
+here as: no request at all (the answer computed in the page), the server's 500 (and a
+made-up result shown), a service worker's 200 (`service_worker`; with service workers
+blocked it never registers and the POST reaches the server).
+
+Pure: text in, typed findings out. The in-sample writer cannot import this module (it
+runs with the standard library, pytest and Playwright only): the format is pinned on
+both sides by `tests/unit/test_real_path.py`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+__all__ = ["AnsweredBy", "Expectation", "ExpectationError", "Finding", "RequestRecord",
+           "Requests", "check", "origin_of", "parse_expectation", "read_requests"]
+
+FORMAT = 1  # of a request line; the plugin writes the same number
+REQUEST = "request"  # a line's `kind`
+TRUNCATED = "truncated"  # the plugin's last line when its cap dropped records
+
+_EXPECTATION = re.compile(
+    r"(?P<method>[A-Z]{1,16}) (?P<path>/[!-~]*?)(?: (?P<status>[1-5](?:\d\d|xx)))?")
+
+
+class AnsweredBy(enum.StrEnum):
+    """Who produced a request's response, as the browser reported it."""
+
+    server = "server"                  # the network: a connection answered it
+    service_worker = "service_worker"  # a service worker's fetch handler
+    page = "page"                      # no network: a route's fulfilment, a cache, data:
+    none = "none"                      # no response: the request failed or was blocked
+
+
+class ExpectationError(ValueError):
+    """An `expect_requests` entry that does not read as `METHOD /path [STATUS]`."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """`METHOD /path [STATUS]`: a status is exact (`400`) or a class (`4xx`); 2xx if none."""
+
+    method: str
+    path: str
+    status: str = "2xx"
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} {self.status}"
+
+    def accepts(self, status: int | None) -> bool:
+        if status is None:
+            return False
+        if self.status.endswith("xx"):
+            return status // 100 == int(self.status[0])
+        return status == int(self.status)
+
+
+def parse_expectation(text: str) -> Expectation:
+    """`POST /api/horizon` -> Expectation("POST", "/api/horizon", "2xx")."""
+    found = _EXPECTATION.fullmatch(text.strip())
+    if found is None:
+        raise ExpectationError(
+            f"{text!r} is not METHOD /path [STATUS]: write e.g. \"POST /api/horizon\" "
+            "(a 2xx answer from the app's server) or \"POST /api/horizon 400\"")
+    return Expectation(found["method"], found["path"], found["status"] or "2xx")
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request the page made, as the plugin recorded it."""
+
+    test: str
+    method: str
+    url: str
+    origin: str
+    path: str
+    status: int | None
+    answered_by: AnsweredBy
+    resource_type: str = ""
+    failure: str | None = None
+    blocked: bool = False
+
+    def shown(self) -> str:
+        status = "no answer" if self.status is None else str(self.status)
+        how = f" ({self.failure})" if self.failure else ""
+        return f"{self.method} {self.origin}{self.path}: {status} by {self.answered_by}{how}"
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Every request line read back, and how many lines were not one (`malformed`) or
+    were dropped by the plugin's cap (`dropped`)."""
+
+    records: tuple[RequestRecord, ...]
+    malformed: int = 0
+    dropped: int = 0
+
+
+def origin_of(url: str) -> str:
+    """`scheme://host[:port]`, lower-cased, without the scheme's default port."""
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" + ("" if port is None or port == default else f":{port}")
+
+
+def read_requests(text: str) -> Requests:
+    """The request lines of a `requests.jsonl`; other kinds are skipped, lines that do
+    not read as a request are counted, never trusted."""
+    records: list[RequestRecord] = []
+    malformed = dropped = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            malformed += 1
+            continue
+        if isinstance(data, dict) and data.get("kind") == TRUNCATED:
+            dropped += _count(data.get("dropped"))
+            continue
+        record = _record(data)
+        if record is None:
+            malformed += 1
+        else:
+            records.append(record)
+    return Requests(tuple(records), malformed, dropped)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _record(data: object) -> RequestRecord | None:
+    if not isinstance(data, dict) or data.get("kind") != REQUEST or data.get(
+            "format") != FORMAT:
+        return None
+    texts = [data.get(key) for key in ("test", "method", "url", "origin", "path",
+                                       "resource_type")]
+    status, failure, blocked = data.get("status"), data.get("failure"), data.get("blocked")
+    if not all(isinstance(t, str) for t in texts) or not isinstance(blocked, bool) or not (
+            status is None or (isinstance(status, int) and not isinstance(status, bool))) \
+            or not (failure is None or isinstance(failure, str)):
+        return None
+    try:
+        answered = AnsweredBy(str(data.get("answered_by")))
+    except ValueError:
+        return None
+    test, method, url, origin, path, kind = (str(t) for t in texts)
+    return RequestRecord(test, method, url, origin, path, status, answered, kind, failure,
+                         blocked)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One expectation against the records: met or not, the records that met it, the
+    ones for the same method and path that did not, and a sentence saying which."""
+
+    expectation: Expectation
+    met: bool
+    matched: tuple[RequestRecord, ...]
+    near: tuple[RequestRecord, ...]
+    detail: str
+
+
+def check(expectations: Iterable[Expectation], records: Iterable[RequestRecord],
+          origin: str) -> tuple[Finding, ...]:
+    """Each expectation decided on the records of the app at `origin` (the base URL)."""
+    app = origin_of(origin)
+    mine = tuple(r for r in records if origin_of(r.origin) == app)
+    return tuple(_finding(e, mine) for e in expectations)
+
+
+def _finding(expectation: Expectation, records: tuple[RequestRecord, ...]) -> Finding:
+    same = tuple(r for r in records
+                 if r.method == expectation.method and (r.path or "/") == expectation.path)
+    matched = tuple(r for r in same if _meets(expectation, r))
+    near = tuple(r for r in same if r not in matched)
+    if matched:
+        detail = (f"{expectation}: {len(matched)} answer(s) from the app's server "
+                  f"({', '.join(sorted({str(r.status) for r in matched}))})")
+    elif not near:
+        detail = f"{expectation}: never requested by the page"
+    else:
+        shown = "; ".join(r.shown() for r in near[:3])
+        more = f" and {len(near) - 3} more" if len(near) > 3 else ""
+        detail = f"{expectation}: no matching answer from the app's server: {shown}{more}"
+    return Finding(expectation, bool(matched), matched, near, detail)
+
+
+def _meets(expectation: Expectation, record: RequestRecord) -> bool:
+    return (record.answered_by is AnsweredBy.server and record.failure is None
+            and not record.blocked and expectation.accepts(record.status))

@@ -1,0 +1,196 @@
+"""The browser's container (issue 22): what `images/browser` holds, and how one browser
+criterion runs beside the app it drives.
+
+The image (`images/browser/Dockerfile`) is Debian's chromium plus a virtualenv at
+/opt/browser with Playwright, pytest and pytest-playwright pinned by hash; its build
+writes `/opt/browser/identity.json` (Chromium's `--version`, the package, the Python
+distributions' versions), which `installed` reads back for the contract and the records.
+
+A browser criterion runs in a container of its own that **joins the app's network
+namespace** (`ContainerSpec.joins`): it opens `http://localhost:PORT` (a secure context,
+so WebAuthn works, and no HSTS-preloaded TLD), reaches nothing the app's network does not,
+and nothing of the rig listens there (Playwright talks to Chromium over a pipe). It runs
+as the sandbox user with no capability, a read-only root, size-capped tmpfs for /tmp,
+HOME and the plugin's output directory, and a pids limit a browser can live in. Its
+command (`SCRIPT`) waits for the app's health, runs pytest with the rig's plugin
+(`rig/insample/browser_plugin.py`, loaded as `bakeoff_browser`, after pytest-base-url and
+pytest-playwright and with no other plugin autoloaded) under a deadline, keeps the
+output's head and tail, and hands the output directory back as one `bakeoff-out:` line on
+its stdout, read with `read_outputs`, as the sample driver does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from runner.containers import sample_driver, sandbox
+from runner.containers.engine import Bind, ContainerSpec, Engine, Labels, Resources, Tmpfs
+from runner.containers.images import BuiltImage
+from runner.containers.sample_driver import Outputs
+
+IMAGE = "browser"
+ROOT = "/opt/browser"
+IDENTITY = f"{ROOT}/identity.json"
+PLUGIN_MODULE = "bakeoff_browser"
+PLUGIN_SOURCE = "browser_plugin.py"  # of rig/insample
+IN = "/bakeoff/in"                   # the rig's inputs, read-only
+PLUGIN_DIR = f"{IN}/plugin"
+CRITERION_DIR = f"{IN}/criterion"
+OUT = "/bakeoff/browser-out"         # the plugin's records, screenshots, trace
+OUT_ENV = "BAKEOFF_BROWSER_OUT"
+DEADLINE_ENV = "BAKEOFF_BROWSER_TEST_TIMEOUT_S"  # one test's, fixtures included
+TEST_TIMEOUT_S = 60
+HOME = "/home/agent"
+PLAYWRIGHT_OUTPUT = "/tmp/playwright-output"  # pytest-playwright's own (unused) folder
+HEAD_BYTES = TAIL_BYTES = 1024 * 1024  # of pytest's output, kept
+# What the plugin may write (its own caps) plus the log and markers: a longer line is not
+# the script's (sample_driver.read_outputs drops it).
+OUTPUTS_LIMIT = 72 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BrowserLimits:
+    """The browser container's own limits: a browser needs more processes than a test
+    run (about 125 tasks per page; with 64 it hung for minutes instead of failing)."""
+
+    cpus: float = 1.0
+    memory_mb: int = 1536
+    pids: int = 512
+    tmp_mb: int = 512
+    out_mb: int = 96
+    home_mb: int = 64
+
+    def __post_init__(self) -> None:
+        if self.pids < 256:
+            raise ValueError(f"a browser needs a pids limit of at least 256, not {self.pids}")
+
+
+@dataclass(frozen=True)
+class BrowserIdentity:
+    """What the browser image holds, as its build recorded it."""
+
+    chromium: str
+    chromium_package: str
+    playwright: str
+    pytest_playwright: str
+    pytest_base_url: str
+    pytest: str
+    python: str
+
+    def as_record(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def installed(engine: Engine, image: BuiltImage, labels: Labels) -> BrowserIdentity:
+    """The identity of the browser image `image` (its `identity.json`)."""
+    return BrowserIdentity(**sandbox.identity_file(
+        engine, image.image_id, IDENTITY, tuple(BrowserIdentity.__dataclass_fields__), labels,
+        what=f"image {image.tag}"))
+
+
+def pytest_argv(criterion: str, base_url: str) -> tuple[str, ...]:
+    """pytest on `criterion` (a path under CRITERION_DIR) against the app at `base_url`:
+    the plugins named in their order (the rig's last, so its fixtures win), no cache, no
+    ini file read from anywhere."""
+    return ("python", "-m", "pytest", "-q", "-c", "/dev/null", "--rootdir", CRITERION_DIR,
+            "-p", "no:cacheprovider", "-p", "pytest_base_url.plugin",
+            "-p", "pytest_playwright.pytest_playwright", "-p", PLUGIN_MODULE,
+            "--base-url", base_url, "--output", PLAYWRIGHT_OUTPUT,
+            f"{CRITERION_DIR}/{criterion}")
+
+
+def environment(test_timeout_s: float = TEST_TIMEOUT_S) -> dict[str, str]:
+    """The browser container's env: the rig's plugins only, the output directory, the
+    deadline of one test (past it the plugin kills the browser: a failure, not a hang)."""
+    return {"HOME": HOME, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": PLUGIN_DIR,
+            "PYTHONDONTWRITEBYTECODE": "1", OUT_ENV: OUT,
+            DEADLINE_ENV: str(max(1, int(test_timeout_s)))}
+
+
+# $1 base URL  $2 health path  $3 seconds to wait for it  $4 pytest's deadline (seconds)
+# then pytest's argv. Exit status: pytest's (125 when the app never got healthy).
+SCRIPT = r'''
+url="$1"; health="$2"; wait_s="$3"; t="$4"; shift 4
+out="$BAKEOFF_BROWSER_OUT"; log=/tmp/bakeoff-browser.log
+finish() {
+  printf 'bakeoff-out:'; (cd "$out" && tar -cf - .) | base64 -w 0; printf '\n'
+  exit "$1"
+}
+py='import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)'
+tries=$(( wait_s * 5 )); state=unhealthy
+while [ "$tries" -gt 0 ]; do
+  if python -I -c "$py" "$url$health" >/dev/null 2>&1; then state=healthy; break; fi
+  sleep 0.2; tries=$(( tries - 1 ))
+done
+echo "$state" > "$out/server"
+if [ "$state" != healthy ]; then finish 125; fi
+timeout -k 5 "$t" "$@" > "$log" 2>&1 < /dev/null
+code=$?
+size=$(wc -c < "$log")
+if [ "$size" -gt $(( HEAD + TAIL )) ]; then
+  { head -c "$HEAD" "$log"; printf '\n[bakeoff: output truncated: %s bytes omitted]\n' \
+      $(( size - HEAD - TAIL )); tail -c "$TAIL" "$log"; } > "$out/log"
+else
+  cat "$log" > "$out/log"
+fi
+finish "$code"
+'''
+
+
+def script() -> str:
+    return f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}\n" + SCRIPT
+
+
+def command(criterion: str, base_url: str, *, health: str = "/", wait_s: int = 30,
+            timeout_s: int = 120) -> tuple[str, ...]:
+    """The container's command: `script` with the criterion's pytest."""
+    return ("sh", "-c", script(), "bakeoff-browser", base_url, health, str(wait_s),
+            str(timeout_s), *pytest_argv(criterion, base_url))
+
+
+def plugin_source() -> bytes:
+    """The rig's browser plugin (it runs inside the browser's container, never here)."""
+    return resources.files("rig.insample").joinpath(PLUGIN_SOURCE).read_bytes()
+
+
+def write_inputs(directory: Path, criterion: Mapping[str, bytes]) -> None:
+    """The browser container's inputs in `directory` (mounted read-only at IN): the rig's
+    plugin and the criterion's files (relative paths under CRITERION_DIR)."""
+    plugin = directory / "plugin"
+    plugin.mkdir(parents=True, exist_ok=True)
+    (plugin / f"{PLUGIN_MODULE}.py").write_bytes(plugin_source())
+    for name, data in criterion.items():
+        target = directory / "criterion" / name
+        if not target.resolve().is_relative_to((directory / "criterion").resolve()):
+            raise ValueError(f"a criterion file outside its directory: {name!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    for path in [directory, *directory.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def container_spec(image_id: str, app: str, argv: Iterable[str], labels: Labels,
+                   inputs: Path, *, limits: BrowserLimits | None = None,
+                   test_timeout_s: float = TEST_TIMEOUT_S,
+                   purpose: str = "the browser") -> ContainerSpec:
+    """The browser's container beside `app` (a container id whose network namespace it
+    joins): the sandbox user, no capability, a read-only root, tmpfs for what Chromium
+    and the plugin write, the rig's inputs read-only."""
+    chosen = limits or BrowserLimits()
+    uid = sandbox.SANDBOX_UID
+    return ContainerSpec(
+        image=image_id, command=tuple(argv), labels=labels, purpose=purpose,
+        resources=Resources(chosen.cpus, chosen.memory_mb, chosen.pids),
+        user=sandbox.SANDBOX_USER, joins=app, read_only=True,
+        env=environment(test_timeout_s),
+        tmpfs=(Tmpfs("/tmp", chosen.tmp_mb), Tmpfs(HOME, chosen.home_mb, "0700", owner=uid),
+               Tmpfs(OUT, chosen.out_mb, "0700", executable=False, owner=uid)),
+        mounts=(Bind(inputs, IN),), working_dir=CRITERION_DIR)
+
+
+def read_outputs(stdout: bytes) -> Outputs:
+    """The output directory the script handed back on its stdout."""
+    return sample_driver.read_outputs([stdout], limit=OUTPUTS_LIMIT)

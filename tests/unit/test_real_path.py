@@ -1,0 +1,169 @@
+"""The real path (issue 22): `expect_requests` decided on the browser plugin's request
+records. Only an answer from the app's server, for that method and path, with the status
+asked for (2xx by default) meets an expectation; the three ways a page passes a plain
+browser test without the real path (the answer computed in the page, the server's 500
+behind a made-up result, a service worker's fake 200) never do. The records are the
+plugin's own `request_record` lines, so the format is pinned on both sides."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rig import real_path
+from rig.insample import browser_plugin
+from rig.real_path import AnsweredBy, Expectation, ExpectationError, RequestRecord
+
+APP = "http://localhost:4321"
+POST = real_path.parse_expectation("POST /api/horizon")
+
+
+def line(method: str, url: str, status: int | None, *, sw: bool = False,
+         network: bool = True, failure: str | None = None, blocked: bool = False,
+         test: str = "ui/test_cap.py::test_cap[chromium-90]") -> str:
+    return json.dumps(browser_plugin.request_record(
+        test, method, url, "fetch", status, sw, network, failure, blocked))
+
+
+def records(*lines: str) -> tuple[RequestRecord, ...]:
+    read = real_path.read_requests("\n".join(lines) + "\n")
+    assert (read.malformed, read.dropped) == (0, 0)
+    return read.records
+
+
+def finding(*lines: str, expectation: Expectation = POST) -> real_path.Finding:
+    (found,) = real_path.check([expectation], records(*lines), APP)
+    return found
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("POST /api/horizon", Expectation("POST", "/api/horizon", "2xx")),
+    ("POST /api/horizon 400", Expectation("POST", "/api/horizon", "400")),
+    ("GET /api/items/7 4xx", Expectation("GET", "/api/items/7", "4xx")),
+    ("  DELETE /  ", Expectation("DELETE", "/", "2xx")),
+])
+def test_an_expectation_reads_as_method_path_and_status(text: str,
+                                                        expected: Expectation) -> None:
+    assert real_path.parse_expectation(text) == expected
+
+
+@pytest.mark.parametrize("text", ["post /api/horizon", "POST api/horizon", "POST /x 600",
+                                  "POST /x 2XX", "POST /x 20", "", "POST  /x", "/api/horizon",
+                                  "POST /a b"])
+def test_an_expectation_that_does_not_read_is_refused_with_the_form_to_write(text: str) -> None:
+    with pytest.raises(ExpectationError, match=r"is not METHOD /path \[STATUS\]"):
+        real_path.parse_expectation(text)
+
+
+def test_a_status_class_or_an_exact_status_is_what_is_accepted() -> None:
+    two = Expectation("POST", "/x")
+    assert [two.accepts(s) for s in (200, 204, 299, 302, 400, 500, None)] == [
+        True, True, True, False, False, False, False]
+    exact = Expectation("POST", "/x", "400")
+    assert [exact.accepts(s) for s in (400, 404, 200)] == [True, False, False]
+
+
+def test_a_2xx_answer_from_the_apps_server_meets_the_expectation() -> None:
+    found = finding(line("GET", f"{APP}/", 200), line("POST", f"{APP}/api/horizon", 200))
+    assert (found.met, [r.status for r in found.matched], found.near) == (True, [200], ())
+    assert found.detail == "POST /api/horizon 2xx: 1 answer(s) from the app's server (200)"
+
+
+def test_an_answer_computed_in_the_page_is_not_the_real_path() -> None:
+    """The client-side 'fix': the page shows the result and never calls the API."""
+    found = finding(line("GET", f"{APP}/", 200), line("GET", f"{APP}/app.js", 200))
+    assert (found.met, found.matched, found.near) == (False, (), ())
+    assert found.detail == "POST /api/horizon 2xx: never requested by the page"
+
+
+def test_the_servers_500_behind_a_made_up_result_is_not_the_real_path() -> None:
+    found = finding(line("POST", f"{APP}/api/horizon", 500))
+    assert not found.met
+    assert found.detail == ("POST /api/horizon 2xx: no matching answer from the app's server: "
+                            f"POST {APP}/api/horizon: 500 by server")
+
+
+def test_a_service_workers_fake_200_is_not_the_real_path() -> None:
+    found = finding(line("POST", f"{APP}/api/horizon", 200, sw=True, network=False))
+    assert not found.met
+    assert [r.answered_by for r in found.near] == [AnsweredBy.service_worker]
+    assert found.detail.endswith("200 by service_worker")
+
+
+@pytest.mark.parametrize(("record", "why"), [
+    (line("POST", f"{APP}/api/horizon", 200, network=False), "200 by page"),
+    (line("POST", f"{APP}/api/horizon", None, failure="net::ERR_BLOCKED_BY_CLIENT",
+          blocked=True), "no answer by none (net::ERR_BLOCKED_BY_CLIENT)"),
+    (line("POST", f"{APP}/api/horizon", 200, failure="net::ERR_ABORTED"),
+     "200 by server (net::ERR_ABORTED)"),
+])
+def test_an_answer_the_page_made_or_a_request_that_failed_never_counts(record: str,
+                                                                       why: str) -> None:
+    found = finding(record)
+    assert not found.met and found.detail.endswith(why)
+
+
+@pytest.mark.parametrize("url", ["http://localhost:4322/api/horizon",
+                                 "http://127.0.0.1:4321/api/horizon",
+                                 "https://localhost:4321/api/horizon"])
+def test_another_origins_answer_never_counts(url: str) -> None:
+    found = finding(line("POST", url, 200))
+    assert not found.met
+    assert found.detail == "POST /api/horizon 2xx: never requested by the page"
+
+
+@pytest.mark.parametrize("url", [f"{APP}/api/horizon/", f"{APP}/api/horizons",
+                                 f"{APP}/API/horizon", f"{APP}/api/%68orizon"])
+def test_the_path_is_matched_exactly(url: str) -> None:
+    assert not finding(line("POST", url, 200)).met
+
+
+def test_the_query_string_is_not_part_of_the_path_and_the_method_must_match() -> None:
+    assert finding(line("POST", f"{APP}/api/horizon?days=90", 201)).met
+    assert not finding(line("GET", f"{APP}/api/horizon", 200)).met
+
+
+def test_a_named_status_is_met_by_that_status_only() -> None:
+    rejected = real_path.parse_expectation("POST /api/horizon 422")
+    assert finding(line("POST", f"{APP}/api/horizon", 422), expectation=rejected).met
+    assert not finding(line("POST", f"{APP}/api/horizon", 200), expectation=rejected).met
+
+
+def test_each_expectation_is_decided_on_its_own() -> None:
+    read = records(line("GET", f"{APP}/api/passkeys/options", 200),
+                   line("POST", f"{APP}/api/passkeys/verify", 401))
+    found = real_path.check([real_path.parse_expectation("GET /api/passkeys/options"),
+                             real_path.parse_expectation("POST /api/passkeys/verify")],
+                            read, APP + "/")
+    assert [f.met for f in found] == [True, False]
+
+
+def test_lines_that_are_not_request_records_are_counted_never_trusted() -> None:
+    good = line("POST", f"{APP}/api/horizon", 200)
+    forged = [json.dumps({**json.loads(good), "format": 2}),
+              json.dumps({**json.loads(good), "status": True}),
+              json.dumps({**json.loads(good), "answered_by": "the server, honestly"}),
+              json.dumps({**json.loads(good), "blocked": "no"}),
+              json.dumps(["POST", "/api/horizon", 200]), "{not json", "5 passed in 0.01s"]
+    marker = json.dumps({"format": 1, "kind": "truncated", "dropped": 12})
+    console = json.dumps({"format": 1, "kind": "console", "text": "x"})
+    read = real_path.read_requests("\n".join([good, *forged, console, marker]))
+    assert (len(read.records), read.malformed, read.dropped) == (1, len(forged) + 1, 12)
+
+
+def test_the_plugins_record_reads_back_as_the_same_facts() -> None:
+    (record,) = records(line("POST", f"{APP}/api/horizon?x=1", 201, test="t::x"))
+    assert record == RequestRecord(
+        test="t::x", method="POST", url=f"{APP}/api/horizon?x=1", origin=APP,
+        path="/api/horizon", status=201, answered_by=AnsweredBy.server,
+        resource_type="fetch", failure=None, blocked=False)
+
+
+@pytest.mark.parametrize(("url", "origin"), [
+    ("http://LOCALHOST:80/x", "http://localhost"), ("https://a.b:443/", "https://a.b"),
+    ("http://localhost:4321", "http://localhost:4321"), ("http://[::1]:8080/x", "http://[::1]:8080"),
+    ("data:text/html,hi", "data://"), ("http://host:99999/", "http://host"),
+])
+def test_the_plugin_and_the_rig_agree_on_an_origin(url: str, origin: str) -> None:
+    assert real_path.origin_of(url) == browser_plugin.origin_of(url) == origin
