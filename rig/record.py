@@ -1,14 +1,20 @@
 """The sample record: one JSON per sample, with everything `reproduce` needs.
 
-Execute, persist, then grade: a record's `execution` part is written from what ran, and
-its verdict can always be recomputed from the stored log (`rig.oracle.regrade`).
+Execute, persist, then grade: a record's `ran` part is written from what ran, and its
+verdict can always be recomputed from the stored log (`rig.oracle.regrade`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from rig.outcome import Verdict
 from rig.tree import clean
@@ -36,15 +42,47 @@ class StackRecord(BaseModel):
     timeout_s: float = 60  # how long its health was awaited
 
 
-class SampleRecord(BaseModel):
-    """DESIGN.md, "Records": one sample of one check on one commit in one fresh container.
-
-    Any name git allows can reach a record (a protected path, a test id, a message that
-    names a file): one that is not UTF-8 is held in git's quoted form (`rig.tree.clean`),
-    so a record can always be written, read back and printed."""
-
+class _Part(BaseModel):
     model_config = ConfigDict(frozen=True)
-    schema_version: str = "bakeoff-sample/v1"
+
+
+class BrowserAsked(_Part):
+    """A browser criterion (`[changes.success] browser`): the pytest-playwright file as
+    the contract froze it (its host path and sha256, the rig's input, never the arm's),
+    and the endpoints its flow must reach on the app's server (`rig.real_path`)."""
+
+    file: str
+    sha256: str
+    expect_requests: list[str] = []
+
+
+class BrowserRan(_Part):
+    """What a browser sample's browser did: the image and its identity (Chromium's and
+    Playwright's versions), the requests the page made (each with who answered it) and
+    its console errors, kept beside the log (`files`: what -> name), its screenshots and
+    its trace."""
+
+    image: str
+    image_id: str
+    identity: dict[str, str] = {}
+    requests: int = 0  # lines recorded (`requests.jsonl`)
+    console_errors: int = 0  # console errors and uncaught page errors (`console.jsonl`)
+    files: dict[str, str] = {}  # requests | console | events | artifacts -> file name
+    screenshots: list[str] = []  # file names beside the log
+    trace: str | None = None  # `trace.zip`'s name beside the log (playwright show-trace)
+
+
+class RealPath(_Part):
+    """One `expect_requests` entry as the requests decided it (`rig.real_path.check`)."""
+
+    expectation: str
+    met: bool
+    detail: str
+
+
+class Asked(_Part):
+    """What was asked: the sample and the command that grades it (the `SampleSpec`)."""
+
     sample: str  # CHANGE/ARM/CHECK/N
     change: str
     arm: str
@@ -52,44 +90,58 @@ class SampleRecord(BaseModel):
     n: int
     commit: str
     base_commit: str
+    command: str
+    parser: str
+    requires: list[str]
+    contract: str | None = None  # "v<N>:<sha256>": results after a refreeze are a new contract
+    harness: str = "arm"  # "base": the success criterion ran under the base's harness
+    build: list[str] = []  # `[toolchain] build`, run on the tree first (its log: N.build.log)
+    browser: BrowserAsked | None = None  # a browser criterion
+
+
+class Ran(_Part):
+    """What ran: the container, its inputs and limits, and what came out of it."""
+
     image: str
     image_id: str
     image_identity: str
-    command: str
-    parser: str
     env: dict[str, str]  # secrets redacted
     mounts: list[dict[str, str]]
     limits: dict[str, float | int]
     network: str
     db_schema: str | None
     protected: dict[str, str]  # path -> sha256 of the content restored from the base
-    requires: list[str]
     exit_code: int | None  # the command's exit status, as it was
     timed_out: bool
     oom_killed: bool
     program_present: bool
+    server: str = "none"  # a server per sample: none | healthy | unhealthy | no_http_client
+    collected: dict[str, str] = {}  # a ratchet: file the command wrote -> its copy beside the log
+    started_at: str
+    duration_s: float
+    log: str  # file name of the full log, beside the record
+    pinned: dict[str, list[str]] = {}  # what the rig changed: restored, removed, bytecode
+    truncated_bytes: int = 0  # output left out between the kept head and tail of the log
+    stack: StackRecord | None = None  # the stack under test, when the criterion has one
+    outlived: bool = False  # the host stopped the container after its deadline
+    build_exit: int | None = None  # `[toolchain] build`'s exit status (None: no build ran)
+    browser_run: BrowserRan | None = None  # a browser criterion's browser
+
+
+class Graded(_Part):
+    """How it was graded: the verdict and the evidence it rests on."""
+
     counts: SampleCounts | None
     tests_ran: int
     verdict: Verdict
     reason: str | None
     rig_error: str | None
     detail: str
-    contract: str | None = None  # "v<N>:<sha256>": results after a refreeze are a new contract
-    server: str = "none"  # a server per sample: none | healthy | unhealthy | no_http_client
     metric_value: float | None = None  # a ratchet: the value this sample measured
     metric_base: float | None = None  # a ratchet: the frozen base value it was graded against
-    collected: dict[str, str] = {}  # a ratchet: file the command wrote -> its copy beside the log
-    started_at: str
-    duration_s: float
-    log: str  # file name of the full log, beside the record
     exit_code_graded: int | None = None  # the status graded (the must-fail canary's out)
-    harness: str = "arm"  # "base": the success criterion ran under the base's harness
-    pinned: dict[str, list[str]] = {}  # what the rig changed: restored, removed, bytecode
     canaries: dict[str, object] | None = None  # planted canaries and how they came out
-    truncated_bytes: int = 0  # output left out between the kept head and tail of the log
     diagnosis: dict[str, str | None] | None = None  # the base's run it was judged against
-    stack: StackRecord | None = None  # the stack under test, when the criterion has one
-    outlived: bool = False  # the host stopped the container after its deadline
     unguarded: list[str] = []  # what this sample's grading could not check, and why
     # The tests by id (pytest: the rig's observer; else the runner's per-test lines),
     # the canaries left out: {id, status[, pinned, attested, verified]} (the base's are
@@ -97,13 +149,54 @@ class SampleRecord(BaseModel):
     tests: list[dict[str, str | bool]] = []
     duplicated: bool = False  # the runner's lines gave one test two outcomes
     observer: dict[str, object] | None = None  # pytest: sessions, anomalies, plugins, ini
-    build: list[str] = []  # `[toolchain] build`, run on the tree first (its log: N.build.log)
-    build_exit: int | None = None  # its exit status (None: no build ran)
+    real_path: list[RealPath] = []  # a browser criterion's `expect_requests`, decided
+
+
+PARTS: dict[str, type[_Part]] = {"asked": Asked, "ran": Ran, "graded": Graded}
+SCHEMA = "bakeoff-sample/v2"
+
+
+class SampleRecord(Asked, Ran, Graded):
+    """DESIGN.md, "Records": one sample of one check on one commit in one fresh container.
+
+    Its facts are declared in three parts, each where it comes from: `Asked` (the sample
+    and its command: what `reproduce` runs again), `Ran` (what the executor saw),
+    `Graded` (the verdict and its evidence); a new kind of sample adds its facts as a
+    model of the part they belong to. On disk the record is those parts
+    (`bakeoff-sample/v2`); a record written flat by an earlier version
+    (`bakeoff-sample/v1`) loads as it was. In Python every fact is a field of the record.
+
+    Any name git allows can reach a record (a protected path, a test id, a message that
+    names a file): one that is not UTF-8 is held in git's quoted form (`rig.tree.clean`),
+    so a record can always be written, read back and printed."""
+
+    schema_version: str = SCHEMA
 
     @model_validator(mode="before")
     @classmethod
-    def _names_as_text(cls, data: Any) -> Any:
+    def _flat_and_clean(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(isinstance(data.get(p), dict) for p in PARTS):
+            flat = {k: v for k, v in data.items() if k not in PARTS}
+            for part in PARTS:
+                found = data.get(part)
+                if isinstance(found, dict):
+                    flat.update(found)
+            data = flat
         return cleaned(data)
+
+    @model_serializer(mode="wrap")
+    def _in_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        flat: dict[str, Any] = handler(self)
+        flat.pop("schema_version", None)  # what it was read as; what is written is v2
+        found: dict[str, Any] = {"schema_version": SCHEMA}
+        for name, part in PARTS.items():
+            found[name] = {key: flat[key] for key in part.model_fields if key in flat}
+        return found
+
+    def part(self, name: str) -> _Part:
+        """One part of the record, as its own model (`asked`, `ran` or `graded`)."""
+        model = PARTS[name]
+        return model.model_validate({key: getattr(self, key) for key in model.model_fields})
 
 
 def cleaned(data: Any) -> Any:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
@@ -116,3 +118,13 @@ def cli(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedPro
     """`bakeoff-sandbox ARGS...` run in `repo` through the real command line."""
     return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=repo,
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def flat_record(path: Path) -> dict[str, Any]:
+    """A sample record's JSON as one dict of its facts (on disk they are in parts:
+    asked, ran, graded)."""
+    found: dict[str, Any] = json.loads(path.read_text())
+    flat = {k: v for k, v in found.items() if k not in ("asked", "ran", "graded")}
+    for part in ("asked", "ran", "graded"):
+        flat.update(found.get(part) or {})
+    return flat

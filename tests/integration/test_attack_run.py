@@ -12,14 +12,14 @@ from rig.report import read_observation
 from runner.commands import demo
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
-from tests.integration.helpers import cli, git
+from tests.integration.helpers import cli, flat_record, git
 
 CHANGE = "cap-horizon"
 
 
 def samples(state: Path, arm: str, check: str) -> list[dict[str, object]]:
     folder = state / "stages" / CHANGE / "samples" / arm / check
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    return [flat_record(p) for p in sorted(folder.glob("*.json"))]
 
 
 def test_plagiarist_and_breaker_in_one_run_with_an_honest_fixer(

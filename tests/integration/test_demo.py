@@ -11,7 +11,7 @@ from pathlib import Path
 from rig.report import read_observation
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
-from tests.integration.helpers import git
+from tests.integration.helpers import flat_record, git
 from tests.unit.html_page import numbers_compared, parse
 
 
@@ -35,8 +35,8 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     # the test restored): the success criterion failed honestly, and its checks measured
     # its code as it is (the unfixed code passes the other tests: PASS).
     def samples(arm: str, check: str) -> list[dict[str, object]]:
-        return [json.loads((state / "stages" / "cap-horizon" / "samples" / arm / check /
-                            f"{n}.json").read_text()) for n in (1, 2, 3)]
+        return [flat_record(state / "stages" / "cap-horizon" / "samples" / arm / check /
+                            f"{n}.json") for n in (1, 2, 3)]
     cheat = samples("cheat", "success")
     assert {(s["verdict"], s["reason"]) for s in cheat} == {("FAIL", "tests_failed")}
     assert [s["pinned"] for s in cheat] == [
@@ -50,8 +50,8 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     # The ranking is the one the example is built to produce, the cheat last.
     assert [a.arm for a in sorted(first.arms, key=lambda a: -a.total)] == [
         "fixer", "fixer-graft", "control", "broken", "cheat"]
-    broken = [json.loads((state / "stages" / "cap-horizon" / "samples" / "broken" /
-                          "success" / f"{n}.json").read_text()) for n in (1, 2, 3)]
+    broken = [flat_record(state / "stages" / "cap-horizon" / "samples" / "broken" /
+                          "success" / f"{n}.json") for n in (1, 2, 3)]
     assert {(s["verdict"], s["reason"]) for s in broken} == {("FAIL", "build_failed")}
     assert arms["broken"].valid and arms["control"].valid
     assert arms["control"].results.success.pass_rate == 0.0

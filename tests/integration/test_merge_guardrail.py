@@ -46,7 +46,7 @@ from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store.records import MergeRecord
-from tests.integration.helpers import cleanup, cli, git
+from tests.integration.helpers import cleanup, cli, flat_record, git
 
 MANIFEST = """
 [experiment]
@@ -258,7 +258,7 @@ def test_a_graft_that_deletes_a_test_is_dropped_naming_the_id(merged: Merged) ->
         "rewrites tests: checks/test_extra.py is a test file of the branch (1 test(s) that "
         "passed before: checks/test_extra.py::test_extra); a graft never changes or "
         "removes the tests that judge it")
-    own = json.loads((merged.stage / "samples" / "D" / "tests" / "1.json").read_text())
+    own = flat_record(merged.stage / "samples" / "D" / "tests" / "1.json")
     assert (own["verdict"], own["counts"]["passed"]) == ("PASS", 2)
     assert not (merged.stage / "merge" / "samples" / "graft-4").exists()
 

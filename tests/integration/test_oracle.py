@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.manifest import LoadedManifest
-from tests.integration.helpers import cli, git
+from tests.integration.helpers import cli, flat_record, git
 
 DB_TEST = '''import os
 import psycopg
@@ -27,7 +26,7 @@ def test_database_is_its_own_and_starts_empty_and_is_writable():
 
 def records(stage_line: str) -> list[dict[str, object]]:
     stage = Path(stage_line.split("records: ", 1)[1].strip())
-    return [json.loads(p.read_text()) for p in sorted(stage.glob("samples/*/*/*.json"))]
+    return [flat_record(p) for p in sorted(stage.glob("samples/*/*/*.json"))]
 
 
 def test_same_commit_scored_twice_gives_identical_verdicts_and_full_records(

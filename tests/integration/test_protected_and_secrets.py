@@ -19,7 +19,7 @@ from runner import workspace
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
-from tests.integration.helpers import cleanup, cli, git, make_target
+from tests.integration.helpers import cleanup, cli, flat_record, git, make_target
 
 PASSING = "def test_app():\n    assert 1 + 1 == 2\n"
 
@@ -68,7 +68,7 @@ def oracle_record(repo: Path, commit: str) -> dict[str, object]:
     done = cli(repo, "oracle", "--commit", commit, "--check", "success", "--samples", "1")
     assert done.returncode == 0, done.stderr
     stage = Path(done.stderr.strip().splitlines()[-1].split("records: ", 1)[1])
-    record: dict[str, object] = json.loads(next(stage.glob("samples/*/*/1.json")).read_text())
+    record: dict[str, object] = flat_record(next(stage.glob("samples/*/*/1.json")))
     return record
 
 

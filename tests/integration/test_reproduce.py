@@ -173,7 +173,7 @@ def test_reproduce_gives_the_recorded_verdict_and_counts_for_pass_and_fail(
         assert (listing.returncode, listing.stdout.strip()) == (0, "2"), listing.stderr
 
         tampered = json.loads(by_path.read_text())
-        tampered["protected"]["tests/test_app.py"] = "0" * 64
+        tampered["ran"]["protected"]["tests/test_app.py"] = "0" * 64
         forged = repo / ".bakeoff" / loaded.manifest.experiment.name / "forged" / "1.json"
         forged.parent.mkdir(parents=True)
         forged.write_text(json.dumps(tampered))

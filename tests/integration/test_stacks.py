@@ -28,7 +28,7 @@ from runner.containers.engine import KINDS, LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.errors import StackRefusedError
 from runner.manifest import load_manifest
-from tests.integration.helpers import CORE, cleanup, cli, git, make_target
+from tests.integration.helpers import CORE, cleanup, cli, flat_record, git, make_target
 from tests.integration.stack_lab import BROKEN_STACK, CACHEY, LAB_STACK, StackLab, stack_lab
 
 
@@ -296,14 +296,14 @@ def test_the_cachey_example_end_to_end(engine: Engine, built_images: dict[str, B
         assert done.returncode == 0, done.stderr[-3000:]
         stage = repo / ".bakeoff" / name / "stages" / "currency-cache"
         found = {arm: sorted((str(r["verdict"]), r["reason"], r["stack"]["health"])
-                             for r in map(json.loads, (p.read_text() for p in (
-                                 stage / "samples" / arm / "success").glob("*.json"))))
+                             for r in map(flat_record, (
+                                 stage / "samples" / arm / "success").glob("*.json")))
                  for arm in ("control", "fixer", "breaker")}
         assert found == {
             "control": [("FAIL", "tests_failed", "healthy")],
             "fixer": [("PASS", None, "healthy")],
             "breaker": [("FAIL", "server_unhealthy", "unhealthy")]}
-        projects = {json.loads(p.read_text())["stack"]["project"]
+        projects = {flat_record(p)["stack"]["project"]
                     for p in stage.glob("samples/*/success/*.json")}
         assert len(projects) == 3
         # The breaker's store.py, grafted onto the fixer's, is re-verified on the stack too:

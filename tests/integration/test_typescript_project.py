@@ -20,7 +20,7 @@ import pytest
 from rig.report import read_observation
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
-from tests.integration.helpers import cli, git
+from tests.integration.helpers import cli, flat_record, git
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "ts-router"
 CHANGE = "decode-params"
@@ -36,7 +36,7 @@ class Run:
 
     def samples(self, arm: str, check: str) -> list[dict[str, object]]:
         folder = self.stage / "samples" / arm / check
-        return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+        return [flat_record(p) for p in sorted(folder.glob("*.json"))]
 
     def verdicts(self, arm: str, check: str) -> list[tuple[object, object]]:
         return [(s["verdict"], s["reason"]) for s in self.samples(arm, check)]
