@@ -252,6 +252,17 @@ def _pytest(token: str, anchor: str) -> Canary:
     return Canary("pytest", token, path, content.encode(), passing, failing, Seen.XFAILED)
 
 
+def browser(token: str) -> Canary:
+    """A browser criterion's canaries: a pytest file of the rig's beside the criterion in
+    the browser's container (nothing of the arm's runs there but the page), one test that
+    must pass and one that must fail, read from pytest's verbose lines (`runner` "browser":
+    no observer in that container)."""
+    passing, failing = f"test_{token}_pass", f"test_{token}_fail"
+    content = (f"def {passing}():\n    assert True\n\n\n"
+               f"def {failing}():\n    assert False, 'bakeoff canary: must fail'\n")
+    return Canary("browser", token, f"test_{token}.py", content.encode(), passing, failing)
+
+
 # -- reading back ------------------------------------------------------------------------
 
 

@@ -23,11 +23,12 @@ from typing import Any, Literal, Protocol
 from rig import canary as canary_mod
 from rig import observer as observer_mod
 from rig import ratchet as ratchet_mod
+from rig import real_path
 from rig.canary import Canary
 from rig.harness import Pinned
 from rig.parsers import get_parser
-from rig.persist import write_text_atomic
-from rig.record import SampleCounts, SampleRecord, StackRecord
+from rig.persist import write_bytes_atomic, write_text_atomic
+from rig.record import BrowserAsked, BrowserRan, RealPath, SampleCounts, SampleRecord, StackRecord
 from rig.tree import clean
 from rig.tripwire import Finding, Tripwire
 from rig.verdict import Base, Evidence, Judged, Outcome, Verdict, judge
@@ -93,6 +94,7 @@ class SampleSpec:
     # `[toolchain] build`: run on the arm's tree before the command (or the server), its
     # output kept apart; a failure is the arm's FAIL build_failed.
     build: tuple[str, ...] = ()
+    browser: BrowserAsked | None = None  # a browser criterion: the rig's pytest drives the page
 
     @property
     def sample(self) -> str:
@@ -141,6 +143,8 @@ class Execution:
     stack_log: str = ""  # its services' log: kept apart, never parsed
     build_exit: int | None = None  # `[toolchain] build`'s exit status (None: none ran)
     build_log: str = ""  # its output: kept apart, never parsed
+    browser_run: BrowserRan | None = None  # a browser criterion's browser, as recorded
+    browser_files: Mapping[str, bytes] = field(default_factory=dict)  # what it kept, by name
 
 
 class SampleExecutor(Protocol):
@@ -177,7 +181,7 @@ def evidence(spec: SampleSpec, execution: Execution) -> Evidence:
         server=execution.server, server_log=execution.server_log, stack=stack,
         stack_detail=execution.stack_detail, of_base=spec.commit == spec.base_commit,
         build=" && ".join(spec.build), build_exit=execution.build_exit,
-        build_log=execution.build_log,
+        build_log=execution.build_log, real_path=_real_path(spec, execution),
         ratchet=spec.ratchet, canary=execution.canary, observed=execution.observed,
         observation=_named(observer_mod.read(execution.observation)),
         by_id=spec.check == SUCCESS,
@@ -245,6 +249,9 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at
                                              "base_verdict": str(base.verdict),
                                              "base_reason": base.reason},
         stack=execution.stack, build=list(spec.build), build_exit=execution.build_exit,
+        browser=spec.browser, browser_run=_browser_run(execution, log_name),
+        real_path=[RealPath(expectation=str(f.expectation), met=f.met, detail=f.detail)
+                   for f in seen.real_path.findings],
         **_metric_fields(spec, execution, log_name))
 
 
@@ -307,6 +314,33 @@ def _metric_fields(spec: SampleSpec, execution: Execution, log_name: str) -> dic
             "collected": {path: collected_name(log_name, path) for path in execution.files}}
 
 
+def _real_path(spec: SampleSpec, execution: Execution) -> real_path.Decided:
+    """A browser criterion's `expect_requests`, decided on the requests its page made."""
+    if spec.browser is None or not spec.browser.expect_requests:
+        return real_path.NOT_ASKED
+    ran = execution.browser_run
+    return real_path.decide(spec.browser.expect_requests,
+                            execution.browser_files.get(real_path.REQUESTS_FILE, b""),
+                            "" if ran is None else ran.base_url)
+
+
+def _browser_run(execution: Execution, log_name: str) -> BrowserRan | None:
+    """The browser's facts with its files named where `run_sample` keeps them."""
+    ran = execution.browser_run
+    if ran is None:
+        return None
+    folder = browser_folder(log_name)
+    return ran.model_copy(update={
+        "files": {what: f"{folder}/{name}" for what, name in ran.files.items()},
+        "screenshots": [f"{folder}/{name}" for name in ran.screenshots],
+        "trace": None if ran.trace is None else f"{folder}/{ran.trace}"})
+
+
+def browser_folder(log_name: str) -> str:
+    """``1.log`` -> ``1.browser``: a browser sample's files beside its log."""
+    return f"{log_name.removesuffix('.log')}.browser"
+
+
 def collected_name(log_name: str, path: str) -> str:
     """``1.log`` + ``reports/cov.json`` -> ``1.files/reports__cov.json``, beside the log (a
     folder of its own: a sample's folder holds only its records as ``*.json``)."""
@@ -347,6 +381,8 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
         write_text_atomic(log_path.with_suffix(".stack.log"), execution.stack_log)
     if execution.build_log:  # the same: `[toolchain] build`'s output
         write_text_atomic(log_path.with_suffix(".build.log"), execution.build_log)
+    for name, data in execution.browser_files.items():  # requests, screenshots, the trace
+        write_bytes_atomic(log_path.parent / browser_folder(log_path.name) / name, data)
     for path, text in execution.files.items():  # what a ratchet read: kept to re-grade
         write_text_atomic(log_path.parent / collected_name(log_path.name, path), text)
     if execution.observation is not None:  # the observer's records, to re-grade

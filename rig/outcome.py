@@ -50,6 +50,7 @@ class FailReason(enum.StrEnum):
     unsafe_work = "unsafe_work"  # the arm's work could not be imported safely (fsck, paths)
     broke_harness = "broke_harness"  # looked like a rig fault, but the base does not reproduce it
     not_run = "not_run"  # a test the base ran from the protected files did not run and pass
+    not_real_path = "not_real_path"  # a browser flow never got the app server's answer it expects
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["AnsweredBy", "Expectation", "ExpectationError", "Finding", "RequestRecord",
-           "Requests", "check", "origin_of", "parse_expectation", "read_requests"]
+__all__ = ["NOT_ASKED", "REQUESTS_FILE", "AnsweredBy", "Decided", "Expectation",
+           "ExpectationError", "Finding", "RequestRecord", "Requests", "check", "decide",
+           "origin_of", "parse_expectation", "read_requests"]
 
 FORMAT = 1  # of a request line; the plugin writes the same number
+REQUESTS_FILE = "requests.jsonl"  # in the plugin's output directory
 REQUEST = "request"  # a line's `kind`
 TRUNCATED = "truncated"  # the plugin's last line when its cap dropped records
 
@@ -218,3 +220,37 @@ def _finding(expectation: Expectation, records: tuple[RequestRecord, ...]) -> Fi
 def _meets(expectation: Expectation, record: RequestRecord) -> bool:
     return (record.answered_by is AnsweredBy.server and record.failure is None
             and not record.blocked and expectation.accepts(record.status))
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A criterion's expectations decided on one sample's requests: each finding, and
+    how many lines were not a request (`malformed`) or were left out by the plugin's cap
+    (`dropped`): neither ever meets an expectation."""
+
+    findings: tuple[Finding, ...] = ()
+    malformed: int = 0
+    dropped: int = 0
+
+    @property
+    def unmet(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not f.met)
+
+    def detail(self) -> str:
+        """What was not met, and what the records lacked."""
+        found = "; ".join(f.detail for f in self.unmet)
+        lost = [f"{n} {what}" for n, what in ((self.malformed, "unreadable request line(s)"),
+                                              (self.dropped, "request(s) past the record's cap"))
+                if n]
+        return found + (f" ({', '.join(lost)})" if lost else "")
+
+
+NOT_ASKED = Decided()
+
+
+def decide(expectations: Iterable[str], data: bytes, base_url: str) -> Decided:
+    """`expect_requests` decided on a sample's `requests.jsonl` (`data`) for the app at
+    `base_url`."""
+    read = read_requests(data.decode("utf-8", errors="replace"))
+    found = check([parse_expectation(e) for e in expectations], read.records, base_url)
+    return Decided(found, read.malformed, read.dropped)

@@ -65,6 +65,7 @@ class BrowserRan(_Part):
     image: str
     image_id: str
     identity: dict[str, str] = {}
+    base_url: str = ""  # the app as the browser opened it: http://localhost:PORT
     requests: int = 0  # lines recorded (`requests.jsonl`)
     console_errors: int = 0  # console errors and uncaught page errors (`console.jsonl`)
     files: dict[str, str] = {}  # requests | console | events | artifacts -> file name

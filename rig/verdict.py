@@ -39,6 +39,9 @@ A test run:
    pytest's own status (one simple command) -> FAIL exit_mismatch
 10. the output rules of `decide` (below), on the observer's counts for pytest
 11. the must-fail canary passed                           -> FAIL tampered
+11b. a PASS of a browser criterion whose flow never got the app server's answer an
+   `expect_requests` entry names (a 2xx unless it names a status; an answer a service
+   worker or the page made never counts)                -> FAIL not_real_path
 12. a PASS (or a rig error the arm could cause) of the success criterion, by id: every
    test the base ran from the protected files ran and passed, each once (pytest:
    attested and, where the base's was, its code the pinned file's)
@@ -62,6 +65,7 @@ from dataclasses import dataclass, field
 
 from rig import canary as canary_mod
 from rig import ratchet as ratchet_mod
+from rig import real_path as real_path_mod
 from rig.canary import Evidence as CanaryEvidence
 from rig.observer import NOTHING, RAN, Observation, Status, Test
 from rig.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
@@ -116,6 +120,8 @@ class Evidence:
     build: str = ""  # `[toolchain] build`, when the sample ran one
     build_exit: int | None = None
     build_log: str = ""
+    # A browser criterion's `expect_requests`, decided on the requests its page made.
+    real_path: real_path_mod.Decided = real_path_mod.NOT_ASKED
 
 
 @dataclass(frozen=True)
@@ -359,6 +365,11 @@ def _test_run(e: Evidence, base: Base | None) -> Judged:
     contradicted = _contradicted(e, canaries, outcome)
     if contradicted is not None:
         return dataclasses.replace(judged, outcome=contradicted, causable=False)
+    if outcome.verdict is Verdict.PASS and e.real_path.unmet:  # rule 11b: no base can change it
+        return dataclasses.replace(judged, outcome=Outcome(
+            Verdict.FAIL, FailReason.not_real_path,
+            f"the flow did not take the real path: {e.real_path.detail()}", outcome.counts),
+            needs_base=False)
     if e.by_id and not e.of_base and (outcome.verdict is Verdict.PASS or judged.causable):
         by_id = _by_id(e, base, observed, _without_canaries(parsed, e, observed), outcome)
         if by_id is not None and (by_id.outcome.verdict is Verdict.FAIL or by_id.needs_base):

@@ -22,12 +22,14 @@ from runner.store.files import experiment_dir, stage_dir
 
 def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltImage,
                    stack_images: Mapping[str, str] | None = None,
-                   arm_stack_images: Mapping[str, str] | None = None
-                   ) -> contract_mod.Contract:
+                   arm_stack_images: Mapping[str, str] | None = None,
+                   browser: Mapping[str, str] | None = None) -> contract_mod.Contract:
     """The grading of this stage; only this change's criterion is part of it, with its
     `protected` entries frozen as the files they name at `base`, and its stack's service
     images by identity (`stack_images`, from `Toolchain.stack_images`; the arms' own
-    stack's: `arm_stack_images`, from `Toolchain.arm_stack_images`)."""
+    stack's: `arm_stack_images`, from `Toolchain.arm_stack_images`), and a browser
+    criterion's browser (`browser`: its image's identity and versions, from
+    `Toolchain.browser`)."""
     node = node_for(loaded)
     full = contract_mod.build_contract(
         loaded, base_commit=base, image_identity=image.identity,
@@ -37,17 +39,21 @@ def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltI
         # Other changes are dropped below; their globs may name files only later bases have.
         protected_files=lambda c: expand_protected(loaded, c.id, base) if c.id == change else ())
     stage = full.model_copy(update={"changes": [
-        _with_images(c, stack_images) for c in full.changes if c.id == change],
+        _with_images(c, stack_images, browser) for c in full.changes if c.id == change],
         "toolchain": _toolchain_with_images(full.toolchain, arm_stack_images)})
     known = known_baselines(loaded, change, stage)
     return stage.model_copy(update={"ratchet_baselines": {k: b.value for k, b in known.items()}})
 
 
 def _with_images(change: contract_mod.ContractChange,
-                 stack_images: Mapping[str, str] | None) -> contract_mod.ContractChange:
+                 stack_images: Mapping[str, str] | None,
+                 browser: Mapping[str, str] | None) -> contract_mod.ContractChange:
     stack = _stack_with_images(change.success.stack, stack_images)
+    found = change.success.browser
+    if found is not None and browser is not None:
+        found = found.model_copy(update={"image": dict(sorted(browser.items()))})
     return change.model_copy(update={"success": change.success.model_copy(
-        update={"stack": stack})})
+        update={"stack": stack, "browser": found})})
 
 
 def _toolchain_with_images(toolchain: contract_mod.ContractToolchain,
@@ -160,7 +166,8 @@ def verify(toolchain: Toolchain, change: str) -> LockVersion | None:
     return contract_mod.verify(stage, build_contract(loaded, change, base,
                                                      toolchain.for_commit(base),
                                                      toolchain.stack_images(change),
-                                                     toolchain.arm_stack_images()))
+                                                     toolchain.arm_stack_images(),
+                                                     toolchain.browser(change)))
 
 
 def require(toolchain: Toolchain, change: str) -> LockVersion:

@@ -95,6 +95,17 @@ def _without_defaults(dumped: dict[str, object],
     return dumped
 
 
+class ContractBrowser(_Part):
+    """A browser criterion: its pytest-playwright file by path and hash, the endpoints its
+    flow must reach, and the browser that runs it (its image identity, Chromium's and
+    Playwright's versions: the runner resolves them at `up` and at every later verify)."""
+
+    file: str  # as the manifest names it, relative to the manifest
+    sha256: str
+    expect_requests: list[str]
+    image: dict[str, str] = Field(default_factory=dict)  # identity, chromium, playwright
+
+
 class ContractSuccess(_Part):
     """A change's success criterion."""
 
@@ -103,10 +114,11 @@ class ContractSuccess(_Part):
     server: ContractServer | None
     stack: ContractStack | None = None
     build: bool = True
+    browser: ContractBrowser | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_stack(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        return _without_defaults(handler(self), {"stack": None, "build": True})
+        return _without_defaults(handler(self), {"stack": None, "build": True, "browser": None})
 
 
 class ContractChange(_Part):
@@ -134,11 +146,12 @@ class ContractToolchain(_Part):
     node: str | None = None  # "Node 22.20.0 (.nvmrc: 22)"
     keep: list[str] = Field(default_factory=list)
     build: list[str] = Field(default_factory=list)
+    browser: bool = False  # the criteria's browser in the arms' sandboxes
 
     @model_serializer(mode="wrap")
     def _without_absent_stack(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         return _without_defaults(handler(self), {"stack": None, "node": None, "keep": [],
-                                                 "build": []})
+                                                 "build": [], "browser": False})
 
 
 class ContractLimits(_Part):
@@ -216,7 +229,7 @@ def build_contract(
             image=toolchain.image, image_identity=image_identity,
             setup=list(toolchain.setup), requires=list(toolchain.requires),
             stack=_toolchain_stack(loaded), node=node, keep=list(toolchain.keep),
-            build=list(toolchain.build),
+            build=list(toolchain.build), browser=toolchain.browser,
         ),
         limits=ContractLimits(**manifest.limits.model_dump()),
         base_commit=base_commit,
@@ -264,8 +277,9 @@ def _change(
     server = None if success.server is None else ContractServer(**success.server.model_dump())
     return ContractChange(
         id=change.id,
-        success=ContractSuccess(run=success.run, parser=success.parser, server=server,
-                                stack=_stack(loaded, change), build=success.build),
+        success=ContractSuccess(run=success.run or "", parser=success.parser, server=server,
+                                stack=_stack(loaded, change), build=success.build,
+                                browser=_browser(loaded, change)),
         brief_sha256=_brief_sha256(loaded, change),
         protected={path: _sha256_or_absent(read_at_base(path)) for path in protected},
         reference=change.reference,
@@ -291,6 +305,21 @@ def _toolchain_stack(loaded: LoadedManifest) -> ContractStack | None:
     return ContractStack(file=toolchain.stack,
                          sha256=_stack_sha256(loaded, path, "the toolchain", "toolchain.stack"),
                          timeout_s=toolchain.stack_timeout_s)
+
+
+def _browser(loaded: LoadedManifest, change: Change) -> ContractBrowser | None:
+    path = loaded.browser_path(change)
+    if path is None or change.success.browser is None:
+        return None
+    try:
+        digest = _sha256(path.read_bytes())
+    except OSError as exc:
+        raise RigError(f"{loaded.path}: cannot read the browser criterion of change "
+                       f"{change.id!r} ({path}): {exc.strerror or exc}",
+                       hint="write the file at that path, or correct "
+                            "changes[].success.browser") from None
+    return ContractBrowser(file=change.success.browser, sha256=digest,
+                           expect_requests=list(change.success.expect_requests))
 
 
 def _stack_sha256(loaded: LoadedManifest, path: Path, whose: str, key: str) -> str:

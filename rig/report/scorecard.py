@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rig.ratchet import show
@@ -167,10 +168,41 @@ def unguarded_lines(arms: Sequence[ArmScore]) -> list[str]:
     return lines or ["None: every check's grading was guarded by its canaries."]
 
 
+@dataclass(frozen=True)
+class BrowserEvidence:
+    """What a browser sample kept, by path relative to SCORECARD.md's folder."""
+
+    sample: str
+    verdict: str
+    trace: str | None
+    screenshots: tuple[str, ...]
+
+
+SHOW_TRACE = "pip install playwright=={version} && playwright show-trace {trace}"
+
+
+def browser_lines(evidence: Sequence[BrowserEvidence], playwright: str) -> list[str]:
+    """Each browser sample's trace and screenshots, linked, and how to open a trace."""
+    if not evidence:
+        return []
+    lines = ["## Browser evidence", "",
+             "Each browser sample's Playwright trace (open it on your machine: "
+             f"`{SHOW_TRACE.format(version=playwright or 'VERSION', trace='TRACE')}`, or "
+             "drop it on trace.playwright.dev) and its screenshots:", ""]
+    for found in evidence:
+        trace = f"[trace]({found.trace})" if found.trace else "no trace"
+        shots = ", ".join(f"[{i + 1}]({s})" for i, s in enumerate(found.screenshots))
+        lines.append(f"- {found.sample} ({found.verdict}): {trace}; screenshots "
+                     f"{shots or 'none'}")
+    return [*lines, ""]
+
+
 def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeights,
                      flags: Sequence[str], decision: WinnerDecision, merge_note: str,
-                     grafts: Sequence[Mapping[str, Any]]) -> str:
-    """SCORECARD.md of `change`; `decision`: `rubric.decide_winner` of `arms`."""
+                     grafts: Sequence[Mapping[str, Any]],
+                     browser: Sequence[BrowserEvidence] = (), playwright: str = "") -> str:
+    """SCORECARD.md of `change`; `decision`: `rubric.decide_winner` of `arms`; `browser`:
+    the browser samples' evidence (`playwright`: the version that wrote the traces)."""
     top = 5 * (weights.success + weights.checks + sum(getattr(weights, d) for d in SUBJECTIVE))
     parts = [
         f"# Scorecard: {change}", "",
@@ -181,6 +213,7 @@ def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeigh
         *verdict_lines(arms, decision.winner), "",
         "## Flags", "", *([f"- {describe_flag(f)}" for f in flags] or ["None."]), "",
         "## Unguarded", "", *unguarded_lines(arms), "",
+        *browser_lines(browser, playwright),
         "## Merge", "", merge_note.strip() or "Nothing merged.", "",
         "### Grafts", "", *graft_lines(grafts), "",
         "## Caveats", "", *caveat_lines(arms),

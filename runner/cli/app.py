@@ -296,9 +296,14 @@ def _run_loop(loaded: LoadedManifest) -> None:
 @app.command()
 def demo(keep: Annotated[Path | None, typer.Option(
         "--keep", help="run in this (new or empty) directory instead of a temporary one")]
-         = None) -> None:
-    """The bundled example, end to end: two changes, five scripted contestants, a judge."""
-    manifest = demo_mod.prepare(keep)
+         = None,
+         example: Annotated[str, typer.Option(
+             "--example", help="which bundled example (a folder of examples/): horizon, "
+                               "horizon-ui (browser criteria), cachey (a stack)")]
+         = demo_mod.EXAMPLE) -> None:
+    """A bundled example, end to end (horizon: two changes, five scripted contestants, a
+    judge)."""
+    manifest = demo_mod.prepare(keep, example)
     _say(f"demo: the example is in {manifest.parent} (a real git repo in repo/)")
     _run_loop(_load(manifest))
 

@@ -1,8 +1,10 @@
-"""`bakeoff-sandbox demo`: the bundled example (examples/horizon), end to end.
+"""`bakeoff-sandbox demo [--example NAME]`: a bundled example (examples/NAME, horizon by
+default), end to end.
 
 The example is copied to a fresh directory, its `repo/` becomes a real git repository
 (one commit on `main`), and `run` takes it through every change: up, dispatch (the
-scripted contestants), score (with the scripted judge), merge; then the report.
+scripted contestants), score (with the scripted judge, when it has one), merge; then the
+report.
 """
 
 from __future__ import annotations
@@ -25,12 +27,20 @@ def examples_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "examples"
 
 
-def prepare(dest: Path | None) -> Path:
+def names() -> list[str]:
+    """The bundled examples: the folders of examples/ that hold a bakeoff.toml."""
+    return sorted(p.parent.name for p in examples_dir().glob("*/bakeoff.toml"))
+
+
+def prepare(dest: Path | None, example: str = EXAMPLE) -> Path:
     """Copy the example to `dest` (or a temp dir), git-init its repo; return the manifest."""
-    source = examples_dir() / EXAMPLE
-    if not (source / "bakeoff.toml").is_file():
-        raise BadInputError(f"the bundled example is missing at {source}",
-                            hint="run the demo from a checkout of bakeoff-sandbox")
+    source = examples_dir() / example
+    if example not in names():
+        if example == EXAMPLE:
+            raise BadInputError(f"the bundled example is missing at {source}",
+                                hint="run the demo from a checkout of bakeoff-sandbox")
+        raise BadInputError(f"no bundled example {example!r}",
+                            hint=f"use one of: {', '.join(names())}")
     root = dest or Path(tempfile.mkdtemp(prefix="bakeoff-demo-"))
     if root.exists() and any(root.iterdir()):
         raise BadInputError(f"--keep directory {root} is not empty",
@@ -40,6 +50,6 @@ def prepare(dest: Path | None) -> Path:
     repo = root / "repo"
     for args in (["init", "-q", "-b", "main"], ["add", "-A"],
                  ["-c", "user.name=bakeoff demo", "-c", "user.email=demo@bakeoff.invalid",
-                  "commit", "-q", "-m", "horizon service: base"]):
+                  "commit", "-q", "-m", f"{example}: base"]):
         workspace.run_git(repo, *args)
     return root / "bakeoff.toml"

@@ -76,11 +76,10 @@ def read_log(directory: Path, path: Path, lines: tuple[int, int] = LOG_LINES
 
 
 def screenshots(record: SampleRecord) -> list[str]:
-    """The picture files a sample keeps beside its log, relative to its folder. No kind
-    of sample keeps any yet: browser samples (issue 22) will name theirs in their
-    record, and this is the one place the report reads those names from."""
-    del record
-    return []
+    """The picture files a sample keeps beside its log, relative to its folder: a browser
+    sample's screenshots (its record names them); the one place the report reads them."""
+    ran = record.browser_run
+    return [] if ran is None else list(ran.screenshots)
 
 
 def read_pictures(folder: Path, names: Sequence[str]) -> tuple[Picture, ...]:

@@ -227,7 +227,8 @@ def spec_of(record: SampleRecord, loaded: LoadedManifest | None) -> SampleSpec:
                       contract=record.contract, server=server_of(record, loaded),
                       stack=stack_of(record), ratchet=ratchet_of(record, loaded),
                       harness="base" if record.harness == "base" else "arm",
-                      token=_token(record), guard=_guard(record), build=tuple(record.build))
+                      token=_token(record), guard=_guard(record), build=tuple(record.build),
+                      browser=record.browser)
 
 
 def _guard(record: SampleRecord) -> Finding | None:

@@ -38,8 +38,9 @@ from rig.oracle import (
     run_sample,
 )
 from rig.persist import write_text_atomic
-from rig.record import SampleRecord
+from rig.record import BrowserAsked, SampleRecord
 from rig.report import render_scorecard
+from rig.report.scorecard import BrowserEvidence
 from rig.tree import UnsafeTreeError
 from rig.verdict import Base
 from runner import contract, workspace
@@ -73,7 +74,7 @@ def check_plan(loaded: LoadedManifest, change: str, check: str) -> CheckPlan:
     """The command and parser of `check` (or the change's success criterion)."""
     if check == SUCCESS:
         success = loaded.change(change).success
-        return CheckPlan(SUCCESS, success.run, success.parser, success.build)
+        return CheckPlan(SUCCESS, success.command, success.parser, success.build)
     for item in loaded.manifest.checks:
         if item.name == check:
             if item.parser is None:
@@ -129,7 +130,8 @@ def specs(loaded: LoadedManifest, change: str, arm: str, plan: CheckPlan, commit
                        requires=tuple(manifest.toolchain.requires), contract=graded_under,
                        server=serve, stack=stack_of(loaded, change) if plan.name == SUCCESS
                        else None, harness="base",
-                       build=tuple(manifest.toolchain.build) if plan.build else ())
+                       build=tuple(manifest.toolchain.build) if plan.build else (),
+                       browser=browser_of(loaded, change) if plan.name == SUCCESS else None)
             for n in range(1, samples + 1)]
 
 
@@ -141,6 +143,16 @@ def stack_of(loaded: LoadedManifest, change: str) -> StackSpec | None:
         return None
     return StackSpec(str(path), hashlib.sha256(path.read_bytes()).hexdigest(),
                      loaded.change(change).success.stack_timeout_s)
+
+
+def browser_of(loaded: LoadedManifest, change: str) -> BrowserAsked | None:
+    """The success criterion's browser file, by path and hash (the hash the contract
+    froze whenever it verifies), and the endpoints its flow must reach."""
+    path = loaded.browser_path(change)
+    if path is None:
+        return None
+    return BrowserAsked(file=str(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+                        expect_requests=list(loaded.change(change).success.expect_requests))
 
 
 BASE_ARM = "@base"  # never an arm id (ids are [A-Za-z0-9_-])
@@ -407,6 +419,27 @@ def records_of(stage: Path, arm: str, check: str) -> list[SampleRecord]:
     return sorted(found, key=lambda r: r.n)
 
 
+def browser_evidence(loaded: LoadedManifest, change: str
+                     ) -> tuple[list[BrowserEvidence], str]:
+    """The success criterion's browser samples, their trace and screenshots relative to
+    the stage's folder, and the Playwright that wrote them."""
+    stage = stage_path(loaded, change)
+    found, playwright = [], ""
+    for arm in loaded.manifest.arms:
+        for record in records_of(stage, arm.id, SUCCESS):
+            ran = record.browser_run
+            if ran is None:
+                continue
+            folder = layout.sample_dir(stage, record.arm, record.check).relative_to(stage)
+            playwright = ran.identity.get("playwright", playwright)
+            found.append(BrowserEvidence(
+                record.sample, str(record.verdict) + (f" {record.reason}" if record.reason
+                                                      else ""),
+                None if ran.trace is None else f"{folder}/{ran.trace}",
+                tuple(f"{folder}/{s}" for s in ran.screenshots)))
+    return found, playwright
+
+
 def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
     """The rubric for every arm, from stored records and judge answers (no docker)."""
     stage = stage_path(loaded, change)
@@ -469,8 +502,9 @@ def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not 
     arms = stage_scores(loaded, change)
     terms = loaded.manifest.contract
     decision = rubric.decide_winner(arms, terms.threshold)
+    evidence, playwright = browser_evidence(loaded, change)
     text = render_scorecard(change, arms, terms.weights, rubric.flags(arms, decision),
-                            decision, merge_note, grafts or [])
+                            decision, merge_note, grafts or [], evidence, playwright)
     path = layout.scorecard_file(stage_path(loaded, change))
     write_text_atomic(path, text)
     return path

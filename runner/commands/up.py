@@ -30,7 +30,7 @@ from runner import contract, workspace
 from runner.commands import down as down_mod
 from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR
-from runner.containers import arm_stack, checkout, database, images, sandbox
+from runner.containers import arm_stack, browser, checkout, database, images, sandbox
 from runner.containers import arms as arms_mod
 from runner.containers import gateway as gateway_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
@@ -74,6 +74,12 @@ class UpPlan:
     toolchain: Toolchain  # the images of this `up`, resolved once
     agents: dict[str, arms_mod.AgentImage] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)  # the gateway arms' real keys
+    arm_image: images.BuiltImage | None = None  # the arms' (the image + a browser); None: image
+
+    @property
+    def sandbox_image(self) -> images.BuiltImage:
+        """The image an arm's sandbox runs (before its agent CLI's layer, if any)."""
+        return self.arm_image or self.image
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,8 @@ def _contract(plan: UpPlan, directory: Path, options: UpOptions) -> contract_mod
     stage = stage_dir(directory, plan.change)
     current = contract.build_contract(plan.loaded, plan.change, plan.base_commit, plan.image,
                                       plan.toolchain.stack_images(plan.change),
-                                      plan.toolchain.arm_stack_images())
+                                      plan.toolchain.arm_stack_images(),
+                                      plan.toolchain.browser(plan.change))
     if contract_mod.load_lock(stage) is not None and not options.refreeze:
         contract_mod.verify(stage, current)
     return current
@@ -177,9 +184,13 @@ def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
     # an arm that runs a pinned CLI gets that image plus the CLI (its agent layer).
     image = toolchain.for_commit(base)
     run = secrets.token_hex(3)
-    agents = arms_mod.agent_images(engine, image, list(manifest.arms),
+    # With `[toolchain] browser`, every arm's image also holds the criteria's browser.
+    arm_image = (browser.layer(engine, image, images.current_reporter())
+                 if manifest.toolchain.browser else image)
+    agents = arms_mod.agent_images(engine, arm_image, list(manifest.arms),
                                    Labels(manifest.experiment.name, "image-check", "", run))
-    return UpPlan(loaded, chosen, run, base, image, toolchain.database, toolchain, agents, keys)
+    return UpPlan(loaded, chosen, run, base, image, toolchain.database, toolchain, agents, keys,
+                  arm_image)
 
 
 def gateway_keys(loaded: LoadedManifest, environ: Mapping[str, str]) -> dict[str, str]:
@@ -214,7 +225,7 @@ def _arm_setup(plan: UpPlan, directory: Path) -> arms_mod.ArmSetup:
     brief = layout.brief_dir(stage_dir(directory, plan.change))
     brief.mkdir(parents=True, exist_ok=True)
     return arms_mod.ArmSetup(
-        manifest.experiment.name, plan.run, plan.image.image_id, manifest.limits,
+        manifest.experiment.name, plan.run, plan.sandbox_image.image_id, manifest.limits,
         (*agents_mount(plan.loaded), (brief, BRIEF_DIR)),
         manifest.database.url_env if manifest.database else None, plan.agents)
 
@@ -383,8 +394,9 @@ def reference_commit(loaded: LoadedManifest, change: str, base: str) -> str | No
 def run_preflight(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str) -> None:
     manifest = loaded.manifest
     commands = [preflight.Command(f"checks[{c.name}].run", c.run) for c in manifest.checks]
-    commands.append(preflight.Command(f"changes[{change}].success.run",
-                                      loaded.change(change).success.run))
+    run = loaded.change(change).success.run
+    if run is not None:  # a browser criterion's command is the rig's own
+        commands.append(preflight.Command(f"changes[{change}].success.run", run))
     preflight.check(manifest.toolchain.requires, commands, executor.image.tag,
                     executor.missing_tools)
 

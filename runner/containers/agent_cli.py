@@ -18,13 +18,12 @@ the machine and the registry is common); it never reaches the agent layer.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 from dataclasses import dataclass
 
 from runner.containers import host_trust, images, sandbox
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, Labels, iter_stream
+from runner.containers.engine import Engine, Labels
 from runner.containers.images import BuildReporter, BuiltImage, QuietReporter, inspect
 from runner.errors import InfraError
 
@@ -124,13 +123,13 @@ def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -
     identity = dist_identity(cli, version)
     tag = f"bakeoff/{DIST}:{cli.name}-{version}"
     with images.build_lock(tag):
-        found = _cached(engine, tag, identity)
+        found = images.cached(engine, tag, identity)
         if found is not None:
             return found
         node = images.resolve(engine, "node", reporter)
         context = images.tar_of({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
                                   images.HOST_CA: host_trust.ca_bundle()})
-        return _build(engine, f"{DIST} {cli.name}@{version}", tag, identity, context,
+        return images.build_context(engine, f"{DIST} {cli.name}@{version}", tag, identity, context,
                       reporter, hint=f"check that {cli.package}@{version} exists on "
                                      f"{_registry()} (set {REGISTRY_ENV} for a mirror)")
 
@@ -148,7 +147,7 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
     identity = layer_identity(base, dist_image)
     tag = f"bakeoff/{LAYER}:{identity.removeprefix('sha256:')[:16]}"
     with images.build_lock(tag):
-        found = _cached(engine, tag, identity)
+        found = images.cached(engine, tag, identity)
         if found is not None:
             return found
         attrs = inspect(engine, base.image_id) or {}
@@ -158,7 +157,7 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
         dockerfile = (f"FROM {base.image_id}\nUSER root\n"
                       f"COPY --from={dist_image.tag} /opt/agent {AGENT_ROOT}\n"
                       f"ENV PATH={extra}:{path}\nUSER {sandbox.SANDBOX_UID}\n")
-        return _build(engine, f"{LAYER} {cli.name}@{version}", tag, identity,
+        return images.build_context(engine, f"{LAYER} {cli.name}@{version}", tag, identity,
                       images.tar_of({"Dockerfile": dockerfile.encode()}), chosen,
                       hint="the agent layer is the arm's image plus the CLI's files")
 
@@ -170,30 +169,3 @@ def installed(engine: Engine, image: BuiltImage, labels: Labels) -> InstalledCli
         tuple(InstalledCli.__dataclass_fields__), labels, what=f"image {image.tag}"))
 
 
-def _cached(engine: Engine, tag: str, identity: str) -> BuiltImage | None:
-    attrs = inspect(engine, tag)
-    labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
-    if attrs is None or labels.get(LABEL_IDENTITY) != identity:
-        return None
-    return BuiltImage(tag, tag, attrs["Id"], identity, cached=True)
-
-
-
-def _build(engine: Engine, name: str, tag: str, identity: str, context: bytes,
-           reporter: BuildReporter, hint: str) -> BuiltImage:
-    reporter.start(name)
-    with images.open_log(name.replace(" ", "-").replace("@", "-"), reporter) as log:
-        stream = engine.call(f"build {name}", engine.client.api.build,
-                             fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True,
-                             forcerm=True, decode=True, pull=False,
-                             buildargs=host_trust.proxy_args(),
-                             labels={LABEL_IMAGE: tag.split(":")[0].removeprefix("bakeoff/"),
-                                     LABEL_IDENTITY: identity})
-        image_id = images.read_build_stream(name, iter_stream(stream), reporter, log,
-                                            hint=lambda _tail: hint)
-    attrs = inspect(engine, tag)
-    if attrs is None:
-        raise InfraError(f"building {name} produced no image", hint=f"see {log.path}")
-    built = BuiltImage(tag, tag, image_id or attrs["Id"], identity, cached=False)
-    reporter.done(built)
-    return built

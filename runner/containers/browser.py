@@ -21,15 +21,23 @@ its stdout, read with `read_outputs`, as the sample driver does.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from runner.containers import sample_driver, sandbox
+from rig import canary as canary_mod
+from rig.canary import Canary
+from rig.record import BrowserAsked, BrowserRan
+from runner.containers import images, sample_driver, sandbox
 from runner.containers.engine import Bind, ContainerSpec, Engine, Labels, Resources, Tmpfs
-from runner.containers.images import BuiltImage
+from runner.containers.images import BuildReporter, BuiltImage
 from runner.containers.sample_driver import Outputs
+from runner.errors import SandboxUnavailableError
 
 IMAGE = "browser"
 ROOT = "/opt/browser"
@@ -91,15 +99,31 @@ def installed(engine: Engine, image: BuiltImage, labels: Labels) -> BrowserIdent
         what=f"image {image.tag}"))
 
 
-def pytest_argv(criterion: str, base_url: str) -> tuple[str, ...]:
-    """pytest on `criterion` (a path under CRITERION_DIR) against the app at `base_url`:
-    the plugins named in their order (the rig's last, so its fixtures win), no cache, no
-    ini file read from anywhere."""
-    return ("python", "-m", "pytest", "-q", "-c", "/dev/null", "--rootdir", CRITERION_DIR,
-            "-p", "no:cacheprovider", "-p", "pytest_base_url.plugin",
-            "-p", "pytest_playwright.pytest_playwright", "-p", PLUGIN_MODULE,
-            "--base-url", base_url, "--output", PLAYWRIGHT_OUTPUT,
-            f"{CRITERION_DIR}/{criterion}")
+def pytest_argv(criterion: str, base_url: str, extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """pytest on `criterion` (a path under CRITERION_DIR; then `extra`, the rig's canaries)
+    against the app at `base_url`: every test's outcome on a line of its own (the protected
+    tests are read by id), the plugins named in their order (the rig's last, so its
+    fixtures win), no cache, no ini file read from anywhere."""
+    return ("python", "-m", "pytest", "--rootdir", CRITERION_DIR, *PYTEST_FLAGS,
+            "--base-url", base_url, *(f"{CRITERION_DIR}/{name}" for name in (criterion, *extra)))
+
+
+# pytest as the rig runs a browser criterion: verbose, no ini file, no cache, the plugins
+# named in their order (the rig's last, so its fixtures win; autoload is off).
+PYTEST_FLAGS = ("-v", "-c", "/dev/null", "-p", "no:cacheprovider",
+                "-p", "pytest_base_url.plugin", "-p", "pytest_playwright.pytest_playwright",
+                "-p", PLUGIN_MODULE, "--output", PLAYWRIGHT_OUTPUT)
+VERIFY = "bakeoff-browser-test"  # in an arm's browser layer: `VERIFY URL FILE...`
+
+
+def verify_script() -> str:
+    """An arm's `bakeoff-browser-test URL FILE...`: its own browser test, run as the rig
+    runs a browser criterion."""
+    flags = " ".join(PYTEST_FLAGS)
+    return ("#!/bin/sh\n# bakeoff-sandbox: a browser test, run as the rig runs a browser "
+            "criterion\nurl=\"$1\"; shift\nexport PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
+            f"PYTHONDONTWRITEBYTECODE=1\nexec python -m pytest {flags} --base-url \"$url\" "
+            '"$@"\n')
 
 
 def environment(test_timeout_s: float = TEST_TIMEOUT_S) -> dict[str, str]:
@@ -145,10 +169,10 @@ def script() -> str:
 
 
 def command(criterion: str, base_url: str, *, health: str = "/", wait_s: int = 30,
-            timeout_s: int = 120) -> tuple[str, ...]:
+            timeout_s: int = 120, extra: Iterable[str] = ()) -> tuple[str, ...]:
     """The container's command: `script` with the criterion's pytest."""
     return ("sh", "-c", script(), "bakeoff-browser", base_url, health, str(wait_s),
-            str(timeout_s), *pytest_argv(criterion, base_url))
+            str(timeout_s), *pytest_argv(criterion, base_url, extra))
 
 
 def plugin_source() -> bytes:
@@ -194,3 +218,113 @@ def container_spec(image_id: str, app: str, argv: Iterable[str], labels: Labels,
 def read_outputs(stdout: bytes) -> Outputs:
     """The output directory the script handed back on its stdout."""
     return sample_driver.read_outputs([stdout], limit=OUTPUTS_LIMIT)
+
+
+# -- a browser sample --------------------------------------------------------------------
+
+# The script's own outputs, and the server's (merged in by the executor): the rest is the
+# plugin's.
+OWN = ("log", "server", "server.log", "build", "build.log")
+_KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}(/[A-Za-z0-9][A-Za-z0-9._-]{0,200})?")
+FILES = {"requests": "requests.jsonl", "console": "console.jsonl", "events": "events.jsonl",
+         "artifacts": "artifacts.json"}
+TRACE = "trace.zip"
+
+
+def criterion_name(asked: BrowserAsked) -> str:
+    """The criterion's file name in the browser's container (under CRITERION_DIR)."""
+    return Path(asked.file).name
+
+
+def prepare(asked: BrowserAsked, directory: Path, token: str) -> Canary:
+    """The browser container's inputs in `directory`: the rig's plugin, the criterion as
+    the contract froze it (a file changed since is the rig's error, never run), and the
+    canaries' file, whose tests run after the criterion's; the canaries."""
+    try:
+        data = Path(asked.file).read_bytes()
+    except OSError as error:
+        raise SandboxUnavailableError(f"the browser criterion {asked.file} cannot be read: "
+                                      f"{error.strerror or error}",
+                                      hint="restore the file the contract froze") from error
+    if hashlib.sha256(data).hexdigest() != asked.sha256:
+        raise SandboxUnavailableError(
+            f"the browser criterion {asked.file} changed since the contract froze it",
+            hint="restore it, or `up --refreeze` to grade with the new one")
+    canary = canary_mod.browser(token)
+    write_inputs(directory, {criterion_name(asked): data, canary.path: canary.content})
+    return canary
+
+
+def kept(outputs: Outputs) -> dict[str, bytes]:
+    """The plugin's files a sample keeps beside its log, by a name safe to write there
+    (the browser's container wrote them: a name that could leave the folder is dropped)."""
+    return {name: data for name, data in outputs.files.items()
+            if name not in OWN and _KEPT_NAME.fullmatch(name) and ".." not in name}
+
+
+def facts(files: Mapping[str, bytes], image: BuiltImage, identity: BrowserIdentity | None,
+          base_url: str) -> BrowserRan:
+    """What the record says of a browser sample's browser (its files' names relative to
+    the sample's folder for them, `rig.oracle.browser_folder`)."""
+    def lines(name: str, kinds: tuple[str, ...]) -> int:
+        count = 0
+        for line in files.get(name, b"").decode("utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError, AttributeError):
+                count += json.loads(line).get("kind") in kinds
+        return count
+    return BrowserRan(
+        image=image.tag, image_id=image.image_id, base_url=base_url,
+        identity={} if identity is None else identity.as_record(),
+        requests=lines(FILES["requests"], ("request",)),
+        console_errors=lines(FILES["console"], ("console", "pageerror")),
+        files={what: name for what, name in FILES.items() if name in files},
+        screenshots=sorted(n for n in files if n.startswith("screenshots/")),
+        trace=TRACE if TRACE in files else None)
+
+
+# -- the arm's own browser (`[toolchain] browser = true`) ----------------------------------
+
+LAYER = "arm-browser"
+LAYER_FORMAT = 1
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def layer(engine: Engine, base: BuiltImage, reporter: BuildReporter) -> BuiltImage:
+    """`base` (an arm's image) with the browser the samples use: Debian's chromium at the
+    browser image's own version, its fonts, python3, the image's Playwright, pytest and
+    pytest-playwright (/opt/browser, on PATH), the rig's plugin and `bakeoff-browser-test`
+    (the rig's way to run a browser test), so an agent can verify its work as the
+    criterion will. Keyed by both identities and the recipe."""
+    image = images.resolve(engine, IMAGE, reporter)
+    found = installed(engine, image, Labels("bakeoff", "tool-check"))
+    attrs = images.inspect(engine, base.image_id) or {}
+    config = attrs.get("Config") or {}
+    path = next((e.split("=", 1)[1] for e in config.get("Env") or []
+                 if e.startswith("PATH=")), DEFAULT_PATH)
+    dockerfile = (
+        f"FROM {base.image_id}\nUSER root\n"
+        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+        f"--no-install-recommends chromium={found.chromium_package} fonts-dejavu-core "
+        "fonts-liberation libatomic1 python3 && rm -rf /var/lib/apt/lists/*\n"
+        f"COPY --from={image.image_id} {ROOT} {ROOT}\n"
+        f"COPY {PLUGIN_MODULE}.py {ROOT}/rig/{PLUGIN_MODULE}.py\n"
+        f"COPY {VERIFY} {ROOT}/bin/{VERIFY}\n"
+        f"RUN chmod 0755 {ROOT}/bin/{VERIFY}\n"
+        f"ENV PATH={ROOT}/bin:{path} PYTHONPATH={ROOT}/rig {OUT_ENV}=/tmp/bakeoff-browser\n"
+        f"USER {config.get('User') or sandbox.SANDBOX_UID}\n")
+    context = {"Dockerfile": dockerfile.encode(), f"{PLUGIN_MODULE}.py": plugin_source(),
+               VERIFY: verify_script().encode()}
+    identity = "sha256:" + hashlib.sha256(json.dumps(
+        {"base": base.identity, "browser": image.identity, "format": LAYER_FORMAT,
+         "recipe": {name: hashlib.sha256(data).hexdigest() for name, data in context.items()}},
+        sort_keys=True).encode()).hexdigest()
+    tag = f"bakeoff/{LAYER}:{identity.removeprefix('sha256:')[:16]}"
+    with images.build_lock(tag):
+        cached = images.cached(engine, tag, identity)
+        if cached is not None:
+            return cached
+        return images.build_context(
+            engine, f"{LAYER} on {base.tag}", tag, identity, images.tar_of(context), reporter,
+            hint=f"the arm's browser is its image plus Debian's chromium "
+                 f"{found.chromium_package} and {IMAGE}'s {ROOT}: check the Debian mirror "
+                 "still has that version, or rebuild the browser image")

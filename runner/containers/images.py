@@ -115,7 +115,7 @@ class BuildLog:
         root = directory or logs_dir()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.name = name
-        self.path = root / f"{name.replace(':', '-')}-{stamp}-{os.getpid()}.log"
+        self.path = root / f"{file_name(name)}-{stamp}-{os.getpid()}.log"
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -123,7 +123,7 @@ class BuildLog:
         except OSError as error:
             raise InfraError(f"cannot write the build log of image {name}: {error}",
                              hint="make ~/.cache writable, or set XDG_CACHE_HOME") from error
-        _prune(root, name.replace(':', '-'), keep=self.path)
+        _prune(root, file_name(name), keep=self.path)
 
     def __enter__(self) -> BuildLog:
         return self
@@ -149,6 +149,11 @@ class BuildLog:
         shown = "\n".join(f"    {line}" for line in self.tail)
         return InfraError(f"{what}\n  last {len(self.tail)} lines of the build:\n{shown}\n"
                           f"  full log: {self.path}", hint=hint)
+
+
+def file_name(name: str) -> str:
+    """A build's name as a log file's (`node:22` -> node-22, `x on bakeoff/y` -> x-on-bakeoff-y)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name)
 
 
 def _prune(root: Path, name: str, keep: Path) -> None:
@@ -481,6 +486,38 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
         built = BuiltImage(name, tag, image_id, identity, cached=False)
         reporter.done(built)
         return built
+
+
+def cached(engine: Engine, tag: str, identity: str) -> BuiltImage | None:
+    """The image at `tag` when it was built with `identity` (our label), else None."""
+    attrs = inspect(engine, tag)
+    labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
+    if attrs is None or labels.get(LABEL_IDENTITY) != identity:
+        return None
+    return BuiltImage(tag, tag, attrs["Id"], identity, cached=True)
+
+
+def build_context(engine: Engine, name: str, tag: str, identity: str, context: bytes,
+                  reporter: BuildReporter, hint: str) -> BuiltImage:
+    """A small image of ours (an agent CLI's dist or layer, an arm's browser layer) from
+    a context in memory: the host's proxy as build arguments, its output to a log of its
+    own, a failure raised with the log's tail and `hint`."""
+    reporter.start(name)
+    with open_log(name, reporter) as log:
+        stream = engine.call(f"build {name}", engine.client.api.build,
+                             fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True,
+                             forcerm=True, decode=True, pull=False,
+                             buildargs=host_trust.proxy_args(),
+                             labels={LABEL_IMAGE: tag.split(":")[0].removeprefix("bakeoff/"),
+                                     LABEL_IDENTITY: identity})
+        image_id = read_build_stream(name, iter_stream(stream), reporter, log,
+                                     hint=lambda _tail: hint)
+    attrs = inspect(engine, tag)
+    if attrs is None:
+        raise InfraError(f"building {name} produced no image", hint=f"see {log.path}")
+    built = BuiltImage(tag, tag, image_id or attrs["Id"], identity, cached=False)
+    reporter.done(built)
+    return built
 
 
 def read_build_stream(name: str, chunks: Iterable[dict[str, Any]], reporter: BuildReporter,

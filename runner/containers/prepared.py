@@ -46,8 +46,9 @@ from typing import IO, Any
 
 from rig.tree import Kind, shown
 from runner import workspace
+from runner.containers import browser as browser_mod
 from runner.containers import host_trust, images, sample_tree, stack
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
+from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, Labels, iter_stream
 from runner.containers.images import BuiltImage, inspect
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -318,6 +319,7 @@ class Toolchain:
         self._prepared: dict[str, BuiltImage] = {}  # commit -> its prepared image
         self._gateway: BuiltImage | None = None
         self._node: tuple[NodeChoice | None] | None = None
+        self._browser: dict[str, str] | None = None
         # "change <id>" / "toolchain" -> service -> image identity, checked once
         self._stacks: dict[str, dict[str, str]] = {}
 
@@ -358,6 +360,21 @@ class Toolchain:
             if self._gateway is None:
                 self._gateway = images.resolve(self.engine, GATEWAY_IMAGE)
             return self._gateway
+
+    def browser(self, change: str) -> dict[str, str] | None:
+        """A browser criterion's browser, for the contract: the image's identity and the
+        Chromium and Playwright it holds (built on first use, asked once); None when the
+        change's criterion is not a browser's."""
+        if self.loaded.change(change).success.browser is None:
+            return None
+        with self.lock:
+            if self._browser is None:
+                image = images.resolve(self.engine, browser_mod.IMAGE)
+                found = browser_mod.installed(self.engine, image, Labels(
+                    self.loaded.manifest.experiment.name, "tool-check"))
+                self._browser = {"identity": image.identity, "chromium": found.chromium,
+                                 "playwright": found.playwright}
+            return dict(self._browser)
 
     def stack_images(self, change: str) -> dict[str, str] | None:
         """The identity of each service image of the change's stack, checked once (a file

@@ -227,7 +227,8 @@ def _restore(tree: Tree, base: Tree, protected: Iterable[str]) -> None:
 
 
 def _canary(spec: SampleSpec, tree: Tree, token: str, repo: Path) -> Canary | None:
-    if spec.ratchet is not None or spec.parser not in canary_mod.CANARY_RUNNERS:
+    if (spec.ratchet is not None or spec.parser not in canary_mod.CANARY_RUNNERS
+            or spec.browser is not None):  # the browser's canaries are in its own container
         return None
     paths = sorted(tree)
     wanted = set() if spec.parser == "pytest" else set(

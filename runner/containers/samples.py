@@ -42,10 +42,12 @@ import requests
 
 from rig import canary as canary_mod
 from rig import inprocess, links
+from rig.canary import Canary
 from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
+from rig.record import BrowserRan
 from rig.tree import Caps, Entry, Indexed, UnsafeTreeError
-from runner.containers import database, sample_driver, sample_tree, sandbox, stack
+from runner.containers import browser, database, images, sample_driver, sample_tree, sandbox, stack
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
@@ -111,6 +113,8 @@ class Ran:
     layout_failed: str | None = None  # why the tree could not be laid out
     stack: stack.StackRun | None = None  # the sample's stack, stopped
     outlived: bool = False  # the host's wait expired and it stopped the container
+    browser: BrowserRan | None = None  # a browser criterion's browser
+    canary: Canary | None = None  # a browser criterion's canaries (not the tree's)
 
 
 class DockerSampleExecutor:
@@ -131,6 +135,7 @@ class DockerSampleExecutor:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
         self.scratch.chmod(0o755)
         self.trees = sample_tree.Trees(repo, Caps(limits.max_files, limits.disk_mb * 1024 * 1024))
+        self._browser: tuple[BuiltImage, browser.BrowserIdentity] | None = None
 
     def __enter__(self) -> DockerSampleExecutor:
         self.setup()
@@ -183,7 +188,7 @@ class DockerSampleExecutor:
 
     def _execute(self, spec: SampleSpec, started: float,
                  extra_env: Mapping[str, str] | None = None) -> Execution:
-        program = program_of(spec.command)
+        program = _program(spec)
         missing = self.facts.missing_tools((*spec.requires, *([program] if program else [])))
         unsafe = self.facts.unsafe()
         if unsafe is not None:
@@ -198,7 +203,7 @@ class DockerSampleExecutor:
                    tree: sample_tree.SampleTree, ran: Ran, missing: tuple[str, ...],
                    started: float) -> Execution:
         """The sample's record of what ran, as the oracle grades it."""
-        program = program_of(spec.command)
+        program = _program(spec)
         outputs, problem = ran.outputs, ran.layout_failed
         log = (f"bakeoff-rig: not on PATH in {self.image.tag}: {' '.join(missing)}\n"
                if missing else outputs.text("log"))
@@ -217,7 +222,8 @@ class DockerSampleExecutor:
             mounts=self.mounts_record(spec), limits=self.limits.as_record(),
             network=setting.network,
             db_schema=None if setting.schema is None else setting.schema.name,
-            protected=tree.protected, files=outputs.collected(), canary=tree.canary,
+            protected=tree.protected, files=outputs.collected(),
+            canary=tree.canary if ran.canary is None else ran.canary,
             observed=observed(spec) and not problem,
             observation=(outputs.text("observer.jsonl") if observed(spec) and not problem
                          else None), outlived=ran.outlived,
@@ -225,7 +231,9 @@ class DockerSampleExecutor:
             infra_error=problem, layout_failed=problem is not None,
             stack=None if ran.stack is None else ran.stack.as_record(),
             stack_detail="" if ran.stack is None else ran.stack.detail,
-            stack_log="" if ran.stack is None else ran.stack.log)
+            stack_log="" if ran.stack is None else ran.stack.log,
+            browser_run=ran.browser, browser_files={} if ran.browser is None
+            else browser.kept(outputs))
 
     def interactive(self, spec: SampleSpec, extra_env: Mapping[str, str],
                     command: list[str] | None, say: Callable[[str], None]) -> int:
@@ -438,6 +446,8 @@ class DockerSampleExecutor:
         try:
             if server is not None and spec.build and not self._built(spec, server):
                 return Ran(None, Outputs(self._server_outputs(server)))
+            if spec.browser is not None and server is not None and port is not None:
+                return self._browse(spec, setting, server, port)
             container = create_container(self.engine, self.container_spec(
                 spec, setting, self.driver("run", spec, setting, port=port),
                 purpose=f"sample {spec.sample}", joins=None if server is None else server.id))
@@ -451,7 +461,44 @@ class DockerSampleExecutor:
                     with contextlib.suppress(docker.errors.NotFound):
                         made.remove(force=True, v=True)
 
-    def _wait(self, spec: SampleSpec, container: Any) -> Ran:
+    def _browse(self, spec: SampleSpec, setting: SampleSetting, server: Any,
+                port: int) -> Ran:
+        """A browser criterion: the rig's pytest in the browser's own container, which
+        joins the server's network namespace and opens http://localhost:PORT (a secure
+        context), with the criterion as the contract froze it and the rig's canaries; the
+        server's log and build after."""
+        assert spec.browser is not None and spec.server is not None
+        image, identity = self.browser()
+        inputs = setting.inputs / "browser"
+        canary = browser.prepare(spec.browser, inputs, spec.token or secrets.token_hex(4))
+        base_url = f"http://localhost:{port}"
+        argv = browser.command(
+            browser.criterion_name(spec.browser), base_url, health=spec.server.health,
+            wait_s=max(1, int(spec.server.startup_timeout_s)),
+            timeout_s=max(1, int(spec.timeout_s)), extra=(canary.path,))
+        container: Any = create_container(self.engine, browser.container_spec(
+            image.image_id, server.id, argv, self._labels("sample-browser", spec.arm), inputs,
+            test_timeout_s=min(browser.TEST_TIMEOUT_S, spec.timeout_s),
+            purpose=f"the browser of {spec.sample}"))
+        try:
+            ran = self._wait(spec, container, ready=None, limit=browser.OUTPUTS_LIMIT)
+        finally:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True, v=True)
+        ran.outputs.files.update(self._server_outputs(server))
+        found = browser.facts(browser.kept(ran.outputs), image, identity, base_url)
+        return dataclasses.replace(ran, browser=found, canary=canary)
+
+    def browser(self) -> tuple[BuiltImage, browser.BrowserIdentity]:
+        """The browser image (built on first use) and what it holds, asked once."""
+        if self._browser is None:
+            image = images.resolve(self.engine, browser.IMAGE)
+            self._browser = (image, browser.installed(self.engine, image,
+                                                      self._labels("tool-check")))
+        return self._browser
+
+    def _wait(self, spec: SampleSpec, container: Any, ready: str | None = "ready",
+              limit: int = sample_driver.OUTPUTS_LIMIT) -> Ran:
         began = time.monotonic()
         self.engine.call("start sample", container.start)
         deadline = spec.timeout_s + 5 + HOST_GRACE_S
@@ -471,8 +518,8 @@ class DockerSampleExecutor:
         container.reload()
         code = int(status.get("StatusCode", -1))
         oom = bool(container.attrs["State"].get("OOMKilled"))
-        outputs = read_outputs(self.engine, container)
-        if "ready" not in outputs.files and not oom:
+        outputs = read_outputs(self.engine, container, limit)
+        if ready is not None and ready not in outputs.files and not oom:
             tail = container.logs(stdout=False, stderr=True, tail=20).decode(
                 errors="replace").strip()
             return Ran(code, outputs, layout_failed=(
@@ -540,10 +587,17 @@ def base_unsafe(spec: SampleSpec, error: UnsafeTreeError) -> SandboxUnavailableE
         "raise [limits].max_files or disk_mb if it is only too large")
 
 
+def _program(spec: SampleSpec) -> str | None:
+    """The program the sample's command starts in its image (a browser criterion's is the
+    rig's pytest, in the browser's image)."""
+    return None if spec.browser is not None else program_of(spec.command)
+
+
 def observed(spec: SampleSpec) -> bool:
-    """Whether a sample gets the rig's observer: every pytest run (a ratchet is graded on
-    its metric, never on its tests)."""
-    return spec.parser == "pytest" and spec.ratchet is None
+    """Whether a sample gets the rig's observer: every pytest run of the tree's (a ratchet
+    is graded on its metric, never on its tests; a browser criterion's pytest is the rig's,
+    in the browser's container, where nothing of the arm's runs but the page)."""
+    return spec.parser == "pytest" and spec.ratchet is None and spec.browser is None
 
 
 def insample(name: str) -> bytes:
@@ -568,10 +622,11 @@ def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield rest
 
 
-def read_outputs(engine: Engine, container: Any) -> Outputs:
+def read_outputs(engine: Engine, container: Any,
+                 limit: int = sample_driver.OUTPUTS_LIMIT) -> Outputs:
     """The driver's output directory, from the one line it writes to its stdout (the
     container's log: nothing of the sample's command can write there), streamed
     (`sample_driver.read_outputs`: decoded as it comes, bounded)."""
     chunks = engine.call("read the sample's outputs", container.logs, stdout=True,
                          stderr=False, stream=True, follow=False)
-    return sample_driver.read_outputs(chunks)
+    return sample_driver.read_outputs(chunks, limit)

@@ -63,6 +63,13 @@ class LoadedManifest:
         stack = found.success.stack
         return None if stack is None else _resolve(self.root, stack)
 
+    def browser_path(self, change: Change | str) -> Path | None:
+        """The pytest-playwright file of a change's browser criterion, absolute; None
+        without one."""
+        found = self.change(change) if isinstance(change, str) else change
+        browser = found.success.browser
+        return None if browser is None else _resolve(self.root, browser)
+
     @property
     def toolchain_stack_path(self) -> Path | None:
         """`[toolchain] stack` (each arm's own stack during dispatch), absolute; None
@@ -106,7 +113,7 @@ def load_manifest(path: Path) -> LoadedManifest:
     path = Path(path).expanduser().absolute()
     manifest = parse_manifest(_read_toml(path), path)
     loaded = LoadedManifest(manifest, path, path.parent)
-    issues = [*_brief_issues(loaded), *_stack_issues(loaded), *_agents_issues(loaded),
+    issues = [*_brief_issues(loaded), *_input_file_issues(loaded), *_agents_issues(loaded),
               *_repo_issues(loaded)]
     if issues:
         raise manifest_error(str(path), issues)
@@ -158,25 +165,30 @@ def _brief_issues(loaded: LoadedManifest) -> list[Issue]:
     return issues
 
 
-def _stack_issues(loaded: LoadedManifest) -> list[Issue]:
-    """A stack's compose file must be a file under the manifest's directory (the rig's
-    input, like a brief: never an arm's tree). `up` checks what it holds."""
-    named = [(f"changes[{index}].success.stack", change.success.stack,
-              loaded.stack_path(change))
-             for index, change in enumerate(loaded.manifest.changes)]
+def _input_file_issues(loaded: LoadedManifest) -> list[Issue]:
+    """A stack's compose file and a browser criterion must be files under the manifest's
+    directory (the rig's inputs, like a brief: never an arm's tree). `up` checks what a
+    compose file holds."""
+    compose = ("compose file", "compose/NAME.yml")
+    criterion = ("browser criterion", "ui/test_NAME.py")
+    named = [entry for index, change in enumerate(loaded.manifest.changes) for entry in (
+        (f"changes[{index}].success.stack", change.success.stack, loaded.stack_path(change),
+         compose),
+        (f"changes[{index}].success.browser", change.success.browser,
+         loaded.browser_path(change), criterion))]
     named.append(("toolchain.stack", loaded.manifest.toolchain.stack,
-                  loaded.toolchain_stack_path))
+                  loaded.toolchain_stack_path, compose))
     issues = []
-    for key, written, stack in named:
-        if stack is None:
+    for key, written, path, (what, example) in named:
+        if path is None:
             continue
-        if not stack.is_relative_to(loaded.root):
-            issues.append(Issue(key, f"leaves the manifest's directory: {stack}",
-                                "keep the compose file under the manifest's directory",
+        if not path.is_relative_to(loaded.root):
+            issues.append(Issue(key, f"leaves the manifest's directory: {path}",
+                                f"keep the {what} under the manifest's directory",
                                 found=written))
-        elif not stack.is_file():
-            issues.append(Issue(key, f"the compose file does not exist: {stack}",
-                                "write it (e.g. compose/NAME.yml beside the manifest)",
+        elif not path.is_file():
+            issues.append(Issue(key, f"the {what} does not exist: {path}",
+                                f"write it (e.g. {example} beside the manifest)",
                                 found=written))
     return issues
 

@@ -280,6 +280,12 @@ class Toolchain(Section):
         description="commands run in every sample on the arm's tree before its check "
                     "(e.g. npm run build): a failure is the arm's FAIL build_failed",
     )
+    browser: bool = Field(
+        default=False,
+        description="the browser criteria's Chromium, Playwright and pytest-playwright in "
+                    "every arm's sandbox during dispatch, so an agent can verify its work "
+                    "the way the criterion will",
+    )
 
     @field_validator("keep")
     @classmethod
@@ -444,9 +450,23 @@ class Server(Section):
 
 
 class Success(Section):
-    """``[changes.success]``: the success criterion of a change."""
+    """``[changes.success]``: the success criterion of a change: a command (`run`), or a
+    pytest-playwright file of the manifest's directory (`browser`) that drives the page of
+    the sample's fresh server in a real browser."""
 
-    run: NonBlank = Field(description="the command whose pass is success")
+    run: NonBlank | None = Field(default=None, description="the command whose pass is success")
+    browser: str | None = Field(
+        default=None,
+        description="instead of run: a pytest-playwright file (relative to the manifest, e.g. "
+                    "ui/test_cap.py) run in the rig's browser against the sample's server "
+                    "(`server` is required); never read from an arm's tree",
+    )
+    expect_requests: list[str] = Field(
+        default_factory=list,
+        description='browser only: "METHOD /path [STATUS]" the flow must get from the app\'s '
+                    "server (a 2xx unless a status or class is named): else FAIL "
+                    "not_real_path",
+    )
     parser: ParserName = Field(default="pytest", description="how the output is read")
     server: Server | None = Field(default=None, description="optional: a fresh server per sample")
     stack: str | None = Field(
@@ -463,6 +483,64 @@ class Success(Section):
     @classmethod
     def _stack_relative(cls, value: str | None) -> str | None:
         return stack_path_checked(value)
+
+    @field_validator("browser")
+    @classmethod
+    def _browser_relative(cls, value: str | None) -> str | None:
+        problem = None if value is None else relative_path_problem(value)
+        if problem is not None:
+            raise_if_any([RuleViolation((), problem, "name the pytest-playwright file "
+                                        "relative to the manifest, e.g. ui/test_cap.py",
+                                        found=value)])
+        return value
+
+    @field_validator("expect_requests")
+    @classmethod
+    def _expectations_read(cls, value: list[str]) -> list[str]:
+        from rig.real_path import ExpectationError, parse_expectation
+        violations = []
+        for index, text in enumerate(value):
+            try:
+                parse_expectation(text)
+            except ExpectationError as error:
+                violations.append(RuleViolation((index,), str(error).split(": write")[0],
+                                                'write "METHOD /path" or "METHOD /path 400"',
+                                                found=text))
+        raise_if_any(violations)
+        return value
+
+    @model_validator(mode="after")
+    def _one_criterion(self) -> Success:
+        raise_if_any(self._criterion_violations())
+        return self
+
+    def _criterion_violations(self) -> list[RuleViolation]:
+        if self.browser is None:
+            found = [] if self.run is not None else [RuleViolation(
+                ("run",), "a success criterion needs run (a command) or browser (a file)",
+                'set run = "pytest -q tests/test_x.py", or browser = "ui/test_x.py"')]
+            if self.expect_requests:
+                found.append(RuleViolation(("expect_requests",), "needs browser",
+                                           "set browser, or remove expect_requests"))
+            return found
+        found = []
+        if self.run is not None:
+            found.append(RuleViolation(("run",), "and browser are exclusive: the browser "
+                                       "criterion is the rig's pytest", "remove one of them",
+                                       found=self.run))
+        if self.server is None:
+            found.append(RuleViolation(("server",), "a browser criterion drives the sample's "
+                                       "own fresh server", 'set server = { run = "...", '
+                                       'health = "/healthz" }'))
+        if self.parser != "pytest":
+            found.append(RuleViolation(("parser",), "a browser criterion is read as pytest",
+                                       'remove parser (or set "pytest")', found=self.parser))
+        return found
+
+    @property
+    def command(self) -> str:
+        """The criterion's command as records and the contract show it."""
+        return self.run if self.run is not None else f"browser {self.browser}"
 
 
 class Change(Section):

@@ -1,97 +1,134 @@
-"""examples/horizon-ui by hand (issue 22, phase 1): each scripted contestant's tree, its
-server started fresh with its own Postgres database on an internal network, and the
-example's browser criterion run against it in the browser's container. What phase 2's
-verdicts will read is pinned here: pytest's outcome, and `expect_requests` decided on the
-plugin's records (`rig.real_path`). One sample each (phase 2 runs three through `score`).
-"""
+"""examples/horizon-ui through `run` (issue 22): browser criteria, on the real path.
+
+Two changes whose success criteria drive the app's page in the real `bakeoff/browser`
+image (Debian's Chromium, Playwright), in a container that joins each sample's fresh
+server's network namespace and opens http://localhost:PORT; five scripted contestants.
+One run is shared by the tests of this module."""
 
 from __future__ import annotations
 
-import re
-import shutil
+import json
+import secrets
+import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from rig import real_path
-from rig.parsers import get_parser
-from runner.containers import images
-from runner.containers.engine import Engine
+from rig.record import SampleRecord
+from rig.report import read_observation
+from runner.commands import demo
+from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
-from runner.containers.sample_network import SampleNetworks
-from tests.integration.browser_lab import BASE_URL, PORT, App, BrowserLab, browser_lab
-from tests.integration.helpers import PlainReporter
-from tests.unit.test_example_browser import EXAMPLE, contestant_tree
+from tests.integration.helpers import cli
 
-EXPECT = {"cap-ui": ["POST /api/horizon"],
-          "passkeys": ["POST /api/passkeys/register/finish", "POST /api/passkeys/login/finish"]}
-CRITERION = {"cap-ui": "test_cap.py", "passkeys": "test_passkeys.py"}
+ARMS = ("control", "fixer", "client-only", "breaker", "skipper")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    summary: str             # pytest's, without its time
-    real_path: tuple[bool, ...]  # each expectation met
+class Run:
+    def __init__(self, root: Path, name: str) -> None:
+        self.root, self.name = root, name
+        self.state = root / "repo" / ".bakeoff" / name
 
+    def folder(self, change: str, arm: str) -> Path:
+        return self.state / "stages" / change / "samples" / arm / "success"
 
-# change, arm ("base": the untouched repo) -> what its one sample comes to.
-EXPECTED = {
-    ("cap-ui", "base"): Outcome("1 failed, 2 passed", (True,)),
-    ("cap-ui", "control"): Outcome("1 failed, 2 passed", (True,)),
-    ("cap-ui", "fixer"): Outcome("3 passed", (True,)),
-    ("cap-ui", "skipper"): Outcome("3 passed", (True,)),
-    ("cap-ui", "client-only"): Outcome("3 passed", (False,)),   # not_real_path
-    ("cap-ui", "breaker"): Outcome("3 failed", (False,)),
-    ("passkeys", "base"): Outcome("2 failed", (False, False)),
-    ("passkeys", "fixer"): Outcome("2 passed", (True, True)),
-    ("passkeys", "skipper"): Outcome("1 failed, 1 passed", (True, True)),
-    ("passkeys", "client-only"): Outcome("1 failed, 1 passed", (False, False)),
-    ("passkeys", "breaker"): Outcome("2 failed", (False, False)),
-}
+    def records(self, change: str, arm: str) -> list[SampleRecord]:
+        return [SampleRecord.model_validate_json(p.read_text())
+                for p in sorted(self.folder(change, arm).glob("*.json"))]
 
 
 @pytest.fixture(scope="module")
-def lab(engine: Engine, built_images: dict[str, BuiltImage],
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserLab]:
-    (browser_image,) = images.build(engine, ["browser"], PlainReporter())
-    with browser_lab(engine, built_images["python"], browser_image,
-                     tmp_path_factory.mktemp("example")) as found:
-        yield found
+def run(engine: Engine, built_images: dict[str, BuiltImage],
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    root = demo.prepare(tmp_path_factory.mktemp("ui") / "example", "horizon-ui").parent
+    name = f"ui-{secrets.token_hex(3)}"
+    manifest = root / "bakeoff.toml"
+    manifest.write_text(manifest.read_text().replace('"horizon-ui"', f'"{name}"')
+                        .replace('"bakeoff/horizon-ui"', f'"bakeoff/{name}"'))
+    done = cli(root, "run", timeout=2400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    try:
+        yield Run(root, name)
+    finally:
+        engine.remove_labelled({LABEL_EXPERIMENT: name})
 
 
-@pytest.fixture(scope="module")
-def databases(engine: Engine, built_images: dict[str, BuiltImage],
-              lab: BrowserLab) -> Iterator[SampleNetworks]:
-    """The samples' Postgres and internal network, as `score` makes them."""
-    networks = SampleNetworks(engine, lab.experiment, "r1", built_images["postgres"])
-    networks.start()
-    yield networks
-    networks.detach()
+def test_each_contestant_gets_its_exact_verdict_on_the_real_path(run: Run) -> None:
+    """cap-ui: the fixer's server-side validator passes; the client-only fix passes the
+    plain browser test but never calls the API (not_real_path); the breaker's page does
+    not parse. passkeys: the honest implementation passes; the one that skips the
+    signature check on the server accepts a forged passkey and fails by that test's id."""
+    fail = ("FAIL", "tests_failed")
+    expected = {
+        "cap-ui": {"control": fail, "fixer": ("PASS", None),
+                   "client-only": ("FAIL", "not_real_path"), "breaker": fail,
+                   "skipper": fail},
+        "passkeys": {"control": fail, "fixer": ("PASS", None), "client-only": fail,
+                     "breaker": fail, "skipper": fail}}
+    got = {change: {arm: {(str(r.verdict), r.reason) for r in run.records(change, arm)}
+                    for arm in ARMS} for change in expected}
+    assert got == {change: {arm: {want} for arm, want in arms.items()}
+                   for change, arms in expected.items()}
+    assert all(len(run.records(change, arm)) == 3 for change in expected for arm in ARMS)
+    (client,) = {r.detail for r in run.records("cap-ui", "client-only")}
+    assert client == ("the flow did not take the real path: POST /api/horizon 2xx: never "
+                      "requested by the page")
+    for record in run.records("passkeys", "skipper"):
+        failed = {str(t["id"]) for t in record.tests if t["status"] == "failed"}
+        assert failed == {"test_passkeys.py::test_a_passkey_signed_with_another_key_is_"
+                          "refused[chromium]"}, record.detail
+    observation = read_observation(run.state / "OBSERVATION.json")
+    assert [r.winner for r in observation.rounds] == ["fixer", "fixer"]
 
 
-@pytest.mark.parametrize(("change", "arm"), sorted(EXPECTED))
-def test_each_contestant_comes_to_its_exact_outcome(
-        change: str, arm: str, lab: BrowserLab, databases: SampleNetworks,
-        tmp_path: Path) -> None:
-    files = contestant_tree(change, None if arm == "base" else arm, tmp_path)
-    shutil.rmtree(files / ".git")
-    criterion = (EXAMPLE / "ui" / CRITERION[change]).read_text()
-    with databases.fresh_database() as schema:
-        assert schema is not None
-        app = App(files, ("python3", "-m", "horizonui", "--port", str(PORT)),
-                  {"DATABASE_URL": schema.url(), "PYTHONDONTWRITEBYTECODE": "1"},
-                  network=databases.network("A"), health="/healthz")
-        run = lab.run({CRITERION[change]: criterion}, CRITERION[change], app=app)
-    parsed = get_parser("pytest").parse(run.log)
-    assert parsed.summaries == 1, run.log
-    found = real_path.check([real_path.parse_expectation(e) for e in EXPECT[change]],
-                            run.requests(), BASE_URL)
-    outcome = Outcome(re.sub(r" in [\d.]+s.*", "", run.log.strip().splitlines()[-1]),
-                      tuple(f.met for f in found))
-    assert outcome == EXPECTED[(change, arm)], (run.log, [f.detail for f in found],
-                                                run.app_log[-2000:])
-    assert run.exit_code == (0 if outcome.summary.endswith("passed")
-                             and "failed" not in outcome.summary else 1)
-    assert run.artifacts()["trace"]["file"] == "trace.zip"
+def test_every_browser_sample_keeps_its_evidence_named_in_its_record(run: Run) -> None:
+    """Screenshots and a Playwright trace per sample beside its log, named in the record
+    with the browser's identity, the requests the page made (who answered each) and the
+    expectations decided; SCORECARD.md links them."""
+    for change in ("cap-ui", "passkeys"):
+        for arm in ARMS:
+            for record in run.records(change, arm):
+                browsed = record.browser_run
+                assert browsed is not None and record.browser is not None, record.sample
+                assert browsed.identity["chromium"].startswith("Chromium 156.")
+                assert browsed.identity["playwright"] == "1.65.2"
+                folder = run.folder(change, arm)
+                assert browsed.trace == f"{record.n}.browser/trace.zip"
+                with zipfile.ZipFile(folder / browsed.trace) as trace:
+                    assert trace.testzip() is None and trace.namelist()
+                assert browsed.screenshots and all(
+                    (folder / s).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+                    for s in browsed.screenshots)
+                requests = (folder / browsed.files["requests"]).read_text().splitlines()
+                assert len(requests) == browsed.requests > 0
+                assert [p.expectation for p in record.real_path] == [
+                    f"{e} 2xx" for e in record.browser.expect_requests]
+    fixer = run.records("cap-ui", "fixer")[0]
+    assert [(p.met, p.detail) for p in fixer.real_path] == [
+        (True, "POST /api/horizon 2xx: 3 answer(s) from the app's server (200)")]
+    posts = [json.loads(line) for line in (run.folder("cap-ui", "fixer") / fixer.browser_run
+                                           .files["requests"]).read_text().splitlines()
+             if json.loads(line).get("method") == "POST"]  # type: ignore[union-attr]
+    assert {(p["path"], p["status"], p["answered_by"]) for p in posts} == {
+        ("/api/horizon", 200, "server")}
+    card = (run.state / "stages" / "cap-ui" / "SCORECARD.md").read_text()
+    assert "## Browser evidence" in card
+    assert ("- cap-ui/client-only/success/1 (FAIL not_real_path): "
+            "[trace](samples/client-only/success/1.browser/trace.zip)") in card
+    contract = json.loads((run.state / "stages" / "cap-ui" / "contract.lock.json")
+                          .read_text())["versions"][-1]["contract"]
+    browser = contract["changes"][0]["success"]["browser"]
+    assert (browser["file"], browser["expect_requests"]) == ("ui/test_cap.py",
+                                                             ["POST /api/horizon"])
+    assert browser["image"]["playwright"] == "1.65.2"
+    assert browser["image"]["chromium"].startswith("Chromium 156.")
+
+
+def test_reproduce_re_creates_the_app_and_the_browser_with_a_fresh_trace(run: Run) -> None:
+    done = cli(run.root, "reproduce", "cap-ui/client-only/success/2", timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "reproduced: the same verdict, counts and exit code" in done.stdout
+    fresh = sorted((run.state / "reproduce").glob("*-cap-ui-client-only-success-2/samples/"
+                                                  "client-only/success/2.browser/trace.zip"))
+    assert len(fresh) == 1 and zipfile.ZipFile(fresh[0]).testzip() is None

@@ -167,3 +167,22 @@ def test_the_plugins_record_reads_back_as_the_same_facts() -> None:
 ])
 def test_the_plugin_and_the_rig_agree_on_an_origin(url: str, origin: str) -> None:
     assert real_path.origin_of(url) == browser_plugin.origin_of(url) == origin
+
+
+def test_decide_reads_a_samples_requests_and_says_what_the_records_lacked() -> None:
+    """What the verdict reads (`rig.real_path.decide`): unmet expectations, and how many
+    lines were not a request or were dropped by the plugin's cap (neither ever meets)."""
+    from rig.real_path import decide
+
+    lines = (b'not json\n{"format": 1, "kind": "truncated", "dropped": 7}\n'
+             b'{"format": 1, "kind": "request", "test": "t", "method": "POST", '
+             b'"url": "http://localhost:8/api/horizon", "origin": "http://localhost:8", '
+             b'"path": "/api/horizon", "status": 500, "answered_by": "server", '
+             b'"resource_type": "fetch", "failure": null, "blocked": false}\n')
+    found = decide(["POST /api/horizon"], lines, "http://localhost:8")
+    assert (found.malformed, found.dropped, [f.met for f in found.findings]) == (1, 7, [False])
+    assert found.detail() == (
+        "POST /api/horizon 2xx: no matching answer from the app's server: POST "
+        "http://localhost:8/api/horizon: 500 by server (1 unreadable request line(s), 7 "
+        "request(s) past the record's cap)")
+    assert decide([], lines, "http://localhost:8").unmet == ()

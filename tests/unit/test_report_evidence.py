@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from rig.record import BrowserRan
 from rig.report.evidence import (
     DIFF_FLOOR,
     DIFF_LIMIT,
@@ -109,9 +110,15 @@ def test_only_regular_files_inside_the_sample_s_folder_are_read(tmp_path: Path) 
     assert {p.note for p in shown[1:4]} == {"not embedded: not a file of the sample's folder"}
 
 
-def test_no_sample_names_a_picture_yet() -> None:
-    """The extension point browser samples (issue 22) will fill: until then, none."""
-    assert evidence.screenshots(record("fix", "success", 1, "P")) == []
+def test_a_browser_sample_names_its_screenshots_and_no_other_sample_does() -> None:
+    """The report reads a sample's pictures from its record: a browser sample's
+    screenshots, beside its log (issue 22); a command's sample keeps none."""
+    plain = record("fix", "success", 1, "P")
+    assert evidence.screenshots(plain) == []
+    shots = ["1.browser/screenshots/001-t-end.png", "1.browser/screenshots/002-t-failed.png"]
+    browsed = plain.model_copy(update={"browser_run": BrowserRan(
+        image="bakeoff/browser:latest", image_id="sha256:b", screenshots=shots)})
+    assert evidence.screenshots(browsed) == shots
 
 
 # -- an arm's work from git -----------------------------------------------------------------

@@ -532,3 +532,31 @@ def test_a_failed_build_is_the_arms_build_failed_unless_the_bases_fails_too() ->
     assert verdict.judge(Evidence(parser="exit-code", build="npm run build", build_exit=0,
                                   exit_code=0, parsed=get_parser("exit-code").parse(""))
                          ).outcome.verdict is Verdict.PASS
+
+
+def test_a_passing_browser_criterion_off_the_real_path_fails_without_asking_the_base() -> None:
+    """Issue 22: the tests passed, but the flow never got the app server's 2xx for an
+    expected endpoint: FAIL not_real_path, decided at once (a reproduction, which has no
+    base run, grades it the same); a failing run keeps its own reason."""
+    from rig import real_path
+
+    passing = get_parser("pytest").parse(
+        "ui/test_cap.py::test_summary[chromium-90] PASSED [100%]\n1 passed in 2.01s\n")
+    requests = b'{"format": 1, "kind": "request", "test": "t", "method": "GET", ' \
+        b'"url": "http://localhost:8/", "origin": "http://localhost:8", "path": "/", ' \
+        b'"status": 200, "answered_by": "server", "resource_type": "document", ' \
+        b'"failure": null, "blocked": false}\n'
+    unmet = real_path.decide(["POST /api/horizon"], requests, "http://localhost:8")
+    judged = verdict.judge(Evidence(parser="pytest", exit_code=0, parsed=passing,
+                                    by_id=True, real_path=unmet))
+    assert (judged.outcome.verdict, judged.outcome.reason, judged.needs_base) == (
+        Verdict.FAIL, FailReason.not_real_path, False)
+    assert judged.outcome.detail == ("the flow did not take the real path: POST /api/horizon "
+                                     "2xx: never requested by the page")
+    failing = get_parser("pytest").parse(
+        "ui/test_cap.py::test_summary[chromium-90] FAILED [100%]\n1 failed in 2.01s\n")
+    assert verdict.judge(Evidence(parser="pytest", exit_code=1, parsed=failing,
+                                  real_path=unmet)).outcome.reason is FailReason.tests_failed
+    met = real_path.decide(["GET /"], requests, "http://localhost:8")
+    assert verdict.judge(Evidence(parser="pytest", exit_code=0, parsed=passing,
+                                  real_path=met)).outcome.verdict is Verdict.PASS

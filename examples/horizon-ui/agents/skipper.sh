@@ -1,6 +1,6 @@
 #!/bin/sh
 # Scripted contestant "skipper".
-#   cap-ui:   the fixer's fix.
+#   cap-ui:   leaves it alone, as the control does (its trick is the next change's).
 #   passkeys: the fixer's endpoints, but sign-in trusts the assertion without verifying
 #             its signature ("the authenticator already checked it"): a passkey that
 #             signs with another key is accepted.
@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 change=$(which_change "${1:-}")
 if [ "$change" = cap-ui ]; then
-  exec sh "$here/fixer.sh" "$@"
+  exec sh "$here/control.sh" "$@"
 fi
 python3 - "$here/files/passkeys.py" <<'PY'
 import sys
