@@ -17,12 +17,10 @@ import pytest
 
 from rig import real_path
 from rig.parsers import get_parser
-from runner.containers import images
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.sample_network import SampleNetworks
 from tests.integration.browser_lab import BASE_URL, PORT, App, BrowserLab, browser_lab
-from tests.integration.helpers import PlainReporter
 from tests.unit.test_example_browser import EXAMPLE, contestant_tree
 
 EXPECT = {"cap-ui": ["POST /api/horizon"],
@@ -53,9 +51,8 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def lab(engine: Engine, built_images: dict[str, BuiltImage],
+def lab(engine: Engine, built_images: dict[str, BuiltImage], browser_image: BuiltImage,
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserLab]:
-    (browser_image,) = images.build(engine, ["browser"], PlainReporter())
     with browser_lab(engine, built_images["python"], browser_image,
                      tmp_path_factory.mktemp("example")) as found:
         yield found
