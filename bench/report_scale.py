@@ -310,7 +310,7 @@ def main() -> None:
                         help="also open it in the real bakeoff/browser image (docker)")
     parser.add_argument("--full-page", action="store_true",
                         help="with --browser: a screenshot of the whole page, not its "
-                             "first screen")
+                             "first screen (Chromium cannot at 100 arms: 75,000 px)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="generate in this new directory and leave it there")
     args = parser.parse_args()
