@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/report_scale.py [--arms 100] [--changes 3] [--samples 3]
                                            [--repeat 3] [--chromium /usr/bin/chromium]
-                                           [--keep DIR]
+                                           [--browser [--full-page]] [--keep DIR]
 
 Generates, in a temporary directory and without docker, what a run of that size leaves:
 a git repository with the base and one commit per arm and change (a diff of about 60
@@ -14,7 +14,11 @@ gateway usage priced, unpriced or none). Then, `--repeat` times: `evidence.colle
 (reading the run directory and git), `render_page`, and the page written; it prints the
 page's size and each phase's time. With `--chromium`, the page is also opened in headless
 Chromium from file:// until its first screen is painted (`--screenshot`), against an
-empty page as the browser's own start-up.
+empty page as the browser's own start-up. With `--browser`, it is opened `--repeat` times
+in the real `bakeoff/browser` image (built on first use), with no network, by the program
+the tests use (tests/integration/report_check.py: load, the charts found by role and name,
+a grid link followed, a screenshot of the first screen or, `--full-page`, the whole page),
+each phase timed inside the container.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -35,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rig import rubric
 from rig.record import SampleCounts, SampleRecord
-from rig.report import Round, observation, round_of
+from rig.report import Observation, Round, observation, round_of
 from rig.report.page import render_page
 from rig.verdict import Verdict
 from rig.wire import WireSummary
@@ -192,29 +197,52 @@ def chromium_seconds(binary: str, page: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure(args: argparse.Namespace, root: Path) -> None:
-    arms = [f"arm-{n:03d}" for n in range(args.arms)]
-    changes = [f"change-{n}" for n in range(1, args.changes + 1)]
-    started = time.perf_counter()
-    repo, commits = repository(root, arms, changes)
+@dataclass(frozen=True)
+class Generated:
+    """A generated run: its repository and run directory, the observation scored from its
+    records, and the stand-in for the loaded manifest that `evidence.collect` reads."""
+
+    repo: Path
+    directory: Path
+    changes: list[str]
+    obs: Observation
+    loaded: Any
+
+
+def generate(root: Path, arms: int, changes: int, samples: int) -> Generated:
+    """A run of `arms` x `changes` x CHECKS x `samples` in `root` (no docker)."""
+    arm_ids = [f"arm-{n:03d}" for n in range(arms)]
+    change_ids = [f"change-{n}" for n in range(1, changes + 1)]
+    repo, commits = repository(root, arm_ids, change_ids)
     directory = layout.experiment_dir(repo, EXPERIMENT)
     rng = random.Random(23)
-    rounds = [stage(directory, rng, c, arms, commits, args.samples) for c in changes]
-    obs = observation(EXPERIMENT, CONTRACT, rounds)
+    rounds = [stage(directory, rng, c, arm_ids, commits, samples) for c in change_ids]
     loaded: Any = SimpleNamespace(repo_path=repo, path=root / "bakeoff.toml",
                                   manifest=SimpleNamespace(
                                       experiment=SimpleNamespace(name=EXPERIMENT)))
-    records = sum(1 for _ in directory.rglob("*.json"))
+    return Generated(repo, directory, change_ids,
+                     observation(EXPERIMENT, CONTRACT, rounds), loaded)
+
+
+def page_of(run: Generated) -> str:
+    """REPORT.html of `run`, as `report` makes it: the evidence collected, the page rendered."""
+    return render_page(run.obs, evidence.collect(run.loaded, run.obs))
+
+
+def measure(args: argparse.Namespace, root: Path) -> None:
+    started = time.perf_counter()
+    run = generate(root, args.arms, args.changes, args.samples)
+    records = sum(1 for _ in run.directory.rglob("*.json"))
     print(f"generated {args.arms} arms x {args.changes} changes x {len(CHECKS)} checks x "
           f"{args.samples} samples ({records} records) in {time.perf_counter() - started:.1f} s")
-    page = layout.report_file(directory)
+    page = layout.report_file(run.directory)
     timings: dict[str, list[float]] = {"collect": [], "render": [], "write": []}
     for _ in range(args.repeat):
         at = time.perf_counter()
-        found = evidence.collect(loaded, obs)
+        found = evidence.collect(run.loaded, run.obs)
         timings["collect"].append(time.perf_counter() - at)
         at = time.perf_counter()
-        html = render_page(obs, found)
+        html = render_page(run.obs, found)
         timings["render"].append(time.perf_counter() - at)
         at = time.perf_counter()
         page.write_text(html, encoding="utf-8")
@@ -222,8 +250,7 @@ def measure(args: argparse.Namespace, root: Path) -> None:
     size = page.stat().st_size
     print(f"REPORT.html: {size:,} bytes ({size / 2**20:.1f} MiB)")
     for phase, seen in timings.items():
-        print(f"{phase:8} median {statistics.median(seen):6.2f} s  "
-              f"range {min(seen):.2f}-{max(seen):.2f} s  ({len(seen)} runs)")
+        print(f"{phase:8} {spread(seen)}")
     if args.chromium:
         empty = root / "empty.html"
         empty.write_text("<!DOCTYPE html><title>x</title>")
@@ -232,6 +259,43 @@ def measure(args: argparse.Namespace, root: Path) -> None:
         print(f"chromium, opened to its first screen: the page median "
               f"{statistics.median(loads):.2f} s (range {min(loads):.2f}-{max(loads):.2f}), "
               f"an empty page {statistics.median(idle):.2f} s (the browser's own start-up)")
+    if args.browser:
+        in_browser(run, page.read_bytes(), args.repeat, args.full_page)
+
+
+def spread(seen: list[float]) -> str:
+    return (f"median {statistics.median(seen):6.2f} s  range {min(seen):.2f}-{max(seen):.2f} s"
+            f"  ({len(seen)} runs)")
+
+
+def in_browser(run: Generated, html: bytes, repeat: int, full_page: bool) -> None:
+    """The page opened `repeat` times in the real `bakeoff/browser` image, with no network
+    (tests/integration/report_check.py, as the tests open it); each phase's time on the
+    container's clock, the container's whole life on the host's."""
+    from runner.containers import images
+    from runner.containers.engine import Engine
+    from tests.integration.report_browser import chart_names, open_report
+    from tests.unit.test_report_page import CHART_NAMES
+
+    engine = Engine()
+    image = images.resolve(engine, "browser")
+    phases: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        seen = open_report(engine, image, html, chart_names(run.changes, CHART_NAMES),
+                           full_page=full_page, experiment="bench-report")
+        if seen.exit_code != 0:
+            raise SystemExit(f"the browser's container failed: {seen.stderr_tail}")
+        found = {k: v for k, v in seen["timings"].items() if v is not None} | {
+            "follow_s": seen["followed"]["seconds"], "container_s": seen.duration_s}
+        for phase, value in found.items():
+            phases.setdefault(phase, []).append(value / 1000 if phase.endswith("_ms")
+                                                else value)
+    print(f"bakeoff/browser ({image.image_id[:19]}), no network, {seen['height']:,} px tall, "
+          f"{len(seen['requests'])} request(s), {len(seen['console'])} console message(s); "
+          f"screenshot ({'full page' if full_page else 'first screen'}) "
+          f"{len(seen.screenshot):,} bytes")
+    for phase, values in phases.items():
+        print(f"  {phase.removesuffix('_s').removesuffix('_ms'):26} {spread(values)}")
 
 
 def main() -> None:
@@ -242,6 +306,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--chromium", default=None, help="a Chromium binary to load it in")
+    parser.add_argument("--browser", action="store_true",
+                        help="also open it in the real bakeoff/browser image (docker)")
+    parser.add_argument("--full-page", action="store_true",
+                        help="with --browser: a screenshot of the whole page, not its "
+                             "first screen (Chromium cannot at 100 arms: 75,000 px)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="generate in this new directory and leave it there")
     args = parser.parse_args()

@@ -17,6 +17,12 @@ command (`SCRIPT`) waits for the app's health, runs pytest with the rig's plugin
 pytest-playwright and with no other plugin autoloaded) under a deadline, keeps the
 output's head and tail, and hands the output directory back as one `bakeoff-out:` line on
 its stdout, read with `read_outputs`, as the sample driver does.
+
+With no app (`container_spec(..., app=None, ...)`) the browser has no network at all,
+and its inputs need no host path: a tmpfs volume of ours at IN that the engine fills once
+the container runs (`inputs_archive`, put in by `sandbox.run_to_end`), the command
+waiting for the archive's last file (`after_inputs`). REPORT.html's browser tests open
+the page that way (tests/integration/report_browser.py).
 """
 
 from __future__ import annotations
@@ -28,15 +34,16 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from rig import canary as canary_mod
 from rig.canary import Canary
 from rig.record import BrowserAsked, BrowserRan
 from runner.containers import images, sample_driver, sandbox
-from runner.containers.engine import Bind, ContainerSpec, Engine, Labels, Resources, Tmpfs
+from runner.containers.engine import Bind, ContainerSpec, Engine, Labels, Resources, Tmpfs, Volume
 from runner.containers.images import BuildReporter, BuiltImage
 from runner.containers.sample_driver import Outputs
+from runner.containers.sandbox import Archive
 from runner.errors import SandboxUnavailableError
 
 IMAGE = "browser"
@@ -44,9 +51,10 @@ ROOT = "/opt/browser"
 IDENTITY = f"{ROOT}/identity.json"
 PLUGIN_MODULE = "bakeoff_browser"
 PLUGIN_SOURCE = "browser_plugin.py"  # of rig/insample
-IN = "/bakeoff/in"                   # the rig's inputs, read-only
+IN = "/bakeoff/in"                   # the rig's inputs: a read-only bind, or a volume
 PLUGIN_DIR = f"{IN}/plugin"
 CRITERION_DIR = f"{IN}/criterion"
+READY = ".ready"                     # the inputs archive's last file
 OUT = "/bakeoff/browser-out"         # the plugin's records, screenshots, trace
 OUT_ENV = "BAKEOFF_BROWSER_OUT"
 DEADLINE_ENV = "BAKEOFF_BROWSER_TEST_TIMEOUT_S"  # one test's, fixtures included
@@ -164,6 +172,18 @@ finish "$code"
 '''
 
 
+# $1 seconds to wait for the inputs, then the command (the engine puts the inputs archive
+# in IN after the container starts; its last file, READY, says the rest is in place).
+AWAIT_INPUTS = rf'''
+tries=$(( $1 * 10 )); shift
+until [ -e "{IN}/{READY}" ]; do
+  if [ "$tries" -le 0 ]; then echo "bakeoff: no inputs in {IN}" >&2; exit 125; fi
+  sleep 0.1; tries=$(( tries - 1 ))
+done
+exec "$@"
+'''
+
+
 def script() -> str:
     return f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}\n" + SCRIPT
 
@@ -180,29 +200,50 @@ def plugin_source() -> bytes:
     return resources.files("rig.insample").joinpath(PLUGIN_SOURCE).read_bytes()
 
 
-def write_inputs(directory: Path, criterion: Mapping[str, bytes]) -> None:
-    """The browser container's inputs in `directory` (mounted read-only at IN): the rig's
-    plugin and the criterion's files (relative paths under CRITERION_DIR)."""
-    plugin = directory / "plugin"
-    plugin.mkdir(parents=True, exist_ok=True)
-    (plugin / f"{PLUGIN_MODULE}.py").write_bytes(plugin_source())
+def input_files(criterion: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The browser container's inputs by their path under IN: the rig's plugin and the
+    criterion's files (relative paths under CRITERION_DIR; one that leaves it is refused)."""
+    files = {f"plugin/{PLUGIN_MODULE}.py": plugin_source()}
     for name, data in criterion.items():
-        target = directory / "criterion" / name
-        if not target.resolve().is_relative_to((directory / "criterion").resolve()):
+        path = PurePosixPath(name)
+        if path.is_absolute() or ".." in path.parts or not path.parts:
             raise ValueError(f"a criterion file outside its directory: {name!r}")
+        files[f"criterion/{path}"] = data
+    return files
+
+
+def write_inputs(directory: Path, criterion: Mapping[str, bytes]) -> None:
+    """`input_files` in `directory` (bound read-only at IN)."""
+    for name, data in input_files(criterion).items():
+        target = directory / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     for path in [directory, *directory.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def container_spec(image_id: str, app: str, argv: Iterable[str], labels: Labels,
-                   inputs: Path, *, limits: BrowserLimits | None = None,
+def inputs_archive(criterion: Mapping[str, bytes]) -> Archive:
+    """`input_files` as the tar the engine puts at IN once the container runs (no host
+    path: `container_spec` with a volume), READY its last file."""
+    return Archive(IN, images.tar_of(input_files(criterion) | {READY: b""}))
+
+
+def after_inputs(argv: Iterable[str], wait_s: int = 30) -> tuple[str, ...]:
+    """`argv`, once the inputs' READY file is in IN (at most `wait_s` seconds; else exit
+    125): the command of a container whose inputs the engine puts in after its start."""
+    return ("sh", "-c", AWAIT_INPUTS, "bakeoff-inputs", str(wait_s), *argv)
+
+
+def container_spec(image_id: str, app: str | None, argv: Iterable[str], labels: Labels,
+                   inputs: Path | str, *, limits: BrowserLimits | None = None,
                    test_timeout_s: float = TEST_TIMEOUT_S,
                    purpose: str = "the browser") -> ContainerSpec:
     """The browser's container beside `app` (a container id whose network namespace it
-    joins): the sandbox user, no capability, a read-only root, tmpfs for what Chromium
-    and the plugin write, the rig's inputs read-only."""
+    joins; None: no network at all): the sandbox user, no capability, a read-only root,
+    tmpfs for what Chromium and the plugin write. The rig's inputs at IN: a host
+    directory (`write_inputs`) bound read-only, or the name of a tmpfs volume of ours
+    that the engine fills once the container runs (`inputs_archive`, `after_inputs`;
+    writable, as the engine puts files only into a writable volume)."""
     chosen = limits or BrowserLimits()
     uid = sandbox.SANDBOX_UID
     return ContainerSpec(
@@ -212,7 +253,8 @@ def container_spec(image_id: str, app: str, argv: Iterable[str], labels: Labels,
         env=environment(test_timeout_s),
         tmpfs=(Tmpfs("/tmp", chosen.tmp_mb), Tmpfs(HOME, chosen.home_mb, "0700", owner=uid),
                Tmpfs(OUT, chosen.out_mb, "0700", executable=False, owner=uid)),
-        mounts=(Bind(inputs, IN),), working_dir=CRITERION_DIR)
+        mounts=(Bind(inputs, IN) if isinstance(inputs, Path) else Volume(inputs, IN),),
+        working_dir=CRITERION_DIR)
 
 
 def read_outputs(stdout: bytes) -> Outputs:

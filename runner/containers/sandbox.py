@@ -210,14 +210,28 @@ class Finished:
     stderr_tail: str
 
 
+@dataclass(frozen=True)
+class Archive:
+    """A tar the engine puts at `path` in a running container: the way in for inputs
+    without a host path (DESIGN principle 12). `path` is in a writable volume, since the
+    engine refuses a read-only root; a tmpfs volume keeps only what it gets while a
+    container holds it, so the command waits for the archive's last file."""
+
+    path: str
+    data: bytes
+
+
 def run_to_end(engine: Engine, spec: ContainerSpec, deadline_s: float, *,
-               stdout: bool = False) -> Finished:
+               stdout: bool = False, archive: Archive | None = None) -> Finished:
     """Create, start and wait for a one-shot container (at most `deadline_s` on the host),
-    read its output, and remove it, whatever happened."""
+    read its output, and remove it, whatever happened; `archive` goes in once it runs."""
     container: Any = create_container(engine, spec)
     try:
         started = time.monotonic()
         engine.call(f"start {spec.purpose}", container.start)
+        if archive is not None:
+            engine.call(f"put the inputs of {spec.purpose}", container.put_archive,
+                        archive.path, archive.data)
         status = engine.call(f"wait for {spec.purpose}", container.wait, timeout=deadline_s)
         duration = time.monotonic() - started
         out = (engine.call("read its output", container.logs, stdout=True, stderr=False)

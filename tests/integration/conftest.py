@@ -48,6 +48,13 @@ def built_images(engine: Engine) -> dict[str, BuiltImage]:
                                             PlainReporter())}
 
 
+@pytest.fixture(scope="session")
+def browser_image(engine: Engine) -> BuiltImage:
+    """`bakeoff/browser` (issue 22): Debian's chromium and Playwright, built on first use."""
+    (built,) = images.build(engine, ["browser"], PlainReporter())
+    return built
+
+
 @pytest.fixture
 def target(tmp_path: Path, engine: Engine, built_images: dict[str, BuiltImage]
            ) -> Iterator[LoadedManifest]:

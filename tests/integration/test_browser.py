@@ -24,7 +24,6 @@ from runner.containers import browser, images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from tests.integration.browser_lab import BASE_URL, SPOOF, BrowserLab, BrowserRun, browser_lab
-from tests.integration.helpers import PlainReporter
 
 ROOT = Path(__file__).resolve().parents[2]
 POST = real_path.parse_expectation("POST /api/horizon")
@@ -178,12 +177,6 @@ def test_a_page_that_hangs_the_browser(page: Page):
 def test_the_next_one(page: Page):
     page.goto("/index.html")
 '''
-
-
-@pytest.fixture(scope="module")
-def browser_image(engine: Engine) -> BuiltImage:
-    (built,) = images.build(engine, ["browser"], PlainReporter())
-    return built
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """`bakeoff-sandbox demo`: the whole loop on the bundled example, through the real CLI,
-with the exact outcome the example is built to produce."""
+with the exact outcome the example is built to produce; then its REPORT.html in the real
+browser image with no network (issue 23; tests/integration/report_browser.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rig.report import read_observation
+from rig.report.page import CSP, flag_summary
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from tests.integration.helpers import flat_record, git
+from tests.integration.report_browser import (
+    PAGE_URL,
+    chart_names,
+    keep_artifacts,
+    open_report,
+    png_size,
+)
 from tests.unit.html_page import numbers_compared, parse
+from tests.unit.test_report_page import CHART_NAMES
 
 
 def test_demo_runs_the_whole_loop_with_the_expected_outcome(
-        engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> None:
+        engine: Engine, built_images: dict[str, BuiltImage], browser_image: BuiltImage,
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     keep = tmp_path / "demo"
     done = subprocess.run([sys.executable, "-m", "runner.cli", "demo", "--keep", str(keep)],
                           capture_output=True, text=True, timeout=900, check=False)
@@ -76,3 +89,24 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     cells = [c.text for t in grids for row in t.rows[2:] for c in row[1:]]
     assert len(grids) == 2 and len(cells) == 2 * 5 * 9
     assert not [c for c in cells if not c.startswith(("PASS", "FAIL"))]
+
+    # ...and as a reader's browser shows it: opened from file:// in bakeoff/browser with no
+    # network at all, it asks for nothing but itself and logs nothing; its charts are
+    # images named by their titles, the winners are named, a sample opens from the grid.
+    names = chart_names([r.change for r in obs.rounds], CHART_NAMES[:2])  # no gateway usage
+    seen = open_report(engine, browser_image, (state / "REPORT.html").read_bytes(), names)
+    assert seen.exit_code == 0, seen.stderr_tail
+    assert seen["requests"] == [{"method": "GET", "url": PAGE_URL, "resource_type": "document"}]
+    assert (seen["console"], seen["page_errors"]) == ([], [])
+    assert seen["charts"] == {"found": dict.fromkeys(names, 1), "img_roles": 4}
+    assert seen["winners"] == {
+        "lines": ["Winner: fixer", "Winner: fixer"],
+        "table": [[r.change, "fixer", "0.00", flag_summary(r)] for r in obs.rounds]}
+    assert (seen["csp"], seen["scripts"]) == (CSP, 0)
+    assert {name: (grid["rows"], grid["cells"]) for name, grid in seen["grids"].items()} == {
+        t.caption: (2 + 5, 5 * 9) for t in grids}
+    assert (seen["followed"]["visible"], seen["followed"]["open"]) == (True, True)
+    assert png_size(seen.screenshot) == (1280, seen["height"])  # the whole page
+    assert len(seen.screenshot) > 100_000
+    keep_artifacts(seen, "report-demo", tmp_path_factory.getbasetemp())
+

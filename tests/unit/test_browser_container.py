@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import re
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -73,10 +74,44 @@ def test_the_inputs_hold_the_rigs_plugin_and_the_criterion_read_only(tmp_path: P
         "0o644"}
 
 
-def test_a_criterion_file_outside_its_directory_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["../escape.py", "ui/../../escape.py", "/etc/escape.py", ""])
+def test_a_criterion_file_outside_its_directory_is_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(ValueError, match="outside its directory"):
-        browser.write_inputs(tmp_path, {"../escape.py": b""})
+        browser.write_inputs(tmp_path, {name: b""})
+    with pytest.raises(ValueError, match="outside its directory"):
+        browser.inputs_archive({name: b""})
     assert not (tmp_path / "escape.py").exists()
+
+
+def test_with_no_app_the_browser_has_no_network_and_its_inputs_come_in_a_volume() -> None:
+    """No host path: the inputs volume is ours (tmpfs), writable because the engine puts
+    files only into a writable volume."""
+    args = container_args(browser.container_spec(
+        "sha256:img", None, ("sh", "-c", "true"), LABELS, "bakeoff-it-abc-in"))
+    assert (args["network_mode"], args["read_only"], args["user"]) == ("none", True, "1000:1000")
+    assert args["mounts"] == [Mount("/bakeoff/in", "bakeoff-it-abc-in", type="volume",
+                                    read_only=False, no_copy=True)]
+
+
+def test_the_inputs_archive_holds_the_same_files_and_says_ready_last() -> None:
+    archive = browser.inputs_archive({"ui/test_cap.py": b"def test(): pass\n"})
+    with tarfile.open(fileobj=io.BytesIO(archive.data)) as tar:
+        members = [(m.name, m.mode, m.uid, tar.extractfile(m).read())  # type: ignore[union-attr]
+                   for m in tar]
+    assert archive.path == "/bakeoff/in"
+    assert members == [
+        ("plugin/bakeoff_browser.py", 0o644, 0, browser.plugin_source()),
+        ("criterion/ui/test_cap.py", 0o644, 0, b"def test(): pass\n"),
+        (".ready", 0o644, 0, b"")]
+
+
+def test_a_container_whose_inputs_never_come_gives_up_with_125() -> None:
+    """The wait for the inputs is bounded (here 0 s: /bakeoff/in/.ready is not on this
+    machine); the command never runs without them."""
+    done = subprocess.run(browser.after_inputs(["echo", "ran"], wait_s=0),
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        125, "", "bakeoff: no inputs in /bakeoff/in\n")
 
 
 def test_the_outputs_line_is_read_back_whole() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from docker.types import Mount
@@ -148,3 +149,53 @@ def test_label_keys_are_spelled_only_in_the_engine() -> None:
              for n, line in enumerate(path.read_text().splitlines(), 1)
              if "io.bakeoff." in line]
     assert found == []
+
+
+class FakeContainer:
+    """What `run_to_end` calls on a container, in the order it calls it."""
+
+    id = "c1"
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def start(self) -> None:
+        self.calls.append("start")
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        self.calls.append(f"put_archive {path} {data!r}")
+        return True
+
+    def wait(self, timeout: float) -> dict[str, int]:
+        self.calls.append("wait")
+        return {"StatusCode": 0}
+
+    def logs(self, **kwargs: object) -> bytes:
+        return b"out" if kwargs.get("stdout") else b""
+
+    def remove(self, **kwargs: object) -> None:
+        self.calls.append("remove")
+
+
+class FakeContainers:
+    def __init__(self, container: FakeContainer) -> None:
+        self.container = container
+
+    def create(self, **kwargs: object) -> FakeContainer:
+        self.container.calls.append("create")
+        return self.container
+
+    def get(self, container_id: str) -> FakeContainer:
+        return self.container
+
+
+def test_an_archive_goes_into_the_container_once_it_runs_never_before() -> None:
+    """A tmpfs volume holds what it is given only while a container holds it: put into a
+    created container that has not started, the inputs vanish before it runs (seen on
+    engine 20.10). So: start, then the archive, then the wait."""
+    calls: list[str] = []
+    client = SimpleNamespace(containers=FakeContainers(FakeContainer(calls)))
+    done = sandbox.run_to_end(Engine(client), spec(), 60, stdout=True,  # type: ignore[arg-type]
+                              archive=sandbox.Archive("/bakeoff/in", b"tar"))
+    assert calls == ["create", "start", "put_archive /bakeoff/in b'tar'", "wait", "remove"]
+    assert (done.exit_code, done.stdout) == (0, b"out")

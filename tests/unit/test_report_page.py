@@ -97,9 +97,9 @@ def test_every_chart_is_an_image_named_by_its_title_and_followed_by_its_table() 
     names = []
     for svg in page.starts("svg"):
         assert svg["role"] == "img"
-        title, desc = svg["aria-labelledby"].split()
+        title, desc = svg["aria-labelledby"], svg["aria-describedby"]
         names.append(page.titles[title])
-        assert title.endswith("-title") and desc.endswith("-desc")
+        assert title.endswith("-title") and desc == title.replace("-title", "-desc")
     expected = [name.format("cap") for name in CHART_NAMES] + [
         name.format("units") for name in CHART_NAMES[:2]]
     assert sorted(names) == sorted(expected)
