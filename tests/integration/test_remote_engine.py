@@ -255,6 +255,46 @@ def test_put_archive_into_a_created_container_with_a_writable_root_arrives(
     assert _started_output(remote, container) == "in"
 
 
+def test_a_disk_volume_filled_through_a_never_started_container_is_there_read_only(
+        remote_engine: RemoteEngine, probe: Probe) -> None:
+    """The shape for a one-shot container's inputs: a plain (disk) volume of ours, filled
+    by `put_archive` into a container that is created and never started, then mounted
+    READ-ONLY in the container that runs; an archive into a read-only mount is refused.
+    (`create_volume` makes only tmpfs volumes: the choke point cannot say this yet.)"""
+    remote, client = remote_engine.engine, remote_engine.client
+    volume = client.volumes.create(f"bakeoff-{probe.labels.experiment}-in-"
+                                   f"{secrets.token_hex(3)}", labels=probe.labels.as_dict())
+    filler = create_container(remote, _spec(probe.toolchain_id, probe.labels,
+                                            mounts=(Volume(volume.name, "/work"),)))
+    assert filler.put_archive("/work", steps.tar_bytes({"a.txt": b"in\n"})) is True
+    filler.remove()
+    reader = create_container(remote, _spec(probe.toolchain_id, probe.labels, mounts=(
+        Volume(volume.name, "/work", read_only=True),)))
+    with pytest.raises(docker.errors.APIError, match="marked read-only"):
+        reader.put_archive("/work", steps.tar_bytes({"b.txt": b"no\n"}))
+    assert _started_output(remote, reader) == "in"
+
+
+def test_a_running_container_sees_what_a_filler_puts_into_its_read_only_disk_volume(
+        remote_engine: RemoteEngine, probe: Probe) -> None:
+    """The shape for an input that changes while its reader runs (the brief, written at
+    `dispatch` into sandboxes made at `up`): the reader mounts a disk volume read-only;
+    a never-started filler that mounts it read-write takes each new version."""
+    remote, client = remote_engine.engine, remote_engine.client
+    volume = client.volumes.create(f"bakeoff-{probe.labels.experiment}-brief-"
+                                   f"{secrets.token_hex(3)}", labels=probe.labels.as_dict())
+    reader = create_container(remote, _spec(
+        probe.toolchain_id, probe.labels, command=("sleep", "600"),
+        mounts=(Volume(volume.name, "/work", read_only=True),)))
+    remote.call("start the reader", reader.start)
+    filler = create_container(remote, _spec(probe.toolchain_id, probe.labels,
+                                            mounts=(Volume(volume.name, "/work"),)))
+    for version in (b"first\n", b"second\n"):
+        assert filler.put_archive("/work", steps.tar_bytes({"a.txt": version})) is True
+        assert reader.exec_run(["cat", "/work/a.txt"]).output == version
+    assert reader.exec_run(["touch", "/work/b.txt"]).exit_code == 1
+
+
 def test_a_host_path_bound_on_the_remote_engine_is_refused_by_a_mount(
         tmp_path: Path, remote_engine: RemoteEngine, probe: Probe) -> None:
     """Issue 24's failure, as the choke point meets it: a `Bind` (a Mount of type bind) of
