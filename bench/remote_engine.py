@@ -77,7 +77,7 @@ def remove_probe_images(engine: Engine) -> None:
             return
         for image in found:
             try:
-                images.remove_ours(engine, image.id)
+                images.remove_ours(engine, str(image.id))
             except docker.errors.APIError:
                 continue  # a parent of another probe image: the next pass
 
