@@ -7,6 +7,7 @@ missing engine is a failure: CI must run them.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.attack_lab import Lab, lab_for
 from tests.integration.helpers import PlainReporter, cleanup, make_target
+from tests.integration.remote_engine import IMAGE as ENGINE_IMAGE
+from tests.integration.remote_engine import RemoteEngine, started
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
@@ -78,3 +81,18 @@ def shared_lab(engine: Engine, built_images: dict[str, BuiltImage],
     `Lab.variant` (the base's run of each check is made once and reused)."""
     with lab_for(engine, built_images["python"], tmp_path_factory.mktemp("lab")) as found:
         yield found
+
+
+@pytest.fixture(scope="session")
+def engine_image(engine: Engine) -> BuiltImage:
+    """images/engine, built when missing or changed (a cache hit after that)."""
+    return images.build(engine, [ENGINE_IMAGE], PlainReporter())[0]
+
+
+@pytest.fixture(scope="session")
+def remote_engine(engine: Engine, engine_image: BuiltImage) -> Iterator[RemoteEngine]:
+    """A second Docker engine in a container, reachable only over an internal network of
+    its own, sharing no directory of this machine (tests/integration/remote_engine.py);
+    removed by its labels at the end of the session."""
+    with started(engine, engine_image, f"remote{secrets.token_hex(3)}") as remote:
+        yield remote

@@ -1,0 +1,244 @@
+"""A second Docker engine in a container (issue 24): an engine that shares no disk with
+this machine, for the tests and benchmarks of "the work travels to the engine".
+
+`images/engine` (Debian's docker.io FROM the local base) runs dockerd on tcp 2375, no TLS,
+reachable ONLY over an internal network this module makes; the host reaches it at its
+address there (`DOCKER_HOST=tcp://IP:2375`, `RemoteEngine.url`). Nothing of this machine
+is shared with it but what dockerd strictly needs from the kernel: the cgroup tree
+(`/sys/fs/cgroup`, read-write, in the host's cgroup namespace: without it every inner
+container fails with "mkdir /sys/fs/cgroup/cpuset/docker: read-only file system").
+/var/lib/docker is a tmpfs; the inner engine's cgroup parent is a child of its own
+container's cgroup, so what it runs stays within that container and goes with it.
+
+Why the docker SDK here and not `runner.containers.engine.create_container` /
+`create_network` (docs/scale-out.md, "A second engine"): the choke point cannot express
+what dockerd needs, by design. It drops every capability and adds back only
+`ADDABLE_CAPS` (dockerd needs SYS_ADMIN and NET_ADMIN beside docker's default set: we
+give all but SYS_RESOURCE, which this machine's bounding set lacks); its security
+options are exactly `no-new-privileges` (dockerd needs `seccomp=unconfined`: under the
+default profile runc fails "unable to join session keyring"; and `apparmor=unconfined`
+on an AppArmor host); it has no cgroup namespace field (dockerd needs `host`); and
+`create_network(egress=False)` sets `inhibit_ipv4`, so the bridge has no address on this
+machine and nothing here could reach the engine, while `egress=True` is not internal.
+So this one container and its network are made here, in the tests only, with our labels
+(role `remote-engine`), and removed by them (`Engine.remove_labelled`). Everything
+INSIDE the second engine goes through the choke point (`RemoteEngine.engine`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import secrets
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import docker
+import docker.errors
+import requests
+from docker.types import Mount
+
+from runner.containers import images
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels, iter_stream
+from runner.containers.images import BuiltImage
+
+IMAGE = "engine"  # images/engine
+PORT = 2375
+ROLE = "remote-engine"
+READY_S = 60.0  # dockerd answers in ~2 s here; a bounded wait, never a hang
+POLL_S = 0.2
+API_TIMEOUT_S = 300  # an image load or a build through the inner engine's API
+STORE_MB = 8192  # the tmpfs at /var/lib/docker (images, layers, containers)
+MEMORY_MB = 12288  # the container's, tmpfs pages included; the inner containers' too
+PIDS = 8192
+CGROUP = "/sys/fs/cgroup"
+# Every capability but SYS_RESOURCE (this machine's bounding set lacks it: --privileged
+# fails "unable to apply caps"). Checked: SYS_ADMIN + NET_ADMIN + docker's default set
+# suffice for plain containers; swarm's overlay networks were only tried with all.
+CAP_ADD, CAP_DROP = ["ALL"], ["SYS_RESOURCE"]
+SECURITY_OPT = ["seccomp=unconfined", "apparmor=unconfined"]
+
+
+class EngineNotReadyError(AssertionError):
+    """The second engine did not answer in time; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RemoteEngine:
+    """A running second engine: its container (on the host engine), its network, its
+    address there and a client of its own API."""
+
+    container_id: str
+    network: str
+    address: str
+    client: docker.DockerClient
+    labels: Labels
+
+    @property
+    def url(self) -> str:
+        return f"tcp://{self.address}:{PORT}"
+
+    @property
+    def engine(self) -> Engine:
+        """The project's choke point on the second engine."""
+        return Engine(self.client)
+
+    def info(self) -> dict[str, Any]:
+        found: dict[str, Any] = self.client.info()
+        return found
+
+
+def container_args(image_id: str, name: str, network: str, labels: Labels) -> dict[str, Any]:
+    """The `containers.create` keyword arguments of the engine's container: the one place
+    its privileges are written down (a unit test pins them)."""
+    memory = f"{MEMORY_MB}m"
+    return dict(
+        image=image_id, name=name, labels=labels.as_dict(), detach=True, init=True,
+        cap_add=CAP_ADD, cap_drop=CAP_DROP, security_opt=SECURITY_OPT, cgroupns="host",
+        mounts=[Mount(CGROUP, CGROUP, type="bind", read_only=False)],
+        tmpfs={"/var/lib/docker": f"size={STORE_MB}m,exec"},
+        mem_limit=memory, memswap_limit=memory, pids_limit=PIDS, network=network,
+        hostname="remote-engine")
+
+
+def network_args(name: str, labels: Labels) -> dict[str, Any]:
+    """Internal (no egress), and NOT `inhibit_ipv4`: the bridge keeps its address on this
+    machine, which is how the host (and only the host) reaches the engine."""
+    return dict(name=name, driver="bridge", internal=True, labels=labels.as_dict(),
+                check_duplicate=True)
+
+
+@contextlib.contextmanager
+def started(host: Engine, image: BuiltImage, experiment: str) -> Iterator[RemoteEngine]:
+    """A second engine up and answering for the block; everything of it (container,
+    network) removed by its labels afterwards, whatever happened."""
+    run = secrets.token_hex(3)
+    labels = Labels(experiment, ROLE, run=run)
+    name = f"bakeoff-{experiment}-{ROLE}-{run}".lower()
+    try:
+        network: Any = host.call("create the engine's network", host.client.networks.create,
+                                 **network_args(f"{name}-net", labels))
+        container: Any = host.call("create the second engine", host.client.containers.create,
+                                   **container_args(image.image_id, name, network.name, labels))
+        host.call("start the second engine", container.start)
+        address = address_of(host, container.id, network.name)
+        require_route(address, network.id)
+        client = wait_until_answers(host, container.id, f"tcp://{address}:{PORT}", READY_S)
+        yield RemoteEngine(container.id, network.name, address, client, labels)
+    finally:
+        host.remove_labelled({LABEL_EXPERIMENT: experiment, LABEL_RUN: run})
+
+
+def address_of(host: Engine, container_id: str, network: str) -> str:
+    container = host.call("inspect the second engine", host.client.containers.get,
+                          container_id, retry=True)
+    return str(container.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
+
+
+def require_route(address: str, network_id: str) -> None:
+    """Refuse to talk to `address` unless this machine routes it through the bridge of
+    the network the test made (`br-<id>`): a packet to an address with no route of its own
+    would leave by the default route, to whoever holds that address out there."""
+    bridge = f"br-{network_id[:12]}"
+    target = ipaddress.IPv4Address(address)
+    for iface, destination, mask in routes():
+        if iface == bridge and ipaddress.IPv4Network(f"{destination}/{mask}").__contains__(
+                target):
+            return
+    raise EngineNotReadyError(f"no route to {address} through {bridge} on this machine: "
+                              "the engine's network is not reachable from here, and nothing "
+                              "else is tried")
+
+
+def routes(table: Path = Path("/proc/net/route")) -> Iterator[tuple[str, str, str]]:
+    """(interface, destination, netmask) of each IPv4 route of this machine."""
+    for line in table.read_text(encoding="ascii").splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8:
+            yield fields[0], _dotted(fields[1]), _dotted(fields[7])
+
+
+def default_gateways(table_text: str) -> list[str]:
+    """The gateways of the default routes (destination 0.0.0.0/0) in a /proc/net/route
+    text."""
+    found = []
+    for line in table_text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[1] == "00000000" and fields[7] == "00000000":
+            found.append(_dotted(fields[2]))
+    return found
+
+
+def _dotted(hex_le: str) -> str:
+    return socket.inet_ntoa(struct.pack("<I", int(hex_le, 16)))
+
+
+def wait_until_answers(host: Engine, container_id: str, url: str,
+                       within_s: float) -> docker.DockerClient:
+    """A client of the engine at `url` once it answers (the client asks the engine its API
+    version as it is made); a container that exited, or no answer within `within_s`, is
+    `EngineNotReadyError` with its state and the tail of its log."""
+    deadline = time.monotonic() + within_s
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            client = docker.DockerClient(base_url=url, timeout=API_TIMEOUT_S)
+            if client.ping():
+                return client
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
+            last = str(error)
+        container = host.call("inspect the second engine", host.client.containers.get,
+                              container_id, retry=True)
+        if container.status != "running":
+            break
+        time.sleep(POLL_S)
+    raise not_ready(host, container_id, within_s, last)
+
+
+def not_ready(host: Engine, container_id: str, within_s: float,
+              last: str) -> EngineNotReadyError:
+    container = host.call("inspect the second engine", host.client.containers.get,
+                          container_id, retry=True)
+    tail = container.logs(tail=15).decode(errors="replace").rstrip()
+    return EngineNotReadyError(
+        f"the second engine ({container.status}) did not answer on tcp {PORT} within "
+        f"{within_s:.0f} s (last: {last or 'no answer'}); its log ends:\n{tail}\n"
+        "hint: it needs every capability but SYS_RESOURCE, seccomp and apparmor unconfined, "
+        "cgroupns host and /sys/fs/cgroup mounted read-write (tests/integration/remote_engine.py)")
+
+
+# -- images into the second engine, through its API -------------------------------------
+
+def rootfs_tarball() -> Path:
+    """Where `images.bootstrap_rootfs` keeps the base's mmdebstrap tarball."""
+    return images.cache_dir() / f"base-{images.SUITE}.tar"
+
+
+def import_rootfs(engine: Engine, tarball: IO[bytes], tag: str, label: str) -> str:
+    """A rootfs tar streamed (a file object, never a path the engine reads) into
+    `import_image`, tagged `tag` and labelled as ours; the image ID."""
+    repository, _, version = tag.partition(":")
+    engine.call(f"import {tag}", engine.client.api.import_image, src=tarball,
+                repository=repository, tag=version or "latest",
+                changes=[f"LABEL io.bakeoff.image={label}"])
+    image = engine.call(f"inspect {tag}", engine.client.images.get, tag, retry=True)
+    return str(image.id)
+
+
+def copy_image(source: Engine, target: Engine, ref: str) -> str:
+    """`docker save REF | docker load` through both engines' APIs, streamed chunk by chunk
+    (no file); the image ID on `target`, the same as on `source` (save/load keeps the
+    image's config, so its ID)."""
+    image = source.call(f"find {ref}", source.client.images.get, ref, retry=True)
+    chunks = source.call(f"save {ref}", image.save, named=True)
+    said = target.call(f"load {ref}", target.client.api.load_image, chunks, quiet=True)
+    for line in iter_stream(said):
+        if "error" in line:
+            raise AssertionError(f"loading {ref} into the second engine failed: {line['error']}")
+    loaded = target.call(f"inspect {ref}", target.client.images.get, ref, retry=True)
+    return str(loaded.id)
