@@ -15,11 +15,13 @@ swap. The label keys are the constants below and nowhere else (a test greps).
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import docker
 import docker.errors
@@ -29,6 +31,7 @@ from docker.types import LogConfig, Mount
 from runner.errors import LeftoverError, SandboxUnavailableError
 
 T = TypeVar("T")
+STDIN_CHUNK = 1024 * 1024  # bytes sent to a container's stdin at a time
 
 LABEL_PREFIX = "io.bakeoff."
 LABEL_EXPERIMENT = f"{LABEL_PREFIX}experiment"
@@ -139,6 +142,7 @@ class ContainerSpec:
     read_only: bool = False              # the root filesystem
     tty: bool = False                    # an interactive terminal (stdin open too)
     log_max_mb: int | None = None        # cap the container's log (None: the engine's)
+    stdin: bool = False                  # its inputs come on stdin (no TTY): `start_with`
 
 
 def _is_transient(error: Exception) -> bool:
@@ -335,6 +339,8 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
     args.update({key: value for key, value in optional.items() if value is not None})
     if spec.tty:
         args.update(tty=True, stdin_open=True)
+    elif spec.stdin:  # a binary stream, closed once sent (`start_with`)
+        args.update(stdin_open=True, stdin_once=True)
     if spec.log_max_mb is not None:
         args["log_config"] = LogConfig(type=LogConfig.types.JSON, config={
             "max-size": f"{spec.log_max_mb}m", "max-file": "1"})
@@ -363,16 +369,52 @@ def create_network(engine: Engine, name: str, labels: Labels, *, egress: bool) -
     return str(network.id)
 
 
-def create_volume(engine: Engine, name: str, labels: Labels, *, size_mb: int,
+def create_volume(engine: Engine, name: str, labels: Labels, *, size_mb: int | None,
                   owner: int) -> str:
-    """A size-limited tmpfs volume owned by `owner` (uid = gid). Its content lives only
-    while a container holds it: it is lost as soon as no container has it mounted."""
+    """A size-limited tmpfs volume owned by `owner` (uid = gid): its content lives only
+    while a container holds it, lost as soon as none has it mounted. `size_mb` None: a
+    volume on the engine's own disk, which keeps what it holds until it is removed (the
+    way files travel to and from containers through the engine, `fill` and `read`); what
+    it holds is bounded by whoever fills it."""
     require_labels(labels, f"volume {name}")
-    options = {"type": "tmpfs", "device": "tmpfs",
-               "o": f"size={size_mb}m,uid={owner},gid={owner},mode=0755"}
+    options = {} if size_mb is None else {
+        "type": "tmpfs", "device": "tmpfs",
+        "o": f"size={size_mb}m,uid={owner},gid={owner},mode=0755"}
     volume = engine.call(f"create volume {name}", engine.client.volumes.create, name,
                          driver="local", driver_opts=options, labels=labels.as_dict())
     return str(volume.name)
+
+
+def start_with(engine: Engine, container: Any, source: IO[bytes], what: str) -> None:
+    """Start a container created with `stdin` and stream `source` to its stdin, then
+    close it: inputs that travel through the engine's API, never a path of this machine
+    (DESIGN principle 12). A container that stops reading (or dies) ends the stream."""
+    attached = engine.call(f"attach the stdin of {what}", container.attach_socket,
+                           params={"stdin": 1, "stream": 1})
+    raw = getattr(attached, "_sock", attached)
+    try:
+        engine.call(f"start {what}", container.start)
+        with contextlib.suppress(OSError):
+            while chunk := source.read(STDIN_CHUNK):
+                raw.sendall(chunk)
+            raw.shutdown(socket.SHUT_WR)
+    finally:
+        with contextlib.suppress(OSError):
+            raw.close()
+
+
+def put_archive(engine: Engine, container: Any, path: str, data: bytes | IO[bytes]) -> None:
+    """A tar into `path` of a container (a volume's path, or a writable root): the way
+    in for files once a container exists."""
+    if not engine.call(f"put an archive at {path}", container.put_archive, path, data):
+        raise SandboxUnavailableError(f"the engine refused an archive at {path}",
+                                      hint=ENGINE_HINT)
+
+
+def get_archive(engine: Engine, container: Any, path: str) -> Iterator[bytes]:
+    """The tar of `path` in a container (running or stopped), as the engine streams it."""
+    stream, _ = engine.call(f"get the archive of {path}", container.get_archive, path)
+    return iter(stream)
 
 
 def iter_stream(stream: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
