@@ -235,26 +235,43 @@ def after_inputs(argv: Iterable[str], wait_s: int = 30) -> tuple[str, ...]:
 
 
 def container_spec(image_id: str, app: str | None, argv: Iterable[str], labels: Labels,
-                   inputs: Path | str, *, limits: BrowserLimits | None = None,
+                   inputs: Path | str | None, *, limits: BrowserLimits | None = None,
                    test_timeout_s: float = TEST_TIMEOUT_S,
                    purpose: str = "the browser") -> ContainerSpec:
     """The browser's container beside `app` (a container id whose network namespace it
     joins; None: no network at all): the sandbox user, no capability, a read-only root,
-    tmpfs for what Chromium and the plugin write. The rig's inputs at IN: a host
-    directory (`write_inputs`) bound read-only, or the name of a tmpfs volume of ours
-    that the engine fills once the container runs (`inputs_archive`, `after_inputs`;
-    writable, as the engine puts files only into a writable volume)."""
+    tmpfs for what Chromium and the plugin write. The rig's inputs at IN: None, they come
+    on its stdin into a tmpfs (`from_stdin`: a sample's); the name of a tmpfs volume of
+    ours that the engine fills once the container runs (`inputs_archive`, `after_inputs`;
+    writable, as the engine puts files only into a writable volume); or a host directory
+    (`write_inputs`) bound read-only, for a test on this machine's engine."""
     chosen = limits or BrowserLimits()
     uid = sandbox.SANDBOX_UID
+    mounts: tuple[Bind | Volume, ...] = ()
+    if isinstance(inputs, Path):
+        mounts = (Bind(inputs, IN),)
+    elif inputs is not None:
+        mounts = (Volume(inputs, IN),)
     return ContainerSpec(
         image=image_id, command=tuple(argv), labels=labels, purpose=purpose,
         resources=Resources(chosen.cpus, chosen.memory_mb, chosen.pids),
         user=sandbox.SANDBOX_USER, joins=app, read_only=True,
         env=environment(test_timeout_s),
         tmpfs=(Tmpfs("/tmp", chosen.tmp_mb), Tmpfs(HOME, chosen.home_mb, "0700", owner=uid),
-               Tmpfs(OUT, chosen.out_mb, "0700", executable=False, owner=uid)),
-        mounts=(Bind(inputs, IN) if isinstance(inputs, Path) else Volume(inputs, IN),),
-        working_dir=CRITERION_DIR)
+               Tmpfs(OUT, chosen.out_mb, "0700", executable=False, owner=uid),
+               *((Tmpfs(IN, IN_MB, "0755", executable=False, owner=uid),)
+                 if inputs is None else ())),
+        mounts=mounts, working_dir=CRITERION_DIR, stdin=inputs is None)
+
+
+IN_MB = 32  # the browser's inputs when they come on its stdin
+# A size line, then a tar of that many bytes, into IN; then the command.
+FROM_STDIN = (f'read n && head -c "$n" | tar -x -f - -C {IN} && exec "$@"; exit 125')
+
+
+def from_stdin(argv: Iterable[str]) -> tuple[str, ...]:
+    """`argv`, once the inputs on its stdin are in IN (`sample_inputs.stream`'s form)."""
+    return ("sh", "-c", FROM_STDIN, "bakeoff-inputs", *argv)
 
 
 def read_outputs(stdout: bytes) -> Outputs:

@@ -202,6 +202,18 @@ class Engine:
         result: list[Any] = self.call(f"list {kind}s", collection.list, retry=True, **query)
         return result
 
+    def remove_volume(self, name: str) -> None:
+        """Remove one of our volumes by name (one without our labels is never touched; one
+        already gone is fine)."""
+        try:
+            volume = self.call(f"inspect volume {name}", self.client.volumes.get, name)
+        except docker.errors.NotFound:
+            return
+        if LABEL_EXPERIMENT not in ((volume.attrs or {}).get("Labels") or {}):
+            raise ValueError(f"volume {name} does not carry our labels: never removed")
+        with contextlib.suppress(docker.errors.NotFound):
+            self.call(f"remove volume {name}", volume.remove, force=True)
+
     def remove_labelled(self, filters: dict[str, str],
                         keep: Callable[[dict[str, str]], bool] | None = None) -> dict[str, int]:
         """Remove our containers, then networks, then volumes matching `filters`.
@@ -340,7 +352,7 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
     if spec.tty:
         args.update(tty=True, stdin_open=True)
     elif spec.stdin:  # a binary stream, closed once sent (`start_with`)
-        args.update(stdin_open=True, stdin_once=True)
+        args.update(stdin_open=True)
     if spec.log_max_mb is not None:
         args["log_config"] = LogConfig(type=LogConfig.types.JSON, config={
             "max-size": f"{spec.log_max_mb}m", "max-file": "1"})

@@ -11,8 +11,12 @@ processes. The layout:
 - /work, /tmp, /var/tmp, /run/lock, HOME: size-limited tmpfs (`[limits].disk_mb`):
   filling them fails the sample, never the host. The rest of the root filesystem is not
   writable by the sandbox user (checked once per image by the executor).
-- /bakeoff/in (read-only): `tree.tar` (the sample's tree, built from git objects by the
-  rig), `root-owned` / `root-dirs` (NUL-separated paths the code under test must not
+- /bakeoff/in (tmpfs, root's, read-only to the sandbox user): the rig's inputs, which
+  reach the container on its stdin, never through a path of the host (DESIGN principle
+  12): a line with the size of a tar of the small inputs, that tar (extracted by `BOOT`,
+  which then runs this driver), then the sample's tree as a tar (built from git objects by
+  the rig), which the driver extracts into /work itself. The inputs: `root-owned` /
+  `root-dirs` (NUL-separated paths the code under test must not
   change: protected and pinned files, the canaries, and every directory above them,
   which become root-owned and sticky so nothing in them can be renamed or removed),
   `collect` (files to read back, one per line), `plugin/` (pytest: the rig's observer
@@ -54,9 +58,16 @@ from dataclasses import dataclass, field
 from typing import IO
 
 OUT = "/var/lib/bakeoff/out"
+IN_MB = 64  # the tmpfs of the rig's small inputs (the tree goes straight into /work)
+# The container's command: the small inputs from stdin (a size line, then a tar of that
+# many bytes: `head -c` reads no further), then the driver, whose stdin is the rest (the
+# tree). Anything off is the rig's (exit 125: a layout that never happened).
+BOOT = ('read n && head -c "$n" | tar -x --no-same-owner -f - -C /bakeoff/in '
+        '&& exec sh /bakeoff/in/driver.sh "$@"; exit 125')
 OBS = "/bakeoff/obs"  # the observer's socket directory (tmpfs, root's)
 MARK = b"bakeoff-out:"  # the one stdout line of the driver: a base64 tar of OUT
 BUILT = b"bakeoff-built:"  # a server's driver: its build ended, with this status
+HELD = b"bakeoff-held"  # a `hold` driver: the tree is laid out, a terminal may join
 IN = "/bakeoff/in"
 RUN = "/bakeoff/run"
 HEAD_BYTES = 1024 * 1024
@@ -66,8 +77,9 @@ COLLECTED_LIMIT = 32 * 1024 * 1024  # every file read back, together; past it on
 OBSERVER_LIMIT = 16 * 1024 * 1024  # bytes of the observer's records kept (rig.observer.LIMIT)
 TRUNCATED = "[bakeoff: output truncated: {} bytes omitted]"
 
-# $1 mode: run | shell | exec (the command on the terminal, nothing captured) | serve (the
-#   server of `[changes.success].server`, in a container of its own, until it is stopped)
+# $1 mode: run | hold (laid out, then waiting for `docker exec` of a terminal or a command:
+#   reproduce) | serve (the server of `[changes.success].server`, in a container of its
+#   own, until it is stopped)
 # $2 uid:gid  $3 timeout  $4 command  $5 "observe": start the observer's reader, else ""
 # then, with a server: $6 server command  $7 health path  $8 port variable  $9 port
 # ${10} startup seconds
@@ -89,7 +101,7 @@ mkdir -p "$out/files" && chmod 0700 "$out" "$run" || finish 125
 p=/opt/bakeoff/prepared
 for d in work skel copy; do if [ -d "$p/$d" ]; then cp -a "$p/$d/." /work/ || finish 125; fi; done
 if [ -d "$p/home" ]; then cp -a "$p/home/." "$HOME"/ || finish 125; fi
-tar -x -m --no-same-owner -f "$in/tree.tar" -C /work || finish 125
+tar -x -m --no-same-owner -f - -C /work || finish 125  # the tree: the rest of stdin
 chown -R -h "$ug" /work "$HOME" || finish 125
 # Installed packages are not the sandbox user's to rewrite for the next process (a test
 # file's process patching a module another's imports): every node_modules is root's, but
@@ -122,16 +134,13 @@ if [ -s "$in/user-site" ]; then  # the image's python, asked once per image by t
 fi
 cd /work || finish 125
 : > "$out/ready"
-if [ "$mode" = shell ] || [ "$mode" = exec ]; then
-  if [ -s "$in/build.sh" ]; then  # as the sample had it: the build first, on the terminal
+if [ "$mode" = hold ]; then  # reproduce --shell / -- CMD: a terminal joins by `exec`
+  if [ -s "$in/build.sh" ]; then  # as the sample had it: the build first
     timeout -k 5 "$t" $AS sh "$in/build.sh" || echo "bakeoff: the build failed (exit $?)" >&2
   fi
+  echo bakeoff-held
+  while :; do sleep 3600 & wait; done
 fi
-if [ "$mode" = shell ]; then
-  if command -v bash >/dev/null 2>&1; then exec $AS bash; fi
-  exec $AS sh
-fi
-if [ "$mode" = exec ]; then exec timeout -k 5 "$t" $AS sh -c "$c"; fi
 keep() {  # $1 file, $2 destination: its head and tail, and how much was left out
   size=$(wc -c < "$1")
   keep_n=$(( HEAD + TAIL ))

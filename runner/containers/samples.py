@@ -47,17 +47,27 @@ from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
 from rig.record import BrowserRan
 from rig.tree import Caps, Entry, Indexed, UnsafeTreeError
-from runner.containers import browser, database, images, sample_driver, sample_tree, sandbox, stack
+from runner.containers import (
+    browser,
+    database,
+    images,
+    sample_driver,
+    sample_inputs,
+    sample_tree,
+    sandbox,
+    stack,
+    stack_file,
+)
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
     NO_NETWORK,
-    Bind,
     ContainerSpec,
     Engine,
     Labels,
     Tmpfs,
     create_container,
+    start_with,
 )
 from runner.containers.image_facts import TMPFS_DIRS, ImageFacts
 from runner.containers.images import BuiltImage
@@ -259,19 +269,24 @@ class DockerSampleExecutor:
     def _attached(self, spec: SampleSpec, setting: SampleSetting, command: list[str] | None,
                   say: Callable[[str], None], docker_cli: str) -> int:
         """`interactive`'s container, attached to this terminal; removed after."""
-        tty = command is None
-        argv = self.driver("shell" if tty else "exec", spec, setting,
-                           None if command is None else sandbox.shell_join(command))
         container: Any = create_container(self.engine, self.container_spec(
-            spec, setting, argv, purpose=f"a reproduction of {spec.sample}", tty=tty))
+            spec, setting, self.driver("hold", spec, setting),
+            purpose=f"a reproduction of {spec.sample}"))
         try:
+            self._start(container, setting.inputs, f"a reproduction of {spec.sample}")
+            if not self._held(spec, container):
+                raise InfraError(f"sample {spec.sample}: the reproduction's tree could not be "
+                                 "laid out", hint="re-run it without --shell / -- CMD to "
+                                                  "see its record")
             database = "" if setting.schema is None else f", database {setting.schema.name}"
             say(f"{spec.sample}: {self.image.tag} ({self.image.image_id[:19]}), commit "
                 f"{spec.commit[:12]}, network {setting.network}{database}; /work is a "
                 "fresh copy: what you change here is discarded")
-            flags = ["-a", "-i"] if tty else ["-a"]
-            return subprocess.run([docker_cli, "start", *flags, container.id],
-                                  check=False).returncode
+            timeout = str(max(1, int(spec.timeout_s)))
+            run = (["-it", container.id, "bash"] if command is None else
+                   [container.id, "timeout", "-k", "5", timeout, *command])
+            return subprocess.run([docker_cli, "exec", "-u", sandbox.SANDBOX_USER, "-w",
+                                   sandbox.WORKDIR, *run], check=False).returncode
         finally:
             with contextlib.suppress(docker.errors.NotFound):
                 self.engine.call("remove the reproduction", container.remove, force=True,
@@ -280,7 +295,8 @@ class DockerSampleExecutor:
     def mounts_record(self, spec: SampleSpec) -> tuple[Mapping[str, str], ...]:
         return ({"type": "tmpfs", "target": sandbox.WORKDIR,
                  "source": f"fresh tree of {spec.commit} from git objects"},
-                {"type": "bind", "target": IN_DIR, "source": "the rig's inputs (read-only)"})
+                {"type": "stdin", "target": IN_DIR,
+                 "source": "the rig's inputs, streamed through the engine (read-only)"})
 
     @contextlib.contextmanager
     def setting(self, spec: SampleSpec,
@@ -385,31 +401,32 @@ class DockerSampleExecutor:
         return self.trees.checked(commit)
 
     def container_spec(self, spec: SampleSpec, setting: SampleSetting, command: list[str],
-                       *, purpose: str, role: str = "sample", joins: str | None = None,
-                       tty: bool = False) -> ContainerSpec:
+                       *, purpose: str, role: str = "sample",
+                       joins: str | None = None) -> ContainerSpec:
         """A sample's container: the driver's user and capabilities, limits, labels,
-        network, tmpfs mounts and the rig's inputs. `reproduce` re-creates a sample with
-        exactly these. `joins`: the id of the sample's server container, whose network
-        namespace the criterion shares."""
+        network, tmpfs mounts; the rig's inputs come on its stdin (`_start`). `reproduce`
+        re-creates a sample with exactly these. `joins`: the id of the sample's server
+        container, whose network namespace the criterion shares."""
         disk = self.limits.disk_mb
         tmpfs = (*(Tmpfs(path, disk) for path in TMPFS_DIRS[1:]),
                  Tmpfs(sandbox.WORKDIR, disk, "0755"), Tmpfs(HOME, disk, "0755"),
                  Tmpfs(RUN_DIR, RUN_TMPFS_MB, "0700", executable=False),
                  Tmpfs(sample_driver.OBS, 1, "0755", executable=False),
+                 Tmpfs(IN_DIR, sample_driver.IN_MB, "0755", executable=False),
                  *(Tmpfs(path, disk, "0755") for path in self.facts.writable_dirs()))
         return ContainerSpec(
             image=self.image.image_id, command=tuple(command), purpose=purpose,
             labels=self._labels(role, spec.arm), resources=self.limits.resources(),
-            user=DRIVER_USER, cap_add=DRIVER_CAPS, tmpfs=tmpfs,
-            mounts=(Bind(setting.inputs, IN_DIR),), joins=joins,
+            user=DRIVER_USER, cap_add=DRIVER_CAPS, tmpfs=tmpfs, joins=joins,
             network=NO_NETWORK if joins is not None else setting.network, env=setting.env,
-            working_dir=sandbox.WORKDIR, tty=tty)
+            working_dir=sandbox.WORKDIR, stdin=True)
 
     def driver(self, mode: str, spec: SampleSpec, setting: SampleSetting,
                command: str | None = None, port: int | None = None) -> list[str]:
-        """The container's command: the driver in `mode` (run | shell | exec | serve)."""
+        """The container's command: its inputs from stdin, then the driver in `mode` (run |
+        serve | hold)."""
         watch = "observe" if setting.tree is not None and observed(spec) else ""
-        argv = ["sh", f"{IN_DIR}/driver.sh", mode, sandbox.SANDBOX_USER,
+        argv = ["sh", "-c", sample_driver.BOOT, "bakeoff-boot", mode, sandbox.SANDBOX_USER,
                 str(max(1, int(spec.timeout_s))), command or spec.command, watch]
         if spec.server is not None:
             server = spec.server
@@ -431,12 +448,20 @@ class DockerSampleExecutor:
     def _stack(self, spec: SampleSpec, setting: SampleSetting) -> Iterator[stack.StackRun]:
         """The sample's stack, up (healthy or not) for the block, down after it."""
         assert spec.stack is not None  # only asked for a sample with a stack
-        run = self.stacks.start(spec, spec.stack, setting.inputs, setting.network,
-                                self.limits)
+        (setting.inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
+        labels = Labels(self.experiment, sample_inputs.FILLER, spec.arm, self.run)
+        volume = sample_inputs.volume(self.engine, self.image.image_id, setting.inputs, labels,
+                                      f"bakeoff-{self.experiment}-{self.run}-"
+                                      f"{secrets.token_hex(4)}-inputs")
         try:
-            yield run
+            run = self.stacks.start(spec, spec.stack, volume, setting.inputs.parent,
+                                    setting.network, self.limits)
+            try:
+                yield run
+            finally:
+                self.stacks.stop(run)
         finally:
-            self.stacks.stop(run)
+            self.engine.remove_volume(volume)
 
     def _run_sample(self, spec: SampleSpec, setting: SampleSetting) -> Ran:
         """The sample's container (and its server's, if any), run and removed."""
@@ -451,7 +476,7 @@ class DockerSampleExecutor:
             container = create_container(self.engine, self.container_spec(
                 spec, setting, self.driver("run", spec, setting, port=port),
                 purpose=f"sample {spec.sample}", joins=None if server is None else server.id))
-            ran = self._wait(spec, container)
+            ran = self._wait(spec, container, setting.inputs)
             if server is not None:
                 ran.outputs.files.update(self._server_outputs(server))
             return ran
@@ -477,11 +502,12 @@ class DockerSampleExecutor:
             wait_s=max(1, int(spec.server.startup_timeout_s)),
             timeout_s=max(1, int(spec.timeout_s)), extra=(canary.path,))
         container: Any = create_container(self.engine, browser.container_spec(
-            image.image_id, server.id, argv, self._labels("sample-browser", spec.arm), inputs,
+            image.image_id, server.id, browser.from_stdin(argv),
+            self._labels("sample-browser", spec.arm), None,
             test_timeout_s=min(browser.TEST_TIMEOUT_S, spec.timeout_s),
             purpose=f"the browser of {spec.sample}"))
         try:
-            ran = self._wait(spec, container, ready=None, limit=browser.OUTPUTS_LIMIT)
+            ran = self._wait(spec, container, inputs, ready=None, limit=browser.OUTPUTS_LIMIT)
         finally:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True, v=True)
@@ -497,10 +523,29 @@ class DockerSampleExecutor:
                                                       self._labels("tool-check")))
         return self._browser
 
-    def _wait(self, spec: SampleSpec, container: Any, ready: str | None = "ready",
-              limit: int = sample_driver.OUTPUTS_LIMIT) -> Ran:
+    def _start(self, container: Any, inputs: Path, what: str) -> None:
+        """Start a sample's container with its inputs (staged in `inputs`) on its stdin."""
+        with sample_inputs.stream(inputs) as source:
+            start_with(self.engine, container, source, what)
+
+    def _held(self, spec: SampleSpec, container: Any) -> bool:
+        """Whether a `hold` container laid its tree out (its driver's `bakeoff-held` line),
+        within the sample's deadline."""
+        stop = threading.Timer(spec.timeout_s + 5 + HOST_GRACE_S, _kill, (self.engine, container))
+        stop.start()
+        try:
+            return any(line.startswith(sample_driver.HELD) for line in _lines(self.engine.call(
+                "follow the reproduction", container.logs, stdout=True, stderr=False,
+                stream=True, follow=True)))
+        finally:
+            stop.cancel()
+
+    def _wait(self, spec: SampleSpec, container: Any, inputs: Path,
+              ready: str | None = "ready", limit: int = sample_driver.OUTPUTS_LIMIT) -> Ran:
+        """Start `container` (its inputs, staged in `inputs`, on its stdin) and wait for it,
+        within the host's deadline; what it came to."""
         began = time.monotonic()
-        self.engine.call("start sample", container.start)
+        self._start(container, inputs, f"sample {spec.sample}")
         deadline = spec.timeout_s + 5 + HOST_GRACE_S
         if spec.server is not None:
             deadline += spec.server.startup_timeout_s
@@ -534,7 +579,7 @@ class DockerSampleExecutor:
             spec, setting, self.driver("serve", spec, setting, port=port),
             purpose=f"the server of {spec.sample}", role="sample-server"))
         try:
-            self.engine.call("start the server", server.start)
+            self._start(server, setting.inputs, f"the server of {spec.sample}")
         except BaseException:
             with contextlib.suppress(docker.errors.NotFound):
                 server.remove(force=True, v=True)

@@ -203,11 +203,13 @@ class Stacks:
     def __init__(self, engine: Engine, experiment: str, run: str) -> None:
         self.engine, self.experiment, self.run = engine, experiment, run
 
-    def start(self, spec: SampleSpec, stack: StackSpec, inputs: Path, network: str,
-              limits: SandboxLimits) -> StackRun:
+    def start(self, spec: SampleSpec, stack: StackSpec, inputs: str, scratch: Path,
+              network: str, limits: SandboxLimits) -> StackRun:
         """The sample's project up, its health awaited (bounded); a stack that never gets
-        healthy is a value (`healthy` False, the reason in `detail`), not an error."""
-        run = self._render(spec, stack, inputs, network, limits)
+        healthy is a value (`healthy` False, the reason in `detail`), not an error.
+        `inputs`: the volume of the sample's inputs (`sample_inputs.volume`, the entry
+        script in it); `scratch`: a directory of this machine for the project's files."""
+        run = self._render(spec, stack, inputs, scratch, network, limits)
         try:
             health, stderr = bring_up(run)
             if health == "failed":
@@ -222,17 +224,15 @@ class Stacks:
         run.detail = "" if run.healthy else tail(stderr)
         return run
 
-    def _render(self, spec: SampleSpec, stack: StackSpec, inputs: Path, network: str,
-                limits: SandboxLimits) -> StackRun:
+    def _render(self, spec: SampleSpec, stack: StackSpec, inputs: str, scratch: Path,
+                network: str, limits: SandboxLimits) -> StackRun:
         """The frozen file's model, checked, rendered with the rig's policy into a scratch
-        directory beside the sample's inputs (the entry script into the inputs)."""
-        (inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
-        (inputs / "stack-entry.sh").chmod(0o644)
+        directory of the project's own (no container sees it)."""
         rules = stack_file.Policy(
             labels=Labels(self.experiment, "stack", spec.arm, self.run).as_dict(),
             network=network, cpus=limits.cpus, memory_mb=limits.memory_mb,
-            pids=limits.pids, disk_mb=limits.disk_mb, inputs=str(inputs))
-        workdir = Path(tempfile.mkdtemp(prefix="stack-", dir=inputs.parent))
+            pids=limits.pids, disk_mb=limits.disk_mb, inputs=inputs)
+        workdir = Path(tempfile.mkdtemp(prefix="stack-", dir=scratch))
         project = project_name(self.experiment, self.run, spec.sample)
         return render_run(self.engine, stack, workdir, project, rules,
                           lambda model: stack_file.refusals(model, reserved=SAMPLE_RESERVED))

@@ -36,6 +36,7 @@ INPUTS = "/bakeoff/in"  # where a tree service sees the rig's inputs (read-only)
 ENTRY = f"{INPUTS}/stack-entry.sh"
 SANDBOX_UID = 1000
 CHECKOUT_KEY = "bakeoff-checkout"  # an arm stack's key of the arm's checkout volume
+INPUTS_KEY = "bakeoff-inputs"  # a sample stack's key of the volume of the rig's inputs
 # Set on a service, each of these reaches outside the sample or past its limits.
 REFUSED_KEYS = {
     "build": "is built outside images/ (an image per project, with egress): add "
@@ -85,7 +86,7 @@ class Policy:
     memory_mb: int
     pids: int
     disk_mb: int
-    inputs: str = ""  # the host directory of the rig's inputs (tree.tar, stack-entry.sh)
+    inputs: str = ""  # the volume of the rig's inputs (tree.tar, stack-entry.sh), ours
     checkout: str = ""  # an arm stack's: the arm's checkout volume, mounted read-only
     restart: str = "no"
 
@@ -218,6 +219,8 @@ def render(model: Mapping[str, Any], project: str, image_ids: Mapping[str, str],
                for name, volume in (model.get("volumes") or {}).items()}
     if policy.checkout:
         volumes[CHECKOUT_KEY] = {"name": policy.checkout, "external": True}
+    if policy.inputs and named:
+        volumes[INPUTS_KEY] = {"name": policy.inputs, "external": True}
     out: dict[str, Any] = {"name": project, "services": rendered,
                            "networks": {NETWORK_KEY: {"name": policy.network,
                                                       "external": True}}}
@@ -275,6 +278,6 @@ def _tree_service(service: Mapping[str, Any], path: str, policy: Policy) -> dict
         "tmpfs": [*(service.get("tmpfs") or []), f"{path}:size={disk}m,mode=0755",
                   f"/tmp:size={disk}m,mode=1777"],
         "volumes": [*(service.get("volumes") or []),
-                    {"type": "bind", "source": policy.inputs, "target": INPUTS,
-                     "read_only": True}],
+                    {"type": "volume", "source": INPUTS_KEY, "target": INPUTS,
+                     "read_only": True, "volume": {"nocopy": True}}],
     }

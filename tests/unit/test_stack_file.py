@@ -19,7 +19,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "compose" / "cachey
 MODEL: dict[str, Any] = json.loads(FIXTURE.read_text())["model"]
 POLICY = stack_file.Policy(labels={"io.bakeoff.experiment": "x", "io.bakeoff.role": "stack"},
                            network="bakeoff-x-a-stack-1", cpus=1.0, memory_mb=512, pids=128,
-                           disk_mb=64, inputs="/tmp/in")
+                           disk_mb=64, inputs="bakeoff-x-r1-1a2b3c4d-inputs")
 IDS = {"app": "sha256:aaa", "redis": "sha256:rrr"}
 
 
@@ -158,12 +158,15 @@ def test_render_gives_the_tree_service_the_tree_read_only_and_the_sandbox_user()
         "entrypoint": ["sh", "/bakeoff/in/stack-entry.sh", "/work"],
         "command": ["python3", "-m", "cachey.server"], "working_dir": "/work",
         "tmpfs": ["/work:size=64m,mode=0755", "/tmp:size=64m,mode=1777"],
-        "volumes": [{"type": "bind", "source": "/tmp/in", "target": "/bakeoff/in",
-                     "read_only": True}],
+        "volumes": [{"type": "volume", "source": "bakeoff-inputs", "target": "/bakeoff/in",
+                     "read_only": True, "volume": {"nocopy": True}}],
         "environment": {"HOME": "/tmp", "PORT": "8000", "REDIS_HOST": "redis"},
         "image": "sha256:aaa",
         "depends_on": {"redis": {"condition": "service_healthy", "required": True}}}
     assert "setpriv --reuid=1000 --regid=1000 --clear-groups" in stack_file.STACK_ENTRY
+    # The inputs are one of our volumes (the engine's), never a path of this machine.
+    volumes = stack_file.render(MODEL, "bakeoff-x-1", IDS, POLICY)["volumes"]
+    assert volumes["bakeoff-inputs"] == {"name": POLICY.inputs, "external": True}
 
 
 def test_render_labels_named_volumes_and_leaves_the_model_alone() -> None:
@@ -171,7 +174,8 @@ def test_render_labels_named_volumes_and_leaves_the_model_alone() -> None:
     model["volumes"] = {"data": {"name": "bakeoff-check_data", "labels": {"mine": "1"}}}
     before = copy.deepcopy(model)
     rendered = stack_file.render(model, "p", IDS, POLICY)
-    assert rendered["volumes"] == {"data": {"labels": {"mine": "1", **POLICY.labels}}}
+    assert rendered["volumes"] == {"data": {"labels": {"mine": "1", **POLICY.labels}},
+                                   "bakeoff-inputs": {"name": POLICY.inputs, "external": True}}
     assert model == before
 
 
