@@ -220,13 +220,16 @@ def _labels(plan: UpPlan, role: str, arm: str = "") -> Labels:
     return Labels(plan.loaded.manifest.experiment.name, role, arm, plan.run)
 
 
-def _arm_setup(plan: UpPlan, directory: Path) -> arms_mod.ArmSetup:
+def _arm_setup(engine: Engine, plan: UpPlan) -> arms_mod.ArmSetup:
+    """What every arm's sandbox shares; the agents directory and the brief reach them in
+    volumes of the engine's (never a path of this machine)."""
     manifest = plan.loaded.manifest
-    brief = layout.brief_dir(stage_dir(directory, plan.change))
-    brief.mkdir(parents=True, exist_ok=True)
+    image = plan.sandbox_image.image_id
+    agents, brief = arms_mod.shared_inputs(engine, manifest.experiment.name, plan.run, image,
+                                           plan.loaded.agents_path)
     return arms_mod.ArmSetup(
-        manifest.experiment.name, plan.run, plan.sandbox_image.image_id, manifest.limits,
-        (*agents_mount(plan.loaded), (brief, BRIEF_DIR)),
+        manifest.experiment.name, plan.run, image, manifest.limits,
+        (*(((agents, AGENTS_DIR),) if agents else ()), (brief, BRIEF_DIR)),
         manifest.database.url_env if manifest.database else None, plan.agents)
 
 
@@ -234,7 +237,7 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
     manifest = plan.loaded.manifest
     experiment = manifest.experiment.name
     arms = manifest.arms
-    setup = _arm_setup(plan, directory)
+    setup = _arm_setup(engine, plan)
     with ThreadPoolExecutor(max_workers=len(arms) + 1) as pool:
         db_future = pool.submit(_start_db, engine, plan) if plan.db_image else None
         prepared = list(pool.map(lambda arm: arms_mod.prepare(engine, setup, arm), arms))
@@ -342,11 +345,6 @@ def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
     return database.start_server(engine, plan.db_image.image_id, _labels(plan, "database"),
                                  network, name, policy=database.policy_of(manifest.database),
                                  databases=len(manifest.arms) + database.SAMPLE_DATABASES)
-
-
-def agents_mount(loaded: LoadedManifest) -> tuple[tuple[Path, str], ...]:
-    agents = loaded.agents_path
-    return () if agents is None else ((agents, AGENTS_DIR),)
 
 
 # -- the proofs ---------------------------------------------------------------------

@@ -10,6 +10,9 @@ The host never runs git in it.
 
 from __future__ import annotations
 
+import io
+import tarfile
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +61,7 @@ class ArmSetup:
     run: str
     image_id: str
     limits: Limits
-    read_only: tuple[tuple[Path, str], ...]   # (host path, container path)
+    read_only: tuple[tuple[str, str], ...]   # (one of our volumes, container path)
     url_env: str | None = None
     agents: dict[str, AgentImage] = field(default_factory=dict)  # arm -> its agent layer
 
@@ -75,6 +78,58 @@ class PreparedArm:
     network: str
     egress: bool
     box: ArmBox
+
+
+SHARED_ROLE = "arm-inputs"  # the role label of what every arm's sandbox reads
+
+
+def shared_volume(experiment: str, run: str, what: str) -> str:
+    """The name of a volume every arm's sandbox of one `up` mounts read-only (`agents`:
+    the scripted contestants; `brief`: the stage's brief)."""
+    return f"bakeoff-{experiment}-{run}-{what}".lower()
+
+
+def shared_inputs(engine: Engine, experiment: str, run: str, image_id: str,
+                  agents: Path | None) -> tuple[str, str]:
+    """The volumes of `up` that every arm's sandbox reads (no host path in a sandbox): the
+    agents directory's files (filled now, through the engine) and the brief's (filled at
+    dispatch, `put_brief`); (agents, brief), agents "" when there is none."""
+    labels = Labels(experiment, SHARED_ROLE, "", run)
+    brief = create_volume(engine, shared_volume(experiment, run, "brief"), labels,
+                          size_mb=None, owner=0)
+    if agents is None:
+        return "", brief
+    made = create_volume(engine, shared_volume(experiment, run, "agents"), labels,
+                         size_mb=None, owner=0)
+    with tempfile.TemporaryFile() as archive:
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            for path in sorted(agents.rglob("*")):
+                if path.is_symlink() or not (path.is_file() or path.is_dir()):
+                    continue
+                info = tar.gettarinfo(str(path), arcname=path.relative_to(agents).as_posix())
+                info.uid = info.gid = 0
+                info.mode = 0o755 if path.is_dir() or path.stat().st_mode & 0o111 else 0o644
+                if path.is_dir():
+                    tar.addfile(info)
+                else:
+                    with path.open("rb") as handle:
+                        tar.addfile(info, handle)
+        archive.seek(0)
+        sandbox.fill(engine, made, image_id, labels, archive)
+    return made, brief
+
+
+def put_brief(engine: Engine, experiment: str, run: str, image_id: str, name: str,
+              text: bytes) -> None:
+    """The stage's brief into the volume every sandbox mounts read-only: they see the new
+    file at once."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(text), 0o444
+        tar.addfile(info, io.BytesIO(text))
+    sandbox.fill(engine, shared_volume(experiment, run, "brief"), image_id,
+                 Labels(experiment, SHARED_ROLE, "", run), out.getvalue())
 
 
 def prepare(engine: Engine, setup: ArmSetup, arm: Arm) -> PreparedArm:

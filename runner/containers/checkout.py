@@ -16,23 +16,27 @@ the bundle with every object checked.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import secrets
 import shutil
 import stat
+import tarfile
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runner.containers import sandbox
-from runner.containers.engine import Bind, Engine, Labels, Volume
+from runner.containers.engine import Bind, Engine, Labels, Volume, create_volume
 from runner.errors import InfraError
 
 GIT_STEP_TIMEOUT_S = 300
 ARM_BRANCH = "work"
-BASE_BUNDLE = "/bakeoff/base.bundle"
+BASE_BUNDLE = "/tmp/base.bundle"  # the init job's copy of the bundle, from its stdin
 NEW_HOME = "/bakeoff/home"
-OUT = "/bakeoff/out"
+OUT_VOLUME = "/bakeoff/vol"  # where the bundler mounts the volume of what it leaves
+OUT = f"{OUT_VOLUME}/out"  # the sandbox user's directory in it (the filler's tar made it)
 STATUS_MAX_BYTES = 256
 INIT_ROLE = "arm-checkout-init"   # the role label of the one-shot rig containers
 BUNDLER_ROLE = "arm-bundler"
@@ -59,6 +63,7 @@ EXCLUDE_KEPT = (f"[ ! -f {PREPARED}/kept.txt ] || cut -f2 {PREPARED}/kept.txt | 
 INIT_SCRIPT = f"""
 set -eu
 base="$1"; ref="$2"
+cat > {BASE_BUNDLE}  # the bundle, on stdin: through the engine, never a path of the host
 command -v git >/dev/null || {{ echo "the image has no git" >&2; exit 10; }}
 wipe() {{ chmod -R u+rwX "$1" 2>/dev/null || true
          find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} + ; }}
@@ -202,11 +207,11 @@ class Taken:
 
 def make(engine: Engine, box: ArmBox, bundle: Path, base: str, ref: str) -> None:
     """Make (or re-make) the arm's checkout at the base, inside its volume."""
-    mounts: list[Bind | Volume] = [Volume(box.volume, sandbox.WORKDIR),
-                                   Bind(bundle, BASE_BUNDLE)]
+    mounts: list[Bind | Volume] = [Volume(box.volume, sandbox.WORKDIR)]
     if box.home is not None:
         mounts.append(Volume(box.home, NEW_HOME))
-    job = box.job(INIT_ROLE, ["sh", "-c", INIT_SCRIPT, "init", base, ref], mounts)
+    job = replace(box.job(INIT_ROLE, ["sh", "-c", INIT_SCRIPT, "init", base, ref], mounts),
+                  stdin=bundle)
     result = sandbox.run_job(engine, job)
     if result.exit_code != 0:
         raise CheckoutError(f"arm {box.arm}: could not make its checkout at {base[:12]} "
@@ -228,9 +233,14 @@ def take(engine: Engine, box: ArmBox, base: str, message: str, force_add: list[s
     out = _fresh_out(scratch)
     command = ["sh", "-c", BUNDLE_SCRIPT, "bundle", base, message, str(box.cap_bytes),
                *force_add]
-    mounts: list[Bind | Volume] = [Volume(box.volume, sandbox.WORKDIR, read_only=True),
-                                   Bind(out, OUT, read_only=False)]
-    result = sandbox.run_job(engine, box.job(BUNDLER_ROLE, command, mounts, ORCHESTRATOR))
+    volume = _out_volume(engine, box)
+    try:
+        mounts: list[Bind | Volume] = [Volume(box.volume, sandbox.WORKDIR, read_only=True),
+                                       Volume(volume, OUT_VOLUME)]
+        result = sandbox.run_job(engine, box.job(BUNDLER_ROLE, command, mounts, ORCHESTRATOR))
+        _take_out(engine, box, volume, out)
+    finally:
+        engine.remove_volume(volume)
     status = read_status(out)
     if "why" not in status:
         if result.timed_out or result.exit_code == 137:
@@ -260,16 +270,48 @@ def _taken(status: dict[str, str], out: Path, box: ArmBox) -> Taken:
 
 
 def _fresh_out(scratch: Path) -> Path:
-    """An empty directory the bundler (the sandbox user) may write; nothing else mounts it."""
+    """An empty directory of this machine's for what the bundler left."""
     out = scratch / "out"
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    if os.geteuid() == 0:
-        os.chown(out, sandbox.SANDBOX_UID, sandbox.SANDBOX_UID)
-    elif os.getuid() != sandbox.SANDBOX_UID:
-        out.chmod(0o777)
     return out
+
+
+def _out_volume(engine: Engine, box: ArmBox) -> str:
+    """A volume on the engine's disk that only the bundler mounts, its root the sandbox
+    user's (a directory entry of the filler's tar), for what the bundler leaves."""
+    name = box.job_name(BUNDLER_ROLE) + "-out"
+    made = create_volume(engine, name, box.labels(BUNDLER_ROLE), size_mb=None,
+                         owner=sandbox.SANDBOX_UID)
+    owned = io.BytesIO()
+    with tarfile.open(fileobj=owned, mode="w") as tar:
+        info = tarfile.TarInfo(OUT.rsplit("/", 1)[1])
+        info.type, info.mode = tarfile.DIRTYPE, 0o700
+        info.uid = info.gid = sandbox.SANDBOX_UID
+        tar.addfile(info)
+    sandbox.fill(engine, made, box.image_id, box.labels(BUNDLER_ROLE), owned.getvalue())
+    return made
+
+
+OUT_NAMES = ("why", "head", "tip", "commit", "add", "size", "work.bundle")
+
+
+def _take_out(engine: Engine, box: ArmBox, volume: str, out: Path) -> None:
+    """What the bundler left in its volume, read through the engine into `out`: only the
+    regular files it writes, each at most the bundle cap."""
+    with tempfile.TemporaryFile() as archive:
+        sandbox.read_volume(engine, volume, box.image_id, box.labels(BUNDLER_ROLE), archive)
+        archive.seek(0)
+        with tarfile.open(fileobj=archive) as tar:
+            for member in tar:
+                folder, _, name = member.name.rpartition("/")
+                if (member.isfile() and folder.endswith("/out") and name in OUT_NAMES
+                        and member.size <= box.cap_bytes + STATUS_MAX_BYTES):
+                    handle = tar.extractfile(member)
+                    if handle is not None:
+                        with (out / name).open("wb") as target:
+                            shutil.copyfileobj(handle, target)
 
 
 def read_status(out: Path) -> dict[str, str]:

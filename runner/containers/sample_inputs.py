@@ -22,19 +22,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from runner.containers import sandbox
-from runner.containers.engine import (
-    ContainerSpec,
-    Engine,
-    Labels,
-    Volume,
-    create_container,
-    create_volume,
-    put_archive,
-)
+from runner.containers.engine import Engine, Labels, create_volume
 
 TREE = "tree.tar"  # in the staging directory: the sample's tree, streamed last
-FILL_TARGET = "/fill"
-FILLER = "sample-inputs"  # the role label of the container that fills a stack's volume
+FILLER = "sample-inputs"  # the role label of a stack's inputs' volume and its filler
 
 
 def small(inputs: Path) -> bytes:
@@ -99,18 +90,10 @@ def stream(inputs: Path) -> Iterator[IO[bytes]]:
 
 def volume(engine: Engine, image_id: str, inputs: Path, labels: Labels, name: str) -> str:
     """A volume on the engine's disk holding the staging directory (the tree included),
-    filled by a container of `image_id` that never starts; its name."""
+    filled through a container that never starts (`sandbox.fill`); its name."""
     made = create_volume(engine, name, labels, size_mb=None, owner=0)
-    filler: Any = create_container(engine, ContainerSpec(
-        image=image_id, command=("true",), labels=Labels(labels.experiment, FILLER,
-                                                         labels.arm, labels.run),
-        resources=sandbox.CHECK_RESOURCES, user="0:0", purpose="the inputs' filler",
-        mounts=(Volume(made, FILL_TARGET),)))
-    try:
-        with tempfile.TemporaryFile() as staged:  # on disk: a tree is never held here
-            write(staged, inputs, tree=True)
-            staged.seek(0)
-            put_archive(engine, filler, FILL_TARGET, staged)
-    finally:
-        sandbox.remove(engine, str(filler.id))
+    with tempfile.TemporaryFile() as staged:  # on disk: a tree is never held here
+        write(staged, inputs, tree=True)
+        staged.seek(0)
+        sandbox.fill(engine, made, image_id, labels, staged)
     return made

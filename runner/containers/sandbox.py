@@ -17,6 +17,7 @@ container is an exception (`SandboxUnavailableError`), as in inspect_ai's sandbo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import threading
@@ -24,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import docker.errors
 
@@ -37,6 +38,9 @@ from runner.containers.engine import (
     Tmpfs,
     Volume,
     create_container,
+    get_archive,
+    put_archive,
+    start_with,
 )
 from runner.containers.engine import create_network as create_network  # `up` and tests
 from runner.errors import InfraError, SandboxUnavailableError
@@ -87,7 +91,7 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     home: str | None = None       # the arm's HOME volume (else a plain tmpfs)
     hostname: str = "sandbox"
-    read_only: tuple[tuple[Path, str], ...] = ()  # (host path, container path)
+    read_only: tuple[tuple[str, str], ...] = ()  # (one of our volumes, container path)
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ def container_spec(spec: SandboxSpec) -> ContainerSpec:
         mounts.append(Volume(spec.home, HOME))
     else:
         tmpfs.append(Tmpfs(HOME, disk, "0755", owner=SANDBOX_UID))
-    mounts += [Bind(source, target) for source, target in spec.read_only]
+    mounts += [Volume(source, target, read_only=True) for source, target in spec.read_only]
     return ContainerSpec(
         image=spec.image_id, command=("sleep", "infinity"), labels=spec.labels,
         resources=spec.limits.resources(), user=KEEPER_USER, purpose=f"sandbox {spec.name}",
@@ -181,6 +185,7 @@ class RigJob:
     tmp_mb: int
     memory_mb: int
     timeout_s: float
+    stdin: Path | None = None  # a file of this machine's streamed to the job's stdin
 
     def container_spec(self) -> ContainerSpec:
         argv = under_timeout(self.command, self.timeout_s)
@@ -189,7 +194,7 @@ class RigJob:
             resources=Resources(JOB_CPUS, self.memory_mb, JOB_PIDS),
             purpose=self.name, name=self.name, mounts=tuple(self.mounts),
             tmpfs=(Tmpfs("/tmp", self.tmp_mb),), env=self.env, working_dir="/tmp",
-            read_only=True, log_max_mb=1)
+            read_only=True, log_max_mb=1, stdin=self.stdin is not None)
 
 
 @dataclass(frozen=True)
@@ -222,13 +227,18 @@ class Archive:
 
 
 def run_to_end(engine: Engine, spec: ContainerSpec, deadline_s: float, *,
-               stdout: bool = False, archive: Archive | None = None) -> Finished:
+               stdout: bool = False, archive: Archive | None = None,
+               stdin: IO[bytes] | None = None) -> Finished:
     """Create, start and wait for a one-shot container (at most `deadline_s` on the host),
-    read its output, and remove it, whatever happened; `archive` goes in once it runs."""
+    read its output, and remove it, whatever happened; `archive` goes in once it runs,
+    `stdin` (a spec with `stdin`) is streamed to it as it starts."""
     container: Any = create_container(engine, spec)
     try:
         started = time.monotonic()
-        engine.call(f"start {spec.purpose}", container.start)
+        if stdin is not None:
+            start_with(engine, container, stdin, spec.purpose)
+        else:
+            engine.call(f"start {spec.purpose}", container.start)
         if archive is not None:
             engine.call(f"put the inputs of {spec.purpose}", container.put_archive,
                         archive.path, archive.data)
@@ -245,9 +255,47 @@ def run_to_end(engine: Engine, spec: ContainerSpec, deadline_s: float, *,
 
 def run_job(engine: Engine, job: RigJob) -> RigResult:
     """Run `job` to its end and remove its container, whatever happened."""
-    done = run_to_end(engine, job.container_spec(), host_deadline(job.timeout_s))
+    with contextlib.ExitStack() as stack:
+        source = None if job.stdin is None else stack.enter_context(job.stdin.open("rb"))
+        done = run_to_end(engine, job.container_spec(), host_deadline(job.timeout_s),
+                          stdin=source)
     timed_out = done.exit_code in TIMEOUT_EXIT_CODES and done.duration_s >= job.timeout_s - 0.5
     return RigResult(done.exit_code, timed_out, round(done.duration_s, 3), done.stderr_tail)
+
+
+FILL_TARGET = "/bakeoff/fill"  # where a filler or a reader mounts a volume
+
+
+def fill(engine: Engine, volume: str, image_id: str, labels: Labels,
+         data: bytes | IO[bytes]) -> None:
+    """Put a tar into one of our volumes on the engine's disk, through a container of
+    `image_id` that mounts it and never starts (DESIGN principle 12: files reach a
+    container through the engine, never a path of this machine). A running container
+    that mounts the volume read-only sees them at once."""
+    keeper: Any = create_container(engine, _holder(volume, image_id, labels, "the filler"))
+    try:
+        put_archive(engine, keeper, FILL_TARGET, data)
+    finally:
+        remove(engine, str(keeper.id))
+
+
+def read_volume(engine: Engine, volume: str, image_id: str, labels: Labels,
+                out: IO[bytes]) -> None:
+    """The tar of one of our volumes' content written to `out` (its members under the
+    volume's own name: `FILL_TARGET`'s last part), through a container that never starts."""
+    keeper: Any = create_container(engine, _holder(volume, image_id, labels, "the reader"))
+    try:
+        for chunk in get_archive(engine, keeper, FILL_TARGET):
+            out.write(chunk)
+    finally:
+        remove(engine, str(keeper.id))
+
+
+def _holder(volume: str, image_id: str, labels: Labels, what: str) -> ContainerSpec:
+    return ContainerSpec(image=image_id, command=("true",), labels=labels,
+                         resources=CHECK_RESOURCES, user=KEEPER_USER,
+                         purpose=f"{what} of volume {volume}",
+                         mounts=(Volume(volume, FILL_TARGET),))
 
 
 def check_image(engine: Engine, image_id: str, command: list[str], labels: Labels,

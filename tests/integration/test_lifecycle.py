@@ -35,8 +35,9 @@ def ours(engine: Engine, experiment: str) -> dict[str, int]:
 def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest) -> None:
     name = target.manifest.experiment.name
     first = up_mod.up(engine, target, options=CORE)
-    # Per arm: its container, network, checkout volume and HOME volume; plus Postgres.
-    assert ours(engine, name) == {"container": 3, "network": 3, "volume": 4}
+    # Per arm: its container, network, checkout volume and HOME volume; plus Postgres,
+    # and the brief's volume every sandbox reads (through the engine, not a host path).
+    assert ours(engine, name) == {"container": 3, "network": 3, "volume": 5}
     assert first.db is not None
     server = database.DbServer(first.db.container_id, first.db.host_port,
                                first.db.admin_password)
@@ -46,7 +47,7 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
     report = down_mod.down(engine, target)
     assert report.dropped == [f"{prefix}a", f"{prefix}b"]
     assert (report.databases_left, report.roles_left) == ([], [])
-    assert report.removed == {"container": 3, "network": 3, "volume": 4}
+    assert report.removed == {"container": 3, "network": 3, "volume": 5}
     assert ours(engine, name) == {"container": 0, "network": 0, "volume": 0}
     second = up_mod.up(engine, target, options=CORE)
     assert second.run != first.run

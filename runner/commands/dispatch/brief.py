@@ -67,7 +67,8 @@ def arm_test_user(experiment: str, arm: str) -> str:
 
 
 def brief_dir(stage: Path) -> Path:
-    """The host directory mounted read-only at BRIEF_DIR in every sandbox of the stage."""
+    """The brief as the stage keeps it (every sandbox reads its copy from a volume of the
+    engine's at BRIEF_DIR: `runner.containers.arms.put_brief`)."""
     return layout.brief_dir(stage)
 
 

@@ -51,6 +51,7 @@ from runner.commands.dispatch.record import (
 )
 from runner.commands.dispatch.redact import MASK, Redactor, forms_of
 from runner.containers import arms, checkout, sandbox
+from runner.containers.arms import put_brief
 from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.errors import BadInputError, NotUpError, RunnerError
@@ -144,7 +145,9 @@ def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None 
         pending = [arm for arm in selected if not _done(previous[arm.id])]
         secrets = _secrets(loaded, pending, os.environ if environ is None else environ)
         brief = compose_brief(loaded, current.change)
-        write_brief(stage_dir(directory, current.change), brief)
+        written = write_brief(stage_dir(directory, current.change), brief)
+        put_brief(engine, name, current.run, current.image_id, written.name,
+                           written.read_bytes())
         plans = [_plan(loaded, current, directory, arm, secrets, previous[arm.id])
                  for arm in selected]
         tokens = [box.gateway_token for box in current.arms if box.gateway_token]
