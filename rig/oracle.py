@@ -144,6 +144,7 @@ class Execution:
     build_exit: int | None = None  # `[toolchain] build`'s exit status (None: none ran)
     build_log: str = ""  # its output: kept apart, never parsed
     browser_run: BrowserRan | None = None  # a browser criterion's browser, as recorded
+    engine: Mapping[str, str] = field(default_factory=dict)  # host, id, name
     browser_files: Mapping[str, bytes] = field(default_factory=dict)  # what it kept, by name
 
 
@@ -250,6 +251,7 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at
                                              "base_reason": base.reason},
         stack=execution.stack, build=list(spec.build), build_exit=execution.build_exit,
         browser=spec.browser, browser_run=_browser_run(execution, log_name),
+        engine=dict(execution.engine),
         real_path=[RealPath(expectation=str(f.expectation), met=f.met, detail=f.detail)
                    for f in seen.real_path.findings],
         **_metric_fields(spec, execution, log_name))

@@ -127,6 +127,7 @@ class Ran(_Part):
     outlived: bool = False  # the host stopped the container after its deadline
     build_exit: int | None = None  # `[toolchain] build`'s exit status (None: no build ran)
     browser_run: BrowserRan | None = None  # a browser criterion's browser
+    engine: dict[str, str] = {}  # the engine it ran on: host (DOCKER_HOST), id, name
 
 
 class Graded(_Part):

@@ -158,6 +158,11 @@ def _print_status(loaded: LoadedManifest, *, as_json: bool) -> None:
                       row["state"], row["dispatch"] or "-", (row["image"] or "-")[:19],
                       (row["commit"] or "-")[:12], row["schema"] or "-", verdicts)
     out.print(table)
+    engines = {json.dumps(row["engine"], sort_keys=True) for row in rows if row.get("engine")}
+    for found in sorted(engines):
+        engine = json.loads(found)
+        out.print(f"engine: {engine['host']} ({engine['name']}, ID {engine['id'][:12]})",
+                  markup=False)
 
 
 @app.command("exec", context_settings=EXTRA_ARGS)

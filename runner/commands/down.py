@@ -188,6 +188,8 @@ def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
                        image=current.image_id,
                        commit=record.commit if record and record.commit else current.base_commit,
                        schema=live.schema_name, container=live.container_name)
+        if current is not None and current.engine:
+            row["engine"] = current.engine
         rows.append(row)
     return rows
 

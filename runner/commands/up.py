@@ -115,7 +115,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
         # A changed contract fails fast; so does a stack that would pull (its images'
         # identities are part of the contract).
         terms = _contract(plan, directory, options)
-        state_mod.save(directory, _starting_state(plan))
+        state_mod.save(directory, _starting_state(plan, engine))
         try:
             made = _make(engine, plan, directory, progress)
             # The proofs use the experiment's Postgres; a failed proof removes it all.
@@ -205,7 +205,7 @@ def gateway_keys(loaded: LoadedManifest, environ: Mapping[str, str]) -> dict[str
     return found
 
 
-def _starting_state(plan: UpPlan) -> ExperimentState:
+def _starting_state(plan: UpPlan, engine: Engine) -> ExperimentState:
     manifest = plan.loaded.manifest
     limits = manifest.limits
     return ExperimentState(
@@ -213,7 +213,7 @@ def _starting_state(plan: UpPlan) -> ExperimentState:
         phase="starting", base_commit=plan.base_commit, image=plan.image.tag,
         image_id=plan.image.image_id, image_identity=plan.image.identity,
         limits={"cpus": limits.cpus, "memory_mb": limits.memory_mb, "pids": limits.pids,
-                "disk_mb": limits.disk_mb})
+                "disk_mb": limits.disk_mb}, engine=engine.identity.as_record())
 
 
 def _labels(plan: UpPlan, role: str, arm: str = "") -> Labels:
@@ -259,7 +259,7 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
         db_state = DbState(container_id=server.container_id, host_port=server.host_port,
                            admin_password=server.admin_password,
                            network=_db_network_name(plan), url_env=manifest.database.url_env)
-    return _starting_state(plan).model_copy(
+    return _starting_state(plan, engine).model_copy(
         update={"phase": "up", "arms": sandboxes, "db": db_state, "gateway": gateway})
 
 

@@ -16,6 +16,7 @@ swap. The label keys are the constants below and nowhere else (a test greps).
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -151,11 +152,41 @@ def _is_transient(error: Exception) -> bool:
     return isinstance(error, docker.errors.APIError) and error.is_server_error()
 
 
+@dataclass(frozen=True)
+class EngineIdentity:
+    """Which engine the work ran on: its address as this machine reaches it (DOCKER_HOST,
+    else the local socket) and its own `docker info` ID and name."""
+
+    host: str
+    id: str
+    name: str
+
+    def as_record(self) -> dict[str, str]:
+        return {"host": self.host, "id": self.id, "name": self.name}
+
+    def shown(self) -> str:
+        return f"{self.host} ({self.name}, ID {self.id[:12]})"
+
+
+LOCAL_ENGINE = "unix:///var/run/docker.sock"
+
+
 class Engine:
-    """A docker client behind one choke point."""
+    """A docker client behind one choke point. It talks to the engine DOCKER_HOST names
+    (unix, tcp or ssh), or the local socket, as every docker client does."""
 
     def __init__(self, client: docker.DockerClient | None = None) -> None:
         self._client = client
+        self._identity: EngineIdentity | None = None
+
+    @property
+    def identity(self) -> EngineIdentity:
+        """Which engine this is (asked once)."""
+        if self._identity is None:
+            info = self.call("ask the engine who it is", self.client.info, retry=True)
+            self._identity = EngineIdentity(os.environ.get("DOCKER_HOST") or LOCAL_ENGINE,
+                                            str(info.get("ID", "")), str(info.get("Name", "")))
+        return self._identity
 
     @property
     def client(self) -> docker.DockerClient:

@@ -243,7 +243,7 @@ class DockerSampleExecutor:
             stack_detail="" if ran.stack is None else ran.stack.detail,
             stack_log="" if ran.stack is None else ran.stack.log,
             browser_run=ran.browser, browser_files={} if ran.browser is None
-            else browser.kept(outputs))
+            else browser.kept(outputs), engine=self.engine.identity.as_record())
 
     def interactive(self, spec: SampleSpec, extra_env: Mapping[str, str],
                     command: list[str] | None, say: Callable[[str], None]) -> int:

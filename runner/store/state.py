@@ -69,6 +69,7 @@ class ExperimentState(BaseModel):
     arms: list[ArmSandbox] = []
     db: DbState | None = None
     gateway: GatewayState | None = None
+    engine: dict[str, str] = {}  # the engine it runs on: host, id, name
 
     def arm(self, arm_id: str) -> ArmSandbox | None:
         return next((a for a in self.arms if a.arm == arm_id), None)

@@ -64,6 +64,14 @@ def test_cli_status_exec_and_exit_codes(engine: Engine, target: LoadedManifest) 
         ("A", "running", "not dispatched", head), ("B", "running", "not dispatched", head)]
     assert {r["schema"] for r in rows} == {database.role_name(target.manifest.experiment.name, a)
                                            for a in ("a", "b")}
+    # Issue 24: the engine the work runs on, by its address and its own ID.
+    info = engine.client.info()
+    assert {json.dumps(r["engine"], sort_keys=True) for r in rows} == {json.dumps(
+        {"host": "unix:///var/run/docker.sock", "id": info["ID"], "name": info["Name"]},
+        sort_keys=True)}
+    table = cli(repo, "status", timeout=300)
+    assert f"engine: unix:///var/run/docker.sock ({info['Name']}, ID {info['ID'][:12]})" \
+        in table.stdout
     ran = cli(repo, "exec", "A", "--", "sh", "-c", "echo $BAKEOFF_ARM; id -u; exit 7", timeout=300)
     assert (ran.returncode, ran.stdout) == (7, "A\n1000\n")
     unknown = cli(repo, "exec", "Z", "--", "true", timeout=300)

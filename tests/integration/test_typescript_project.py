@@ -28,8 +28,8 @@ CHECKS = ("success", "tests", "typecheck")
 
 
 class Run:
-    def __init__(self, root: Path, name: str, stdout: str) -> None:
-        self.root, self.name, self.stdout = root, name, stdout
+    def __init__(self, root: Path, name: str, stdout: str, engine_id: str) -> None:
+        self.root, self.name, self.stdout, self.engine_id = root, name, stdout, engine_id
         self.repo = root / "repo"
         self.state = self.repo / ".bakeoff" / name
         self.stage = self.state / "stages" / CHANGE
@@ -57,7 +57,7 @@ def run(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
     done = cli(root, "run", timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     try:
-        yield Run(root, name, done.stdout)
+        yield Run(root, name, done.stdout, str(engine.client.info()["ID"]))
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: name})
 
@@ -121,6 +121,7 @@ def test_the_reasons_say_what_happened(run: Run) -> None:
     assert "error TS2322: Type 'string' is not assignable to type 'number'." in str(
         typed["detail"])
     fixed = run.samples("fixer", "success")[0]
+    assert fixed["engine"]["id"] == run.engine_id  # the engine the sample ran on (issue 24)
     assert (fixed["build_exit"], fixed["counts"]) == (0, {"passed": 5, "failed": 0,
                                                           "skipped": 0, "errors": 0})
     ids = sorted(str(t["id"]) for t in fixed["tests"])  # type: ignore[union-attr]
