@@ -261,7 +261,10 @@ def container_spec(image_id: str, app: str | None, argv: Iterable[str], labels: 
                Tmpfs(OUT, chosen.out_mb, "0700", executable=False, owner=uid),
                *((Tmpfs(IN, IN_MB, "0755", executable=False, owner=uid),)
                  if inputs is None else ())),
-        mounts=mounts, working_dir=CRITERION_DIR, stdin=inputs is None)
+        # With inputs on stdin, IN is an empty tmpfs at the start: a working directory
+        # in it would be made root's before the inputs arrive.
+        mounts=mounts, working_dir="/tmp" if inputs is None else CRITERION_DIR,
+        stdin=inputs is None)
 
 
 IN_MB = 32  # the browser's inputs when they come on its stdin
