@@ -166,6 +166,7 @@ def _by_agent(toolchain: Toolchain, spec: JudgeSpec, change: str, stage: Path,
                                      arm, JUDGE_TIMEOUT_S)
             code, out, err = judge_box.run(engine, judges, manifest.experiment.name, job,
                                            judge_mod.judge_prompt(docs[arm]))
+            judges.read_records(engine)
             _keep_wire(stage, change, arm, spec)
             if code != 0:
                 raise judge_mod.JudgeError(

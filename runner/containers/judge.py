@@ -42,12 +42,17 @@ SCRATCH_MB = 512
 @dataclass(frozen=True)
 class JudgeGateway:
     """What `session` hands back: the network the judges run on, a token per judged arm,
-    the session's run id (its labels) and the gateway's state directory (its records)."""
+    the session's run id (its labels), the gateway's container and the directory its
+    records are read back into (`read_records`)."""
 
     network: str
     tokens: dict[str, str]
     run: str
     state_dir: Path
+    gateway: str
+
+    def read_records(self, engine: Engine) -> None:
+        gateway_mod.read_records(engine, self.gateway, self.state_dir)
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class SessionSpec:
     experiment: str
     stage: str
     section: Gateway
-    gateway_image_id: str
+    gateway_base_id: str      # the python toolchain the gateway's image is built on
     state_dir: Path
     model: str
     provider: str
@@ -65,7 +70,8 @@ class SessionSpec:
 
 @contextlib.contextmanager
 def session(engine: Engine, spec: SessionSpec, arms: list[str]) -> Iterator[JudgeGateway]:
-    """A gateway for the judges of `arms`, removed (with its networks) at the end."""
+    """A gateway for the judges of `arms`, removed (with its networks and its volume) at
+    the end, its records read back first."""
     run = secrets.token_hex(3)
     network = sandbox.network_name(spec.experiment, "judge", run)
     try:
@@ -75,14 +81,16 @@ def session(engine: Engine, spec: SessionSpec, arms: list[str]) -> Iterator[Judg
                                   {spec.provider: spec.key_name}, role="judge")
                  for arm in arms]
         name = f"bakeoff-{spec.experiment}-judge-gateway-{run}"
-        plan = gateway_mod.plan_launch(spec.section, name, spec.gateway_image_id,
+        plan = gateway_mod.plan_launch(spec.section, name, spec.gateway_base_id,
                                        Labels(spec.experiment, "judge-gateway", "", run),
                                        spec.state_dir, spec.stage, doors,
                                        {spec.key_name: spec.key_value})
-        gateway_mod.launch(engine, plan, Labels(spec.experiment, "judge-gateway-network", "",
-                                                run))
-        yield JudgeGateway(network, {door.arm: door.token for door in doors}, run,
-                           spec.state_dir)
+        gateway = gateway_mod.launch(engine, plan, Labels(spec.experiment,
+                                                          "judge-gateway-network", "", run))
+        judges = JudgeGateway(network, {door.arm: door.token for door in doors}, run,
+                              spec.state_dir, gateway)
+        yield judges
+        judges.read_records(engine)  # the last of them (each judge's were read already)
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: spec.experiment, LABEL_RUN: run})
 

@@ -4,13 +4,14 @@ owner, mode and mtime; what comes back lands under one folder of the host, or no
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from runner.containers import archive
+from runner.containers import archive, gateway
 from runner.errors import InfraError
 
 
@@ -32,6 +33,17 @@ def test_a_packed_entry_carries_its_owner_mode_and_a_fractional_mtime() -> None:
             found["records"].mode) == (True, 1000, 1000, 0o755)
     assert (found["config.json"].uid, found["config.json"].mode) == (0, 0o644)
     assert found["config.json"].mtime == pytest.approx(1700000000.25)
+
+
+def test_the_gateway_s_state_is_its_config_root_s_and_records_the_sandbox_user_s() -> None:
+    """What replaced the host's chown: the gateway can write records/ and nothing else."""
+    found = members(gateway.state_archive({"tokens": {}}))
+    assert set(found) == {"config.json", "records"}
+    assert (found["config.json"].uid, found["config.json"].mode) == (0, 0o644)
+    assert (found["records"].uid, found["records"].mode) == (1000, 0o755)
+    with tarfile.open(fileobj=io.BytesIO(gateway.state_archive({"tokens": {}}))) as tar:
+        config = tar.extractfile("config.json")
+        assert config is not None and json.loads(config.read()) == {"tokens": {}}
 
 
 def test_what_comes_back_lands_under_its_folder_and_unchanged_files_are_left_alone(
