@@ -12,29 +12,29 @@ ends (or by `down`/`gc`, after a crash).
 from __future__ import annotations
 
 import contextlib
+import io
 import secrets
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runner.containers import gateway as gateway_mod
 from runner.containers import sandbox
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
-    Bind,
     ContainerSpec,
     Engine,
     Labels,
     Resources,
     Tmpfs,
+    create_container,
     create_network,
+    start_with,
 )
 from runner.manifest import Gateway
 
-PROMPT_DIR = "/prompt"
-PROMPT_FILE = "prompt.md"
 RESOURCES = Resources(cpus=1.0, memory_mb=2048, pids=256)
 SCRATCH_MB = 512
 
@@ -109,22 +109,26 @@ class JudgeRun:
 def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
         prompt: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr's tail) of the judge's CLI on `prompt` (its stdin)."""
-    with tempfile.TemporaryDirectory(prefix="bakeoff-judge-") as tmp:
-        folder = Path(tmp)
-        (folder / PROMPT_FILE).write_text(prompt, encoding="utf-8")
-        folder.chmod(0o755)
-        (folder / PROMPT_FILE).chmod(0o644)
-        argv = sandbox.under_timeout(("sh", "-c", job.command), job.timeout_s)
-        spec = ContainerSpec(
-            image=job.image_id, command=argv,
-            labels=Labels(experiment, "judge", job.arm, judges.run), resources=RESOURCES,
-            user=sandbox.SANDBOX_USER, purpose=f"the judge of {job.arm}",
-            name=f"bakeoff-{experiment}-judge-{job.arm}-{judges.run}-{secrets.token_hex(2)}",
-            mounts=(Bind(folder, PROMPT_DIR),), network=judges.network,
-            tmpfs=(Tmpfs("/tmp", SCRATCH_MB),
-                   Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
-            env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
-            log_max_mb=16)
-        done = sandbox.run_to_end(engine, spec, sandbox.host_deadline(job.timeout_s),
-                                  stdout=True)
-    return done.exit_code, done.stdout.decode(errors="replace"), done.stderr_tail
+    argv = sandbox.under_timeout(("sh", "-c", job.command), job.timeout_s)
+    spec = ContainerSpec(
+        image=job.image_id, command=argv,
+        labels=Labels(experiment, "judge", job.arm, judges.run), resources=RESOURCES,
+        user=sandbox.SANDBOX_USER, purpose=f"the judge of {job.arm}",
+        name=f"bakeoff-{experiment}-judge-{job.arm}-{judges.run}-{secrets.token_hex(2)}",
+        network=judges.network, stdin=True,
+        tmpfs=(Tmpfs("/tmp", SCRATCH_MB),
+               Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
+        env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
+        log_max_mb=16)
+    container: Any = create_container(engine, spec)
+    try:
+        start_with(engine, container, io.BytesIO(prompt.encode()), spec.purpose)
+        status = engine.call(f"wait for {spec.purpose}", container.wait,
+                             timeout=sandbox.host_deadline(job.timeout_s))
+        out = engine.call("read the judge's answer", container.logs, stdout=True, stderr=False)
+        tail = engine.call("read its log", container.logs, stdout=False, stderr=True, tail=20)
+    finally:
+        sandbox.remove(engine, str(container.id))
+    return (int(status.get("StatusCode", -1)), bytes(out).decode(errors="replace"),
+            bytes(tail).decode(errors="replace").strip()[-2000:])
+
