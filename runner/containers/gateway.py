@@ -97,20 +97,19 @@ def image(engine: Engine, base_id: str) -> BuiltImage:
     built from a context streamed to `engine` when it has no image of this identity."""
     files = package_files()
     identity = image_identity(base_id, files)
-    tag = f"bakeoff/{IMAGE}:{identity.removeprefix('sha256:')[:16]}"
-    with images.build_lock(tag):
-        found = images.cached(engine, tag, identity)
-        if found is not None:
-            return found
+
+    def context() -> bytes:
         dockerfile = (f"FROM {base_id}\nCOPY {IMAGE} {PACKAGE_ROOT}/{IMAGE}\n"
                       f"ENV PYTHONPATH={PACKAGE_ROOT} PYTHONDONTWRITEBYTECODE=1\n"
                       f"USER {sandbox.SANDBOX_UID}\nWORKDIR /tmp\n")
-        context = images.tar_of({"Dockerfile": dockerfile.encode(),
-                                 **{f"{IMAGE}/{name}": data for name, data in files.items()}})
-        return images.build_context(
-            engine, IMAGE, tag, identity, context, images.current_reporter(),
-            hint="the gateway's image is bakeoff/python plus gateway/: rebuild it with "
-                 f"`{images.BUILD_CMD} python`")
+        return images.tar_of({"Dockerfile": dockerfile.encode(),
+                              **{f"{IMAGE}/{name}": data for name, data in files.items()}})
+
+    return images.cached_or_built(
+        engine, IMAGE, f"bakeoff/{IMAGE}:{identity.removeprefix('sha256:')[:16]}", identity,
+        context, images.current_reporter(),
+        hint="the gateway's image is bakeoff/python plus gateway/: rebuild it with "
+             f"`{images.BUILD_CMD} python`")
 
 
 def new_token() -> str:
