@@ -29,10 +29,10 @@ from runner.commands.dispatch.record import (
     interrupted_branch,
     load_record,
 )
-from runner.containers import arm_stack, database, sandbox
+from runner.containers import arm_stack, database, gateway, sandbox
 from runner.containers import arms as arms_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
-from runner.errors import DatabaseError, RunnerError, UnknownArmError
+from runner.errors import DatabaseError, InfraError, RunnerError, UnknownArmError
 from runner.manifest import LoadedManifest
 from runner.store import layout
 from runner.store import state as state_mod
@@ -72,7 +72,8 @@ def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) ->
                 keep_all(engine, loaded, directory, current, progress)
                 dropped, left = _drop_databases(engine, current, progress)
         finally:
-            if current is not None:  # the arms' own stacks: their logs kept, then down
+            if current is not None:  # the gateway's records; the arms' own stacks' logs
+                _keep_gateway_records(engine, directory, current, progress)
                 arm_stack.stop_all(current.arms, {arm.arm: layout.arm_dir(
                     directory, current.change, arm.arm) for arm in current.arms}, progress)
             arm_stack.stop_orphans(engine, name, keep_run=None)
@@ -81,6 +82,19 @@ def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) ->
     progress(f"removed {removed['container']} containers, {removed['network']} networks, "
              f"dropped {len(dropped)} databases and their roles")
     return DownReport(removed, dropped, *left)
+
+
+def _keep_gateway_records(engine: Engine, directory: Path, current: ExperimentState,
+                          progress: Progress) -> None:
+    """The gateway's last records, read back from its volume before it is removed."""
+    if current.gateway is None:
+        return
+    try:
+        gateway.read_records(engine, current.gateway.container_id,
+                             layout.gateway_dir(stage_dir(directory, current.change)))
+    except InfraError as error:
+        progress(f"could not read the model gateway's records back ({error.message}); "
+                 "removing it anyway")
 
 
 def _drop_databases(engine: Engine, current: ExperimentState,

@@ -155,7 +155,7 @@ def _by_agent(toolchain: Toolchain, spec: JudgeSpec, change: str, stage: Path,
         manifest.experiment.name, change, manifest.gateway, toolchain.gateway_image.image_id,
         layout.judge_gateway_dir(stage), spec.model, spec.provider, spec.key, key)
     command = judge_command(spec.cli, agent_cli.cli_for(spec.cli).program_path(), spec.model,
-                            spec.effort, f"{judge_box.PROMPT_DIR}/{judge_box.PROMPT_FILE}")
+                            spec.effort)
     with judge_box.session(engine, session, list(docs)) as judges:
         say(f"judge: {spec.cli} {spec.model}@{spec.effort} through its gateway, "
             f"{len(docs)} arm(s)")
@@ -166,6 +166,7 @@ def _by_agent(toolchain: Toolchain, spec: JudgeSpec, change: str, stage: Path,
                                      arm, JUDGE_TIMEOUT_S)
             code, out, err = judge_box.run(engine, judges, manifest.experiment.name, job,
                                            judge_mod.judge_prompt(docs[arm]))
+            judges.read_records(engine)
             _keep_wire(stage, change, arm, spec)
             if code != 0:
                 raise judge_mod.JudgeError(

@@ -120,18 +120,16 @@ def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
 
 def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -> BuiltImage:
     """The dist image of `cli` at `version` (a cache hit when its identity matches)."""
-    identity = dist_identity(cli, version)
-    tag = f"bakeoff/{DIST}:{cli.name}-{version}"
-    with images.build_lock(tag):
-        found = images.cached(engine, tag, identity)
-        if found is not None:
-            return found
+    def context() -> bytes:
         node = images.resolve(engine, "node", reporter)
-        context = images.tar_of({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
-                                  images.HOST_CA: host_trust.ca_bundle()})
-        return images.build_context(engine, f"{DIST} {cli.name}@{version}", tag, identity, context,
-                      reporter, hint=f"check that {cli.package}@{version} exists on "
-                                     f"{_registry()} (set {REGISTRY_ENV} for a mirror)")
+        return images.tar_of({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
+                              images.HOST_CA: host_trust.ca_bundle()})
+
+    return images.cached_or_built(
+        engine, f"{DIST} {cli.name}@{version}", f"bakeoff/{DIST}:{cli.name}-{version}",
+        dist_identity(cli, version), context, reporter,
+        hint=f"check that {cli.package}@{version} exists on {_registry()} (set "
+             f"{REGISTRY_ENV} for a mirror)")
 
 
 def layer_identity(base: BuiltImage, dist_image: BuiltImage) -> str:
@@ -145,11 +143,8 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
     chosen = reporter or QuietReporter()
     dist_image = dist(engine, cli, version, chosen)
     identity = layer_identity(base, dist_image)
-    tag = f"bakeoff/{LAYER}:{identity.removeprefix('sha256:')[:16]}"
-    with images.build_lock(tag):
-        found = images.cached(engine, tag, identity)
-        if found is not None:
-            return found
+
+    def context() -> bytes:
         attrs = inspect(engine, base.image_id) or {}
         env = (attrs.get("Config") or {}).get("Env") or []
         path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), DEFAULT_PATH)
@@ -157,9 +152,12 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
         dockerfile = (f"FROM {base.image_id}\nUSER root\n"
                       f"COPY --from={dist_image.tag} /opt/agent {AGENT_ROOT}\n"
                       f"ENV PATH={extra}:{path}\nUSER {sandbox.SANDBOX_UID}\n")
-        return images.build_context(engine, f"{LAYER} {cli.name}@{version}", tag, identity,
-                      images.tar_of({"Dockerfile": dockerfile.encode()}), chosen,
-                      hint="the agent layer is the arm's image plus the CLI's files")
+        return images.tar_of({"Dockerfile": dockerfile.encode()})
+
+    return images.cached_or_built(
+        engine, f"{LAYER} {cli.name}@{version}",
+        f"bakeoff/{LAYER}:{identity.removeprefix('sha256:')[:16]}", identity, context, chosen,
+        hint="the agent layer is the arm's image plus the CLI's files")
 
 
 def installed(engine: Engine, image: BuiltImage, labels: Labels) -> InstalledCli:

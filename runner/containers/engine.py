@@ -382,8 +382,8 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
     args.update({key: value for key, value in optional.items() if value is not None})
     if spec.tty:
         args.update(tty=True, stdin_open=True)
-    elif spec.stdin:  # a binary stream, closed once sent (`start_with`)
-        args.update(stdin_open=True)
+    elif spec.stdin:  # a binary stream, closed once sent (`start_with`): docker-py
+        args.update(stdin_open=True)  # sets StdinOnce itself for a stdin_open create
     if spec.log_max_mb is not None:
         args["log_config"] = LogConfig(type=LogConfig.types.JSON, config={
             "max-size": f"{spec.log_max_mb}m", "max-file": "1"})

@@ -1,18 +1,28 @@
 """The model gateway's container: one per `up`, the only door from a gateway arm to a
-model API (the gateway itself is the stdlib package `gateway/`, mounted read-only).
+model API.
+
+Nothing of it is a path of this machine (DESIGN principle 12), so it runs the same on a
+remote engine. The program, the stdlib package `gateway/`, is an image of ours (`image`:
+the python toolchain plus `COPY gateway/`, identified by the package's hash, built on
+first use on the engine that runs it). Its state is a volume on the engine's disk
+(`state_volume`, labelled like the container and removed with it by `down`/`gc`): the
+runner puts `config.json` (root's, read-only to the gateway) and an empty `records/` (the
+sandbox user's) into it through the archive API before the gateway starts, and reads the
+records back with `read_records` into the stage's `gateway/` directory, where the rest
+of the runner finds them (`layout.gateway_requests`).
 
 It holds the arms' real API keys in its environment (never in a file, never in an arm's
 container) and answers each gateway arm's network as `model-gateway`. Its first network
 reaches the upstreams: `[gateway] upstream_network` when set (then it has no other
-egress), else a network of its own with egress. Its state directory (the stage's
-`gateway/`) holds the config the runner writes and the records it appends.
+egress), else a network of its own with egress.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,34 +31,85 @@ from typing import Any
 import docker.errors
 
 from rig.persist import write_text_atomic
-from runner.containers import sandbox
+from runner.containers import archive, images, sandbox
 from runner.containers.engine import (
-    Bind,
     ContainerSpec,
     Engine,
     Labels,
     Resources,
     Tmpfs,
+    Volume,
     create_container,
     create_network,
+    create_volume,
+    get_archive,
+    put_archive,
 )
-from runner.errors import BadInputError, InfraError
+from runner.containers.images import BuiltImage
+from runner.errors import BadInputError, InfraError, SandboxUnavailableError
 from runner.manifest import Gateway
 
 ALIAS = "model-gateway"
 PORT = 8080
 URL = f"http://{ALIAS}:{PORT}"
-PACKAGE_MOUNT = "/bakeoff/gateway"
+PACKAGE_ROOT = "/bakeoff"          # the image's PYTHONPATH: the package at /bakeoff/gateway
 STATE_MOUNT = "/state"
 CONFIG_FILE = "config.json"
+RECORDS = "records"
+IMAGE = "gateway"
+FORMAT = 1  # of the image's recipe below
 RESOURCES = Resources(cpus=1.0, memory_mb=512, pids=256)
 HEALTH_TIMEOUT_S = 30
 TOKEN_PREFIX = "bkf-gw-"
+# One read-back at a time: two arms' reads of one gateway write the same files, and a
+# snapshot taken first must never land after a later one.
+_READING = threading.Lock()
 
 
 def package_dir() -> Path:
     """The `gateway/` package of this checkout (beside `runner/`)."""
     return Path(__file__).resolve().parents[2] / "gateway"
+
+
+def package_files() -> dict[str, bytes]:
+    """The package's files by relative path (no bytecode), as the image gets them."""
+    root = package_dir()
+    files = {path.relative_to(root).as_posix(): path.read_bytes()
+             for path in sorted(root.rglob("*"))
+             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
+    if "__main__.py" not in files:
+        raise InfraError(f"the gateway package is missing from {root}",
+                         hint="reinstall bakeoff-sandbox from its repository")
+    return files
+
+
+def image_identity(base_id: str, files: dict[str, bytes]) -> str:
+    """The gateway image's identity: the exact base image and the package's bytes."""
+    package = hashlib.sha256()
+    for name, data in sorted(files.items()):
+        package.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    blob = json.dumps({"base": base_id, "package": package.hexdigest(), "format": FORMAT})
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def image(engine: Engine, base_id: str) -> BuiltImage:
+    """The image the gateway runs: `base_id` (the python toolchain) plus the package,
+    built from a context streamed to `engine` when it has no image of this identity."""
+    files = package_files()
+    identity = image_identity(base_id, files)
+
+    def context() -> bytes:
+        dockerfile = (f"FROM {base_id}\nCOPY {IMAGE} {PACKAGE_ROOT}/{IMAGE}\n"
+                      f"ENV PYTHONPATH={PACKAGE_ROOT} PYTHONDONTWRITEBYTECODE=1\n"
+                      f"USER {sandbox.SANDBOX_UID}\nWORKDIR /tmp\n")
+        return images.tar_of({"Dockerfile": dockerfile.encode(),
+                              **{f"{IMAGE}/{name}": data for name, data in files.items()}})
+
+    return images.cached_or_built(
+        engine, IMAGE, f"bakeoff/{IMAGE}:{identity.removeprefix('sha256:')[:16]}", identity,
+        context, images.current_reporter(),
+        hint="the gateway's image is bakeoff/python plus gateway/: rebuild it with "
+             f"`{images.BUILD_CMD} python`")
 
 
 def new_token() -> str:
@@ -58,45 +119,68 @@ def new_token() -> str:
 @dataclass(frozen=True)
 class GatewaySpec:
     name: str
-    image_id: str
+    base_id: str               # the python toolchain its image is built on (`image`)
     labels: Labels
-    state_dir: Path
+    state_dir: Path            # the run directory's copy: config.json, the records read back
     network: str               # the first network: the way to the upstreams
     keys: dict[str, str]       # variable name -> the real key (the container's environment)
 
 
-def _user(state_dir: Path) -> str:
-    """The sandbox user when we are root (the state dir is handed to it), else our own
-    uid: the records it writes are the host user's files either way."""
-    if os.getuid() == 0:
-        os.chown(state_dir, sandbox.SANDBOX_UID, sandbox.SANDBOX_UID)
-        return sandbox.SANDBOX_USER
-    return f"{os.getuid()}:{os.getgid()}"
+def state_volume(name: str) -> str:
+    """The volume of the gateway `name`: its config and records, on the engine's disk."""
+    return f"{name}-state"
 
 
-def start(engine: Engine, spec: GatewaySpec) -> str:
-    """Create and start the gateway container; return its id (it is not healthy yet:
-    `wait_healthy`)."""
-    spec.state_dir.mkdir(parents=True, exist_ok=True)
-    package = package_dir()
-    if not (package / "__main__.py").is_file():
-        raise InfraError(f"the gateway package is missing from {package}",
-                         hint="reinstall bakeoff-sandbox from its repository")
+def state_archive(settings: dict[str, Any]) -> bytes:
+    """What the state volume starts with: the config, root's and read-only to the
+    gateway (a fresh mtime: the gateway re-reads it when its mtime or size moves), and
+    `records/`, the only place the gateway (the sandbox user) can write."""
+    text = json.dumps(settings, indent=2, sort_keys=True).encode()
+    return archive.pack([archive.Entry(CONFIG_FILE, text, 0o644, 0, time.time()),
+                         archive.Entry(RECORDS, None, 0o755, sandbox.SANDBOX_UID)])
+
+
+def start(engine: Engine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
+    """Create the gateway's volume and container, put its state in, start it; return the
+    container's id (it is not healthy yet: `wait_healthy`)."""
+    built = image(engine, spec.base_id)
+    volume = create_volume(engine, state_volume(spec.name), spec.labels, size_mb=None,
+                           owner=sandbox.SANDBOX_UID)
     container_spec = ContainerSpec(
-        image=spec.image_id, labels=spec.labels, resources=RESOURCES,
+        image=built.image_id, labels=spec.labels, resources=RESOURCES,
         command=("python3", "-m", "gateway", "--state", STATE_MOUNT, "--port", str(PORT)),
-        user=_user(spec.state_dir), purpose=f"model gateway {spec.name}", name=spec.name,
+        user=sandbox.SANDBOX_USER, purpose=f"model gateway {spec.name}", name=spec.name,
         hostname=ALIAS, read_only=True, tmpfs=(Tmpfs("/tmp", 64),), network=spec.network,
-        mounts=(Bind(package, PACKAGE_MOUNT), Bind(spec.state_dir, STATE_MOUNT, read_only=False)),
-        env={"PYTHONPATH": "/bakeoff", "PYTHONDONTWRITEBYTECODE": "1", **spec.keys},
-        working_dir="/tmp", log_max_mb=8)
+        mounts=(Volume(volume, STATE_MOUNT),), env=dict(spec.keys), working_dir="/tmp",
+        log_max_mb=8)
     container: Any = create_container(engine, container_spec)
     try:
+        put_archive(engine, container, STATE_MOUNT, state_archive(settings))
         engine.call("start the model gateway", container.start)
     except BaseException:
         sandbox.remove(engine, str(container.id))
         raise
     return str(container.id)
+
+
+def read_records(engine: Engine, container_id: str, state_dir: Path) -> int:
+    """The gateway's `records/` (running or stopped) into `state_dir`/records, where
+    `layout.gateway_requests` names them; the number of files that changed. A line being
+    written as it is read arrives torn, and readers skip it (`rig.wire.read_lines`). A
+    gateway whose container is gone is a `SandboxUnavailableError`: what was read before
+    stays, the rest is in its volume until `down`."""
+    try:
+        container = engine.call("find the model gateway", engine.client.containers.get,
+                                container_id, retry=True)
+    except docker.errors.NotFound:
+        raise SandboxUnavailableError(
+            f"the model gateway {container_id[:12]} is gone: its records cannot be read back",
+            hint="its volume (named after it, `...-state`) keeps them until `down` or "
+                 "`gc` removes it") from None
+    with _READING:
+        chunks = get_archive(engine, container, f"{STATE_MOUNT}/{RECORDS}")
+        return archive.unpack(chunks, state_dir, RECORDS,
+                              f"the records of model gateway {container.name}")
 
 
 def attach(engine: Engine, container_id: str, network: str) -> None:
@@ -136,7 +220,7 @@ def wait_healthy(engine: Engine, container_id: str, timeout_s: float = HEALTH_TI
 
 
 def write_config(state_dir: Path, config: dict[str, Any]) -> None:
-    """The gateway re-reads it on its next request (it watches mtime and size)."""
+    """The run directory's copy of what `start` puts into the gateway's volume."""
     write_text_atomic(state_dir / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True))
     (state_dir / CONFIG_FILE).chmod(0o644)
 
@@ -181,7 +265,7 @@ class Launch:
     config: dict[str, Any]
 
 
-def plan_launch(section: Gateway, name: str, image_id: str, labels: Labels, state_dir: Path,
+def plan_launch(section: Gateway, name: str, base_id: str, labels: Labels, state_dir: Path,
                 stage: str, doors: list[Door], keys: dict[str, str]) -> Launch:
     """The gateway of `section` for `doors`: through `[gateway] upstream_network` when set,
     else a network of its own (named after `name`); the budgets and prices of the section."""
@@ -192,7 +276,7 @@ def plan_launch(section: Gateway, name: str, image_id: str, labels: Labels, stat
     prices = {model: price.model_dump() for model, price in section.prices.items()}
     settings = config({"anthropic": section.anthropic, "openai": section.openai}, stage,
                       labels.run, doors, budget, prices)
-    return Launch(GatewaySpec(name, image_id, labels, state_dir, network, keys), own, doors,
+    return Launch(GatewaySpec(name, base_id, labels, state_dir, network, keys), own, doors,
                   settings)
 
 
@@ -205,7 +289,7 @@ def launch(engine: Engine, plan: Launch, network_labels: Labels) -> str:
         require_network(engine, plan.spec.network)
     plan.spec.state_dir.mkdir(parents=True, exist_ok=True)
     write_config(plan.spec.state_dir, plan.config)
-    container_id = start(engine, plan.spec)
+    container_id = start(engine, plan.spec, plan.config)
     for network in dict.fromkeys(door.network for door in plan.doors):
         attach(engine, container_id, network)
     wait_healthy(engine, container_id)

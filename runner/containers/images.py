@@ -497,6 +497,18 @@ def cached(engine: Engine, tag: str, identity: str) -> BuiltImage | None:
     return BuiltImage(tag, tag, attrs["Id"], identity, cached=True)
 
 
+def cached_or_built(engine: Engine, name: str, tag: str, identity: str,
+                    context: Callable[[], bytes], reporter: BuildReporter,
+                    hint: str) -> BuiltImage:
+    """The image of `identity` at `tag`: found (`cached`), else built from `context()`
+    (`build_context`), one build of the tag at a time on this host (`build_lock`)."""
+    with build_lock(tag):
+        found = cached(engine, tag, identity)
+        if found is not None:
+            return found
+        return build_context(engine, name, tag, identity, context(), reporter, hint)
+
+
 def build_context(engine: Engine, name: str, tag: str, identity: str, context: bytes,
                   reporter: BuildReporter, hint: str) -> BuiltImage:
     """A small image of ours (an agent CLI's dist or layer, an arm's browser layer) from

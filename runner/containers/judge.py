@@ -12,29 +12,29 @@ ends (or by `down`/`gc`, after a crash).
 from __future__ import annotations
 
 import contextlib
+import io
 import secrets
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runner.containers import gateway as gateway_mod
 from runner.containers import sandbox
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
-    Bind,
     ContainerSpec,
     Engine,
     Labels,
     Resources,
     Tmpfs,
+    create_container,
     create_network,
+    start_with,
 )
 from runner.manifest import Gateway
 
-PROMPT_DIR = "/prompt"
-PROMPT_FILE = "prompt.md"
 RESOURCES = Resources(cpus=1.0, memory_mb=2048, pids=256)
 SCRATCH_MB = 512
 
@@ -42,12 +42,17 @@ SCRATCH_MB = 512
 @dataclass(frozen=True)
 class JudgeGateway:
     """What `session` hands back: the network the judges run on, a token per judged arm,
-    the session's run id (its labels) and the gateway's state directory (its records)."""
+    the session's run id (its labels), the gateway's container and the directory its
+    records are read back into (`read_records`)."""
 
     network: str
     tokens: dict[str, str]
     run: str
     state_dir: Path
+    gateway: str
+
+    def read_records(self, engine: Engine) -> None:
+        gateway_mod.read_records(engine, self.gateway, self.state_dir)
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class SessionSpec:
     experiment: str
     stage: str
     section: Gateway
-    gateway_image_id: str
+    gateway_base_id: str      # the python toolchain the gateway's image is built on
     state_dir: Path
     model: str
     provider: str
@@ -65,7 +70,8 @@ class SessionSpec:
 
 @contextlib.contextmanager
 def session(engine: Engine, spec: SessionSpec, arms: list[str]) -> Iterator[JudgeGateway]:
-    """A gateway for the judges of `arms`, removed (with its networks) at the end."""
+    """A gateway for the judges of `arms`, removed (with its networks and its volume) at
+    the end, its records read back first."""
     run = secrets.token_hex(3)
     network = sandbox.network_name(spec.experiment, "judge", run)
     try:
@@ -75,14 +81,16 @@ def session(engine: Engine, spec: SessionSpec, arms: list[str]) -> Iterator[Judg
                                   {spec.provider: spec.key_name}, role="judge")
                  for arm in arms]
         name = f"bakeoff-{spec.experiment}-judge-gateway-{run}"
-        plan = gateway_mod.plan_launch(spec.section, name, spec.gateway_image_id,
+        plan = gateway_mod.plan_launch(spec.section, name, spec.gateway_base_id,
                                        Labels(spec.experiment, "judge-gateway", "", run),
                                        spec.state_dir, spec.stage, doors,
                                        {spec.key_name: spec.key_value})
-        gateway_mod.launch(engine, plan, Labels(spec.experiment, "judge-gateway-network", "",
-                                                run))
-        yield JudgeGateway(network, {door.arm: door.token for door in doors}, run,
-                           spec.state_dir)
+        gateway = gateway_mod.launch(engine, plan, Labels(spec.experiment,
+                                                          "judge-gateway-network", "", run))
+        judges = JudgeGateway(network, {door.arm: door.token for door in doors}, run,
+                              spec.state_dir, gateway)
+        yield judges
+        judges.read_records(engine)  # the last of them (each judge's were read already)
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: spec.experiment, LABEL_RUN: run})
 
@@ -101,22 +109,26 @@ class JudgeRun:
 def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
         prompt: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr's tail) of the judge's CLI on `prompt` (its stdin)."""
-    with tempfile.TemporaryDirectory(prefix="bakeoff-judge-") as tmp:
-        folder = Path(tmp)
-        (folder / PROMPT_FILE).write_text(prompt, encoding="utf-8")
-        folder.chmod(0o755)
-        (folder / PROMPT_FILE).chmod(0o644)
-        argv = sandbox.under_timeout(("sh", "-c", job.command), job.timeout_s)
-        spec = ContainerSpec(
-            image=job.image_id, command=argv,
-            labels=Labels(experiment, "judge", job.arm, judges.run), resources=RESOURCES,
-            user=sandbox.SANDBOX_USER, purpose=f"the judge of {job.arm}",
-            name=f"bakeoff-{experiment}-judge-{job.arm}-{judges.run}-{secrets.token_hex(2)}",
-            mounts=(Bind(folder, PROMPT_DIR),), network=judges.network,
-            tmpfs=(Tmpfs("/tmp", SCRATCH_MB),
-                   Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
-            env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
-            log_max_mb=16)
-        done = sandbox.run_to_end(engine, spec, sandbox.host_deadline(job.timeout_s),
-                                  stdout=True)
-    return done.exit_code, done.stdout.decode(errors="replace"), done.stderr_tail
+    argv = sandbox.under_timeout(("sh", "-c", job.command), job.timeout_s)
+    spec = ContainerSpec(
+        image=job.image_id, command=argv,
+        labels=Labels(experiment, "judge", job.arm, judges.run), resources=RESOURCES,
+        user=sandbox.SANDBOX_USER, purpose=f"the judge of {job.arm}",
+        name=f"bakeoff-{experiment}-judge-{job.arm}-{judges.run}-{secrets.token_hex(2)}",
+        network=judges.network, stdin=True,
+        tmpfs=(Tmpfs("/tmp", SCRATCH_MB),
+               Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
+        env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
+        log_max_mb=16)
+    container: Any = create_container(engine, spec)
+    try:
+        start_with(engine, container, io.BytesIO(prompt.encode()), spec.purpose)
+        status = engine.call(f"wait for {spec.purpose}", container.wait,
+                             timeout=sandbox.host_deadline(job.timeout_s))
+        out = engine.call("read the judge's answer", container.logs, stdout=True, stderr=False)
+        tail = engine.call("read its log", container.logs, stdout=False, stderr=True, tail=20)
+    finally:
+        sandbox.remove(engine, str(container.id))
+    return (int(status.get("StatusCode", -1)), bytes(out).decode(errors="replace"),
+            bytes(tail).decode(errors="replace").strip()[-2000:])
+

@@ -20,9 +20,10 @@
         judge/<arm>.json           the judge's answer
         judge/<arm>.wire.json      an agent judge's requests, totalled (its gateway's records)
         judge/gateway/             the agent judges' gateway state, laid out like gateway/
-        gateway/                   the model gateway's state (mounted in its container):
+        gateway/                   the model gateway's state (a copy: its own is a volume):
           config.json              its tokens, upstreams, budgets, prices (`up` writes it)
-          records/<change>/        requests.jsonl (one line per request) and bodies/
+          records/<change>/        requests.jsonl (one line per request) and bodies/,
+                                   read back after each arm and at `down`
         samples/<arm>/<check>/     the scored samples: <n>.json, <n>.log, ...
         proofs/<sha12>/            `up`'s proofs of one contract          (a sample root)
         diagnosis/<image12>/       the base's runs in one image           (a sample root)

@@ -31,7 +31,7 @@ class GatewayState(BaseModel):
     container_id: str
     container_name: str
     network: str                  # its way to the upstreams (ours, or upstream_network)
-    state_dir: str                # the stage's gateway/ directory, mounted at /state
+    state_dir: str                # the stage's gateway/: config.json, its records read back
 
 
 class ArmSandbox(BaseModel):

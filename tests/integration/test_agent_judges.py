@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+from docker.models.containers import ContainerCollection
 
 from rig import judge as judge_mod
 from rig.errors import RigError
@@ -33,6 +35,7 @@ from tests.integration.provider_lab import (
 )
 
 pytestmark = pytest.mark.docker
+T = TypeVar("T")
 
 CHANGE = "cap-horizon"
 MODEL = "claude-judge-5"
@@ -128,3 +131,45 @@ def test_a_judge_that_answers_no_judgement_is_a_rig_error_naming_the_arm(
     stage = stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name), CHANGE)
     kept = {p.name for p in layout.judge_dir(stage).glob("*.json")}
     assert kept == {"fixer.wire.json", "control.wire.json"}  # its requests, for the post-mortem
+
+
+class RecordingEngine(Engine):
+    """The choke point, keeping what the engine said of every container created through
+    it (`containers.create` returns the container as inspected once made)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine.client)
+        self.created: list[dict[str, Any]] = []
+
+    def call(self, what: str, fn: Callable[..., T], *args: Any, retry: bool = False,
+             **kwargs: Any) -> T:
+        result = super().call(what, fn, *args, retry=retry, **kwargs)
+        if isinstance(getattr(fn, "__self__", None), ContainerCollection) and getattr(
+                fn, "__name__", "") == "create":
+            made: Any = result
+            self.created.append(made.attrs)
+        return result
+
+
+def test_the_judge_and_its_gateway_get_nothing_through_a_host_path(
+        engine: Engine, upstream: Upstream, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24, the judge's rows: every container a judging session runs (its gateway,
+    each judge) has no bind of a path of this machine; the gateway's one mount is its
+    state volume, a judge has none (its prompt came on its stdin), and the judge's records
+    were read back into the stage all the same."""
+    recording = RecordingEngine(engine)
+    stage, commits, _ = _judge(recording, _manifest(tmp_path, upstream, MODEL), monkeypatch)
+    roles = sorted(c["Config"]["Labels"]["io.bakeoff.role"] for c in recording.created)
+    assert roles == ["judge"] * len(commits) + ["judge-gateway"]
+    for created in recording.created:
+        host = created["HostConfig"]
+        assert not host["Binds"], created["Name"]
+        assert [m["Type"] for m in host.get("Mounts") or []] == (
+            ["volume"] if created["Config"]["Labels"]["io.bakeoff.role"] == "judge-gateway"
+            else [])
+        assert "bind" not in [m["Type"] for m in created["Mounts"]]
+    judges = [c for c in recording.created if c["Config"]["Labels"]["io.bakeoff.role"] == "judge"]
+    assert all(c["Config"]["OpenStdin"] and c["Config"]["StdinOnce"] for c in judges)
+    records = layout.gateway_requests(layout.judge_dir(stage), CHANGE).read_text()
+    assert sorted(json.loads(line)["arm"] for line in records.splitlines()) == sorted(commits)

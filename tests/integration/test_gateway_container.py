@@ -1,6 +1,7 @@
-"""The gateway as the runner runs it: `bakeoff/python`, uid 1000, the package mounted
-read-only at /bakeoff/gateway, a bind-mounted state dir, on an internal network with a
-containerised upstream and a client container that reaches it by name. Nothing here
+"""The gateway as the runner runs it (`runner.containers.gateway.start`): its image
+(`bakeoff/python` plus the package, built on first use), uid 1000, its state a volume on
+the engine's disk, on an internal network with a containerised upstream and a client
+container that reaches it by name; its records read back through the engine. Nothing here
 touches loopback or any address outside the test's own containers."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 import textwrap
 from pathlib import Path
 
+from runner.containers import gateway
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from tests.integration import sse_upstream
@@ -78,6 +80,8 @@ def test_gateway_container_streams_records_and_keeps_the_key_to_itself(
         assert status == 0, out
         answers = json.loads(out)
         upstream_log, gateway_log = logs(lab.upstream), logs(lab.gateway)
+        lab.read_records()
+        written = lab.stored()
     assert answers["stream"] == {"status": 200, "type": "text/event-stream",
                                  "body": expected_stream(3)}
     assert (answers["small"]["status"], json.loads(answers["small"]["body"])) == (
@@ -98,7 +102,31 @@ def test_gateway_container_streams_records_and_keeps_the_key_to_itself(
          0.0006975, None)]
     refused = json.loads((lab.state / "records" / "_refused.jsonl").read_text())
     assert (refused["status"], refused["refused"]) == (401, "unknown_token")
-    written = [p for p in (lab.state / "records").rglob("*") if p.is_file()]
-    assert {p.stat().st_uid for p in written} == {1000}
-    for text in [gateway_log, *(p.read_text() for p in written)]:
+    assert {f.uid for f in written} == {1000}
+    for text in [gateway_log, *(f.data.decode() for f in written)]:
         assert REAL_KEY not in text and TOKEN not in text
+
+
+def test_the_gateway_gets_nothing_through_a_host_path_and_runs_an_image_of_ours(
+        engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> None:
+    """Issue 24, the gateway's rows: its one mount is its state volume (no bind of any
+    path of this machine), its program is in its image (`bakeoff/gateway:<identity>`,
+    labelled with the identity of the package and the exact base it was built on), and
+    its config is root's in the volume, out of the gateway's reach."""
+    base = built_images["python"].image_id
+    with gateway_lab(engine, base, tmp_path) as lab:
+        lab.gateway.reload()
+        mounts = [(m["Type"], m["Name"], m["Destination"], m["RW"])
+                  for m in lab.gateway.attrs["Mounts"]]
+        assert mounts == [("volume", gateway.state_volume(lab.gateway_host), "/state", True)]
+        assert not lab.gateway.attrs["HostConfig"]["Binds"]
+        image = engine.client.images.get(lab.gateway.attrs["Image"])
+        identity = gateway.image_identity(base, gateway.package_files())
+        assert image.labels["io.bakeoff.identity"] == identity
+        assert image.tags == [f"bakeoff/gateway:{identity[7:23]}"]
+        config = lab.gateway.exec_run(["stat", "-c", "%u %a", "/state/config.json"],
+                                      user="1000")
+        overwrite = lab.gateway.exec_run(["sh", "-c", "echo {} > /state/config.json"],
+                                         user="1000")
+    assert config.output.decode().split() == ["0", "644"]
+    assert overwrite.exit_code != 0

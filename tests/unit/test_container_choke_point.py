@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from docker.models.containers import RUN_CREATE_KWARGS, RUN_HOST_CONFIG_KWARGS
 from docker.types import Mount
 
 from runner.containers import database, sandbox
@@ -72,6 +73,17 @@ def test_only_the_driver_capabilities_may_be_added_back() -> None:
     with pytest.raises(ValueError, match=r"capabilities \['NET_ADMIN', 'SYS_ADMIN'\] may "
                                          r"not be added"):
         container_args(spec(cap_add=("SYS_ADMIN", "CHOWN", "NET_ADMIN")))
+
+
+def test_every_argument_the_choke_point_passes_is_one_containers_create_takes() -> None:
+    """A keyword docker-py's `containers.create` does not know is a TypeError at the
+    first create (`stdin_once` was one: docker-py sets StdinOnce itself for stdin_open)."""
+    known = set(RUN_CREATE_KWARGS) | set(RUN_HOST_CONFIG_KWARGS)
+    for variant in (spec(), spec(stdin=True), spec(tty=True), spec(log_max_mb=1,
+                                                                   name="n", hostname="h")):
+        assert set(container_args(variant)) - known == set()
+    assert container_args(spec(stdin=True))["stdin_open"] is True
+    assert "tty" not in container_args(spec(stdin=True))
 
 
 def test_a_container_joins_a_namespace_or_has_a_network_never_both() -> None:

@@ -78,11 +78,11 @@ def test_the_judge_s_pinned_version_is_part_of_the_contract(tmp_path: Path) -> N
 
 def test_the_judge_commands_run_without_tools_through_the_gateway() -> None:
     claude = judge_command("claude-code", "/opt/bakeoff/agent/bin/claude", "claude-judge-5",
-                           "high", "/prompt/prompt.md")
+                           "high")
     assert claude == ("/opt/bakeoff/agent/bin/claude --print --model claude-judge-5 --effort "
-                      "high --tools '' --no-session-persistence --output-format json "
-                      "< /prompt/prompt.md")
-    codex = judge_command("codex", "codex", "gpt-judge", "low", "/prompt/prompt.md")
+                      "high --tools '' --no-session-persistence --output-format json")
+    codex = judge_command("codex", "codex", "gpt-judge", "low")
+    assert codex.endswith(" --json -")  # the prompt is its stdin, no file of any host
     assert CODEX_PROVIDER in codex and "--config model_reasoning_effort=low" in codex
     assert "--dangerously-bypass-approvals-and-sandbox" not in codex
 

@@ -42,10 +42,11 @@ CODEX_TEMPLATE = (
     "--config history.persistence=none "
     "--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json - < {brief}"
 )
-# A judge reads its prompt and answers: no tools, no session kept, one JSON result.
+# A judge reads its prompt on its stdin and answers: no tools, no session kept, one JSON
+# result.
 CLAUDE_CODE_JUDGE = (
     "{cli} --print --model {model} --effort {effort} --tools '' --no-session-persistence "
-    "--output-format json < {prompt}"
+    "--output-format json"
 )
 CODEX_JUDGE = (
     'mkdir -p "$CODEX_HOME" && {cli} exec --model {model} '
@@ -53,7 +54,7 @@ CODEX_JUDGE = (
     "--config web_search=disabled --config check_for_update_on_startup=false "
     "--config analytics.enabled=false --config feedback.enabled=false "
     "--config otel.exporter=none --config otel.metrics_exporter=none "
-    "--config history.persistence=none --skip-git-repo-check --json - < {prompt}"
+    "--config history.persistence=none --skip-git-repo-check --json -"
 )
 GATEWAY_URL = "http://model-gateway:8080"
 TOKEN_ENV = "BAKEOFF_GATEWAY_TOKEN"
@@ -159,11 +160,10 @@ def gateway_env(token: str) -> dict[str, str]:
 JUDGE_TEMPLATES = {"claude-code": CLAUDE_CODE_JUDGE, "codex": CODEX_JUDGE}
 
 
-def judge_command(cli: str, program: str, model: str, effort: str, prompt: str) -> str:
+def judge_command(cli: str, program: str, model: str, effort: str) -> str:
     """The shell command of an agent judge (`[contract] judge = "CLI:MODEL@EFFORT"`),
-    through the gateway like a gateway arm."""
-    return render_template(JUDGE_TEMPLATES[cli],
-                           {"model": model, "effort": effort, "prompt": prompt},
+    through the gateway like a gateway arm; its prompt comes on its stdin."""
+    return render_template(JUDGE_TEMPLATES[cli], {"model": model, "effort": effort},
                            "contract.judge", raw={CLI_PLACEHOLDER: program,
                                                   "provider": CODEX_PROVIDER})
 

@@ -50,11 +50,11 @@ from runner.commands.dispatch.record import (
     save_record,
 )
 from runner.commands.dispatch.redact import MASK, Redactor, forms_of
-from runner.containers import arms, checkout, sandbox
+from runner.containers import arms, checkout, gateway, sandbox
 from runner.containers.arms import put_brief
 from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
-from runner.errors import BadInputError, NotUpError, RunnerError
+from runner.errors import BadInputError, InfraError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout
 from runner.store import state as state_mod
@@ -376,9 +376,17 @@ def _keep_work(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRec
 
 
 def _wire(ctx: DispatchContext, plan: ArmPlan, record: ArmRecord) -> ArmRecord:
-    """The gateway's records of this arm in this `up` (its token's), into the record."""
+    """The gateway's records of this arm in this `up` (its token's), read back from its
+    volume into the stage, then into the record."""
     stage = stage_dir(ctx.current_dir, ctx.current.change)
     path = layout.gateway_requests(stage, ctx.current.change)
+    if ctx.current.gateway is not None:
+        try:
+            gateway.read_records(ctx.engine, ctx.current.gateway.container_id,
+                                 layout.gateway_dir(stage))
+        except InfraError as error:
+            record = record.model_copy(update={"caveats": [
+                *record.caveats, f"gateway_records_unread: {error.message}"]})
     lines = [line for line in wire.read_lines(path, plan.arm.id)
              if line.get("run", ctx.current.run) == ctx.current.run]
     return apply_gateway(record, lines, str(path.relative_to(stage)))
