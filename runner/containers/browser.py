@@ -268,8 +268,10 @@ def container_spec(image_id: str, app: str | None, argv: Iterable[str], labels: 
 
 
 IN_MB = 32  # the browser's inputs when they come on its stdin
-# A size line, then a tar of that many bytes, into IN; then the command.
-FROM_STDIN = (f'read n && head -c "$n" | tar -x -f - -C {IN} && exec "$@"; exit 125')
+# A size line, then a tar of that many bytes, into IN; then the command, in the
+# criterion's directory (as when the inputs are mounted: test ids relative to it).
+FROM_STDIN = (f'read n && head -c "$n" | tar -x -f - -C {IN} && cd {CRITERION_DIR} '
+              '&& exec "$@"; exit 125')
 
 
 def from_stdin(argv: Iterable[str]) -> tuple[str, ...]:

@@ -194,7 +194,7 @@ def node(test: str, name: str, *params: object) -> str:
 def summary(run: BrowserRun) -> str:
     result = get_parser("pytest").parse(run.log)
     assert result.summaries == 1, run.log
-    return run.log.strip().splitlines()[-1]
+    return run.log.strip().splitlines()[-1].strip("= ")  # -v: the line is decorated
 
 
 def pins() -> dict[str, str]:

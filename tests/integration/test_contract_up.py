@@ -12,7 +12,7 @@ import pytest
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
-from tests.integration.helpers import cleanup, cli, git, make_target
+from tests.integration.helpers import cleanup, cli, flat_record, git, make_target
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_samples_record_the_contract_version_they_were_graded_under(repo: Path) 
     done = cli(repo, "oracle", "--commit", "HEAD", "--check", "success", "--samples", "1")
     assert done.returncode == 0, done.stderr
     stage = Path(done.stderr.strip().splitlines()[-1].split("records: ", 1)[1])
-    record = json.loads(next(stage.glob("samples/*/*/1.json")).read_text())
+    record = flat_record(next(stage.glob("samples/*/*/1.json")))
     versions = lock_of(repo)["versions"]
     assert isinstance(versions, list)
     assert record["contract"] == f"v1:{versions[0]['sha256']}"

@@ -188,7 +188,7 @@ def merged(tmp_path_factory: pytest.TempPathFactory, engine: Engine,
         dispatch(engine, loaded)
         score_mod.score(engine, loaded, "first", say)
         record = stage_merge.merge_change(engine, loaded, "first", say)
-        obs, _, _ = report_mod.report(loaded)
+        obs = report_mod.report(loaded).observation
         down_mod.down(engine, loaded, say)
         yield Merged(loaded, record, obs)
     finally:

@@ -97,13 +97,12 @@ def base_of(loaded: LoadedManifest) -> str:
 
 # --- the arm's .git is the arm's: the host never follows it -------------------------------
 
-# The host path of the repository, from the read-only brief mount in mountinfo (the
-# checkout itself is a volume: its mount shows no host path any more).
+# The host path of the repository, known to the agent (it was in /proc/self/mountinfo
+# while the brief was a bind of <repo>/.bakeoff/...; now every mount is a volume, but a
+# guess does as well): REPO is replaced by the test's own repository path.
 SYMLINKED_REF = """
-brief=$(awk '$5 == "/tmp/bakeoff" { print $4 }' /proc/self/mountinfo)
-repo=${brief%%/.bakeoff/*}
 rm -f .git/refs/heads/work
-ln -s "$repo/.git/refs/bakeoff/reference/first" .git/refs/heads/work
+ln -s "REPO/.git/refs/bakeoff/reference/first" .git/refs/heads/work
 : > .git/index
 """
 
@@ -116,7 +115,7 @@ def test_symlinked_branch_ref_to_the_host_reference_is_not_the_arms_work(
     the ref is resolved inside a rig container, where that path does not exist: the arm
     has no work and stands on the base."""
     repo = tmp_path / "repo"
-    loaded = experiment(repo, {"plagiarist": SYMLINKED_REF})
+    loaded = experiment(repo, {"plagiarist": SYMLINKED_REF.replace("REPO", str(repo))})
     base = base_of(loaded)
     (repo / "app.py").write_text("VALUE = 2\n")
     git(repo, "add", "app.py")
@@ -129,6 +128,8 @@ def test_symlinked_branch_ref_to_the_host_reference_is_not_the_arms_work(
     dispatch(engine, loaded, environ={})
     link = in_sandbox(engine, loaded, "plagiarist", "readlink .git/refs/heads/work")
     assert link.strip() == f"{repo}/.git/refs/bakeoff/reference/first"  # the attack was made
+    # and the sandbox itself no longer tells where the host's repository is
+    assert str(repo) not in in_sandbox(engine, loaded, "plagiarist", "cat /proc/self/mountinfo")
     kept = record(loaded, "plagiarist")
     assert branch_head(loaded, "plagiarist") == base != reference
     assert (kept.state, kept.commit, kept.commits, kept.work_refused) == (
