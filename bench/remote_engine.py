@@ -27,10 +27,10 @@ from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import docker.errors
 
 from runner.containers import images
 from runner.containers.engine import Engine, Labels
+from runner.errors import EngineRefusedError
 from tests.integration import remote_steps as steps
 from tests.integration.helpers import PlainReporter
 from tests.integration.remote_engine import copy_image, import_rootfs, rootfs_tarball, started
@@ -78,7 +78,7 @@ def remove_probe_images(engine: Engine) -> None:
         for image in found:
             try:
                 images.remove_ours(engine, str(image.id))
-            except docker.errors.APIError:
+            except EngineRefusedError:
                 continue  # a parent of another probe image: the next pass
 
 

@@ -62,11 +62,43 @@ class InfraError(RunnerError):
     exit_code = 3
 
 
-class SandboxUnavailableError(InfraError):
+class EngineError(InfraError):
+    """The container engine did not do what was asked (exit 3). The root of every engine
+    failure: the wing (`runner.containers.engine`) maps the client's exceptions to these,
+    so a command catches this, never a client library's exception."""
+
+
+class SandboxUnavailableError(EngineError):
     """The engine broke or the container vanished: the sandbox itself is gone.
 
     A command that ran and failed is a value (`ExecResult`); this is an exception.
     """
+
+
+class EngineUnreachableError(SandboxUnavailableError):
+    """No engine answers at the address this machine uses (DOCKER_HOST, else the socket)."""
+
+
+class EngineRefusedError(EngineError):
+    """The engine answered a request with a refusal (a 4xx): names the engine, the request
+    and the engine's own words."""
+
+    def __init__(self, engine: str, what: str, answer: str, *, status: int | None,
+                 hint: str | None = None) -> None:
+        self.engine, self.what, self.answer, self.status = engine, what, answer, status
+        code = "" if status is None else f" ({status})"
+        super().__init__(f"the engine at {engine} refused to {what}{code}: {answer}",
+                         hint=hint)
+
+
+class NotFoundError(EngineRefusedError):
+    """What a request named is not there (404): a container, network, volume, image or
+    exec that is gone or never was."""
+
+
+class ConflictError(EngineRefusedError):
+    """The request conflicts with the resource's state (409): a name in use, a container
+    not running, paused, or already being removed."""
 
 
 class ImageMissingError(InfraError):

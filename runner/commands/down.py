@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker.errors
-
 from rig.record import SampleRecord
 from rig.verdict import Verdict
 from runner import workspace
@@ -32,7 +30,14 @@ from runner.commands.dispatch.record import (
 from runner.containers import arm_stack, database, gateway, sandbox
 from runner.containers import arms as arms_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
-from runner.errors import DatabaseError, InfraError, RunnerError, UnknownArmError
+from runner.errors import (
+    DatabaseError,
+    EngineError,
+    InfraError,
+    NotFoundError,
+    RunnerError,
+    UnknownArmError,
+)
 from runner.manifest import LoadedManifest
 from runner.store import layout
 from runner.store import state as state_mod
@@ -118,7 +123,7 @@ def _drop_databases(engine: Engine, current: ExperimentState,
             database.drop_schema(server, orphan)
             dropped.append(orphan)
         left = database.list_owned(server, prefix)
-    except (DatabaseError, docker.errors.NotFound) as error:
+    except (DatabaseError, NotFoundError) as error:
         what = error.message if isinstance(error, DatabaseError) else "its container is gone"
         progress(f"could not drop databases ({what}); removing the server anyway")
         return dropped, ([], [])
@@ -157,7 +162,7 @@ def _drop_orphan_databases(engine: Engine, current: ExperimentState) -> list[str
         orphans = sorted((set(databases) | set(roles)) - mine)
         for orphan in orphans:
             database.drop_schema(server, orphan)
-    except (DatabaseError, docker.errors.NotFound):
+    except (DatabaseError, NotFoundError):
         return []  # the server itself is gone or broken: `down` removes it
     return orphans
 
@@ -194,7 +199,7 @@ def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
         if live is not None and current is not None:
             try:
                 described = sandbox.describe(engine, live.container_id)
-            except docker.errors.APIError:
+            except EngineError:
                 described = {"state": "unknown"}
             record = current_record(directory, current, arm.id)
             row.update(state=described["state"],
@@ -251,7 +256,7 @@ def keep_all(engine: Engine, loaded: LoadedManifest, directory: Path,
     def one(arm: ArmSandbox) -> None:
         try:
             _keep_one(engine, loaded, directory, current, arm, progress, lock)
-        except (RunnerError, docker.errors.DockerException) as error:
+        except RunnerError as error:
             progress(f"arm {arm.arm}: its work could not be kept ({error}); "
                      "removing its sandbox anyway")
 

@@ -21,8 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker.errors
-
 from rig.oracle import run_sample
 from rig.persist import write_text_atomic
 from rig.record import SampleRecord
@@ -31,7 +29,7 @@ from runner.commands import reproduce as rep
 from runner.containers import images, prepared
 from runner.containers.engine import Engine
 from runner.containers.images import BuildReporter, BuiltImage
-from runner.errors import BadInputError, InfraError
+from runner.errors import BadInputError, EngineRefusedError, InfraError
 from runner.manifest import LoadedManifest
 from runner.store import layout
 from runner.store.layout import experiment_dir, stage_dir
@@ -168,7 +166,7 @@ def rebuilt_images(engine: Engine, loaded: LoadedManifest, commits: list[str],
 def _remove_prepared(engine: Engine, tag: str) -> None:
     try:
         images.remove_ours(engine, tag)
-    except docker.errors.APIError as error:
+    except EngineRefusedError as error:
         raise InfraError(f"cannot remove the prepared image {tag} to rebuild it: {error}",
                          hint="a container may still use it: `bakeoff-sandbox down` first"
                          ) from error

@@ -20,8 +20,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import docker.errors
-
 from rig import contract as contract_mod
 from rig import harness, links, rubric, tripwire
 from rig import judge as judge_mod
@@ -50,7 +48,7 @@ from runner.containers import database, sandbox
 from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
-from runner.errors import BadInputError, DatabaseError
+from runner.errors import BadInputError, DatabaseError, NotFoundError
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout, state
 from runner.store.files import ensure_excluded
@@ -113,7 +111,7 @@ def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
                                current.db.admin_password)
     try:
         return database.refresh_port(engine, server)
-    except (docker.errors.NotFound, DatabaseError):
+    except (NotFoundError, DatabaseError):
         return None
 
 

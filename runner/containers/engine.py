@@ -1,8 +1,13 @@
-"""The one place every docker call goes through.
+"""The one place every docker call goes through: the docker backend of the engine
+interface (`runner.containers.backend.ContainerEngine`).
 
 It adds our labels, a client timeout, and a bounded retry for transient engine errors
-(idempotent reads only), and turns a broken engine into `SandboxUnavailableError`.
-Nothing is ever removed here unless it carries our labels (`remove_labelled`).
+(idempotent reads only). It is also where docker's exceptions end: `translated` maps
+each to the project's own (`runner.errors`: a 404 is `NotFoundError`, a 409
+`ConflictError`, another refusal `EngineRefusedError`, a broken or absent engine
+`SandboxUnavailableError` / `EngineUnreachableError`), each naming the engine, so no
+command imports `docker.errors`. Nothing is ever removed here unless it carries our
+labels (`remove_labelled`).
 
 Every container, network and volume the project makes is created here, from a typed
 spec (`create_container`, `create_network`, `create_volume`), as docker-py funnels every
@@ -10,37 +15,59 @@ option through one `_create_container_args`: the policy is applied by the choke 
 so no caller can forget it. Every container gets `cap_drop=ALL` (a spec may add back only
 capabilities of `ADDABLE_CAPS`), `no-new-privileges`, docker's init as PID 1, our labels
 (refused without an experiment and a role) and its CPU, memory and pids limits with no
-swap. The label keys are the constants below and nowhere else (a test greps).
+swap. The specs and the label keys are the interface's (`backend`), re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import docker
 import docker.errors
 import requests
 from docker.types import LogConfig, Mount
 
-from runner.errors import LeftoverError, SandboxUnavailableError
+from runner.containers.backend import LABEL_ARM as LABEL_ARM
+from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
+from runner.containers.backend import LABEL_IDENTITY as LABEL_IDENTITY
+from runner.containers.backend import LABEL_IMAGE as LABEL_IMAGE
+from runner.containers.backend import LABEL_PREFIX as LABEL_PREFIX
+from runner.containers.backend import LABEL_ROLE as LABEL_ROLE
+from runner.containers.backend import LABEL_RUN as LABEL_RUN
+from runner.containers.backend import NO_NETWORK as NO_NETWORK
+from runner.containers.backend import Bind as Bind
+from runner.containers.backend import Capabilities, Completed
+from runner.containers.backend import ContainerSpec as ContainerSpec
+from runner.containers.backend import Labels as Labels
+from runner.containers.backend import Resources as Resources
+from runner.containers.backend import Tmpfs as Tmpfs
+from runner.containers.backend import Volume as Volume
+from runner.containers.backend import require_labels as require_labels
+from runner.errors import (
+    ConflictError,
+    EngineError,
+    EngineRefusedError,
+    EngineUnreachableError,
+    InfraError,
+    LeftoverError,
+    NotFoundError,
+    SandboxUnavailableError,
+)
+
+if TYPE_CHECKING:
+    from runner.containers.backend import ContainerEngine
 
 T = TypeVar("T")
 STDIN_CHUNK = 1024 * 1024  # bytes sent to a container's stdin at a time
 
-LABEL_PREFIX = "io.bakeoff."
-LABEL_EXPERIMENT = f"{LABEL_PREFIX}experiment"
-LABEL_ARM = f"{LABEL_PREFIX}arm"
-LABEL_ROLE = f"{LABEL_PREFIX}role"
-LABEL_RUN = f"{LABEL_PREFIX}run"
-LABEL_IMAGE = f"{LABEL_PREFIX}image"
-LABEL_IDENTITY = f"{LABEL_PREFIX}identity"
 KINDS = ("container", "network", "volume")  # the order of removal: a network holds containers
 
 API_TIMEOUT_S = 120
@@ -51,99 +78,50 @@ RETRIES = 2
 RETRY_BACKOFF_S = 0.5
 SWEEPS = 2
 ENGINE_HINT = "check that `docker info` answers (make setup starts an engine when none does)"
-
-
-@dataclass(frozen=True)
-class Labels:
-    """The labels that mark a resource as ours; every container, network and volume has them."""
-
-    experiment: str
-    role: str
-    arm: str = ""
-    run: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        labels = {LABEL_EXPERIMENT: self.experiment, LABEL_ROLE: self.role, LABEL_ARM: self.arm}
-        if self.run:
-            labels[LABEL_RUN] = self.run
-        return labels
-
+LOCAL_ENGINE = "unix:///var/run/docker.sock"
 
 # The only capabilities a spec may add back on top of cap_drop=ALL: what the sample
 # driver needs, as root, to lay a tree out and drop to the sandbox user (`setpriv`).
 # A new one is a decision taken here, where a reviewer sees it.
 ADDABLE_CAPS = frozenset({"CHOWN", "SETUID", "SETGID", "KILL"})
-NO_NETWORK = "none"
+
+# What a local docker engine enforces: internal networks with no address on the bridge,
+# `container:` network modes, pids limits, no-new-privileges, tmpfs volumes with a size.
+DOCKER_CAPABILITIES = Capabilities(no_egress=True, shared_network_namespace=True,
+                                   pids_limit=True, no_new_privileges=True,
+                                   sized_volumes=True)
+REFUSALS: dict[int, type[EngineRefusedError]] = {404: NotFoundError, 409: ConflictError}
+DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
-@dataclass(frozen=True)
-class Resources:
-    """CPU, memory and process limits of one container; memory includes swap (none)."""
-
-    cpus: float
-    memory_mb: int
-    pids: int
+def address() -> str:
+    """The address a client from the environment talks to: DOCKER_HOST, else the socket."""
+    return os.environ.get("DOCKER_HOST") or LOCAL_ENGINE
 
 
-@dataclass(frozen=True)
-class Tmpfs:
-    """A size-limited tmpfs at `target`: filling it is ENOSPC, never a full host disk."""
-
-    target: str
-    size_mb: int
-    mode: str = "1777"
-    executable: bool = True   # toolchains run binaries from /tmp
-    owner: int | None = None  # uid = gid; else root's
-
-    def options(self) -> str:
-        owner = "" if self.owner is None else f",uid={self.owner},gid={self.owner}"
-        return (f"size={self.size_mb}m{',exec' if self.executable else ''},mode={self.mode}"
-                f"{owner}")
-
-
-@dataclass(frozen=True)
-class Bind:
-    """A host path; read-only unless a caller says otherwise. A missing path is refused
-    by the engine (a `Mount`, never `volumes=`, which would create it)."""
-
-    source: Path
-    target: str
-    read_only: bool = True
+def translated(error: Exception, what: str, where: str | None = None) -> EngineError:
+    """docker's (or its HTTP library's) exception as the project's own: the one mapping.
+    A refusal keeps the engine's words and status; anything else means the engine (or
+    the connection to it) broke. `where`: the engine's address (else the environment's)."""
+    where = where or address()
+    if isinstance(error, docker.errors.NotFound):
+        return NotFoundError(where, what, str(error.explanation or error),
+                             status=error.status_code or 404)
+    if isinstance(error, docker.errors.APIError) and error.is_client_error():
+        status = int(error.status_code or 400)
+        return REFUSALS.get(status, EngineRefusedError)(
+            where, what, str(error.explanation or error), status=status)
+    return SandboxUnavailableError(f"the engine at {where} failed to {what}: {error}",
+                                   hint=ENGINE_HINT)
 
 
-@dataclass(frozen=True)
-class Volume:
-    """One of our named volumes. `no_copy`: the image's own content at `target` (a
-    prepared image's setup output in /work) never leaks into the volume."""
-
-    name: str
-    target: str
-    read_only: bool = False
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """Everything a container of ours differs in; what they all share is the engine's."""
-
-    image: str
-    command: tuple[str, ...]
-    labels: Labels
-    resources: Resources
-    user: str                            # "uid:gid"; stated by every caller
-    purpose: str                         # names the container in errors ("sample c/A/x/1")
-    name: str | None = None
-    cap_add: tuple[str, ...] = ()        # on top of cap_drop=ALL; only ADDABLE_CAPS
-    tmpfs: tuple[Tmpfs, ...] = ()
-    mounts: tuple[Bind | Volume, ...] = ()
-    network: str = NO_NETWORK            # a network of ours by name, or none
-    joins: str | None = None             # a container whose network namespace it shares
-    env: Mapping[str, str] = field(default_factory=dict)
-    working_dir: str | None = None
-    hostname: str | None = None
-    read_only: bool = False              # the root filesystem
-    tty: bool = False                    # an interactive terminal (stdin open too)
-    log_max_mb: int | None = None        # cap the container's log (None: the engine's)
-    stdin: bool = False                  # its inputs come on stdin (no TTY): `start_with`
+@contextlib.contextmanager
+def mapped(what: str, where: str | None = None) -> Iterator[None]:
+    """docker's exceptions raised in the block, as the project's own (`translated`)."""
+    try:
+        yield
+    except DOCKER_ERRORS as error:
+        raise translated(error, what, where) from error
 
 
 def _is_transient(error: Exception) -> bool:
@@ -168,9 +146,6 @@ class EngineIdentity:
         return f"{self.host} ({self.name}, ID {self.id[:12]})"
 
 
-LOCAL_ENGINE = "unix:///var/run/docker.sock"
-
-
 class Engine:
     """A docker client behind one choke point. It talks to the engine DOCKER_HOST names
     (unix, tcp or ssh), or the local socket, as every docker client does."""
@@ -180,11 +155,20 @@ class Engine:
         self._identity: EngineIdentity | None = None
 
     @property
+    def address(self) -> str:
+        """The engine's address as this machine reaches it: its client's (a remote engine
+        handed in), else DOCKER_HOST, else the local socket."""
+        base = str(getattr(getattr(self._client, "api", None), "base_url", "") or "")
+        if base.startswith(("http://", "https://")):
+            return "tcp://" + base.split("://", 1)[1]
+        return address()
+
+    @property
     def identity(self) -> EngineIdentity:
         """Which engine this is (asked once)."""
         if self._identity is None:
             info = self.call("ask the engine who it is", self.client.info, retry=True)
-            self._identity = EngineIdentity(os.environ.get("DOCKER_HOST") or LOCAL_ENGINE,
+            self._identity = EngineIdentity(self.address,
                                             str(info.get("ID", "")), str(info.get("Name", "")))
         return self._identity
 
@@ -194,30 +178,25 @@ class Engine:
             try:
                 self._client = docker.from_env(timeout=API_TIMEOUT_S)
                 self._client.ping()
-            except docker.errors.DockerException as error:
-                raise SandboxUnavailableError(
-                    f"no Docker engine answers ({error})", hint=ENGINE_HINT
+            except DOCKER_ERRORS as error:
+                raise EngineUnreachableError(
+                    f"no Docker engine answers at {self.address} ({error})", hint=ENGINE_HINT
                 ) from error
         return self._client
 
     def call(self, what: str, fn: Callable[..., T], *args: Any, retry: bool = False,
              **kwargs: Any) -> T:
-        """Run one docker call; `what` names it in errors. NotFound propagates as is."""
+        """Run one docker call; `what` names it in errors, which are the project's own
+        (`translated`). Only a transient failure is retried, and only with `retry`."""
         attempts = 1 + (RETRIES if retry else 0)
         for attempt in range(attempts):
             try:
                 return fn(*args, **kwargs)
-            except docker.errors.NotFound:
-                raise
-            except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
+            except DOCKER_ERRORS as error:
                 if attempt + 1 < attempts and _is_transient(error):
                     time.sleep(RETRY_BACKOFF_S * (attempt + 1))
                     continue
-                if isinstance(error, docker.errors.APIError) and not error.is_server_error():
-                    raise
-                raise SandboxUnavailableError(
-                    f"docker engine failed during {what}: {error}", hint=ENGINE_HINT
-                ) from error
+                raise translated(error, what, self.address) from error
         raise AssertionError("unreachable")
 
     def labelled(self, kind: str, filters: dict[str, str]) -> list[Any]:
@@ -238,11 +217,11 @@ class Engine:
         already gone is fine)."""
         try:
             volume = self.call(f"inspect volume {name}", self.client.volumes.get, name)
-        except docker.errors.NotFound:
+        except NotFoundError:
             return
         if LABEL_EXPERIMENT not in ((volume.attrs or {}).get("Labels") or {}):
             raise ValueError(f"volume {name} does not carry our labels: never removed")
-        with contextlib.suppress(docker.errors.NotFound):
+        with contextlib.suppress(NotFoundError):
             self.call(f"remove volume {name}", volume.remove, force=True)
 
     def remove_labelled(self, filters: dict[str, str],
@@ -267,7 +246,7 @@ class Engine:
                 try:
                     if _remove(self, kind, item):
                         removed[kind] += 1
-                except (docker.errors.APIError, SandboxUnavailableError) as error:
+                except EngineError as error:
                     refused[f"{kind} {item.name}"] = str(error)
             left = [f"{kind} {item.name}" for kind, item in self._ours(filters, keep)]
             if not left:
@@ -281,6 +260,112 @@ class Engine:
             for item in self.labelled(kind, filters):
                 if keep is None or not keep(_labels_of(kind, item)):
                     yield kind, item
+
+
+    # -- the engine interface (backend.ContainerEngine), containers named by id ----------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return DOCKER_CAPABILITIES
+
+    def create(self, spec: ContainerSpec) -> str:
+        return str(create_container(self, spec).id)
+
+    def start(self, container_id: str, stdin: IO[bytes] | None = None, *,
+              what: str = "the container") -> None:
+        if stdin is None:
+            self.call(f"start {what}", self.client.api.start, container_id)
+            return
+        attached = self.call(f"attach the stdin of {what}", self.client.api.attach_socket,
+                             container_id, params={"stdin": 1, "stream": 1})
+        raw = getattr(attached, "_sock", attached)
+        try:
+            self.call(f"start {what}", self.client.api.start, container_id)
+            with contextlib.suppress(OSError):  # it stopped reading (or died): the end
+                while chunk := stdin.read(STDIN_CHUNK):
+                    raw.sendall(chunk)
+                raw.shutdown(socket.SHUT_WR)
+        finally:
+            with contextlib.suppress(OSError):
+                raw.close()
+
+    def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
+             deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
+        api = self.client.api
+        exec_id = self.call("create an exec", api.exec_create, container_id, list(argv),
+                            environment=dict(env or {}), workdir=workdir, user=user)["Id"]
+        started = time.monotonic()
+        stdout, stderr = self._exec_output(exec_id, deadline_s)
+        duration = time.monotonic() - started
+        code = self.call("inspect an exec", api.exec_inspect, exec_id, retry=True)["ExitCode"]
+        return Completed(-1 if code is None else int(code), stdout, stderr, round(duration, 3))
+
+    def _exec_output(self, exec_id: str, deadline_s: float) -> tuple[str, str]:
+        """The exec's output, on a thread of its own: past `deadline_s` the engine is
+        declared stuck (whatever runs inside has its own `timeout`, well before)."""
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["out"] = self.client.api.exec_start(exec_id, demux=True)
+            except Exception as error:  # re-raised on the caller's thread below
+                box["error"] = error
+
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        thread.join(deadline_s)
+        if thread.is_alive():
+            raise SandboxUnavailableError(f"exec did not return within {deadline_s:.0f}s "
+                                          "although `timeout` should have stopped it",
+                                          hint="the engine may be wedged: check `docker info`")
+        if "error" in box:
+            error = box["error"]
+            if isinstance(error, DOCKER_ERRORS):
+                raise translated(error, "run an exec", self.address) from error
+            raise SandboxUnavailableError(f"exec failed: {error}") from error
+        stdout, stderr = box["out"]
+        return (stdout or b"").decode(errors="replace"), (stderr or b"").decode(errors="replace")
+
+    def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
+        if not self.call(f"put an archive at {path}", self.client.api.put_archive,
+                         container_id, path, data):
+            raise SandboxUnavailableError(f"the engine at {self.address} refused an archive "
+                                          f"at {path}", hint=ENGINE_HINT)
+
+    def get_archive(self, container_id: str, path: str) -> Iterator[bytes]:
+        what = f"get the archive of {path}"
+        stream, _ = self.call(what, self.client.api.get_archive, container_id, path)
+        return iter_stream(stream, what, self.address)
+
+    def logs(self, container_id: str, *, stdout: bool = True, stderr: bool = False,
+             tail: int | None = None) -> bytes:
+        out: Any = self.call("read a container's log", self.client.api.logs, container_id,
+                             stdout=stdout, stderr=stderr, tail="all" if tail is None else tail)
+        return bytes(out)
+
+    def follow_logs(self, container_id: str, *, follow: bool = True) -> Iterator[bytes]:
+        """A container's stdout as it streams (to its end with `follow`)."""
+        what = "follow a container's log"
+        stream = self.call(what, self.client.api.logs, container_id, stdout=True,
+                           stderr=False, stream=True, follow=follow)
+        return iter_stream(stream, what, self.address)
+
+    def wait(self, container_id: str, deadline_s: float) -> int | None:
+        try:
+            status = self.client.api.wait(container_id, timeout=math.ceil(deadline_s))
+        except requests.exceptions.RequestException:  # the deadline (or the connection)
+            return None
+        except docker.errors.DockerException as error:
+            raise translated(error, "wait for a container", self.address) from error
+        return int(status.get("StatusCode", -1))
+
+    def remove(self, container_id: str) -> bool:
+        try:
+            self.call("remove a container", self.client.api.remove_container, container_id,
+                      force=True, v=True)
+        except NotFoundError:
+            return False
+        return True
 
 
 def _labels_of(kind: str, item: Any) -> dict[str, str]:
@@ -299,7 +384,7 @@ def _remove(engine: Engine, kind: str, item: Any) -> bool:
             engine.call("remove network", item.remove)
         else:
             engine.call(f"remove {kind}", item.remove)
-    except docker.errors.NotFound:
+    except NotFoundError:
         return False
     return True
 
@@ -313,7 +398,7 @@ def _empty_network(engine: Engine, network: Any) -> None:
         try:
             engine.call("disconnect from network", network.disconnect, container_id,
                         force=True)
-        except docker.errors.NotFound:  # the container went meanwhile
+        except NotFoundError:  # the container went meanwhile
             continue
 
 
@@ -326,16 +411,8 @@ def remove_network(engine: Engine, network_id: str) -> None:
         if LABEL_EXPERIMENT not in (network.attrs.get("Labels") or {}):
             raise ValueError(f"refusing to remove network {network.name}: it is not ours")
         _remove(engine, "network", network)
-    except docker.errors.NotFound:
+    except NotFoundError:
         return
-
-
-def require_labels(labels: Labels, what: str) -> None:
-    """Refuse to make `what` without an experiment and a role: `down` and `gc` remove by
-    label only, so an unlabelled resource would outlive every run."""
-    if not labels.experiment or not labels.role:
-        raise ValueError(f"refusing to create {what} without an experiment and a role label "
-                         f"(got {labels!r}): nothing unlabelled is ever made")
 
 
 def _mount(mount: Bind | Volume) -> Mount:
@@ -394,6 +471,10 @@ def create_container(engine: Engine, spec: ContainerSpec) -> Any:
     """Create (not start) the container of `spec`; the docker-py container. Not retried:
     a create that timed out may have happened."""
     args = container_args(spec)
+    unmet = engine.capabilities.unmet(spec)
+    if unmet:
+        raise InfraError(f"{spec.purpose} needs {', '.join(unmet)}, which the engine at "
+                         f"{engine.address} cannot enforce", hint="run it on an engine that can")
     return engine.call(f"create {spec.purpose}", engine.client.containers.create, **args)
 
 
@@ -432,38 +513,27 @@ def start_with(engine: Engine, container: Any, source: IO[bytes], what: str) -> 
     """Start a container created with `stdin` and stream `source` to its stdin, then
     close it: inputs that travel through the engine's API, never a path of this machine
     (DESIGN principle 12). A container that stops reading (or dies) ends the stream."""
-    attached = engine.call(f"attach the stdin of {what}", container.attach_socket,
-                           params={"stdin": 1, "stream": 1})
-    raw = getattr(attached, "_sock", attached)
-    try:
-        engine.call(f"start {what}", container.start)
-        with contextlib.suppress(OSError):
-            while chunk := source.read(STDIN_CHUNK):
-                raw.sendall(chunk)
-            raw.shutdown(socket.SHUT_WR)
-    finally:
-        with contextlib.suppress(OSError):
-            raw.close()
+    engine.start(str(container.id), source, what=what)
 
 
 def put_archive(engine: Engine, container: Any, path: str, data: bytes | IO[bytes]) -> None:
     """A tar into `path` of a container (a volume's path, or a writable root): the way
     in for files once a container exists."""
-    if not engine.call(f"put an archive at {path}", container.put_archive, path, data):
-        raise SandboxUnavailableError(f"the engine refused an archive at {path}",
-                                      hint=ENGINE_HINT)
+    engine.put_archive(str(container.id), path, data)
 
 
 def get_archive(engine: Engine, container: Any, path: str) -> Iterator[bytes]:
     """The tar of `path` in a container (running or stopped), as the engine streams it."""
-    stream, _ = engine.call(f"get the archive of {path}", container.get_archive, path)
-    return iter(stream)
+    return engine.get_archive(str(container.id), path)
 
 
-def iter_stream(stream: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Wrap a decoded docker stream so a dropped connection becomes SandboxUnavailableError."""
-    try:
+def iter_stream(stream: Iterator[T], what: str = "stream its answer",
+                where: str | None = None) -> Iterator[T]:
+    """Wrap a docker stream so a dropped connection becomes the project's error."""
+    with mapped(what, where):
         yield from stream
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-        raise SandboxUnavailableError(f"docker stream broke: {error}", hint=ENGINE_HINT) from error
 
+
+if TYPE_CHECKING:
+    def _docker_is_a_container_engine(engine: Engine) -> ContainerEngine:
+        return engine  # mypy proves the docker Engine implements the interface

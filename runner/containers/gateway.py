@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker.errors
-
 from rig.persist import write_text_atomic
 from runner.containers import archive, images, sandbox
 from runner.containers.engine import (
@@ -46,7 +44,7 @@ from runner.containers.engine import (
     put_archive,
 )
 from runner.containers.images import BuiltImage
-from runner.errors import BadInputError, InfraError, SandboxUnavailableError
+from runner.errors import BadInputError, InfraError, NotFoundError, SandboxUnavailableError
 from runner.manifest import Gateway
 
 ALIAS = "model-gateway"
@@ -172,7 +170,7 @@ def read_records(engine: Engine, container_id: str, state_dir: Path) -> int:
     try:
         container = engine.call("find the model gateway", engine.client.containers.get,
                                 container_id, retry=True)
-    except docker.errors.NotFound:
+    except NotFoundError:
         raise SandboxUnavailableError(
             f"the model gateway {container_id[:12]} is gone: its records cannot be read back",
             hint="its volume (named after it, `...-state`) keeps them until `down` or "
@@ -193,7 +191,7 @@ def require_network(engine: Engine, name: str) -> None:
     """`[gateway] upstream_network` must exist: it is the user's, never created here."""
     try:
         engine.call("find the upstream network", engine.client.networks.get, name)
-    except docker.errors.NotFound:
+    except NotFoundError:
         raise BadInputError(f"[gateway] upstream_network {name!r} does not exist",
                             hint="create it (docker network create NAME) and attach the "
                                  "proxy the gateway should reach, or remove the key") from None

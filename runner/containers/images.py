@@ -34,12 +34,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Protocol, runtime_checkable
 
-import docker.errors
-
 from rig.parsers.base import plain
 from runner.containers import host_trust
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
-from runner.errors import BadInputError, ImageMissingError, InfraError
+from runner.errors import BadInputError, ImageMissingError, InfraError, NotFoundError
 from runner.manifest import Manifest, parse_manifest
 
 BASE = "base"
@@ -293,7 +291,7 @@ def identity_of(base_layers: str, context: str, build_args: dict[str, str]) -> s
 def inspect(engine: Engine, ref: str) -> dict[str, Any] | None:
     try:
         image = engine.call(f"inspect image {ref}", engine.client.images.get, ref, retry=True)
-    except docker.errors.ImageNotFound:
+    except NotFoundError:
         return None
     attrs: dict[str, Any] = image.attrs
     return attrs
@@ -621,6 +619,6 @@ def remove_ours(engine: Engine, ref: str) -> bool:
                          "so it is never removed", hint="remove it yourself if you mean to")
     try:
         engine.call(f"remove image {ref}", engine.client.images.remove, ref)
-    except docker.errors.ImageNotFound:
+    except NotFoundError:
         return False
     return True

@@ -15,8 +15,6 @@ import secrets
 import threading
 from collections.abc import Iterator
 
-import docker.errors
-
 from runner.containers import database, sandbox
 from runner.containers.engine import (
     NO_NETWORK,
@@ -26,6 +24,7 @@ from runner.containers.engine import (
     remove_network,
 )
 from runner.containers.images import BuiltImage
+from runner.errors import EngineError
 
 
 class SampleNetworks:
@@ -119,6 +118,8 @@ class SampleNetworks:
         if not self.shared or self.server is None:
             return
         for name in self.networks.values():
-            with contextlib.suppress(docker.errors.DockerException):
-                self.engine.client.networks.get(name).disconnect(
-                    self.server.container_id, force=True)
+            with contextlib.suppress(EngineError):
+                network = self.engine.call("find a sample network",
+                                           self.engine.client.networks.get, name)
+                self.engine.call("take Postgres off a sample network", network.disconnect,
+                                 self.server.container_id, force=True)

@@ -37,9 +37,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import docker.errors
-import requests
-
 from rig import canary as canary_mod
 from rig import inprocess, links
 from rig.canary import Canary
@@ -73,7 +70,13 @@ from runner.containers.image_facts import TMPFS_DIRS, ImageFacts
 from runner.containers.images import BuiltImage
 from runner.containers.sample_driver import Outputs
 from runner.containers.sample_network import SampleNetworks
-from runner.errors import ComposeError, DatabaseError, InfraError, SandboxUnavailableError
+from runner.errors import (
+    ComposeError,
+    DatabaseError,
+    EngineError,
+    InfraError,
+    SandboxUnavailableError,
+)
 
 HOME = sandbox.HOME
 IN_DIR, RUN_DIR = sample_driver.IN, sample_driver.RUN
@@ -183,8 +186,7 @@ class DockerSampleExecutor:
             return self._refused(spec.refused, started)
         try:
             return self._execute(spec, started, extra_env)
-        except (SandboxUnavailableError, docker.errors.APIError,
-                requests.exceptions.RequestException, DatabaseError, ComposeError) as error:
+        except (EngineError, DatabaseError, ComposeError) as error:
             return Execution(exit_code=None, log="", duration_s=time.monotonic() - started,
                              infra_error=f"the rig failed: {error}", image=self.image.tag,
                              image_id=self.image.image_id,
@@ -288,9 +290,7 @@ class DockerSampleExecutor:
             return subprocess.run([docker_cli, "exec", "-u", sandbox.SANDBOX_USER, "-w",
                                    sandbox.WORKDIR, *run], check=False).returncode
         finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                self.engine.call("remove the reproduction", container.remove, force=True,
-                                 v=True)
+            self.engine.remove(str(container.id))
 
     def mounts_record(self, spec: SampleSpec) -> tuple[Mapping[str, str], ...]:
         return ({"type": "tmpfs", "target": sandbox.WORKDIR,
@@ -483,8 +483,7 @@ class DockerSampleExecutor:
         finally:
             for made in (container, server):
                 if made is not None:
-                    with contextlib.suppress(docker.errors.NotFound):
-                        made.remove(force=True, v=True)
+                    self.engine.remove(str(made.id))
 
     def _browse(self, spec: SampleSpec, setting: SampleSetting, server: Any,
                 port: int) -> Ran:
@@ -509,8 +508,7 @@ class DockerSampleExecutor:
         try:
             ran = self._wait(spec, container, inputs, ready=None, limit=browser.OUTPUTS_LIMIT)
         finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True, v=True)
+            self.engine.remove(str(container.id))
         ran.outputs.files.update(self._server_outputs(server))
         found = browser.facts(browser.kept(ran.outputs), image, identity, base_url)
         return dataclasses.replace(ran, browser=found, canary=canary)
@@ -534,9 +532,8 @@ class DockerSampleExecutor:
         stop = threading.Timer(spec.timeout_s + 5 + HOST_GRACE_S, _kill, (self.engine, container))
         stop.start()
         try:
-            return any(line.startswith(sample_driver.HELD) for line in _lines(self.engine.call(
-                "follow the reproduction", container.logs, stdout=True, stderr=False,
-                stream=True, follow=True)))
+            return any(line.startswith(sample_driver.HELD) for line in _lines(
+                self.engine.follow_logs(str(container.id))))
         finally:
             stop.cancel()
 
@@ -551,22 +548,19 @@ class DockerSampleExecutor:
             deadline += spec.server.startup_timeout_s
         if spec.build:  # the build runs first, under the same timeout
             deadline += spec.timeout_s + 5
-        try:
-            status = container.wait(timeout=deadline)
-        except requests.exceptions.RequestException:
+        code = self.engine.wait(str(container.id), deadline)
+        if code is None:
             # The deadline inside is root's: only a frozen sample (or engine) gets here.
             # Stopped, it is graded as a timeout the base decides (rig.verdict rule 7).
-            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-                self.engine.call("stop a sample past its deadline", container.kill)
+            _kill(self.engine, container)
             return Ran(None, Outputs(), outlived=True)
         elapsed = time.monotonic() - began
-        container.reload()
-        code = int(status.get("StatusCode", -1))
+        self.engine.call("inspect a sample's container", container.reload, retry=True)
         oom = bool(container.attrs["State"].get("OOMKilled"))
         outputs = read_outputs(self.engine, container, limit)
         if ready is not None and ready not in outputs.files and not oom:
-            tail = container.logs(stdout=False, stderr=True, tail=20).decode(
-                errors="replace").strip()
+            tail = self.engine.logs(str(container.id), stdout=False, stderr=True,
+                                    tail=20).decode(errors="replace").strip()
             return Ran(code, outputs, layout_failed=(
                 f"the sample's tree could not be laid out (exit {code}): {tail}"))
         timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
@@ -581,8 +575,7 @@ class DockerSampleExecutor:
         try:
             self._start(server, setting.inputs, f"the server of {spec.sample}")
         except BaseException:
-            with contextlib.suppress(docker.errors.NotFound):
-                server.remove(force=True, v=True)
+            self.engine.remove(str(server.id))
             raise
         return server
 
@@ -593,9 +586,7 @@ class DockerSampleExecutor:
         stop = threading.Timer(spec.timeout_s + 5 + HOST_GRACE_S, _kill, (self.engine, server))
         stop.start()
         try:
-            for line in _lines(self.engine.call("follow the server's build", server.logs,
-                                                stdout=True, stderr=False, stream=True,
-                                                follow=True)):
+            for line in _lines(self.engine.follow_logs(str(server.id))):
                 if line.startswith(sample_driver.BUILT):
                     return line[len(sample_driver.BUILT):].strip() == b"0"
             return False
@@ -604,7 +595,7 @@ class DockerSampleExecutor:
 
     def _server_outputs(self, server: Any) -> dict[str, bytes]:
         """The server's log, once its driver was told to stop (it keeps head and tail)."""
-        with contextlib.suppress(docker.errors.APIError):
+        with contextlib.suppress(EngineError):
             self.engine.call("stop the server", server.stop, timeout=10)
         found = read_outputs(self.engine, server).files
         return {name: found[name] for name in ("server.log", "build", "build.log")
@@ -651,8 +642,9 @@ def insample(name: str) -> bytes:
 
 
 def _kill(engine: Engine, container: Any) -> None:
-    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-        engine.call("stop a build past its deadline", container.kill)
+    """Stop a container past its deadline (one that stopped meanwhile is fine)."""
+    with contextlib.suppress(EngineError):
+        engine.call("stop a container past its deadline", container.kill)
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -672,6 +664,5 @@ def read_outputs(engine: Engine, container: Any,
     """The driver's output directory, from the one line it writes to its stdout (the
     container's log: nothing of the sample's command can write there), streamed
     (`sample_driver.read_outputs`: decoded as it comes, bounded)."""
-    chunks = engine.call("read the sample's outputs", container.logs, stdout=True,
-                         stderr=False, stream=True, follow=False)
+    chunks = engine.follow_logs(str(container.id), follow=False)
     return sample_driver.read_outputs(chunks, limit)

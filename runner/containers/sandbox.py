@@ -20,14 +20,11 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
-
-import docker.errors
 
 from runner.containers.engine import (
     Bind,
@@ -39,11 +36,12 @@ from runner.containers.engine import (
     Volume,
     create_container,
     get_archive,
+    mapped,
     put_archive,
     start_with,
 )
 from runner.containers.engine import create_network as create_network  # `up` and tests
-from runner.errors import InfraError, SandboxUnavailableError
+from runner.errors import EngineError, InfraError, NotFoundError, SandboxUnavailableError
 from runner.manifest import MAX_FILES
 
 WORKDIR = "/work"
@@ -328,7 +326,7 @@ def _container(engine: Engine, container_id: str) -> Any:
     try:
         return engine.call("inspect sandbox", engine.client.containers.get, container_id,
                            retry=True)
-    except docker.errors.NotFound as error:
+    except NotFoundError as error:
         raise SandboxUnavailableError(
             f"sandbox container {container_id[:12]} has vanished",
             hint="run `bakeoff-sandbox up` again (or `gc` to clear leftovers)") from error
@@ -345,41 +343,10 @@ def exec_in(engine: Engine, container_id: str, command: list[str] | str, *,
         raise SandboxUnavailableError(f"sandbox container {container.name} is {container.status}",
                                       hint="run `bakeoff-sandbox up` again")
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
-    wrapped = list(under_timeout(argv, timeout_s))
-    api = engine.client.api
-    exec_id = engine.call("exec create", api.exec_create, container.id, wrapped,
-                          environment=dict(env or {}), workdir=workdir,
-                          user=user)["Id"]
-    started = time.monotonic()
-    output = _start_with_deadline(engine, exec_id, host_deadline(timeout_s))
-    duration = time.monotonic() - started
-    code = engine.call("exec inspect", api.exec_inspect, exec_id, retry=True)["ExitCode"]
-    stdout, stderr = output
-    exit_code = int(code) if code is not None else -1
-    timed_out = exit_code in TIMEOUT_EXIT_CODES and duration >= timeout_s - 0.5
-    return ExecResult(exit_code, stdout, stderr, round(duration, 3), timed_out)
-
-
-def _start_with_deadline(engine: Engine, exec_id: str, deadline_s: float) -> tuple[str, str]:
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["out"] = engine.client.api.exec_start(exec_id, demux=True)
-        except Exception as error:  # re-raised on the caller's thread below
-            box["error"] = error
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(deadline_s)
-    if thread.is_alive():
-        raise SandboxUnavailableError(f"exec did not return within {deadline_s:.0f}s "
-                                      "although `timeout` should have stopped it",
-                                      hint="the engine may be wedged: check `docker info`")
-    if "error" in box:
-        raise SandboxUnavailableError(f"exec failed: {box['error']}") from box["error"]
-    stdout, stderr = box["out"]
-    return (stdout or b"").decode(errors="replace"), (stderr or b"").decode(errors="replace")
+    done = engine.exec(str(container.id), under_timeout(argv, timeout_s), user=user,
+                       workdir=workdir, deadline_s=host_deadline(timeout_s), env=env)
+    timed_out = done.exit_code in TIMEOUT_EXIT_CODES and done.duration_s >= timeout_s - 0.5
+    return ExecResult(done.exit_code, done.stdout, done.stderr, done.duration_s, timed_out)
 
 
 @dataclass(frozen=True)
@@ -387,7 +354,12 @@ class ExecStream:
     """A command started in a running sandbox, its output as a stream of bytes."""
 
     exec_id: str
-    output: Any  # an iterator of chunks; `close()` frees the connection
+    output: Any  # an iterator of chunks
+
+    def close(self) -> None:
+        """Free the connection (a no-op when the output ended by itself)."""
+        with contextlib.suppress(OSError, EngineError), mapped("close an exec's output"):
+            self.output.close()
 
 
 def start_exec(engine: Engine, container_id: str, argv: list[str],
@@ -418,18 +390,16 @@ def kill_all(engine: Engine, container_id: str) -> None:
 
 
 def remove(engine: Engine, container_id: str) -> None:
-    try:
-        container = engine.client.containers.get(container_id)
-        engine.call("remove sandbox", container.remove, force=True, v=True)
-    except docker.errors.NotFound:
-        return
+    """Remove a container of ours and its anonymous volumes (one already gone is fine)."""
+    engine.remove(container_id)
 
 
 def describe(engine: Engine, container_id: str) -> dict[str, Any]:
     """State, image and network of a sandbox, for `status`; `missing` when gone."""
     try:
-        container = engine.client.containers.get(container_id)
-    except docker.errors.NotFound:
+        container = engine.call("inspect a sandbox", engine.client.containers.get,
+                                container_id, retry=True)
+    except NotFoundError:
         return {"state": "missing"}
     return {"state": container.status, "image": container.attrs.get("Image", ""),
             "networks": sorted(container.attrs["NetworkSettings"]["Networks"])}

@@ -30,6 +30,7 @@ from runner.containers.engine import (
     create_container,
     create_volume,
 )
+from runner.errors import EngineRefusedError
 from tests.integration import remote_steps as steps
 from tests.integration.remote_engine import (
     CGROUP,
@@ -301,11 +302,12 @@ def test_a_host_path_bound_on_the_remote_engine_is_refused_by_a_mount(
     a directory that exists only on this machine is refused at create."""
     (tmp_path / "input.txt").write_text("from this machine\n")
     spec = _spec(probe.toolchain_id, probe.labels, mounts=(Bind(tmp_path, "/in"),))
-    with pytest.raises(docker.errors.APIError) as refused:
+    with pytest.raises(EngineRefusedError) as refused:
         create_container(remote_engine.engine, spec)
-    assert refused.value.status_code == 400
+    assert refused.value.status == 400
+    assert refused.value.engine == remote_engine.url
     assert (f'invalid mount config for type "bind": bind source path does not exist: '
-            f"{tmp_path}") in str(refused.value.explanation)
+            f"{tmp_path}") in refused.value.answer
 
 
 def test_a_host_path_given_as_volumes_is_silently_an_empty_directory_of_the_engine(

@@ -7,6 +7,7 @@ interpreter, and the choke points by reading the source files (as `grep -rn` wou
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import importlib
 import json
@@ -296,9 +297,55 @@ def test_only_the_git_wing_runs_git_on_the_host() -> None:
 
 def test_only_the_docker_wing_holds_a_docker_client() -> None:
     """Outside runner/containers nothing reaches the docker client (`engine.client`) or
-    imports docker beyond `docker.errors` (to catch its exceptions)."""
-    pattern = re.compile(r"\bengine\.client\b|^\s*(import|from) docker(?!\.errors\b)\b")
+    imports docker (not even `docker.errors`: the wing maps them to runner.errors)."""
+    pattern = re.compile(r"\bengine\.client\b|^\s*(import|from) docker\b")
     wrong = hits(pattern, ("runner/containers/",), python_only=True)
     assert not wrong, ("the docker client used outside runner/containers (ARCHITECTURE.md: "
                        "\"only runner/containers talks to docker\"); give the wing a "
                        "function for it:\n" + "\n".join(wrong))
+
+
+# Where no module may import a container library: everything but the docker wing (and the
+# gateway, which is standard library only and has its own test).
+NO_DOCKER = ("runner/commands", "runner/cli", "runner/store", "runner/workspace",
+             "runner/manifest", "rig")
+DOCKER_LIBRARIES = {"docker", "testcontainers"}
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in a Python file, at any depth (a function-level
+    import counts): `import a.b` and `from a.b import c` give `a.b`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_no_module_outside_the_docker_wing_imports_a_docker_library() -> None:
+    """Pins: five commands imported `docker.errors` to catch what the engine raised, so
+    every command knew which client the wing used. The wing maps docker's exceptions to
+    runner.errors (`runner.containers.engine.translated`); the commands, the CLI, the
+    store, the workspace, the manifest, rig and runner's own top-level modules import
+    neither docker nor testcontainers, at any depth of the file."""
+    files = [p for folder in NO_DOCKER for p in sorted((ROOT / folder).rglob("*.py"))]
+    files += sorted((ROOT / "runner").glob("*.py"))
+    assert ROOT / "runner/commands/down.py" in files and ROOT / "rig/oracle.py" in files
+    wrong = [f"{path.relative_to(ROOT)}:{line}: imports {module}" for path in files
+             for line, module in imported(path)
+             if module.split(".")[0] in DOCKER_LIBRARIES]
+    assert not wrong, ("a docker library imported outside runner/containers: catch "
+                       "runner.errors.EngineError (NotFoundError, ConflictError, ...) and "
+                       "ask the wing for what you need:\n" + "\n".join(wrong))
+
+
+def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
+    """The scan above would pass vacuously if it missed a form: each one is seen."""
+    source = tmp_path / "m.py"
+    source.write_text("import docker.errors\nfrom docker import errors\n"
+                      "def f():\n    from testcontainers.core import x\n"
+                      "from . import docker\n", encoding="utf-8")
+    assert imported(source) == [(1, "docker.errors"), (2, "docker"),
+                                (4, "testcontainers.core")]

@@ -25,12 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import docker.errors
-
 from runner.commands.dispatch.redact import Redactor, StreamRedactor
 from runner.containers import sandbox
 from runner.containers.engine import Engine
-from runner.errors import SandboxUnavailableError
+from runner.errors import EngineError, SandboxUnavailableError
 
 KILL_GRACE_S = sandbox.KILL_GRACE_S
 HOST_GRACE_S = 15   # after timeout's own KILL, the host waits this much more
@@ -130,15 +128,13 @@ def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, st
             "sh", "-c", command]
     started = time.monotonic()
     running = sandbox.start_exec(engine, container_id, argv, env)
-    exec_id, stream = running.exec_id, running.output
-    reader = _Reader(stream, sink)
+    reader = _Reader(running.output, sink)
     reader.start()
     deadline = started + timeout_s + KILL_GRACE_S + HOST_GRACE_S
-    stopped, interrupted = _await(engine, container_id, reader, stream, deadline, cancel)
+    stopped, interrupted = _await(engine, container_id, reader, running, deadline, cancel)
     duration = time.monotonic() - started
-    with contextlib.suppress(OSError, docker.errors.DockerException):
-        stream.close()  # frees the connection (a no-op when the stream ended by itself)
-    info = _exec_state(engine, exec_id)
+    running.close()  # frees the connection (a no-op when the stream ended by itself)
+    info = _exec_state(engine, running.exec_id)
     if (reader.error is not None or info.get("Running")) and not (stopped or interrupted):
         # The output ended but the agent did not: we lost it, the agent did not fail.
         sweep(engine, container_id, force=True)
@@ -159,8 +155,8 @@ def _exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:
     return info
 
 
-def _await(engine: Engine, container_id: str, reader: _Reader, stream: Any, deadline: float,
-           cancel: threading.Event) -> tuple[bool, bool]:
+def _await(engine: Engine, container_id: str, reader: _Reader, running: sandbox.ExecStream,
+           deadline: float, cancel: threading.Event) -> tuple[bool, bool]:
     """Wait for the output to end; (stopped at the host deadline, interrupted)."""
     while reader.is_alive():
         reader.join(POLL_S)
@@ -170,8 +166,7 @@ def _await(engine: Engine, container_id: str, reader: _Reader, stream: Any, dead
             sweep(engine, container_id, force=True)
             reader.join(STOP_WAIT_S)
             if reader.is_alive():
-                with contextlib.suppress(OSError, docker.errors.DockerException):
-                    stream.close()
+                running.close()
                 reader.join(STOP_WAIT_S)
             return not cancel.is_set(), cancel.is_set()
     return False, False
@@ -205,6 +200,6 @@ def sweep(engine: Engine, container_id: str, *, force: bool = False) -> list[str
     found = [] if force else leftovers(engine, container_id)
     if not found and not force:
         return []
-    with contextlib.suppress(docker.errors.APIError, SandboxUnavailableError):
+    with contextlib.suppress(EngineError):  # a broken or vanished sandbox too
         sandbox.kill_all(engine, container_id)
     return found

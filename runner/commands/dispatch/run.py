@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import docker.errors
-
 from rig import wire
 from runner import contract, workspace
 from runner.commands.dispatch import process, work
@@ -249,7 +247,7 @@ def run_arm(ctx: DispatchContext, plan: ArmPlan) -> ArmRecord:
         record = _run_agent(ctx, plan, record)
         if record.state != ArmState.INTERRUPTED:
             record = _keep_work(ctx, plan, record)
-    except (RunnerError, docker.errors.DockerException) as error:
+    except RunnerError as error:  # the engine's errors too (runner.errors.EngineError)
         record = record.model_copy(update={"state": ArmState.RIG_ERROR, "error": str(error),
                                            "finished_at": now_iso()})
     save_record(plan.directory / RECORD_FILE, record, ctx.redactor)

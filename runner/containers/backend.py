@@ -1,0 +1,212 @@
+"""The engine interface: what every command asks of a container engine, and the words it
+asks in.
+
+Modelled on inspect_ai's `SandboxEnvironment` (exec, write_file, read_file, cleanup) and
+Harbor's `BaseEnvironment` (start, exec, upload and download, stop, and what a backend
+can do), kept to what this project uses: create and start (inputs on stdin), exec under a
+host deadline, a tar in and out (the archive API), logs, wait with a deadline, remove one
+container or everything carrying some of our labels; and `Capabilities`, the isolation a
+backend can enforce. The docker `Engine` (`runner.containers.engine`) is the one backend
+today; a second one (Kubernetes, a remote engine's own API) implements this protocol, or
+refuses a spec that asks for what it cannot enforce (`Capabilities.unmet`).
+
+Errors are the project's own (`runner.errors.EngineError` and its subclasses): a backend
+maps its client's exceptions at its edge, so no command catches a client library's.
+Everything here is plain Python: no client library is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Protocol
+
+# The label keys: spelled here and nowhere else (tests/unit/test_container_choke_point.py).
+LABEL_PREFIX = "io.bakeoff."
+LABEL_EXPERIMENT = f"{LABEL_PREFIX}experiment"
+LABEL_ARM = f"{LABEL_PREFIX}arm"
+LABEL_ROLE = f"{LABEL_PREFIX}role"
+LABEL_RUN = f"{LABEL_PREFIX}run"
+LABEL_IMAGE = f"{LABEL_PREFIX}image"
+LABEL_IDENTITY = f"{LABEL_PREFIX}identity"
+
+
+@dataclass(frozen=True)
+class Labels:
+    """The labels that mark a resource as ours; every container, network and volume has them."""
+
+    experiment: str
+    role: str
+    arm: str = ""
+    run: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        labels = {LABEL_EXPERIMENT: self.experiment, LABEL_ROLE: self.role, LABEL_ARM: self.arm}
+        if self.run:
+            labels[LABEL_RUN] = self.run
+        return labels
+
+
+NO_NETWORK = "none"  # a container with no network at all
+
+
+@dataclass(frozen=True)
+class Resources:
+    """CPU, memory and process limits of one container; memory includes swap (none)."""
+
+    cpus: float
+    memory_mb: int
+    pids: int
+
+
+@dataclass(frozen=True)
+class Tmpfs:
+    """A size-limited tmpfs at `target`: filling it is ENOSPC, never a full host disk."""
+
+    target: str
+    size_mb: int
+    mode: str = "1777"
+    executable: bool = True   # toolchains run binaries from /tmp
+    owner: int | None = None  # uid = gid; else root's
+
+    def options(self) -> str:
+        owner = "" if self.owner is None else f",uid={self.owner},gid={self.owner}"
+        return (f"size={self.size_mb}m{',exec' if self.executable else ''},mode={self.mode}"
+                f"{owner}")
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path; read-only unless a caller says otherwise. A missing path is refused
+    by the engine (a `Mount`, never `volumes=`, which would create it)."""
+
+    source: Path
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class Volume:
+    """One of our named volumes. `no_copy`: the image's own content at `target` (a
+    prepared image's setup output in /work) never leaks into the volume."""
+
+    name: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything a container of ours differs in; what they all share is the engine's."""
+
+    image: str
+    command: tuple[str, ...]
+    labels: Labels
+    resources: Resources
+    user: str                            # "uid:gid"; stated by every caller
+    purpose: str                         # names the container in errors ("sample c/A/x/1")
+    name: str | None = None
+    cap_add: tuple[str, ...] = ()        # on top of cap_drop=ALL; only ADDABLE_CAPS
+    tmpfs: tuple[Tmpfs, ...] = ()
+    mounts: tuple[Bind | Volume, ...] = ()
+    network: str = NO_NETWORK            # a network of ours by name, or none
+    joins: str | None = None             # a container whose network namespace it shares
+    env: Mapping[str, str] = field(default_factory=dict)
+    working_dir: str | None = None
+    hostname: str | None = None
+    read_only: bool = False              # the root filesystem
+    tty: bool = False                    # an interactive terminal (stdin open too)
+    log_max_mb: int | None = None        # cap the container's log (None: the engine's)
+    stdin: bool = False                  # its inputs come on stdin (no TTY): `start_with`
+
+
+
+def require_labels(labels: Labels, what: str) -> None:
+    """Refuse to make `what` without an experiment and a role: `down` and `gc` remove by
+    label only, so an unlabelled resource would outlive every run."""
+    if not labels.experiment or not labels.role:
+        raise ValueError(f"refusing to create {what} without an experiment and a role label "
+                         f"(got {labels!r}): nothing unlabelled is ever made")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The isolation a backend enforces, each one a structural guarantee (DESIGN principle
+    6), never a convention: a backend without one refuses what needs it."""
+
+    no_egress: bool                 # networks with no way out, not even to the host
+    shared_network_namespace: bool  # a container joins another's (a browser beside its app)
+    pids_limit: bool                # a cap on the processes a container may start
+    no_new_privileges: bool         # setuid binaries gain nothing
+    sized_volumes: bool             # volumes with a size limit (tmpfs), ENOSPC when full
+
+    def unmet(self, spec: ContainerSpec) -> list[str]:
+        """What `spec` needs that this backend cannot enforce (every container needs the
+        pids limit and no-new-privileges: the choke point applies both to all)."""
+        needs = {"pids_limit": True, "no_new_privileges": True,
+                 "shared_network_namespace": spec.joins is not None}
+        return [name for name, needed in needs.items() if needed and not getattr(self, name)]
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A command run to its end in a container: a failed command is a value; a broken
+    sandbox is an exception (`SandboxUnavailableError`)."""
+
+    exit_code: int      # -1 when the engine reported none
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+class ContainerEngine(Protocol):
+    """What the commands ask of an engine, through the docker wing. Containers are named
+    by id; every error is a `runner.errors.EngineError`."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The isolation this engine enforces."""
+        ...
+
+    def create(self, spec: ContainerSpec) -> str:
+        """Create (not start) the container of `spec`, the policy applied; its id."""
+        ...
+
+    def start(self, container_id: str, stdin: IO[bytes] | None = None) -> None:
+        """Start it; `stdin` (a spec with `stdin`) streamed to it, then closed."""
+        ...
+
+    def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
+             deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
+        """Run `argv` in a running container; past `deadline_s` the engine is declared
+        stuck (`SandboxUnavailableError`): a command's own timeout is the caller's."""
+        ...
+
+    def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
+        """A tar into `path` of the container."""
+        ...
+
+    def get_archive(self, container_id: str, path: str) -> Iterator[bytes]:
+        """The tar of `path` in the container (running or stopped), as it streams."""
+        ...
+
+    def logs(self, container_id: str, *, stdout: bool = True, stderr: bool = False,
+             tail: int | None = None) -> bytes:
+        """What the container printed so far (the last `tail` lines)."""
+        ...
+
+    def wait(self, container_id: str, deadline_s: float) -> int | None:
+        """The container's exit status, or None when it still runs at the deadline."""
+        ...
+
+    def remove(self, container_id: str) -> bool:
+        """Remove one container and its anonymous volumes; False when it was gone."""
+        ...
+
+    def remove_labelled(self, filters: dict[str, str],
+                        keep: Callable[[dict[str, str]], bool] | None = None
+                        ) -> dict[str, int]:
+        """Remove our containers, networks and volumes matching `filters` (never one
+        without our labels); how many of each kind."""
+        ...

@@ -1,0 +1,148 @@
+"""docker's exceptions end in the wing (issue 24, "an engine interface"): `Engine.call`
+raises the project's own errors, each naming the engine, the request and its answer, and
+the docker `Engine` is a `ContainerEngine` whose `Capabilities` refuse what it cannot
+enforce. No docker needed: the client is a stand-in that raises what docker-py raises."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import docker.errors
+import pytest
+import requests
+
+from runner.containers import backend, engine
+from runner.containers.engine import Engine, Labels, Resources
+from runner.errors import (
+    ConflictError,
+    EngineError,
+    EngineRefusedError,
+    EngineUnreachableError,
+    InfraError,
+    NotFoundError,
+    SandboxUnavailableError,
+)
+
+
+def api_error(status: int, explanation: str) -> docker.errors.APIError:
+    """What docker-py raises for an HTTP error of the engine."""
+    response = requests.Response()
+    response.status_code = status
+    kind = docker.errors.NotFound if status == 404 else docker.errors.APIError
+    return kind(f"{status} Client Error", response=response, explanation=explanation)
+
+
+def raising(error: Exception, calls: list[int] | None = None) -> object:
+    def fn() -> None:
+        if calls is not None:
+            calls.append(1)
+        raise error
+    return fn
+
+
+def call(error: Exception, *, retry: bool = False) -> Exception:
+    with pytest.raises(EngineError) as caught:
+        Engine(SimpleNamespace()).call("inspect sandbox", raising(error),  # type: ignore[arg-type]
+                                       retry=retry)
+    return caught.value
+
+
+def test_a_missing_resource_is_not_found_naming_the_engine_the_request_and_its_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.2:2375")
+    error = call(api_error(404, "No such container: abc"))
+    assert isinstance(error, NotFoundError) and error.status == 404
+    assert str(error) == ("the engine at tcp://10.0.0.2:2375 refused to inspect sandbox "
+                          "(404): No such container: abc")
+    assert isinstance(error.__cause__, docker.errors.NotFound)
+
+
+def test_an_engine_handed_a_remote_client_names_that_engine_not_the_environment_s(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins: the second engine of the tests (a client of tcp://IP:2375 handed in) would be
+    named as the local socket in its errors and its identity."""
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    remote = Engine(SimpleNamespace(api=SimpleNamespace(  # type: ignore[arg-type]
+        base_url="http://172.30.0.2:2375")))
+    assert remote.address == "tcp://172.30.0.2:2375"
+    with pytest.raises(NotFoundError, match=r"^the engine at tcp://172\.30\.0\.2:2375 "):
+        remote.call("find network n", raising(api_error(404, "network n not found")))
+    assert Engine(SimpleNamespace(api=SimpleNamespace(  # type: ignore[arg-type]
+        base_url="http+docker://localhost"))).address == engine.LOCAL_ENGINE
+
+
+def test_a_conflict_and_another_refusal_keep_their_status() -> None:
+    conflict = call(api_error(409, "container is paused"))
+    assert type(conflict) is ConflictError and conflict.status == 409
+    refused = call(api_error(400, "invalid mount config"))
+    assert type(refused) is EngineRefusedError and refused.answer == "invalid mount config"
+
+
+@pytest.mark.parametrize("error", [api_error(500, "driver failed"),
+                                   requests.exceptions.ConnectionError("reset by peer"),
+                                   docker.errors.DockerException("bad response")])
+def test_a_broken_engine_is_a_sandbox_unavailable_error_with_the_fix(error: Exception) -> None:
+    """A failed command is a value; a broken engine is an exception that says what to do."""
+    found = call(error)
+    assert type(found) is SandboxUnavailableError and isinstance(found, InfraError)
+    assert found.hint is not None and "docker info" in found.hint
+    assert found.exit_code == 3
+
+
+def test_only_a_transient_failure_of_a_repeatable_call_is_retried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "RETRY_BACKOFF_S", 0)
+    calls: list[int] = []
+    with pytest.raises(SandboxUnavailableError):
+        Engine(SimpleNamespace()).call(  # type: ignore[arg-type]
+            "list containers", raising(api_error(503, "busy"), calls), retry=True)
+    assert len(calls) == 1 + engine.RETRIES
+    calls.clear()
+    with pytest.raises(NotFoundError):
+        Engine(SimpleNamespace()).call(  # type: ignore[arg-type]
+            "list containers", raising(api_error(404, "gone"), calls), retry=True)
+    assert len(calls) == 1
+
+
+def test_no_engine_at_the_address_is_engine_unreachable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # discard: nothing answers
+    with pytest.raises(EngineUnreachableError, match=r"no Docker engine answers at "
+                                                     r"tcp://127\.0\.0\.1:9"):
+        _ = Engine().client
+
+
+def test_a_broken_stream_ends_as_the_project_s_error() -> None:
+    def stream() -> object:
+        yield b"first"
+        raise requests.exceptions.ChunkedEncodingError("connection broken")
+    chunks = engine.iter_stream(stream(), "read the sample's outputs")  # type: ignore[arg-type]
+    assert next(chunks) == b"first"
+    with pytest.raises(SandboxUnavailableError, match="read the sample's outputs"):
+        next(chunks)
+
+
+def test_the_docker_engine_reports_the_isolation_it_enforces() -> None:
+    capabilities = Engine(SimpleNamespace()).capabilities  # type: ignore[arg-type]
+    assert capabilities == backend.Capabilities(
+        no_egress=True, shared_network_namespace=True, pids_limit=True,
+        no_new_privileges=True, sized_volumes=True)
+
+
+def test_a_spec_the_engine_cannot_enforce_is_refused_before_anything_is_created(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend without a shared network namespace (a browser beside its app) must refuse
+    the browser's container, never run it with a network of its own instead."""
+    lacking = backend.Capabilities(no_egress=True, shared_network_namespace=False,
+                                   pids_limit=True, no_new_privileges=True,
+                                   sized_volumes=True)
+    monkeypatch.setattr(engine, "DOCKER_CAPABILITIES", lacking)
+    spec = engine.ContainerSpec(image="sha256:img", command=("true",),
+                                labels=Labels("it-x", "sample-browser"),
+                                resources=Resources(1, 256, 64), user="1000:1000",
+                                purpose="the browser of c/A/success/1", joins="abc123")
+    client = SimpleNamespace(containers=SimpleNamespace(create=None))
+    with pytest.raises(InfraError, match=r"^the browser of c/A/success/1 needs "
+                                         r"shared_network_namespace, which the engine at"):
+        engine.create_container(Engine(client), spec)  # type: ignore[arg-type]
+    assert lacking.unmet(engine.ContainerSpec(**{**spec.__dict__, "joins": None})) == []
