@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import socket
 import threading
 import time
@@ -97,6 +98,20 @@ DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestExcep
 def address() -> str:
     """The address a client from the environment talks to: DOCKER_HOST, else the socket."""
     return os.environ.get("DOCKER_HOST") or LOCAL_ENGINE
+
+
+def client_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """How the SDK reaches DOCKER_HOST: `ssh://` through this machine's own `ssh` (its
+    config, keys, agent and known hosts, as the docker CLI and Compose do), not through
+    paramiko; tcp and the socket as the SDK does by itself."""
+    host = (os.environ if environ is None else environ).get("DOCKER_HOST", "")
+    if not host.startswith("ssh://"):
+        return {}
+    if shutil.which("ssh") is None:
+        raise EngineUnreachableError(f"DOCKER_HOST is {host}, but there is no ssh client here",
+                                     hint="install openssh-client (apt-get install "
+                                          "openssh-client), or use tcp://")
+    return {"use_ssh_client": True}
 
 
 def translated(error: Exception, what: str, where: str | None = None) -> EngineError:
@@ -176,7 +191,7 @@ class Engine:
     def client(self) -> docker.DockerClient:
         if self._client is None:
             try:
-                self._client = docker.from_env(timeout=API_TIMEOUT_S)
+                self._client = docker.from_env(timeout=API_TIMEOUT_S, **client_options())
                 self._client.ping()
             except DOCKER_ERRORS as error:
                 raise EngineUnreachableError(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import docker
 import docker.errors
 import pytest
 import requests
@@ -146,3 +147,29 @@ def test_a_spec_the_engine_cannot_enforce_is_refused_before_anything_is_created(
                                          r"shared_network_namespace, which the engine at"):
         engine.create_container(Engine(client), spec)  # type: ignore[arg-type]
     assert lacking.unmet(engine.ContainerSpec(**{**spec.__dict__, "joins": None})) == []
+
+
+# --- how the SDK reaches DOCKER_HOST ---------------------------------------------------
+
+def test_an_ssh_docker_host_goes_through_this_machines_ssh_client(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert engine.client_options({"DOCKER_HOST": "ssh://me@box:2222"}) == {
+        "use_ssh_client": True}
+    assert engine.client_options({"DOCKER_HOST": "tcp://10.0.0.2:2375"}) == {}
+    assert engine.client_options({}) == {}
+    monkeypatch.setattr(engine.shutil, "which", lambda name: None)
+    with pytest.raises(EngineUnreachableError) as refused:
+        engine.client_options({"DOCKER_HOST": "ssh://me@box"})
+    assert refused.value.message == "DOCKER_HOST is ssh://me@box, but there is no ssh client here"
+
+
+def test_an_ssh_client_for_an_ssh_docker_host_shells_out_to_ssh(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's client for ssh:// runs this machine's `ssh` (the adapter's `shell_out`),
+    and only when it first connects (an API version given: nothing is asked here)."""
+    monkeypatch.setenv("DOCKER_HOST", "ssh://me@127.0.0.1:1")
+    made = docker.from_env(version="1.41", **engine.client_options())
+    adapter = made.api.get_adapter("http+docker://ssh")
+    assert (made.api.base_url, type(adapter).__name__) == ("http+docker://ssh", "SSHHTTPAdapter")
+    assert adapter.ssh_client is None and adapter.ssh_host == "me@127.0.0.1:1"
+    made.close()
