@@ -10,16 +10,19 @@ WAIT_S="${BAKEOFF_ENGINE_WAIT_S:-60}"
 
 engine_answers() { docker info >/dev/null 2>&1; }
 
+# What is missing: the engine (unless one answers: `need_pkgs tools`), mmdebstrap for the
+# base image, and ssh for DOCKER_HOST=ssh:// (the SDK and the CLI shell out to it).
 need_pkgs() {
   local missing=()
-  command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+  [ "${1:-}" = tools ] || command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
   command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+  command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
   printf '%s\n' "${missing[@]:-}"
 }
 
 install_pkgs() {
   local pkgs
-  pkgs=$(need_pkgs | xargs)
+  pkgs=$(need_pkgs "${1:-}" | xargs)
   [ -z "$pkgs" ] && return 0
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "ensure-engine: missing $pkgs and cannot install them (need root on Debian)." >&2
@@ -32,10 +35,10 @@ install_pkgs() {
   DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 }
 
-# mmdebstrap is needed to bootstrap the base image even when an engine answers.
+# mmdebstrap (the base image) and ssh are needed even when an engine answers.
 if engine_answers; then
   echo "ensure-engine: engine answers ($(docker version --format '{{.Server.Version}}' 2>/dev/null)); leaving it alone"
-  command -v mmdebstrap >/dev/null 2>&1 || install_pkgs
+  install_pkgs tools
   exit 0
 fi
 
