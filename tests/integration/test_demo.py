@@ -5,9 +5,12 @@ browser image with no network (issue 23; tests/integration/report_browser.py).""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +18,9 @@ from rig.report import read_observation
 from rig.report.page import CSP, flag_summary
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
+from tests.integration import create_spy
 from tests.integration.helpers import flat_record, git
+from tests.integration.remote_engine import RemoteEngine, copy_image
 from tests.integration.report_browser import (
     PAGE_URL,
     chart_names,
@@ -26,15 +31,35 @@ from tests.integration.report_browser import (
 from tests.unit.html_page import numbers_compared, parse
 from tests.unit.test_report_page import CHART_NAMES
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def test_demo_runs_the_whole_loop_with_the_expected_outcome(
-        engine: Engine, built_images: dict[str, BuiltImage], browser_image: BuiltImage,
-        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    keep = tmp_path / "demo"
+
+@dataclass(frozen=True)
+class Demo:
+    keep: Path
+    done: subprocess.CompletedProcess[str]
+
+    @property
+    def state(self) -> Path:
+        return self.keep / "repo" / ".bakeoff" / "horizon"
+
+
+@pytest.fixture(scope="module")
+def local_demo(engine: Engine, built_images: dict[str, BuiltImage],
+               tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """The demo on this machine's engine, once for the module (the second engine's run is
+    compared with it)."""
+    keep = tmp_path_factory.mktemp("local") / "demo"
     done = subprocess.run([sys.executable, "-m", "runner.cli", "demo", "--keep", str(keep)],
                           capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    state = keep / "repo" / ".bakeoff" / "horizon"
+    return Demo(keep, done)
+
+
+def test_demo_runs_the_whole_loop_with_the_expected_outcome(
+        engine: Engine, local_demo: Demo, browser_image: BuiltImage,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    keep, done, state = local_demo.keep, local_demo.done, local_demo.state
     obs = read_observation(state / "OBSERVATION.json")  # validates abc-comparison/v2
     assert [r.change for r in obs.rounds] == ["cap-horizon", "horizon-units"]
     first, second = obs.rounds
@@ -110,3 +135,102 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     assert len(seen.screenshot) > 100_000
     keep_artifacts(seen, "report-demo", tmp_path_factory.getbasetemp())
 
+
+
+# --- the same demo on a second engine (issue 24) -----------------------------------------
+
+def outcome(state: Path) -> dict[str, Any]:
+    """What a reader compares between two runs of the demo: per change the winner, the
+    ranking, every arm's results, scores and total, the flags and grafts, and every
+    sample's verdict and reason (not commits or image IDs: a commit carries its time, an
+    image built on another engine its own ID)."""
+    obs = read_observation(state / "OBSERVATION.json")
+    rounds = [{
+        "change": r.change, "winner": r.winner, "flags": r.flags,
+        "baseline": (r.baseline.pass_rate, r.baseline.verdicts),
+        "ranking": [a.arm for a in sorted(r.arms, key=lambda a: -a.total)],
+        "arms": {a.arm: (a.results.model_dump(), a.scores.model_dump(), a.total, a.valid,
+                         a.harness_touched, a.marks) for a in r.arms},
+        "grafts": [(g.from_arm, g.what, g.verified) for g in r.grafts]} for r in obs.rounds]
+    samples = {str(path.relative_to(state)): (rec["verdict"], rec["reason"], rec["counts"])
+               for path in sorted(state.glob("stages/*/samples/*/*/*.json"))
+               for rec in [flat_record(path)]}
+    return {"rounds": rounds, "samples": samples}
+
+
+def test_the_demo_on_a_second_engine_ranks_and_scores_as_on_this_one(
+        engine: Engine, built_images: dict[str, BuiltImage], local_demo: Demo,
+        remote_engine: RemoteEngine, tmp_path: Path) -> None:
+    """`DOCKER_HOST` at an engine that shares no disk with this machine: the bundled demo's
+    whole loop (up, dispatch, score, merge, report; Postgres, the judge, the grafts) gives
+    the same ranking, verdicts and scores as on this machine's engine; every container it
+    made there (each create request, read as it was sent) binds no path of any host; then
+    `reproduce`, `rescore`, `up`/`status`/`down` and `gc` against it."""
+    remote = remote_engine.engine
+    for name in ("base", "python", "postgres"):  # imported through the API; the rest is
+        copied = copy_image(engine, remote, built_images[name].tag)  # built there
+        assert copied == built_images[name].image_id
+    creates = tmp_path / "creates.jsonl"
+    keep = tmp_path / "demo"
+    environ = {**os.environ, "DOCKER_HOST": remote_engine.url}
+
+    def bakeoff(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tests.integration.create_spy", str(creates), *args],
+            cwd=keep if keep.exists() else ROOT, env=environ, capture_output=True, text=True,
+            timeout=timeout, check=False)
+
+    done = bakeoff("demo", "--keep", str(keep), timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = keep / "repo" / ".bakeoff" / "horizon"
+    assert outcome(state) == outcome(local_demo.state)
+    info = remote_engine.info()
+    where = {"host": remote_engine.url, "id": info["ID"], "name": info["Name"]}
+    records = [flat_record(p) for p in state.glob("stages/*/samples/*/*/*.json")]
+    assert len(records) == 2 * 5 * 9 and {json.dumps(r["engine"]) for r in records} == {
+        json.dumps(where)}
+    # Every image the demo needed beyond the three imported ones was built there.
+    assert [i for i in remote.client.images.list() if any(
+        t.startswith("bakeoff/prepared") for t in i.tags)] != []
+
+    def inspected() -> list[dict[str, Any]]:
+        made = create_spy.read(creates)
+        assert made and {m["engine"] for m in made} == {
+            remote_engine.url.replace("tcp://", "http://")}
+        return made
+    made = inspected()
+    assert [(m["name"], create_spy.host_paths(m)) for m in made
+            if create_spy.host_paths(m)] == []
+    assert engine.labelled("container", {LABEL_EXPERIMENT: "horizon"}) == []  # none here
+
+    # reproduce: the same verdict, in a container re-created on the second engine; a
+    # command in it through the docker CLI (DOCKER_HOST honoured there too).
+    again = bakeoff("reproduce", "cap-horizon/fixer/success/1")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "reproduced: the same verdict, counts and exit code" in again.stdout
+    fixer = next(a for a in read_observation(state / "OBSERVATION.json").rounds[0].arms
+                 if a.arm == "fixer")
+    shown = bakeoff("reproduce", "cap-horizon/fixer/success/1", "--", "cat",
+                    "src/horizon/db.py")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.rstrip("\n") == git(keep / "repo", "show",
+                                            f"{fixer.commit}:src/horizon/db.py")
+    rescored = bakeoff("rescore", "--change", "cap-horizon", "--arm", "fixer")
+    assert rescored.returncode == 0, rescored.stderr[-2000:]
+    assert "9 samples re-scored: 0 verdicts changed." in rescored.stdout
+
+    # up / status / down: the state and status name the engine; down leaves nothing.
+    staged = bakeoff("up", "--change", "horizon-units")
+    assert staged.returncode == 0, staged.stderr[-2000:]
+    status = bakeoff("status")
+    assert status.returncode == 0 and f"engine: {remote_engine.url} ({info['Name']}, ID " \
+        f"{info['ID'][:12]})" in status.stdout + status.stderr
+    assert remote.labelled("container", {LABEL_EXPERIMENT: "horizon"}) != []
+    assert bakeoff("down").returncode == 0
+    left = [remote.labelled(kind, {LABEL_EXPERIMENT: "horizon"})
+            for kind in ("container", "network", "volume")]
+    assert left == [[], [], []]
+    swept = bakeoff("gc")
+    assert swept.returncode == 0, swept.stderr[-2000:]
+    assert [(m["name"], create_spy.host_paths(m)) for m in inspected()
+            if create_spy.host_paths(m)] == []
