@@ -136,7 +136,8 @@ def orphan_databases(engine: Engine, current: state_mod.ExperimentState) -> list
     """Databases and roles of the experiment in the live Postgres that no arm owns."""
     assert current.db is not None
     server = database.find_server(engine, current.db.container_id)
-    found, roles = database.list_owned(database.Admin(engine, server), database.role_name(current.experiment, ""))
+    found, roles = database.list_owned(database.Admin(engine, server),
+                                       database.role_name(current.experiment, ""))
     return sorted((set(found) | set(roles)) - {a.schema_name for a in current.arms})
 
 

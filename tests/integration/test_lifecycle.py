@@ -41,8 +41,9 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
     assert first.db is not None
     server = database.find_server(engine, first.db.container_id)
     prefix = database.role_name(name, "")
-    assert database.list_owned(database.Admin(engine, server), prefix) == ([f"{prefix}a", f"{prefix}b"],
-                                                   [f"{prefix}a", f"{prefix}b"])
+    admin = database.Admin(engine, server)
+    assert database.list_owned(admin, prefix) == ([f"{prefix}a", f"{prefix}b"],
+                                                  [f"{prefix}a", f"{prefix}b"])
     report = down_mod.down(engine, target)
     assert report.dropped == [f"{prefix}a", f"{prefix}b"]
     assert (report.databases_left, report.roles_left) == ([], [])
@@ -193,7 +194,8 @@ def test_gc_after_run_killed_in_scoring_removes_a_sample_network_the_live_db_is_
     assert orphan not in db.attrs["NetworkSettings"]["Networks"]
     server = database.find_server(engine, live.db.container_id)
     prefix = database.role_name(name, "")
-    assert database.list_owned(database.Admin(engine, server), prefix)[0] == [f"{prefix}a", f"{prefix}b"]
+    admin = database.Admin(engine, server)
+    assert database.list_owned(admin, prefix)[0] == [f"{prefix}a", f"{prefix}b"]
 
 
 def test_gc_goes_on_past_a_refused_resource_and_names_it_when_it_stays(
