@@ -311,6 +311,7 @@ class HeldAdmin:
         self._held: HeldExec | None = None
         self._lock = threading.Lock()
         self._marker = f"bakeoff-done-{secrets.token_hex(8)}"
+        self.started = 0  # psql processes started: one, unless a script failed
 
     def __enter__(self) -> HeldAdmin:
         return self
@@ -340,6 +341,7 @@ class HeldAdmin:
             self._held = self._stack.enter_context(hold_exec(
                 self.engine, self.server.container_id, list(psql.ARGV), user=USER,
                 what="the database admin's psql"))
+            self.started += 1
         return self._held
 
     def close(self) -> None:
