@@ -4,7 +4,7 @@ The experiment's Postgres publishes no port (issue 24: administered by psql insi
 container), so the test cannot connect from this machine to play arm B. It plays B (or
 A, or a killed sample) from a container of its own instead: the arm's image (it has
 psycopg), on that arm's network, reaching the server as `db` as an agent would. One
-Python program runs there with its stdin held open (`engine.hold_exec`) and keeps named
+Python program runs there with its stdin held open (`held_exec.hold_exec`) and keeps named
 sessions: connect, execute, wait for notifications, close; each request one JSON line,
 each answer one JSON line and a marker. A refusal comes back as `PeerError`, its text
 exactly psycopg's, so a test asserts what it asserted on the host.
@@ -27,8 +27,8 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     create_container,
-    hold_exec,
 )
+from runner.containers.held_exec import hold_exec
 
 ANSWER_S = 60.0
 MARKER = "peer-answered"

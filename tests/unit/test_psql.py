@@ -1,5 +1,5 @@
 """The database's administration as psql scripts (runner/containers/psql.py) and psql's
-answers read back; the held exec that carries them (runner/containers/engine.py).
+answers read back; the held exec that carries them (runner/containers/held_exec.py).
 
 No engine here: scripts are text, answers are text, the exec's socket is a fake that
 hands its bytes out in awkward pieces."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from runner.containers import database, psql
-from runner.containers.engine import ExecOutput, HeldExec
+from runner.containers.held_exec import ExecOutput, HeldExec
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.store.state import DbState
 
