@@ -5,8 +5,6 @@
 VENV   ?= .venv
 PYTHON ?= python3
 BIN    := $(VENV)/bin
-export TESTCONTAINERS_RYUK_DISABLED := true
-export TESTCONTAINERS_CONNECTION_MODE := docker_host
 
 .PHONY: setup venv compose engine images test lint unit integration demo bench clean
 

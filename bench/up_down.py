@@ -9,7 +9,6 @@ table shows the median and the spread. Run it on an otherwise idle machine.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -24,9 +23,6 @@ from runner.containers import images
 from runner.containers.engine import Engine
 from runner.manifest import load_manifest
 from tests.integration.helpers import CORE, PlainReporter, cleanup, make_target
-
-os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
 
 
 def measure(engine: Engine, arms: int, work: Path) -> tuple[float, float]:

@@ -34,7 +34,6 @@ from runner.errors import (
     DatabaseError,
     EngineError,
     InfraError,
-    NotFoundError,
     RunnerError,
     UnknownArmError,
 )
@@ -108,24 +107,23 @@ def _drop_databases(engine: Engine, current: ExperimentState,
     orphaned by a killed `score`); then list what is left under our prefix."""
     if current.db is None:
         return [], ([], [])
-    server = database.DbServer(current.db.container_id, current.db.host_port,
-                               current.db.admin_password)
     prefix = database.role_name(current.experiment, "")
     dropped: list[str] = []
     try:
-        server = database.refresh_port(engine, server)  # a network connect may re-publish
-        for arm in current.arms:
-            if arm.schema_name:
-                database.drop_schema(server, arm.schema_name)
-                dropped.append(arm.schema_name)
-        databases, roles = database.list_owned(server, prefix)
-        for orphan in sorted(set(databases) | set(roles)):
-            database.drop_schema(server, orphan)
-            dropped.append(orphan)
-        left = database.list_owned(server, prefix)
-    except (DatabaseError, NotFoundError) as error:
-        what = error.message if isinstance(error, DatabaseError) else "its container is gone"
-        progress(f"could not drop databases ({what}); removing the server anyway")
+        server = database.find_server(engine, current.db.container_id,
+                                      current.db.admin_password)
+        with database.HeldAdmin(engine, server) as admin:  # one psql for every drop
+            for arm in current.arms:
+                if arm.schema_name:
+                    database.drop_schema(admin, arm.schema_name)
+                    dropped.append(arm.schema_name)
+            databases, roles = database.list_owned(admin, prefix)
+            for orphan in sorted(set(databases) | set(roles)):
+                database.drop_schema(admin, orphan)
+                dropped.append(orphan)
+            left = database.list_owned(admin, prefix)
+    except DatabaseError as error:
+        progress(f"could not drop databases ({error.message}); removing the server anyway")
         return dropped, ([], [])
     return dropped, left
 
@@ -152,17 +150,17 @@ def _drop_orphan_databases(engine: Engine, current: ExperimentState) -> list[str
     samples left them (an arm's stays)."""
     if current.db is None:
         return []
-    server = database.DbServer(current.db.container_id, current.db.host_port,
-                               current.db.admin_password)
     mine = {arm.schema_name for arm in current.arms if arm.schema_name}
     try:
-        server = database.refresh_port(engine, server)
-        databases, roles = database.list_owned(
-            server, database.role_name(current.experiment, ""))
-        orphans = sorted((set(databases) | set(roles)) - mine)
-        for orphan in orphans:
-            database.drop_schema(server, orphan)
-    except (DatabaseError, NotFoundError):
+        server = database.find_server(engine, current.db.container_id,
+                                      current.db.admin_password)
+        with database.HeldAdmin(engine, server) as admin:
+            databases, roles = database.list_owned(
+                admin, database.role_name(current.experiment, ""))
+            orphans = sorted((set(databases) | set(roles)) - mine)
+            for orphan in orphans:
+                database.drop_schema(admin, orphan)
+    except DatabaseError:
         return []  # the server itself is gone or broken: `down` removes it
     return orphans
 

@@ -48,7 +48,7 @@ from runner.containers import database, sandbox
 from runner.containers.engine import Engine
 from runner.containers.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
-from runner.errors import BadInputError, DatabaseError, NotFoundError
+from runner.errors import BadInputError, DatabaseError
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout, state
 from runner.store.files import ensure_excluded
@@ -102,16 +102,15 @@ def executor_for(toolchain: Toolchain, commit: str,
 
 
 def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
-    """The experiment's Postgres, when `up` left it running (its port as it is now)."""
+    """The experiment's Postgres, when `up` left it running (found by its container)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = state.load(directory)
     if current is None or current.phase != "up" or current.db is None:
         return None
-    server = database.DbServer(current.db.container_id, current.db.host_port,
-                               current.db.admin_password)
     try:
-        return database.refresh_port(engine, server)
-    except (NotFoundError, DatabaseError):
+        return database.find_server(engine, current.db.container_id,
+                                    current.db.admin_password)
+    except DatabaseError:
         return None
 
 

@@ -152,8 +152,8 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
     stage = stage_dir(directory, change)
     proofs = layout.proofs_dir(stage, contract_mod.contract_sha256(current))
     proof = None
-    shared = None if db is None else database.DbServer(db.container_id, db.host_port,
-                                                       db.admin_password)
+    shared = None if db is None else database.find_server(engine, db.container_id,
+                                                          db.admin_password)
     if options.prove:
         with score_mod.executor_for(plan.toolchain, plan.base_commit,
                                     shared_db=shared) as executor:
@@ -247,16 +247,16 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
     if server is not None and manifest.database is not None:
         for item in prepared:
             database.attach(engine, server.container_id, item.network)
-        # Connecting a network can re-publish the container's ports: read the port again.
-        server = database.refresh_port(engine, server)
         progress("Postgres ready: one database and owner role per arm")
-        database.lock_down(server)
-        for arm in arms:
-            schemas[arm.id] = database.create_schema(server, database.role_name(experiment, arm.id))
+        with database.HeldAdmin(engine, server) as admin:  # one psql for every script
+            database.lock_down(admin)
+            for arm in arms:
+                schemas[arm.id] = database.create_schema(
+                    admin, database.role_name(experiment, arm.id))
     sandboxes = _start_arms(engine, setup, prepared, schemas, tokens, progress)
     db_state = None
     if server is not None and manifest.database is not None:
-        db_state = DbState(container_id=server.container_id, host_port=server.host_port,
+        db_state = DbState(container_id=server.container_id,
                            admin_password=server.admin_password,
                            network=_db_network_name(plan), url_env=manifest.database.url_env)
     return _starting_state(plan, engine).model_copy(
@@ -336,8 +336,9 @@ def _db_network_name(plan: UpPlan) -> str:
 def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
     assert plan.db_image is not None
     network = _db_network_name(plan)
-    # Not internal: a published port (127.0.0.1 only) needs a routable bridge.
-    sandbox.create_network(engine, network, _labels(plan, "database-network"), egress=True)
+    # Internal: the server is administered through the engine (psql by exec), never over
+    # a network; arms reach it on their own networks (an egress arm's is routable).
+    sandbox.create_network(engine, network, _labels(plan, "database-network"), egress=False)
     manifest = plan.loaded.manifest
     assert manifest.database is not None
     name = f"bakeoff-{manifest.experiment.name}-db-{plan.run}"

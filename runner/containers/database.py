@@ -1,5 +1,5 @@
-"""One Postgres per experiment (testcontainers); a DATABASE and owner role per arm and per
-sample.
+"""One Postgres per experiment, a container of ours; a DATABASE and owner role per arm and
+per sample, all administered by `psql` INSIDE that container through the engine's exec API.
 
 A schema is not a boundary: the catalog (pg_proc, pg_views, pg_constraint), NOTIFY and
 advisory locks are per database, so arms sharing one database read each other's function
@@ -8,9 +8,16 @@ its own database, owned by its own login role with a CONNECTION LIMIT, a stateme
 and a temp_file_limit; CONNECT is revoked from PUBLIC on every database (the server's own
 `postgres`, `template1` and the admin database included), so a role reaches only its own.
 
+The server publishes no port and mounts nothing of this machine: every role, database,
+grant, lock-down, limit and drop is a `psql` script sent to the container (`Admin`: one
+exec per script; `HeldAdmin`: one psql held open for many, ~25 ms less per script), so
+the same code works on an engine elsewhere (DOCKER_HOST=tcp://… or ssh://…). Its networks
+are all internal; it runs as the image's postgres user with no capability added back,
+its data on a tmpfs inside its memory limit.
+
 The policy (those three limits) travels with the server: `start_server` passes it as
-`bakeoff.*` settings and sizes `max_connections` from it, and `create_schema` reads it
-back, so every caller that only knows the server's address (`up`, `score`, `reproduce`)
+`bakeoff.*` settings and sizes `max_connections` from it, and the creation script reads it
+back, so every caller that only knows the server's container (`up`, `score`, `reproduce`)
 creates databases under the same policy, and the sum of every role's CONNECTION LIMIT
 always stays below `max_connections` minus the admin's reserved slots.
 
@@ -20,39 +27,60 @@ each now means "a database and the role that owns it, both called `name`".
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import secrets
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
 from dataclasses import dataclass
-from typing import Literal
+from types import TracebackType
+from typing import Any
 
-import psycopg
-from psycopg import sql
-
-from runner.containers.engine import Engine, Labels, require_labels
-from runner.errors import DatabaseError
+from runner.containers import psql
+from runner.containers.engine import (
+    LABEL_EXPERIMENT,
+    LABEL_ROLE,
+    ContainerSpec,
+    Engine,
+    Labels,
+    Resources,
+    Tmpfs,
+    create_container,
+    require_labels,
+)
+from runner.containers.held_exec import ExecOutput, HeldExec, exec_with_input, hold_exec
+from runner.containers.psql import (  # noqa: F401  (the names callers and tests use)
+    ADMIN_LOCK,
+    ADMIN_USER,
+    DB_NAME,
+    GUC,
+    SERVER_DATABASES,
+    StatementError,
+    Strategy,
+)
+from runner.errors import DatabaseError, EngineError, NotFoundError
 from runner.manifest.models import Database
 
-ADMIN_USER = "bakeoff"
-DB_NAME = "bakeoff"  # the admin database: no arm role may connect to it
-SERVER_DATABASES = ("postgres", "template1", DB_NAME)
 DB_ALIAS = "db"
 PORT = 5432
-CONNECT_TIMEOUT_S = 10
 # Slots only a superuser (the admin) may take: every arm role together can never use them.
 ADMIN_CONNECTIONS = 10
 # How many sample databases may exist at once on one server: an executor runs one sample
 # per core, and `score`, `oracle` and `reproduce` may share the experiment's server.
 SAMPLE_DATABASES = max(8, 4 * (os.cpu_count() or 1))
-# Serialises the admin's DDL across executors and processes (advisory locks are per
-# database: every admin session is in DB_NAME). Held for the session, released on close.
-ADMIN_LOCK = 0x6261_6B65  # "bake"
 # WAL_LOG (PG15's default) vs FILE_COPY on the tmpfs cluster: bench/database_cost.py.
-Strategy = Literal["WAL_LOG", "FILE_COPY"]
 STRATEGY: Strategy = "WAL_LOG"
-GUC = "bakeoff."  # a custom settings prefix: how the server carries its own policy
+USER = "postgres"  # the image's; the server and every psql of ours run as it
+DATA = "/var/lib/postgresql/data"  # a tmpfs; the cluster in a directory initdb makes
+PGDATA = f"{DATA}/cluster"
+DATA_MB = 4096  # the cluster, temp files included (each role's temp_file_limit is less)
+HEADROOM_MB = 2048  # the server's memory beyond its data tmpfs (shared buffers, backends)
+EXTRA_PIDS = 64  # processes beyond one per connection (checkpointer, walwriter, psql)
+READY_S = 60.0
+POLL_S = 0.05
+ADMIN_TIMEOUT_S = 120.0  # one script: the lock's wait included
+ROLES = ("database", "score-database")  # the label roles of a server of ours
+CANNOT_REACH = "run `bakeoff-sandbox status`; `up` again if it is gone"
 
 
 @dataclass(frozen=True)
@@ -73,6 +101,10 @@ class DbPolicy:
         """Room for `databases` roles at their full CONNECTION LIMIT, plus the admin's."""
         return databases * self.connection_limit + ADMIN_CONNECTIONS
 
+    def defaults(self) -> psql.Defaults:
+        return psql.Defaults(self.connection_limit, int(self.statement_timeout_s * 1000),
+                             self.temp_file_limit_mb * 1024)
+
 
 def server_command(policy: DbPolicy, databases: int) -> list[str]:
     """The server's command line (the image's entrypoint passes it to `postgres`)."""
@@ -88,17 +120,45 @@ def server_command(policy: DbPolicy, databases: int) -> list[str]:
                           for arg in ("-c", f"{key}={value}"))]
 
 
+def settings_of(command: list[str]) -> dict[str, str]:
+    """The `-c key=value` settings of a server's command line."""
+    found: dict[str, str] = {}
+    for flag, value in itertools.pairwise(command):
+        if flag == "-c" and "=" in value:
+            key, _, setting = value.partition("=")
+            found[key] = setting
+    return found
+
+
+def policy_from(command: list[str]) -> DbPolicy:
+    """The policy a server was started with, read back from its command line (defaults
+    for one without `bakeoff.*` settings)."""
+    found, default = settings_of(command), DbPolicy()
+
+    def get(key: str, fallback: float) -> float:
+        value = found.get(f"{GUC}{key}", "")
+        return float(value) if value else fallback
+
+    return DbPolicy(
+        connection_limit=int(get("connection_limit", default.connection_limit)),
+        statement_timeout_s=get("statement_timeout_ms",
+                                default.statement_timeout_s * 1000) / 1000,
+        temp_file_limit_mb=int(get("temp_file_limit_kb",
+                                   default.temp_file_limit_mb * 1024)) // 1024)
+
+
 @dataclass(frozen=True)
 class DbServer:
-    """Where the experiment's Postgres is: its container and admin credentials."""
+    """The experiment's Postgres: its container (by id, on whatever engine runs it), the
+    admin's password (TCP logins only: psql in the container is trusted on its socket)
+    and the policy it applies."""
 
     container_id: str
-    host_port: int
     admin_password: str
+    policy: DbPolicy = DbPolicy()
 
-    def admin_dsn(self) -> str:
-        return (f"host=127.0.0.1 port={self.host_port} user={ADMIN_USER} dbname={DB_NAME} "
-                f"password={self.admin_password} connect_timeout={CONNECT_TIMEOUT_S}")
+    def shown(self) -> str:
+        return f"in container {self.container_id[:12]}"
 
 
 @dataclass(frozen=True)
@@ -112,13 +172,6 @@ class DbSchema:
         return f"postgresql://{self.name}:{self.password}@{host}:{port}/{self.name}"
 
 
-def _configure_testcontainers() -> None:
-    # Ryuk cannot be pulled (no registry); cleanup is ours, by label. These machines have
-    # an empty /.dockerenv: without docker_host mode testcontainers hands out bridge IPs.
-    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-    os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
-
-
 def policy_of(section: Database | None) -> DbPolicy:
     """The manifest's `[database]` limits, as every arm's and sample's role gets them."""
     if section is None:
@@ -128,91 +181,183 @@ def policy_of(section: Database | None) -> DbPolicy:
                     temp_file_limit_mb=section.temp_file_limit_mb)
 
 
+def server_spec(image_id: str, labels: Labels, network: str, name: str, password: str,
+                policy: DbPolicy, databases: int) -> ContainerSpec:
+    """The server's container: no port, no host path, the image's postgres user, no
+    capability added back, its data on a tmpfs within its memory limit."""
+    return ContainerSpec(
+        image=image_id, command=tuple(server_command(policy, databases)), labels=labels,
+        resources=Resources(cpus=float(os.cpu_count() or 1), memory_mb=DATA_MB + HEADROOM_MB,
+                            pids=policy.max_connections(databases) + EXTRA_PIDS),
+        user=USER, purpose=f"Postgres {name}", name=name,
+        # 1777: initdb, as postgres, makes the cluster's own 0700 directory inside.
+        tmpfs=(Tmpfs(DATA, DATA_MB, mode="1777", executable=False),),
+        network=network, log_max_mb=64,
+        env={"POSTGRES_USER": ADMIN_USER, "POSTGRES_PASSWORD": password,
+             "POSTGRES_DB": DB_NAME, "PGDATA": PGDATA})
+
+
 def start_server(engine: Engine, image_id: str, labels: Labels, network: str, name: str,
                  *, policy: DbPolicy | None = None,
                  databases: int = SAMPLE_DATABASES) -> DbServer:
-    """Start Postgres on `network`, published on 127.0.0.1 only, and wait until it answers.
+    """Start Postgres on `network` (one of ours, internal) and wait until it answers.
 
     `policy` applies to every database created on it; `databases` is how many may exist at
     once (arms plus concurrent samples): `max_connections` is sized from both."""
-    require_labels(labels, f"Postgres {name}")  # testcontainers creates it, with our labels
-    _configure_testcontainers()
-    from testcontainers.community.postgres import PostgresContainer  # after the env is set
-
+    require_labels(labels, f"Postgres {name}")
+    policy = policy or DbPolicy()
     password = secrets.token_urlsafe(18)
-    container = PostgresContainer(image=image_id, username=ADMIN_USER, password=password,
-                                  dbname=DB_NAME, driver=None, name=name)
-    container.ports = {f"{PORT}/tcp": ("127.0.0.1",)}  # type: ignore[dict-item]
-    container.tmpfs = {"/var/lib/postgresql/data": "rw"}  # a throwaway cluster: fast, no volume
-    container.with_command(server_command(policy or DbPolicy(), databases))
-    container.with_kwargs(labels=labels.as_dict(), network=network)
+    container = create_container(engine, server_spec(image_id, labels, network, name,
+                                                     password, policy, databases))
     try:
-        container.start()
+        engine.call(f"start Postgres {name}", container.start)
+        _wait_ready(engine, container, password)
     except Exception as error:
-        _remove_quietly(container)
+        with contextlib.suppress(Exception):  # `gc` catches anything left
+            container.remove(force=True, v=True)
         raise DatabaseError(
             f"Postgres ({image_id[:19]}) did not start: {error}",
             hint="check `bakeoff-sandbox images build postgres` succeeded") from error
-    wrapped = container.get_wrapped_container()
-    port = int(container.get_exposed_port(PORT))
-    return DbServer(str(wrapped.id), port, password)
+    return DbServer(str(container.id), password, policy)
 
 
-def refresh_port(engine: Engine, server: DbServer) -> DbServer:
-    """The host port as it is now (docker may re-publish a port on network connect)."""
-    container = engine.call("inspect db", engine.client.containers.get, server.container_id,
-                            retry=True)
-    bindings = container.attrs["NetworkSettings"]["Ports"].get(f"{PORT}/tcp") or []
-    ports = [int(b["HostPort"]) for b in bindings if b.get("HostIp") == "127.0.0.1"]
-    if not ports:
-        raise DatabaseError(f"Postgres container {server.container_id[:12]} publishes no port "
-                            "on 127.0.0.1", hint="run `bakeoff-sandbox gc`, then `up` again")
-    return DbServer(server.container_id, ports[0], server.admin_password)
+def _wait_ready(engine: Engine, container: Any, password: str) -> None:
+    """Until psql logs in over TCP with the password, inside the container (the server
+    that listens on TCP starts only once the entrypoint's init is done): one exec that
+    polls in there, so the wait costs no exec start per attempt."""
+    probe = (f"psql -X -q -h 127.0.0.1 -U {ADMIN_USER} -d {DB_NAME} -c 'SELECT 1'")
+    tries = int(READY_S / POLL_S)
+    script = (f"i=0; while [ $i -lt {tries} ]; do {probe} >/dev/null 2>&1 && exit 0; "
+              f"i=$((i+1)); sleep {POLL_S}; done; {probe}")
+    out = exec_with_input(engine, container.id, ["sh", "-c", script], b"", user=USER,
+                          timeout_s=READY_S * 2, what="Postgres' readiness check",
+                          env={"PGPASSWORD": password, "PGCONNECT_TIMEOUT": "5"})
+    if out.exit_code == 0:
+        return
+    engine.call("inspect Postgres", container.reload, retry=True)
+    if container.status != "running":
+        tail = bytes(container.logs(tail=20)).decode(errors="replace")
+        raise DatabaseError(f"the server exited ({container.status}): {tail.strip()}")
+    raise DatabaseError(f"no answer within {READY_S:.0f}s: "
+                        f"{out.stderr.decode(errors='replace').strip()}")
 
 
-def _remove_quietly(container: object) -> None:
-    wrapped = getattr(container, "_container", None)
-    if wrapped is not None:
-        try:
-            wrapped.remove(force=True, v=True)
-        except Exception:  # cleanup after a failed start; `gc` catches anything left
-            return
-
-
-Conn = psycopg.Connection[tuple[object, ...]]
-
-
-@contextmanager
-def admin(server: DbServer) -> Iterator[Conn]:
+def find_server(engine: Engine, container_id: str, admin_password: str = "") -> DbServer:
+    """The server of ours in `container_id`, its policy read back from its settings.
+    DatabaseError when it is gone, not ours, or not running."""
     try:
-        with psycopg.connect(server.admin_dsn(), autocommit=True) as conn:
-            yield conn
-    except psycopg.OperationalError as error:
+        container = engine.call("inspect Postgres", engine.client.containers.get,
+                                container_id, retry=True)
+    except NotFoundError as error:
+        raise DatabaseError(f"the experiment's Postgres (container {container_id[:12]}) is "
+                            "gone", hint=CANNOT_REACH) from error
+    labels = container.labels or {}
+    if LABEL_EXPERIMENT not in labels or labels.get(LABEL_ROLE) not in ROLES:
+        raise DatabaseError(f"container {container_id[:12]} is not a Postgres of ours",
+                            hint="run `bakeoff-sandbox gc`, then `up` again")
+    if container.status != "running":
+        raise DatabaseError(f"the experiment's Postgres (container {container_id[:12]}) is "
+                            f"{container.status}", hint=CANNOT_REACH)
+    command = list(container.attrs.get("Config", {}).get("Cmd") or [])
+    return DbServer(str(container.id), admin_password, policy_from(command))
+
+
+# -- the administration: psql in the server's container ---------------------------------
+
+def _answer(server: DbServer, out: ExecOutput) -> str:
+    """psql's stdout, or the error it ended with: a refused statement is a
+    `StatementError` (its SQLSTATE), psql unable to reach its server a DatabaseError."""
+    stderr = out.stderr.decode(errors="replace")
+    refused = psql.statement_error(stderr)
+    if refused is not None:
+        raise refused
+    if out.exit_code not in (0, None):
         raise DatabaseError(
-            f"cannot reach the experiment's Postgres on 127.0.0.1:{server.host_port}: {error}",
-            hint="run `bakeoff-sandbox status`; `up` again if it is gone") from error
-    except psycopg.Error as error:  # a refused statement is the rig's problem, one message
-        raise DatabaseError(f"Postgres refused an administrative statement: {error}",
-                            hint="run the command again; if it persists, `bakeoff-sandbox gc` "
-                                 "and `up`") from error
+            f"cannot reach the experiment's Postgres {server.shown()}: psql exited "
+            f"{out.exit_code}: {stderr.strip()}", hint=CANNOT_REACH)
+    return out.stdout.decode(errors="replace")
 
 
-@contextmanager
-def _ddl(server: DbServer) -> Iterator[Conn]:
-    """An admin session holding ADMIN_LOCK: one creator or dropper at a time, server-wide."""
-    with admin(server) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (ADMIN_LOCK,))
-        yield conn  # closing the session releases the lock
+def _unreachable(server: DbServer, error: Exception) -> DatabaseError:
+    return DatabaseError(f"cannot reach the experiment's Postgres {server.shown()}: {error}",
+                         hint=CANNOT_REACH)
 
 
-def lock_down(server: DbServer) -> None:
+class Admin:
+    """The admin's session as one `psql` exec per script (a one-off: `gc`, a test)."""
+
+    def __init__(self, engine: Engine, server: DbServer) -> None:
+        self.engine, self.server = engine, server
+
+    def run(self, script: str) -> str:
+        try:
+            out = exec_with_input(self.engine, self.server.container_id, list(psql.ARGV),
+                                  script.encode(), user=USER, timeout_s=ADMIN_TIMEOUT_S,
+                                  what="the database admin's psql")
+        except EngineError as error:
+            raise _unreachable(self.server, error) from error
+        return _answer(self.server, out)
+
+
+class HeldAdmin:
+    """One `psql` held open for many scripts (an executor's samples, `up`, `down`): each
+    script is followed by an `\\echo` of a marker, read back up to it. A script that fails
+    ends that psql (ON_ERROR_STOP), and with it the session's advisory lock; the next
+    script starts another."""
+
+    def __init__(self, engine: Engine, server: DbServer) -> None:
+        self.engine, self.server = engine, server
+        self._stack = contextlib.ExitStack()
+        self._held: HeldExec | None = None
+        self._lock = threading.Lock()
+        self._marker = f"bakeoff-done-{secrets.token_hex(8)}"
+        self.started = 0  # psql processes started: one, unless a script failed
+
+    def __enter__(self) -> HeldAdmin:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def run(self, script: str) -> str:
+        with self._lock:
+            try:
+                held = self._open()
+                held.send(f"{script}\n\\echo {self._marker}\n".encode())
+                out = held.until(self._marker.encode(), ADMIN_TIMEOUT_S)
+            except EngineError as error:
+                self.close()
+                raise _unreachable(self.server, error) from error
+            if held.ended:
+                self.close()
+                answer = _answer(self.server, out)
+                raise DatabaseError(f"psql ended before the script's end: {answer!r}",
+                                    hint=CANNOT_REACH)
+            return _answer(self.server, out)
+
+    def _open(self) -> HeldExec:
+        if self._held is None:
+            self._held = self._stack.enter_context(hold_exec(
+                self.engine, self.server.container_id, list(psql.ARGV), user=USER,
+                what="the database admin's psql"))
+            self.started += 1
+        return self._held
+
+    def close(self) -> None:
+        if self._held is not None:
+            self._held.close_input()
+        self._held = None
+        self._stack.close()
+
+
+Session = Admin | HeldAdmin
+
+
+def lock_down(admin: Session) -> None:
     """Once per server: no role but an explicit grantee connects to any database, and
     nobody creates in the admin database's public schema."""
-    with admin(server) as conn:
-        for database in SERVER_DATABASES:
-            conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(
-                sql.Identifier(database)))
-        conn.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
+    admin.run(psql.lock_down())
 
 
 def role_name(experiment: str, owner: str) -> str:
@@ -222,121 +367,41 @@ def role_name(experiment: str, owner: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in raw)[:63]
 
 
-def create_schema(server: DbServer, name: str, *,
-                  strategy: Strategy = STRATEGY) -> DbSchema:
+def create_schema(admin: Session, name: str, *, strategy: Strategy = STRATEGY) -> DbSchema:
     """A login role `name` and a database `name` it owns, that only it may connect to,
     under the server's policy. Refused (nothing left behind) when the server has no room
     for another role at its full CONNECTION LIMIT."""
     schema = DbSchema(name, secrets.token_urlsafe(18))
-    with _ddl(server) as conn:
-        policy = _make_room(conn, server)
-        taken = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s UNION ALL "
-                             "SELECT 1 FROM pg_database WHERE datname = %s",
-                             (name, name)).fetchone()
-        if taken:  # checked under ADMIN_LOCK: no other creator can race us to it
-            raise DatabaseError(f"a role or database {name!r} already exists on the "
-                                "experiment's Postgres", hint="`down`, then `up` again")
-        try:
-            _create(conn, schema, policy, strategy)
-        except psycopg.Error:
-            _drop(conn, name)  # ours alone: the name was free under the lock
-            raise
+    script = psql.create(name, schema.password, strategy, admin.server.policy.defaults())
+    try:
+        decided = psql.created(admin.run(script))
+    except StatementError:
+        drop_schema(admin, name)  # ours alone: the name was free under the lock
+        raise
+    if decided.outcome == "taken":  # checked under ADMIN_LOCK: no creator can race us to it
+        raise DatabaseError(f"a role or database {name!r} already exists on the "
+                            "experiment's Postgres", hint="`down`, then `up` again")
+    if decided.outcome == "full":
+        raise DatabaseError(
+            f"the experiment's Postgres {admin.server.shown()} is full: its roles hold "
+            f"{decided.used} of {decided.room} connection slots and another needs "
+            f"{decided.needed}",
+            hint="wait for running samples to finish (another `score` or `oracle` shares "
+                 "the server), or `down` and `up` again")
     return schema
 
 
-def _make_room(conn: Conn, server: DbServer) -> DbPolicy:
-    """The server's policy, after checking one more role fits in `max_connections`."""
-    keys = list(DbPolicy().settings())
-    row = conn.execute(
-        "SELECT " + ", ".join(f"current_setting('{key}', true)" for key in keys) + ","
-        " current_setting('max_connections')::int"
-        " - current_setting('superuser_reserved_connections')::int,"
-        " (SELECT coalesce(sum(greatest(rolconnlimit, 0)), 0) FROM pg_roles"
-        "  WHERE rolcanlogin AND NOT rolsuper)").fetchone()
-    assert row is not None
-    policy = _policy_of(row[:3])
-    room, used = int(str(row[3])), int(str(row[4]))
-    if used + policy.connection_limit > room:
-        raise DatabaseError(
-            f"the experiment's Postgres on 127.0.0.1:{server.host_port} is full: its roles "
-            f"hold {used} of {room} connection slots and another needs "
-            f"{policy.connection_limit}",
-            hint="wait for running samples to finish (another `score` or `oracle` shares "
-                 "the server), or `down` and `up` again")
-    return policy
-
-
-def _policy_of(values: tuple[object, ...]) -> DbPolicy:
-    """The policy a server was started with (defaults for a server without one)."""
-    limit, timeout_ms, temp_kb = (None if v is None or v == "" else int(str(v))
-                                  for v in values)
-    default = DbPolicy()
-    return DbPolicy(
-        connection_limit=default.connection_limit if limit is None else limit,
-        statement_timeout_s=default.statement_timeout_s if timeout_ms is None
-        else timeout_ms / 1000,
-        temp_file_limit_mb=default.temp_file_limit_mb if temp_kb is None else temp_kb // 1024)
-
-
-def _create(conn: Conn, schema: DbSchema, policy: DbPolicy, strategy: Strategy) -> None:
-    ident = sql.Identifier(schema.name)
-    conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} CONNECTION LIMIT {}").format(
-        ident, sql.Literal(schema.password), sql.Literal(policy.connection_limit)))
-    # temp_file_limit is superuser-only: set here by the admin, the role cannot lift it.
-    for setting, value in (("statement_timeout", f"{int(policy.statement_timeout_s * 1000)}ms"),
-                           ("temp_file_limit", f"{policy.temp_file_limit_mb * 1024}kB")):
-        conn.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(
-            ident, sql.Identifier(setting), sql.Literal(value)))
-    conn.execute(sql.SQL("CREATE DATABASE {} OWNER {} STRATEGY = {}").format(
-        ident, ident, sql.SQL(strategy)))
-    conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(ident))
-    conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(ident, ident))
-
-
-def drop_schema(server: DbServer, name: str) -> None:
+def drop_schema(admin: Session, name: str) -> None:
     """Terminate the role's sessions, DROP DATABASE, then DROP ROLE (no 2BP01 left)."""
-    with _ddl(server) as conn:
-        _drop(conn, name)
+    admin.run(psql.drop(name))
 
 
-def _drop(conn: Conn, name: str) -> None:
-    ident = sql.Identifier(name)
-    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
-    if exists:
-        conn.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(ident))  # no new sessions
-        _terminate(conn, name)
-    # FORCE ends any session still in the database (one not of the role, too).
-    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
-    if exists:
-        conn.execute(sql.SQL("DROP OWNED BY {}").format(ident))  # grants on shared objects
-        conn.execute(sql.SQL("DROP ROLE {}").format(ident))
-
-
-def _terminate(conn: Conn, role: str, wait_s: float = 5.0) -> None:
-    """End every session of `role` (in any database) and wait, bounded, until they are gone."""
-    deadline = time.monotonic() + wait_s
-    query = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-             " WHERE usename = %s AND pid <> pg_backend_pid()")
-    while True:
-        row = conn.execute(query, (role,)).fetchone()
-        if row is None or int(str(row[0])) == 0 or time.monotonic() > deadline:
-            return
-        time.sleep(0.05)
-
-
-def list_owned(server: DbServer, prefix: str) -> tuple[list[str], list[str]]:
+def list_owned(admin: Session, prefix: str) -> tuple[list[str], list[str]]:
     """(databases, roles) whose names start with `prefix`: what `down` must leave empty."""
-    pattern = prefix.replace("_", r"\_") + "%"
-    with admin(server) as conn:
-        databases = [r[0] for r in conn.execute(
-            "SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY 1", (pattern,))]
-        roles = [r[0] for r in conn.execute(
-            "SELECT rolname FROM pg_roles WHERE rolname LIKE %s ORDER BY 1", (pattern,))]
-    return [str(d) for d in databases], [str(r) for r in roles]
+    return psql.owned(admin.run(psql.list_owned(prefix)))
 
 
 def attach(engine: Engine, server: str, network: str) -> None:
-    """Put the Postgres container `server` on `network`, reachable there as `db`. The port
-    it publishes may change (`refresh_port` reads it again)."""
+    """Put the Postgres container `server` on `network`, reachable there as `db`."""
     net = engine.call("find network", engine.client.networks.get, network, retry=True)
     engine.call("connect db", net.connect, server, aliases=[DB_ALIAS])

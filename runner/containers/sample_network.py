@@ -3,9 +3,11 @@
 With no database a sample has no network at all. With one, each arm's samples share a
 network of their own: `internal`, its bridge without a host address, the Postgres
 attached under the alias `db`; each sample gets a fresh database (and the role that owns
-it) on that Postgres, dropped when the sample ends. The Postgres is the experiment's own
-when it is up (`shared`: saves a start per executor; only attached to our networks and
-detached again), else one the executor starts for itself on a network of its own.
+it) on that Postgres, dropped when the sample ends, both through one `psql` the executor
+holds open in the server's container (`database.HeldAdmin`). The Postgres is the
+experiment's own when it is up (`shared`: saves a start per executor; only attached to
+our networks and detached again), else one the executor starts for itself on an internal
+network of its own.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class SampleNetworks:
         self.shared = shared_db is not None
         self.networks: dict[str, str] = {}  # arm -> its sample network
         self.lock = threading.Lock()
+        self._admin: database.HeldAdmin | None = None
 
     def labels(self, role: str, arm: str = "") -> Labels:
         return Labels(self.experiment, role, arm, self.run)
@@ -49,11 +52,11 @@ class SampleNetworks:
         if self.db_image is None or self.shared:
             return
         net = sandbox.network_name(self.experiment, "scoredb", self.run)
-        create_network(self.engine, net, self.labels("score-network"), egress=True)
+        create_network(self.engine, net, self.labels("score-network"), egress=False)
         self.server = database.start_server(
             self.engine, self.db_image.image_id, self.labels("score-database"), net,
             f"bakeoff-{self.experiment}-scoredb-{self.run}", policy=self.db_policy)
-        database.lock_down(self.server)
+        database.lock_down(self.admin())
 
     def network(self, arm: str) -> str:
         """The arm's sample network, made on first use with the database attached;
@@ -66,7 +69,6 @@ class SampleNetworks:
             name = sandbox.network_name(self.experiment, f"{arm}-samples", self.run)
             create_network(self.engine, name, self.labels("sample-network", arm), egress=False)
             database.attach(self.engine, self.server.container_id, name)
-            self.server = database.refresh_port(self.engine, self.server)
             self.networks[arm] = name
             return name
 
@@ -83,7 +85,6 @@ class SampleNetworks:
             if self.server is not None:
                 with self.lock:
                     database.attach(self.engine, self.server.container_id, name)
-                    self.server = database.refresh_port(self.engine, self.server)
             yield name
         finally:
             remove_network(self.engine, network_id)
@@ -95,26 +96,31 @@ class SampleNetworks:
         if self.server is None:
             yield None
             return
-        # Under one lock for create and drop (the database module serializes admin DDL
-        # across executors and processes too); the server as it is now: a network made
-        # meanwhile may have re-published its port.
+        # Under one lock for create and drop: one held psql (the database module
+        # serializes admin DDL across executors and processes too).
         with self.lock:
             owner = f"s{secrets.token_hex(4)}"
-            schema = database.create_schema(self._server(),
+            schema = database.create_schema(self.admin(),
                                             database.role_name(self.experiment, owner))
         try:
             yield schema
         finally:
             with self.lock:
-                database.drop_schema(self._server(), schema.name)
+                database.drop_schema(self.admin(), schema.name)
 
-    def _server(self) -> database.DbServer:
+    def admin(self) -> database.HeldAdmin:
+        """The executor's psql in the server's container, opened on first use."""
         assert self.server is not None  # only asked for once a server is known
-        return self.server
+        if self._admin is None:
+            self._admin = database.HeldAdmin(self.engine, self.server)
+        return self._admin
 
     def detach(self) -> None:
-        """Take a shared Postgres off our networks (they are removed with the run's
-        labels; the experiment's Postgres goes on)."""
+        """Close the held psql; take a shared Postgres off our networks (they are removed
+        with the run's labels; the experiment's Postgres goes on)."""
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
         if not self.shared or self.server is None:
             return
         for name in self.networks.values():

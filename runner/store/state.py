@@ -16,9 +16,12 @@ from runner.store.files import read_model, write_model
 
 
 class DbState(BaseModel):
+    """The experiment's Postgres, found again by its container id (`database.find_server`):
+    it publishes no port. A state file written before (with `host_port`) still reads; the
+    field is ignored."""
+
     model_config = ConfigDict(frozen=True)
     container_id: str
-    host_port: int
     admin_password: str
     network: str
     url_env: str

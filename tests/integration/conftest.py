@@ -23,9 +23,6 @@ from tests.integration.helpers import PlainReporter, cleanup, make_target
 from tests.integration.remote_engine import IMAGE as ENGINE_IMAGE
 from tests.integration.remote_engine import RemoteEngine, started
 
-os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:

@@ -3,18 +3,20 @@ Postgres (one database, a schema per arm) and asserts what the attacker gets now
 
 Two arms A and B are up once for the module, with `connection_limit = 3` and
 `statement_timeout_s = 1`. The attacker runs inside A's sandbox (through the `db` alias,
-as an agent would); B's side is held by the test on the published port with B's own
-credentials, so it can stay connected (LISTEN, a lock, a session) while A attacks.
+as an agent would); B's side is held by the test from a container of its own on B's
+network with B's own credentials (`tests/integration/db_peer.py`: the server publishes no
+port), so it can stay connected (LISTEN, a lock, a session) while A attacks. The test's
+administration goes where the runner's does: psql inside the server's container.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from runner.commands import down as down_mod
@@ -25,6 +27,7 @@ from runner.containers.images import BuiltImage
 from runner.errors import DatabaseError
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store.state import ExperimentState
+from tests.integration.db_peer import Peer, PeerError, Session, peer
 from tests.integration.helpers import CORE, cleanup, git, make_target
 
 LIMIT = 3
@@ -35,19 +38,21 @@ class Up:
     loaded: LoadedManifest
     state: ExperimentState
     server: database.DbServer
+    admin: database.Admin
+    peers: dict[str, Peer]
 
     def name(self, arm: str) -> str:
         found = self.state.arm(arm)
         assert found is not None and found.schema_name is not None
         return found.schema_name
 
-    def connect(self, arm: str) -> psycopg.Connection[tuple[object, ...]]:
-        """A session of `arm`'s role in its own database, from the host."""
+    def connect(self, arm: str) -> Session:
+        """A session of `arm`'s role in its own database, from the test's own container
+        on the arm's network."""
         found = self.state.arm(arm)
-        assert found is not None
-        return psycopg.connect(host="127.0.0.1", port=self.server.host_port,
-                               user=found.schema_name, password=found.schema_password,
-                               dbname=found.schema_name, autocommit=True, connect_timeout=10)
+        assert found is not None and found.schema_name and found.schema_password
+        schema = database.DbSchema(found.schema_name, found.schema_password)
+        return self.peers[arm].connect(schema.url())
 
     def db_log(self, engine: Engine) -> str:
         container = engine.client.containers.get(self.server.container_id)
@@ -71,9 +76,12 @@ def up(engine: Engine, built_images: dict[str, BuiltImage],
     try:
         state = up_mod.up(engine, loaded, options=CORE)
         assert state.db is not None
-        server = database.refresh_port(engine, database.DbServer(
-            state.db.container_id, state.db.host_port, state.db.admin_password))
-        yield Up(loaded, state, server)
+        server = database.find_server(engine, state.db.container_id, state.db.admin_password)
+        with contextlib.ExitStack() as stack:
+            peers = {arm.arm: stack.enter_context(peer(
+                engine, state.image_id, arm.network, state.experiment, arm.arm))
+                for arm in state.arms}
+            yield Up(loaded, state, server, database.Admin(engine, server), peers)
     finally:
         cleanup(engine, loaded)
 
@@ -115,7 +123,7 @@ def test_rival_function_source_views_and_constraints_are_not_in_the_catalog(
                   " AS $$ SELECT 'b-secret-source' $$")
         b.execute("CREATE TABLE b_orders (qty int CONSTRAINT b_secret_check CHECK (qty > 41))")
         b.execute("CREATE VIEW b_secret_view AS SELECT qty FROM b_orders WHERE qty = 4242")
-        assert [b.execute(q).fetchall() for q in CATALOG] == [
+        assert [b.execute(q) for q in CATALOG] == [
             [("b_secret_fn",)], [("b_secret_view",)], [("b_secret_check",)]]
     probe = PRELUDE + (
         "c = psycopg.connect(URL, autocommit=True)\n"
@@ -150,7 +158,7 @@ def test_rival_and_attacker_take_the_same_advisory_lock_key_at_once(
         taken = in_arm(engine, up, "A", PRELUDE + (
             "c = psycopg.connect(URL, autocommit=True)\n"
             "print(c.execute('SELECT pg_try_advisory_lock(7311902)').fetchone()[0])\n"))
-        again = rival_of_holder.execute("SELECT pg_try_advisory_lock(7311902)").fetchone()
+        again = rival_of_holder.fetchone("SELECT pg_try_advisory_lock(7311902)")
     assert taken == ["True"]
     assert again == (False,)
 
@@ -161,13 +169,13 @@ def test_connection_flood_stops_at_the_limit_and_the_rival_still_connects(
     Now A's role gets exactly its CONNECTION LIMIT (53300 past it), B connects while A
     holds them all, and max_connections has room for every role's limit plus the admin."""
     a = up.name("A")
-    held: list[psycopg.Connection[tuple[object, ...]]] = []
+    held: list[Session] = []
     refused = ""
     try:
         for _ in range(50):  # bounded: far more than any limit
             try:
                 held.append(up.connect("A"))
-            except psycopg.OperationalError as error:
+            except PeerError as error:
                 refused = " ".join(str(error)[str(error).index("FATAL:"):].split())
                 break
         assert len(held) == LIMIT
@@ -221,7 +229,7 @@ def test_attacker_can_neither_end_nor_read_the_rival_sessions(engine: Engine, up
             "    print('TERMINATED')\n"
             "except psycopg.Error as e:\n"
             "    print(e.sqlstate, str(e).splitlines()[0])\n"))
-        assert victim.execute("SELECT 1").fetchone() == (1,)
+        assert victim.fetchone("SELECT 1") == (1,)
     assert seen == ["[('<insufficient privilege>',)]",
                     "42501 must be a member of the role whose process is being terminated or "
                     "member of pg_signal_backend"]
@@ -254,6 +262,27 @@ def test_role_cannot_lift_its_temp_file_limit(engine: Engine, up: Up) -> None:
     assert seen == ["1GB", '42501 permission denied to set parameter "temp_file_limit"']
 
 
+def test_the_server_publishes_no_port_binds_nothing_and_sits_on_internal_networks_only(
+        engine: Engine, up: Up) -> None:
+    """Issue 24: the server is administered by psql inside its container, so it publishes
+    no port, mounts no path of this machine, and every network it is on (its own, each
+    arm's) is internal; it runs as the image's postgres user with no capability added."""
+    attrs = engine.client.containers.get(up.server.container_id).attrs
+    host = attrs["HostConfig"]
+    assert not host["PortBindings"] and not host["PublishAllPorts"]
+    assert all(not bound for bound in (attrs["NetworkSettings"]["Ports"] or {}).values())
+    assert attrs["Mounts"] == [] and not host["Binds"]
+    assert (attrs["Config"]["User"], host["CapAdd"], host["CapDrop"]) == (
+        "postgres", None, ["ALL"])
+    networks = sorted(attrs["NetworkSettings"]["Networks"])
+    assert networks == sorted([up.state.db.network if up.state.db else "",
+                               *(arm.network for arm in up.state.arms)])
+    assert all(engine.client.networks.get(name).attrs["Internal"] for name in networks)
+    assert (host["Memory"], host["PidsLimit"]) == (
+        (database.DATA_MB + database.HEADROOM_MB) * 1024 * 1024,
+        (2 + database.SAMPLE_DATABASES) * LIMIT + database.ADMIN_CONNECTIONS + 64)
+
+
 def test_two_executors_create_and_drop_databases_at_once_without_error(up: Up) -> None:
     """Two sample executors share the experiment's server, each with a lock of its own:
     their CREATE/DROP DATABASE run at once. Every one succeeds and nothing is left."""
@@ -263,8 +292,8 @@ def test_two_executors_create_and_drop_databases_at_once_without_error(up: Up) -
         for n in range(4):
             name = database.role_name(up.state.experiment, f"s{tag}{n}")
             try:
-                database.create_schema(up.server, name)
-                database.drop_schema(up.server, name)
+                database.create_schema(up.admin, name)
+                database.drop_schema(up.admin, name)
             except DatabaseError as error:
                 errors.append(error.message)
 
@@ -275,7 +304,7 @@ def test_two_executors_create_and_drop_databases_at_once_without_error(up: Up) -
         thread.join(timeout=120)
     assert errors == []
     arms = sorted([up.name("A"), up.name("B")])
-    assert database.list_owned(up.server, database.role_name(up.state.experiment, "")) == (
+    assert database.list_owned(up.admin, database.role_name(up.state.experiment, "")) == (
         arms, arms)
 
 
@@ -287,18 +316,19 @@ def test_a_database_past_the_server_room_is_refused_and_leaves_nothing(up: Up) -
             for n in range(database.SAMPLE_DATABASES)]
     try:
         for name in made:
-            database.create_schema(up.server, name)
+            database.create_schema(up.admin, name)
         with pytest.raises(DatabaseError) as refused:
-            database.create_schema(up.server, f"{prefix}onemore")
+            database.create_schema(up.admin, f"{prefix}onemore")
     finally:
         for name in made:
-            database.drop_schema(up.server, name)
+            database.drop_schema(up.admin, name)
     room = (2 + database.SAMPLE_DATABASES) * LIMIT
     assert refused.value.message == (
-        f"the experiment's Postgres on 127.0.0.1:{up.server.host_port} is full: its roles "
+        f"the experiment's Postgres in container {up.server.container_id[:12]} is full: "
+        "its roles "
         f"hold {room} of {room} connection slots and another needs {LIMIT}")
     arms = sorted([up.name("A"), up.name("B")])
-    assert database.list_owned(up.server, prefix) == (arms, arms)
+    assert database.list_owned(up.admin, prefix) == (arms, arms)
 
 
 def test_down_drops_every_database_and_role_of_the_experiment_orphans_included(
@@ -307,15 +337,13 @@ def test_down_drops_every_database_and_role_of_the_experiment_orphans_included(
     drops it with the arms' (a session still open in it is terminated), and lists none."""
     state = up_mod.up(engine, target, options=CORE)
     assert state.db is not None
-    server = database.refresh_port(engine, database.DbServer(
-        state.db.container_id, state.db.host_port, state.db.admin_password))
+    server = database.find_server(engine, state.db.container_id)
     prefix = database.role_name(target.manifest.experiment.name, "")
-    orphan = database.create_schema(server, f"{prefix}sdeadbeef")
-    session = psycopg.connect(host="127.0.0.1", port=server.host_port, user=orphan.name,
-                              password=orphan.password, dbname=orphan.name)
-    try:
+    orphan = database.create_schema(database.Admin(engine, server), f"{prefix}sdeadbeef")
+    arm = state.arms[0]
+    with peer(engine, state.image_id, arm.network, state.experiment) as killed_sample:
+        session = killed_sample.connect(orphan.url())
+        assert session.fetchone("SELECT current_user") == (orphan.name,)
         report = down_mod.down(engine, target)
-    finally:
-        session.close()
     assert report.dropped == [f"{prefix}a", f"{prefix}b", f"{prefix}sdeadbeef"]
     assert (report.databases_left, report.roles_left) == ([], [])

@@ -135,9 +135,9 @@ def leftovers(engine: Engine, name: str, live: str | None) -> list[str]:
 def orphan_databases(engine: Engine, current: state_mod.ExperimentState) -> list[str]:
     """Databases and roles of the experiment in the live Postgres that no arm owns."""
     assert current.db is not None
-    server = database.refresh_port(engine, database.DbServer(
-        current.db.container_id, current.db.host_port, current.db.admin_password))
-    found, roles = database.list_owned(server, database.role_name(current.experiment, ""))
+    server = database.find_server(engine, current.db.container_id)
+    found, roles = database.list_owned(database.Admin(engine, server),
+                                       database.role_name(current.experiment, ""))
     return sorted((set(found) | set(roles)) - {a.schema_name for a in current.arms})
 
 

@@ -39,11 +39,11 @@ def test_up_down_up_leaves_nothing_behind(engine: Engine, target: LoadedManifest
     # and the brief's volume every sandbox reads (through the engine, not a host path).
     assert ours(engine, name) == {"container": 3, "network": 3, "volume": 5}
     assert first.db is not None
-    server = database.DbServer(first.db.container_id, first.db.host_port,
-                               first.db.admin_password)
+    server = database.find_server(engine, first.db.container_id)
     prefix = database.role_name(name, "")
-    assert database.list_owned(server, prefix) == ([f"{prefix}a", f"{prefix}b"],
-                                                   [f"{prefix}a", f"{prefix}b"])
+    admin = database.Admin(engine, server)
+    assert database.list_owned(admin, prefix) == ([f"{prefix}a", f"{prefix}b"],
+                                                  [f"{prefix}a", f"{prefix}b"])
     report = down_mod.down(engine, target)
     assert report.dropped == [f"{prefix}a", f"{prefix}b"]
     assert (report.databases_left, report.roles_left) == ([], [])
@@ -192,10 +192,10 @@ def test_gc_after_run_killed_in_scoring_removes_a_sample_network_the_live_db_is_
     db = engine.client.containers.get(live.db.container_id)
     assert db.status == "running"
     assert orphan not in db.attrs["NetworkSettings"]["Networks"]
-    server = database.refresh_port(engine, database.DbServer(
-        live.db.container_id, live.db.host_port, live.db.admin_password))
+    server = database.find_server(engine, live.db.container_id)
     prefix = database.role_name(name, "")
-    assert database.list_owned(server, prefix)[0] == [f"{prefix}a", f"{prefix}b"]
+    admin = database.Admin(engine, server)
+    assert database.list_owned(admin, prefix)[0] == [f"{prefix}a", f"{prefix}b"]
 
 
 def test_gc_goes_on_past_a_refused_resource_and_names_it_when_it_stays(

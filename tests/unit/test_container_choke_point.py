@@ -145,12 +145,24 @@ def test_no_container_network_or_volume_is_created_outside_the_engine() -> None:
     assert pattern.search(ENGINE.read_text()) is not None  # the grep finds what it must
 
 
-def test_postgres_is_the_only_testcontainers_container_and_gets_our_labels() -> None:
-    users = [path.relative_to(ROOT).as_posix() for path in sources()
-             if re.search(r"\b(PostgresContainer|DockerContainer)\(", path.read_text())]
-    assert users == ["runner/containers/database.py"]
-    text = (ROOT / "runner/containers/database.py").read_text()
-    assert "with_kwargs(labels=labels.as_dict()" in text
+def test_postgres_is_a_container_of_ours_with_no_port_no_host_path_and_its_limits() -> None:
+    """The experiment's Postgres goes through the choke point like every container (no
+    testcontainers: it creates on its own environment's engine, never the Engine handed to
+    it): no published port, no mount of this machine, the image's postgres user with no
+    capability added back, memory = its data tmpfs + 2 GiB, pids = max_connections + 64."""
+    assert not [path for path in sources()
+                if re.search(r"(import|from) testcontainers|PostgresContainer\(", path.read_text())]
+    policy = database.DbPolicy(connection_limit=5)
+    args = container_args(database.server_spec("sha256:img", LABELS, "net", "pg", "pw",
+                                               policy, databases=4))
+    assert "ports" not in args and args["mounts"] == []
+    assert (args["user"], args["cap_drop"], "cap_add" in args, args["network"]) == (
+        "postgres", ["ALL"], False, "net")
+    assert args["tmpfs"] == {database.DATA: f"size={database.DATA_MB}m,mode=1777"}
+    assert (args["mem_limit"], args["memswap_limit"], args["pids_limit"]) == (
+        f"{database.DATA_MB + 2048}m", f"{database.DATA_MB + 2048}m", 4 * 5 + 10 + 64)
+    assert args["labels"] == LABELS.as_dict()
+    assert database.policy_from(args["command"]) == policy
     with pytest.raises(ValueError, match=r"^refusing to create Postgres pg without an "):
         database.start_server(Engine(), "sha256:img", Labels("", "database"), "net", "pg")
 

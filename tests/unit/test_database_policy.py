@@ -20,12 +20,12 @@ def test_the_policy_a_server_carries_reads_back_as_set() -> None:
     policy = DbPolicy(connection_limit=3, statement_timeout_s=1.5, temp_file_limit_mb=64)
     values = tuple(policy.settings().values())
     assert values == ("3", "1500", "65536")
-    assert database._policy_of(values) == policy
+    assert database.policy_from(database.server_command(policy, databases=4)) == policy
 
 
 def test_a_server_without_a_policy_gets_the_defaults() -> None:
-    assert database._policy_of((None, None, None)) == DbPolicy()
-    assert database._policy_of(("", "", "")) == DbPolicy()
+    assert database.policy_from(["postgres"]) == DbPolicy()
+    assert database.policy_from(["postgres", "-c", "bakeoff.connection_limit="]) == DbPolicy()
 
 
 def test_the_url_names_the_role_s_own_database() -> None:

@@ -1,0 +1,158 @@
+"""A program's stdin and output through the engine's exec API: how the orchestrator talks
+to a program in a container it cannot reach over the network (psql in the database's
+container, on any engine, local or DOCKER_HOST=tcp://… / ssh://…).
+
+docker's low-level exec with stdin attached (`exec_create(stdin=True)`, `exec_start(
+socket=True)`), the output read back demultiplexed (8-byte frame headers, no TTY) with a
+deadline on every read: `exec_with_input` sends a whole input and reads both streams to
+the end; `hold_exec` keeps one process open so many scripts share one exec start (~50 ms
+each), each answer read up to a marker line the script prints. Engine calls go through
+`Engine.call` (the project's errors); a broken socket or a deadline passed is
+`SandboxUnavailableError`, the process ending is a value (`HeldExec.ended`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runner.containers.engine import ENGINE_HINT, Engine
+from runner.errors import SandboxUnavailableError
+
+FRAME_HEADER = 8
+STDOUT, STDERR = 1, 2
+
+
+@dataclass(frozen=True)
+class ExecOutput:
+    """What one exec left: its exit code (None while it runs) and both streams."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+
+
+class HeldExec:
+    """A process started by exec whose stdin stays open: scripts go in one after the other
+    (`send`), each answer read up to a marker line it prints (`until`). A broken socket or
+    a deadline passed is `SandboxUnavailableError`; the process ending is a value (`ended`)."""
+
+    def __init__(self, engine: Engine, exec_id: str, sock: Any, what: str) -> None:
+        self.engine, self.exec_id, self.what = engine, exec_id, what
+        self._sock, self._raw = sock, getattr(sock, "_sock", sock)
+        self._out, self._err = bytearray(), bytearray()
+        self.ended = False
+
+    def send(self, data: bytes) -> None:
+        try:
+            self._raw.sendall(data)
+        except OSError as error:
+            raise SandboxUnavailableError(f"{self.what}: its stdin broke ({error})",
+                                          hint=ENGINE_HINT) from error
+
+    def close_input(self) -> None:
+        with contextlib.suppress(OSError):
+            self._raw.shutdown(socket.SHUT_WR)
+
+    def until(self, marker: bytes | None, timeout_s: float) -> ExecOutput:
+        """Read until a stdout line equal to `marker` (None: until the process ends); what
+        came before it on stdout and stderr. `exit_code` is set once the process ended."""
+        deadline = time.monotonic() + timeout_s
+        line = None if marker is None else marker + b"\n"
+        while not self.ended:
+            at = -1 if line is None else _line_at(self._out, line)
+            if at >= 0:
+                out, err = bytes(self._out[:at]), bytes(self._err)
+                del self._out[:at + len(line or b"")]
+                self._err.clear()
+                return ExecOutput(None, out, err)
+            self._read_frame(deadline)
+        out, err = bytes(self._out), bytes(self._err)
+        self._out.clear()
+        self._err.clear()
+        return ExecOutput(self.exit_code(), out, err)
+
+    def exit_code(self) -> int | None:
+        found = self.engine.call(f"inspect {self.what}", self.engine.client.api.exec_inspect,
+                                 self.exec_id, retry=True)
+        code = found.get("ExitCode")
+        return None if found.get("Running") or code is None else int(code)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        with contextlib.suppress(OSError):
+            self._raw.close()
+
+    def _read_frame(self, deadline: float) -> None:
+        header = self._read(FRAME_HEADER, deadline, eof_ok=True)
+        if header is None:
+            self.ended = True
+            return
+        stream, size = header[0], int.from_bytes(header[4:8], "big")
+        data = self._read(size, deadline, eof_ok=False) or b""
+        (self._err if stream == STDERR else self._out).extend(data)
+
+    def _read(self, size: int, deadline: float, *, eof_ok: bool) -> bytes | None:
+        data = bytearray()
+        while len(data) < size:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                self._raw.settimeout(left)
+                chunk = self._raw.recv(size - len(data))
+            except OSError as error:  # TimeoutError included
+                raise SandboxUnavailableError(
+                    f"{self.what}: no answer in time ({error or 'deadline passed'})",
+                    hint=ENGINE_HINT) from error
+            if not chunk:
+                if eof_ok and not data:
+                    return None
+                raise SandboxUnavailableError(f"{self.what}: its output broke off",
+                                              hint=ENGINE_HINT)
+            data.extend(chunk)
+        return bytes(data)
+
+
+def _line_at(buffer: bytearray, line: bytes) -> int:
+    """Where `line` starts as a whole line of `buffer`, else -1."""
+    if buffer.startswith(line):
+        return 0
+    at = buffer.find(b"\n" + line)
+    return -1 if at < 0 else at + 1
+
+
+@contextlib.contextmanager
+def hold_exec(engine: Engine, container_id: str, argv: list[str], *, user: str,
+              env: Mapping[str, str] | None = None, what: str = "exec") -> Iterator[HeldExec]:
+    """Start `argv` in a running container with its stdin held open for the block: one
+    process to send many scripts to (an exec costs ~50 ms to start)."""
+    api = engine.client.api
+    exec_id = str(engine.call(f"create {what}", api.exec_create, container_id, argv,
+                              stdin=True, user=user, environment=dict(env or {}))["Id"])
+    sock = engine.call(f"start {what}", api.exec_start, exec_id, socket=True)
+    held = HeldExec(engine, exec_id, sock, what)
+    try:
+        yield held
+    finally:
+        held.close()
+
+
+def exec_with_input(engine: Engine, container_id: str, argv: list[str], stdin: bytes, *,
+                    user: str, timeout_s: float, env: Mapping[str, str] | None = None,
+                    what: str = "exec") -> ExecOutput:
+    """Run `argv` in a running container with `stdin` as its whole input; its exit code
+    and output. A deadline passed is `SandboxUnavailableError` (the process is left to
+    the container: its stdin is closed, so a reader of it ends)."""
+    with hold_exec(engine, container_id, argv, user=user, env=env, what=what) as held:
+        # A program that stops reading (psql at its first error) ends the input, not the
+        # exec: what it said and its exit code are read all the same.
+        with contextlib.suppress(SandboxUnavailableError):
+            held.send(stdin)
+        held.close_input()
+        return held.until(None, timeout_s)
