@@ -30,7 +30,7 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 from rig.oracle import SampleSpec
-from runner.containers import sample_tree
+from runner.containers.samples import tree as sample_tree
 
 def hwm():
     status = Path("/proc/self/status").read_text()

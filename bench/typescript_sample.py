@@ -26,8 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rig.oracle import SampleSpec, run_sample
-from runner.containers import images, prepared, sandbox
+from runner.containers import images, sandbox
 from runner.containers.engine import Engine, Labels
+from runner.containers.images import prepared
 from runner.containers.samples import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 

@@ -13,7 +13,7 @@ from rig import ratchet
 from rig.contract import LockVersion
 from runner import workspace
 from runner.containers.images import BuiltImage
-from runner.containers.prepared import Toolchain, node_for
+from runner.containers.images.prepared import Toolchain, node_for
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
 from runner.store import records

@@ -27,9 +27,10 @@ from runner.commands.dispatch.record import (
     interrupted_branch,
     load_record,
 )
-from runner.containers import arm_stack, database, gateway, sandbox
 from runner.containers import arms as arms_mod
+from runner.containers import database, gateway, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
+from runner.containers.stacks import arm as arm_stack
 from runner.errors import (
     DatabaseError,
     EngineError,

@@ -26,9 +26,9 @@ from rig.rubric import SUBJECTIVE, DimScore, JudgeScores
 from rig.tree import shown
 from runner import contract, workspace
 from runner.commands.dispatch.agents import CLI_ENV, gateway_env, judge_command
-from runner.containers import agent_cli
 from runner.containers import judge as judge_box
-from runner.containers.prepared import Toolchain
+from runner.containers.images import agent_cli
+from runner.containers.images.prepared import Toolchain
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.manifest.judge import JudgeSpec, spec_of

@@ -24,9 +24,9 @@ from rig.tree import Tree, UnsafeTreeError
 from runner import contract, workspace
 from runner.commands import score as score_mod
 from runner.containers.engine import Engine, Labels
-from runner.containers.image_facts import ImageFacts
-from runner.containers.prepared import Toolchain
-from runner.containers.sample_tree import read_tree
+from runner.containers.images.facts import ImageFacts
+from runner.containers.images.prepared import Toolchain
+from runner.containers.samples.tree import read_tree
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.store import layout

@@ -29,11 +29,11 @@ from rig.tripwire import Finding
 from rig.verdict import Verdict
 from runner import workspace
 from runner.commands.score import METRIC_PARSER
-from runner.containers import database, images, prepared, sandbox
+from runner.containers import database, images, sandbox
 from runner.containers.engine import Engine
-from runner.containers.images import BuiltImage
-from runner.containers.sample_tree import protected_hashes
+from runner.containers.images import BuiltImage, prepared
 from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.tree import protected_hashes
 from runner.errors import BadInputError, InfraError
 from runner.manifest import LoadedManifest
 from runner.manifest.models import Limits

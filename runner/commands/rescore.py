@@ -26,9 +26,9 @@ from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.verdict import Verdict
 from runner.commands import reproduce as rep
-from runner.containers import images, prepared
+from runner.containers import images
 from runner.containers.engine import Engine
-from runner.containers.images import BuildReporter, BuiltImage
+from runner.containers.images import BuildReporter, BuiltImage, prepared
 from runner.errors import BadInputError, EngineRefusedError, InfraError
 from runner.manifest import LoadedManifest
 from runner.store import layout

@@ -17,7 +17,7 @@ from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.commands.dispatch import DONE_STATES, DispatchReporter, dispatch, load_record
 from runner.containers.engine import Engine
-from runner.containers.prepared import Toolchain
+from runner.containers.images.prepared import Toolchain
 from runner.manifest import LoadedManifest
 from runner.store import layout, state
 from runner.store.layout import experiment_dir

@@ -46,7 +46,7 @@ from runner.commands import judges
 from runner.commands.dispatch.record import load_record
 from runner.containers import database, sandbox
 from runner.containers.engine import Engine
-from runner.containers.prepared import Toolchain
+from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.errors import BadInputError, DatabaseError
 from runner.manifest import Arm, LoadedManifest

@@ -30,12 +30,13 @@ from runner import contract, workspace
 from runner.commands import down as down_mod
 from runner.commands import score as score_mod
 from runner.commands.dispatch.brief import BRIEF_DIR
-from runner.containers import arm_stack, browser, checkout, database, images, sandbox
 from runner.containers import arms as arms_mod
+from runner.containers import browser, checkout, database, images, sandbox
 from runner.containers import gateway as gateway_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
-from runner.containers.prepared import Toolchain
+from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
+from runner.containers.stacks import arm as arm_stack
 from runner.contract import Baseline
 from runner.errors import BadInputError
 from runner.manifest import Arm, LoadedManifest, key_provider

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.containers import agent_cli, images, sandbox
-from runner.containers.agent_cli import InstalledCli
+from runner.containers import images, sandbox
 from runner.containers.checkout import ArmBox
 from runner.containers.engine import Engine, Labels, create_network, create_volume
-from runner.containers.images import BuiltImage
+from runner.containers.images import BuiltImage, agent_cli
+from runner.containers.images.agent_cli import InstalledCli
 from runner.manifest import Arm, Limits
 from runner.store.state import ArmSandbox, ExperimentState
 

@@ -39,10 +39,11 @@ from pathlib import Path, PurePosixPath
 from rig import canary as canary_mod
 from rig.canary import Canary
 from rig.record import BrowserAsked, BrowserRan
-from runner.containers import images, sample_driver, sandbox
+from runner.containers import images, sandbox
 from runner.containers.engine import Bind, ContainerSpec, Engine, Labels, Resources, Tmpfs, Volume
 from runner.containers.images import BuildReporter, BuiltImage
-from runner.containers.sample_driver import Outputs
+from runner.containers.samples import driver as sample_driver
+from runner.containers.samples.driver import Outputs
 from runner.containers.sandbox import Archive
 from runner.errors import SandboxUnavailableError
 

@@ -52,7 +52,7 @@ RIG_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME":
 HEAD_PROBE = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
               "rev-parse", "--verify", "-q", "HEAD^{commit}"]
 
-PREPARED = "/opt/bakeoff/prepared"  # `runner.containers.prepared.PREPARED_DIR`
+PREPARED = "/opt/bakeoff/prepared"  # `runner.containers.images.prepared.PREPARED_DIR`
 # The paths setup's dependencies occupy, as excludes (appended to a file named after it):
 # the bundler's fresh repository never adds them, whatever the arm's .gitignore says.
 EXCLUDE_KEPT = (f"[ ! -f {PREPARED}/kept.txt ] || cut -f2 {PREPARED}/kept.txt | "

@@ -225,7 +225,7 @@ class RescoreRecord(_Record):
 
 
 class ImageFact(_Record):
-    """One answer about an image (`runner.containers.image_facts`), kept per image ID."""
+    """One answer about an image (`runner.containers.images.facts`), kept per image ID."""
 
     image_id: str
     tools: list[str]  # what was asked about (empty for the writable / site questions)

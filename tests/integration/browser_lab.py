@@ -29,7 +29,7 @@ from runner.containers.engine import (
     create_network,
 )
 from runner.containers.images import BuiltImage
-from runner.containers.sample_driver import Outputs
+from runner.containers.samples.driver import Outputs
 
 PORT = 4321
 BASE_URL = f"http://localhost:{PORT}"

@@ -22,7 +22,7 @@ from rig.errors import RigError
 from runner.commands import demo, judges
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
-from runner.containers.prepared import Toolchain
+from runner.containers.images.prepared import Toolchain
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import layout
 from runner.store.layout import experiment_dir, stage_dir

@@ -15,9 +15,10 @@ import pytest
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
 from runner.commands.dispatch import dispatch, load_record, record_dir
-from runner.containers import arm_stack, sandbox
+from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
+from runner.containers.stacks import arm as arm_stack
 from runner.errors import ArmStackError, StackRefusedError
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import layout

@@ -15,7 +15,7 @@ import pytest
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.sample_driver import HEAD_BYTES, TAIL_BYTES
+from runner.containers.samples.driver import HEAD_BYTES, TAIL_BYTES
 from tests.integration.attack_lab import HONEST, Lab, counts, lab_for, verdict
 
 TREE = "pytest -q -s -p no:cacheprovider tests"

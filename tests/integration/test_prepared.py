@@ -13,8 +13,9 @@ import pytest
 
 from rig.verdict import Verdict
 from runner.commands import score as score_mod
-from runner.containers import host_trust, images, prepared, sandbox
+from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers.images import host_trust, prepared
 from runner.errors import InfraError
 from runner.manifest import load_manifest
 from tests.integration.helpers import cleanup, git, make_target

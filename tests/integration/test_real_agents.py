@@ -35,13 +35,13 @@ from runner.commands.dispatch.agents import (
     CODEX_TEMPLATE,
     JUDGE_TEMPLATES,
 )
-from runner.containers import agent_cli, sandbox
+from runner.containers import sandbox
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     Engine,
     Labels,
 )
-from runner.containers.images import BuiltImage
+from runner.containers.images import BuiltImage, agent_cli
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod
 from tests.integration.provider_lab import (

@@ -24,7 +24,7 @@ import pytest
 
 from runner.containers import database, images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels, create_network
-from runner.containers.sample_network import SampleNetworks
+from runner.containers.samples.network import SampleNetworks
 from tests.integration.db_peer import PeerError, peer
 from tests.integration.remote_engine import RemoteEngine, copy_image
 

@@ -28,7 +28,7 @@ from runner.commands import rescore
 from runner.commands import score as score_mod
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
-from runner.containers.prepared import Toolchain
+from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import PlainReporter, cli, git, make_target

@@ -23,7 +23,7 @@ import pytest
 from rig.oracle import grade
 from runner.commands import reproduce
 from runner.commands import up as up_mod
-from runner.containers import stack
+from runner.containers import stacks as stack
 from runner.containers.engine import KINDS, LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.errors import StackRefusedError

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.containers import arm_stack, stack_file
+from runner.containers.stacks import arm as arm_stack
+from runner.containers.stacks import file as stack_file
 from runner.errors import ArmStackError
 from runner.store import layout
 from tests.unit.test_stack_file import IDS, MODEL

@@ -12,7 +12,7 @@ from rig.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import work
 from runner.commands.dispatch.redact import forms_of
-from runner.containers import sample_tree
+from runner.containers.samples import tree as sample_tree
 
 SECRET = "sk-test-0123456789abcdef"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.containers import host_trust, images, prepared
+from runner.containers import images
+from runner.containers.images import host_trust, prepared
 from runner.errors import InfraError
 
 PEM = "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n"

@@ -13,7 +13,7 @@ import pytest
 from rig.judge import JudgeError, parse_judgement
 from runner.commands import demo, judges
 from runner.containers.engine import Engine
-from runner.containers.prepared import Toolchain
+from runner.containers.images.prepared import Toolchain
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import layout
 from runner.store.layout import experiment_dir, stage_dir

@@ -14,7 +14,7 @@ from rig import harness, links
 from rig.links import Caps, Where
 from rig.oracle import SampleSpec
 from rig.tree import Entry, Kind, Tree, UnsafeTreeError, directories
-from runner.containers import sample_tree
+from runner.containers.samples import tree as sample_tree
 
 BROKEN = b"def clamp(x:\n    return x\n"
 

@@ -1,4 +1,4 @@
-"""A stack's compose file checked and rewritten (`runner.containers.stack_file`): no docker.
+"""A stack's compose file checked and rewritten (`runner.containers.stacks.file`): no docker.
 
 The model is what `docker-compose config --format json` prints; the fixture is the real
 binary's output for examples/cachey's file (tests/fixtures/compose/)."""
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from runner.containers import stack_file
-from runner.containers.stack import SAMPLE_RESERVED, cap, health_of, project_name
+from runner.containers.stacks import SAMPLE_RESERVED, cap, health_of, project_name
+from runner.containers.stacks import file as stack_file
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "compose" / "cachey.config.json"
 MODEL: dict[str, Any] = json.loads(FIXTURE.read_text())["model"]

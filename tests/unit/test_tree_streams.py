@@ -17,8 +17,9 @@ import pytest
 
 from rig.tree import Caps, UnsafeTreeError
 from runner import workspace
-from runner.containers import prepared, sample_tree
-from runner.containers.sample_driver import MARK, parse_outputs, read_outputs
+from runner.containers.images import prepared
+from runner.containers.samples import tree as sample_tree
+from runner.containers.samples.driver import MARK, parse_outputs, read_outputs
 from runner.workspace import merge
 from tests.integration.tree_lab import FILE, TREE, blob, commit_with, fan, tree
 

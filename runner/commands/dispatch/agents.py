@@ -5,7 +5,7 @@ substituted shell-quoted; the command runs with `sh -c` in `/work` (the arm's ch
 
 - `command`: the arm's own `command` is the template (scripted contestants, wrappers);
 - `claude-code`, `codex`: the real CLIs, pinned (`agent_version`: installed into the
-  arm's agent layer, `runner.containers.agent_cli`), or the program the arm's `command`
+  arm's agent layer, `runner.containers.images.agent_cli`), or the program the arm's `command`
   names. They pass model AND effort on the command line, so the CLI's default
   configuration never decides either, and switch off what an unattended run must not do
   (auto-update, telemetry, web tools). A gateway arm's CLI talks to `model-gateway` only,

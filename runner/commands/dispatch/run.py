@@ -51,7 +51,7 @@ from runner.commands.dispatch.redact import MASK, Redactor, forms_of
 from runner.containers import arms, checkout, gateway, sandbox
 from runner.containers.arms import put_brief
 from runner.containers.engine import Engine
-from runner.containers.prepared import Toolchain
+from runner.containers.images.prepared import Toolchain
 from runner.errors import BadInputError, InfraError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout

@@ -20,9 +20,10 @@ from pathlib import Path
 from rig.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import process
-from runner.containers import checkout, sample_tree, sandbox
+from runner.containers import checkout, sandbox
 from runner.containers.checkout import ArmBox, Taken
 from runner.containers.engine import Engine
+from runner.containers.samples import tree as sample_tree
 from runner.manifest import MAX_FILES
 from runner.workspace import bundle
 from runner.workspace.bundle import WorkRefusedError

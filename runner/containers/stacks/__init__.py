@@ -6,7 +6,7 @@ timeout, an environment of the engine's address only (no `COMPOSE_*` of the user
 `.env`, an empty `DOCKER_CONFIG`: the same engine docker-py talks to, and a file's
 `${VAR}` means the same everywhere). `load` normalises a file with
 `config --format json`; `check` refuses what a stack may not have
-(`runner.containers.stack_file`) and resolves each service's image, locally only.
+(`runner.containers.stacks.file`) and resolves each service's image, locally only.
 
 Per sample (`Stacks.start` / `Stacks.stop`): the user's bytes, checked against the hash
 the contract froze, rendered with the rig's policy into the sample's own inputs
@@ -35,12 +35,13 @@ from typing import Any
 
 from rig.oracle import SampleSpec, StackSpec
 from rig.record import StackRecord
-from runner.containers import images, stack_file
+from runner.containers import images
 from runner.containers.database import DB_ALIAS
 from runner.containers.engine import Engine, Labels
 from runner.containers.gateway import ALIAS as GATEWAY_ALIAS
 from runner.containers.images import BuiltImage
 from runner.containers.sandbox import SandboxLimits
+from runner.containers.stacks import file as stack_file
 from runner.errors import ComposeError, StackRefusedError
 
 BINARY = "docker-compose"

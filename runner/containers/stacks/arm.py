@@ -1,7 +1,7 @@
 """Each arm's own stack during dispatch (`[toolchain] stack`): made at `up`, gone at `down`.
 
 One compose project per arm (`bakeoff-<experiment>-<arm>-<run>-stack`), rendered from
-the file the contract froze with the rig's policy (`runner.containers.stack_file`): our
+the file the contract froze with the rig's policy (`runner.containers.stacks.file`): our
 labels with the arm's id (role `arm-stack`), the image by ID, no pull, the limits of
 `[limits]`, and the arm's own network as each service's only one, so the arm's sandbox
 reaches them by name and no other arm's can. The services `x-bakeoff.tree` names run the
@@ -31,9 +31,10 @@ from rig.contract import ContractStack
 from rig.oracle import StackSpec
 from rig.persist import write_text_atomic
 from rig.record import StackRecord
-from runner.containers import stack, stack_file
+from runner.containers import stacks as stack
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, LABEL_RUN, Engine, Labels
 from runner.containers.sandbox import SandboxLimits
+from runner.containers.stacks import file as stack_file
 from runner.errors import ArmStackError, ComposeError, RunnerError
 from runner.manifest import LoadedManifest
 from runner.store import layout

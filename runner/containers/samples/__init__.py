@@ -1,10 +1,10 @@
 """The docker `SampleExecutor`: each sample in a FRESH container, from a fresh copy of the
 commit's tree (from git objects, never a live checkout), with the rig's layer on top
-(`runner.containers.sample_tree`: the base's harness and protected files, no bytecode,
+(`runner.containers.samples.tree`: the base's harness and protected files, no bytecode,
 canaries), a fresh empty database, the network off (only the database is reachable),
 then removed.
 
-The container runs `runner.containers.sample_driver` as root with three capabilities
+The container runs `runner.containers.samples.driver` as root with three capabilities
 (CHOWN, SETUID, SETGID); it lays the tree out in a size-limited tmpfs, makes the files
 the code under test must not change root-owned, runs the command as the sandbox user
 with none, kills whatever the command left, and writes the output's head and tail (and
@@ -44,17 +44,8 @@ from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
 from rig.record import BrowserRan
 from rig.tree import Caps, Entry, Indexed, UnsafeTreeError
-from runner.containers import (
-    browser,
-    database,
-    images,
-    sample_driver,
-    sample_inputs,
-    sample_tree,
-    sandbox,
-    stack,
-    stack_file,
-)
+from runner.containers import browser, database, images, sandbox
+from runner.containers import stacks as stack
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
@@ -66,10 +57,14 @@ from runner.containers.engine import (
     create_container,
     start_with,
 )
-from runner.containers.image_facts import TMPFS_DIRS, ImageFacts
 from runner.containers.images import BuiltImage
-from runner.containers.sample_driver import Outputs
-from runner.containers.sample_network import SampleNetworks
+from runner.containers.images.facts import TMPFS_DIRS, ImageFacts
+from runner.containers.samples import driver as sample_driver
+from runner.containers.samples import inputs as sample_inputs
+from runner.containers.samples import tree as sample_tree
+from runner.containers.samples.driver import Outputs
+from runner.containers.samples.network import SampleNetworks
+from runner.containers.stacks import file as stack_file
 from runner.errors import (
     ComposeError,
     DatabaseError,

@@ -35,8 +35,8 @@ from types import TracebackType
 from typing import IO, Any, Protocol, runtime_checkable
 
 from rig.parsers.base import plain
-from runner.containers import host_trust
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
+from runner.containers.images import host_trust
 from runner.errors import BadInputError, ImageMissingError, InfraError, NotFoundError
 from runner.manifest import Manifest, parse_manifest
 
@@ -182,7 +182,7 @@ def images_dir() -> Path:
     configured = os.environ.get("BAKEOFF_IMAGES_DIR")
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parents[2] / "images"
+    return Path(__file__).resolve().parents[3] / "images"
 
 
 def tag_for(name: str, directory: Path | None = None) -> str:

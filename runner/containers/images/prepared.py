@@ -47,9 +47,11 @@ from typing import IO, Any
 from rig.tree import Kind, shown
 from runner import workspace
 from runner.containers import browser as browser_mod
-from runner.containers import host_trust, images, sample_tree, stack
+from runner.containers import images
+from runner.containers import stacks as stack
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, Labels, iter_stream
-from runner.containers.images import BuiltImage, inspect
+from runner.containers.images import BuiltImage, host_trust, inspect
+from runner.containers.samples import tree as sample_tree
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.manifest import Toolchain as ToolchainSection

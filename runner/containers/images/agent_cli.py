@@ -22,9 +22,9 @@ import json
 import os
 from dataclasses import dataclass
 
-from runner.containers import host_trust, images, sandbox
+from runner.containers import images, sandbox
 from runner.containers.engine import Engine, Labels
-from runner.containers.images import BuildReporter, BuiltImage, QuietReporter, inspect
+from runner.containers.images import BuildReporter, BuiltImage, QuietReporter, host_trust, inspect
 from runner.errors import InfraError
 
 FORMAT = 1  # of the recipe below
