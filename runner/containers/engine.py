@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 STDIN_CHUNK = 1024 * 1024  # bytes sent to a container's stdin at a time
+SSH_REAP_S = 6 * 3600  # an ssh attach outliving this is ended (no sample lasts that)
 
 KINDS = ("container", "network", "volume")  # the order of removal: a network holds containers
 
@@ -299,7 +300,7 @@ class Engine:
             with contextlib.suppress(OSError):  # it stopped reading (or died): the end
                 while chunk := stdin.read(STDIN_CHUNK):
                     raw.sendall(chunk)
-                raw.shutdown(socket.SHUT_WR)
+                end_of_input(raw)
         finally:
             with contextlib.suppress(OSError):
                 raw.close()
@@ -522,6 +523,29 @@ def create_volume(engine: Engine, name: str, labels: Labels, *, size_mb: int | N
     volume = engine.call(f"create volume {name}", engine.client.volumes.create, name,
                          driver="local", driver_opts=options, labels=labels.as_dict())
     return str(volume.name)
+
+
+def end_of_input(raw: Any) -> None:
+    """Tell the engine a container's stdin has ended, keeping what was sent. A socket is
+    half-closed. Over `ssh://` the SDK's socket is an `ssh` process (`docker system
+    dial-stdio` on the far side): its stdin closed is the end of input, and it must not
+    be terminated (its close() would: the bytes still in flight would be lost); it ends
+    by itself when the engine closes the attach, and a thread of ours reaps it."""
+    proc = getattr(raw, "proc", None)
+    if proc is None:
+        raw.shutdown(socket.SHUT_WR)
+        return
+    proc.stdin.close()
+    threading.Thread(target=_reap, args=(proc,), daemon=True).start()
+
+
+def _reap(proc: Any) -> None:
+    try:
+        proc.wait(timeout=SSH_REAP_S)
+    except Exception:  # still attached long past any sample: end it
+        with contextlib.suppress(Exception):
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 def start_with(engine: Engine, container: Any, source: IO[bytes], what: str) -> None:

@@ -19,7 +19,11 @@ GRACE = 5 + 8  # timeout's -k, plus room for a loaded machine
 
 STOP_EVERYTHING = ("import os, signal\n\n\ndef clamp(x):\n    os.kill(-1, signal.SIGSTOP)\n"
                    "    os.kill(os.getpid(), signal.SIGSTOP)\n")
-KILL_EVERYTHING = "import os, signal\n\n\ndef clamp(x):\n    os.kill(-1, signal.SIGKILL)\n"
+# kill(-1) on Linux spares the caller: pytest itself goes on and may report its session's
+# end before the driver reaps it (exit_mismatch, a race); killing itself too is the attack
+# the test pins (the session never ends: aborted).
+KILL_EVERYTHING = ("import os, signal\n\n\ndef clamp(x):\n    os.kill(-1, signal.SIGKILL)\n"
+                   "    os.kill(os.getpid(), signal.SIGKILL)\n")
 SPIN = "def clamp(x):\n    while True:\n        pass\n"
 IGNORE_AND_SPIN = ("import signal\n\n\ndef clamp(x):\n    signal.signal(signal.SIGTERM, "
                    "signal.SIG_IGN)\n    while True:\n        pass\n")

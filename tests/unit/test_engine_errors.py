@@ -173,3 +173,23 @@ def test_an_ssh_client_for_an_ssh_docker_host_shells_out_to_ssh(
     assert (made.api.base_url, type(adapter).__name__) == ("http+docker://ssh", "SSHHTTPAdapter")
     assert adapter.ssh_client is None and adapter.ssh_host == "me@127.0.0.1:1"
     made.close()
+
+
+def test_the_end_of_a_containers_stdin_over_ssh_keeps_what_is_in_flight() -> None:
+    """Over ssh:// the SDK's socket is an `ssh` process: the end of input is its stdin
+    closed, and the process is left to finish (terminating it, as its close() does while
+    its stdin is open, lost the tail of a sample's tree: the boot's exit 125). A real
+    socket is half-closed."""
+    import subprocess
+
+    proc = subprocess.Popen(["sh", "-c", "cat > /dev/null; echo done"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    ssh_like = SimpleNamespace(proc=proc)
+    proc.stdin.write(b"x" * 65536)
+    engine.end_of_input(ssh_like)
+    assert proc.stdin.closed
+    assert proc.stdout.read() == b"done\n" and proc.wait(timeout=10) == 0
+
+    ends: list[int] = []
+    engine.end_of_input(SimpleNamespace(shutdown=ends.append))
+    assert ends == [engine.socket.SHUT_WR]
