@@ -284,7 +284,8 @@ def _unreachable(server: DbServer, error: Exception) -> DatabaseError:
 
 
 class Admin:
-    """The admin's session as one `psql` exec per script (a one-off: `gc`, a test)."""
+    """The admin's session as one `psql` exec per script (a one-off; the tests use it:
+    every command holds one psql, `HeldAdmin`)."""
 
     def __init__(self, engine: Engine, server: DbServer) -> None:
         self.engine, self.server = engine, server

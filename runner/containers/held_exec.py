@@ -14,13 +14,12 @@ each), each answer read up to a marker line the script prints. Engine calls go t
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runner.containers.engine import ENGINE_HINT, Engine
+from runner.containers.engine import ENGINE_HINT, Engine, end_of_input
 from runner.errors import SandboxUnavailableError
 
 FRAME_HEADER = 8
@@ -55,8 +54,10 @@ class HeldExec:
                                           hint=ENGINE_HINT) from error
 
     def close_input(self) -> None:
+        """The end of the program's input, as a container's stdin ends (`end_of_input`:
+        a half-close, or over ssh:// the ssh process's stdin closed)."""
         with contextlib.suppress(OSError):
-            self._raw.shutdown(socket.SHUT_WR)
+            end_of_input(self._raw)
 
     def until(self, marker: bytes | None, timeout_s: float) -> ExecOutput:
         """Read until a stdout line equal to `marker` (None: until the process ends); what

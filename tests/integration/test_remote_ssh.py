@@ -73,10 +73,11 @@ def ssh_environment(engine: Engine, remote: RemoteEngine, tmp_path: Path) -> dic
 def test_an_oracle_sample_runs_on_an_engine_reached_over_ssh(
         engine: Engine, built_images: dict[str, BuiltImage], remote_engine: RemoteEngine,
         tmp_path: Path) -> None:
-    """The SDK (the oracle's sample: create, start, stdin, logs, remove) and the docker
+    """The SDK (the oracle's sample: create, start, stdin, logs, remove; its Postgres
+    administered by a held psql through exec) and the docker
     CLI both reach the second engine through ssh; the record names it by its address
     and its own ID; nothing of the sample is left there."""
-    for name in ("base", "python"):
+    for name in ("base", "python", "postgres"):
         copy_image(engine, remote_engine.engine, built_images[name].tag)
     environ = ssh_environment(engine, remote_engine, tmp_path)
     info = remote_engine.info()
@@ -86,7 +87,7 @@ def test_an_oracle_sample_runs_on_an_engine_reached_over_ssh(
 
     repo = tmp_path / "repo"
     name = f"ssh-{secrets.token_hex(3)}"
-    make_target(repo, ["A"], database=False, name=name)
+    make_target(repo, ["A"], name=name)  # with Postgres: administered by psql over ssh
     done = subprocess.run([sys.executable, "-m", "runner.cli", "oracle", "--commit", "HEAD",
                            "--check", "success", "--samples", "1"], cwd=repo, env=environ,
                           capture_output=True, text=True, timeout=600, check=False)
