@@ -58,14 +58,15 @@ class BrowserAsked(_Part):
 
 class BrowserRan(_Part):
     """What a browser sample's browser did: the image and its identity (Chromium's and
-    Playwright's versions), the requests the page made (each with who answered it) and
-    its console errors, kept beside the log (`files`: what -> name), its screenshots and
-    its trace."""
+    Playwright's versions), its container's limits, the requests the page made (each with
+    who answered it) and its console errors, kept beside the log (`files`: what -> name),
+    its screenshots and its trace."""
 
     image: str
     image_id: str
     identity: dict[str, str] = {}
     base_url: str = ""  # the app as the browser opened it: http://localhost:PORT
+    limits: dict[str, float] = {}  # its container's: cpus, memory_mb, pids, tmp/out/home MB
     requests: int = 0  # lines recorded (`requests.jsonl`)
     console_errors: int = 0  # console errors and uncaught page errors (`console.jsonl`)
     files: dict[str, str] = {}  # requests | console | events | artifacts -> file name

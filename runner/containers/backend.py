@@ -169,6 +169,11 @@ class ContainerEngine(Protocol):
         """The isolation this engine enforces."""
         ...
 
+    @property
+    def cpus(self) -> int:
+        """The CPUs the engine has: no container's CPU limit may pass it."""
+        ...
+
     def create(self, spec: ContainerSpec) -> str:
         """Create (not start) the container of `spec`, the policy applied; its id."""
         ...

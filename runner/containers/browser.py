@@ -28,6 +28,7 @@ the page that way (tests/integration/report_browser.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import re
@@ -40,6 +41,7 @@ from rig import canary as canary_mod
 from rig.canary import Canary
 from rig.record import BrowserAsked, BrowserRan
 from runner.containers import images, sandbox
+from runner.containers.backend import ContainerEngine
 from runner.containers.engine import Bind, ContainerSpec, Engine, Labels, Resources, Tmpfs, Volume
 from runner.containers.images import BuildReporter, BuiltImage
 from runner.containers.samples import driver as sample_driver
@@ -70,10 +72,13 @@ OUTPUTS_LIMIT = 72 * 1024 * 1024
 
 @dataclass(frozen=True)
 class BrowserLimits:
-    """The browser container's own limits: a browser needs more processes than a test
-    run (about 125 tasks per page; with 64 it hung for minutes instead of failing)."""
+    """The browser container's own limits, the same for every arm: a browser needs more
+    processes than a test run (about 125 tasks per page; with 64 it hung for minutes
+    instead of failing), and more than one CPU: pytest, Playwright's driver, Chromium's
+    browser and its renderer all work at once, and on one CPU the same test took 1.5x as
+    long (docs/benchmarks.md). `on(engine)` keeps the CPUs within the engine's."""
 
-    cpus: float = 1.0
+    cpus: float = 2.0
     memory_mb: int = 1536
     pids: int = 512
     tmp_mb: int = 512
@@ -83,6 +88,14 @@ class BrowserLimits:
     def __post_init__(self) -> None:
         if self.pids < 256:
             raise ValueError(f"a browser needs a pids limit of at least 256, not {self.pids}")
+
+    def on(self, engine: ContainerEngine) -> BrowserLimits:
+        """These limits on `engine`: no more CPUs than it has (it refuses more)."""
+        return dataclasses.replace(self, cpus=min(self.cpus, float(engine.cpus)))
+
+    def as_record(self) -> dict[str, float | int]:
+        return {"cpus": self.cpus, "memory_mb": self.memory_mb, "pids": self.pids,
+                "tmp_mb": self.tmp_mb, "out_mb": self.out_mb, "home_mb": self.home_mb}
 
 
 @dataclass(frozen=True)
@@ -328,7 +341,7 @@ def kept(outputs: Outputs) -> dict[str, bytes]:
 
 
 def facts(files: Mapping[str, bytes], image: BuiltImage, identity: BrowserIdentity | None,
-          base_url: str) -> BrowserRan:
+          base_url: str, limits: BrowserLimits) -> BrowserRan:
     """What the record says of a browser sample's browser (its files' names relative to
     the sample's folder for them, `rig.oracle.browser_folder`)."""
     def lines(name: str, kinds: tuple[str, ...]) -> int:
@@ -340,6 +353,7 @@ def facts(files: Mapping[str, bytes], image: BuiltImage, identity: BrowserIdenti
     return BrowserRan(
         image=image.tag, image_id=image.image_id, base_url=base_url,
         identity={} if identity is None else identity.as_record(),
+        limits=limits.as_record(),
         requests=lines(FILES["requests"], ("request",)),
         console_errors=lines(FILES["console"], ("console", "pageerror")),
         files={what: name for what, name in FILES.items() if name in files},

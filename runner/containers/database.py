@@ -182,12 +182,13 @@ def policy_of(section: Database | None) -> DbPolicy:
 
 
 def server_spec(image_id: str, labels: Labels, network: str, name: str, password: str,
-                policy: DbPolicy, databases: int) -> ContainerSpec:
+                policy: DbPolicy, databases: int, cpus: int) -> ContainerSpec:
     """The server's container: no port, no host path, the image's postgres user, no
-    capability added back, its data on a tmpfs within its memory limit."""
+    capability added back, its data on a tmpfs within its memory limit, the engine's
+    `cpus` (its every CPU: it serves every arm and sample at once)."""
     return ContainerSpec(
         image=image_id, command=tuple(server_command(policy, databases)), labels=labels,
-        resources=Resources(cpus=float(os.cpu_count() or 1), memory_mb=DATA_MB + HEADROOM_MB,
+        resources=Resources(cpus=float(cpus), memory_mb=DATA_MB + HEADROOM_MB,
                             pids=policy.max_connections(databases) + EXTRA_PIDS),
         user=USER, purpose=f"Postgres {name}", name=name,
         # 1777: initdb, as postgres, makes the cluster's own 0700 directory inside.
@@ -208,7 +209,7 @@ def start_server(engine: Engine, image_id: str, labels: Labels, network: str, na
     policy = policy or DbPolicy()
     password = secrets.token_urlsafe(18)
     container = create_container(engine, server_spec(image_id, labels, network, name,
-                                                     password, policy, databases))
+                                                     password, policy, databases, engine.cpus))
     try:
         engine.call(f"start Postgres {name}", container.start)
         _wait_ready(engine, container, password)

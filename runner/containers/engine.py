@@ -169,6 +169,7 @@ class Engine:
     def __init__(self, client: docker.DockerClient | None = None) -> None:
         self._client = client
         self._identity: EngineIdentity | None = None
+        self._cpus: int | None = None
 
     @property
     def address(self) -> str:
@@ -183,10 +184,25 @@ class Engine:
     def identity(self) -> EngineIdentity:
         """Which engine this is (asked once)."""
         if self._identity is None:
-            info = self.call("ask the engine who it is", self.client.info, retry=True)
-            self._identity = EngineIdentity(self.address,
-                                            str(info.get("ID", "")), str(info.get("Name", "")))
+            self._ask()
+        assert self._identity is not None
         return self._identity
+
+    @property
+    def cpus(self) -> int:
+        """The CPUs the engine has (its `docker info` NCPU, asked once): a container's
+        CPU limit can be no more (the engine refuses it), and this machine's count says
+        nothing of a remote engine's."""
+        if self._cpus is None:
+            self._ask()
+        assert self._cpus is not None
+        return self._cpus
+
+    def _ask(self) -> None:
+        info = self.call("ask the engine who it is", self.client.info, retry=True)
+        self._identity = EngineIdentity(self.address,
+                                        str(info.get("ID", "")), str(info.get("Name", "")))
+        self._cpus = max(1, int(info.get("NCPU") or 1))
 
     @property
     def client(self) -> docker.DockerClient:

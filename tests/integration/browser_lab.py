@@ -238,7 +238,7 @@ class BrowserLab:
             spec = browser.container_spec(
                 self.browser_image.image_id, str(container.id),
                 command if argv is None else argv, self.labels("browser"), inputs,
-                test_timeout_s=test_timeout_s)
+                limits=browser.BrowserLimits().on(self.engine), test_timeout_s=test_timeout_s)
             started = time.monotonic()
             done = sandbox.run_to_end(self.engine, spec, timeout_s + 60, stdout=True)
             duration = time.monotonic() - started

@@ -69,7 +69,8 @@ def open_report(engine: Engine, image: BuiltImage, html: bytes, charts: Sequence
         volume = create_volume(engine, f"bakeoff-{labelled}-in", Labels(labelled, "inputs"),
                                size_mb=INPUTS_MB, owner=sandbox.SANDBOX_UID)
         spec = browser.container_spec(image.image_id, None, argv, Labels(labelled, "browser"),
-                                      volume, purpose="the report's browser")
+                                      volume, limits=browser.BrowserLimits().on(engine),
+                                      purpose="the report's browser")
         done = sandbox.run_to_end(engine, spec, sandbox.host_deadline(timeout_s) + INPUTS_WAIT_S,
                                   stdout=True, archive=browser.inputs_archive(inputs))
     finally:

@@ -8,6 +8,7 @@ One run is shared by the tests of this module."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import zipfile
 from collections.abc import Iterator
@@ -93,6 +94,10 @@ def test_every_browser_sample_keeps_its_evidence_named_in_its_record(run: Run) -
                 assert browsed is not None and record.browser is not None, record.sample
                 assert browsed.identity["chromium"].startswith("Chromium 156.")
                 assert browsed.identity["playwright"] == "1.65.2"
+                # The browser's own limits (the engine here is this machine's).
+                assert browsed.limits == {"cpus": min(2.0, os.cpu_count() or 1),
+                                          "memory_mb": 1536, "pids": 512, "tmp_mb": 512,
+                                          "out_mb": 96, "home_mb": 64}
                 folder = run.folder(change, arm)
                 assert browsed.trace == f"{record.n}.browser/trace.zip"
                 with zipfile.ZipFile(folder / browsed.trace) as trace:

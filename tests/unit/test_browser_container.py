@@ -46,6 +46,24 @@ def test_the_browser_container_joins_the_app_as_the_sandbox_user_with_nothing_wr
         "BAKEOFF_BROWSER_OUT": "/bakeoff/browser-out", "BAKEOFF_BROWSER_TEST_TIMEOUT_S": "60"}
 
 
+class _Engine:
+    def __init__(self, cpus: int) -> None:
+        self.cpus = cpus
+
+
+def test_a_browser_gets_two_cpus_or_every_cpu_of_a_smaller_engine() -> None:
+    """One CPU made the same test 1.5x as slow (docs/benchmarks.md); an engine refuses a
+    CPU limit past its own count, so a one-CPU engine's browser gets that one."""
+    assert container_args(browser.container_spec(
+        "sha256:img", "app", ("true",), LABELS, None,
+        limits=browser.BrowserLimits().on(_Engine(8))))["nano_cpus"] == 2 * 10**9  # type: ignore[arg-type]
+    one = browser.BrowserLimits().on(_Engine(1))  # type: ignore[arg-type]
+    assert one.as_record() == {"cpus": 1.0, "memory_mb": 1536, "pids": 512, "tmp_mb": 512,
+                               "out_mb": 96, "home_mb": 64}
+    assert container_args(browser.container_spec(
+        "sha256:img", "app", ("true",), LABELS, None, limits=one))["nano_cpus"] == 10**9
+
+
 def test_a_browser_is_never_given_fewer_than_256_processes() -> None:
     """Pins the field note: with --pids-limit 64 the browser hung for minutes."""
     with pytest.raises(ValueError, match="at least 256, not 128"):

@@ -154,7 +154,8 @@ def test_postgres_is_a_container_of_ours_with_no_port_no_host_path_and_its_limit
                 if re.search(r"(import|from) testcontainers|PostgresContainer\(", path.read_text())]
     policy = database.DbPolicy(connection_limit=5)
     args = container_args(database.server_spec("sha256:img", LABELS, "net", "pg", "pw",
-                                               policy, databases=4))
+                                               policy, databases=4, cpus=3))
+    assert args["nano_cpus"] == 3 * 10**9  # the engine's CPUs, not this machine's
     assert "ports" not in args and args["mounts"] == []
     assert (args["user"], args["cap_drop"], "cap_add" in args, args["network"]) == (
         "postgres", ["ALL"], False, "net")

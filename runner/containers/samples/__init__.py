@@ -495,9 +495,10 @@ class DockerSampleExecutor:
             browser.criterion_name(spec.browser), base_url, health=spec.server.health,
             wait_s=max(1, int(spec.server.startup_timeout_s)),
             timeout_s=max(1, int(spec.timeout_s)), extra=(canary.path,))
+        limits = browser.BrowserLimits().on(self.engine)
         container: Any = create_container(self.engine, browser.container_spec(
             image.image_id, server.id, browser.from_stdin(argv),
-            self._labels("sample-browser", spec.arm), None,
+            self._labels("sample-browser", spec.arm), None, limits=limits,
             test_timeout_s=min(browser.TEST_TIMEOUT_S, spec.timeout_s),
             purpose=f"the browser of {spec.sample}"))
         try:
@@ -505,7 +506,7 @@ class DockerSampleExecutor:
         finally:
             self.engine.remove(str(container.id))
         ran.outputs.files.update(self._server_outputs(server))
-        found = browser.facts(browser.kept(ran.outputs), image, identity, base_url)
+        found = browser.facts(browser.kept(ran.outputs), image, identity, base_url, limits)
         return dataclasses.replace(ran, browser=found, canary=canary)
 
     def browser(self) -> tuple[BuiltImage, browser.BrowserIdentity]:
