@@ -252,8 +252,8 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at
         stack=execution.stack, build=list(spec.build), build_exit=execution.build_exit,
         browser=spec.browser, browser_run=_browser_run(execution, log_name),
         engine=dict(execution.engine),
-        real_path=[RealPath(expectation=str(f.expectation), met=f.met, detail=f.detail)
-                   for f in seen.real_path.findings],
+        real_path=[RealPath(expectation=str(f.expectation), met=f.met, detail=f.detail,
+                            test=f.test) for f in seen.real_path.findings],
         **_metric_fields(spec, execution, log_name))
 
 
@@ -317,13 +317,17 @@ def _metric_fields(spec: SampleSpec, execution: Execution, log_name: str) -> dic
 
 
 def _real_path(spec: SampleSpec, execution: Execution) -> real_path.Decided:
-    """A browser criterion's `expect_requests`, decided on the requests its page made."""
-    if spec.browser is None or not spec.browser.expect_requests:
+    """A browser criterion's `expect_requests` (and its tests' own markers), decided on
+    the requests its page made, for the sample and for each passed test's own flow."""
+    if spec.browser is None:
         return real_path.NOT_ASKED
-    ran = execution.browser_run
+    ran, files = execution.browser_run, execution.browser_files
+    if not spec.browser.expect_requests and real_path.TESTS_FILE not in files:
+        return real_path.NOT_ASKED
     return real_path.decide(spec.browser.expect_requests,
-                            execution.browser_files.get(real_path.REQUESTS_FILE, b""),
-                            "" if ran is None else ran.base_url)
+                            files.get(real_path.REQUESTS_FILE, b""),
+                            "" if ran is None else ran.base_url,
+                            files.get(real_path.TESTS_FILE), Path(spec.browser.file).name)
 
 
 def _browser_run(execution: Execution, log_name: str) -> BrowserRan | None:

@@ -18,6 +18,17 @@ here as: no request at all (the answer computed in the page), the server's 500 (
 made-up result shown), a service worker's 200 (`service_worker`; with service workers
 blocked it never registers and the POST reaches the server).
 
+**Each test's own flow.** The expectations hold for the sample (some test reached each
+endpoint) and for **every test of the criterion that passed**, on the requests made while
+that test ran (the plugin's `tests.jsonl` names each test, its outcome and its own
+`@pytest.mark.expect_requests`, which replaces the criterion's for that test; an empty
+marker: that test need reach none). So a page that calls the server for the values it
+can answer and makes up the rest (the UI's maximum computed in the page, the others sent)
+is `not_real_path` by the test whose flow skipped the server, though some test reached
+it. That the answer shown is the server's answer, and for the values typed, is the
+criterion's to assert (docs/browser.md: bind the answer): a page that sends a request
+the server can answer and shows its own result meets every expectation here.
+
 Pure: text in, typed findings out. The in-sample writer cannot import this module (it
 runs with the standard library, pytest and Playwright only): the format is pinned on
 both sides by `tests/unit/test_real_path.py`.
@@ -32,13 +43,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["NOT_ASKED", "REQUESTS_FILE", "AnsweredBy", "Decided", "Expectation",
-           "ExpectationError", "Finding", "RequestRecord", "Requests", "check", "decide",
-           "origin_of", "parse_expectation", "read_requests"]
+__all__ = ["NOT_ASKED", "REQUESTS_FILE", "TESTS_FILE", "AnsweredBy", "Decided",
+           "Expectation", "ExpectationError", "Finding", "RequestRecord", "Requests",
+           "TestFlow", "check", "decide", "origin_of", "parse_expectation", "read_requests",
+           "read_tests"]
 
 FORMAT = 1  # of a request line; the plugin writes the same number
 REQUESTS_FILE = "requests.jsonl"  # in the plugin's output directory
+TESTS_FILE = "tests.jsonl"  # each test that ran, its outcome and its own expectations
 REQUEST = "request"  # a line's `kind`
+TEST = "test"
 TRUNCATED = "truncated"  # the plugin's last line when its cap dropped records
 
 _EXPECTATION = re.compile(
@@ -181,15 +195,59 @@ def _record(data: object) -> RequestRecord | None:
 
 
 @dataclass(frozen=True)
+class TestFlow:
+    """One test that ran, as the plugin recorded it: its outcome and its own
+    expectations (None: the criterion's)."""
+
+    test: str
+    outcome: str
+    expect_requests: tuple[str, ...] | None
+
+
+def read_tests(text: str) -> tuple[tuple[TestFlow, ...], int]:
+    """The test lines of a `tests.jsonl`, and how many lines were not one."""
+    flows: list[TestFlow] = []
+    malformed = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            malformed += 1
+            continue
+        flow = _flow(data)
+        if flow is None:
+            malformed += not (isinstance(data, dict) and data.get("kind") == TRUNCATED)
+        else:
+            flows.append(flow)
+    return tuple(flows), malformed
+
+
+def _flow(data: object) -> TestFlow | None:
+    if not isinstance(data, dict) or data.get("kind") != TEST or data.get("format") != FORMAT:
+        return None
+    test, outcome, expected = data.get("test"), data.get("outcome"), data.get(
+        "expect_requests")
+    if not isinstance(test, str) or not isinstance(outcome, str) or not (
+            expected is None or (isinstance(expected, list)
+                                 and all(isinstance(e, str) for e in expected))):
+        return None
+    return TestFlow(test, outcome, None if expected is None else tuple(expected))
+
+
+@dataclass(frozen=True)
 class Finding:
     """One expectation against the records: met or not, the records that met it, the
-    ones for the same method and path that did not, and a sentence saying which."""
+    ones for the same method and path that did not, and a sentence saying which (`test`:
+    a test's own flow; empty: the sample's)."""
 
     expectation: Expectation
     met: bool
     matched: tuple[RequestRecord, ...]
     near: tuple[RequestRecord, ...]
     detail: str
+    test: str = ""
 
 
 def check(expectations: Iterable[Expectation], records: Iterable[RequestRecord],
@@ -200,21 +258,42 @@ def check(expectations: Iterable[Expectation], records: Iterable[RequestRecord],
     return tuple(_finding(e, mine) for e in expectations)
 
 
-def _finding(expectation: Expectation, records: tuple[RequestRecord, ...]) -> Finding:
+def _finding(expectation: Expectation, records: tuple[RequestRecord, ...],
+             test: str = "") -> Finding:
     same = tuple(r for r in records
                  if r.method == expectation.method and (r.path or "/") == expectation.path)
     matched = tuple(r for r in same if _meets(expectation, r))
     near = tuple(r for r in same if r not in matched)
+    named = f"{expectation} in {test}" if test else str(expectation)
     if matched:
-        detail = (f"{expectation}: {len(matched)} answer(s) from the app's server "
+        detail = (f"{named}: {len(matched)} answer(s) from the app's server "
                   f"({', '.join(sorted({str(r.status) for r in matched}))})")
     elif not near:
-        detail = f"{expectation}: never requested by the page"
+        detail = f"{named}: never requested by the page"
     else:
         shown = "; ".join(r.shown() for r in near[:3])
         more = f" and {len(near) - 3} more" if len(near) > 3 else ""
-        detail = f"{expectation}: no matching answer from the app's server: {shown}{more}"
-    return Finding(expectation, bool(matched), matched, near, detail)
+        detail = f"{named}: no matching answer from the app's server: {shown}{more}"
+    return Finding(expectation, bool(matched), matched, near, detail, test)
+
+
+def check_tests(expectations: Iterable[Expectation], flows: Iterable[TestFlow],
+                records: Iterable[RequestRecord], origin: str,
+                criterion: str) -> tuple[Finding, ...]:
+    """Each passed test of the criterion file `criterion` (its ids begin `criterion::`;
+    the rig's canaries are other files) decided on its own requests: its marker's
+    expectations, else `expectations`. Only what a test did not meet is a finding."""
+    app = origin_of(origin)
+    default = tuple(expectations)
+    found: list[Finding] = []
+    for flow in flows:
+        if flow.outcome != "passed" or not flow.test.startswith(f"{criterion}::"):
+            continue
+        own = default if flow.expect_requests is None else tuple(
+            parse_expectation(e) for e in flow.expect_requests)
+        mine = tuple(r for r in records if r.test == flow.test and origin_of(r.origin) == app)
+        found += [f for f in (_finding(e, mine, flow.test) for e in own) if not f.met]
+    return tuple(found)
 
 
 def _meets(expectation: Expectation, record: RequestRecord) -> bool:
@@ -248,9 +327,28 @@ class Decided:
 NOT_ASKED = Decided()
 
 
-def decide(expectations: Iterable[str], data: bytes, base_url: str) -> Decided:
+def decide(expectations: Iterable[str], data: bytes, base_url: str, tests: bytes | None,
+           criterion: str) -> Decided:
     """`expect_requests` decided on a sample's `requests.jsonl` (`data`) for the app at
-    `base_url`."""
+    `base_url`: for the sample, and for each passed test of the file `criterion` on its
+    own requests (`tests`: the plugin's `tests.jsonl`, which it always writes; None, as
+    when it is missing: no test's flow can be shown, so any expectation is unmet)."""
     read = read_requests(data.decode("utf-8", errors="replace"))
-    found = check([parse_expectation(e) for e in expectations], read.records, base_url)
-    return Decided(found, read.malformed, read.dropped)
+    asked = [parse_expectation(e) for e in expectations]
+    found = check(asked, read.records, base_url)
+    flows, malformed = read_tests(
+        "" if tests is None else tests.decode("utf-8", errors="replace"))
+    if asked and tests is None:
+        nothing = Finding(asked[0], False, (), (),
+                          f"no test's own flow was recorded ({TESTS_FILE} missing)")
+        return Decided((*found, nothing), read.malformed, read.dropped)
+    mine = [f for f in flows if f.outcome == "passed" and f.test.startswith(f"{criterion}::")]
+    try:
+        per_test = check_tests(asked, mine, read.records, base_url, criterion)
+    except ExpectationError as error:
+        per_test = (Finding(Expectation("?", "/"), False, (), (),
+                            f"a test's expect_requests marker: {error}"),)
+    # What no test met is said once, for the sample, not again for every test.
+    unmet = {f.expectation for f in found if not f.met}
+    return Decided(found + tuple(f for f in per_test if f.expectation not in unmet),
+                   read.malformed + malformed, read.dropped)

@@ -80,6 +80,7 @@ class RealPath(_Part):
     expectation: str
     met: bool
     detail: str
+    test: str = ""  # a test's own flow (`tests.jsonl`); empty: the sample's
 
 
 class Asked(_Part):

@@ -19,6 +19,12 @@ ones pytest uses (a criterion that redefines one the rig owns is a usage error).
   (`console.jsonl`) and what the page tried (`events.jsonl`: dialogs dismissed, popups
   closed, downloads refused, crashes, a test past its deadline), as JSON lines, capped,
   into the directory the rig names in BAKEOFF_BROWSER_OUT; recorded, not graded;
+- records each test that ran, its outcome and the endpoints its own flow must reach
+  (`tests.jsonl`): the criterion's `expect_requests` hold for every test that passed
+  (each request is recorded under the test that was running), unless the test says
+  otherwise with `@pytest.mark.expect_requests("POST /api/x", "POST /api/y 400")`
+  (nothing: this test need reach none); an entry that does not read as
+  `METHOD /path [STATUS]` is a usage error;
 - takes a screenshot of every page at the end of each test (`-end`, or `-failed`), and
   traces each context; the traces become one `trace.zip` per run (each test a context of
   its own in the viewer); `artifacts.json` lists what was kept and what a cap left out;
@@ -75,12 +81,17 @@ ACTION_TIMEOUT_MS = 10_000
 NAVIGATION_TIMEOUT_MS = 15_000
 SCREENSHOT_TIMEOUT_MS = 5_000
 TEXT_CHARS = 2_000  # of a URL, a path, a message kept in a record
-CAPS = {"requests": 4 * 1024 * 1024, "console": 1024 * 1024, "events": 1024 * 1024}
+CAPS = {"requests": 4 * 1024 * 1024, "console": 1024 * 1024, "events": 1024 * 1024,
+        "tests": 4 * 1024 * 1024}
+MARKER = "expect_requests"
+# As rig.real_path reads an expectation: METHOD /path [STATUS].
+EXPECTATION = re.compile(r"[A-Z]{1,16} /[!-~]*?(?: [1-5](?:\d\d|xx))?")
 SCREENSHOT_BYTES = 2 * 1024 * 1024       # one screenshot; larger ones are left out
 SCREENSHOTS_BYTES = 16 * 1024 * 1024     # every screenshot, together
 TRACE_BYTES = 32 * 1024 * 1024           # trace.zip
 TRACE_UNPACKED_BYTES = 256 * 1024 * 1024  # what the parts may unpack to, together
 _SESSION = pytest.StashKey()
+_RUNNING = []  # this process's Session
 _CONTEXTS = pytest.StashKey()
 # The fixtures whose definition the rig's guarantees rest on, and the plugin that owns each.
 OWNED = {"connect_options": __name__, "browser_type_launch_args": __name__,
@@ -126,6 +137,28 @@ def request_record(test, method, url, resource_type, status, from_service_worker
                 status is not None, from_service_worker, from_network),
             "resource_type": str(resource_type or ""),
             "failure": None if failure is None else clip(failure), "blocked": bool(blocked)}
+
+
+def test_record(test, outcome, expected):
+    """One line of tests.jsonl: a test that ran, how it came out, and the expectations
+    its own flow must meet (None: the criterion's)."""
+    return {"format": FORMAT, "kind": "test", "test": test, "outcome": str(outcome),
+            "expect_requests": None if expected is None else [str(e) for e in expected]}
+
+
+def marked_expectations(item):
+    """A test's own `expect_requests` marker (the closest one), or None without one; a
+    usage error when an entry is not `METHOD /path [STATUS]`."""
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return None
+    if marker.kwargs or not all(isinstance(e, str) and EXPECTATION.fullmatch(e.strip())
+                                for e in marker.args):
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.{MARKER} takes entries such as "
+            f'"POST /api/horizon" or "POST /api/horizon 400", not {marker.args!r}'
+            + (f" {marker.kwargs!r}" if marker.kwargs else ""))
+    return [e.strip() for e in marker.args]
 
 
 def console_record(test, kind, level, text, url):
@@ -229,6 +262,7 @@ class Session:
         self.traces, self.screenshots = [], []
         self.screenshot_bytes = self.screenshots_dropped = self.serial = 0
         self.blocked, self.contexts = set(), set()
+        self.expected = {}  # test id -> its marker's expectations (None: the criterion's)
 
     def event(self, kind, **facts):
         self.sinks["events"].write({"format": FORMAT, "kind": kind, "test": self.test,
@@ -311,12 +345,19 @@ def pytest_configure(config):
     if not out:
         raise pytest.UsageError(f"{OUT_ENV} is not set: the rig names the directory the "
                                 "browser's records, screenshots and trace go to")
+    config.addinivalue_line(
+        "markers", f"{MARKER}(*expectations): the endpoints this test's own flow must "
+        "reach on the app's server, in place of the criterion's expect_requests")
     config.stash[_SESSION] = Session(Path(out))
+    _RUNNING[:] = [config.stash[_SESSION]]  # for pytest_runtest_logreport (no config)
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """A criterion that redefines a fixture the rig's guarantees rest on is refused."""
+    """A criterion that redefines a fixture the rig's guarantees rest on is refused; so
+    is an `expect_requests` marker that does not read as expectations."""
+    found = config.stash[_SESSION]
     for item in items:
+        found.expected[item.nodeid] = marked_expectations(item)
         info = getattr(item, "_fixtureinfo", None)
         for name, owner in OWNED.items():
             defs = info.name2fixturedefs.get(name) if info is not None else None
@@ -330,6 +371,17 @@ def pytest_collection_modifyitems(session, config, items):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     item.config.stash[_SESSION].test = item.nodeid
+
+
+def pytest_runtest_logreport(report):
+    """Each test's outcome once its call ran (a test skipped or erred in its setup
+    never passed: it has no line), with the expectations its flow must meet."""
+    if report.when != "call":
+        return
+    session = _RUNNING[0] if _RUNNING else None
+    if session is not None:
+        session.sinks["tests"].write(test_record(report.nodeid, report.outcome,
+                                                 session.expected.get(report.nodeid)))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -305,7 +305,7 @@ def read_outputs(stdout: bytes) -> Outputs:
 OWN = ("log", "server", "server.log", "build", "build.log")
 _KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}(/[A-Za-z0-9][A-Za-z0-9._-]{0,200})?")
 FILES = {"requests": "requests.jsonl", "console": "console.jsonl", "events": "events.jsonl",
-         "artifacts": "artifacts.json"}
+         "tests": "tests.jsonl", "artifacts": "artifacts.json"}
 TRACE = "trace.zip"
 
 

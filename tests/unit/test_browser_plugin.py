@@ -132,3 +132,79 @@ def test_a_line_of_every_kind_is_json_with_its_format(tmp_path: Path) -> None:
     assert json.loads(json.dumps(record)) == {"format": 1, "kind": "console", "test": "t",
                                               "type": "error", "text": "5 passed in 0.01s",
                                               "url": ""}
+
+
+CRITERION = '''import pytest
+
+pytestmark = pytest.mark.expect_requests("POST /api/horizon")
+
+
+@pytest.mark.parametrize("days", [1, 90])
+def test_the_summary(days):
+    pass
+
+
+@pytest.mark.expect_requests()
+def test_the_field_is_capped():
+    pass
+
+
+@pytest.mark.expect_requests("POST /api/login 4xx")
+def test_refused():
+    assert False
+
+
+def test_unmarked_inherits_the_module_marker():
+    pytest.skip("not this time")
+'''
+
+
+def run_plugin(tmp_path: Path, source: str) -> tuple[int, str, list[dict[str, object]]]:
+    """pytest with only the rig's plugin (no browser is needed to collect and record)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_cap.py").write_text(source)
+    out = tmp_path / "out"
+    out.mkdir()
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "BAKEOFF_BROWSER_OUT": str(out), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-c", "/dev/null", "--rootdir", str(tmp_path),
+         "-p", "no:cacheprovider", "-p", "rig.insample.browser_plugin", "test_cap.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
+    tests = out / "tests.jsonl"
+    lines = [json.loads(x) for x in tests.read_text().splitlines()] if tests.exists() else []
+    return done.returncode, done.stdout + done.stderr, lines
+
+
+def test_each_test_that_ran_is_recorded_with_its_outcome_and_its_own_expectations(
+        tmp_path: Path) -> None:
+    """The closest marker wins (a test's over its module's); an empty one asks nothing;
+    the outcome is the call's (only a passed test's flow is decided); the rig reads the
+    lines back as they are."""
+    code, output, lines = run_plugin(tmp_path, CRITERION)
+    assert code == 1, output
+    assert [(x["test"], x["outcome"], x["expect_requests"]) for x in lines] == [
+        ("test_cap.py::test_the_summary[1]", "passed", ["POST /api/horizon"]),
+        ("test_cap.py::test_the_summary[90]", "passed", ["POST /api/horizon"]),
+        ("test_cap.py::test_the_field_is_capped", "passed", []),
+        ("test_cap.py::test_refused", "failed", ["POST /api/login 4xx"]),
+        ("test_cap.py::test_unmarked_inherits_the_module_marker", "skipped",
+         ["POST /api/horizon"])]
+    flows, malformed = real_path.read_tests((tmp_path / "out" / "tests.jsonl").read_text())
+    assert malformed == 0 and flows[2] == real_path.TestFlow(
+        "test_cap.py::test_the_field_is_capped", "passed", ())
+
+
+@pytest.mark.parametrize("marker", ['"post /api/horizon"', '"POST /x", 3',
+                                    'method="POST"', '"POST /x 600"'])
+def test_a_marker_that_does_not_read_as_expectations_is_a_usage_error(
+        tmp_path: Path, marker: str) -> None:
+    code, output, lines = run_plugin(tmp_path, (
+        "import pytest\n\n\n"
+        f"@pytest.mark.expect_requests({marker})\ndef test_x():\n    pass\n"))
+    assert code == 4 and lines == [], output
+    assert "test_cap.py::test_x: @pytest.mark.expect_requests takes entries such as" in output

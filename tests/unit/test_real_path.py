@@ -179,10 +179,104 @@ def test_decide_reads_a_samples_requests_and_says_what_the_records_lacked() -> N
              b'"url": "http://localhost:8/api/horizon", "origin": "http://localhost:8", '
              b'"path": "/api/horizon", "status": 500, "answered_by": "server", '
              b'"resource_type": "fetch", "failure": null, "blocked": false}\n')
-    found = decide(["POST /api/horizon"], lines, "http://localhost:8")
+    tests = (json.dumps(browser_plugin.test_record("test_cap.py::t", "passed", None))
+             + "\n").encode()
+    found = decide(["POST /api/horizon"], lines, "http://localhost:8", tests, "test_cap.py")
     assert (found.malformed, found.dropped, [f.met for f in found.findings]) == (1, 7, [False])
-    assert found.detail() == (
+    assert found.detail() == (  # no test met it either: said once, for the sample
         "POST /api/horizon 2xx: no matching answer from the app's server: POST "
         "http://localhost:8/api/horizon: 500 by server (1 unreadable request line(s), 7 "
         "request(s) past the record's cap)")
-    assert decide([], lines, "http://localhost:8").unmet == ()
+    assert decide([], lines, "http://localhost:8", tests, "test_cap.py").unmet == ()
+
+
+# -- each test's own flow ------------------------------------------------------------------
+
+CAP = "test_cap.py::test_the_summary"
+
+
+def flows(*tests: tuple[str, str, list[str] | None]) -> bytes:
+    return "".join(json.dumps(browser_plugin.test_record(*t)) + "\n" for t in tests).encode()
+
+
+def decided(requests: list[str], tests: bytes | None,
+            expectations: tuple[str, ...] = ("POST /api/horizon",)) -> real_path.Decided:
+    return real_path.decide(expectations, ("\n".join(requests) + "\n").encode(), APP, tests,
+                            "test_cap.py")
+
+
+def test_every_passed_test_must_take_the_real_path_itself() -> None:
+    """The varied client-side trick: the page sends what the server can answer (1, 45)
+    and makes up the UI's maximum (90). Some test reached the server, so the sample's
+    expectation is met; the test of 90 did not, so the flow is not the real path."""
+    requests = [line("POST", f"{APP}/api/horizon", 200, test=f"{CAP}[1]"),
+                line("POST", f"{APP}/api/horizon", 200, test=f"{CAP}[45]"),
+                line("GET", f"{APP}/", 200, test=f"{CAP}[90]")]
+    tests = flows((f"{CAP}[1]", "passed", None), (f"{CAP}[45]", "passed", None),
+                  (f"{CAP}[90]", "passed", None))
+    found = decided(requests, tests)
+    assert [(f.met, f.test) for f in found.findings] == [(True, ""), (False, f"{CAP}[90]")]
+    assert found.detail() == (f"POST /api/horizon 2xx in {CAP}[90]: never requested by "
+                              "the page")
+    honest = decided([*requests[:2], line("POST", f"{APP}/api/horizon", 200,
+                                          test=f"{CAP}[90]")], tests)
+    assert honest.unmet == () and [f.met for f in honest.findings] == [True]
+
+
+def test_a_request_counts_for_the_test_that_was_running_only() -> None:
+    """A 500 in the test of 90 is not made good by a 200 in the test of 45."""
+    found = decided([line("POST", f"{APP}/api/horizon", 200, test=f"{CAP}[45]"),
+                     line("POST", f"{APP}/api/horizon", 500, test=f"{CAP}[90]")],
+                    flows((f"{CAP}[45]", "passed", None), (f"{CAP}[90]", "passed", None)))
+    assert [f.detail for f in found.unmet] == [
+        f"POST /api/horizon 2xx in {CAP}[90]: no matching answer from the app's server: "
+        f"POST {APP}/api/horizon: 500 by server"]
+
+
+def test_a_tests_marker_replaces_the_criterions_expectations_for_that_test() -> None:
+    """A refusal test expects a 4xx; an empty marker needs no request; the rig's canaries
+    (another file) and tests that did not pass are not the criterion's flows."""
+    refused = "test_cap.py::test_a_forged_passkey_is_refused"
+    requests = [line("POST", f"{APP}/api/horizon", 200, test=f"{CAP}[1]"),
+                line("POST", f"{APP}/api/horizon", 403, test=refused)]
+    tests = flows((f"{CAP}[1]", "passed", None),
+                  (refused, "passed", ["POST /api/horizon 4xx"]),
+                  ("test_cap.py::test_the_field_is_capped", "passed", []),
+                  ("bakeoff_canary_1a2b.py::test_must_pass", "passed", None),
+                  ("test_cap.py::test_skipped_in_its_call", "skipped", None))
+    assert decided(requests, tests).unmet == ()
+    wrong = flows((refused, "passed", ["POST /api/horizon 2xx"]))
+    assert [f.test for f in decided(requests, wrong).unmet] == [refused]
+
+
+def test_no_record_of_the_tests_flows_meets_nothing() -> None:
+    """tests.jsonl missing (the plugin always writes it): the sample's expectation alone
+    cannot show each flow took the real path. Present with no passed test of the
+    criterion (they failed: the sample does too), there is no flow to decide."""
+    requests = [line("POST", f"{APP}/api/horizon", 200, test=f"{CAP}[1]")]
+    assert [f.detail for f in decided(requests, None).unmet] == [
+        "no test's own flow was recorded (tests.jsonl missing)"]
+    assert decided(requests, flows(("other.py::t", "passed", None),
+                                   (f"{CAP}[1]", "failed", None))).unmet == ()
+    assert decided(requests, None, expectations=()).unmet == ()
+
+
+def test_test_lines_that_do_not_read_are_counted_never_trusted() -> None:
+    read, malformed = real_path.read_tests(
+        'nope\n{"format": 1, "kind": "test", "test": 3, "outcome": "passed"}\n'
+        '{"format": 2, "kind": "test", "test": "a", "outcome": "passed"}\n'
+        '{"format": 1, "kind": "truncated", "dropped": 2}\n'
+        + flows(("t::a", "passed", ["GET /"])).decode())
+    assert (read, malformed) == ((real_path.TestFlow("t::a", "passed", ("GET /",)),), 3)
+
+
+@pytest.mark.parametrize("text", ["POST /api/horizon", "POST /api/horizon 400",
+                                  "GET /api/items/7 4xx", "post /api/horizon", "POST api/x",
+                                  "POST /x 600", "POST /x 2XX", "POST /a b", "/api/horizon"])
+def test_the_plugins_marker_and_the_rig_read_an_expectation_alike(text: str) -> None:
+    try:
+        real_path.parse_expectation(text)
+        rig_reads = True
+    except ExpectationError:
+        rig_reads = False
+    assert bool(browser_plugin.EXPECTATION.fullmatch(text.strip())) is rig_reads

@@ -542,11 +542,13 @@ def test_a_passing_browser_criterion_off_the_real_path_fails_without_asking_the_
 
     passing = get_parser("pytest").parse(
         "ui/test_cap.py::test_summary[chromium-90] PASSED [100%]\n1 passed in 2.01s\n")
-    requests = b'{"format": 1, "kind": "request", "test": "t", "method": "GET", ' \
+    requests = b'{"format": 1, "kind": "request", "test": "t::a", "method": "GET", ' \
         b'"url": "http://localhost:8/", "origin": "http://localhost:8", "path": "/", ' \
         b'"status": 200, "answered_by": "server", "resource_type": "document", ' \
         b'"failure": null, "blocked": false}\n'
-    unmet = real_path.decide(["POST /api/horizon"], requests, "http://localhost:8")
+    tests = b'{"format": 1, "kind": "test", "test": "t::a", "outcome": "passed", ' \
+        b'"expect_requests": null}\n'
+    unmet = real_path.decide(["POST /api/horizon"], requests, "http://localhost:8", tests, "t")
     judged = verdict.judge(Evidence(parser="pytest", exit_code=0, parsed=passing,
                                     by_id=True, real_path=unmet))
     assert (judged.outcome.verdict, judged.outcome.reason, judged.needs_base) == (
@@ -557,6 +559,8 @@ def test_a_passing_browser_criterion_off_the_real_path_fails_without_asking_the_
         "ui/test_cap.py::test_summary[chromium-90] FAILED [100%]\n1 failed in 2.01s\n")
     assert verdict.judge(Evidence(parser="pytest", exit_code=1, parsed=failing,
                                   real_path=unmet)).outcome.reason is FailReason.tests_failed
-    met = real_path.decide(["GET /"], requests, "http://localhost:8")
+    unrecorded = real_path.decide(["GET /"], requests, "http://localhost:8", None, "t")
+    assert unrecorded.unmet == (unrecorded.findings[1],)  # tests.jsonl missing
+    met = real_path.decide(["GET /"], requests, "http://localhost:8", tests, "t")
     assert verdict.judge(Evidence(parser="pytest", exit_code=0, parsed=passing,
                                   real_path=met)).outcome.verdict is Verdict.PASS

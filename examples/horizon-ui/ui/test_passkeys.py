@@ -4,6 +4,7 @@ A passkey is created and used through the page, with the rig's virtual authentic
 assertion: a passkey that claims a registered credential's id but signs with another key
 (what a cloned or forged authenticator would send) must be refused."""
 
+import pytest
 from playwright.sync_api import Page, expect
 
 
@@ -27,6 +28,10 @@ def test_register_then_sign_in(page: Page, virtual_authenticator):
     expect(page.get_by_role("status")).to_have_text("Signed in as alice")
 
 
+# This flow's sign-in must be refused by the server (the criterion's expect_requests
+# ask every other test for a 2xx sign-in).
+@pytest.mark.expect_requests("POST /api/passkeys/register/finish",
+                             "POST /api/passkeys/login/finish 4xx")
 def test_a_passkey_signed_with_another_key_is_refused(page: Page, virtual_authenticator):
     page.goto("/passkeys.html")
     register(page, "alice")
