@@ -210,6 +210,19 @@ def judge(floor: Mapping[str, float], before: Mapping[str, Sequence[SampleRecord
     return Judgement(rates, floor, ids, errors)
 
 
+def lost_already(before: Mapping[str, Sequence[SampleRecord]],
+                 records: Sequence[SampleRecord]) -> bool:
+    """Whether a graft's samples so far already lost a test (by id or by count, in a
+    graded sample): more samples cannot undo it (a loss in any sample is a loss; the
+    fewest passed can only fall), so the graft is dropped whatever they show."""
+    after: dict[str, list[SampleRecord]] = {}
+    for record in records:
+        if record.verdict is not Verdict.RIG_ERROR:
+            after.setdefault(record.check, []).append(record)
+    return any(by_id(check, before.get(check, ()), found).regressed
+               for check, found in after.items())
+
+
 # -- harness -----------------------------------------------------------------------------
 
 BY_NAME = "harness by name or place (a runner loads it without the tests importing it)"

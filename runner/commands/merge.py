@@ -124,9 +124,11 @@ def _graftable(ask: str, path: str, why: str | None, changed: set[str]) -> None:
 
 
 def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: str, label: str,
-           base: str, say: Say) -> Records:
+           base: str, say: Say,
+           settled: Callable[[list[SampleRecord]], bool] | None = None) -> Records:
     """Success + every check on `commit`, fresh containers each (a ratchet graded against
-    the stage's frozen base value): the samples per check."""
+    the stage's frozen base value): the samples per check (with `settled`, those that ran
+    until it held: `score.run_all`)."""
     stage = layout.merge_dir(score_mod.stage_path(loaded, change))
     baselines = score_mod.frozen_baselines(loaded, change)
     todo = [spec for plan in score_mod.plans(loaded, change)
@@ -134,7 +136,8 @@ def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: st
                                              baselines)]
     with score_mod.executor_for(toolchain, base) as executor:
         records = score_mod.run_all(executor, todo, stage, say,
-                                    proofs=score_mod.stage_path(loaded, change))
+                                    proofs=score_mod.stage_path(loaded, change),
+                                    settled=settled)
     grouped: Records = {}
     for record in records:
         grouped.setdefault(record.check, []).append(record)
@@ -323,8 +326,11 @@ class Merging:
 
     def _verified(self, head: str, grafted: str, candidate: merge.Candidate, n: int,
                   rationale: str) -> tuple[str, GraftResult]:
+        # A sample that lost a test decides the graft (dropped): the rest are not run.
+        before = self.before
         after = verify(self.toolchain, self.loaded, self.change, grafted, f"graft-{n}",
-                       self.base, self.say)
+                       self.base, self.say,
+                       settled=lambda records: graft_mod.lost_already(before, records))
         judged = graft_mod.judge(self.floor, self.before, after)
         what = tree_mod.shown(candidate.path)
         result = GraftResult(arm=candidate.arm, what=what, rationale=rationale,

@@ -268,17 +268,27 @@ def tripwired(spec: SampleSpec) -> bool:
 
 def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
             say: Callable[[str], None], *, diagnose: bool = True,
-            proofs: Path | None = None) -> list[SampleRecord]:
+            proofs: Path | None = None,
+            settled: Callable[[list[SampleRecord]], bool] | None = None
+            ) -> list[SampleRecord]:
     """Every sample in its own fresh container, at most one per core at a time. With
     `diagnose`, a sample that looks like a rig fault (or whose canaries did not come out
     as planted) is judged against the base's run of its check (`BaseRuns`), and an
     exit-code check's samples against its tripwire run (`Tripwires`: one per (arm,
     check), queued first, its samples last); the proofs of the base itself run without
-    (`diagnose=False`)."""
+    (`diagnose=False`). `settled(records so far)` true: what they decide no further
+    sample can change, so none not yet started runs (those under way finish); the
+    records of the samples that ran, in `todo`'s order."""
     base = BaseRuns(executor, stage, proofs) if diagnose else None
     wires = Tripwires(executor, proofs or stage) if diagnose else None
+    lock = threading.Lock()
+    graded: list[SampleRecord] = []
+    stopped = threading.Event()
 
-    def one(spec: SampleSpec, guard: Future[tripwire.Finding | None] | None) -> SampleRecord:
+    def one(spec: SampleSpec, guard: Future[tripwire.Finding | None] | None
+            ) -> SampleRecord | None:
+        if stopped.is_set():
+            return None
         if guard is not None:
             spec = dataclasses.replace(spec, guard=guard.result())
         record = run_sample(executor, spec, stage, base)
@@ -286,6 +296,11 @@ def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
         shown = "" if counts is None else f" ({counts.passed} passed, {counts.failed} failed)"
         reason = f" {record.reason}" if record.reason else ""
         say(f"{record.sample}: {record.verdict}{reason}{shown} in {record.duration_s:.1f}s")
+        if settled is not None:
+            with lock:
+                graded.append(record)
+                if not stopped.is_set() and settled(list(graded)):
+                    stopped.set()
         return record
 
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
@@ -298,7 +313,8 @@ def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
         order = sorted(range(len(todo)), key=lambda n: (todo[n].arm, todo[n].check) in guards)
         done = {n: pool.submit(one, todo[n], guards.get((todo[n].arm, todo[n].check)))
                 for n in order}
-        return [done[n].result() for n in range(len(todo))]
+        found = [done[n].result() for n in range(len(todo))]
+    return [record for record in found if record is not None]
 
 
 def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples: int,

@@ -137,3 +137,23 @@ def test_reproduce_re_creates_the_app_and_the_browser_with_a_fresh_trace(run: Ru
     fresh = sorted((run.state / "reproduce").glob("*-cap-ui-client-only-success-2/samples/"
                                                   "client-only/success/2.browser/trace.zip"))
     assert len(fresh) == 1 and zipfile.ZipFile(fresh[0]).testzip() is None
+
+
+def test_a_graft_that_lost_a_test_is_dropped_without_running_its_other_samples(
+        run: Run) -> None:
+    """cap-ui's grafts: the breaker's and the client-only arm's app.js lose every test of
+    the criterion, so each is dropped as soon as one sample shows it (the samples then
+    under way finish, no other starts); the kept ones ran all six (3 success, 3 tests)."""
+    stage = run.state / "stages" / "cap-ui"
+    grafts = json.loads((stage / "merge.json").read_text())["grafts"]
+    assert [(g["what"], g["verified"], g["kept"]) for g in grafts] == [
+        ("horizonui/static/app.js", True, False), ("horizonui/static/app.js", True, False),
+        ("horizonui/static/index.html", True, True),
+        ("horizonui/static/summaries.js", True, True)]
+    ran = [len(list((stage / "merge" / "samples" / f"graft-{n}").glob("*/*.json")))
+           for n in range(1, 5)]
+    workers = os.cpu_count() or 1
+    assert all(1 <= n <= min(6, workers) for n in ran[:2]) and ran[2:] == [6, 6], ran
+    for dropped in grafts[:2]:
+        assert dropped["why"].startswith("regressed: success 1.00 -> 0.00; lost by id: "
+                                         "success: 3 of 3 test(s) that passed before")

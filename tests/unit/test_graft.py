@@ -444,3 +444,53 @@ def test_the_files_a_check_command_names_are_the_graders(command: str,
     tree = ["scripts/check.sh", "run-tests.sh", "tools/lint.py", "tools/lint.cfg",
             "src/app.py"]
     assert graft.command_files([command], tree) == named
+
+
+# -- a graft decided before its last sample ------------------------------------------------
+
+
+def test_a_sample_that_lost_a_test_settles_the_graft_and_no_other_can_undo_it() -> None:
+    """`lost_already`: one graded sample that lost a held id (or passed fewer tests) is a
+    loss whatever the others show; a RIG_ERROR sample and a check with no sample yet say
+    nothing; what holds so far is not settled."""
+    held = {"t::a": "passed", "t::b": "passed"}
+    before = {"tests": samples("tests", held, held), "success": samples("success", held)}
+    lost = sample("tests", 1, {"t::a": "passed", "t::b": "failed"})
+    fine = sample("tests", 2, held)
+    assert graft.lost_already(before, [fine, lost]) is True
+    assert graft.lost_already(before, [lost]) is True
+    assert graft.lost_already(before, [fine]) is False
+    assert graft.lost_already(before, []) is False  # success has no sample yet: not lost
+    broken = sample("tests", 3, {}, letter="R")
+    assert graft.lost_already(before, [fine, broken]) is False
+    fewer = {"tests": [sample("tests", 1, {}, parser="exit-code", passed=3)]}
+    assert graft.lost_already(fewer, [sample("tests", 2, {}, parser="exit-code",
+                                             passed=3)]) is False
+    # What settles it is what the whole judgement then says: dropped.
+    assert graft.judge({"tests": 1.0, "success": 1.0}, before, {"tests": [lost]}).kept is False
+
+
+def test_run_all_starts_no_sample_once_the_samples_so_far_settle_it(monkeypatch) -> None:
+    """score.run_all with `settled`: on one core the samples run one by one; once the
+    records so far settle it, no sample not yet started runs, and the records returned
+    are those that ran, in order."""
+    from runner.commands import score
+
+    ran: list[int] = []
+
+    def fake(executor: object, spec: object, stage: object, base: object) -> SampleRecord:
+        ran.append(spec.n)  # type: ignore[attr-defined]
+        return record("B", "tests", spec.n, "F" if spec.n == 2 else "P")  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(score, "run_sample", fake)
+    monkeypatch.setattr(score.os, "cpu_count", lambda: 1)
+    todo = [type("Spec", (), {"n": n, "arm": "B", "check": "tests"})() for n in range(1, 6)]
+    said: list[str] = []
+    found = score.run_all(None, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
+                          diagnose=False,
+                          settled=lambda records: any(r.verdict.value == "FAIL" for r in records))
+    assert (ran, [r.n for r in found]) == ([1, 2], [1, 2])
+    assert len(said) == 2
+    everything = score.run_all(None, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
+                               diagnose=False)
+    assert [r.n for r in everything] == [1, 2, 3, 4, 5]
