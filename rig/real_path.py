@@ -39,7 +39,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -151,14 +151,7 @@ def read_requests(text: str) -> Requests:
     not read as a request are counted, never trusted."""
     records: list[RequestRecord] = []
     malformed = dropped = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError:
-            malformed += 1
-            continue
+    for data in _json_lines(text):
         if isinstance(data, dict) and data.get("kind") == TRUNCATED:
             dropped += _count(data.get("dropped"))
             continue
@@ -168,6 +161,20 @@ def read_requests(text: str) -> Requests:
         else:
             records.append(record)
     return Requests(tuple(records), malformed, dropped)
+
+
+_UNREADABLE = object()  # a line that is not JSON
+
+
+def _json_lines(text: str) -> Iterator[object]:
+    """Each non-blank line of a JSON-lines file, parsed (`_UNREADABLE` when it is not
+    JSON: the readers count it, never trust it)."""
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except ValueError:
+                yield _UNREADABLE
 
 
 def _count(value: object) -> int:
@@ -208,14 +215,7 @@ def read_tests(text: str) -> tuple[tuple[TestFlow, ...], int]:
     """The test lines of a `tests.jsonl`, and how many lines were not one."""
     flows: list[TestFlow] = []
     malformed = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError:
-            malformed += 1
-            continue
+    for data in _json_lines(text):
         flow = _flow(data)
         if flow is None:
             malformed += not (isinstance(data, dict) and data.get("kind") == TRUNCATED)
