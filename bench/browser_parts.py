@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.browser_sample import CRITERION, LAUNCH, PORT, SERVER
+from bench.browser_sample import CRITERION, LAUNCH, PORT, SERVER, WAIT, app_by_hand
 from runner.containers import browser, images
 from runner.containers.engine import Engine
 from tests.integration.helpers import PlainReporter
@@ -42,9 +42,6 @@ OFF = {
 PYTEST = ("python -m pytest -q -p no:cacheprovider -p pytest_base_url.plugin -p "
           "pytest_playwright.pytest_playwright -p {plugin} --base-url "
           f"http://localhost:{PORT} --output /tmp/out /criterion/test_ui.py")
-WAIT = ("import time, urllib.request\nfor _ in range(150):\n    try:\n"
-        f"        urllib.request.urlopen('http://localhost:{PORT}/'); break\n"
-        "    except OSError: time.sleep(0.1)\n")
 VARIANTS = ("bare", "rig", "rig-no-trace", "rig-no-route", "rig-no-screenshot",
             "bare-1cpu", "rig-1cpu")
 
@@ -69,11 +66,7 @@ def run(variant: str, app_image: str, browser_image: str, tmp: Path) -> tuple[fl
         plugin, path = "bench_launch", "/criterion"
     else:
         plugin, path = browser.PLUGIN_MODULE, f"/plugins/{variant}"
-    app = subprocess.run(
-        ["docker", "run", "-d", "--network", "none", "--user", "1000:1000", "-e",
-         f"PORT={PORT}", "-v", f"{tmp / 'tree'}:/app:ro", "-w", "/app", app_image,
-         "python3", "server.py"], capture_output=True, text=True, check=True).stdout.strip()
-    try:
+    with app_by_hand(app_image, tmp / "tree") as app:
         script = (f'python -c "{WAIT}" && mkdir -p /tmp/bo && s=$(date +%s.%N) && '
                   f'{PYTEST.format(plugin=plugin)}; echo "pytest $s $(date +%s.%N)"')
         started = time.perf_counter()
@@ -84,8 +77,6 @@ def run(variant: str, app_image: str, browser_image: str, tmp: Path) -> tuple[fl
              "-v", f"{tmp / 'criterion'}:/criterion:ro", "-v", f"{tmp / 'plugins'}:/plugins:ro",
              browser_image, "sh", "-c", script], capture_output=True, text=True, check=False)
         wall = time.perf_counter() - started
-    finally:
-        subprocess.run(["docker", "rm", "-f", app], capture_output=True, check=False)
     if "1 passed" not in done.stdout:
         raise SystemExit(f"{variant} did not pass: {done.stdout[-800:]}{done.stderr[-800:]}")
     began, ended = map(float, done.stdout.strip().splitlines()[-1].split()[1:])

@@ -16,6 +16,7 @@ chromium, then both removed. Alternating, N times each (default 5); medians and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import shutil
 import statistics
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -81,26 +83,36 @@ BARE = ("python -m pytest -q -p no:cacheprovider -p pytest_base_url.plugin -p "
         "http://localhost:8080 --output /tmp/out /criterion/test_ui.py")
 
 
-def bare(app_image: str, browser_image: str, tree: Path, criterion: Path) -> float:
-    """The same app and file by hand: two `docker run`s, then both removed."""
-    started = time.perf_counter()
+# Inside the browser's container: wait (at most 15 s) until the app answers.
+WAIT = ("import time, urllib.request\nfor _ in range(150):\n    try:\n"
+        f"        urllib.request.urlopen('http://localhost:{PORT}/'); break\n"
+        "    except OSError: time.sleep(0.1)\n")
+
+
+@contextlib.contextmanager
+def app_by_hand(app_image: str, tree: Path) -> Iterator[str]:
+    """The app started by hand from a bind-mounted `tree` (no network of its own: the
+    browser joins its namespace); its container id, removed after."""
     app = subprocess.run(
         ["docker", "run", "-d", "--network", "none", "--user", "1000:1000", "-e",
          f"PORT={PORT}", "-v", f"{tree}:/app:ro", "-w", "/app", app_image,
          "python3", "server.py"], capture_output=True, text=True, check=True).stdout.strip()
     try:
-        wait = ("import time, urllib.request\nfor _ in range(150):\n    try:\n"
-                f"        urllib.request.urlopen('http://localhost:{PORT}/'); break\n"
-                "    except OSError: time.sleep(0.1)\n")
-        script = f"python -c \"{wait}\" && {BARE}"
+        yield app
+    finally:
+        subprocess.run(["docker", "rm", "-f", app], capture_output=True, check=False)
+
+
+def bare(app_image: str, browser_image: str, tree: Path, criterion: Path) -> float:
+    """The same app and file by hand: two `docker run`s, then both removed."""
+    started = time.perf_counter()
+    with app_by_hand(app_image, tree) as app:
         done = subprocess.run(
             ["docker", "run", "--rm", f"--network=container:{app}", "--user", "1000:1000",
              "-e", "HOME=/tmp", "-e", "PYTHONPATH=/criterion", "-e",
              "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "-v", f"{criterion}:/criterion:ro",
-             browser_image, "sh", "-c", script],
+             browser_image, "sh", "-c", f'python -c "{WAIT}" && {BARE}'],
             capture_output=True, text=True, check=False)
-    finally:
-        subprocess.run(["docker", "rm", "-f", app], capture_output=True, check=False)
     if "1 passed" not in done.stdout:
         raise SystemExit(f"the bare run did not pass: {done.stdout[-800:]}{done.stderr[-800:]}")
     return time.perf_counter() - started

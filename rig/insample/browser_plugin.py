@@ -91,7 +91,6 @@ SCREENSHOTS_BYTES = 16 * 1024 * 1024     # every screenshot, together
 TRACE_BYTES = 32 * 1024 * 1024           # trace.zip
 TRACE_UNPACKED_BYTES = 256 * 1024 * 1024  # what the parts may unpack to, together
 _SESSION = pytest.StashKey()
-_RUNNING = []  # this process's Session
 _CONTEXTS = pytest.StashKey()
 # The fixtures whose definition the rig's guarantees rest on, and the plugin that owns each.
 OWNED = {"connect_options": __name__, "browser_type_launch_args": __name__,
@@ -349,7 +348,7 @@ def pytest_configure(config):
         "markers", f"{MARKER}(*expectations): the endpoints this test's own flow must "
         "reach on the app's server, in place of the criterion's expect_requests")
     config.stash[_SESSION] = Session(Path(out))
-    _RUNNING[:] = [config.stash[_SESSION]]  # for pytest_runtest_logreport (no config)
+    config.pluginmanager.register(TestRecorder(config.stash[_SESSION]), "bakeoff_tests")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -373,15 +372,21 @@ def pytest_runtest_setup(item):
     item.config.stash[_SESSION].test = item.nodeid
 
 
-def pytest_runtest_logreport(report):
-    """Each test's outcome once its call ran (a test skipped or erred in its setup
-    never passed: it has no line), with the expectations its flow must meet."""
-    if report.when != "call":
-        return
-    session = _RUNNING[0] if _RUNNING else None
-    if session is not None:
-        session.sinks["tests"].write(test_record(report.nodeid, report.outcome,
-                                                 session.expected.get(report.nodeid)))
+class TestRecorder:
+    """tests.jsonl's writer, registered with the session it writes for (a report
+    carries no config): each test's outcome once its call ran (a test skipped or erred
+    in its setup never passed: it has no line), with the expectations its flow must
+    meet."""
+
+    __test__ = False  # not a test class, whatever pytest collects
+
+    def __init__(self, session):
+        self.session = session
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call":
+            self.session.sinks["tests"].write(test_record(
+                report.nodeid, report.outcome, self.session.expected.get(report.nodeid)))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

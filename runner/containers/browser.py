@@ -94,8 +94,7 @@ class BrowserLimits:
         return dataclasses.replace(self, cpus=min(self.cpus, float(engine.cpus)))
 
     def as_record(self) -> dict[str, float | int]:
-        return {"cpus": self.cpus, "memory_mb": self.memory_mb, "pids": self.pids,
-                "tmp_mb": self.tmp_mb, "out_mb": self.out_mb, "home_mb": self.home_mb}
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
