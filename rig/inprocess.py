@@ -314,12 +314,17 @@ _RUST_TEST = re.compile(r"#\[test\]\s*(?:#\[[^\]\n]*\]\s*)*(?:pub\s+)?(?:async\s
                         r"([A-Za-z_]\w*)")
 
 
+# `cargo test -q` (passed on to libtest) and libtest's `-q` / `--format terse`: dots, no
+# test names; planted canaries would only be counted, never read.
+_TERSE = re.compile(r"(?<!\S)(?:-q|--quiet|--format[= ]terse)(?!\S)")
+
+
 def _cargo(token: str, anchor: str, paths: Sequence[str], command: str,
            protected: Sequence[str], text_of: Mapping[str, str],
            failing: bool) -> Canary | None:
     crate = _crate_of(anchor, paths, text_of)
-    if crate is None:
-        return None
+    if crate is None or _TERSE.search(command):
+        return None  # terse libtest output names no test: no canary could be read
     # Without --no-fail-fast cargo stops at the first failing test binary: a must-fail
     # canary would keep later binaries (the doc-tests) from running.
     failing = failing and "--no-fail-fast" in command.split()

@@ -381,7 +381,8 @@ def _test_run(e: Evidence, base: Base | None) -> Judged:
     if judged.needs_base and base is not None:  # a silent observer: the base's had one?
         judged = dataclasses.replace(judged, needs_base=False)
     if outcome.verdict is Verdict.PASS and not canaries.clean and not e.of_base:
-        return _canaries_differential(dataclasses.replace(judged, needs_base=True), base)
+        return _canaries_differential(dataclasses.replace(judged, needs_base=True), base,
+                                      e.parser)
     return judged
 
 
@@ -411,7 +412,10 @@ UNCANARIED = {
 _JS_NONE = ("no test file of its naming, a shell list, or a bail on the first failure "
             "(the canary's failure would stop the run); a configuration or code that "
             "filters, skips or forces tests is not cross-checked")
-NO_CANARY = {"vitest": _JS_NONE, "jest": _JS_NONE}
+NO_CANARY = {"vitest": _JS_NONE, "jest": _JS_NONE,
+             "cargo": "no package holds the tests, or libtest's terse output (`-q`, "
+                      "`--format terse`) names no test: neither the canaries nor the "
+                      "protected tests by id can be read"}
 
 
 def _no_must_fail(e: Evidence) -> str:
@@ -626,14 +630,19 @@ def _differential(judged: Judged, base: Base | None) -> Judged:
         outcome.counts))
 
 
-def _canaries_differential(judged: Judged, base: Base | None) -> Judged:
+def _canaries_differential(judged: Judged, base: Base | None, parser: str = "") -> Judged:
     """Rule 13: canaries not as planted on a PASS say nothing only when the base's came
-    out the same (the command's own selection); otherwise the run lied."""
+    out the same (the command's own selection); otherwise the run lied. cargo's record
+    then says so in `unguarded` (`cargo test --lib`, a name filter: not a false FAIL)."""
     if base is None:
         return judged
     outcome, canaries = judged.outcome, judged.canaries
     if base.canaries is not None and base.canaries == canaries.signature():
-        return dataclasses.replace(judged, needs_base=False, outcome=Outcome(
+        unguarded = judged.unguarded + ((
+            f"the command does not run the rig's canaries ({canaries.detail}), on the base "
+            "either: its own selection; the output and the protected tests by id still "
+            "count",) if parser == "cargo" else ())
+        return dataclasses.replace(judged, needs_base=False, unguarded=unguarded, outcome=Outcome(
             outcome.verdict, outcome.reason,
             f"{outcome.detail}; canaries not as planted ({canaries.detail}), as on the "
             "base: they say nothing for this command", outcome.counts))

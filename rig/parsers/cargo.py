@@ -256,14 +256,17 @@ def _line(state: _State, line: str) -> None:
 
 
 def _qualified(state: _State) -> tuple[TestCase, ...]:
-    """Test ids `binary::name`; a label two binaries share gets its artifact appended."""
+    """Test ids `binary::name`; a label two binaries share gets its artifact appended, and
+    a `unittests src/lib.rs` label always does (its path is the package's, so in a
+    workspace whether it is shared depends on which binaries ran: without --no-fail-fast
+    the base may stop before the second package's)."""
     artifacts: dict[str, set[str]] = {}
     for binary, _, _ in state.tests:
         artifacts.setdefault(binary.label, set()).add(binary.artifact)
     cases = []
     for binary, name, status in state.tests:
         label = binary.label
-        if len(artifacts[label]) > 1:
+        if len(artifacts[label]) > 1 or label.startswith("unittests "):
             label = f"{label} ({binary.artifact})"
         cases.append(TestCase(f"{label}::{name}", status))
     return tuple(cases)

@@ -167,6 +167,37 @@ def test_cargo_twins_need_no_fail_fast() -> None:
     assert (plan.fail_name, plan.twins, len(plan.sentinels)) == (None, (), 1)
 
 
+@pytest.mark.parametrize("command", ["cargo test -q", "cargo test --quiet -p edge",
+                                     "cargo test -- -q", "cargo test -- --format terse",
+                                     "cargo test --no-fail-fast -- --format=terse"])
+def test_cargo_terse_output_gets_no_canary(command: str) -> None:
+    """Issue 30: libtest's terse output (dots) names no test, so canaries could only be
+    counted among the real tests, never read: none is planted (`unguarded` says so)."""
+    assert canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+                       {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST}) is None
+
+
+def test_cargo_twins_that_failed_explain_the_failure_status_without_the_canary_binary(
+        ) -> None:
+    """Issue 30: `cargo test --no-fail-fast --test it` runs the protected binary (its
+    twins fail as planted) but not the canary binary: exit 101 with no other failure is
+    the twins', read as 0 (it was `exit_mismatch` on an honest fix)."""
+    plan = cargo_plan()
+    lines = [f"test {name} ... FAILED" for name in plan.twins]
+    lines += ["test clamps ... ok", "test keeps ... ok", f"test {plan.sentinels[0]} ... ok"]
+    text = ("     Running tests/it.rs (target/debug/deps/it-0123456789abcdef)\n\n"
+            f"running {len(lines)} tests\n" + "\n".join(lines) + "\n\ntest result: FAILED. "
+            f"3 passed; {len(plan.twins)} failed; 0 ignored; 0 measured; 0 filtered out; "
+            "finished in 0.00s\n\n")
+    parsed = get_parser("cargo").parse(text)
+    evidence = canary.observe(plan, parsed.tests, 101)
+    assert evidence.fail_seen is Seen.ABSENT  # the canary binary's must-fail test
+    counts = canary.discount(parsed.counts, evidence)
+    assert counts == Counts(passed=2)
+    assert canary.exit_without("cargo", 101, counts, evidence) == 0
+    assert canary.exit_without("cargo", 101, Counts(passed=1, failed=1), evidence) == 101
+
+
 @pytest.mark.parametrize(("test", "manifest", "why"), [
     ("#![allow(dead_code)]\n" + RUST_TEST, CARGO, "it has inner attributes"),
     (RUST_TEST, CARGO + '\n[[test]]\nname = "it"\nharness = true\n',
