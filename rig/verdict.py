@@ -412,14 +412,14 @@ UNCANARIED = {
 _JS_NONE = ("no test file of its naming, a shell list, or a bail on the first failure "
             "(the canary's failure would stop the run); a configuration or code that "
             "filters, skips or forces tests is not cross-checked")
-NO_CANARY = {"vitest": _JS_NONE, "jest": _JS_NONE,
-             "cargo": "no package holds the tests, or libtest's terse output (`-q`, "
-                      "`--format terse`) names no test: neither the canaries nor the "
-                      "protected tests by id can be read"}
+NO_CANARY = {"vitest": _JS_NONE, "jest": _JS_NONE}
 
 
 def _no_must_fail(e: Evidence) -> str:
     if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
+        if "--no-fail-fast" in e.command.split():
+            return ("no must-fail canary: in libtest's terse output its failure could not "
+                    "be told from a real one")
         return ("no must-fail canary: without --no-fail-fast cargo stops at the first "
                 "failing test binary")
     return ("no must-fail canary: the command is a shell list whose last step is not the "
@@ -639,9 +639,9 @@ def _canaries_differential(judged: Judged, base: Base | None, parser: str = "") 
     outcome, canaries = judged.outcome, judged.canaries
     if base.canaries is not None and base.canaries == canaries.signature():
         unguarded = judged.unguarded + ((
-            f"the command does not run the rig's canaries ({canaries.detail}), on the base "
-            "either: its own selection; the output and the protected tests by id still "
-            "count",) if parser == "cargo" else ())
+            f"the rig's canaries did not read as planted ({canaries.detail}), on the base "
+            "either: the command's own selection or output; the output and the protected "
+            "tests by id still count",) if parser == "cargo" else ())
         return dataclasses.replace(judged, needs_base=False, unguarded=unguarded, outcome=Outcome(
             outcome.verdict, outcome.reason,
             f"{outcome.detail}; canaries not as planted ({canaries.detail}), as on the "

@@ -115,8 +115,8 @@ def base_record(lab: Lab, command: str) -> SampleRecord:
 
 
 # What `unguarded` may say, by its first words.
-TAGS = {"no must-fail canary": "no-must-fail", "the command does not run": "not-run",
-        "no canary could be planted": "no-canary"}
+TAGS = {"no must-fail canary": "no-must-fail", "the rig's canaries did not read": "not-run",
+        "libtest's terse output": "terse"}
 
 
 def tags(record: SampleRecord) -> list[str]:
@@ -128,7 +128,7 @@ def tags(record: SampleRecord) -> list[str]:
 # the fix's record says is unguarded). Without --no-fail-fast cargo stops at the first
 # failing binary, on the base edge's unit tests (caps_high), before tests/it.rs, and no
 # must-fail canary is planted; `--test it` and `--lib` leave the canary binary out (as on
-# the base); `-q` names no test, so no canary is planted at all.
+# the base); `-q` names no test: only the sentinel is planted, unread and counted (7 for 6).
 NFF = ["no-must-fail"]
 SHAPES = [
     ("cargo test", (0, 1), (6, 0), NFF),
@@ -140,7 +140,8 @@ SHAPES = [
     ("cargo test -p edge", (0, 1), (5, 0), NFF),
     ("cd edge && cargo test", (0, 1), (5, 0), NFF),
     ("cargo test --lib", (0, 1), (2, 0), [*NFF, "not-run"]),
-    ("cargo test -q", (0, 1), (6, 0), ["no-canary"]),
+    ("cargo test -q", (0, 1), (7, 0), [*NFF, "terse", "not-run"]),
+    ("cargo test --no-fail-fast -- --show-output", (4, 2), (6, 0), []),
     ("cargo test -- --test-threads=1", (0, 1), (6, 0), NFF),
     ("cargo test --no-fail-fast -- --nocapture --test-threads=1", (4, 2), (6, 0), []),
 ]
