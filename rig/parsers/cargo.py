@@ -46,9 +46,12 @@ _RESULT = re.compile(
 )
 _TEST = re.compile(r"^test (?P<name>.+) \.\.\. (?P<st>ok|FAILED|ignored(?:, .*)?)$")
 # One test thread: libtest prints `test NAME ... ` before the test runs and its status
-# after it, so what the test prints under --nocapture sits between the two.
+# after it, so what the test prints under --nocapture sits between the two, and the
+# status ends the last line before the next test (glued to a partial line:
+# `test talks ... running 99 testsok`).
 _STARTED = re.compile(r"^test (?P<name>.+?) \.\.\. ")
-_STATUS = re.compile(r"^(?P<st>ok|FAILED|ignored(?:, .*)?)$")
+_ENDED = re.compile(r"(?P<st>ok|FAILED)$")
+_STATUS = re.compile(r"^(?:ok|FAILED|ignored(?:, .*)?)$")
 _CAPTURED = re.compile(r"^---- .+ std(?:out|err) ----$")
 _HASH = re.compile(r"-[0-9a-f]{16}$")
 _BUILD_FAILED = ("error[E", "error: could not compile")
@@ -88,6 +91,7 @@ class _Binary:
     listed: int = 0  # its `test NAME ... STATUS` lines (none with --format=terse)
     listed_failed: int = 0
     started: str | None = None  # `test NAME ... ` whose status is still to come (one thread)
+    tail: str = ""  # the last line of its output so far
     last: tuple[int, int, int, int, bool] | None = None  # its last result line, captured?
     earlier: int = 0  # result-like lines before the last one: the tests' output
     summing: tuple[int, int, int, int] | None = None  # the first one that adds up
@@ -147,6 +151,7 @@ def _settle(state: _State) -> None:
     """The binary's run ended: its last result line is libtest's if it adds up (earlier
     ones were printed by its tests), else a spoof; no result line at all is a crash."""
     binary = state.binary
+    _resolve(state)
     if binary.header is not None and binary.last is not None:
         why = _mismatch(binary)
         if why is not None:
@@ -232,8 +237,30 @@ def _listed(state: _State, name: str, word: str) -> None:
     state.binary.started = None
 
 
+def _resolve(state: _State) -> None:
+    """A started test (one thread) ended where the next one starts: its status ends the
+    last line it printed."""
+    binary = state.binary
+    if binary.started is not None and (ended := _ENDED.search(binary.tail)):
+        _listed(state, binary.started, ended["st"])
+
+
+def _glued(line: str) -> tuple[str, str] | None:
+    """(name, status) of libtest's `test NAME ... STATUS` glued to the end of a partial
+    line a test printed (`running 99 teststest keeps ... ok`, several threads)."""
+    head, sep, word = line.rpartition(" ... ")
+    at = head.rfind("test ")
+    if not sep or at <= 0 or not _STATUS.match(word):
+        return None
+    name = head[at + len("test "):]
+    return (name, word) if name and " " not in name else None
+
+
 def _line(state: _State, line: str) -> None:
     binary = state.binary
+    if binary.started is not None and (line in ("failures:", "successes:") or (
+            line.startswith("test ") and not line.startswith("test result:"))):
+        _resolve(state)
     if new := _binary(line):
         _settle(state)
         state.binary = new
@@ -250,9 +277,11 @@ def _line(state: _State, line: str) -> None:
     elif test := _TEST.match(line):
         _listed(state, test["name"], test["st"])
     elif (started := _STARTED.match(line)) and binary.header is not None:
-        binary.started = started["name"]
-    elif binary.started is not None and (status := _STATUS.match(line)):
-        _listed(state, binary.started, status["st"])
+        binary.started, binary.tail = started["name"], line[started.end():]
+    elif glued := _glued(line):
+        _listed(state, *glued)
+    elif binary.started is not None and line:
+        binary.tail = line
 
 
 def _qualified(state: _State) -> tuple[TestCase, ...]:

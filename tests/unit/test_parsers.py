@@ -86,6 +86,8 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("cargo", "lookalike-show-output"): ((9, 1, 1, 0), 8, ""),
     ("cargo", "lookalike-quiet"): ((9, 1, 1, 0), 8, ""),
     ("cargo", "lookalike-pass"): ((10, 0, 1, 0), 8, ""),
+    ("cargo", "lookalike-glued"): ((3, 0, 0, 0), 1, ""),
+    ("cargo", "lookalike-glued-one-thread"): ((3, 0, 0, 0), 1, ""),
     ("cargo", "abort-test-binary"): ((6, 0, 1, 2), 5, "i"),
     ("cargo", "usage-error"): (None, 0, "u"),
     ("cargo", "no-such-test-target"): (None, 0, "u"),
@@ -241,6 +243,31 @@ def test_cargo_test_printing_look_alike_lines_keeps_every_test_s_status(name: st
     assert status["tests/api.rs::same_name"] is failed
     assert len(status) == 11
     assert any("look-alike" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("name", ["lookalike-glued", "lookalike-glued-one-thread"])
+def test_cargo_status_glued_to_a_partial_line_a_test_printed_is_read(name: str) -> None:
+    """`print!` without a newline under --nocapture: libtest's next line is glued to it
+    (`running 99 teststest same_name ... ok`; one thread: `test prints_a_partial_line
+    ... running 99 testsok`). Every test keeps its status: none reads absent."""
+    status = {case.id: case.status for case in parsed("cargo", name).tests}
+    assert status == {f"tests/props.rs::{test}": TestStatus.PASSED
+                      for test in ("same_name", "waits", "prints_a_partial_line")}
+
+
+def test_cargo_one_thread_failure_after_printed_lines_reads_failed() -> None:
+    """One thread, --nocapture: a test's panic message sits between `test clamps ... `
+    and its `FAILED`; a test that printed `all ok` on a line of its own still ends with
+    its own status line."""
+    text = _binary("test clamps ... thread 'main' panicked at 'boom', tests/it.rs:3:5\n"
+                   "note: run with `RUST_BACKTRACE=1`\nFAILED\ntest keeps ... all ok\n"
+                   "FAILED\ntest low ... fine\nok\n\nfailures:\n\nfailures:\n    clamps\n"
+                   "    keeps\n\n" + _result(1, 2))
+    result = get_parser("cargo").parse(text)
+    assert [(c.id, c.status) for c in result.tests] == [
+        ("tests/it.rs::clamps", TestStatus.FAILED), ("tests/it.rs::keeps", TestStatus.FAILED),
+        ("tests/it.rs::low", TestStatus.PASSED)]
+    assert result.spoof_evidence == ()
 
 
 def _binary(body: str, header: int = 3) -> str:
