@@ -139,6 +139,7 @@ SHAPES = [
     ("cargo test -- --nocapture", (0, 1), (6, 0), NFF),
     ("cargo test -p edge", (0, 1), (5, 0), NFF),
     ("cd edge && cargo test", (0, 1), (5, 0), NFF),
+    ("cargo test --manifest-path edge/Cargo.toml", (0, 1), (5, 0), NFF),
     ("cargo test --lib", (0, 1), (2, 0), [*NFF, "not-run"]),
     ("cargo test -q", (0, 1), (7, 0), [*NFF, "terse", "not-run"]),
     ("cargo test --no-fail-fast -- --show-output", (4, 2), (6, 0), []),
