@@ -158,6 +158,10 @@ def test_cargo_roots_the_protected_binary_in_the_rig_s_file_that_includes_it() -
     assert targets == [{"name": "it", "path": root}]
     assert [t.rsplit("_", 1)[0] for t in plan.twins] == ["clamps", "keeps"]
     assert all(f"fn {t}()".encode() in files[root] for t in (*plan.twins, *plan.sentinels))
+    # a twin fails without a panic message (stderr in pieces would split libtest's
+    # `test NAME ... ` from its status under --nocapture): as does the must-fail canary
+    assert files[root].count(b"std::panic::resume_unwind(") == len(plan.twins)
+    assert b"resume_unwind(" in plan.content and b"assert" not in plan.content
     again = cargo_plan()  # another sample (the base's): the same root, so the same ids
     assert root in dict(again.files)
 
