@@ -475,16 +475,14 @@ def _wrapped(text: str, bullet: str = "- ") -> str:
 
 
 def harness_of(base: Tree) -> list[str]:
-    """The base's own files that `pin` holds to the base: harness by name or place (not
-    bytecode: dropped), a test file defining Go's TestMain, cargo's, the files a runner
-    configuration names, the package markers of the test directories."""
+    """The base's own files whose content `pin` holds to the base's: harness by name or
+    place (not bytecode: dropped), a test file defining Go's TestMain, cargo's, the files
+    a runner configuration names. (A test directory's package marker is held by its
+    existence only, its content is code: `RULE_LAYOUT` says so in words.)"""
     found = {p for p in base if is_harness(p) and not is_bytecode(p)}
     found |= {p for p in base if p.endswith("_test.go") and (
         not base[p].held or _GO_TEST_MAIN.search(base[p].data))}
     found |= {p for p in toolchain_harness(base, base) if p in base} | _named(base)
-    dirs = _test_dirs(base)
-    found |= {m for d in {""} | dirs | tree_mod.ancestors(dirs)
-              if (m := posixpath.join(d, "__init__.py") if d else "__init__.py") in base}
     return sorted(p for p in found if not is_bytecode(p))
 
 

@@ -28,8 +28,9 @@ SMALL: Tree = {
 
 def test_the_statement_for_a_small_tree() -> None:
     """Exactly what a brief says for a small python + go base: its protected file, its
-    harness files by path (pytest.ini, the conftest, the plugin the ini names, the test
-    package's marker, the Go TestMain file, go.mod; never bytecode), then the rules."""
+    harness files by path (pytest.ini, the conftest, the plugin the ini names, the Go
+    TestMain file, go.mod; never bytecode, nor the test package's marker, whose content
+    is code), then the rules."""
     text = harness.stated(SMALL, ("tests/test_app.py",))
     assert text.startswith(
         "## What is the base's at scoring\n\n"
@@ -37,7 +38,7 @@ def test_the_statement_for_a_small_tree() -> None:
         "there,\nwhatever your commits hold:\n\n"
         "- Protected (restored to the base's version): `tests/test_app.py`.\n"
         "- The base's harness files here: `calc/main_test.go`, `go.mod`, `pytest.ini`,\n"
-        "  `tests/__init__.py`, `tests/conftest.py`, `tools/plug.py`.\n"
+        "  `tests/conftest.py`, `tools/plug.py`.\n"
         "- Harness, by file name or place anywhere in the tree: ")
     rules = [harness.RULE_BY_NAME, harness.RULE_NAMED, harness.RULE_GO_TEST_MAIN,
              harness.RULE_LAYOUT, harness.RULE_DEPENDENCIES, harness.RULE_BYTECODE,
@@ -93,3 +94,19 @@ def test_a_short_list_is_every_path() -> None:
                                                          for i in range(40)]
     assert harness.grouped(many) == ("`pkg0/conftest.py`, `pkg1/conftest.py`, "
                                      "`pkg2/conftest.py`, `tests/` (40 files)")
+
+
+def test_the_files_stated_are_exactly_what_pin_takes_from_the_base() -> None:
+    """The statement cannot drift from the rule: an arm that rewrites every file of the
+    base gets back, from `pin`, exactly the files `harness_of` names."""
+    base: Tree = {**SMALL, "package.json": file('{"name": "x"}'),
+                  "vitest.config.ts": file("export default { test: { setupFiles: "
+                                           "['./test/setup.ts'] } }\n"),
+                  "test/setup.ts": file("// setup\n"), "src/a.ts": file("export {}\n"),
+                  "crate/Cargo.toml": file('[package]\nname = "c"\nbuild = "gen.rs"\n'),
+                  "crate/gen.rs": file("fn main() {}\n"), "crate/src/lib.rs": file("\n")}
+    del base["tests/__pycache__/test_app.cpython-311.pyc"]
+    rewritten = {path: file(f"// rewritten {path}\n") for path in base}
+    pinned = harness.pin(rewritten, base)
+    assert (list(pinned.restored), pinned.removed) == (harness.harness_of(base), ())
+    assert "crate/gen.rs" in pinned.restored and "test/setup.ts" in pinned.restored
