@@ -257,7 +257,8 @@ _JS_NAMING = re.compile(r"""["']?(?:setupFiles|setupFilesAfterEnv|globalSetup|gl
                         r"""(\[[^\]]{0,4000}\]|["'][^"'\n]{1,300}["'])""")
 _PY_PLUGINS = re.compile(r"""pytest_plugins\s*=\s*(\[[^\]]{0,4000}\]|\([^)]{0,4000}\)|"""
                          r"""["'][^"'\n]{1,300}["'])""")
-_ADDOPTS_PLUGIN = re.compile(r"(?:^|\s)-p\s*([\w.]+)")
+# `-p NAME` in an ini (`addopts = -p x`) or TOML (`addopts = "-p x"`, `["-p", "x"]`).
+_ADDOPTS_PLUGIN = re.compile(r"""(?:^|[\s"'\[,=])-p[\s"',]*([\w.]+)""")
 _QUOTED = re.compile(r"""["']([^"'\n]{1,300})["']""")
 
 

@@ -148,6 +148,22 @@ def test_files_a_pinned_runner_config_names_are_the_harness() -> None:
     assert arm["src/app.ts"] == file("export const a = 2\n")
 
 
+@pytest.mark.parametrize("config", [
+    ("pytest.ini", "[pytest]\naddopts = -p tools.plug\n"),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naddopts = "-q -p tools.plug"\n'),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naddopts = ["-p", "tools.plug"]\n'),
+    ("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-ptools.plug'\n"),
+])
+def test_a_plugin_a_pinned_ini_names_with_p_is_the_harness(config: tuple[str, str]) -> None:
+    """`-p tools.plug` in the base's ini, in any of its spellings (TOML strings and
+    arrays too): the arm's version of the plugin module is the base's again."""
+    name, text = config
+    base = {name: file(text), "tools/plug.py": file("# base\n"), "app.py": file("a\n")}
+    arm = {name: file(text), "tools/plug.py": file("# forged\n"), "app.py": file("b\n")}
+    assert harness.pin(arm, base).restored == ("tools/plug.py",)
+    assert arm["app.py"] == file("b\n")
+
+
 @pytest.mark.parametrize("named", [
     "scripts/check.sh", "run-checks", "tools/lint.py", "prepare.py", "app.py"])
 def test_a_file_a_check_s_command_names_is_the_arm_s(named: str) -> None:
