@@ -211,11 +211,15 @@ def command_files(command: str, paths: Collection[str]) -> set[str]:
     pointed at, not a directory (a word that names one is not a file of `paths`)."""
     found: set[str] = set()
     words = _SHELL_WORD.findall(command)
+    here = ""  # where a `cd DIR` before it moved the command (`cd calc && python3 main.py`)
     for at, word in enumerate(words):
+        if at and words[at - 1] == "cd":
+            here = posixpath.normpath(posixpath.join(here, word)).removeprefix(".")
         candidates = [posixpath.normpath(word.removeprefix("./"))]
         if at and words[at - 1] == "-m":
             module = word.replace(".", "/")
             candidates += [f"{module}.py", f"{module}/__main__.py"]
+        candidates += [posixpath.normpath(posixpath.join(here, c)) for c in candidates if here]
         for candidate in candidates:
             if candidate.startswith(("..", "/")) or _NAMED_TEST.search(candidate):
                 continue

@@ -190,6 +190,8 @@ def test_a_file_a_check_s_command_names_is_the_arm_s(named: str) -> None:
     ("pytest -q tests/test_h.py", set()),      # a test file the runner is pointed at
     ("python3 -m compileall -q src", set()),   # a directory: its files are the code
     ("cat ../outside /etc/passwd", set()),
+    ("cd tools && python3 -m cli && sh ../scripts/check.sh", {
+        "tools/cli/__main__.py", "scripts/check.sh"}),
 ])
 def test_the_files_a_command_names(command: str, named: set[str]) -> None:
     paths = {"scripts/check.sh", "run-checks", "tools/lint.py", "tools/lint.cfg",
