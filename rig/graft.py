@@ -8,7 +8,7 @@ nothing that held before it holds less after it:
   passed before it): verified by those very tests, it would be its own judge. New test
   files may be grafted;
 - a file a check's command names (`sh scripts/check.sh`, `grep -c TODO app.py`) is
-  code like any other: a sample measures the arm's (`rig.harness.command_files`), so a
+  code like any other: a sample measures the arm's (`rig.preflight.command_files`), so a
   graft of it is verified like any other. A grader's own script is `protected`, and a
   protected file is never grafted;
 - **harness** (`harness_paths`): a file a sample would pin to the base's (`rig.harness`:

@@ -133,7 +133,7 @@ def pin(tree: Tree, base: Tree, importable: Iterable[str] = ()) -> Pinned:
     """Make `tree`'s harness the base's (in place): restore, remove; never follow a link.
     `importable`: the top-level module names the image's python answers to. A file a
     check's command names (a script it runs, a file it measures) is not harness: it is the
-    arm's unless the contract protects it (`unprotected_named`)."""
+    arm's unless the contract protects it (`rig.preflight.unprotected_named`)."""
     wanted = {p for p in (*tree, *base) if is_harness(p)}
     wanted |= _go_test_mains(tree, base) | toolchain_harness(tree, base)
     restored, removed = _apply(tree, base, wanted)
@@ -194,48 +194,6 @@ def touched(changed: Iterable[str]) -> list[str]:
 
 
 # -- by content and by layout ------------------------------------------------------------
-
-
-_SHELL_WORD = re.compile(r"""[^\s'"&|;<>()=`]+""")
-# A test file a runner is pointed at is the runner's to judge (a protected one is
-# restored anyway): a command names it as an argument, not as a program.
-_NAMED_TEST = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|[^/]*\.(test|spec)\.[cm]?[jt]sx?"
-                         r"|[^/]*_test\.go)$")
-
-
-def command_files(command: str, paths: Collection[str]) -> set[str]:
-    """The files of `paths` (a tree's) that a check's command names as a word: a script it
-    runs (`sh scripts/check.sh`, `./run`, `python3 app.py`), a module it runs with `-m`
-    (`python3 -m tools.lint`: tools/lint.py or tools/lint/__main__.py), a file it reads or
-    measures (`grep -c TODO app.py`, `ruff check app.py`). Not a test file the runner is
-    pointed at, not a directory (a word that names one is not a file of `paths`)."""
-    found: set[str] = set()
-    words = _SHELL_WORD.findall(command)
-    here = ""  # where a `cd DIR` before it moved the command (`cd calc && python3 main.py`)
-    for at, word in enumerate(words):
-        if at and words[at - 1] == "cd":
-            here = posixpath.normpath(posixpath.join(here, word)).removeprefix(".")
-        candidates = [posixpath.normpath(word.removeprefix("./"))]
-        if at and words[at - 1] == "-m":
-            module = word.replace(".", "/")
-            candidates += [f"{module}.py", f"{module}/__main__.py"]
-        candidates += [posixpath.normpath(posixpath.join(here, c)) for c in candidates if here]
-        for candidate in candidates:
-            if candidate.startswith(("..", "/")) or _NAMED_TEST.search(candidate):
-                continue
-            if candidate in paths:
-                found.add(candidate)
-    return found
-
-
-def unprotected_named(command: str, paths: Collection[str],
-                      protected: Collection[str]) -> list[str]:
-    """The files of the base (`paths`) a check's command names that a sample takes from
-    the ARM's tree: neither protected nor harness (both are the base's in every sample).
-    Each measures the arm's version: a grader's own script among them belongs in the
-    change's `protected`, or an arm can rewrite what its check runs."""
-    return sorted(p for p in command_files(command, paths)
-                  if p not in protected and not is_harness(p))
 
 
 def _go_test_mains(tree: Tree, base: Tree) -> set[str]:

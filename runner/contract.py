@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import harness, ratchet
+from rig import preflight, ratchet
 from rig.contract import LockVersion
 from runner import workspace
 from runner.containers.images import BuiltImage
@@ -90,7 +90,7 @@ def expand_protected(loaded: LoadedManifest, change: str, base: str) -> tuple[st
 
 def unprotected_named(loaded: LoadedManifest, change: str, base: str) -> list[str]:
     """`up`'s warnings: each file of the base a check's or the success criterion's command
-    names that a sample takes from the arm's tree (`rig.harness.unprotected_named`: not
+    names that a sample takes from the arm's tree (`rig.preflight.unprotected_named`: not
     protected, not harness, not a test file the runner is pointed at, not a directory),
     one line per (command, file), saying how to protect it. Not an error: most such files
     are what the check measures (`grep -c TODO app.py`, `python3 app.py --selftest`)."""
@@ -106,7 +106,7 @@ def unprotected_named(loaded: LoadedManifest, change: str, base: str) -> list[st
             f"`protected` of [[changes]] id = \"{change}\" (changes[{change}].protected) "
             f"in {loaded.path.name}"
             for where, command in commands
-            for path in harness.unprotected_named(command, paths, kept)]
+            for path in preflight.unprotected_named(command, paths, kept)]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig import canary, harness, inprocess, observer, verdict
+from rig import canary, harness, inprocess, observer, preflight, verdict
 from rig import tree as tree_mod
 from rig.canary import Evidence, Seen
 from rig.oracle import Execution, SampleSpec, assess
@@ -192,11 +192,12 @@ def test_a_file_a_check_s_command_names_is_the_arm_s(named: str) -> None:
     ("cat ../outside /etc/passwd", set()),
     ("cd tools && python3 -m cli && sh ../scripts/check.sh", {
         "tools/cli/__main__.py", "scripts/check.sh"}),
+    ("cd .ci && sh run.sh", {".ci/run.sh"}),
 ])
 def test_the_files_a_command_names(command: str, named: set[str]) -> None:
     paths = {"scripts/check.sh", "run-checks", "tools/lint.py", "tools/lint.cfg",
-             "tools/cli/__main__.py", "app.py", "tests/test_h.py", "src/app.py"}
-    assert harness.command_files(command, paths) == named
+             "tools/cli/__main__.py", "app.py", "tests/test_h.py", "src/app.py", ".ci/run.sh"}
+    assert preflight.command_files(command, paths) == named
 
 
 def test_up_is_told_which_named_files_are_neither_protected_nor_harness() -> None:
@@ -204,8 +205,8 @@ def test_up_is_told_which_named_files_are_neither_protected_nor_harness() -> Non
     protected one and harness (`make -f Makefile`, the base's in every sample) are not."""
     paths = {"scripts/check.sh", "app.py", "Makefile", "tests/test_h.py"}
     command = "sh scripts/check.sh && make -f Makefile && grep -c TODO app.py"
-    assert harness.unprotected_named(command, paths, ()) == ["app.py", "scripts/check.sh"]
-    assert harness.unprotected_named(command, paths, {"scripts/check.sh"}) == ["app.py"]
+    assert preflight.unprotected_named(command, paths, ()) == ["app.py", "scripts/check.sh"]
+    assert preflight.unprotected_named(command, paths, {"scripts/check.sh"}) == ["app.py"]
 
 
 def test_committed_bytecode_is_dropped() -> None:
