@@ -396,6 +396,9 @@ RULE_LAYOUT = ("Python: where imports resolve is the base's. A test directory (o
                "module of yours at an import root (the repository root, a test directory, "
                "an ini `pythonpath`) named like a standard-library, installed or base "
                "module elsewhere is removed.")
+RULE_RUNTIME = ("Python: a conftest, ini file or pytest plugin that is neither the base's "
+                "nor the image's, or bytecode, that your code writes while the tests run "
+                "fails the sample (tampered).")
 RULE_DEPENDENCIES = ("New dependencies are not installed: every sample runs in the image "
                      "prepared from the base, with no network. Use what the base already "
                      "has.")
@@ -426,7 +429,7 @@ def stated(base: Tree, protected: Collection[str] = ()) -> str:
     if any(p.endswith(".go") for p in base):
         rules.append(RULE_GO_TEST_MAIN)
     if any(p.endswith(".py") for p in base):
-        rules.append(RULE_LAYOUT)
+        rules += [RULE_LAYOUT, RULE_RUNTIME]
     rules += [RULE_DEPENDENCIES, RULE_BYTECODE, RULE_COMMANDS]
     lines += [_wrapped(rule) for rule in rules]
     return "\n".join(lines) + "\n"

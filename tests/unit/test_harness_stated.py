@@ -41,8 +41,10 @@ def test_the_statement_for_a_small_tree() -> None:
         "  `tests/conftest.py`, `tools/plug.py`.\n"
         "- Harness, by file name or place anywhere in the tree: ")
     rules = [harness.RULE_BY_NAME, harness.RULE_NAMED, harness.RULE_GO_TEST_MAIN,
-             harness.RULE_LAYOUT, harness.RULE_DEPENDENCIES, harness.RULE_BYTECODE,
-             harness.RULE_COMMANDS]
+             harness.RULE_LAYOUT, harness.RULE_RUNTIME, harness.RULE_DEPENDENCIES,
+             harness.RULE_BYTECODE, harness.RULE_COMMANDS]
+    # every rule sentence of the module: a new one must be stated (and listed here)
+    assert set(rules) == {v for k, v in vars(harness).items() if k.startswith("RULE_")}
     flat = " ".join(text.split())
     assert [flat.find(" ".join(rule.split())) > 0 for rule in rules] == [True] * len(rules)
     assert harness.stated(dict(SMALL), ("tests/test_app.py",)) == text  # deterministic
@@ -62,7 +64,8 @@ def test_every_rule_that_decides_a_verdict_is_stated() -> None:
                   "`setupFiles`", "`pytest_plugins`", "`__pycache__/`", "`*.pyc`",
                   "`.pytest_cache/`", "cargo `target/`", "`package.json`", "`Cargo.toml`",
                   "`go.sum`", "`Makefile`", "`.gitignore`", "`node_modules/`",
-                  "`sitecustomize.py`", "`*.pth`",
+                  "`sitecustomize.py`", "`*.pth`", "your code writes while the tests run",
+                  "(tampered)",
                   "a file a check's command names", "unless it is protected"):
         assert words in flat, words
 
