@@ -200,7 +200,8 @@ def own_conftests(tree: Tree, base: Tree) -> set[str]:
     """The arm's conftests in directories the base does not have (so holding none of the
     base's tests, above none of them): pytest loads one only while it collects that
     directory, its fixtures serve only the tests below it. Kept: the arm's own."""
-    found = {p for p in tree if p.endswith("/conftest.py") and p not in base}
+    found = {p for p in tree if p.endswith("/conftest.py") and p not in base
+             and _DIR_GLOBS.search(p) is None}  # never one in vendor/, node_modules/, ...
     if not found:
         return found
     theirs = tree_mod.ancestors(base)

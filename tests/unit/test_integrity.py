@@ -159,6 +159,8 @@ def test_a_new_test_package_of_the_arm_keeps_its_markers(
     ({"tests/conftest.py": ""}, ("tests/conftest.py",)),
     ({"conftest.py": ""}, ("conftest.py",)),
     ({"src/conftest.py": ""}, ("src/conftest.py",)),
+    ({"vendor/x/conftest.py": ""}, ("vendor/x/conftest.py",)),
+    ({"tests/new/node_modules/conftest.py": ""}, ("tests/new/node_modules/conftest.py",)),
 ])
 def test_a_conftest_in_a_new_directory_is_the_arm_s_own(
         added: dict[str, str], removed: tuple[str, ...]) -> None:
