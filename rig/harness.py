@@ -339,6 +339,14 @@ def _ini_paths(tree: Tree) -> set[str]:
     return found
 
 
+def marker_dirs(base: Tree) -> set[str]:
+    """The directories whose package markers (`__init__.py` there or not) are the base's
+    at scoring: the base's test and conftest directories and every directory above them
+    ("" is the root). A marker elsewhere is the arm's own."""
+    theirs = _test_dirs(base)
+    return {""} | theirs | tree_mod.ancestors(theirs)
+
+
 def _layout(tree: Tree, base: Tree, importable: frozenset[str]) -> set[str]:
     """Where the base's tests' imports resolve is the base's: the package markers of the
     base's test directories and their parents (existence only: an `__init__.py`'s content
@@ -347,8 +355,7 @@ def _layout(tree: Tree, base: Tree, importable: frozenset[str]) -> set[str]:
     named, and the roots are those of the layout as it will then be."""
     found: set[str] = set()
     dirs = _test_dirs(tree, base)
-    theirs = _test_dirs(base)
-    held = {""} | theirs | tree_mod.ancestors(theirs)  # where the base's tests import from
+    held = marker_dirs(base)
     for directory in held:
         marker = posixpath.join(directory, "__init__.py") if directory else "__init__.py"
         if (marker in tree) != (marker in base):
