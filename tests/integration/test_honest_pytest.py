@@ -48,6 +48,10 @@ SHAPES: dict[str, tuple[str, tuple[int, int], tuple[int, int]]] = {
     "pytest -x tests": (PROTECTED, (0, 1), (3, 0)),
     "pytest -q --junitxml=/tmp/report.xml": (PROTECTED, (2, 1), (3, 0)),
     "pytest -p no:cacheprovider tests": (PROTECTED, (2, 1), (3, 0)),
+    "pytest ./tests/": (PROTECTED, (2, 1), (3, 0)),
+    "pytest -rA --tb=line --durations=3 tests": (PROTECTED, (2, 1), (3, 0)),
+    f"pytest -q {PROTECTED} tests/test_other.py": (PROTECTED, (2, 1), (3, 0)),
+    "pytest --import-mode=importlib tests": (PROTECTED, (2, 1), (3, 0)),
     "cd svc && pytest": (SVC_PROTECTED, (1, 1), (2, 0)),
     "cd svc && python3 -m pytest -q tests/test_billing.py": (SVC_PROTECTED, (1, 1), (2, 0)),
 }
@@ -115,6 +119,9 @@ CHANGES: dict[str, tuple[dict[str, str], str, tuple[str, str | None], tuple[int,
     "a new test file": ({"tests/test_more.py": PARAMETRIZED.replace("test_clamp", "test_more")},
                         "pytest tests", PASS, (7, 0)),
     "two new test packages with one basename": (PACKAGES, "pytest tests", PASS, (7, 0)),
+    "two new test directories of one basename, importlib mode": (
+        {k: v for k, v in PACKAGES.items() if not k.endswith("__init__.py")},
+        "pytest --import-mode=importlib tests", PASS, (7, 0)),
     "a helper module beside the tests": (
         {"tests/helpers.py": "LIMIT = 90\n",
          "tests/test_helped.py": "from helpers import LIMIT\nfrom horizon import clamp\n\n\n"

@@ -153,6 +153,19 @@ def test_a_new_test_package_of_the_arm_keeps_its_markers(
     assert set(added) - gone <= set(arm), kept
 
 
+def test_a_new_test_package_inside_a_package_of_the_base_keeps_its_marker() -> None:
+    """The base's tests are a package (`tests/__init__.py`): a new subpackage's marker is
+    kept, a marker the arm takes from the base's test package is put back."""
+    base = {**BASE_LAYOUT, "tests/__init__.py": file("")}
+    added = {"tests/api/__init__.py": file(""), "tests/api/test_util.py": file(""),
+             "tests/web/__init__.py": file(""), "tests/web/test_util.py": file("")}
+    arm = {**base, **added}
+    assert harness.pin(arm, dict(base)) == harness.Pinned()
+    del arm["tests/__init__.py"]
+    assert harness.pin(arm, dict(base)).restored == ("tests/__init__.py",)
+    assert set(added) <= set(arm)
+
+
 @pytest.mark.parametrize(("added", "removed"), [
     ({"tests/api/conftest.py": "", "tests/api/test_a.py": ""}, ()),
     ({"tests/api/conftest.py": "", "tests/api/deeper/test_a.py": ""}, ()),
