@@ -239,3 +239,15 @@ def test_a_marker_declared_in_pyproject_is_not_obeyed_and_the_record_says_why(
     assert record.detail.startswith(
         "the code under test did not compile or import (tests/test_slow.py: 'slow' not found "
         "in `markers` configuration option)"), record.detail
+
+
+def test_a_conftest_where_the_base_has_tests_stays_the_base_s_and_the_record_says_why(
+        lab: Lab) -> None:
+    """A conftest in a directory the base has (`tests/`: its fixtures and hooks would
+    reach the base's tests) is the base's harness, stated in the brief: removed, the arm's
+    test that needs its fixture errors, and the reason names what was not obeyed."""
+    record = grade(lab, {**FIXED, "tests/conftest.py": CONFTEST_FIXTURE,
+                         "tests/test_limit.py": USES_FIXTURE})
+    assert (verdict(record), counts(record)) == (("FAIL", "tests_failed"), (3, 0))
+    assert record.detail == ("exit 1: 3 passed, 0 failed, 1 errors; under the base's "
+                             "harness: removed tests/conftest.py"), record.detail
