@@ -236,9 +236,10 @@ def test_a_marker_declared_in_pyproject_is_not_obeyed_and_the_record_says_why(
     record = grade(lab, {**FIXED, "pyproject.toml": pyproject, "tests/test_slow.py": SLOW_TEST})
     assert verdict(record) == ("FAIL", "build_failed"), record.detail
     assert record.pinned["restored"] == ["pyproject.toml"]
-    assert record.detail.startswith(
+    assert record.detail == (
         "the code under test did not compile or import (tests/test_slow.py: 'slow' not found "
-        "in `markers` configuration option)"), record.detail
+        "in `markers` configuration option); under the base's harness: restored "
+        "pyproject.toml"), record.detail
 
 
 def test_a_conftest_where_the_base_has_tests_stays_the_base_s_and_the_record_says_why(
