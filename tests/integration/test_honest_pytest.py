@@ -13,7 +13,7 @@ import pytest
 from rig.oracle import run_sample
 from rig.record import SampleRecord
 from runner.commands.score import BaseRuns
-from tests.integration.attack_lab import FIX, Lab, counts, verdict
+from tests.integration.attack_lab import FIX, Files, Lab, counts, verdict
 
 PROTECTED = "tests/test_horizon.py"
 SVC_PROTECTED = "svc/tests/test_billing.py"
@@ -77,7 +77,7 @@ def graded(lab: Lab, commit: str, command: str, protected: str = PROTECTED) -> S
                       bases.stage, bases)
 
 
-def grade(lab: Lab, files: dict[str, str], command: str = "pytest tests",
+def grade(lab: Lab, files: Files, command: str = "pytest tests",
           protected: str = PROTECTED) -> SampleRecord:
     return graded(lab, lab.variant(files), command, protected)
 
@@ -115,7 +115,7 @@ MARKER_CONFTEST = ('def pytest_configure(config):\n'
 SLOW_TEST = "import pytest\n\n\n@pytest.mark.slow\ndef test_slow():\n    pass\n"
 
 # name -> (the arm's files besides the fix, command, verdict, counts)
-CHANGES: dict[str, tuple[dict[str, str], str, tuple[str, str | None], tuple[int, int]]] = {
+CHANGES: dict[str, tuple[Files, str, tuple[str, str | None], tuple[int, int]]] = {
     "a new test file": ({"tests/test_more.py": PARAMETRIZED.replace("test_clamp", "test_more")},
                         "pytest tests", PASS, (7, 0)),
     "two new test packages with one basename": (PACKAGES, "pytest tests", PASS, (7, 0)),
@@ -131,6 +131,9 @@ CHANGES: dict[str, tuple[dict[str, str], str, tuple[str, str | None], tuple[int,
         {"src/limits.py": "LIMIT = 90\n",
          "src/horizon.py": "from limits import LIMIT\n\n\ndef clamp(x):\n"
                            "    return min(x, LIMIT)\n"}, "pytest tests", PASS, (3, 0)),
+    "the module under test turned into a package": (
+        {"src/horizon.py": None, "src/horizon/__init__.py": "from horizon.core import clamp\n",
+         "src/horizon/core.py": FIX}, "pytest tests", PASS, (3, 0)),
     "a conftest fixture in a new test directory": (
         {"tests/unit/conftest.py": CONFTEST_FIXTURE, "tests/unit/test_limit.py": USES_FIXTURE},
         "pytest tests", PASS, (4, 0)),
