@@ -237,7 +237,8 @@ def harness_paths(grafted: Tree, onto: Tree, importable: Iterable[str] = ()) -> 
     pin them (`rig.harness.pin`; a directory when a whole package would go). Paths as
     git holds them (`rig.tree.shown` prints them)."""
     changed = sorted(p for p in {*grafted, *onto} if grafted.get(p) != onto.get(p))
-    found = {p: BY_NAME for p in harness.touched(changed)}
+    own = harness.own_conftests(grafted, onto)  # the arm's own, obeyed in its samples
+    found = {p: BY_NAME for p in harness.touched(changed) if p not in own}
     pinned = harness.pin(dict(grafted), onto, importable)
     for path in (*pinned.restored, *pinned.removed):
         found.setdefault(path, IN_CONTEXT)

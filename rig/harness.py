@@ -13,10 +13,11 @@ wherever it sits in the tree, for every runner the rig reads:
   usercustomize), node's `node_modules/` (its `.bin/` is on `npm run`'s PATH), vendored
   code (`vendor/`, `.yarn/`), build output a tool would take as up to date (cargo's
   `target/`, `*.tsbuildinfo`), compiled bytecode;
-- what decides where an import is resolved (`layout`): whether a test directory or one
-  of its parents is a package (`__init__.py` there or not: pytest's rootdir-relative
-  import path follows it), and a module at a root of the import path (the tree's root,
-  a test directory pytest puts first on `sys.path`, an ini `pythonpath`) whose name
+- what decides where an import is resolved (`layout`): whether a test directory of the
+  base or one of its parents is a package (`__init__.py` there or not: pytest's
+  rootdir-relative import path follows it), and a module at a root of the import path
+  (the tree's root, a test directory pytest puts first on `sys.path`, an ini
+  `pythonpath`, as the layout will be with the arm's own new packages) whose name
   another module already answers to (the standard library's, the image's, the base's
   elsewhere): it would shadow it;
 - a Go test file that defines `TestMain` (it decides how the test binary runs);
@@ -25,6 +26,13 @@ wherever it sits in the tree, for every runner the rig reads:
 Every sample runs under the base's harness: each harness path of the arm's tree is the
 base's version again, or dropped when the base has none (`pin`); the record says which,
 and `touched` names what the arm changed (reported as `harness_touched`, never obeyed).
+
+What cannot change how a base test is imported or collected is the arm's own and kept
+(`own_conftests`, `_layout`): a package marker in a directory that is neither a test
+directory of the base nor above one (a new test package: `tests/api/__init__.py`), and a
+conftest in a directory the base does not have (its fixtures serve only the tests below
+it; its hooks run session-wide, where the observer attests every protected test by id, so
+a hook that deselects, skips or forces one is still FAIL).
 """
 
 from __future__ import annotations
@@ -133,8 +141,9 @@ def pin(tree: Tree, base: Tree, importable: Iterable[str] = ()) -> Pinned:
     """Make `tree`'s harness the base's (in place): restore, remove; never follow a link.
     `importable`: the top-level module names the image's python answers to. A file a
     check's command names (a script it runs, a file it measures) is not harness: it is the
-    arm's unless the contract protects it (`rig.preflight.unprotected_named`)."""
-    wanted = {p for p in (*tree, *base) if is_harness(p)}
+    arm's unless the contract protects it (`rig.preflight.unprotected_named`); nor is a
+    conftest in a directory the base does not have (`own_conftests`)."""
+    wanted = {p for p in (*tree, *base) if is_harness(p)} - own_conftests(tree, base)
     wanted |= _go_test_mains(tree, base) | toolchain_harness(tree, base)
     restored, removed = _apply(tree, base, wanted)
     wanted = _named(tree) - set(restored) - set(removed)
@@ -186,6 +195,18 @@ def _shadows_source(tree: Tree, path: str) -> bool:
         return False
     module = posixpath.join(directory, name.split(".", 1)[0])
     return f"{module}.py" in tree or f"{module}/__init__.py" in tree
+
+
+def own_conftests(tree: Tree, base: Tree) -> set[str]:
+    """The arm's conftests in directories the base does not have (so holding none of the
+    base's tests, above none of them): pytest loads one only while it collects that
+    directory, its fixtures serve only the tests below it. Kept: the arm's own."""
+    found = {p for p in tree if p.endswith("/conftest.py") and p not in base
+             and _DIR_GLOBS.search(p) is None}  # never one in vendor/, node_modules/, ...
+    if not found:
+        return found
+    theirs = tree_mod.ancestors(base)
+    return {p for p in found if posixpath.dirname(p) not in theirs}
 
 
 def touched(changed: Iterable[str]) -> list[str]:
@@ -294,27 +315,38 @@ def _ini_paths(tree: Tree) -> set[str]:
     return found
 
 
+def marker_dirs(base: Tree) -> set[str]:
+    """The directories whose package markers (`__init__.py` there or not) are the base's
+    at scoring: the base's test and conftest directories and every directory above them
+    ("" is the root). A marker elsewhere is the arm's own."""
+    theirs = _test_dirs(base)
+    return {""} | theirs | tree_mod.ancestors(theirs)
+
+
 def _layout(tree: Tree, base: Tree, importable: frozenset[str]) -> set[str]:
-    """Where imports resolve is the base's: the package markers of the test directories
-    (existence only: an `__init__.py`'s content is code) and no module at an import root
-    that shadows another one."""
+    """Where the base's tests' imports resolve is the base's: the package markers of the
+    base's test directories and their parents (existence only: an `__init__.py`'s content
+    is code), and no module at an import root that shadows another one. A marker elsewhere
+    (a new test package of the arm's) is kept: it decides only how the arm's own tests are
+    named, and the roots are those of the layout as it will then be."""
     found: set[str] = set()
     dirs = _test_dirs(tree, base)
-    chains = {""} | dirs | tree_mod.ancestors(dirs)  # each made once: linear in a deep tree
-    for directory in chains:
+    held = marker_dirs(base)
+    for directory in held:
         marker = posixpath.join(directory, "__init__.py") if directory else "__init__.py"
         if (marker in tree) != (marker in base):
             found.add(marker)
-    packages = _packages(base)
+    packages = {d for d in _packages(base) if d in held} | \
+        {d for d in _packages(tree) if d not in held}
     roots = {""} | {_basedir(d, packages) for d in dirs} | _ini_paths(base)
-    mine, theirs = _modules(tree, roots), _modules(base, roots)
+    mine, theirs_at = _modules(tree, roots), _modules(base, roots)
     homes: dict[str, set[str]] = {}  # a module name -> the roots the base has it at
-    for other, names in theirs.items():
+    for other, names in theirs_at.items():
         for name in names:
             homes.setdefault(name, set()).add(other)
     for root in roots:
         for name, paths in mine.get(root, {}).items():
-            if name in theirs.get(root, {}):
+            if name in theirs_at.get(root, {}):
                 continue
             elsewhere = bool(homes.get(name, set()) - {root})  # not a scan of every root
             if name in STDLIB or name in importable or elsewhere:
@@ -383,16 +415,20 @@ RULE_BY_NAME = (
     "`.cargo/`, linters' configs, ignore files such as `.gitignore`, a `Makefile`), "
     "`sitecustomize.py`, `*.pth`, `node_modules/`, `vendor/`. In every sample each is the "
     "base's version; one the base does not have is removed. So a change to one is never "
-    "obeyed: a new conftest fixture or hook, a pytest marker or option declared in "
-    "pyproject.toml, a new dependency or language version in go.mod / package.json / "
-    "Cargo.toml. Keep what your tests need in the test files themselves.")
+    "obeyed: a fixture or hook added to a conftest.py the base has (or a new one in a "
+    "directory the base has), a pytest marker or option declared in pyproject.toml, a new "
+    "dependency or language version in go.mod / package.json / Cargo.toml. Keep what your "
+    "tests need in the test files themselves, or in a conftest.py of a new test directory "
+    "(one in a directory the base does not have is yours and is kept).")
 RULE_NAMED = ("A file a (base) runner configuration names is harness too: a vitest/jest "
               "`setupFiles` entry, a pytest plugin named by `-p` or `pytest_plugins`.")
 RULE_GO_TEST_MAIN = ("Go: a `_test.go` file that defines `TestMain` is harness: one you add "
                      "is removed whole, with every test in it; one you change is the "
                      "base's. Put your tests in files without a TestMain.")
-RULE_LAYOUT = ("Python: where imports resolve is the base's. A test directory (or a parent "
-               "of one) is a package (`__init__.py`) exactly when it is one in the base; a "
+RULE_LAYOUT = ("Python: where the base's tests' imports resolve is the base's. A test "
+               "directory of the base (or a parent of one) is a package (`__init__.py`) "
+               "exactly when it is one in the base (a new test directory of yours may be a "
+               "package or not, as you make it); a "
                "module of yours at an import root (the repository root, a test directory, "
                "an ini `pythonpath`) named like a standard-library, installed or base "
                "module elsewhere is removed.")

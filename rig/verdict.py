@@ -449,10 +449,13 @@ def _observed(parsed: ParseResult, observation: Observation,
     printed = parsed.counts
     if printed is not None and printed != counts:
         notes.append(f"the output's summary says {printed}; the observer saw {counts}")
-    failed_collecting = [c for c in observation.collect_errors if c.endswith(": failed")]
+    failed_collecting = [c.removesuffix(": failed") for c in observation.collect_errors
+                         if c.endswith(": failed")]
+    said = {error.split(": ", 1)[0]: error for error in parsed.build_errors}  # pytest's words
     incomplete = () if observation.finished else ("pytest's session never ended",)
     return ParseResult(counts=counts, summaries=1, tests=tuple(
         _as_case(t) for t in observation.tests), build_failed=bool(failed_collecting),
+        build_errors=tuple(said.get(c, c) for c in failed_collecting[:3]),
         notes=tuple(notes), incomplete=incomplete,
         usage_error=observation.status == 4)
 

@@ -57,7 +57,8 @@ def test_every_rule_that_decides_a_verdict_is_stated() -> None:
     shadowing module, a file a config names, bytecode and caches, a cargo target/),
     and that a file a check's command names is the arm's unless protected."""
     flat = " ".join(harness.stated(SMALL).split())
-    for words in ("`conftest.py`", "new conftest fixture", "pytest marker",
+    for words in ("`conftest.py`", "a fixture or hook added to a conftest.py the base has",
+                  "conftest.py of a new test directory", "pytest marker",
                   "declared in pyproject.toml", "`TestMain`", "removed whole",
                   "language version in go.mod", "New dependencies are not installed",
                   "no network", "`__init__.py`", "standard-library",

@@ -123,6 +123,69 @@ def test_new_modules_and_test_helpers_of_the_arm_are_kept() -> None:
     assert {"src/newmod.py", "tests/helpers.py", "tests/test_more.py"} <= set(arm)
 
 
+@pytest.mark.parametrize(("added", "kept", "removed"), [
+    ({"tests/api/__init__.py": "", "tests/api/test_util.py": "",
+      "tests/web/__init__.py": "", "tests/web/test_util.py": ""},
+     "every file: two new test packages, one basename", ()),
+    ({"it/__init__.py": "", "it/sub/__init__.py": "", "it/sub/test_a.py": "",
+      "it/sub/types.py": ""}, "every file: a helper named like a stdlib module, in a package",
+     ()),
+    ({"tests/api/__init__.py": "", "tests/api/test_a.py": "", "tests/horizon.py": ""},
+     "the new package, not the stub beside the base's tests",
+     ("tests/horizon.py",)),
+    ({"tests/json/__init__.py": "", "tests/json/test_a.py": ""},
+     "nothing: a new package named like a stdlib module at the tests' root",
+     ("tests/json",)),
+    ({"qa/__init__.py": "", "qa/test_a.py": "", "horizon.py": ""},
+     "the new package: its root is the tree's, where the stub would shadow",
+     ("horizon.py",)),
+])
+def test_a_new_test_package_of_the_arm_keeps_its_markers(
+        added: dict[str, str], kept: str, removed: tuple[str, ...]) -> None:
+    """Issue 30: a marker in a directory that is neither a test directory of the base nor
+    above one cannot change how a base test is imported: kept (pytest's prepend mode needs
+    it for two test modules of one basename). Shadowing is judged on the roots of the
+    layout as it will be (the new packages' roots, not the directories inside them)."""
+    arm = {**BASE_LAYOUT, **{k: file(v) for k, v in added.items()}}
+    pinned = harness.pin(arm, dict(BASE_LAYOUT))
+    assert (pinned.restored, pinned.removed) == ((), removed), kept
+    gone = {p for p in added if any(p == r or p.startswith(r + "/") for r in removed)}
+    assert set(added) - gone <= set(arm), kept
+
+
+def test_a_new_test_package_inside_a_package_of_the_base_keeps_its_marker() -> None:
+    """The base's tests are a package (`tests/__init__.py`): a new subpackage's marker is
+    kept, a marker the arm takes from the base's test package is put back."""
+    base = {**BASE_LAYOUT, "tests/__init__.py": file("")}
+    added = {"tests/api/__init__.py": file(""), "tests/api/test_util.py": file(""),
+             "tests/web/__init__.py": file(""), "tests/web/test_util.py": file("")}
+    arm = {**base, **added}
+    assert harness.pin(arm, dict(base)) == harness.Pinned()
+    del arm["tests/__init__.py"]
+    assert harness.pin(arm, dict(base)).restored == ("tests/__init__.py",)
+    assert set(added) <= set(arm)
+
+
+@pytest.mark.parametrize(("added", "removed"), [
+    ({"tests/api/conftest.py": "", "tests/api/test_a.py": ""}, ()),
+    ({"tests/api/conftest.py": "", "tests/api/deeper/test_a.py": ""}, ()),
+    ({"tests/conftest.py": ""}, ("tests/conftest.py",)),
+    ({"conftest.py": ""}, ("conftest.py",)),
+    ({"src/conftest.py": ""}, ("src/conftest.py",)),
+    ({"vendor/x/conftest.py": ""}, ("vendor/x/conftest.py",)),
+    ({"tests/new/node_modules/conftest.py": ""}, ("tests/new/node_modules/conftest.py",)),
+])
+def test_a_conftest_in_a_new_directory_is_the_arm_s_own(
+        added: dict[str, str], removed: tuple[str, ...]) -> None:
+    """A conftest in a directory the base does not have holds none of the base's tests and
+    sits above none: kept (its fixtures serve only the tests below it; a hook of it that
+    touches a protected test is the observer's to catch). One where the base has files is
+    the base's harness: removed."""
+    arm = {**BASE_LAYOUT, **{k: file(v) for k, v in added.items()}}
+    assert harness.pin(arm, dict(BASE_LAYOUT)).removed == removed
+    assert set(added) - set(removed) <= set(arm)
+
+
 def test_a_name_the_image_python_imports_is_not_shadowed() -> None:
     arm = {**BASE_LAYOUT, "src/attr.py": file("")}
     assert harness.pin(dict(arm), dict(BASE_LAYOUT)).removed == ()

@@ -322,6 +322,36 @@ def test_pytest_notes_a_collection_error_on_a_missing_module() -> None:
     assert "no_such_helper_module" in note
 
 
+STRICT_MARKERS = """============================= test session starts ==============================
+platform linux -- Python 3.11.2, pytest-7.2.1, pluggy-1.0.0+repack
+rootdir: /work, configfile: pyproject.toml
+collected 3 items / 1 error
+
+==================================== ERRORS ====================================
+_____________________ ERROR collecting tests/test_slow.py ______________________
+'slow' not found in `markers` configuration option
+=========================== short test summary info ============================
+ERROR tests/test_slow.py
+!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!
+=============================== 1 error in 0.02s ===============================
+"""
+
+
+def test_pytest_names_the_module_it_could_not_collect_and_why() -> None:
+    """Issue 30 (captured from bakeoff/python, pytest 7.2.1): a marker the arm declared in
+    its pyproject.toml, which is the base's at scoring, under `--strict-markers`. The
+    reason names the module and pytest's words, not only "did not compile or import"."""
+    result = get_parser("pytest").parse(STRICT_MARKERS)
+    assert result.build_failed
+    assert result.build_errors == (
+        "tests/test_slow.py: 'slow' not found in `markers` configuration option",)
+    outcome = decide(parser="pytest", exit_code=2, parsed=result, timed_out=False,
+                     oom_killed=False)
+    assert outcome.detail == ("the code under test did not compile or import (tests/"
+                              "test_slow.py: 'slow' not found in `markers` configuration "
+                              "option)")
+
+
 def test_pytest_reads_per_test_statuses() -> None:
     status = {case.id: case.status for case in parsed("pytest", "proj-fail-verbose").tests}
     assert status["tests/test_calc.py::test_sub_table[2-3--1]"] is TestStatus.FAILED
