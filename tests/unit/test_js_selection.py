@@ -1,0 +1,89 @@
+"""What a JavaScript runner's command selects (`rig.js_selection`), and the node --test
+canaries planted only where it goes (issue 30: a command naming one file never ran the
+canary file, and the twins' failing status read as `exit_mismatch`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rig import canary, js_selection
+
+PACKAGE = json.dumps({"scripts": {"test": "node --test test/cart.test.js"}})
+CANARY_FILE = "test/cart.abc123.test.cjs"
+
+
+@pytest.mark.parametrize(("command", "runs"), [
+    ("node --test", True),
+    ("npm test", False),  # package.json's script names one file
+    ("node --test test/cart.test.js", False),
+    ("node --test test/", True),
+    ("node --test ./test", True),
+    ("node --test 'test/**/*.test.cjs'", True),
+    ("node --test test/*.test.js", False),
+    ("node test/cart.test.js", False),
+    ("cd test && node --test", True),
+    ("cd pkg && node --test", False),
+    ("node --test --test-reporter spec", True),
+    ("node --test | tee out", True),
+])
+def test_node_runs_the_canary_file_only_where_the_command_picks_it(command: str,
+                                                                 runs: bool) -> None:
+    selection = js_selection.read("node-test", command, {"package.json": PACKAGE})
+    assert selection is not None
+    assert js_selection.runs_file(selection, CANARY_FILE) is runs
+
+
+def test_a_helper_under_test_runs_but_node_modules_never() -> None:
+    selection = js_selection.read("node-test", "node --test", {})
+    assert selection is not None
+    assert js_selection.runs_file(selection, "test/helpers.js")
+    assert not js_selection.runs_file(selection, "src/helpers.js")
+    assert not js_selection.runs_file(selection, "node_modules/x/test/a.test.js")
+
+
+@pytest.mark.parametrize(("command", "name", "kept"), [
+    ("node --test --test-name-pattern=discount", "applies discount (ab12)", True),
+    ("node --test --test-name-pattern '^keeps'", "applies discount", False),
+    ("node --test --test-name-pattern=/DISCOUNT/i", "applies discount", True),
+    ("npx vitest run -t 'keeps small'", "keeps small totals", True),
+    ("npx jest -t '(?<=x)y'", "xy", None),  # read differently by Python: not predicted
+])
+def test_name_filters_are_read_as_the_runner_reads_them(command: str, name: str,
+                                                       kept: bool | None) -> None:
+    runner = "node-test" if command.startswith("node") else command.split()[1]
+    selection = js_selection.read(runner, command, {})
+    assert selection is not None
+    assert js_selection.keeps_name(selection, name) is kept
+
+
+TEST = "const test = require('node:test');\ntest('applies discount', () => {});\n"
+
+
+def plan(command: str, paths: tuple[str, ...] = ("test/cart.test.js", "package.json"),
+         extra: dict[str, str] | None = None) -> canary.Canary | None:
+    return canary.plan("node-test", "ab12cd34", list(paths), command, ["test/cart.test.js"],
+                       {"test/cart.test.js": TEST, "package.json": PACKAGE, **(extra or {})})
+
+
+def test_one_named_file_gets_twins_and_a_sentinel_but_no_canary_file() -> None:
+    named = plan("node --test test/cart.test.js")
+    assert named is not None and named.path == "" and named.fail_name is None
+    assert named.twins == ("applies discount",) and len(named.sentinels) == 1
+    assert plan("npm test") == named  # the npm script names the same file
+
+
+def test_a_command_running_none_of_the_protected_files_gets_no_canary() -> None:
+    assert plan("node --test test/other.test.js") is None
+    assert plan("node --test --test-reporter=junit") is None  # a reporter rig cannot read
+
+
+def test_a_helper_that_registers_no_test_is_spared_as_node_reports_it() -> None:
+    helper = "exports.cents = (v) => v * 100;\n"
+    found = plan("node --test", ("test/cart.test.js", "test/helpers.js"),
+                 {"test/helpers.js": helper})
+    assert found is not None and found.helpers == ("/work/test/helpers.js", "test/helpers.js")
+    tested = plan("node --test", ("test/cart.test.js", "test/more.js"),
+                  {"test/more.js": TEST})
+    assert tested is not None and tested.helpers == ()
