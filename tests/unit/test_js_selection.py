@@ -87,3 +87,38 @@ def test_a_helper_that_registers_no_test_is_spared_as_node_reports_it() -> None:
     tested = plan("node --test", ("test/cart.test.js", "test/more.js"),
                   {"test/more.js": TEST})
     assert tested is not None and tested.helpers == ()
+
+
+JS_PATHS = ["package.json", "src/cart.js", "test/cart.test.mjs"]
+JS_TEST = "import { test } from 'vitest';\ntest('totals', () => {});\n"
+
+
+def js_plan(runner: str, command: str) -> canary.Canary | None:
+    return canary.plan(runner, "ab12cd34", JS_PATHS, command, ["test/cart.test.mjs"],
+                       {"test/cart.test.mjs": JS_TEST, "package.json": "{}"})
+
+
+@pytest.mark.parametrize(("runner", "command", "planted"), [
+    ("vitest", "npx vitest run", True),
+    ("vitest", "npx vitest run test/cart", True),  # a filter: a substring of its path
+    ("vitest", "npx vitest run test/cart.test.mjs", False),
+    ("vitest", "npx vitest run -t totals", True),
+    ("vitest", "npx vitest run -t '^totals$'", False),
+    ("jest", "npx jest", True),
+    ("jest", "npx jest test/cart", True),  # a regular expression on its path
+    ("jest", "npx jest test/cart.test.mjs", False),
+    ("jest", "npx jest --testNamePattern 'totals$'", False),
+])
+def test_js_must_fail_file_only_where_the_command_selects_it(runner: str, command: str,
+                                                            planted: bool) -> None:
+    """vitest and jest: the must-fail canary file goes only where the command's path
+    filters and name filter select it; elsewhere vitest keeps its listing of every test
+    (no must-fail canary: unguarded), jest gets none."""
+    found = js_plan(runner, command)
+    if planted:
+        assert found is not None and found.path and found.fail_name is not None
+    elif runner == "vitest":
+        assert found is not None and (found.path, found.fail_name) == ("", None)
+        assert found.env and found.files  # every test still listed by id
+    else:
+        assert found is None
