@@ -42,20 +42,35 @@ HOW = {"parser": "node-test", "protected": (PROTECTED,), "requires": ("node", "n
 
 # Every shape of the success criterion's command, each with the fix's exact counts.
 SHAPES = {
-    "node --test": Counts(passed=2),
-    "npm test": Counts(passed=2),
-    f"node --test {PROTECTED}": Counts(passed=2),
-    f"node --test ./{PKG}/test/": Counts(passed=2),
-    "node --test --test-name-pattern=discount": Counts(passed=1, skipped=1),
-    f"cd {PKG} && node --test": Counts(passed=2),
-    f"cd {PKG} && npm test": Counts(passed=2),
-    "node --test --test-reporter=spec": Counts(passed=2),
+    "the whole suite": ("node --test", Counts(passed=2)),
+    "an npm script": ("npm test", Counts(passed=2)),
+    "one file": (f"node --test {PROTECTED}", Counts(passed=2)),
+    "cd and the whole suite": (f"cd {PKG} && node --test", Counts(passed=2)),
+    "cd and a script naming one file": (f"cd {PKG} && npm test", Counts(passed=2)),
+    "a reporter": ("node --test --test-reporter=spec", Counts(passed=2)),
+}
+# Shapes each node reads its own way: node 18 searches a directory and reports a test its
+# name filter drops as skipped; node 22 takes globs (a directory is no test file to it)
+# and leaves a dropped test out.
+VERSIONED = {
+    "a directory or a glob": {
+        "node": (f"node --test ./{PKG}/test/", Counts(passed=2)),
+        "node:22": (f"node --test '{PKG}/test/**/*.test.js'", Counts(passed=2))},
+    "a name filter": {
+        "node": ("node --test --test-name-pattern=discount", Counts(passed=1, skipped=1)),
+        "node:22": ("node --test --test-name-pattern=discount", Counts(passed=1))},
 }
 
 
-@pytest.fixture(scope="module")
-def lab(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    image = images.build(engine, ["node"], PlainReporter())[-1]
+def shape(lab: Lab, name: str) -> tuple[str, Counts]:
+    return SHAPES[name] if name in SHAPES else VERSIONED[name][lab.executor.image.name]
+
+
+@pytest.fixture(scope="module", params=["node", "node:22"])
+def lab(engine: Engine, tmp_path_factory: pytest.TempPathFactory,
+        request: pytest.FixtureRequest) -> Iterator[Lab]:
+    """Debian's node 18 (absolute file names) and node 22 (relative ones, glob patterns)."""
+    image = images.build(engine, [request.param], PlainReporter())[-1]
     limits = sandbox.SandboxLimits(cpus=1.0, memory_mb=512, pids=256)
     with lab_for(engine, image, tmp_path_factory.mktemp("honest-node"), limits) as found:
         found.base = found.commit(BASE, "base: the protected success test fails")
@@ -71,19 +86,20 @@ def fixed(lab: Lab) -> str:
     return lab.on_base({f"{PKG}/src/cart.js": FIX}, "fix")
 
 
-@pytest.mark.parametrize("command", list(SHAPES))
+@pytest.mark.parametrize("name", [*SHAPES, *VERSIONED])
 def test_the_base_fails_and_the_fix_passes_with_every_command_shape(
-        lab: Lab, fixed: str, command: str) -> None:
+        lab: Lab, fixed: str, name: str) -> None:
     """The issue's false FAIL: a command naming one file never ran the canary file, and
     the twins' failing status read as `exit_mismatch`. The canaries go where the command
     goes: the fix PASSes with the command's exact counts, the base FAILs."""
+    command, want = shape(lab, name)
     # A check of its own per shape: the base's run is stored by check name.
-    how = {**HOW, "check": f"shape{list(SHAPES).index(command)}"}
+    how = {**HOW, "check": f"shape{[*SHAPES, *VERSIONED].index(name)}"}
     base = lab.grade(lab.base, command=command, **how)
     record = lab.grade(fixed, command=command, **how)
     assert verdict(base) == ("FAIL", "tests_failed"), base.detail
     assert verdict(record) == ("PASS", None), record.detail
-    assert counted(record) == SHAPES[command], record.detail
+    assert counted(record) == want, record.detail
     assert record.canaries is not None and record.canaries["seen"]["fail"] in (
         "failed", None), record.canaries
 
