@@ -358,7 +358,8 @@ def split(canary: Canary | None,
 def _name_of(test_id: str, names: set[str]) -> str | None:
     if test_id in names:
         return test_id
-    for separator in ("::", " \u203a "):  # cargo's and go's `binary::name`, jest's file and name
+    # cargo's and go's `binary::name`, jest's file and name, vitest's (its verbose lines)
+    for separator in ("::", " \u203a ", " > "):
         tail = test_id.rpartition(separator)[2]
         if tail in names:
             return tail
