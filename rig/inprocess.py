@@ -183,11 +183,12 @@ _REGISTERS = re.compile(r"node:test|(?<![\w$.])(?:test|it|describe|suite)\s*(?:\
 
 
 def _node_candidates(paths: Sequence[str]) -> list[str]:
-    """JavaScript files node may run that are not named as tests: maybe helpers."""
-    return sorted(p for p in paths if p.endswith((".js", ".cjs", ".mjs"))
-                  and "node_modules" not in p.split("/")
-                  and not js_selection.node_default(posixpath.basename(p))
-                  and js_selection.node_default(p))
+    """JavaScript files node may run that are not named as tests (maybe helpers; a glob
+    may pick any), those under a `test` directory first."""
+    found = [p for p in paths if p.endswith((".js", ".cjs", ".mjs"))
+             and "node_modules" not in p.split("/")
+             and not js_selection.node_default(posixpath.basename(p))]
+    return sorted(found, key=lambda p: (not js_selection.node_default(p), p))
 
 
 def _node_helpers(selection: js_selection.Selection, paths: Sequence[str],

@@ -111,7 +111,10 @@ def _invocation(runner: str, words: list[str], cwd: str, text_of: Mapping[str, s
 
 def _script(runner: str, rest: list[str], cwd: str, text_of: Mapping[str, str],
             depth: int) -> Selection | None:
-    """`npm test [-- ARGS]`, `npm run test:unit`: the package.json script, ARGS appended."""
+    """`npm test [-- ARGS]`, `npm run test:unit`, `npm test -w packages/a` (npm's
+    workspace, pnpm's `-C DIR`): the package.json script, in its directory, ARGS
+    appended."""
+    rest, cwd = _package_dir(rest, cwd)
     if rest[:1] == ["run"] or rest[:1] == ["run-script"]:
         rest = rest[1:]
     if not rest:
@@ -128,6 +131,25 @@ def _script(runner: str, rest: list[str], cwd: str, text_of: Mapping[str, str],
         return None
     tail = " ".join(shlex.quote(w) for w in extra)
     return _steps(runner, f"{script} {tail}".strip(), cwd, text_of, depth + 1)
+
+
+_DIRS = ("--workspace", "-w", "--prefix", "-C", "--dir")
+
+
+def _package_dir(rest: list[str], cwd: str) -> tuple[list[str], str]:
+    """The words without a package manager's directory option, and the directory."""
+    kept: list[str] = []
+    at = 0
+    while at < len(rest):
+        option, eq, value = rest[at].partition("=")
+        if option in _DIRS and (eq or at + 1 < len(rest)):
+            if not eq:
+                value, at = rest[at + 1], at + 1
+            cwd = _resolve(cwd, value)
+        else:
+            kept.append(rest[at])
+        at += 1
+    return kept, cwd
 
 
 def _options(runner: str, rest: list[str], cwd: str, direct: bool = False) -> Selection:

@@ -48,6 +48,7 @@ SHAPES = {
     "cd and the whole suite": (f"cd {PKG} && node --test", Counts(passed=2)),
     "cd and a script naming one file": (f"cd {PKG} && npm test", Counts(passed=2)),
     "a reporter": ("node --test --test-reporter=spec", Counts(passed=2)),
+    "a workspace's script": (f"npm test --workspace={PKG}", Counts(passed=2)),
 }
 # Shapes each node reads its own way: node 18 searches a directory and reports a test its
 # name filter drops as skipped; node 22 takes globs (a directory is no test file to it)

@@ -122,3 +122,47 @@ def test_js_must_fail_file_only_where_the_command_selects_it(runner: str, comman
         assert found.env and found.files  # every test still listed by id
     else:
         assert found is None
+
+
+def test_vitest_verbose_ids_name_its_canary() -> None:
+    """vitest's verbose lines give `file > name`: the must-fail canary's failure is the
+    canary's (an honest whole-suite fix was FAIL tests_failed on the canary's own
+    failure, read `absent`)."""
+    from rig.parsers.base import TestCase, TestStatus
+    found = js_plan("vitest", "npx vitest run")
+    assert found is not None and found.fail_name is not None
+    cases = [TestCase("test/cart.test.mjs > totals", TestStatus.PASSED),
+             TestCase(f"{found.path} > {found.fail_name}", TestStatus.FAILED)]
+    evidence = canary.observe(found, cases, 1)
+    assert (evidence.fail_seen, evidence.clean) == (canary.Seen.FAILED, True)
+    assert canary.split(found, cases)[1] == cases[:1]
+
+
+def test_the_node_preload_never_acts_in_the_runner_s_own_process() -> None:
+    """`node --test FILE`: the parent's argv[1] is the file too; twins registered there
+    ran in a second TAP stream and named the protected tests twice (FAIL tampered)."""
+    found = plan("node --test test/cart.test.js")
+    assert found is not None
+    assert b"!process.execArgv.includes('--test')" in found.files[0][1]
+
+
+@pytest.mark.parametrize("command", ["npm test --workspace=packages/cart",
+                                     "npm test -w packages/cart", "pnpm -C packages/cart test",
+                                     "cd packages && npm --prefix cart run test"])
+def test_a_workspace_script_runs_in_its_package(command: str) -> None:
+    scripts = {"packages/cart/package.json": json.dumps(
+        {"scripts": {"test": "node --test test/cart.test.js"}})}
+    selection = js_selection.read("node-test", command, scripts)
+    assert selection is not None
+    assert (selection.cwd, selection.args) == ("packages/cart", ("test/cart.test.js",))
+    assert js_selection.runs_file(selection, "packages/cart/test/cart.test.js")
+    assert not js_selection.runs_file(selection, "packages/cart/test/cart.abc.test.cjs")
+
+
+def test_a_glob_s_helper_outside_test_is_spared_too() -> None:
+    helper = "module.exports = { cents: (v) => v * 100 };\n"
+    found = plan("node --test 'tests/**/*.js' test/cart.test.js",
+                 ("test/cart.test.js", "tests/helpers.js", "src/cart.js"),
+                 {"tests/helpers.js": helper, "src/cart.js": helper})
+    assert found is not None and found.helpers == ("/work/tests/helpers.js",
+                                                   "tests/helpers.js")
