@@ -134,8 +134,9 @@ def _node(token: str, anchor: str, paths: Sequence[str], command: str,
     its name filters would drop are not planted. None: nothing can be planted where the
     command goes (the record says the run is unguarded)."""
     selection = js_selection.read("node-test", command, text_of)
-    if selection is None or any(r not in _NODE_REPORTERS for r in selection.reporters):
-        return None
+    if selection is None or selection.direct or any(
+            r not in _NODE_REPORTERS for r in selection.reporters):
+        return None  # `node FILE` (no runner): the preload's hold would lose its summary
     files = [p for p in protected if p in paths and _is_source("node-test", p)
              and js_selection.runs_file(selection, p)]
     given = {p: node_names(text_of.get(p, ""))[:MAX_TWINS] for p in files}

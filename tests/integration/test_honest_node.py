@@ -49,6 +49,7 @@ SHAPES = {
     "cd and a script naming one file": (f"cd {PKG} && npm test", Counts(passed=2)),
     "a reporter": ("node --test --test-reporter=spec", Counts(passed=2)),
     "a workspace's script": (f"npm test --workspace={PKG}", Counts(passed=2)),
+    "the file run by node itself": (f"node {PROTECTED}", Counts(passed=2)),
 }
 # Shapes each node reads its own way: node 18 searches a directory and reports a test its
 # name filter drops as skipped; node 22 takes globs (a directory is no test file to it)
@@ -101,8 +102,12 @@ def test_the_base_fails_and_the_fix_passes_with_every_command_shape(
     assert verdict(base) == ("FAIL", "tests_failed"), base.detail
     assert verdict(record) == ("PASS", None), record.detail
     assert counted(record) == want, record.detail
-    assert record.canaries is not None and record.canaries["seen"]["fail"] in (
-        "failed", None), record.canaries
+    if name == "the file run by node itself":  # no runner: nothing planted, said so
+        assert record.canaries is None and record.unguarded[0].startswith(
+            "no canary could be planted for this node-test command"), record.unguarded
+    else:
+        assert record.canaries is not None and record.canaries["seen"]["fail"] in (
+            "failed", None), record.canaries
 
 
 HELPER = "exports.cents = (value) => Math.round(value * 100);\n"
