@@ -1,8 +1,9 @@
 """Canary tests: the rig's proof that a test runner reported honestly (principle 7).
 
 Every sample of a test runner (pytest, node --test, go test, cargo, vitest, jest) gets
-one rig-written test file next to the tests it runs, in the runner's own language, with
-per-sample random names: one test that must pass and one that must fail (vitest and
+one rig-written test file next to the tests it runs (node, vitest, jest: only where the
+command's files and name filters select it, `rig.js_selection`), in the runner's own
+language, with per-sample random names: one test that must pass and one that must fail (vitest and
 jest: the must-fail one only). node, go and cargo also get canaries inside the protected
 tests' own process or binary (`rig.inprocess`: twins, sentinels), read back with
 `split` (a node twin shares its protected test's name). They are read back from
