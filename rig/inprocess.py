@@ -44,6 +44,7 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 
+from rig import js_selection
 from rig.canary import Canary, may_fail
 
 WORK = "/work"  # the sample's tree root (runner.containers.sandbox.WORKDIR)
@@ -61,7 +62,7 @@ def plan(runner: str, token: str, anchor: str, paths: Sequence[str], command: st
          protected: Sequence[str], text_of: Mapping[str, str]) -> Canary | None:
     failing = may_fail(command, runner)
     if runner == "node-test":
-        return _node(token, anchor, paths, protected, text_of, failing)
+        return _node(token, anchor, paths, command, protected, text_of, failing)
     if runner == "go-test":
         return _go(token, anchor, paths, protected, text_of, failing)
     if runner in ("vitest", "jest"):
@@ -78,6 +79,10 @@ def sources_needed(runner: str, paths: Sequence[str], protected: Sequence[str]) 
     if runner == "go-test":
         dirs = {posixpath.dirname(p) for p in found}
         found |= {p for p in paths if p.endswith("_test.go") and posixpath.dirname(p) in dirs}
+    if runner == "node-test":  # an `npm test` script names what runs; maybe helpers
+        found |= {p for p in paths if posixpath.basename(p) == "package.json"
+                  and "node_modules" not in p.split("/")}
+        found |= set(_node_candidates(paths)[:MAX_HELPERS])
     if runner in ("vitest", "jest"):
         found |= {p for p in paths if _JS_CONFIG.match(posixpath.basename(p))}
         found |= set(sorted(p for p in paths if _JS_TEST.search(p))[:1])
@@ -121,47 +126,101 @@ def node_names(text: str) -> list[str]:
     return found
 
 
-def _node(token: str, anchor: str, paths: Sequence[str], protected: Sequence[str],
-          text_of: Mapping[str, str], failing: bool) -> Canary:
-    files = [p for p in protected if p in paths and _is_source("node-test", p)]
-    names = {p: node_names(text_of.get(p, ""))[:MAX_TWINS] for p in files}
+def _node(token: str, anchor: str, paths: Sequence[str], command: str,
+          protected: Sequence[str], text_of: Mapping[str, str], failing: bool
+          ) -> Canary | None:
+    """Twins and a sentinel in the process of each protected file the command runs, and a
+    canary file only where the command's files, directories or globs pick it up; names
+    its name filters would drop are not planted. None: nothing can be planted where the
+    command goes (the record says the run is unguarded)."""
+    selection = js_selection.read("node-test", command, text_of)
+    if selection is None or selection.direct or any(
+            r not in _NODE_REPORTERS for r in selection.reporters):
+        return None  # `node FILE` (no runner): the preload's hold would lose its summary
+    files = [p for p in protected if p in paths and _is_source("node-test", p)
+             and js_selection.runs_file(selection, p)]
+    given = {p: node_names(text_of.get(p, ""))[:MAX_TWINS] for p in files}
+    kept = {n: js_selection.keeps_name(selection, n) for p in files for n in given[p]}
+    if None in kept.values():
+        return None
+    names = {p: [n for n in given[p] if kept[n]] for p in files}
     every = list(dict.fromkeys(n for p in files for n in names[p]))
-    first = every[0] if every else "works"
+    first = (every or [n for p in files for n in given[p]] or ["works"])[0]
     stem = posixpath.basename(files[0]).split(".", 1)[0] if files else "t"
     passing, failing_name = f"{first} ({suffix(token, 'pass')})", \
         f"{first} ({suffix(token, 'fail')})"
+    path = _join(anchor, f"{stem}.{suffix(token, 'file')}.test.cjs")
+    if not (js_selection.runs_file(selection, path)
+            and js_selection.keeps_name(selection, passing)
+            and (not failing or js_selection.keeps_name(selection, failing_name))):
+        path, passing = "", ""  # the command never runs a file of the rig's
     content = ("'use strict';\nconst test = require('node:test');\n\n"
                f"test({json.dumps(passing)}, () => {{}});\n")
     if failing:
         content += (f"\ntest({json.dumps(failing_name)}, () => {{\n"
                     "  require('node:assert').strictEqual(1, 2);\n});\n")
-    path = _join(anchor, f"{stem}.{suffix(token, 'file')}.test.cjs")
+    fail_name = failing_name if failing and path else None
+    helpers = _node_helpers(selection, paths, text_of)
     if not files:
         return Canary("node-test", token, path, content.encode(), passing,
-                      failing_name if failing else None)
-    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
+                      fail_name, helpers=helpers) if path else None
     sentinel = f"{first} ({suffix(token, 'sentinel')})"
+    sentinels = (sentinel,) if js_selection.keeps_name(selection, sentinel) else ()
+    if not (path or sentinels or (failing and every)):
+        return None
+    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
     twins = {f"{WORK}/{p}": (names[p] if failing else []) for p in files}
-    return Canary("node-test", token, path, content.encode(), passing,
-                  failing_name if failing else None,
-                  twins=tuple(every) if failing else (), sentinels=(sentinel,),
-                  files=((preload, _preload(twins, sentinel, token)),),
+    return Canary("node-test", token, path, content.encode() if path else b"", passing,
+                  fail_name, twins=tuple(every) if failing else (), sentinels=sentinels,
+                  files=((preload, _preload(twins, sentinels, token)),),
                   env=(("NODE_OPTIONS", f"--require {WORK}/{preload}"),),
-                  marker=f"{WORK}/{preload}")
+                  marker=f"{WORK}/{preload}", helpers=helpers)
 
 
-def _preload(twins: Mapping[str, list[str]], sentinel: str, token: str) -> bytes:
+# The reporters whose per-test lines rig.parsers.node_test reads (the canaries' too).
+_NODE_REPORTERS = ("tap", "spec")
+MAX_HELPERS = 100  # files read to tell a helper from a test file
+_REGISTERS = re.compile(r"node:test|(?<![\w$.])(?:test|it|describe|suite)\s*(?:\.\s*\w+\s*)?\(")
+
+
+def _node_candidates(paths: Sequence[str]) -> list[str]:
+    """JavaScript files node may run that are not named as tests (maybe helpers; a glob
+    may pick any), those under a `test` directory first."""
+    found = [p for p in paths if p.endswith((".js", ".cjs", ".mjs"))
+             and "node_modules" not in p.split("/")
+             and not js_selection.node_default(posixpath.basename(p))]
+    return sorted(found, key=lambda p: (not js_selection.node_default(p), p))
+
+
+def _node_helpers(selection: js_selection.Selection, paths: Sequence[str],
+                  text_of: Mapping[str, str]) -> tuple[str, ...]:
+    """The files the command runs that register no test, as node names them: absolute
+    (node 18) and relative to its working directory (node 20 and later)."""
+    found: list[str] = []
+    for path in _node_candidates(paths):
+        if (path in text_of and not _REGISTERS.search(text_of[path])
+                and js_selection.runs_file(selection, path)):
+            relative = path[len(selection.cwd) + 1:] if selection.cwd else path
+            found += [f"{WORK}/{path}", relative]
+    return tuple(found)
+
+
+def _preload(twins: Mapping[str, list[str]], sentinels: Sequence[str], token: str) -> bytes:
     """The preload: twins first in a protected file's process, the sentinel after its
     tests. The runner's own beforeExit handler (added when the twins create its root) is
     held back until the sentinel, registered at the first beforeExit (every test of the
     file done, an ES module's too), has run; an exit before that loses the sentinel.
     Without twins (no must-fail canary) the sentinel goes in once the main module's top
-    level has run (setImmediate)."""
+    level has run (setImmediate). Never in `node --test FILE`'s own process (its argv[1]
+    is the file too): only in the child that runs it. Without a sentinel (a name filter
+    drops it) the runner's handlers go back in place at once."""
     a = int(suffix(token, "a"), 16)
-    config = json.dumps({"files": twins, "sentinel": sentinel, "a": a, "b": a + 1})
+    config = json.dumps({"files": twins, "sentinel": sentinels[0] if sentinels else None,
+                         "a": a, "b": a + 1})
     return (f"'use strict';\nconst plan = {config};\n"
             "const main = process.argv[1] ? require('path').resolve(process.argv[1]) : '';\n"
-            "if (Object.prototype.hasOwnProperty.call(plan.files, main)) {\n"
+            "if (Object.prototype.hasOwnProperty.call(plan.files, main)\n"
+            "    && !process.execArgv.includes('--test')) {  // not the runner's parent\n"
             "  const test = require('node:test');\n"
             "  const assert = require('node:assert');\n"
             "  const names = plan.files[main];\n"
@@ -176,7 +235,9 @@ def _preload(twins: Mapping[str, list[str]], sentinel: str, token: str) -> bytes
             "      test(name, () => { assert.strictEqual(plan.a, plan.b); });\n"
             "    }\n"
             "  } finally { process.on = on; }\n"
-            "  if (names.length === 0) {\n"
+            "  if (plan.sentinel === null) {\n"
+            "    for (const l of held) on.call(process, 'beforeExit', l);\n"
+            "  } else if (names.length === 0) {\n"
             "    setImmediate(() => { test(plan.sentinel, () => {}); });\n"
             "  } else {\n"
             "    let stage = 0;\n"
@@ -220,10 +281,19 @@ def _js_runner(runner: str, token: str, anchor: str, paths: Sequence[str], comma
     body = (f"{head}test({json.dumps(name)}, () => {{\n"
             "  throw new Error('expected 1, got 2');\n});\n")
     listing: dict[str, object] = {}
+    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
     if runner == "vitest":  # every test by id, passed ones too (the success criterion's)
-        preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
         listing = {"files": ((preload, VITEST_VERBOSE),),
                    "env": (("NODE_OPTIONS", f"--require {WORK}/{preload}"),)}
+    selection = js_selection.read(runner, command, text_of)
+    if selection is not None and not (js_selection.runs_file(selection, path)
+                                      and js_selection.keeps_name(selection, name)):
+        # The command's files or name filter leave a file of the rig's out: none is
+        # planted (vitest still lists every test).
+        if runner != "vitest":
+            return None
+        return Canary(runner, token, "", b"", "", None, files=((preload, VITEST_VERBOSE),),
+                      env=(("NODE_OPTIONS", f"--require {WORK}/{preload}"),))
     return Canary(runner, token, path, body.encode(), "", name, notes=(
         f"{runner} lists no passing test: only a must-fail canary, in a process of its "
         "own (a filter that spares its name, or code that forces only the protected "

@@ -336,7 +336,7 @@ def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
 
 
 def _test_run(e: Evidence, base: Base | None) -> Judged:
-    parsed = e.parsed
+    parsed = canary_mod.spared(e.parsed, e.canary)
     observed = e.observed and e.observation.present
     canaries = canary_mod.observe(e.canary, parsed.tests, e.exit_code, e.observation)
     if observed:
@@ -392,7 +392,7 @@ def _unguarded(e: Evidence, observed: bool) -> tuple[str, ...]:
                      + (f": {NO_CANARY[e.parser]}" if e.parser in NO_CANARY else ""))
     elif e.canary is None and e.ratchet is None and e.parser in UNCANARIED:
         notes.append(UNCANARIED[e.parser])
-    elif e.canary is not None and e.canary.fail_name is None:
+    elif e.canary is not None and e.canary.fail_name is None and not e.canary.twins:
         notes.append(_no_must_fail(e))
     if e.canary is not None:
         notes += e.canary.notes
@@ -408,13 +408,17 @@ UNCANARIED = {
              "cross-checked",
 }
 # Why a canary runner's sample may get none (vitest, jest: only a must-fail canary).
-_JS_NONE = ("no test file of its naming, a shell list, or a bail on the first failure "
+_JS_NONE = ("no test file of its naming, a command whose files or name filter select none "
+            "of the rig's, a shell list, or a bail on the first failure "
             "(the canary's failure would stop the run); a configuration or code that "
             "filters, skips or forces tests is not cross-checked")
 NO_CANARY = {"vitest": _JS_NONE, "jest": _JS_NONE}
 
 
 def _no_must_fail(e: Evidence) -> str:
+    if e.canary is not None and not e.canary.path:
+        return ("no canary file: the command's files, directories or name filter select "
+                "none beside its own tests")
     if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
         return ("no must-fail canary: without --no-fail-fast cargo stops at the first "
                 "failing test binary")

@@ -339,8 +339,8 @@ def test_a_shell_list_gets_no_must_fail_canary(command: str) -> None:
                                      "cd sub && FORCE_COLOR=0 node --test --test-reporter=tap"])
 def test_an_and_list_whose_last_step_is_the_runner_gets_a_must_fail_canary(command: str) -> None:
     """Class 11: a failing canary in the LAST step of an `&&` list changes only the exit
-    status (read back by `exit_without`), so it is planted."""
-    plan = canary.plan("node-test", "0a0b", ["test/a.test.js"], command, [], {})
+    status (read back by `exit_without`), so it is planted (where the command runs it)."""
+    plan = canary.plan("node-test", "0a0b", ["sub/test/a.test.js"], command, [], {})
     assert plan is not None and plan.fail_name is not None
 
 

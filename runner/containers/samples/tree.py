@@ -192,7 +192,8 @@ def build(spec: SampleSpec, tree: Tree, base: Tree | None, out: Path, repo: Path
     fixed += [p for p in spec.protected if p in tree]
     canary = _canary(spec, tree, token or secrets.token_hex(4), repo) if canaries else None
     if canary is not None:
-        for path, content in ((canary.path, canary.content), *canary.files):
+        planted = ((canary.path, canary.content),) if canary.path else ()  # none: unrun
+        for path, content in (*planted, *canary.files):
             tree_mod.place(tree, path, content)
             fixed.append(path)
     if spec.tripwire is not None:  # an exit-code check's tripwire run (`rig.tripwire`):
