@@ -157,6 +157,13 @@ CHANGES: dict[str, tuple[Files, str, tuple[str, str | None], tuple[int, int]]] =
                                 "@pytest.mark.xfail(reason='known')\n"
                                 "def test_known():\n    assert False\n"},
         "pytest tests", PASS, (3, 0)),
+    # class 4's twin: code under test reading its caller's frame (a logging helper)
+    "the code under test reading its caller's frame": (
+        {"src/horizon.py": "import sys\n\n\ndef caller():\n"
+                           "    return sys._getframe(1).f_code.co_name\n\n\n" + FIX,
+         "tests/test_caller.py": "from horizon import caller\n\n\ndef test_caller():\n"
+                                 "    assert caller() == 'test_caller'\n"},
+        "pytest tests", PASS, (4, 0)),
     "tmp_path and monkeypatch fixtures": (
         {"tests/test_env.py": "import os\n\n\ndef test_env(tmp_path, monkeypatch):\n"
                               "    monkeypatch.setenv('LIMIT', '90')\n"
