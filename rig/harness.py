@@ -19,7 +19,8 @@ wherever it sits in the tree, for every runner the rig reads:
   a test directory pytest puts first on `sys.path`, an ini `pythonpath`) whose name
   another module already answers to (the standard library's, the image's, the base's
   elsewhere): it would shadow it;
-- a Go test file that defines `TestMain` (it decides how the test binary runs);
+- a Go test file that defines `TestMain` in a package the base has (it decides how the
+  test binary runs; `go_test_main_is_harness`: in a package the arm added it is the arm's);
 - a file a pinned harness file names (a vitest `setupFiles` entry, a `-p` plugin module).
 
 Every sample runs under the base's harness: each harness path of the arm's tree is the
@@ -223,18 +224,39 @@ def command_files(command: str, tree: Tree, base: Tree) -> set[str]:
 
 
 def _go_test_mains(tree: Tree, base: Tree) -> set[str]:
-    """A `_test.go` of the arm's that defines TestMain, or changes one the base has."""
+    """A `_test.go` of the arm's that defines TestMain, or changes one the base has, in
+    a package the base has (`go_test_main_is_harness`)."""
     found = set()
+    based = go_packages(base)
     for path in {*tree, *base}:
         if not path.endswith("_test.go"):
             continue
         mine, theirs = tree.get(path), base.get(path)
         if mine is None or mine == theirs:
             continue
-        if not mine.held or _GO_TEST_MAIN.search(mine.data) or (
-                theirs is not None and (not theirs.held or _GO_TEST_MAIN.search(theirs.data))):
-            found.add(path)  # a file too large to read is taken to define it
+        if go_test_main_is_harness(path, mine, theirs, based):
+            found.add(path)
     return found
+
+
+def go_packages(base: Tree) -> set[str]:
+    """The directories where the base has Go files: its Go packages."""
+    return {posixpath.dirname(p) for p in base if p.endswith(".go")}
+
+
+def go_test_main_is_harness(path: str, mine: Entry, theirs: Entry | None,
+                            based: set[str]) -> bool:
+    """The rule for an arm's `_test.go` (`mine`, the base's `theirs` at the same path):
+    harness (the base's at scoring) when it defines `TestMain`, or replaces a file that
+    does, in a package the base has (`based`: `go_packages`). A TestMain decides how its
+    package's test binary runs, and a protected test, or the rig's sentinel beside it,
+    runs only in a package the base has. In a package the arm added, a TestMain runs the
+    arm's own tests only: the file is the arm's (its setup, then `m.Run()`). A file too
+    large to read is taken to define one."""
+    defines = not mine.held or _GO_TEST_MAIN.search(mine.data) is not None or (
+        theirs is not None and (not theirs.held or _GO_TEST_MAIN.search(theirs.data)
+                                is not None))
+    return defines and posixpath.dirname(path) in based
 
 
 _JS_CONFIGS = ("vitest.config.*", "vite.config.*", "vitest.workspace.*", "jest.config.*",
