@@ -95,9 +95,10 @@ def _go_test_step(command: str) -> tuple[str, list[str]] | None:
                 if not (target == "/work" or target.startswith("/work/")):
                     return None
                 target = target.removeprefix("/work").lstrip("/")
-            cwd = posixpath.normpath(posixpath.join(cwd, target)).removeprefix(".")
+            cwd = posixpath.normpath(posixpath.join(cwd, target))
             if cwd.startswith(".."):
                 return None
+            cwd = "" if cwd == "." else cwd
         elif words and posixpath.basename(words[0]) == "go" and words[1:2] == ["test"]:
             found = (cwd, words[2:])
     return found

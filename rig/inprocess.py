@@ -330,15 +330,16 @@ def _go_home(token: str, anchor: str, paths: frozenset[str], chosen: gopackages.
              ) -> tuple[str, str, bool] | None:
     """(the canary file, its package clause, whether it is a package of its own)."""
     if chosen.walked:
-        where = anchor if chosen.walks(anchor, paths) else chosen.walked[0]
+        beside = [anchor, *sorted(posixpath.dirname(p) for p in protected)]
+        where = next((d for d in beside if chosen.walks(d, paths)), chosen.walked[0])
         package = f"t{suffix(token, 'package')}"
         return _join(where, f"{package}/{package}_test.go"), package, True
     guarded = {posixpath.dirname(p) for p in protected}
     for directory in sorted(chosen.dirs - guarded) + sorted(chosen.dirs & guarded):
-        package = _go_package_of(directory, paths, text_of)
-        if package is not None:
-            name = f"{package.removesuffix('_test')}_{suffix(token, 'file')}_test.go"
-            return _join(directory, name), package, directory not in guarded
+        clause = _go_package_of(directory, paths, text_of)
+        if clause is not None:
+            name = f"{clause.removesuffix('_test')}_{suffix(token, 'file')}_test.go"
+            return _join(directory, name), clause, directory not in guarded
     return None
 
 
