@@ -357,13 +357,16 @@ def _go_package_of(directory: str, paths: frozenset[str],
 
 
 def _test_main(package: str, sentinel: str) -> bytes:
-    """m.Run() has printed PASS or FAIL already: after the sentinel's line the same word
-    again, so that test2json (`go test -json`) gives the package's own result line and
-    event to the package, not to the sentinel (its last test line)."""
+    """m.Run() has printed PASS or FAIL already: the sentinel is announced (`=== RUN`, as
+    go announces every test: `rig.parsers.go_test` counts no result line of a test never
+    announced) and after its line comes the same word again, so that test2json (`go test
+    -json`) gives the package's own result line and event to the package, not to the
+    sentinel (its last test line)."""
     return (f"package {package}\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\t\"testing\"\n)\n\n"
             "func TestMain(m *testing.M) {\n\tcode := m.Run()\n\tmark := \"PASS\"\n"
             "\tif code != 0 {\n\t\tmark = \"FAIL\"\n\t}\n"
-            f"\tfmt.Printf(\"--- %s: {sentinel} (0.00s)\\n%s\\n\", mark, mark)\n"
+            f"\tfmt.Printf(\"=== RUN   {sentinel}\\n--- %s: {sentinel} (0.00s)\\n%s\\n\", "
+            "mark, mark)\n"
             "\tos.Exit(code)\n}\n").encode()
 
 

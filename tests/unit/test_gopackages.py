@@ -110,7 +110,7 @@ def test_a_protected_package_the_command_does_not_build_gets_no_sentinel() -> No
 
 def test_the_sentinel_reprints_the_package_s_status_for_test2json() -> None:
     (_, main), = plan("go test -json ./calc/").files
-    assert b'fmt.Printf("--- %s: ' in main and b'(0.00s)\\n%s\\n", mark, mark)' in main
+    assert b'\\n--- %s: ' in main and b'(0.00s)\\n%s\\n", mark, mark)' in main
 
 
 def test_a_command_it_cannot_read_gets_no_canaries() -> None:
