@@ -31,6 +31,7 @@ _VALUED = frozenset((
     "timeout", "trace", "shuffle", "fuzz", "fuzztime", "fuzzminimizetime", "list", "vet"))
 _MODULE = re.compile(r"^\s*module\s+\"?([^\s\"]+)\"?", re.MULTILINE)
 _STEPS = re.compile(r"&&|\|\||[;|\n]")
+_REDIRECT = re.compile(r"\d*(?:>>?|<)&?")  # `2>&1`, `> out.txt`, `>out.txt`
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
@@ -113,6 +114,9 @@ def _patterns(args: list[str]) -> list[str] | None:
             continue
         if arg in ("-args", "--args"):
             break
+        if _REDIRECT.match(arg):
+            skip = _REDIRECT.fullmatch(arg) is not None  # `>` alone: its file follows
+            continue
         if arg.startswith("-"):
             name = arg.lstrip("-")
             skip = "=" not in name and name.removeprefix("test.") in _VALUED

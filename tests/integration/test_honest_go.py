@@ -150,6 +150,16 @@ def test_an_honest_fix_passes_and_the_base_fails_with_every_command_shape(
             "(a failing canary there would explain its binary's failing status)"]
 
 
+def test_an_anchored_run_filter_that_spares_the_canaries(grade: Graded, fixed: str) -> None:
+    """`-run '^TestCapAbove$'` selects one protected test and no canary (their names
+    only begin like it): absent on the base too, so they say nothing; the sentinel,
+    printed by the TestMain whatever runs, read as planted."""
+    record, base = grade(fixed, command="go test -run '^TestCapAbove$' ./calc")
+    assert (verdict(record), base) == (("PASS", None), ("FAIL", "tests_failed")), record.detail
+    assert passed(record) == (1, 0, 0)
+    assert record.canaries is not None and record.canaries["seen"]["pass"] == "absent"
+
+
 def test_a_module_in_a_subdirectory(grade: Graded, fixed: str) -> None:
     """`cd svc && go test ./...`: svc/ is a module of its own (its go.mod): the canary
     package goes under it, beside its protected test."""

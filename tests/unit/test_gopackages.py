@@ -37,6 +37,8 @@ ROOT = {"calc", "calc/deep", "other"}
     ("go test example.com/m/calc", {"calc"}, ()),
     ("go test ./calc ./other", {"calc", "other"}, ()),
     ("go test ./calc/...", {"calc", "calc/deep"}, ("calc",)),
+    ("go test -v ./calc 2>&1 > out.txt", {"calc"}, ()),
+    ("go test -v ./calc >out.txt", {"calc"}, ()),
     ("cd svc && go test ./...", {"svc/calc"}, ("svc",)),
     ("go vet ./... && cd calc && go test ../other", {"other"}, ()),
 ])
@@ -133,3 +135,15 @@ def test_a_test_main_in_a_package_the_base_lacks_is_the_arm_s() -> None:
                                            None, harness.go_packages(base)) is False
     arm["calc/main_test.go"] = file(MAIN.replace("clamp", "calc"))
     assert harness.pin(arm, dict(base)).removed == ("calc/main_test.go",)
+
+
+def test_a_go_run_whose_canaries_a_filter_spared_reads_absent_on_the_base_too() -> None:
+    """`-run '^TestCapAbove$'` skips the canary file's test; the sentinel mirrors the
+    binary's status (FAIL on the failing base, PASS on the fix): both read `absent`, so
+    the differential finds them alike (it read the base's as a failed must-pass)."""
+    from rig.parsers.base import TestCase, TestStatus
+    found = plan("go test -run '^TestCapAbove$' ./calc")
+    def seen(status: TestStatus) -> str:
+        cases = [TestCase(f"example.com/m/calc::{found.sentinels[0]}", status)]
+        return str(canary.observe(found, cases, 0).pass_seen)
+    assert (seen(TestStatus.FAILED), seen(TestStatus.PASSED)) == ("absent", "absent")
