@@ -90,11 +90,13 @@ def sources_needed(runner: str, paths: Sequence[str], protected: Sequence[str]) 
 def _go_clauses(paths: Sequence[str]) -> list[str]:
     """One Go file per directory (a non-test one first): the package a canary file
     there declares."""
-    first: dict[str, str] = {}
+    first: dict[str, list[str]] = {}
     for path in sorted(paths, key=lambda p: (p.endswith("_test.go"), p)):
         if path.endswith(".go"):
-            first.setdefault(posixpath.dirname(path), path)
-    return list(first.values())
+            here = first.setdefault(posixpath.dirname(path), [])
+            if len(here) < 3:  # a generator behind `//go:build ignore` may come first
+                here.append(path)
+    return [p for here in first.values() for p in here]
 
 
 def _is_source(runner: str, path: str) -> bool:
@@ -277,6 +279,7 @@ _GO_PACKAGE = re.compile(r"^package\s+(\w+)", re.MULTILINE)
 _GO_TEST = re.compile(r"^func\s+(Test[A-Z0-9_]\w*)\s*\(\s*\w+\s+\*testing\.T\s*\)",
                       re.MULTILINE)
 _GO_TEST_MAIN = re.compile(r"^func\s+TestMain\s*\(", re.MULTILINE)
+_GO_IGNORED = re.compile(r"^//\s*(?:go:build|\+build)\s+ignore\b", re.MULTILINE)
 
 
 def _go(token: str, anchor: str, paths: Sequence[str], command: str,
@@ -350,8 +353,9 @@ def _go_package_of(directory: str, paths: frozenset[str],
     here = sorted((p.endswith("_test.go"), p) for p in paths
                   if posixpath.dirname(p) == directory and p.endswith(".go"))
     for _, path in here:
-        clause = _GO_PACKAGE.search(text_of.get(path, ""))
-        if clause is not None:
+        text = text_of.get(path, "")
+        clause = _GO_PACKAGE.search(text)
+        if clause is not None and not _GO_IGNORED.search(text[:clause.start()]):
             return clause.group(1)
     return None
 

@@ -147,3 +147,13 @@ def test_a_go_run_whose_canaries_a_filter_spared_reads_absent_on_the_base_too() 
         cases = [TestCase(f"example.com/m/calc::{found.sentinels[0]}", status)]
         return str(canary.observe(found, cases, 0).pass_seen)
     assert (seen(TestStatus.FAILED), seen(TestStatus.PASSED)) == ("absent", "absent")
+
+
+def test_a_generator_file_behind_an_ignore_constraint_does_not_name_the_package() -> None:
+    paths = [*PATHS, "other/a_gen.go"]
+    text = {**TEXT, "other/a_gen.go": "//go:build ignore\n\npackage main\n"}
+    assert set(inprocess.sources_needed("go-test", paths, ["calc/calc_test.go"])) >= {
+        "other/a_gen.go", "other/other.go"}
+    found = canary.plan("go-test", "ab12cd34", paths, "go test ./calc ./other",
+                        ["calc/calc_test.go"], text)
+    assert found is not None and found.content.startswith(b"package other\n")
