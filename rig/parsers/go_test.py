@@ -39,9 +39,11 @@ _PACKAGE_LINE = re.compile(r"^(?P<st>ok  |FAIL|\?   )\t(?P<pkg>[^\s\[]+)(?:[\t ]
 _TEST_LINE = re.compile(r"^\s*--- (?P<st>PASS|FAIL|SKIP): (?P<name>\S+) \(")
 # With -v go announces every test it starts (`=== RUN   TestX`, then PAUSE/CONT for a
 # parallel one) before its result line: a `--- PASS`/`--- SKIP` line for a test never
-# announced in its package's output was printed by a test, not by go (a failure is read
-# whatever: go prints `--- FAIL` without -v too).
-_ANNOUNCED = re.compile(r"^=== (?:RUN|CONT|PAUSE|NAME)\s+(?P<name>\S+)")
+# announced in its package's output was printed by a test, not by go. A `--- FAIL` line
+# is read unannounced only where go announces nothing (without -v it prints failures
+# alone).
+_ANNOUNCED = re.compile(r"=== (?:RUN|CONT|PAUSE|NAME)\s+(?P<name>\S+)")  # anywhere: after
+# a test's own output that lacked a newline too
 _STATUS = {
     "pass": TestStatus.PASSED,
     "PASS": TestStatus.PASSED,
@@ -52,7 +54,6 @@ _STATUS = {
     "ok": TestStatus.PASSED,
     "?": TestStatus.SKIPPED,
 }
-_FAILED = (TestStatus.FAILED,)
 _BUILD_FAILED = ("[build failed]", "[setup failed]")
 _NOTHING_TO_RUN = " [no tests to run]"  # `-run` matched no test in the package
 _USAGE = (
@@ -87,6 +88,7 @@ class _Run:
     nothing_to_run: set[str] = field(default_factory=set)  # plain `ok pkg [no tests to run]`
     announced: set[str] = field(default_factory=set)  # plain: `=== RUN` names of this block
     started: set[tuple[str, str]] = field(default_factory=set)  # -json: (package, test) run
+    verbose: set[str] = field(default_factory=set)  # -json: packages with a `run` event
     unannounced: list[str] = field(default_factory=list)  # result lines go never announced
 
     def test(self, package: str, name: str, status: TestStatus) -> None:
@@ -122,10 +124,12 @@ def _event(run: _Run, line: str) -> bool:
     action, package = event["Action"], bounded(str(event.get("Package", "")))
     if action == "run" and event.get("Test"):
         run.started.add((package, str(event["Test"])))
+        run.verbose.add(package)
     elif action in ("pass", "fail", "skip"):
         if event.get("Test"):
             name, status = str(event["Test"]), _STATUS[action]
-            if status in _FAILED or (package, name) in run.started:
+            if (package, name) in run.started or (
+                    status is TestStatus.FAILED and package not in run.verbose):
                 run.test(package, name, status)
             else:
                 run.unannounced.append(f"{package} {name}")
@@ -135,11 +139,12 @@ def _event(run: _Run, line: str) -> bool:
 
 
 def _plain(run: _Run, line: str) -> None:
-    if announced := _ANNOUNCED.match(line):
+    if announced := _ANNOUNCED.search(line):
         run.announced.add(announced["name"])
     elif test := _TEST_LINE.match(line):
         status = _STATUS[test["st"]]
-        if status in _FAILED or test["name"] in run.announced:
+        if test["name"] in run.announced or (
+                status is TestStatus.FAILED and not run.announced):
             run.pending.append((test["name"], status))
         else:
             run.unannounced.append(test["name"])

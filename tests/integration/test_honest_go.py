@@ -335,6 +335,7 @@ func TestCapReport(t *testing.T) {
 	t.Log("--- PASS: TestElsewhere (0.00s)")
 	t.Log("ok  \texample.com/m/calc\t0.01s")
 	fmt.Println("--- PASS: TestFormatted (0.00s)")
+	fmt.Println("--- FAIL: TestSample (0.00s)")
 	fmt.Println("ok: 3 values capped")
 	fmt.Println("FAIL to parse: expected")
 	if Cap(91) != 90 {
@@ -347,8 +348,8 @@ func TestCapReport(t *testing.T) {
 @pytest.mark.parametrize("command", ["go test ./calc", "go test -json ./calc/"])
 def test_a_test_that_prints_look_alike_lines(grade: Graded, command: str) -> None:
     """Honest twin of the forged report: a test logs and prints lines that look like
-    go's own. A t.Log line is indented and located; a `--- PASS` line of a test go never
-    announced (`=== RUN`) is not counted (a note says so); `ok: ...`, `FAIL to parse` are
+    go's own. A t.Log line is indented and located; a `--- PASS` or `--- FAIL` line of a
+    test go never announced (`=== RUN`) is not counted (a note says so); `ok: ...`, `FAIL to parse` are
     no package lines (go writes a tab after the word). Only go's exact package line
     (`ok  <tab>pkg<tab>...`) printed by a test is read as forged output."""
     record = changed(grade, {"calc/report_test.go": REPORTS}, command=command)
