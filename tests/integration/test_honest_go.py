@@ -349,8 +349,9 @@ func TestCapReport(t *testing.T) {
 def test_a_test_that_prints_look_alike_lines(grade: Graded, command: str) -> None:
     """Honest twin of the forged report: a test logs and prints lines that look like
     go's own. A t.Log line is indented and located; a `--- PASS` or `--- FAIL` line of a
-    test go never announced (`=== RUN`) is not counted (a note says so); `ok: ...`, `FAIL to parse` are
-    no package lines (go writes a tab after the word). Only go's exact package line
+    test go never announced (`=== RUN`) is not counted (a note says so); `ok: ...` and
+    `FAIL to parse` are no package lines (go writes a tab after the word). Only go's
+    exact package line
     (`ok  <tab>pkg<tab>...`) printed by a test is read as forged output."""
     record = changed(grade, {"calc/report_test.go": REPORTS}, command=command)
     assert passed(record) == (4, 0, 0)
