@@ -61,9 +61,7 @@ def select(command: str, paths: Sequence[str], text_of: Mapping[str, str]) -> Se
     if patterns is None:
         return None
     present = frozenset(paths)
-    module = _module_of(cwd, present)
-    if module is None:
-        return None
+    module = _module_of(cwd, present)  # None: a go.work root (relative patterns only)
     dirs, walked = set(), []
     packages = _package_dirs(present)
     for pattern in patterns or ["."]:
@@ -71,6 +69,8 @@ def select(command: str, paths: Sequence[str], text_of: Mapping[str, str]) -> Se
         if resolved is None:
             return None
         directory, recursive = resolved
+        if _module_of(directory, present) is None:
+            return None  # go refuses it: no module holds the directory
         if recursive:
             walked.append(directory)
             home = _module_of(directory, present)
@@ -127,11 +127,11 @@ def _patterns(args: list[str]) -> list[str] | None:
     return found
 
 
-def _resolve(pattern: str, cwd: str, module: str,
+def _resolve(pattern: str, cwd: str, module: str | None,
              text_of: Mapping[str, str]) -> tuple[str, bool] | None:
     """(the directory, recursive) of one pattern, or None when it cannot be read."""
     if pattern == "all":
-        return module, True
+        return None if module is None else (module, True)
     recursive = pattern == "..." or pattern.endswith("/...")
     stem = pattern.removesuffix("...").rstrip("/") if recursive else pattern.rstrip("/")
     if "..." in stem:
@@ -140,6 +140,8 @@ def _resolve(pattern: str, cwd: str, module: str,
         if pattern == "...":
             return None  # every package go knows of, the standard library's too
         directory = posixpath.normpath(posixpath.join(cwd, stem or "."))
+    elif module is None:
+        return None  # an import path outside any module the rig reads
     else:
         path = _module_path(module, text_of)
         if path is None or not (stem == path or stem.startswith(path + "/")):

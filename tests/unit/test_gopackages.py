@@ -66,6 +66,18 @@ def test_no_go_mod_selects_nothing() -> None:
     assert gopackages.select("go test ./...", ["calc/calc.go"], {}) is None
 
 
+def test_a_go_work_root_naming_its_modules_directories() -> None:
+    """go 1.19 refuses `./...` at a go.work root (no module there) but builds `./a`,
+    `./b/...` and `cd a && go test ./...`."""
+    paths = ["go.work", "a/go.mod", "a/a_test.go", "b/go.mod", "b/b.go", "b/in/in.go"]
+    def dirs(command: str) -> set[str] | None:
+        found = gopackages.select(command, paths, {})
+        return None if found is None else set(found.dirs)
+    assert dirs("go test ./a ./b/...") == {"a", "b", "b/in"}
+    assert dirs("cd a && go test ./...") == {"a"}
+    assert dirs("go test ./...") is None
+
+
 def plan(command: str, protected: tuple[str, ...] = ("calc/calc_test.go",)) -> canary.Canary:
     found = canary.plan("go-test", "ab12cd34", PATHS, command, protected, TEXT)
     assert found is not None
