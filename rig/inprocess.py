@@ -19,7 +19,8 @@ proves the runner ran and reported the rig's tests at all):
   the sentinel reading FAIL (or the binary failing), an early `os.Exit(0)` leaves no
   sentinel at all. No must-fail canary goes into a protected package's binary (its
   failure would explain the binary's failing status and hide a forged line): the
-  canary file is a package of its own, beside the protected one.
+  canary file is a package of its own, beside the protected one, in a package the
+  command builds (`rig.gopackages`; see `_go`).
 - cargo: each protected integration test (`tests/NAME.rs`) is built from a rig root,
   `[[test]] name = NAME` in the pinned Cargo.toml, that `include!`s the protected file
   (so its tests keep their names and `crate::` paths) beside must-fail twins (with
