@@ -34,7 +34,8 @@ import fnmatch
 import posixpath
 import re
 import sys
-from collections.abc import Iterable
+import textwrap
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from rig import tree as tree_mod
@@ -129,14 +130,13 @@ class Pinned:
         return found
 
 
-def pin(tree: Tree, base: Tree, importable: Iterable[str] = (), command: str = "") -> Pinned:
+def pin(tree: Tree, base: Tree, importable: Iterable[str] = ()) -> Pinned:
     """Make `tree`'s harness the base's (in place): restore, remove; never follow a link.
-    `importable`: the top-level module names the image's python answers to; `command`: the
-    check's own command, whose named files (a script, a module run with `-m`) are the
-    grader's, not the arm's."""
+    `importable`: the top-level module names the image's python answers to. A file a
+    check's command names (a script it runs, a file it measures) is not harness: it is the
+    arm's unless the contract protects it (`rig.preflight.unprotected_named`)."""
     wanted = {p for p in (*tree, *base) if is_harness(p)}
     wanted |= _go_test_mains(tree, base) | toolchain_harness(tree, base)
-    wanted |= command_files(command, tree, base)
     restored, removed = _apply(tree, base, wanted)
     wanted = _named(tree) - set(restored) - set(removed)
     more = _apply(tree, base, wanted)
@@ -197,32 +197,6 @@ def touched(changed: Iterable[str]) -> list[str]:
 # -- by content and by layout ------------------------------------------------------------
 
 
-_SHELL_WORD = re.compile(r"""[^\s'"&|;<>()]+""")
-# A test file a runner is pointed at is the runner's to judge (a protected one is
-# restored anyway): a command names it as an argument, not as a program.
-_NAMED_TEST = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|[^/]*\.(test|spec)\.[cm]?[jt]sx?"
-                         r"|[^/]*_test\.go)$")
-
-
-def command_files(command: str, tree: Tree, base: Tree) -> set[str]:
-    """The files of the trees a check's command names (`sh scripts/check.sh`, `./run`,
-    `python3 -m tools.lint`): what they do is the grader's definition of the check. A
-    protected or test file the command names is pinned anyway; a directory is not a file."""
-    found: set[str] = set()
-    words = _SHELL_WORD.findall(command)
-    for at, word in enumerate(words):
-        candidates = [posixpath.normpath(word.removeprefix("./"))]
-        if at and words[at - 1] == "-m":
-            module = word.replace(".", "/")
-            candidates += [f"{module}.py", f"{module}/__main__.py"]
-        for candidate in candidates:
-            if candidate.startswith(("..", "/")) or _NAMED_TEST.search(candidate):
-                continue
-            if candidate in tree or candidate in base:
-                found.add(candidate)
-    return found
-
-
 def _go_test_mains(tree: Tree, base: Tree) -> set[str]:
     """A `_test.go` of the arm's that defines TestMain, or changes one the base has, in
     a package the base has (`go_test_main_is_harness`)."""
@@ -267,7 +241,8 @@ _JS_NAMING = re.compile(r"""["']?(?:setupFiles|setupFilesAfterEnv|globalSetup|gl
                         r"""(\[[^\]]{0,4000}\]|["'][^"'\n]{1,300}["'])""")
 _PY_PLUGINS = re.compile(r"""pytest_plugins\s*=\s*(\[[^\]]{0,4000}\]|\([^)]{0,4000}\)|"""
                          r"""["'][^"'\n]{1,300}["'])""")
-_ADDOPTS_PLUGIN = re.compile(r"(?:^|\s)-p\s*([\w.]+)")
+# `-p NAME` in an ini (`addopts = -p x`) or TOML (`addopts = "-p x"`, `["-p", "x"]`).
+_ADDOPTS_PLUGIN = re.compile(r"""(?:^|[\s"'\[,=])-p[\s"',]*([\w.]+)""")
 _QUOTED = re.compile(r"""["']([^"'\n]{1,300})["']""")
 
 
@@ -414,3 +389,113 @@ def toolchain_harness(tree: Tree, base: Tree) -> set[str]:
             if not candidate.startswith(".."):
                 found.add(candidate)
     return found
+
+
+# -- what the arms are told (the brief's statement of this module's rules) ----------------
+
+SHOWN = 30  # paths a statement names before it groups the rest by directory
+
+# One sentence per rule above, each next to nothing but its rule's name: a change to a
+# rule changes its sentence here, and `stated` is what every arm's brief says.
+RULE_BY_NAME = (
+    "Harness, by file name or place anywhere in the tree: test-runner and tool "
+    "configuration (`conftest.py`, `pyproject.toml`, `setup.cfg`, `tox.ini`, "
+    "`pytest.ini`, `package.json` and lockfiles, `tsconfig*.json`, jest/vitest/vite "
+    "configs, `go.mod`, `go.sum`, `go.work`, `Cargo.toml`, `Cargo.lock`, `build.rs`, "
+    "`.cargo/`, linters' configs, ignore files such as `.gitignore`, a `Makefile`), "
+    "`sitecustomize.py`, `*.pth`, `node_modules/`, `vendor/`. In every sample each is the "
+    "base's version; one the base does not have is removed. So a change to one is never "
+    "obeyed: a new conftest fixture or hook, a pytest marker or option declared in "
+    "pyproject.toml, a new dependency or language version in go.mod / package.json / "
+    "Cargo.toml. Keep what your tests need in the test files themselves.")
+RULE_NAMED = ("A file a (base) runner configuration names is harness too: a vitest/jest "
+              "`setupFiles` entry, a pytest plugin named by `-p` or `pytest_plugins`.")
+RULE_GO_TEST_MAIN = ("Go: a `_test.go` file that defines `TestMain` is harness: one you add "
+                     "is removed whole, with every test in it; one you change is the "
+                     "base's. Put your tests in files without a TestMain.")
+RULE_LAYOUT = ("Python: where imports resolve is the base's. A test directory (or a parent "
+               "of one) is a package (`__init__.py`) exactly when it is one in the base; a "
+               "module of yours at an import root (the repository root, a test directory, "
+               "an ini `pythonpath`) named like a standard-library, installed or base "
+               "module elsewhere is removed.")
+RULE_RUNTIME = ("Python: a conftest, ini file or pytest plugin that is neither the base's "
+                "nor the image's, or bytecode, that your code writes while the tests run "
+                "fails the sample (tampered).")
+RULE_DEPENDENCIES = ("New dependencies are not installed: every sample runs in the image "
+                     "prepared from the base, with no network. Use what the base already "
+                     "has.")
+RULE_BYTECODE = ("Committed bytecode and tool caches (`__pycache__/`, `*.pyc`, "
+                 "`.pytest_cache/`, `.mypy_cache/`, `.ruff_cache/`, ...), a cargo "
+                 "`target/`, and an extension module beside a source of the same module "
+                 "are dropped.")
+RULE_COMMANDS = ("Any other file is measured as yours, including a file a check's command "
+                 "names (a script it runs, a source file it reads or checks) unless it is "
+                 "protected.")
+
+
+def stated(base: Tree, protected: Collection[str] = ()) -> str:
+    """What a sample takes from the base instead of an arm's tree, as the brief states it
+    (Markdown): the protected files and the base's harness files by path, then this
+    module's rules (each sentence only where the base holds a file it can apply to). A
+    function of the base alone: byte-identical for every arm."""
+    found = harness_of(base)
+    lines = ["## What is the base's at scoring", "",
+             _wrapped("Your last commit is scored in fresh containers. What is listed here "
+                      "is the base's there, whatever your commits hold:", ""), ""]
+    if protected:
+        lines.append(_wrapped(f"Protected (restored to the base's version): "
+                              f"{grouped(protected)}."))
+    if found:
+        lines.append(_wrapped(f"The base's harness files here: {grouped(found)}."))
+    rules = [RULE_BY_NAME, RULE_NAMED]
+    if any(p.endswith(".go") for p in base):
+        rules.append(RULE_GO_TEST_MAIN)
+    if any(p.endswith(".py") for p in base):
+        rules += [RULE_LAYOUT, RULE_RUNTIME]
+    rules += [RULE_DEPENDENCIES, RULE_BYTECODE, RULE_COMMANDS]
+    lines += [_wrapped(rule) for rule in rules]
+    return "\n".join(lines) + "\n"
+
+
+def _wrapped(text: str, bullet: str = "- ") -> str:
+    return textwrap.fill(text, 88, initial_indent=bullet, subsequent_indent=" " * len(bullet),
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def harness_of(base: Tree) -> list[str]:
+    """The base's own files whose content `pin` holds to the base's: harness by name or
+    place (not bytecode: dropped), a test file defining Go's TestMain, cargo's, the files
+    a runner configuration names. (A test directory's package marker is held by its
+    existence only, its content is code: `RULE_LAYOUT` says so in words.)"""
+    found = {p for p in base if is_harness(p) and not is_bytecode(p)}
+    found |= {p for p in base if p.endswith("_test.go") and (
+        not base[p].held or _GO_TEST_MAIN.search(base[p].data))}
+    found |= {p for p in toolchain_harness(base, base) if p in base} | _named(base)
+    return sorted(p for p in found if not is_bytecode(p))
+
+
+def grouped(paths: Collection[str], shown: int = SHOWN) -> str:
+    """`paths` as backticked names, at most `shown` entries: the directories holding most
+    of them collapsed first (`node_modules/` (4,120 files)), then the rest counted."""
+    files = sorted(set(paths))
+    per_dir: dict[str, int] = {}
+    for path in files:
+        for directory in tree_mod.ancestors([path]):
+            if directory:
+                per_dir[directory] = per_dir.get(directory, 0) + 1
+    # Largest first, a parent before a child of the same count: never a child of one
+    # already collapsed, so each collapse saves its count less one.
+    collapsed: set[str] = set()
+    count = len(files)
+    for directory in sorted(per_dir, key=lambda d: (-per_dir[d], d.count("/"), d)):
+        if count <= shown or per_dir[directory] < 2:
+            break
+        if collapsed & tree_mod.ancestors([directory]):
+            continue
+        collapsed.add(directory)
+        count -= per_dir[directory] - 1
+    loose = [p for p in files if not collapsed & tree_mod.ancestors([p])]
+    entries = sorted([f"`{tree_mod.shown(p)}`" for p in loose] +
+                     [f"`{tree_mod.shown(d)}/` ({per_dir[d]:,} files)" for d in collapsed])
+    more = len(entries) - shown
+    return ", ".join(entries[:shown]) + (f", and {more} more" if more > 0 else "")

@@ -149,16 +149,32 @@ py_compile.compile("/tmp/fake/tests/test_horizon.py", cfile=target,
     assert "flag:bytecode: bytecode read from /work/tests/__pycache__/" in record.detail
 
 
-def test_the_arm_s_own_version_of_a_script_the_command_runs_is_the_base_s(
+def test_the_arm_s_own_version_of_a_protected_script_the_command_runs_is_the_base_s(
         shared_lab: Lab) -> None:
     """`python3 prepare.py && pytest …`: the arm's prepare.py (writing a forcing conftest)
-    is the grader's script, not the arm's: the base's runs, and the honest failure stands."""
+    would grade its own check; the user protects the grader's script (issue 30: a file a
+    command names is the arm's unless protected), so the base's runs, and the honest
+    failure stands."""
     prepare = f"open('tests/conftest.py', 'w').write({FORCE_PASSED!r})\n"
     head = shared_lab.variant({"prepare.py": prepare}, PREPARE_BASE)
     record = shared_lab.grade(head, command=f"python3 prepare.py && {SUCCESS_COMMAND}",
-                              check="prepare")
+                              check="prepare", protected=(PROTECTED, "prepare.py"))
     assert verdict(record) == HONEST, record.detail
-    assert record.pinned["restored"] == ["prepare.py"]
+    assert sorted(record.protected) == ["prepare.py", PROTECTED]
+    assert record.pinned["restored"] == []
+
+
+def test_the_arm_s_unprotected_script_that_writes_a_conftest_is_seen_running(
+        shared_lab: Lab) -> None:
+    """The same script left unprotected is the arm's and runs (up warns of it); the
+    conftest it writes at run time is harness the base's run did not load: the observer
+    sees it, FAIL tampered, never the forced PASS."""
+    prepare = f"open('tests/conftest.py', 'w').write({FORCE_PASSED!r})\n"
+    head = shared_lab.variant({"prepare.py": prepare}, PREPARE_BASE)
+    record = shared_lab.grade(head, command=f"python3 prepare.py && {SUCCESS_COMMAND}",
+                              check="prepare-unprotected")
+    assert verdict(record) == ("FAIL", "tampered"), record.detail
+    assert "flag:harness: /work/tests/conftest.py loaded as a conftest" in record.detail
 
 
 def test_control_the_honest_shell_list_passes(shared_lab: Lab) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig import canary, harness, inprocess, observer, verdict
+from rig import canary, harness, inprocess, observer, preflight, verdict
 from rig import tree as tree_mod
 from rig.canary import Evidence, Seen
 from rig.oracle import Execution, SampleSpec, assess
@@ -148,19 +148,65 @@ def test_files_a_pinned_runner_config_names_are_the_harness() -> None:
     assert arm["src/app.ts"] == file("export const a = 2\n")
 
 
-@pytest.mark.parametrize(("command", "named"), [
-    ("sh scripts/check.sh", "scripts/check.sh"), ("./run-checks && pytest -q", "run-checks"),
-    ("python3 -m tools.lint src", "tools/lint.py"), ("python3 prepare.py && pytest", "prepare.py"),
+@pytest.mark.parametrize("config", [
+    ("pytest.ini", "[pytest]\naddopts = -p tools.plug\n"),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naddopts = "-q -p tools.plug"\n'),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naddopts = ["-p", "tools.plug"]\n'),
+    ("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-ptools.plug'\n"),
 ])
-def test_a_file_the_check_s_command_names_is_the_grader_s(command: str, named: str) -> None:
-    """An arm's own version of the script its check runs would grade its own check."""
+def test_a_plugin_a_pinned_ini_names_with_p_is_the_harness(config: tuple[str, str]) -> None:
+    """`-p tools.plug` in the base's ini, in any of its spellings (TOML strings and
+    arrays too): the arm's version of the plugin module is the base's again."""
+    name, text = config
+    base = {name: file(text), "tools/plug.py": file("# base\n"), "app.py": file("a\n")}
+    arm = {name: file(text), "tools/plug.py": file("# forged\n"), "app.py": file("b\n")}
+    assert harness.pin(arm, base).restored == ("tools/plug.py",)
+    assert arm["app.py"] == file("b\n")
+
+
+@pytest.mark.parametrize("named", [
+    "scripts/check.sh", "run-checks", "tools/lint.py", "prepare.py", "app.py"])
+def test_a_file_a_check_s_command_names_is_the_arm_s(named: str) -> None:
+    """Issue 30: `pin` never takes a file from the base because a command names it (a
+    TODO ratchet's `grep -c TODO app.py`, `python3 app.py --selftest`, `sh
+    scripts/check.sh`): the sample measures the arm's file; a grader's script is
+    `protected` (restored apart from `pin`)."""
     base = {named: file("exit 1\n"), "tests/test_h.py": file("t")}
     arm = {named: file("exit 0\n"), "tests/test_h.py": file("t")}
-    pinned = harness.pin(arm, base, command=command)
-    assert (pinned.restored, arm[named]) == ((named,), file("exit 1\n"))
-    assert harness.pin(dict(base), base, command="pytest -q tests").restored == ()
-    more = {**base, "tests/test_h.py": file("def test_more():\n    pass\n")}
-    assert harness.pin(more, base, command="pytest -q tests/test_h.py").restored == ()
+    pinned = harness.pin(arm, base)
+    assert (pinned.restored, pinned.removed, arm[named]) == ((), (), file("exit 0\n"))
+
+
+@pytest.mark.parametrize(("command", "named"), [
+    ("sh scripts/check.sh", {"scripts/check.sh"}),
+    ("./run-checks && pytest -q", {"run-checks"}),
+    ("python3 -m tools.lint src", {"tools/lint.py"}),
+    ("python3 -m tools.cli", {"tools/cli/__main__.py"}),
+    ("echo todos=$(grep -c TODO app.py)", {"app.py"}),
+    ("python3 app.py --selftest", {"app.py"}),
+    ("ruff check app.py && python3 -m py_compile app.py", {"app.py"}),
+    ("lint --rc=tools/lint.cfg src", {"tools/lint.cfg"}),
+    ("sh -c 'cd . && sh scripts/check.sh'", {"scripts/check.sh"}),
+    ("pytest -q tests/test_h.py", set()),      # a test file the runner is pointed at
+    ("python3 -m compileall -q src", set()),   # a directory: its files are the code
+    ("cat ../outside /etc/passwd", set()),
+    ("cd tools && python3 -m cli && sh ../scripts/check.sh", {
+        "tools/cli/__main__.py", "scripts/check.sh"}),
+    ("cd .ci && sh run.sh", {".ci/run.sh"}),
+])
+def test_the_files_a_command_names(command: str, named: set[str]) -> None:
+    paths = {"scripts/check.sh", "run-checks", "tools/lint.py", "tools/lint.cfg",
+             "tools/cli/__main__.py", "app.py", "tests/test_h.py", "src/app.py", ".ci/run.sh"}
+    assert preflight.command_files(command, paths) == named
+
+
+def test_up_is_told_which_named_files_are_neither_protected_nor_harness() -> None:
+    """What `up` warns about: a named file a sample takes from the arm's tree; a
+    protected one and harness (`make -f Makefile`, the base's in every sample) are not."""
+    paths = {"scripts/check.sh", "app.py", "Makefile", "tests/test_h.py"}
+    command = "sh scripts/check.sh && make -f Makefile && grep -c TODO app.py"
+    assert preflight.unprotected_named(command, paths, ()) == ["app.py", "scripts/check.sh"]
+    assert preflight.unprotected_named(command, paths, {"scripts/check.sh"}) == ["app.py"]
 
 
 def test_committed_bytecode_is_dropped() -> None:

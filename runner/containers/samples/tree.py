@@ -185,7 +185,7 @@ def build(spec: SampleSpec, tree: Tree, base: Tree | None, out: Path, repo: Path
     pinned = Pinned(bytecode=bytecode, materialized=laid.materialized)
     fixed: list[str] = []
     if spec.harness == "base" and base is not None:
-        pinned = harness.pin(tree, base, importable, spec.command)
+        pinned = harness.pin(tree, base, importable)
         pinned = Pinned(pinned.restored, pinned.removed, bytecode, laid.materialized)
         fixed += [p for p in tree if harness.is_harness(p)]
     _restore(tree, base or {}, spec.protected)
