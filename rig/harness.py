@@ -410,9 +410,11 @@ RULE_BY_NAME = (
     "Cargo.toml. Keep what your tests need in the test files themselves.")
 RULE_NAMED = ("A file a (base) runner configuration names is harness too: a vitest/jest "
               "`setupFiles` entry, a pytest plugin named by `-p` or `pytest_plugins`.")
-RULE_GO_TEST_MAIN = ("Go: a `_test.go` file that defines `TestMain` is harness: one you add "
-                     "is removed whole, with every test in it; one you change is the "
-                     "base's. Put your tests in files without a TestMain.")
+RULE_GO_TEST_MAIN = ("Go: a `_test.go` file that defines `TestMain` in a package the base "
+                     "has (a directory where the base has Go files) is harness: one you "
+                     "add there is removed whole, with every test in it; one you change "
+                     "is the base's. Put those tests in files without a TestMain. A "
+                     "TestMain in a package you add is yours and runs.")
 RULE_LAYOUT = ("Python: where imports resolve is the base's. A test directory (or a parent "
                "of one) is a package (`__init__.py`) exactly when it is one in the base; a "
                "module of yours at an import root (the repository root, a test directory, "
