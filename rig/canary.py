@@ -380,7 +380,11 @@ def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None
     musts = [seen(n) for n in (canary.pass_name, *canary.sentinels) if n]
     fails = [seen(n, True) for n in (*([canary.fail_name] if canary.fail_name else []),
                                       *canary.twins)]
-    pass_seen = _all(musts, (Seen.FAILED, Seen.ABSENT, Seen.SKIPPED, Seen.XFAILED)) \
+    # go's sentinel mirrors its binary's status (FAIL on an honestly failing run): that a
+    # canary is missing (a `-run` filter sparing them) is what a base's run can share.
+    worst = (Seen.ABSENT, Seen.FAILED) if canary.runner == "go-test" else \
+        (Seen.FAILED, Seen.ABSENT)
+    pass_seen = _all(musts, (*worst, Seen.SKIPPED, Seen.XFAILED)) \
         if musts else Seen.PASSED  # vitest, jest: a must-fail canary alone (see rig.inprocess)
     fail_seen = _all(fails, (Seen.PASSED, Seen.ABSENT, Seen.SKIPPED)) if fails else None
     exit_agrees = not (fail_seen is Seen.FAILED and exit_code == 0)

@@ -20,7 +20,8 @@ wherever it sits in the tree, for every runner the rig reads:
   `pythonpath`, as the layout will be with the arm's own new packages) whose name
   another module already answers to (the standard library's, the image's, the base's
   elsewhere): it would shadow it;
-- a Go test file that defines `TestMain` (it decides how the test binary runs);
+- a Go test file that defines `TestMain` in a package the base has (it decides how the
+  test binary runs; `go_test_main_is_harness`: in a package the arm added it is the arm's);
 - a file a pinned harness file names (a vitest `setupFiles` entry, a `-p` plugin module).
 
 Every sample runs under the base's harness: each harness path of the arm's tree is the
@@ -218,18 +219,39 @@ def touched(changed: Iterable[str]) -> list[str]:
 
 
 def _go_test_mains(tree: Tree, base: Tree) -> set[str]:
-    """A `_test.go` of the arm's that defines TestMain, or changes one the base has."""
+    """A `_test.go` of the arm's that defines TestMain, or changes one the base has, in
+    a package the base has (`go_test_main_is_harness`)."""
     found = set()
+    based = go_packages(base)
     for path in {*tree, *base}:
         if not path.endswith("_test.go"):
             continue
         mine, theirs = tree.get(path), base.get(path)
         if mine is None or mine == theirs:
             continue
-        if not mine.held or _GO_TEST_MAIN.search(mine.data) or (
-                theirs is not None and (not theirs.held or _GO_TEST_MAIN.search(theirs.data))):
-            found.add(path)  # a file too large to read is taken to define it
+        if go_test_main_is_harness(path, mine, theirs, based):
+            found.add(path)
     return found
+
+
+def go_packages(base: Tree) -> set[str]:
+    """The directories where the base has Go files: its Go packages."""
+    return {posixpath.dirname(p) for p in base if p.endswith(".go")}
+
+
+def go_test_main_is_harness(path: str, mine: Entry, theirs: Entry | None,
+                            based: set[str]) -> bool:
+    """The rule for an arm's `_test.go` (`mine`, the base's `theirs` at the same path):
+    harness (the base's at scoring) when it defines `TestMain`, or replaces a file that
+    does, in a package the base has (`based`: `go_packages`). A TestMain decides how its
+    package's test binary runs, and a protected test, or the rig's sentinel beside it,
+    runs only in a package the base has. In a package the arm added, a TestMain runs the
+    arm's own tests only: the file is the arm's (its setup, then `m.Run()`). A file too
+    large to read is taken to define one."""
+    defines = not mine.held or _GO_TEST_MAIN.search(mine.data) is not None or (
+        theirs is not None and (not theirs.held or _GO_TEST_MAIN.search(theirs.data)
+                                is not None))
+    return defines and posixpath.dirname(path) in based
 
 
 _JS_CONFIGS = ("vitest.config.*", "vite.config.*", "vitest.workspace.*", "jest.config.*",
@@ -422,9 +444,11 @@ RULE_BY_NAME = (
     "(one in a directory the base does not have is yours and is kept).")
 RULE_NAMED = ("A file a (base) runner configuration names is harness too: a vitest/jest "
               "`setupFiles` entry, a pytest plugin named by `-p` or `pytest_plugins`.")
-RULE_GO_TEST_MAIN = ("Go: a `_test.go` file that defines `TestMain` is harness: one you add "
-                     "is removed whole, with every test in it; one you change is the "
-                     "base's. Put your tests in files without a TestMain.")
+RULE_GO_TEST_MAIN = ("Go: a `_test.go` file that defines `TestMain` in a package the base "
+                     "has (a directory where the base has Go files) is harness: one you "
+                     "add there is removed whole, with every test in it; one you change "
+                     "is the base's. Put those tests in files without a TestMain. A "
+                     "TestMain in a package you add is yours and runs.")
 RULE_LAYOUT = ("Python: where the base's tests' imports resolve is the base's. A test "
                "directory of the base (or a parent of one) is a package (`__init__.py`) "
                "exactly when it is one in the base (a new test directory of yours may be a "

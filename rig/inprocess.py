@@ -19,7 +19,8 @@ proves the runner ran and reported the rig's tests at all):
   the sentinel reading FAIL (or the binary failing), an early `os.Exit(0)` leaves no
   sentinel at all. No must-fail canary goes into a protected package's binary (its
   failure would explain the binary's failing status and hide a forged line): the
-  canary file is a package of its own, beside the protected one.
+  canary file is a package of its own, beside the protected one, in a package the
+  command builds (`rig.gopackages`; see `_go`).
 - cargo: each protected integration test (`tests/NAME.rs`) is built from a rig root,
   `[[test]] name = NAME` in the pinned Cargo.toml, that `include!`s the protected file
   (so its tests keep their names and `crate::` paths) beside must-fail twins (with
@@ -44,7 +45,7 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 
-from rig import js_selection
+from rig import gopackages, js_selection
 from rig.canary import Canary, may_fail
 
 WORK = "/work"  # the sample's tree root (runner.containers.sandbox.WORKDIR)
@@ -64,7 +65,7 @@ def plan(runner: str, token: str, anchor: str, paths: Sequence[str], command: st
     if runner == "node-test":
         return _node(token, anchor, paths, command, protected, text_of, failing)
     if runner == "go-test":
-        return _go(token, anchor, paths, protected, text_of, failing)
+        return _go(token, anchor, paths, command, protected, text_of, failing)
     if runner in ("vitest", "jest"):
         return _js_runner(runner, token, anchor, paths, command, protected, text_of, failing)
     return _cargo(token, anchor, paths, command, protected, text_of, failing)
@@ -79,6 +80,8 @@ def sources_needed(runner: str, paths: Sequence[str], protected: Sequence[str]) 
     if runner == "go-test":
         dirs = {posixpath.dirname(p) for p in found}
         found |= {p for p in paths if p.endswith("_test.go") and posixpath.dirname(p) in dirs}
+        found |= {p for p in paths if posixpath.basename(p) == "go.mod"}
+        found |= set(_go_clauses(paths))
     if runner == "node-test":  # an `npm test` script names what runs; maybe helpers
         found |= {p for p in paths if posixpath.basename(p) == "package.json"
                   and "node_modules" not in p.split("/")}
@@ -87,6 +90,18 @@ def sources_needed(runner: str, paths: Sequence[str], protected: Sequence[str]) 
         found |= {p for p in paths if _JS_CONFIG.match(posixpath.basename(p))}
         found |= set(sorted(p for p in paths if _JS_TEST.search(p))[:1])
     return sorted(found)
+
+
+def _go_clauses(paths: Sequence[str]) -> list[str]:
+    """One Go file per directory (a non-test one first): the package a canary file
+    there declares."""
+    first: dict[str, list[str]] = {}
+    for path in sorted(paths, key=lambda p: (p.endswith("_test.go"), p)):
+        if path.endswith(".go"):
+            here = first.setdefault(posixpath.dirname(path), [])
+            if len(here) < 3:  # a generator behind `//go:build ignore` may come first
+                here.append(path)
+    return [p for here in first.values() for p in here]
 
 
 def _is_source(runner: str, path: str) -> bool:
@@ -334,19 +349,32 @@ _GO_PACKAGE = re.compile(r"^package\s+(\w+)", re.MULTILINE)
 _GO_TEST = re.compile(r"^func\s+(Test[A-Z0-9_]\w*)\s*\(\s*\w+\s+\*testing\.T\s*\)",
                       re.MULTILINE)
 _GO_TEST_MAIN = re.compile(r"^func\s+TestMain\s*\(", re.MULTILINE)
+_GO_IGNORED = re.compile(r"^//\s*(?:go:build|\+build)\s+ignore\b", re.MULTILINE)
 
 
-def _go(token: str, anchor: str, paths: Sequence[str], protected: Sequence[str],
-        text_of: Mapping[str, str], failing: bool) -> Canary:
-    files = [p for p in protected if p in paths and p.endswith("_test.go")]
-    tests = [n for p in files for n in _GO_TEST.findall(text_of.get(p, ""))]
+def _go(token: str, anchor: str, paths: Sequence[str], command: str,
+        protected: Sequence[str], text_of: Mapping[str, str], failing: bool) -> Canary | None:
+    """A canary file in a package the command builds (`rig.gopackages`), and a sentinel
+    in each protected package it builds. The must-fail canary needs a package of its
+    own: a new one under a `/...` pattern, else a package the command names that holds
+    no protected test; a command that names protected packages only gets none."""
+    chosen = gopackages.select(command, paths, text_of)
+    if chosen is None:
+        return None
+    present = frozenset(paths)
+    every = [p for p in protected if p in present and p.endswith("_test.go")]
+    files = [p for p in every if posixpath.dirname(p) in chosen.dirs]
+    tests = [n for p in every for n in _GO_TEST.findall(text_of.get(p, ""))]
     first = tests[0] if tests else "TestRun"
-    package = f"t{suffix(token, 'package')}"
+    home = _go_home(token, anchor, present, chosen, every, text_of)
+    if home is None:
+        return None
+    path, package, own = home
+    failing = failing and own
     passing, fail_name = f"{first}_{suffix(token, 'pass')}", f"{first}_{suffix(token, 'fail')}"
     content = f"package {package}\n\nimport \"testing\"\n\nfunc {passing}(t *testing.T) {{}}\n"
     if failing:
         content += f"\nfunc {fail_name}(t *testing.T) {{\n\tt.Fatal(\"want 1, got 2\")\n}}\n"
-    path = _join(anchor, f"{package}/{package}_test.go")
     sentinels, extra, notes = [], [], []
     for directory in sorted({posixpath.dirname(p) for p in files}):
         mains = [p for p in paths if posixpath.dirname(p) == directory and
@@ -370,11 +398,49 @@ def _go(token: str, anchor: str, paths: Sequence[str], protected: Sequence[str],
                   files=tuple(extra), notes=tuple(notes))
 
 
+def _go_home(token: str, anchor: str, paths: frozenset[str], chosen: gopackages.Selection,
+             protected: Sequence[str], text_of: Mapping[str, str]
+             ) -> tuple[str, str, bool] | None:
+    """(the canary file, its package clause, whether it is a package of its own)."""
+    if chosen.walked:
+        beside = [anchor, *sorted(posixpath.dirname(p) for p in protected)]
+        where = next((d for d in beside if chosen.walks(d, paths)), chosen.walked[0])
+        package = f"t{suffix(token, 'package')}"
+        return _join(where, f"{package}/{package}_test.go"), package, True
+    guarded = {posixpath.dirname(p) for p in protected}
+    for directory in sorted(chosen.dirs - guarded) + sorted(chosen.dirs & guarded):
+        clause = _go_package_of(directory, paths, text_of)
+        if clause is not None:
+            name = f"{clause.removesuffix('_test')}_{suffix(token, 'file')}_test.go"
+            return _join(directory, name), clause, directory not in guarded
+    return None
+
+
+def _go_package_of(directory: str, paths: frozenset[str],
+                   text_of: Mapping[str, str]) -> str | None:
+    """The package a test file in `directory` may declare: its non-test files' package,
+    else its test files' clause."""
+    here = sorted((p.endswith("_test.go"), p) for p in paths
+                  if posixpath.dirname(p) == directory and p.endswith(".go"))
+    for _, path in here:
+        text = text_of.get(path, "")
+        clause = _GO_PACKAGE.search(text)
+        if clause is not None and not _GO_IGNORED.search(text[:clause.start()]):
+            return clause.group(1)
+    return None
+
+
 def _test_main(package: str, sentinel: str) -> bytes:
+    """m.Run() has printed PASS or FAIL already: the sentinel is announced (`=== RUN`, as
+    go announces every test: `rig.parsers.go_test` counts no result line of a test never
+    announced) and after its line comes the same word again, so that test2json (`go test
+    -json`) gives the package's own result line and event to the package, not to the
+    sentinel (its last test line)."""
     return (f"package {package}\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\t\"testing\"\n)\n\n"
             "func TestMain(m *testing.M) {\n\tcode := m.Run()\n\tmark := \"PASS\"\n"
             "\tif code != 0 {\n\t\tmark = \"FAIL\"\n\t}\n"
-            f"\tfmt.Printf(\"--- %s: {sentinel} (0.00s)\\n\", mark)\n"
+            f"\tfmt.Printf(\"=== RUN   {sentinel}\\n--- %s: {sentinel} (0.00s)\\n%s\\n\", "
+            "mark, mark)\n"
             "\tos.Exit(code)\n}\n").encode()
 
 

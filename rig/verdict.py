@@ -419,6 +419,9 @@ def _no_must_fail(e: Evidence) -> str:
     if e.canary is not None and not e.canary.path:
         return ("no canary file: the command's files, directories or name filter select "
                 "none beside its own tests")
+    if e.parser == "go-test" and canary_mod.may_fail(e.command, e.parser):
+        return ("no must-fail canary: the command builds only go packages with protected "
+                "tests (a failing canary there would explain its binary's failing status)")
     if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
         return ("no must-fail canary: without --no-fail-fast cargo stops at the first "
                 "failing test binary")
