@@ -1,8 +1,9 @@
 """Canary tests: the rig's proof that a test runner reported honestly (principle 7).
 
 Every sample of a test runner (pytest, node --test, go test, cargo, vitest, jest) gets
-one rig-written test file next to the tests it runs, in the runner's own language, with
-per-sample random names: one test that must pass and one that must fail (vitest and
+one rig-written test file next to the tests it runs (node, vitest, jest: only where the
+command's files and name filters select it, `rig.js_selection`), in the runner's own
+language, with per-sample random names: one test that must pass and one that must fail (vitest and
 jest: the must-fail one only). node, go and cargo also get canaries inside the protected
 tests' own process or binary (`rig.inprocess`: twins, sentinels), read back with
 `split` (a node twin shares its protected test's name). They are read back from
@@ -28,6 +29,7 @@ Pure: planning needs the tree's paths (and a few files' text), never docker.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import posixpath
 import re
@@ -36,7 +38,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rig.observer import NOTHING, Observation, Status
-from rig.parsers.base import Counts, TestCase, TestStatus, count_statuses, where_of
+from rig.parsers import node_test
+from rig.parsers.base import (
+    Counts,
+    ParseResult,
+    TestCase,
+    TestStatus,
+    count_statuses,
+    where_of,
+)
 
 CANARY_RUNNERS = ("pytest", "node-test", "go-test", "cargo", "vitest", "jest")
 # The exit status each runner uses for "a test failed" (the must-fail canary's).
@@ -76,6 +86,9 @@ class Canary:
     env: tuple[tuple[str, str], ...] = ()
     marker: str = ""
     notes: tuple[str, ...] = ()  # what these canaries cannot guard (`SampleRecord.unguarded`)
+    # node: files the command runs that register no test (helpers under test/), as node
+    # names them; node reports each as one passing test (`spared`).
+    helpers: tuple[str, ...] = ()
 
     def as_record(self) -> dict[str, object]:
         found: dict[str, object] = {
@@ -346,7 +359,8 @@ def split(canary: Canary | None,
 def _name_of(test_id: str, names: set[str]) -> str | None:
     if test_id in names:
         return test_id
-    for separator in ("::", " \u203a "):  # cargo's and go's `binary::name`, jest's file and name
+    # cargo's and go's `binary::name`, jest's file and name, vitest's (its verbose lines)
+    for separator in ("::", " \u203a ", " > "):
         tail = test_id.rpartition(separator)[2]
         if tail in names:
             return tail
@@ -366,7 +380,11 @@ def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None
     musts = [seen(n) for n in (canary.pass_name, *canary.sentinels) if n]
     fails = [seen(n, True) for n in (*([canary.fail_name] if canary.fail_name else []),
                                       *canary.twins)]
-    pass_seen = _all(musts, (Seen.FAILED, Seen.ABSENT, Seen.SKIPPED, Seen.XFAILED)) \
+    # go's sentinel mirrors its binary's status (FAIL on an honestly failing run): that a
+    # canary is missing (a `-run` filter sparing them) is what a base's run can share.
+    worst = (Seen.ABSENT, Seen.FAILED) if canary.runner == "go-test" else \
+        (Seen.FAILED, Seen.ABSENT)
+    pass_seen = _all(musts, (*worst, Seen.SKIPPED, Seen.XFAILED)) \
         if musts else Seen.PASSED  # vitest, jest: a must-fail canary alone (see rig.inprocess)
     fail_seen = _all(fails, (Seen.PASSED, Seen.ABSENT, Seen.SKIPPED)) if fails else None
     exit_agrees = not (fail_seen is Seen.FAILED and exit_code == 0)
@@ -393,6 +411,16 @@ def _all(found: Sequence[Seen], worst_first: Sequence[Seen]) -> Seen:
 def _few(names: Sequence[str]) -> str:
     names = [n for n in names if n]
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def spared(parsed: ParseResult, canary: Canary | None) -> ParseResult:
+    """node: a helper that registers no test, run because node's patterns pick it up, is
+    one passing test to node (as for a bare run), not a file whose process ended early."""
+    if canary is None or not canary.helpers:
+        return parsed
+    helpers = {node_test.ended_early(name) for name in canary.helpers}
+    kept = tuple(s for s in parsed.incomplete if s not in helpers)
+    return parsed if kept == parsed.incomplete else dataclasses.replace(parsed, incomplete=kept)
 
 
 def discount(counts: Counts | None, evidence: Evidence) -> Counts | None:

@@ -7,8 +7,10 @@ nothing that held before it holds less after it:
   file the branch has (named as a runner names its test files, or holding a test that
   passed before it): verified by those very tests, it would be its own judge. New test
   files may be grafted;
-- **the checks' own programs** (`command_files`): a file a check's command names
-  (`sh scripts/check.sh`) is the grader's, never grafted;
+- a file a check's command names (`sh scripts/check.sh`, `grep -c TODO app.py`) is
+  code like any other: a sample measures the arm's (`rig.preflight.command_files`), so a
+  graft of it is verified like any other. A grader's own script is `protected`, and a
+  protected file is never grafted;
 - **harness** (`harness_paths`): a file a sample would pin to the base's (`rig.harness`:
   by name or place for every runner, by the import layout, named by a runner config, a
   Go `TestMain`) is never grafted: samples never obey it, but the branch is the next
@@ -28,7 +30,6 @@ nothing that held before it holds less after it:
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -236,7 +237,8 @@ def harness_paths(grafted: Tree, onto: Tree, importable: Iterable[str] = ()) -> 
     pin them (`rig.harness.pin`; a directory when a whole package would go). Paths as
     git holds them (`rig.tree.shown` prints them)."""
     changed = sorted(p for p in {*grafted, *onto} if grafted.get(p) != onto.get(p))
-    found = {p: BY_NAME for p in harness.touched(changed)}
+    own = harness.own_conftests(grafted, onto)  # the arm's own, obeyed in its samples
+    found = {p: BY_NAME for p in harness.touched(changed) if p not in own}
     pinned = harness.pin(dict(grafted), onto, importable)
     for path in (*pinned.restored, *pinned.removed):
         found.setdefault(path, IN_CONTEXT)
@@ -275,32 +277,3 @@ def rewritten(path: str, onto: Tree, before: Mapping[str, Sequence[SampleRecord]
     held = f" ({len(ids)} test(s) that passed before: {shown})" if ids else ""
     return (f"rewrites tests: {tree_mod.shown(path)} is a test file of the branch{held}; a "
             "graft never changes or removes the tests that judge it")
-
-
-# -- the programs the checks run ------------------------------------------------------------
-
-BY_COMMAND = ("a check's own program (its command names it): the grader's, as the command "
-              "is")
-
-
-def command_words(commands: Iterable[str]) -> frozenset[str]:
-    """Every word of the commands that could name a file (`./x` as `x`; `sh -c "x y"`
-    and `--rc=tools/x.cfg` hold words too)."""
-    found: set[str] = set()
-    for command in commands:
-        try:
-            words = shlex.split(command, comments=True)
-        except ValueError:
-            words = command.split()
-        for word in words:
-            found.update(part.removeprefix("./") for part in re.split(r"[\s=;&|()<>]+", word)
-                         if part)
-    return frozenset(found)
-
-
-def command_files(commands: Iterable[str], tree: Iterable[str]) -> set[str]:
-    """The files of `tree` a check's or the success criterion's command names as a word
-    (`sh scripts/check.sh`, `python3 tools/lint.py`): what the check runs is part of the
-    grading, never an arm's to graft."""
-    words = command_words(commands)
-    return {path for path in tree if path in words}

@@ -13,18 +13,27 @@ wherever it sits in the tree, for every runner the rig reads:
   usercustomize), node's `node_modules/` (its `.bin/` is on `npm run`'s PATH), vendored
   code (`vendor/`, `.yarn/`), build output a tool would take as up to date (cargo's
   `target/`, `*.tsbuildinfo`), compiled bytecode;
-- what decides where an import is resolved (`layout`): whether a test directory or one
-  of its parents is a package (`__init__.py` there or not: pytest's rootdir-relative
-  import path follows it), and a module at a root of the import path (the tree's root,
-  a test directory pytest puts first on `sys.path`, an ini `pythonpath`) whose name
+- what decides where an import is resolved (`layout`): whether a test directory of the
+  base or one of its parents is a package (`__init__.py` there or not: pytest's
+  rootdir-relative import path follows it), and a module at a root of the import path
+  (the tree's root, a test directory pytest puts first on `sys.path`, an ini
+  `pythonpath`, as the layout will be with the arm's own new packages) whose name
   another module already answers to (the standard library's, the image's, the base's
   elsewhere): it would shadow it;
-- a Go test file that defines `TestMain` (it decides how the test binary runs);
+- a Go test file that defines `TestMain` in a package the base has (it decides how the
+  test binary runs; `go_test_main_is_harness`: in a package the arm added it is the arm's);
 - a file a pinned harness file names (a vitest `setupFiles` entry, a `-p` plugin module).
 
 Every sample runs under the base's harness: each harness path of the arm's tree is the
 base's version again, or dropped when the base has none (`pin`); the record says which,
 and `touched` names what the arm changed (reported as `harness_touched`, never obeyed).
+
+What cannot change how a base test is imported or collected is the arm's own and kept
+(`own_conftests`, `_layout`): a package marker in a directory that is neither a test
+directory of the base nor above one (a new test package: `tests/api/__init__.py`), and a
+conftest in a directory the base does not have (its fixtures serve only the tests below
+it; its hooks run session-wide, where the observer attests every protected test by id, so
+a hook that deselects, skips or forces one is still FAIL).
 """
 
 from __future__ import annotations
@@ -33,7 +42,8 @@ import fnmatch
 import posixpath
 import re
 import sys
-from collections.abc import Iterable
+import textwrap
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from rig import tree as tree_mod
@@ -128,14 +138,14 @@ class Pinned:
         return found
 
 
-def pin(tree: Tree, base: Tree, importable: Iterable[str] = (), command: str = "") -> Pinned:
+def pin(tree: Tree, base: Tree, importable: Iterable[str] = ()) -> Pinned:
     """Make `tree`'s harness the base's (in place): restore, remove; never follow a link.
-    `importable`: the top-level module names the image's python answers to; `command`: the
-    check's own command, whose named files (a script, a module run with `-m`) are the
-    grader's, not the arm's."""
-    wanted = {p for p in (*tree, *base) if is_harness(p)}
+    `importable`: the top-level module names the image's python answers to. A file a
+    check's command names (a script it runs, a file it measures) is not harness: it is the
+    arm's unless the contract protects it (`rig.preflight.unprotected_named`); nor is a
+    conftest in a directory the base does not have (`own_conftests`)."""
+    wanted = {p for p in (*tree, *base) if is_harness(p)} - own_conftests(tree, base)
     wanted |= _go_test_mains(tree, base) | toolchain_harness(tree, base)
-    wanted |= command_files(command, tree, base)
     restored, removed = _apply(tree, base, wanted)
     wanted = _named(tree) - set(restored) - set(removed)
     more = _apply(tree, base, wanted)
@@ -188,6 +198,18 @@ def _shadows_source(tree: Tree, path: str) -> bool:
     return f"{module}.py" in tree or f"{module}/__init__.py" in tree
 
 
+def own_conftests(tree: Tree, base: Tree) -> set[str]:
+    """The arm's conftests in directories the base does not have (so holding none of the
+    base's tests, above none of them): pytest loads one only while it collects that
+    directory, its fixtures serve only the tests below it. Kept: the arm's own."""
+    found = {p for p in tree if p.endswith("/conftest.py") and p not in base
+             and _DIR_GLOBS.search(p) is None}  # never one in vendor/, node_modules/, ...
+    if not found:
+        return found
+    theirs = tree_mod.ancestors(base)
+    return {p for p in found if posixpath.dirname(p) not in theirs}
+
+
 def touched(changed: Iterable[str]) -> list[str]:
     """The harness files among an arm's changed paths (for `harness_touched`)."""
     return sorted(p for p in changed if is_harness(p) or is_bytecode(p))
@@ -196,45 +218,40 @@ def touched(changed: Iterable[str]) -> list[str]:
 # -- by content and by layout ------------------------------------------------------------
 
 
-_SHELL_WORD = re.compile(r"""[^\s'"&|;<>()]+""")
-# A test file a runner is pointed at is the runner's to judge (a protected one is
-# restored anyway): a command names it as an argument, not as a program.
-_NAMED_TEST = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|[^/]*\.(test|spec)\.[cm]?[jt]sx?"
-                         r"|[^/]*_test\.go)$")
-
-
-def command_files(command: str, tree: Tree, base: Tree) -> set[str]:
-    """The files of the trees a check's command names (`sh scripts/check.sh`, `./run`,
-    `python3 -m tools.lint`): what they do is the grader's definition of the check. A
-    protected or test file the command names is pinned anyway; a directory is not a file."""
-    found: set[str] = set()
-    words = _SHELL_WORD.findall(command)
-    for at, word in enumerate(words):
-        candidates = [posixpath.normpath(word.removeprefix("./"))]
-        if at and words[at - 1] == "-m":
-            module = word.replace(".", "/")
-            candidates += [f"{module}.py", f"{module}/__main__.py"]
-        for candidate in candidates:
-            if candidate.startswith(("..", "/")) or _NAMED_TEST.search(candidate):
-                continue
-            if candidate in tree or candidate in base:
-                found.add(candidate)
-    return found
-
-
 def _go_test_mains(tree: Tree, base: Tree) -> set[str]:
-    """A `_test.go` of the arm's that defines TestMain, or changes one the base has."""
+    """A `_test.go` of the arm's that defines TestMain, or changes one the base has, in
+    a package the base has (`go_test_main_is_harness`)."""
     found = set()
+    based = go_packages(base)
     for path in {*tree, *base}:
         if not path.endswith("_test.go"):
             continue
         mine, theirs = tree.get(path), base.get(path)
         if mine is None or mine == theirs:
             continue
-        if not mine.held or _GO_TEST_MAIN.search(mine.data) or (
-                theirs is not None and (not theirs.held or _GO_TEST_MAIN.search(theirs.data))):
-            found.add(path)  # a file too large to read is taken to define it
+        if go_test_main_is_harness(path, mine, theirs, based):
+            found.add(path)
     return found
+
+
+def go_packages(base: Tree) -> set[str]:
+    """The directories where the base has Go files: its Go packages."""
+    return {posixpath.dirname(p) for p in base if p.endswith(".go")}
+
+
+def go_test_main_is_harness(path: str, mine: Entry, theirs: Entry | None,
+                            based: set[str]) -> bool:
+    """The rule for an arm's `_test.go` (`mine`, the base's `theirs` at the same path):
+    harness (the base's at scoring) when it defines `TestMain`, or replaces a file that
+    does, in a package the base has (`based`: `go_packages`). A TestMain decides how its
+    package's test binary runs, and a protected test, or the rig's sentinel beside it,
+    runs only in a package the base has. In a package the arm added, a TestMain runs the
+    arm's own tests only: the file is the arm's (its setup, then `m.Run()`). A file too
+    large to read is taken to define one."""
+    defines = not mine.held or _GO_TEST_MAIN.search(mine.data) is not None or (
+        theirs is not None and (not theirs.held or _GO_TEST_MAIN.search(theirs.data)
+                                is not None))
+    return defines and posixpath.dirname(path) in based
 
 
 _JS_CONFIGS = ("vitest.config.*", "vite.config.*", "vitest.workspace.*", "jest.config.*",
@@ -245,7 +262,8 @@ _JS_NAMING = re.compile(r"""["']?(?:setupFiles|setupFilesAfterEnv|globalSetup|gl
                         r"""(\[[^\]]{0,4000}\]|["'][^"'\n]{1,300}["'])""")
 _PY_PLUGINS = re.compile(r"""pytest_plugins\s*=\s*(\[[^\]]{0,4000}\]|\([^)]{0,4000}\)|"""
                          r"""["'][^"'\n]{1,300}["'])""")
-_ADDOPTS_PLUGIN = re.compile(r"(?:^|\s)-p\s*([\w.]+)")
+# `-p NAME` in an ini (`addopts = -p x`) or TOML (`addopts = "-p x"`, `["-p", "x"]`).
+_ADDOPTS_PLUGIN = re.compile(r"""(?:^|[\s"'\[,=])-p[\s"',]*([\w.]+)""")
 _QUOTED = re.compile(r"""["']([^"'\n]{1,300})["']""")
 
 
@@ -319,27 +337,38 @@ def _ini_paths(tree: Tree) -> set[str]:
     return found
 
 
+def marker_dirs(base: Tree) -> set[str]:
+    """The directories whose package markers (`__init__.py` there or not) are the base's
+    at scoring: the base's test and conftest directories and every directory above them
+    ("" is the root). A marker elsewhere is the arm's own."""
+    theirs = _test_dirs(base)
+    return {""} | theirs | tree_mod.ancestors(theirs)
+
+
 def _layout(tree: Tree, base: Tree, importable: frozenset[str]) -> set[str]:
-    """Where imports resolve is the base's: the package markers of the test directories
-    (existence only: an `__init__.py`'s content is code) and no module at an import root
-    that shadows another one."""
+    """Where the base's tests' imports resolve is the base's: the package markers of the
+    base's test directories and their parents (existence only: an `__init__.py`'s content
+    is code), and no module at an import root that shadows another one. A marker elsewhere
+    (a new test package of the arm's) is kept: it decides only how the arm's own tests are
+    named, and the roots are those of the layout as it will then be."""
     found: set[str] = set()
     dirs = _test_dirs(tree, base)
-    chains = {""} | dirs | tree_mod.ancestors(dirs)  # each made once: linear in a deep tree
-    for directory in chains:
+    held = marker_dirs(base)
+    for directory in held:
         marker = posixpath.join(directory, "__init__.py") if directory else "__init__.py"
         if (marker in tree) != (marker in base):
             found.add(marker)
-    packages = _packages(base)
+    packages = {d for d in _packages(base) if d in held} | \
+        {d for d in _packages(tree) if d not in held}
     roots = {""} | {_basedir(d, packages) for d in dirs} | _ini_paths(base)
-    mine, theirs = _modules(tree, roots), _modules(base, roots)
+    mine, theirs_at = _modules(tree, roots), _modules(base, roots)
     homes: dict[str, set[str]] = {}  # a module name -> the roots the base has it at
-    for other, names in theirs.items():
+    for other, names in theirs_at.items():
         for name in names:
             homes.setdefault(name, set()).add(other)
     for root in roots:
         for name, paths in mine.get(root, {}).items():
-            if name in theirs.get(root, {}):
+            if name in theirs_at.get(root, {}):
                 continue
             elsewhere = bool(homes.get(name, set()) - {root})  # not a scan of every root
             if name in STDLIB or name in importable or elsewhere:
@@ -392,3 +421,119 @@ def toolchain_harness(tree: Tree, base: Tree) -> set[str]:
             if not candidate.startswith(".."):
                 found.add(candidate)
     return found
+
+
+# -- what the arms are told (the brief's statement of this module's rules) ----------------
+
+SHOWN = 30  # paths a statement names before it groups the rest by directory
+
+# One sentence per rule above, each next to nothing but its rule's name: a change to a
+# rule changes its sentence here, and `stated` is what every arm's brief says.
+RULE_BY_NAME = (
+    "Harness, by file name or place anywhere in the tree: test-runner and tool "
+    "configuration (`conftest.py`, `pyproject.toml`, `setup.cfg`, `tox.ini`, "
+    "`pytest.ini`, `package.json` and lockfiles, `tsconfig*.json`, jest/vitest/vite "
+    "configs, `go.mod`, `go.sum`, `go.work`, `Cargo.toml`, `Cargo.lock`, `build.rs`, "
+    "`.cargo/`, linters' configs, ignore files such as `.gitignore`, a `Makefile`), "
+    "`sitecustomize.py`, `*.pth`, `node_modules/`, `vendor/`. In every sample each is the "
+    "base's version; one the base does not have is removed. So a change to one is never "
+    "obeyed: a fixture or hook added to a conftest.py the base has (or a new one in a "
+    "directory the base has), a pytest marker or option declared in pyproject.toml, a new "
+    "dependency or language version in go.mod / package.json / Cargo.toml. Keep what your "
+    "tests need in the test files themselves, or in a conftest.py of a new test directory "
+    "(one in a directory the base does not have is yours and is kept).")
+RULE_NAMED = ("A file a (base) runner configuration names is harness too: a vitest/jest "
+              "`setupFiles` entry, a pytest plugin named by `-p` or `pytest_plugins`.")
+RULE_GO_TEST_MAIN = ("Go: a `_test.go` file that defines `TestMain` in a package the base "
+                     "has (a directory where the base has Go files) is harness: one you "
+                     "add there is removed whole, with every test in it; one you change "
+                     "is the base's. Put those tests in files without a TestMain. A "
+                     "TestMain in a package you add is yours and runs.")
+RULE_LAYOUT = ("Python: where the base's tests' imports resolve is the base's. A test "
+               "directory of the base (or a parent of one) is a package (`__init__.py`) "
+               "exactly when it is one in the base (a new test directory of yours may be a "
+               "package or not, as you make it); a "
+               "module of yours at an import root (the repository root, a test directory, "
+               "an ini `pythonpath`) named like a standard-library, installed or base "
+               "module elsewhere is removed.")
+RULE_RUNTIME = ("Python: a conftest, ini file or pytest plugin that is neither the base's "
+                "nor the image's, or bytecode, that your code writes while the tests run "
+                "fails the sample (tampered).")
+RULE_DEPENDENCIES = ("New dependencies are not installed: every sample runs in the image "
+                     "prepared from the base, with no network. Use what the base already "
+                     "has.")
+RULE_BYTECODE = ("Committed bytecode and tool caches (`__pycache__/`, `*.pyc`, "
+                 "`.pytest_cache/`, `.mypy_cache/`, `.ruff_cache/`, ...), a cargo "
+                 "`target/`, and an extension module beside a source of the same module "
+                 "are dropped.")
+RULE_COMMANDS = ("Any other file is measured as yours, including a file a check's command "
+                 "names (a script it runs, a source file it reads or checks) unless it is "
+                 "protected.")
+
+
+def stated(base: Tree, protected: Collection[str] = ()) -> str:
+    """What a sample takes from the base instead of an arm's tree, as the brief states it
+    (Markdown): the protected files and the base's harness files by path, then this
+    module's rules (each sentence only where the base holds a file it can apply to). A
+    function of the base alone: byte-identical for every arm."""
+    found = harness_of(base)
+    lines = ["## What is the base's at scoring", "",
+             _wrapped("Your last commit is scored in fresh containers. What is listed here "
+                      "is the base's there, whatever your commits hold:", ""), ""]
+    if protected:
+        lines.append(_wrapped(f"Protected (restored to the base's version): "
+                              f"{grouped(protected)}."))
+    if found:
+        lines.append(_wrapped(f"The base's harness files here: {grouped(found)}."))
+    rules = [RULE_BY_NAME, RULE_NAMED]
+    if any(p.endswith(".go") for p in base):
+        rules.append(RULE_GO_TEST_MAIN)
+    if any(p.endswith(".py") for p in base):
+        rules += [RULE_LAYOUT, RULE_RUNTIME]
+    rules += [RULE_DEPENDENCIES, RULE_BYTECODE, RULE_COMMANDS]
+    lines += [_wrapped(rule) for rule in rules]
+    return "\n".join(lines) + "\n"
+
+
+def _wrapped(text: str, bullet: str = "- ") -> str:
+    return textwrap.fill(text, 88, initial_indent=bullet, subsequent_indent=" " * len(bullet),
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def harness_of(base: Tree) -> list[str]:
+    """The base's own files whose content `pin` holds to the base's: harness by name or
+    place (not bytecode: dropped), a test file defining Go's TestMain, cargo's, the files
+    a runner configuration names. (A test directory's package marker is held by its
+    existence only, its content is code: `RULE_LAYOUT` says so in words.)"""
+    found = {p for p in base if is_harness(p) and not is_bytecode(p)}
+    found |= {p for p in base if p.endswith("_test.go") and (
+        not base[p].held or _GO_TEST_MAIN.search(base[p].data))}
+    found |= {p for p in toolchain_harness(base, base) if p in base} | _named(base)
+    return sorted(p for p in found if not is_bytecode(p))
+
+
+def grouped(paths: Collection[str], shown: int = SHOWN) -> str:
+    """`paths` as backticked names, at most `shown` entries: the directories holding most
+    of them collapsed first (`node_modules/` (4,120 files)), then the rest counted."""
+    files = sorted(set(paths))
+    per_dir: dict[str, int] = {}
+    for path in files:
+        for directory in tree_mod.ancestors([path]):
+            if directory:
+                per_dir[directory] = per_dir.get(directory, 0) + 1
+    # Largest first, a parent before a child of the same count: never a child of one
+    # already collapsed, so each collapse saves its count less one.
+    collapsed: set[str] = set()
+    count = len(files)
+    for directory in sorted(per_dir, key=lambda d: (-per_dir[d], d.count("/"), d)):
+        if count <= shown or per_dir[directory] < 2:
+            break
+        if collapsed & tree_mod.ancestors([directory]):
+            continue
+        collapsed.add(directory)
+        count -= per_dir[directory] - 1
+    loose = [p for p in files if not collapsed & tree_mod.ancestors([p])]
+    entries = sorted([f"`{tree_mod.shown(p)}`" for p in loose] +
+                     [f"`{tree_mod.shown(d)}/` ({per_dir[d]:,} files)" for d in collapsed])
+    more = len(entries) - shown
+    return ", ".join(entries[:shown]) + (f", and {more} more" if more > 0 else "")

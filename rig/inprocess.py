@@ -19,7 +19,8 @@ proves the runner ran and reported the rig's tests at all):
   the sentinel reading FAIL (or the binary failing), an early `os.Exit(0)` leaves no
   sentinel at all. No must-fail canary goes into a protected package's binary (its
   failure would explain the binary's failing status and hide a forged line): the
-  canary file is a package of its own, beside the protected one.
+  canary file is a package of its own, beside the protected one, in a package the
+  command builds (`rig.gopackages`; see `_go`).
 - cargo: each protected integration test (`tests/NAME.rs`) is built from a rig root,
   `[[test]] name = NAME` in the pinned Cargo.toml, that `include!`s the protected file
   (so its tests keep their names and `crate::` paths) beside must-fail twins (with
@@ -44,6 +45,7 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 
+from rig import gopackages, js_selection
 from rig.canary import Canary, may_fail
 
 WORK = "/work"  # the sample's tree root (runner.containers.sandbox.WORKDIR)
@@ -61,9 +63,9 @@ def plan(runner: str, token: str, anchor: str, paths: Sequence[str], command: st
          protected: Sequence[str], text_of: Mapping[str, str]) -> Canary | None:
     failing = may_fail(command, runner)
     if runner == "node-test":
-        return _node(token, anchor, paths, protected, text_of, failing)
+        return _node(token, anchor, paths, command, protected, text_of, failing)
     if runner == "go-test":
-        return _go(token, anchor, paths, protected, text_of, failing)
+        return _go(token, anchor, paths, command, protected, text_of, failing)
     if runner in ("vitest", "jest"):
         return _js_runner(runner, token, anchor, paths, command, protected, text_of, failing)
     return _cargo(token, anchor, paths, command, protected, text_of, failing)
@@ -78,10 +80,28 @@ def sources_needed(runner: str, paths: Sequence[str], protected: Sequence[str]) 
     if runner == "go-test":
         dirs = {posixpath.dirname(p) for p in found}
         found |= {p for p in paths if p.endswith("_test.go") and posixpath.dirname(p) in dirs}
+        found |= {p for p in paths if posixpath.basename(p) == "go.mod"}
+        found |= set(_go_clauses(paths))
+    if runner == "node-test":  # an `npm test` script names what runs; maybe helpers
+        found |= {p for p in paths if posixpath.basename(p) == "package.json"
+                  and "node_modules" not in p.split("/")}
+        found |= set(_node_candidates(paths)[:MAX_HELPERS])
     if runner in ("vitest", "jest"):
         found |= {p for p in paths if _JS_CONFIG.match(posixpath.basename(p))}
         found |= set(sorted(p for p in paths if _JS_TEST.search(p))[:1])
     return sorted(found)
+
+
+def _go_clauses(paths: Sequence[str]) -> list[str]:
+    """One Go file per directory (a non-test one first): the package a canary file
+    there declares."""
+    first: dict[str, list[str]] = {}
+    for path in sorted(paths, key=lambda p: (p.endswith("_test.go"), p)):
+        if path.endswith(".go"):
+            here = first.setdefault(posixpath.dirname(path), [])
+            if len(here) < 3:  # a generator behind `//go:build ignore` may come first
+                here.append(path)
+    return [p for here in first.values() for p in here]
 
 
 def _is_source(runner: str, path: str) -> bool:
@@ -121,47 +141,101 @@ def node_names(text: str) -> list[str]:
     return found
 
 
-def _node(token: str, anchor: str, paths: Sequence[str], protected: Sequence[str],
-          text_of: Mapping[str, str], failing: bool) -> Canary:
-    files = [p for p in protected if p in paths and _is_source("node-test", p)]
-    names = {p: node_names(text_of.get(p, ""))[:MAX_TWINS] for p in files}
+def _node(token: str, anchor: str, paths: Sequence[str], command: str,
+          protected: Sequence[str], text_of: Mapping[str, str], failing: bool
+          ) -> Canary | None:
+    """Twins and a sentinel in the process of each protected file the command runs, and a
+    canary file only where the command's files, directories or globs pick it up; names
+    its name filters would drop are not planted. None: nothing can be planted where the
+    command goes (the record says the run is unguarded)."""
+    selection = js_selection.read("node-test", command, text_of)
+    if selection is None or selection.direct or any(
+            r not in _NODE_REPORTERS for r in selection.reporters):
+        return None  # `node FILE` (no runner): the preload's hold would lose its summary
+    files = [p for p in protected if p in paths and _is_source("node-test", p)
+             and js_selection.runs_file(selection, p)]
+    given = {p: node_names(text_of.get(p, ""))[:MAX_TWINS] for p in files}
+    kept = {n: js_selection.keeps_name(selection, n) for p in files for n in given[p]}
+    if None in kept.values():
+        return None
+    names = {p: [n for n in given[p] if kept[n]] for p in files}
     every = list(dict.fromkeys(n for p in files for n in names[p]))
-    first = every[0] if every else "works"
+    first = (every or [n for p in files for n in given[p]] or ["works"])[0]
     stem = posixpath.basename(files[0]).split(".", 1)[0] if files else "t"
     passing, failing_name = f"{first} ({suffix(token, 'pass')})", \
         f"{first} ({suffix(token, 'fail')})"
+    path = _join(anchor, f"{stem}.{suffix(token, 'file')}.test.cjs")
+    if not (js_selection.runs_file(selection, path)
+            and js_selection.keeps_name(selection, passing)
+            and (not failing or js_selection.keeps_name(selection, failing_name))):
+        path, passing = "", ""  # the command never runs a file of the rig's
     content = ("'use strict';\nconst test = require('node:test');\n\n"
                f"test({json.dumps(passing)}, () => {{}});\n")
     if failing:
         content += (f"\ntest({json.dumps(failing_name)}, () => {{\n"
                     "  require('node:assert').strictEqual(1, 2);\n});\n")
-    path = _join(anchor, f"{stem}.{suffix(token, 'file')}.test.cjs")
+    fail_name = failing_name if failing and path else None
+    helpers = _node_helpers(selection, paths, text_of)
     if not files:
         return Canary("node-test", token, path, content.encode(), passing,
-                      failing_name if failing else None)
-    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
+                      fail_name, helpers=helpers) if path else None
     sentinel = f"{first} ({suffix(token, 'sentinel')})"
+    sentinels = (sentinel,) if js_selection.keeps_name(selection, sentinel) else ()
+    if not (path or sentinels or (failing and every)):
+        return None
+    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
     twins = {f"{WORK}/{p}": (names[p] if failing else []) for p in files}
-    return Canary("node-test", token, path, content.encode(), passing,
-                  failing_name if failing else None,
-                  twins=tuple(every) if failing else (), sentinels=(sentinel,),
-                  files=((preload, _preload(twins, sentinel, token)),),
+    return Canary("node-test", token, path, content.encode() if path else b"", passing,
+                  fail_name, twins=tuple(every) if failing else (), sentinels=sentinels,
+                  files=((preload, _preload(twins, sentinels, token)),),
                   env=(("NODE_OPTIONS", f"--require {WORK}/{preload}"),),
-                  marker=f"{WORK}/{preload}")
+                  marker=f"{WORK}/{preload}", helpers=helpers)
 
 
-def _preload(twins: Mapping[str, list[str]], sentinel: str, token: str) -> bytes:
+# The reporters whose per-test lines rig.parsers.node_test reads (the canaries' too).
+_NODE_REPORTERS = ("tap", "spec")
+MAX_HELPERS = 100  # files read to tell a helper from a test file
+_REGISTERS = re.compile(r"node:test|(?<![\w$.])(?:test|it|describe|suite)\s*(?:\.\s*\w+\s*)?\(")
+
+
+def _node_candidates(paths: Sequence[str]) -> list[str]:
+    """JavaScript files node may run that are not named as tests (maybe helpers; a glob
+    may pick any), those under a `test` directory first."""
+    found = [p for p in paths if p.endswith((".js", ".cjs", ".mjs"))
+             and "node_modules" not in p.split("/")
+             and not js_selection.node_default(posixpath.basename(p))]
+    return sorted(found, key=lambda p: (not js_selection.node_default(p), p))
+
+
+def _node_helpers(selection: js_selection.Selection, paths: Sequence[str],
+                  text_of: Mapping[str, str]) -> tuple[str, ...]:
+    """The files the command runs that register no test, as node names them: absolute
+    (node 18) and relative to its working directory (node 20 and later)."""
+    found: list[str] = []
+    for path in _node_candidates(paths):
+        if (path in text_of and not _REGISTERS.search(text_of[path])
+                and js_selection.runs_file(selection, path)):
+            relative = path[len(selection.cwd) + 1:] if selection.cwd else path
+            found += [f"{WORK}/{path}", relative]
+    return tuple(found)
+
+
+def _preload(twins: Mapping[str, list[str]], sentinels: Sequence[str], token: str) -> bytes:
     """The preload: twins first in a protected file's process, the sentinel after its
     tests. The runner's own beforeExit handler (added when the twins create its root) is
     held back until the sentinel, registered at the first beforeExit (every test of the
     file done, an ES module's too), has run; an exit before that loses the sentinel.
     Without twins (no must-fail canary) the sentinel goes in once the main module's top
-    level has run (setImmediate)."""
+    level has run (setImmediate). Never in `node --test FILE`'s own process (its argv[1]
+    is the file too): only in the child that runs it. Without a sentinel (a name filter
+    drops it) the runner's handlers go back in place at once."""
     a = int(suffix(token, "a"), 16)
-    config = json.dumps({"files": twins, "sentinel": sentinel, "a": a, "b": a + 1})
+    config = json.dumps({"files": twins, "sentinel": sentinels[0] if sentinels else None,
+                         "a": a, "b": a + 1})
     return (f"'use strict';\nconst plan = {config};\n"
             "const main = process.argv[1] ? require('path').resolve(process.argv[1]) : '';\n"
-            "if (Object.prototype.hasOwnProperty.call(plan.files, main)) {\n"
+            "if (Object.prototype.hasOwnProperty.call(plan.files, main)\n"
+            "    && !process.execArgv.includes('--test')) {  // not the runner's parent\n"
             "  const test = require('node:test');\n"
             "  const assert = require('node:assert');\n"
             "  const names = plan.files[main];\n"
@@ -176,7 +250,9 @@ def _preload(twins: Mapping[str, list[str]], sentinel: str, token: str) -> bytes
             "      test(name, () => { assert.strictEqual(plan.a, plan.b); });\n"
             "    }\n"
             "  } finally { process.on = on; }\n"
-            "  if (names.length === 0) {\n"
+            "  if (plan.sentinel === null) {\n"
+            "    for (const l of held) on.call(process, 'beforeExit', l);\n"
+            "  } else if (names.length === 0) {\n"
             "    setImmediate(() => { test(plan.sentinel, () => {}); });\n"
             "  } else {\n"
             "    let stage = 0;\n"
@@ -220,10 +296,19 @@ def _js_runner(runner: str, token: str, anchor: str, paths: Sequence[str], comma
     body = (f"{head}test({json.dumps(name)}, () => {{\n"
             "  throw new Error('expected 1, got 2');\n});\n")
     listing: dict[str, object] = {}
+    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
     if runner == "vitest":  # every test by id, passed ones too (the success criterion's)
-        preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
         listing = {"files": ((preload, VITEST_VERBOSE),),
                    "env": (("NODE_OPTIONS", f"--require {WORK}/{preload}"),)}
+    selection = js_selection.read(runner, command, text_of)
+    if selection is not None and not (js_selection.runs_file(selection, path)
+                                      and js_selection.keeps_name(selection, name)):
+        # The command's files or name filter leave a file of the rig's out: none is
+        # planted (vitest still lists every test).
+        if runner != "vitest":
+            return None
+        return Canary(runner, token, "", b"", "", None, files=((preload, VITEST_VERBOSE),),
+                      env=(("NODE_OPTIONS", f"--require {WORK}/{preload}"),))
     return Canary(runner, token, path, body.encode(), "", name, notes=(
         f"{runner} lists no passing test: only a must-fail canary, in a process of its "
         "own (a filter that spares its name, or code that forces only the protected "
@@ -264,19 +349,32 @@ _GO_PACKAGE = re.compile(r"^package\s+(\w+)", re.MULTILINE)
 _GO_TEST = re.compile(r"^func\s+(Test[A-Z0-9_]\w*)\s*\(\s*\w+\s+\*testing\.T\s*\)",
                       re.MULTILINE)
 _GO_TEST_MAIN = re.compile(r"^func\s+TestMain\s*\(", re.MULTILINE)
+_GO_IGNORED = re.compile(r"^//\s*(?:go:build|\+build)\s+ignore\b", re.MULTILINE)
 
 
-def _go(token: str, anchor: str, paths: Sequence[str], protected: Sequence[str],
-        text_of: Mapping[str, str], failing: bool) -> Canary:
-    files = [p for p in protected if p in paths and p.endswith("_test.go")]
-    tests = [n for p in files for n in _GO_TEST.findall(text_of.get(p, ""))]
+def _go(token: str, anchor: str, paths: Sequence[str], command: str,
+        protected: Sequence[str], text_of: Mapping[str, str], failing: bool) -> Canary | None:
+    """A canary file in a package the command builds (`rig.gopackages`), and a sentinel
+    in each protected package it builds. The must-fail canary needs a package of its
+    own: a new one under a `/...` pattern, else a package the command names that holds
+    no protected test; a command that names protected packages only gets none."""
+    chosen = gopackages.select(command, paths, text_of)
+    if chosen is None:
+        return None
+    present = frozenset(paths)
+    every = [p for p in protected if p in present and p.endswith("_test.go")]
+    files = [p for p in every if posixpath.dirname(p) in chosen.dirs]
+    tests = [n for p in every for n in _GO_TEST.findall(text_of.get(p, ""))]
     first = tests[0] if tests else "TestRun"
-    package = f"t{suffix(token, 'package')}"
+    home = _go_home(token, anchor, present, chosen, every, text_of)
+    if home is None:
+        return None
+    path, package, own = home
+    failing = failing and own
     passing, fail_name = f"{first}_{suffix(token, 'pass')}", f"{first}_{suffix(token, 'fail')}"
     content = f"package {package}\n\nimport \"testing\"\n\nfunc {passing}(t *testing.T) {{}}\n"
     if failing:
         content += f"\nfunc {fail_name}(t *testing.T) {{\n\tt.Fatal(\"want 1, got 2\")\n}}\n"
-    path = _join(anchor, f"{package}/{package}_test.go")
     sentinels, extra, notes = [], [], []
     for directory in sorted({posixpath.dirname(p) for p in files}):
         mains = [p for p in paths if posixpath.dirname(p) == directory and
@@ -300,11 +398,49 @@ def _go(token: str, anchor: str, paths: Sequence[str], protected: Sequence[str],
                   files=tuple(extra), notes=tuple(notes))
 
 
+def _go_home(token: str, anchor: str, paths: frozenset[str], chosen: gopackages.Selection,
+             protected: Sequence[str], text_of: Mapping[str, str]
+             ) -> tuple[str, str, bool] | None:
+    """(the canary file, its package clause, whether it is a package of its own)."""
+    if chosen.walked:
+        beside = [anchor, *sorted(posixpath.dirname(p) for p in protected)]
+        where = next((d for d in beside if chosen.walks(d, paths)), chosen.walked[0])
+        package = f"t{suffix(token, 'package')}"
+        return _join(where, f"{package}/{package}_test.go"), package, True
+    guarded = {posixpath.dirname(p) for p in protected}
+    for directory in sorted(chosen.dirs - guarded) + sorted(chosen.dirs & guarded):
+        clause = _go_package_of(directory, paths, text_of)
+        if clause is not None:
+            name = f"{clause.removesuffix('_test')}_{suffix(token, 'file')}_test.go"
+            return _join(directory, name), clause, directory not in guarded
+    return None
+
+
+def _go_package_of(directory: str, paths: frozenset[str],
+                   text_of: Mapping[str, str]) -> str | None:
+    """The package a test file in `directory` may declare: its non-test files' package,
+    else its test files' clause."""
+    here = sorted((p.endswith("_test.go"), p) for p in paths
+                  if posixpath.dirname(p) == directory and p.endswith(".go"))
+    for _, path in here:
+        text = text_of.get(path, "")
+        clause = _GO_PACKAGE.search(text)
+        if clause is not None and not _GO_IGNORED.search(text[:clause.start()]):
+            return clause.group(1)
+    return None
+
+
 def _test_main(package: str, sentinel: str) -> bytes:
+    """m.Run() has printed PASS or FAIL already: the sentinel is announced (`=== RUN`, as
+    go announces every test: `rig.parsers.go_test` counts no result line of a test never
+    announced) and after its line comes the same word again, so that test2json (`go test
+    -json`) gives the package's own result line and event to the package, not to the
+    sentinel (its last test line)."""
     return (f"package {package}\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\t\"testing\"\n)\n\n"
             "func TestMain(m *testing.M) {\n\tcode := m.Run()\n\tmark := \"PASS\"\n"
             "\tif code != 0 {\n\t\tmark = \"FAIL\"\n\t}\n"
-            f"\tfmt.Printf(\"--- %s: {sentinel} (0.00s)\\n\", mark)\n"
+            f"\tfmt.Printf(\"=== RUN   {sentinel}\\n--- %s: {sentinel} (0.00s)\\n%s\\n\", "
+            "mark, mark)\n"
             "\tos.Exit(code)\n}\n").encode()
 
 

@@ -29,9 +29,9 @@ from rig.harness import Pinned
 from rig.parsers import get_parser
 from rig.persist import write_bytes_atomic, write_text_atomic
 from rig.record import BrowserAsked, BrowserRan, RealPath, SampleCounts, SampleRecord, StackRecord
-from rig.tree import clean
+from rig.tree import clean, shown
 from rig.tripwire import Finding, Tripwire
-from rig.verdict import Base, Evidence, Judged, Outcome, Verdict, judge
+from rig.verdict import Base, Evidence, FailReason, Judged, Outcome, Verdict, judge
 
 Z95 = 1.959963984540054
 BOUND_PLACES = 6  # a Wilson bound's decimals (`wilson`)
@@ -239,7 +239,8 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at
             errors=counts.errors),
         tests_ran=0 if counts is None else counts.ran, verdict=outcome.verdict,
         reason=None if outcome.reason is None else str(outcome.reason), rig_error=rig_error,
-        detail=outcome.detail, contract=spec.contract, server=execution.server,
+        detail=_harness_said(outcome, execution.pinned), contract=spec.contract,
+        server=execution.server,
         started_at=started_at,
         duration_s=round(execution.duration_s, 3), log=log_name,
         harness=spec.harness, pinned=_pinned(execution.pinned),
@@ -296,6 +297,21 @@ def _tests_fields(execution: Execution, seen: Evidence) -> dict[str, Any]:
 
 TESTS_KEPT = 20000
 PINNED_KEPT = 1000  # paths a record names per list of what pinning changed; then a count
+
+
+def _harness_said(outcome: Outcome, pinned: Pinned) -> str:
+    """A failure where the sample ran under the base's harness says so, naming what of the
+    arm's was not obeyed (a conftest, an ini file the brief lists as the base's): an
+    honest arm's test that needed it failed for that reason, not for its code."""
+    if outcome.verdict is not Verdict.FAIL or outcome.reason not in (
+            FailReason.tests_failed, FailReason.build_failed):
+        return outcome.detail
+    said = [f"removed {shown(p)}" for p in pinned.removed[:3]] + \
+        [f"restored {shown(p)}" for p in pinned.restored[:3]]
+    if not said:
+        return outcome.detail
+    return f"{outcome.detail}; under the base's harness: {', '.join(said[:3])}" + (
+        " and more" if len(pinned.removed) + len(pinned.restored) > 3 else "")
 
 
 def _pinned(pinned: Pinned) -> dict[str, list[str]]:

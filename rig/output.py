@@ -115,7 +115,8 @@ def _not_genuine(parser: str, exit_code: int, parsed: ParseResult) -> Outcome | 
     """Rules 5-8: the code broke the build, the rig broke the command, or the output lies."""
     counts = parsed.counts
     if parsed.build_failed:
-        detail = "the code under test did not compile or import"
+        detail = "the code under test did not compile or import" + (
+            f" ({'; '.join(parsed.build_errors)})" if parsed.build_errors else "")
         return fail(FailReason.build_failed, detail, counts)
     if parsed.empty_files:
         shown = ", ".join(parsed.empty_files[:3]) + (

@@ -3,15 +3,22 @@
 Every `requires` tool and every check's program must be on PATH in the prepared image,
 and every command must parse as shell. What is missing is a rig error (exit 3) that
 names the tool and the image — never a column of FAILs later.
+
+What a command names (`command_files`) is the arm's in every sample unless protected:
+`up` warns of each such file that is neither protected nor harness
+(`unprotected_named`), since a grader's own script among them must be protected.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
 import shlex
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from rig import harness
 from rig.errors import RigError
 
 SHELL_WORDS = frozenset({"cd", "export", "set", "exec", "env", "if", "for", "test", "[", "true",
@@ -76,3 +83,46 @@ def check(requires: Sequence[str], commands: Sequence[Command], image: str,
     problems += [f"{tool} is not on PATH (needed by {wanted[tool]})" for tool in absent]
     if problems:
         raise PreflightError(problems, image)
+
+
+_SHELL_WORD = re.compile(r"""[^\s'"&|;<>()=`]+""")
+# A test file a runner is pointed at is the runner's to judge (a protected one is
+# restored anyway): a command names it as an argument, not as a program.
+_NAMED_TEST = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|[^/]*\.(test|spec)\.[cm]?[jt]sx?"
+                         r"|[^/]*_test\.go)$")
+
+
+def command_files(command: str, paths: Collection[str]) -> set[str]:
+    """The files of `paths` (a tree's) that a check's command names as a word: a script it
+    runs (`sh scripts/check.sh`, `./run`, `python3 app.py`), a module it runs with `-m`
+    (`python3 -m tools.lint`: tools/lint.py or tools/lint/__main__.py), a file it reads or
+    measures (`grep -c TODO app.py`, `ruff check app.py`). Not a test file the runner is
+    pointed at, not a directory (a word that names one is not a file of `paths`)."""
+    found: set[str] = set()
+    words = _SHELL_WORD.findall(command)
+    here = ""  # where a `cd DIR` before it moved the command (`cd calc && python3 main.py`)
+    for at, word in enumerate(words):
+        if at and words[at - 1] == "cd":
+            moved = posixpath.normpath(posixpath.join(here, word))
+            here = "" if moved == "." else moved
+        candidates = [posixpath.normpath(word.removeprefix("./"))]
+        if at and words[at - 1] == "-m":
+            module = word.replace(".", "/")
+            candidates += [f"{module}.py", f"{module}/__main__.py"]
+        candidates += [posixpath.normpath(posixpath.join(here, c)) for c in candidates if here]
+        for candidate in candidates:
+            if candidate.startswith(("..", "/")) or _NAMED_TEST.search(candidate):
+                continue
+            if candidate in paths:
+                found.add(candidate)
+    return found
+
+
+def unprotected_named(command: str, paths: Collection[str],
+                      protected: Collection[str]) -> list[str]:
+    """The files of the base (`paths`) a check's command names that a sample takes from
+    the ARM's tree: neither protected nor harness (both are the base's in every sample).
+    Each measures the arm's version: a grader's own script among them belongs in the
+    change's `protected`, or an arm can rewrite what its check runs."""
+    return sorted(p for p in command_files(command, paths)
+                  if p not in protected and not harness.is_harness(p))

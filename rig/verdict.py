@@ -336,7 +336,7 @@ def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
 
 
 def _test_run(e: Evidence, base: Base | None) -> Judged:
-    parsed = e.parsed
+    parsed = canary_mod.spared(e.parsed, e.canary)
     observed = e.observed and e.observation.present
     canaries = canary_mod.observe(e.canary, parsed.tests, e.exit_code, e.observation)
     if observed:
@@ -393,7 +393,7 @@ def _unguarded(e: Evidence, observed: bool) -> tuple[str, ...]:
                      + (f": {NO_CANARY[e.parser]}" if e.parser in NO_CANARY else ""))
     elif e.canary is None and e.ratchet is None and e.parser in UNCANARIED:
         notes.append(UNCANARIED[e.parser])
-    elif e.canary is not None and e.canary.fail_name is None:
+    elif e.canary is not None and e.canary.fail_name is None and not e.canary.twins:
         notes.append(_no_must_fail(e))
     if e.canary is not None:
         notes += e.canary.notes
@@ -409,13 +409,20 @@ UNCANARIED = {
              "cross-checked",
 }
 # Why a canary runner's sample may get none (vitest, jest: only a must-fail canary).
-_JS_NONE = ("no test file of its naming, a shell list, or a bail on the first failure "
+_JS_NONE = ("no test file of its naming, a command whose files or name filter select none "
+            "of the rig's, a shell list, or a bail on the first failure "
             "(the canary's failure would stop the run); a configuration or code that "
             "filters, skips or forces tests is not cross-checked")
 NO_CANARY = {"vitest": _JS_NONE, "jest": _JS_NONE}
 
 
 def _no_must_fail(e: Evidence) -> str:
+    if e.canary is not None and not e.canary.path:
+        return ("no canary file: the command's files, directories or name filter select "
+                "none beside its own tests")
+    if e.parser == "go-test" and canary_mod.may_fail(e.command, e.parser):
+        return ("no must-fail canary: the command builds only go packages with protected "
+                "tests (a failing canary there would explain its binary's failing status)")
     if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
         if "--no-fail-fast" in e.command.split():
             return ("no must-fail canary: in libtest's terse output its failure could not "
@@ -453,10 +460,13 @@ def _observed(parsed: ParseResult, observation: Observation,
     printed = parsed.counts
     if printed is not None and printed != counts:
         notes.append(f"the output's summary says {printed}; the observer saw {counts}")
-    failed_collecting = [c for c in observation.collect_errors if c.endswith(": failed")]
+    failed_collecting = [c.removesuffix(": failed") for c in observation.collect_errors
+                         if c.endswith(": failed")]
+    said = {error.split(": ", 1)[0]: error for error in parsed.build_errors}  # pytest's words
     incomplete = () if observation.finished else ("pytest's session never ended",)
     return ParseResult(counts=counts, summaries=1, tests=tuple(
         _as_case(t) for t in observation.tests), build_failed=bool(failed_collecting),
+        build_errors=tuple(said.get(c, c) for c in failed_collecting[:3]),
         notes=tuple(notes), incomplete=incomplete,
         usage_error=observation.status == 4)
 

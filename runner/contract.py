@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import ratchet
+from rig import preflight, ratchet
 from rig.contract import LockVersion
 from runner import workspace
 from runner.containers.images import BuiltImage
@@ -86,6 +86,27 @@ def expand_protected(loaded: LoadedManifest, change: str, base: str) -> tuple[st
         return ()
     return protected.expand(entries, set(workspace.files_at(loaded.repo_path, base)),
                             manifest=str(loaded.path), change=change, base=base)
+
+
+def unprotected_named(loaded: LoadedManifest, change: str, base: str) -> list[str]:
+    """`up`'s warnings: each file of the base a check's or the success criterion's command
+    names that a sample takes from the arm's tree (`rig.preflight.unprotected_named`: not
+    protected, not harness, not a test file the runner is pointed at, not a directory),
+    one line per (command, file), saying how to protect it. Not an error: most such files
+    are what the check measures (`grep -c TODO app.py`, `python3 app.py --selftest`)."""
+    commands = [(f"checks[{c.name}].run", c.run) for c in loaded.manifest.checks]
+    run = loaded.change(change).success.run
+    if run is not None:  # a browser criterion's file is the manifest's, never the tree's
+        commands.insert(0, (f"changes[{change}].success.run", run))
+    paths = set(workspace.files_at(loaded.repo_path, base))
+    kept = set(protected_paths(loaded, change, base))
+    return [f"{where} names {path}, a file of the base that is not protected: every sample "
+            f"runs or reads the ARM's {path}, which the arm may change. If it is the "
+            f"grader's own script (not code under test), protect it: add \"{path}\" to "
+            f"`protected` of [[changes]] id = \"{change}\" (changes[{change}].protected) "
+            f"in {loaded.path.name}"
+            for where, command in commands
+            for path in preflight.unprotected_named(command, paths, kept)]
 
 
 @dataclass(frozen=True)

@@ -381,7 +381,7 @@ def _install() -> None:
             flag("trace", f"{event} by {where(asker)}")
         elif trusted(name):
             return
-        elif event in ("sys._getframe", "sys._current_frames"):
+        elif event == "sys._current_frames":  # other threads' frames: the hook's, running
             flag("frames", f"{event} by {where(asker)}")
         elif event == "object.__getattr__":
             if len(args) > 1 and args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame"):
@@ -419,7 +419,10 @@ def _install() -> None:
             if asker is not None and not trusted(asker.f_code.co_filename):
                 flag("proc", f"{path} opened by {where(asker)}")
 
-    watched = frozenset({"sys._getframe", "sys._current_frames", "object.__getattr__",
+    # Not `sys._getframe`: it hands a caller its own stack, which `inspect.currentframe`
+    # (a root-owned module's call) hands out unflagged; honest code reads its caller's name
+    # with it, and the hook is on no stack it returns but its own, where it is busy.
+    watched = frozenset({"sys._current_frames", "object.__getattr__",
                          "gc.get_objects", "gc.get_referrers", "gc.get_referents",
                          "sys.settrace", "sys.setprofile", "code.__new__", "marshal.loads",
                          "marshal.load", "sys.addaudithook"})

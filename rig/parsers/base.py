@@ -130,6 +130,9 @@ class ParseResult:
     last_lines: tuple[str, ...] = ()
     errors: int | None = None
     empty_files: tuple[str, ...] = ()
+    # where a failed build or collection failed, and its first line ("tests/test_x.py:
+    # 'slow' not found in `markers` configuration option"), for the reason: at most 3
+    build_errors: tuple[str, ...] = ()
 
 
 def count_statuses(tests: Sequence[TestCase]) -> Counts:

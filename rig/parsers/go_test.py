@@ -32,8 +32,18 @@ from rig.parsers.base import (
     plain,
 )
 
-_PACKAGE_LINE = re.compile(r"^(?P<st>ok|FAIL|\?)\s+(?P<pkg>[^\s\[]+)(?:\s.*)?$")
+# go's own package lines: `ok  \tpkg\t0.01s`, `FAIL\tpkg\t0.01s`, `FAIL\tpkg [build
+# failed]`, `?   \tpkg\t[no test files]` (a tab after the status word, as go prints it:
+# a program's `FAIL to parse x` or `ok 3 items` is no package result).
+_PACKAGE_LINE = re.compile(r"^(?P<st>ok  |FAIL|\?   )\t(?P<pkg>[^\s\[]+)(?:[\t ].*)?$")
 _TEST_LINE = re.compile(r"^\s*--- (?P<st>PASS|FAIL|SKIP): (?P<name>\S+) \(")
+# With -v go announces every test it starts (`=== RUN   TestX`, then PAUSE/CONT for a
+# parallel one) before its result line: a `--- PASS`/`--- SKIP` line for a test never
+# announced in its package's output was printed by a test, not by go. A `--- FAIL` line
+# is read unannounced only where go announces nothing (without -v it prints failures
+# alone).
+_ANNOUNCED = re.compile(r"=== (?:RUN|CONT|PAUSE|NAME)\s+(?P<name>\S+)")  # anywhere: after
+# a test's own output that lacked a newline too
 _STATUS = {
     "pass": TestStatus.PASSED,
     "PASS": TestStatus.PASSED,
@@ -76,6 +86,10 @@ class _Run:
     spoof: list[str] = field(default_factory=list)
     json_events: int = 0
     nothing_to_run: set[str] = field(default_factory=set)  # plain `ok pkg [no tests to run]`
+    announced: set[str] = field(default_factory=set)  # plain: `=== RUN` names of this block
+    started: set[tuple[str, str]] = field(default_factory=set)  # -json: (package, test) run
+    verbose: set[str] = field(default_factory=set)  # -json: packages with a `run` event
+    unannounced: list[str] = field(default_factory=list)  # result lines go never announced
 
     def test(self, package: str, name: str, status: TestStatus) -> None:
         key = (package, name)
@@ -91,6 +105,7 @@ class _Run:
         for name, test_status in self.pending:
             self.test(package, name, test_status)
         self.pending.clear()
+        self.announced.clear()
 
 
 def _severity(status: TestStatus) -> int:
@@ -107,20 +122,35 @@ def _event(run: _Run, line: str) -> bool:
         return False
     run.json_events += 1
     action, package = event["Action"], bounded(str(event.get("Package", "")))
-    if action in ("pass", "fail", "skip"):
+    if action == "run" and event.get("Test"):
+        run.started.add((package, str(event["Test"])))
+        run.verbose.add(package)
+    elif action in ("pass", "fail", "skip"):
         if event.get("Test"):
-            run.test(package, str(event["Test"]), _STATUS[action])
+            name, status = str(event["Test"]), _STATUS[action]
+            if (package, name) in run.started or (
+                    status is TestStatus.FAILED and package not in run.verbose):
+                run.test(package, name, status)
+            else:
+                run.unannounced.append(f"{package} {name}")
         else:
             run.package(package, _STATUS[action])
     return True
 
 
 def _plain(run: _Run, line: str) -> None:
-    if test := _TEST_LINE.match(line):
-        run.pending.append((test["name"], _STATUS[test["st"]]))
+    if announced := _ANNOUNCED.search(line):
+        run.announced.add(announced["name"])
+    elif test := _TEST_LINE.match(line):
+        status = _STATUS[test["st"]]
+        if test["name"] in run.announced or (
+                status is TestStatus.FAILED and not run.announced):
+            run.pending.append((test["name"], status))
+        else:
+            run.unannounced.append(test["name"])
     elif package := _PACKAGE_LINE.match(line):
         name = bounded(package["pkg"])
-        run.package(name, _STATUS[package["st"]])
+        run.package(name, _STATUS[package["st"].strip()])
         if line.endswith(_NOTHING_TO_RUN):
             run.nothing_to_run.add(name)
 
@@ -153,6 +183,9 @@ def parse(text: str) -> ParseResult:
         if not (line.startswith("{") and _event(run, line)):
             _plain(run, line)
     notes: tuple[str, ...] = ()
+    if run.unannounced:
+        notes = (f"{len(run.unannounced)} result line(s) of tests go never started, not "
+                 f"counted (printed by a test): {', '.join(run.unannounced[:3])}",)
     counts: Counts | None = _counts(run) if run.packages else None
     if _unlisted_passes(run):
         counts = None

@@ -39,7 +39,7 @@ _POINT = re.compile(
     r"^(?P<indent> *)(?P<ok>ok|not ok) \d+ - (?P<name>.*?)(?: # (?P<dir>SKIP|TODO)\b.*)?$"
 )
 _SPEC = re.compile(r"^(?P<indent> *)(?P<mark>[✔✖﹣]) (?P<name>.+?)(?: \([\d.]+m?s\))?(?: # .*)?$")
-_FILE = re.compile(r"^/\S+\.(?:[cm]?[jt]s|[jt]sx)$")
+_FILE = re.compile(r"^(?:/|[\w.-]+/)\S*\.(?:[cm]?[jt]s|[jt]sx)$")  # node 22: relative
 # A test point's YAML block names where the test was defined (node 18.17+).
 _LOCATION = re.compile(r"^ +location: '(?P<path>[^'\n]{1,4096}?):\d{1,9}:\d{1,9}'$")
 _USAGE = ("node: bad option:", "Could not find '")
@@ -70,15 +70,19 @@ def _summary_line(reading: _Reading, line: str) -> bool:
     return True
 
 
+def ended_early(name: str) -> str:
+    """What a file node reported as one passing test says (a file that registers no test,
+    a helper node's patterns pick up, reads the same: `rig.canary.spared`)."""
+    return (f"node reported test file {name} as one passing test with no subtests: its "
+            "process ended before reporting its tests")
+
+
 def _top_level(reading: _Reading, name: str, passed: bool) -> None:
     if _FILE.match(name):
         if not passed:
             reading.file_failed = True
         elif reading.nested_since_top == 0:
-            reading.incomplete.append(
-                f"node reported test file {name} as one passing test with no subtests: its "
-                "process ended before reporting its tests"
-            )
+            reading.incomplete.append(ended_early(name))
     reading.nested_since_top = 0
 
 

@@ -177,6 +177,24 @@ def _notes(text: str, build_failed: bool) -> tuple[str, ...]:
     )
 
 
+_COLLECTING = re.compile(r"^_+ ERROR collecting (.{1,300}?) _+$")
+
+
+def _collection_errors(lines: list[str]) -> tuple[str, ...]:
+    """Each module pytest could not collect, with the first line of its error (a marker
+    the pinned ini does not declare, an import that failed): at most 3."""
+    found: list[str] = []
+    for at, line in enumerate(lines):
+        match = _COLLECTING.match(line)
+        if match is None:
+            continue
+        first = next((n.strip() for n in lines[at + 1:at + 4] if n.strip()), "")
+        found.append(f"{match.group(1)}: {first[:200]}".rstrip(": "))
+        if len(found) == 3:
+            break
+    return tuple(found)
+
+
 def _incomplete(lines: list[str], found: list[Counts], text: str) -> tuple[str, ...]:
     """pytest began running tests and never printed its summary (nor an internal error)."""
     if found or "INTERNALERROR" in text:
@@ -202,6 +220,7 @@ def parse(text: str) -> ParseResult:
         build_failed=build_failed,
         usage_error=usage_error(None, text),
         notes=_notes(text, build_failed),
+        build_errors=_collection_errors(lines) if build_failed else (),
         spoof_evidence=spoof,
         incomplete=_incomplete(lines, found, text),
         summary_sequence=tuple(found),

@@ -11,7 +11,6 @@ counts, every sample graded). merge.json records each graft and what was withhel
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,33 +52,23 @@ SHOWN = 5  # paths a line names
 
 @dataclass(frozen=True)
 class Never:
-    """What a merge never grafts, before any tree is read: the protected files, harness
-    by name or place, the files a check's command names."""
+    """What a merge never grafts, before any tree is read: the protected files and
+    harness by name or place. (A file a check's command names is the arm's code, measured
+    as the arm's: graftable, and verified like any other; a grader's script is protected.)"""
 
     protected: frozenset[str] = frozenset()
-    commands: tuple[str, ...] = ()
 
     def why(self, path: str) -> str | None:
         if path in self.protected:
             return PROTECTED
         if merge.is_harness(path):
             return graft_mod.BY_NAME
-        if path in self.words:
-            return graft_mod.BY_COMMAND
         return None
-
-    @functools.cached_property
-    def words(self) -> frozenset[str]:
-        return graft_mod.command_words(self.commands)
 
 
 def never(loaded: LoadedManifest, change: str, base: str) -> Never:
-    """The stage's `Never`: its protected files and its commands (checks, success, the
-    success criterion's server)."""
-    server = loaded.change(change).success.server
-    commands = [plan.command for plan in score_mod.plans(loaded, change)]
-    return Never(frozenset(contract.protected_paths(loaded, change, base)),
-                 (*commands, *([server.run] if server else [])))
+    """The stage's `Never`: its protected files."""
+    return Never(frozenset(contract.protected_paths(loaded, change, base)))
 
 
 def requested(loaded: LoadedManifest, change: str, asks: list[str], commits: dict[str, str],

@@ -495,9 +495,11 @@ def harness_touched(loaded: LoadedManifest, change: str,
     if record is None or record.commit == record.base_commit:
         return []
     changed, cut = merge.listed(loaded.repo_path, record.base_commit, record.commit)
-    found = {tree_mod.shown(p, 300) for p in harness.touched(changed)}
+    pinned: set[str] = set()
     for sample in success.records:
-        found.update(sample.pinned.get("restored", ()), sample.pinned.get("removed", ()))
+        pinned.update(sample.pinned.get("restored", ()), sample.pinned.get("removed", ()))
+    found = {tree_mod.shown(p, 300) for p in harness.touched(changed)
+             if not _obeyed(p, pinned)} | pinned
     touched = sorted(found)
     shown = touched[:HARNESS_SHOWN]
     if len(touched) > HARNESS_SHOWN or cut:
@@ -505,6 +507,12 @@ def harness_touched(loaded: LoadedManifest, change: str,
         shown.append(f"[and {more}{' or more' if cut else ''} more: the diff lists "
                      f"{'over ' if cut else ''}{len(changed)} paths]")
     return shown
+
+
+def _obeyed(path: str, pinned: set[str]) -> bool:
+    """A conftest of the arm's own (`rig.harness.own_conftests`: in a directory the base
+    does not have) that its samples kept: obeyed, not touched."""
+    return path.endswith("/conftest.py") and tree_mod.shown(path, 300) not in pinned
 
 
 HARNESS_SHOWN = 50  # harness files a scorecard names per arm

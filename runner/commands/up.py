@@ -113,6 +113,8 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             progress(f"removing leftovers of an interrupted up (run {existing.run})")
             down_mod.remove_orphans(engine, directory, name, keep_run=None)
         plan = _plan(engine, loaded, change, progress, toolchain)
+        for line in contract.unprotected_named(loaded, plan.change, plan.base_commit):
+            progress(f"warning: {line}")
         # A changed contract fails fast; so does a stack that would pull (its images'
         # identities are part of the contract).
         terms = _contract(plan, directory, options)

@@ -156,14 +156,17 @@ REWRITER = """	real := os.Stdout
 IMPORTS = "\t\"bufio\"\n\t\"fmt\"\n\t\"os\"\n\t\"strings\""
 
 
-@pytest.mark.parametrize("command", ["go test ./...", "go test -json ./..."])
+@pytest.mark.parametrize("command", ["go test ./...", "go test -json ./...", "go test ./mathx",
+                                     "go test -json ./mathx/"])
 def test_stdout_pipe_rewriting_the_protected_test_s_failure(lab: Lab, command: str) -> None:
     """Class 4: the test binary's own output rewritten in its process, `--- FAIL:
     TestClamp` into `--- PASS` and its failure message dropped. The binary's status is
     still the testing package's own (no must-fail canary shares the binary to explain
     it): a failing package with no failing test, or, when the binary's exit beats the
     pipe's reader to the real stdout, a protected test that never reported. (With the
-    must-fail canary inside the protected package, as before, this was a PASS.)"""
+    must-fail canary inside the protected package, as before, this was a PASS.) A command
+    naming the protected package alone gets no must-fail canary at all (`rig.gopackages`):
+    the same."""
     code = init(REWRITER, IMPORTS) + """
 func rewrite(out *os.File, line string) {
 	if strings.Contains(line, "want 90") {
@@ -176,7 +179,8 @@ func rewrite(out *os.File, line string) {
         ("FAIL", "tests_failed"), ("FAIL", "not_run")}
 
 
-def test_forged_report_then_exit_zero_from_the_code_under_test(lab: Lab) -> None:
+@pytest.mark.parametrize("command", ["go test ./...", "go test ./mathx"])
+def test_forged_report_then_exit_zero_from_the_code_under_test(lab: Lab, command: str) -> None:
     """Class 4: when TestClamp calls it, the code under test prints passing lines for
     both protected tests and `PASS`, and exits 0. go 1.16+ turns os.Exit(0) during a
     test into a panic: TestClamp then reports both the forged PASS and go's FAIL, one
@@ -188,7 +192,20 @@ def test_forged_report_then_exit_zero_from_the_code_under_test(lab: Lab) -> None
             "\t\tfmt.Println(\"=== RUN   TestKeeps\")\n"
             "\t\tfmt.Println(\"--- PASS: TestKeeps (0.00s)\")\n"
             "\t\tfmt.Println(\"PASS\")\n\t\tos.Exit(0)\n\t}\n\treturn x\n}\n")
-    assert grade(lab, {"mathx/mathx.go": code}) == ("FAIL", "spoofed_output")
+    assert grade(lab, {"mathx/mathx.go": code}, command=command) == ("FAIL", "spoofed_output")
+
+
+def test_test_main_of_a_new_package_printing_the_protected_package_s_report(lab: Lab) -> None:
+    """A TestMain in a package the base lacks is the arm's (it runs only that package's
+    binary): this one prints a passing report for the protected package, `ok` line and
+    all, and never runs its tests. Its lines are the protected tests reported twice."""
+    forged = ("package extra\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\t\"testing\"\n)\n\n"
+              "func TestMain(m *testing.M) {\n"
+              "\tfmt.Println(\"=== RUN   TestClamp\\n--- PASS: TestClamp (0.00s)\\n"
+              "=== RUN   TestKeeps\\n--- PASS: TestKeeps (0.00s)\\nPASS\\n"
+              "ok  \\texample.com/g/mathx\\t0.01s\")\n\tos.Exit(0)\n}\n")
+    assert grade(lab, {"extra/main_test.go": forged, "extra/extra.go": "package extra\n"}) == (
+        "FAIL", "spoofed_output")
 
 
 def test_stdout_pipe_forging_every_failure_and_the_final_status(lab: Lab) -> None:

@@ -141,3 +141,20 @@ def test_samples_record_the_contract_version_they_were_graded_under(repo: Path) 
     versions = lock_of(repo)["versions"]
     assert isinstance(versions, list)
     assert record["contract"] == f"v1:{versions[0]['sha256']}"
+
+
+def test_up_warns_of_a_file_a_check_names_that_is_not_protected(repo: Path) -> None:
+    """Issue 30: a check `grep -c VALUE app.py` measures the arm's app.py (its files are
+    never the base's unless protected); `up` says so on its progress lines, naming the
+    check, the file and the key, and goes on (exit 0). The protected test the criterion
+    names is silent."""
+    edit(repo, 'parser = "pytest"\n',
+         'parser = "pytest"\n\n[[checks]]\nname = "values"\nrun = "grep -c VALUE app.py"\n'
+         'parser = "exit-code"\n')
+    done = cli(repo, "up")
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, done.stderr
+    assert warnings[0].startswith(
+        "warning: checks[values].run names app.py, a file of the base that is not protected")
+    assert "changes[first].protected" in " ".join(done.stderr.split())

@@ -256,7 +256,8 @@ class TestEveryArmAtOnce:
 
     def test_the_brief_is_byte_identical_across_arms_and_outside_the_checkout(
             self, full: Full, engine: Engine) -> None:
-        expected = compose_brief(full.loaded, "cap-horizon")
+        base = git(full.loaded.repo_path, "rev-parse", full.loaded.manifest.experiment.base)
+        expected = compose_brief(full.loaded, "cap-horizon", base)
         arms = [arm.id for arm in full.loaded.manifest.arms]
         texts = {arm: sandbox.exec_in(engine, full.container(arm), ["cat", BRIEF_PATH],
                                       timeout_s=30).stdout for arm in arms}
@@ -265,7 +266,7 @@ class TestEveryArmAtOnce:
         assert {full.record(arm).brief_sha256 for arm in arms} == {digest}
         brief_file = full.loaded.brief_path("cap-horizon").read_text()
         assert expected.text.startswith(brief_file.rstrip())
-        assert expected.text.endswith(GUARDRAILS)
+        assert f"\n{GUARDRAILS}\n## What is the base's at scoring\n" in expected.text
         name = full.loaded.manifest.experiment.name
         assert name not in expected.text  # nothing arm- or experiment-specific
         for arm in arms:

@@ -30,7 +30,7 @@ from rig.contract import (
     verify,
 )
 from rig.errors import ContractMismatchError, RigError
-from runner import workspace
+from runner import contract, workspace
 from runner.manifest import load_manifest
 
 REFERENCE = Path(__file__).parent / "bad_manifests" / "reference.toml"
@@ -482,3 +482,35 @@ def test_a_stack_image_rebuilt_to_other_content_is_a_changed_contract(
     with pytest.raises(ContractMismatchError) as caught:
         verify(tmp_path, rebuilt)
     assert caught.value.changed == [f"{CHANGE}.success.stack.images[redis]"]
+
+
+# --- what `up` warns about -------------------------------------------------------------
+
+
+def test_up_warns_of_each_unprotected_file_a_command_names(target: Target) -> None:
+    """Issue 30: a file a check's or the criterion's command names is the ARM's in every
+    sample; `up` names each one that is not protected, the command, and the exact key
+    that would protect it. Protected files, harness, test files and directories are
+    silent (the reference manifest's commands name none of those)."""
+    manifest = target.root / "bakeoff.toml"
+    assert contract.unprotected_named(load_manifest(manifest), "cap-horizon",
+                                      target.base) == []
+    target.edit("bakeoff.toml", 'run = "python -m compileall -q src"',
+                'run = "sh scripts/check.sh && echo todos=$(grep -c TODO app.py)"')
+    target.edit("bakeoff.toml", 'protected = ["tests/test_horizon.py"]',
+                'protected = ["tests/test_horizon.py", "scripts/lint.sh"]')
+    target.edit("bakeoff.toml", 'run = "pytest -q -p no:cacheprovider tests/test_horizon.py"',
+                'run = "sh scripts/lint.sh && python3 app.py --selftest"')
+    (target.root / "scripts").mkdir()
+    for name in ("scripts/check.sh", "scripts/lint.sh", "app.py"):
+        (target.root / name).write_text("x\n")
+    base = target.commit()
+    found = contract.unprotected_named(load_manifest(manifest), "cap-horizon", base)
+    protect = ('a file of the base that is not protected: every sample runs or reads the '
+               "ARM's {0}, which the arm may change. If it is the grader's own script (not "
+               'code under test), protect it: add "{0}" to `protected` of [[changes]] id = '
+               '"cap-horizon" (changes[cap-horizon].protected) in bakeoff.toml')
+    assert found == [
+        f"changes[cap-horizon].success.run names app.py, {protect.format('app.py')}",
+        f"checks[compile].run names app.py, {protect.format('app.py')}",
+        f"checks[compile].run names scripts/check.sh, {protect.format('scripts/check.sh')}"]

@@ -15,6 +15,8 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
+from rig import harness
+from runner import workspace
 from runner.cli.dispatch import dispatch_command
 from runner.cli.dispatch_view import DispatchView
 from runner.commands import demo
@@ -32,6 +34,7 @@ from runner.commands.dispatch.record import apply_effort_probe
 from runner.commands.dispatch.run import SecretMissingError, _secrets
 from runner.commands.dispatch.work import parse_shortstat
 from runner.containers.engine import Engine
+from runner.containers.samples.tree import read_tree
 from runner.errors import BadInputError
 from runner.manifest import Arm, LoadedManifest, load_manifest
 
@@ -197,21 +200,37 @@ def test_log_sink_bounds_disk_and_memory_for_a_flood_of_output(tmp_path: Path) -
 # --- the brief ----------------------------------------------------------------------------
 
 def test_brief_is_the_brief_file_then_the_guardrails(horizon: LoadedManifest) -> None:
-    brief = compose_brief(horizon, "cap-horizon")
+    base = workspace.resolve_commit(horizon.repo_path, horizon.manifest.experiment.base)
+    brief = compose_brief(horizon, "cap-horizon", base)
     source = horizon.brief_path("cap-horizon").read_text()
-    assert brief.text == f"{source.rstrip()}\n\n---\n\n{GUARDRAILS}"
-    assert compose_brief(horizon, "cap-horizon") == brief  # deterministic
+    assert brief.text.startswith(f"{source.rstrip()}\n\n---\n\n{GUARDRAILS}\n")
+    assert compose_brief(horizon, "cap-horizon", base) == brief  # deterministic
     for rule in ("/work", "No pushes and no deploys", "--no-verify", "No DDL",
                  "<experiment>-<arm>", "$BAKEOFF_TEST_USER", "commit your work"):
         assert rule in brief.text
     assert not re.search(r"horizon-dispatch|fixer|leaky", GUARDRAILS)
 
 
+def test_brief_states_what_is_the_base_s_at_scoring_for_this_repository(
+        horizon: LoadedManifest) -> None:
+    """Issue 30: the brief ends with `rig.harness.stated` of the base's tree and the
+    change's protected files (the example's: its two protected tests, its pyproject and
+    .gitignore), so no rule that decides a verdict is one the arms were not given."""
+    base = workspace.resolve_commit(horizon.repo_path, horizon.manifest.experiment.base)
+    brief = compose_brief(horizon, "cap-horizon", base)
+    assert brief.text.endswith(harness.stated(
+        read_tree(horizon.repo_path, base), ("tests/test_horizon.py", "tests/test_units.py")))
+    assert ("- Protected (restored to the base's version): `tests/test_horizon.py`,\n"
+            "  `tests/test_units.py`.\n"
+            "- The base's harness files here: `.gitignore`, `pyproject.toml`.\n") in brief.text
+
+
 def test_brief_file_is_read_only_and_replaced_whole(horizon: LoadedManifest,
                                                     tmp_path: Path) -> None:
     """Pins: the brief every sandbox mounts read-only is written mode 0444 and replaced
     atomically (a second dispatch rewrites it without a window of a half-written file)."""
-    brief = compose_brief(horizon, "cap-horizon")
+    brief = compose_brief(horizon, "cap-horizon", workspace.resolve_commit(
+        horizon.repo_path, horizon.manifest.experiment.base))
     first = write_brief(tmp_path, brief)
     again = write_brief(tmp_path, brief)
     assert first == again == brief_dir(tmp_path) / BRIEF_PATH.rsplit("/", 1)[1]

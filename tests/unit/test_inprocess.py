@@ -392,7 +392,7 @@ def with_canary_failure(runner: str, name: str) -> str:
 
 @pytest.mark.parametrize("runner", ["vitest", "jest"])
 def test_js_must_fail_canary_reads_failed_from_the_failure_listing(runner: str) -> None:
-    plan = js_plan(runner, f"npx {runner} run")
+    plan = js_plan(runner, "npx vitest run" if runner == "vitest" else "npx jest")
     assert plan is not None and plan.fail_name is not None
     parsed = get_parser(runner).parse(with_canary_failure(runner, plan.fail_name))
     evidence = canary.observe(plan, parsed.tests, 1)

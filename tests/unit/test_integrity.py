@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig import canary, harness, inprocess, observer, verdict
+from rig import canary, harness, inprocess, observer, preflight, verdict
 from rig import tree as tree_mod
 from rig.canary import Evidence, Seen
 from rig.oracle import Execution, SampleSpec, assess
@@ -123,6 +123,69 @@ def test_new_modules_and_test_helpers_of_the_arm_are_kept() -> None:
     assert {"src/newmod.py", "tests/helpers.py", "tests/test_more.py"} <= set(arm)
 
 
+@pytest.mark.parametrize(("added", "kept", "removed"), [
+    ({"tests/api/__init__.py": "", "tests/api/test_util.py": "",
+      "tests/web/__init__.py": "", "tests/web/test_util.py": ""},
+     "every file: two new test packages, one basename", ()),
+    ({"it/__init__.py": "", "it/sub/__init__.py": "", "it/sub/test_a.py": "",
+      "it/sub/types.py": ""}, "every file: a helper named like a stdlib module, in a package",
+     ()),
+    ({"tests/api/__init__.py": "", "tests/api/test_a.py": "", "tests/horizon.py": ""},
+     "the new package, not the stub beside the base's tests",
+     ("tests/horizon.py",)),
+    ({"tests/json/__init__.py": "", "tests/json/test_a.py": ""},
+     "nothing: a new package named like a stdlib module at the tests' root",
+     ("tests/json",)),
+    ({"qa/__init__.py": "", "qa/test_a.py": "", "horizon.py": ""},
+     "the new package: its root is the tree's, where the stub would shadow",
+     ("horizon.py",)),
+])
+def test_a_new_test_package_of_the_arm_keeps_its_markers(
+        added: dict[str, str], kept: str, removed: tuple[str, ...]) -> None:
+    """Issue 30: a marker in a directory that is neither a test directory of the base nor
+    above one cannot change how a base test is imported: kept (pytest's prepend mode needs
+    it for two test modules of one basename). Shadowing is judged on the roots of the
+    layout as it will be (the new packages' roots, not the directories inside them)."""
+    arm = {**BASE_LAYOUT, **{k: file(v) for k, v in added.items()}}
+    pinned = harness.pin(arm, dict(BASE_LAYOUT))
+    assert (pinned.restored, pinned.removed) == ((), removed), kept
+    gone = {p for p in added if any(p == r or p.startswith(r + "/") for r in removed)}
+    assert set(added) - gone <= set(arm), kept
+
+
+def test_a_new_test_package_inside_a_package_of_the_base_keeps_its_marker() -> None:
+    """The base's tests are a package (`tests/__init__.py`): a new subpackage's marker is
+    kept, a marker the arm takes from the base's test package is put back."""
+    base = {**BASE_LAYOUT, "tests/__init__.py": file("")}
+    added = {"tests/api/__init__.py": file(""), "tests/api/test_util.py": file(""),
+             "tests/web/__init__.py": file(""), "tests/web/test_util.py": file("")}
+    arm = {**base, **added}
+    assert harness.pin(arm, dict(base)) == harness.Pinned()
+    del arm["tests/__init__.py"]
+    assert harness.pin(arm, dict(base)).restored == ("tests/__init__.py",)
+    assert set(added) <= set(arm)
+
+
+@pytest.mark.parametrize(("added", "removed"), [
+    ({"tests/api/conftest.py": "", "tests/api/test_a.py": ""}, ()),
+    ({"tests/api/conftest.py": "", "tests/api/deeper/test_a.py": ""}, ()),
+    ({"tests/conftest.py": ""}, ("tests/conftest.py",)),
+    ({"conftest.py": ""}, ("conftest.py",)),
+    ({"src/conftest.py": ""}, ("src/conftest.py",)),
+    ({"vendor/x/conftest.py": ""}, ("vendor/x/conftest.py",)),
+    ({"tests/new/node_modules/conftest.py": ""}, ("tests/new/node_modules/conftest.py",)),
+])
+def test_a_conftest_in_a_new_directory_is_the_arm_s_own(
+        added: dict[str, str], removed: tuple[str, ...]) -> None:
+    """A conftest in a directory the base does not have holds none of the base's tests and
+    sits above none: kept (its fixtures serve only the tests below it; a hook of it that
+    touches a protected test is the observer's to catch). One where the base has files is
+    the base's harness: removed."""
+    arm = {**BASE_LAYOUT, **{k: file(v) for k, v in added.items()}}
+    assert harness.pin(arm, dict(BASE_LAYOUT)).removed == removed
+    assert set(added) - set(removed) <= set(arm)
+
+
 def test_a_name_the_image_python_imports_is_not_shadowed() -> None:
     arm = {**BASE_LAYOUT, "src/attr.py": file("")}
     assert harness.pin(dict(arm), dict(BASE_LAYOUT)).removed == ()
@@ -148,19 +211,65 @@ def test_files_a_pinned_runner_config_names_are_the_harness() -> None:
     assert arm["src/app.ts"] == file("export const a = 2\n")
 
 
-@pytest.mark.parametrize(("command", "named"), [
-    ("sh scripts/check.sh", "scripts/check.sh"), ("./run-checks && pytest -q", "run-checks"),
-    ("python3 -m tools.lint src", "tools/lint.py"), ("python3 prepare.py && pytest", "prepare.py"),
+@pytest.mark.parametrize("config", [
+    ("pytest.ini", "[pytest]\naddopts = -p tools.plug\n"),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naddopts = "-q -p tools.plug"\n'),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naddopts = ["-p", "tools.plug"]\n'),
+    ("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-ptools.plug'\n"),
 ])
-def test_a_file_the_check_s_command_names_is_the_grader_s(command: str, named: str) -> None:
-    """An arm's own version of the script its check runs would grade its own check."""
+def test_a_plugin_a_pinned_ini_names_with_p_is_the_harness(config: tuple[str, str]) -> None:
+    """`-p tools.plug` in the base's ini, in any of its spellings (TOML strings and
+    arrays too): the arm's version of the plugin module is the base's again."""
+    name, text = config
+    base = {name: file(text), "tools/plug.py": file("# base\n"), "app.py": file("a\n")}
+    arm = {name: file(text), "tools/plug.py": file("# forged\n"), "app.py": file("b\n")}
+    assert harness.pin(arm, base).restored == ("tools/plug.py",)
+    assert arm["app.py"] == file("b\n")
+
+
+@pytest.mark.parametrize("named", [
+    "scripts/check.sh", "run-checks", "tools/lint.py", "prepare.py", "app.py"])
+def test_a_file_a_check_s_command_names_is_the_arm_s(named: str) -> None:
+    """Issue 30: `pin` never takes a file from the base because a command names it (a
+    TODO ratchet's `grep -c TODO app.py`, `python3 app.py --selftest`, `sh
+    scripts/check.sh`): the sample measures the arm's file; a grader's script is
+    `protected` (restored apart from `pin`)."""
     base = {named: file("exit 1\n"), "tests/test_h.py": file("t")}
     arm = {named: file("exit 0\n"), "tests/test_h.py": file("t")}
-    pinned = harness.pin(arm, base, command=command)
-    assert (pinned.restored, arm[named]) == ((named,), file("exit 1\n"))
-    assert harness.pin(dict(base), base, command="pytest -q tests").restored == ()
-    more = {**base, "tests/test_h.py": file("def test_more():\n    pass\n")}
-    assert harness.pin(more, base, command="pytest -q tests/test_h.py").restored == ()
+    pinned = harness.pin(arm, base)
+    assert (pinned.restored, pinned.removed, arm[named]) == ((), (), file("exit 0\n"))
+
+
+@pytest.mark.parametrize(("command", "named"), [
+    ("sh scripts/check.sh", {"scripts/check.sh"}),
+    ("./run-checks && pytest -q", {"run-checks"}),
+    ("python3 -m tools.lint src", {"tools/lint.py"}),
+    ("python3 -m tools.cli", {"tools/cli/__main__.py"}),
+    ("echo todos=$(grep -c TODO app.py)", {"app.py"}),
+    ("python3 app.py --selftest", {"app.py"}),
+    ("ruff check app.py && python3 -m py_compile app.py", {"app.py"}),
+    ("lint --rc=tools/lint.cfg src", {"tools/lint.cfg"}),
+    ("sh -c 'cd . && sh scripts/check.sh'", {"scripts/check.sh"}),
+    ("pytest -q tests/test_h.py", set()),      # a test file the runner is pointed at
+    ("python3 -m compileall -q src", set()),   # a directory: its files are the code
+    ("cat ../outside /etc/passwd", set()),
+    ("cd tools && python3 -m cli && sh ../scripts/check.sh", {
+        "tools/cli/__main__.py", "scripts/check.sh"}),
+    ("cd .ci && sh run.sh", {".ci/run.sh"}),
+])
+def test_the_files_a_command_names(command: str, named: set[str]) -> None:
+    paths = {"scripts/check.sh", "run-checks", "tools/lint.py", "tools/lint.cfg",
+             "tools/cli/__main__.py", "app.py", "tests/test_h.py", "src/app.py", ".ci/run.sh"}
+    assert preflight.command_files(command, paths) == named
+
+
+def test_up_is_told_which_named_files_are_neither_protected_nor_harness() -> None:
+    """What `up` warns about: a named file a sample takes from the arm's tree; a
+    protected one and harness (`make -f Makefile`, the base's in every sample) are not."""
+    paths = {"scripts/check.sh", "app.py", "Makefile", "tests/test_h.py"}
+    command = "sh scripts/check.sh && make -f Makefile && grep -c TODO app.py"
+    assert preflight.unprotected_named(command, paths, ()) == ["app.py", "scripts/check.sh"]
+    assert preflight.unprotected_named(command, paths, {"scripts/check.sh"}) == ["app.py"]
 
 
 def test_committed_bytecode_is_dropped() -> None:
@@ -230,8 +339,8 @@ def test_a_shell_list_gets_no_must_fail_canary(command: str) -> None:
                                      "cd sub && FORCE_COLOR=0 node --test --test-reporter=tap"])
 def test_an_and_list_whose_last_step_is_the_runner_gets_a_must_fail_canary(command: str) -> None:
     """Class 11: a failing canary in the LAST step of an `&&` list changes only the exit
-    status (read back by `exit_without`), so it is planted."""
-    plan = canary.plan("node-test", "0a0b", ["test/a.test.js"], command, [], {})
+    status (read back by `exit_without`), so it is planted (where the command runs it)."""
+    plan = canary.plan("node-test", "0a0b", ["sub/test/a.test.js"], command, [], {})
     assert plan is not None and plan.fail_name is not None
 
 

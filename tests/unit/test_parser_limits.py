@@ -153,7 +153,8 @@ def test_a_1_mb_cargo_binary_label_does_not_copy_into_every_test_id() -> None:
 
 def _go_package_log(size: int) -> str:
     """`size // 10` passing tests, then the package line of a `size`-character name."""
-    tests = "".join(f"--- PASS: TestT{i} (0.00s)\n" for i in range(size // 10))
+    tests = "".join(f"=== RUN   TestT{i}\n--- PASS: TestT{i} (0.00s)\n"
+                    for i in range(size // 10))
     return f"{tests}ok  \t{'p' * size}\t0.1s\n"
 
 
@@ -214,7 +215,7 @@ def _go_log(size: int) -> tuple[str, int]:
     def unit(i: int) -> str:
         event = {"Action": "pass", "Package": "example.com/big", "Test": f"TestCase{i}",
                  "Elapsed": 0}
-        return json.dumps(event) + "\n"
+        return json.dumps({**event, "Action": "run"}) + "\n" + json.dumps(event) + "\n"
     body, n = _repeat_to(size, unit)
     return body + '{"Action":"pass","Package":"example.com/big","Elapsed":1}\n', n
 

@@ -340,6 +340,41 @@ def test_plain_go_test_without_verbose_is_not_read_as_zero_tests() -> None:
     assert "-json" in result.notes[0]
 
 
+GO_PRINTS = ("=== RUN   TestReport\n--- PASS: TestElsewhere (0.00s)\nFAIL to parse: x\n"
+             "--- FAIL: TestSample (0.00s)\n"
+             "ok 3 values\n--- PASS: TestReport (0.00s)\nPASS\nok  \texample.com/m\t0.01s\n")
+
+
+def test_go_lines_a_test_prints_that_only_look_like_go_s_are_not_results() -> None:
+    """A `--- PASS` line for a test go never announced (`=== RUN`) was printed by a test;
+    `FAIL to parse`, `ok 3 values` are no package lines (go puts a tab after the word)."""
+    result = get_parser("go-test").parse(GO_PRINTS)
+    assert {c.id: c.status for c in result.tests} == {
+        "example.com/m::TestReport": TestStatus.PASSED}
+    assert (result.counts, result.summaries, result.spoof_evidence) == (
+        Counts(passed=1), 1, ())
+    assert result.notes[0].startswith("2 result line(s) of tests go never started")
+
+
+def test_go_failures_without_v_are_read_unannounced() -> None:
+    text = "--- FAIL: TestA (0.00s)\n    a_test.go:3: no\nFAIL\nFAIL\texample.com/m\t0.01s\n"
+    result = get_parser("go-test").parse(text)
+    assert result.counts == Counts(failed=1)
+
+
+def test_go_json_pass_events_of_tests_never_run_are_not_counted() -> None:
+    """test2json (go 1.19) turns a `--- PASS: X` line a test prints into a pass event of
+    X, with no `run` event: not counted, nor a failure in a package whose tests go
+    announced (run events); in one with none, a failure counts (q's TestC)."""
+    events = [{"Action": "run", "Test": "TestA"}, {"Action": "pass", "Test": "TestFake"},
+              {"Action": "pass", "Test": "TestA"}, {"Action": "fail", "Test": "TestPrinted"},
+              {"Action": "fail", "Test": "TestB"}, {"Action": "fail"}]
+    text = "".join(json.dumps({"Package": "m", **e}) + "\n" for e in events)
+    text += json.dumps({"Package": "q", "Action": "fail", "Test": "TestC"}) + "\n"
+    result = get_parser("go-test").parse(text)
+    assert result.counts == Counts(passed=1, failed=1, errors=1)
+
+
 def test_pytest_reports_the_most_failing_summary_when_spoofed() -> None:
     """The atexit spoof prints `7 passed` after the real `3 failed`: report the real one."""
     assert parsed("pytest", "spoof-atexit").counts == Counts(passed=3, failed=3, skipped=1)
@@ -412,6 +447,36 @@ def test_a_dependencys_failed_build_script_is_noted_not_the_codes_build_failure(
 def test_pytest_notes_a_collection_error_on_a_missing_module() -> None:
     (note,) = parsed("pytest", "conftest-error").notes
     assert "no_such_helper_module" in note
+
+
+STRICT_MARKERS = """============================= test session starts ==============================
+platform linux -- Python 3.11.2, pytest-7.2.1, pluggy-1.0.0+repack
+rootdir: /work, configfile: pyproject.toml
+collected 3 items / 1 error
+
+==================================== ERRORS ====================================
+_____________________ ERROR collecting tests/test_slow.py ______________________
+'slow' not found in `markers` configuration option
+=========================== short test summary info ============================
+ERROR tests/test_slow.py
+!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!
+=============================== 1 error in 0.02s ===============================
+"""
+
+
+def test_pytest_names_the_module_it_could_not_collect_and_why() -> None:
+    """Issue 30 (captured from bakeoff/python, pytest 7.2.1): a marker the arm declared in
+    its pyproject.toml, which is the base's at scoring, under `--strict-markers`. The
+    reason names the module and pytest's words, not only "did not compile or import"."""
+    result = get_parser("pytest").parse(STRICT_MARKERS)
+    assert result.build_failed
+    assert result.build_errors == (
+        "tests/test_slow.py: 'slow' not found in `markers` configuration option",)
+    outcome = decide(parser="pytest", exit_code=2, parsed=result, timed_out=False,
+                     oom_killed=False)
+    assert outcome.detail == ("the code under test did not compile or import (tests/"
+                              "test_slow.py: 'slow' not found in `markers` configuration "
+                              "option)")
 
 
 def test_pytest_reads_per_test_statuses() -> None:

@@ -205,14 +205,15 @@ def test_an_indexed_tree_places_and_removes_as_a_plain_one_does() -> None:
 
 
 def test_pinning_ninety_thousand_harness_files_is_linear() -> None:
-    """45,000 conftests the base has not (removed), 45,000 vendored files of the base the
-    arm deleted (restored), 45,000 more it turned into directories (restored over them):
-    each was a scan of the whole tree per file (minutes)."""
+    """45,000 conftests the base has not (removed: vendored, never the arm's own), 45,000
+    vendored files of the base the arm deleted (restored), 45,000 more it turned into
+    directories (restored over them): each was a scan of the whole tree per file
+    (minutes)."""
     base = Indexed({"tests/test_h.py": file(b"def test_h(): pass\n"),
                     **{f"vendor/m{i:05d}.go": file() for i in range(45_000)},
                     **{f"vendor/d{i:05d}.go": file() for i in range(45_000)}})
     arm = Indexed({"tests/test_h.py": file(b"def test_h(): pass\n"),
-                   **{f"c{i:05d}/conftest.py": file() for i in range(45_000)},
+                   **{f"vendor/c{i:05d}/conftest.py": file() for i in range(45_000)},
                    **{f"vendor/d{i:05d}.go/x": file() for i in range(45_000)}})
     started = time.process_time()
     pinned = harness.pin(arm, base)

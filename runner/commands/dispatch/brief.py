@@ -1,8 +1,12 @@
 """The brief: identical for every arm, written into each sandbox outside the checkout.
 
 Its text is the change's brief file (symptom + acceptance criteria) followed by the
-repository guardrails. Nothing in it names an arm, so it is byte-identical across arms
-(its sha256 is recorded with every arm, and the contract can hash the same text); the
+repository guardrails, then what will be the base's at scoring, concretely for this
+repository and change (`rig.harness.stated`: the protected files, the base's harness
+files, the rules that decide what a sample takes from the base), so no rule that decides
+a verdict is one the arms were not given. Nothing in it names an arm, so it is
+byte-identical across arms (its sha256 is recorded with every arm; the contract hashes the
+brief file and the base commit, from which the rest follows); the
 per-arm test-user id comes in `$BAKEOFF_TEST_USER`. It lives at `BRIEF_PATH`, outside
 /work so it is never committed: the stage's `brief/` directory on the host, written once
 per dispatch and mounted READ-ONLY into every sandbox, so no agent can rewrite it.
@@ -15,6 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rig import harness
+from runner import contract
+from runner.containers.samples.tree import read_tree
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.store import layout
@@ -49,8 +56,9 @@ class Brief:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
-def compose_brief(loaded: LoadedManifest, change_id: str) -> Brief:
-    """The change's brief file followed by the guardrails."""
+def compose_brief(loaded: LoadedManifest, change_id: str, base: str) -> Brief:
+    """The change's brief file, the guardrails, then what is the base's at scoring (read
+    from the `base` commit's tree in git's objects, and its `protected` files)."""
     path = loaded.brief_path(change_id)
     try:
         raw = path.read_bytes()
@@ -58,8 +66,16 @@ def compose_brief(loaded: LoadedManifest, change_id: str) -> Brief:
     except (OSError, UnicodeDecodeError) as error:
         raise BadInputError(f"{loaded.path}: changes[{change_id}].brief: cannot read {path} "
                             f"({error})", hint="point brief at a UTF-8 text file") from error
-    return Brief(change_id, f"{body.rstrip()}\n\n---\n\n{GUARDRAILS}",
+    return Brief(change_id, f"{body.rstrip()}\n\n---\n\n{GUARDRAILS}\n"
+                            f"{scoring(loaded, change_id, base)}",
                  hashlib.sha256(raw).hexdigest())
+
+
+def scoring(loaded: LoadedManifest, change_id: str, base: str) -> str:
+    """What a sample takes from the base instead of the arm's tree (`rig.harness.stated`,
+    the very predicates `rig.harness.pin` applies, so the statement cannot drift)."""
+    tree = read_tree(loaded.repo_path, base)
+    return harness.stated(tree, contract.protected_paths(loaded, change_id, base))
 
 
 def arm_test_user(experiment: str, arm: str) -> str:

@@ -142,7 +142,7 @@ def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None 
         previous = {arm.id: _previous(directory, current, arm.id) for arm in selected}
         pending = [arm for arm in selected if not _done(previous[arm.id])]
         secrets = _secrets(loaded, pending, os.environ if environ is None else environ)
-        brief = compose_brief(loaded, current.change)
+        brief = compose_brief(loaded, current.change, current.base_commit)
         written = write_brief(stage_dir(directory, current.change), brief)
         put_brief(engine, name, current.run, current.image_id, written.name,
                            written.read_bytes())

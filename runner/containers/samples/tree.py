@@ -185,14 +185,15 @@ def build(spec: SampleSpec, tree: Tree, base: Tree | None, out: Path, repo: Path
     pinned = Pinned(bytecode=bytecode, materialized=laid.materialized)
     fixed: list[str] = []
     if spec.harness == "base" and base is not None:
-        pinned = harness.pin(tree, base, importable, spec.command)
+        pinned = harness.pin(tree, base, importable)
         pinned = Pinned(pinned.restored, pinned.removed, bytecode, laid.materialized)
         fixed += [p for p in tree if harness.is_harness(p)]
     _restore(tree, base or {}, spec.protected)
     fixed += [p for p in spec.protected if p in tree]
     canary = _canary(spec, tree, token or secrets.token_hex(4), repo) if canaries else None
     if canary is not None:
-        for path, content in ((canary.path, canary.content), *canary.files):
+        planted = ((canary.path, canary.content),) if canary.path else ()  # none: unrun
+        for path, content in (*planted, *canary.files):
             tree_mod.place(tree, path, content)
             fixed.append(path)
     if spec.tripwire is not None:  # an exit-code check's tripwire run (`rig.tripwire`):
