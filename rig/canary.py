@@ -457,8 +457,13 @@ def in_summary(summary: Counts, evidence: Evidence) -> bool:
 def exit_without(runner: str, exit_code: int | None, counts: Counts | None,
                  evidence: Evidence) -> int | None:
     """The exit code the run would have had without the must-fail canary: the runner's
-    failure status becomes 0 when the canary was the only failure."""
-    if (exit_code is None or counts is None or evidence.fail_seen is not Seen.FAILED
+    failure status becomes 0 when the canary was the only failure. A must-fail canary
+    that ran and failed counts even when another was left out by the command's selection
+    (`cargo test --no-fail-fast --test it`: the twins in the protected binary failed, the
+    canary binary did not run)."""
+    failed = evidence.fail_seen is Seen.FAILED or (
+        runner == "cargo" and evidence.removed is not None and evidence.removed.failed > 0)
+    if (exit_code is None or counts is None or not failed
             or exit_code != FAILURE_EXIT.get(runner)):
         return exit_code
     return 0 if counts.failed + counts.errors == 0 else exit_code

@@ -381,7 +381,8 @@ def _test_run(e: Evidence, base: Base | None) -> Judged:
     if judged.needs_base and base is not None:  # a silent observer: the base's had one?
         judged = dataclasses.replace(judged, needs_base=False)
     if outcome.verdict is Verdict.PASS and not canaries.clean and not e.of_base:
-        return _canaries_differential(dataclasses.replace(judged, needs_base=True), base)
+        return _canaries_differential(dataclasses.replace(judged, needs_base=True), base,
+                                      e.parser)
     return judged
 
 
@@ -423,6 +424,9 @@ def _no_must_fail(e: Evidence) -> str:
         return ("no must-fail canary: the command builds only go packages with protected "
                 "tests (a failing canary there would explain its binary's failing status)")
     if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
+        if "--no-fail-fast" in e.command.split():
+            return ("no must-fail canary: in libtest's terse output its failure could not "
+                    "be told from a real one")
         return ("no must-fail canary: without --no-fail-fast cargo stops at the first "
                 "failing test binary")
     return ("no must-fail canary: the command is a shell list whose last step is not the "
@@ -636,14 +640,19 @@ def _differential(judged: Judged, base: Base | None) -> Judged:
         outcome.counts))
 
 
-def _canaries_differential(judged: Judged, base: Base | None) -> Judged:
+def _canaries_differential(judged: Judged, base: Base | None, parser: str = "") -> Judged:
     """Rule 13: canaries not as planted on a PASS say nothing only when the base's came
-    out the same (the command's own selection); otherwise the run lied."""
+    out the same (the command's own selection); otherwise the run lied. cargo's record
+    then says so in `unguarded` (`cargo test --lib`, a name filter: not a false FAIL)."""
     if base is None:
         return judged
     outcome, canaries = judged.outcome, judged.canaries
     if base.canaries is not None and base.canaries == canaries.signature():
-        return dataclasses.replace(judged, needs_base=False, outcome=Outcome(
+        unguarded = judged.unguarded + ((
+            f"the rig's canaries did not read as planted ({canaries.detail}), on the base "
+            "either: the command's own selection or output; the output and the protected "
+            "tests by id still count",) if parser == "cargo" else ())
+        return dataclasses.replace(judged, needs_base=False, unguarded=unguarded, outcome=Outcome(
             outcome.verdict, outcome.reason,
             f"{outcome.detail}; canaries not as planted ({canaries.detail}), as on the "
             "base: they say nothing for this command", outcome.counts))

@@ -158,6 +158,10 @@ def test_cargo_roots_the_protected_binary_in_the_rig_s_file_that_includes_it() -
     assert targets == [{"name": "it", "path": root}]
     assert [t.rsplit("_", 1)[0] for t in plan.twins] == ["clamps", "keeps"]
     assert all(f"fn {t}()".encode() in files[root] for t in (*plan.twins, *plan.sentinels))
+    # a twin fails without a panic message (stderr in pieces would split libtest's
+    # `test NAME ... ` from its status under --nocapture): as does the must-fail canary
+    assert files[root].count(b"std::panic::resume_unwind(") == len(plan.twins)
+    assert b"resume_unwind(" in plan.content and b"assert" not in plan.content
     again = cargo_plan()  # another sample (the base's): the same root, so the same ids
     assert root in dict(again.files)
 
@@ -165,6 +169,44 @@ def test_cargo_roots_the_protected_binary_in_the_rig_s_file_that_includes_it() -
 def test_cargo_twins_need_no_fail_fast() -> None:
     plan = cargo_plan(command="cargo test")
     assert (plan.fail_name, plan.twins, len(plan.sentinels)) == (None, (), 1)
+
+
+@pytest.mark.parametrize("command", ["cargo test -q", "cargo test --quiet -p edge",
+                                     "cargo test --no-fail-fast -- -q",
+                                     "cargo test -- --format terse",
+                                     "cargo test --no-fail-fast -- --format=terse"])
+def test_cargo_terse_output_keeps_only_the_sentinel_and_says_so(command: str) -> None:
+    """Issue 30: libtest's terse output (dots) names no test: a canary could be counted,
+    never read, so none that fails (it would read as a real failure) and no canary test;
+    the sentinel stays in the protected binary so its header still counts one test more
+    than a forger's report of the protected tests."""
+    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+                       {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
+    assert plan is not None
+    assert (plan.fail_name, plan.twins, len(plan.sentinels)) == (None, (), 1)
+    assert b"#[test]" not in plan.content
+    assert plan.notes[0].startswith("libtest's terse output")
+
+
+def test_cargo_twins_that_failed_explain_the_failure_status_without_the_canary_binary(
+        ) -> None:
+    """Issue 30: `cargo test --no-fail-fast --test it` runs the protected binary (its
+    twins fail as planted) but not the canary binary: exit 101 with no other failure is
+    the twins', read as 0 (it was `exit_mismatch` on an honest fix)."""
+    plan = cargo_plan()
+    lines = [f"test {name} ... FAILED" for name in plan.twins]
+    lines += ["test clamps ... ok", "test keeps ... ok", f"test {plan.sentinels[0]} ... ok"]
+    text = ("     Running tests/it.rs (target/debug/deps/it-0123456789abcdef)\n\n"
+            f"running {len(lines)} tests\n" + "\n".join(lines) + "\n\ntest result: FAILED. "
+            f"3 passed; {len(plan.twins)} failed; 0 ignored; 0 measured; 0 filtered out; "
+            "finished in 0.00s\n\n")
+    parsed = get_parser("cargo").parse(text)
+    evidence = canary.observe(plan, parsed.tests, 101)
+    assert evidence.fail_seen is Seen.ABSENT  # the canary binary's must-fail test
+    counts = canary.discount(parsed.counts, evidence)
+    assert counts == Counts(passed=2)
+    assert canary.exit_without("cargo", 101, counts, evidence) == 0
+    assert canary.exit_without("cargo", 101, Counts(passed=1, failed=1), evidence) == 101
 
 
 @pytest.mark.parametrize(("test", "manifest", "why"), [

@@ -78,7 +78,16 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("cargo", "ws-fail-color"): ((8, 1, 1, 0), 7, ""),
     ("cargo", "ws-fail-fast"): ((3, 1, 1, 0), 3, ""),
     ("cargo", "build-error"): (None, 0, "b"),
-    ("cargo", "spoof-captured-stdout"): ((8, 1, 1, 0), 8, "s"),
+    # a test's own look-alike line, in its captured stdout or printed under --nocapture,
+    # --show-output, one thread, -q: the binary's LAST result line is libtest's (issue 30)
+    ("cargo", "spoof-captured-stdout"): ((8, 1, 1, 0), 8, ""),
+    ("cargo", "lookalike-nocapture"): ((9, 1, 1, 0), 8, ""),
+    ("cargo", "lookalike-one-thread"): ((9, 1, 1, 0), 8, ""),
+    ("cargo", "lookalike-show-output"): ((9, 1, 1, 0), 8, ""),
+    ("cargo", "lookalike-quiet"): ((9, 1, 1, 0), 8, ""),
+    ("cargo", "lookalike-pass"): ((10, 0, 1, 0), 8, ""),
+    ("cargo", "lookalike-glued"): ((3, 0, 0, 0), 1, ""),
+    ("cargo", "lookalike-glued-one-thread"): ((3, 0, 0, 0), 1, ""),
     ("cargo", "abort-test-binary"): ((6, 0, 1, 2), 5, "i"),
     ("cargo", "usage-error"): (None, 0, "u"),
     ("cargo", "no-such-test-target"): (None, 0, "u"),
@@ -219,6 +228,89 @@ def test_colored_output_reads_like_plain_output(fmt: str, colored: str, uncolore
     with_color, without = parsed(fmt, colored), parsed(fmt, uncolored)
     assert with_color.counts == without.counts
     assert {c.id: c.status for c in with_color.tests} == {c.id: c.status for c in without.tests}
+
+
+@pytest.mark.parametrize("name", ["lookalike-nocapture", "lookalike-one-thread",
+                                  "lookalike-show-output", "lookalike-pass"])
+def test_cargo_test_printing_look_alike_lines_keeps_every_test_s_status(name: str) -> None:
+    """Issue 30: a test printing `running 99 tests` / `test result: ok. 99 passed` reads
+    as the test's output, not a spoof; with one thread its status comes on a line of its
+    own after what it printed (`test prints_a_report ... running 99 tests` ... `ok`)."""
+    result = parsed("cargo", name)
+    status = {case.id: case.status for case in result.tests}
+    assert status["tests/props.rs::prints_a_report"] is TestStatus.PASSED
+    failed = TestStatus.PASSED if name == "lookalike-pass" else TestStatus.FAILED
+    assert status["tests/api.rs::same_name"] is failed
+    assert len(status) == 11
+    assert any("look-alike" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("name", ["lookalike-glued", "lookalike-glued-one-thread"])
+def test_cargo_status_glued_to_a_partial_line_a_test_printed_is_read(name: str) -> None:
+    """`print!` without a newline under --nocapture: libtest's next line is glued to it
+    (`running 99 teststest same_name ... ok`; one thread: `test prints_a_partial_line
+    ... running 99 testsok`). Every test keeps its status: none reads absent."""
+    status = {case.id: case.status for case in parsed("cargo", name).tests}
+    assert status == {f"tests/props.rs::{test}": TestStatus.PASSED
+                      for test in ("same_name", "waits", "prints_a_partial_line")}
+
+
+def test_cargo_one_thread_failure_after_printed_lines_reads_failed() -> None:
+    """One thread, --nocapture: a test's panic message sits between `test clamps ... `
+    and its `FAILED`; a test that printed `all ok` on a line of its own still ends with
+    its own status line."""
+    text = _binary("test clamps ... thread 'main' panicked at 'boom', tests/it.rs:3:5\n"
+                   "note: run with `RUST_BACKTRACE=1`\nFAILED\ntest keeps ... all ok\n"
+                   "FAILED\ntest low ... fine\nok\n\nfailures:\n\nfailures:\n    clamps\n"
+                   "    keeps\n\n" + _result(1, 2))
+    result = get_parser("cargo").parse(text)
+    assert [(c.id, c.status) for c in result.tests] == [
+        ("tests/it.rs::clamps", TestStatus.FAILED), ("tests/it.rs::keeps", TestStatus.FAILED),
+        ("tests/it.rs::low", TestStatus.PASSED)]
+    assert result.spoof_evidence == ()
+
+
+def _binary(body: str, header: int = 3) -> str:
+    return ("     Running tests/it.rs (target/debug/deps/it-0123456789abcdef)\n\n"
+            f"running {header} tests\n{body}")
+
+
+def _result(passed: int, failed: int = 0) -> str:
+    return (f"test result: {'FAILED' if failed else 'ok'}. {passed} passed; {failed} failed; "
+            "0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n")
+
+
+@pytest.mark.parametrize(("text", "evidence"), [
+    # the lib prints a passing report for two of three tests, then exits: its line is the
+    # binary's last and does not add up
+    (_binary("test a ... ok\ntest b ... ok\n\n" + _result(2)),
+     "tests/it.rs: `running 3 tests` but the result line adds up to 2"),
+    # a line printed after libtest's own (a child outliving its binary)
+    (_binary("test a ... ok\ntest b ... ok\ntest c ... FAILED\n\n" + _result(2, 1)
+             + _result(99)), "tests/it.rs: `running 3 tests` but the result line adds up to 99"),
+    # the last line adds up but counts no failure where libtest listed one
+    (_binary("test a ... ok\ntest b ... ok\ntest c ... FAILED\n\n" + _result(2, 1)
+             + _result(3)), "tests/it.rs: 1 tests listed FAILED but the result line says 0 failed"),
+    # without per-test lines (-q): two lines that add up with different numbers
+    (_binary("..F\n" + _result(2, 1) + _result(3)),
+     "tests/it.rs: two `test result:` lines add up to `running 3 tests` with different numbers"),
+    # the last line inside a test's captured output
+    (_binary("test a ... ok\n\nfailures:\n\n---- c stdout ----\n" + _result(3)),
+     "tests/it.rs: its last `test result:` line is inside a test's output"),
+])
+def test_cargo_a_binary_s_last_result_line_that_does_not_add_up_is_a_spoof(
+        text: str, evidence: str) -> None:
+    """The look-alike rule never trusts a forged line: libtest's is the binary's last."""
+    assert get_parser("cargo").parse(text).spoof_evidence == (evidence,)
+
+
+def test_cargo_quiet_runs_without_running_lines_close_each_binary_at_the_next_header() -> None:
+    """`cargo test -q` prints no `Running` lines: a header after a result line that adds
+    up starts the next binary; a header before it is a test's output."""
+    text = ("\nrunning 2 tests\n.running 99 tests\nrunning 99 tests\n" + _result(99) + ".\n"
+            + _result(2) + "\nrunning 1 test\nF\n" + _result(0, 1))
+    result = get_parser("cargo").parse(text)
+    assert (result.counts, result.spoof_evidence) == (Counts(passed=2, failed=1), ())
 
 
 def test_cargo_without_no_fail_fast_says_the_counts_are_partial() -> None:

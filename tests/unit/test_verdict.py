@@ -281,7 +281,6 @@ def test_usage_text_printed_by_failing_code_does_not_turn_a_fail_into_a_rig_erro
     ("fmt", "name"),
     [
         ("pytest", "spoof-captured-stdout"),
-        ("cargo", "spoof-captured-stdout"),
         ("go_test", "spoof-json"),
         ("go_test", "spoof-verbose"),
         ("node_test", "spoof-spec"),
@@ -293,6 +292,18 @@ def test_fake_passed_lines_printed_by_code_under_test_are_not_a_pass(fmt: str, n
     """The patch prints its own `5 passed` / `test result: ok` / `--- PASS` lines."""
     outcome = judge(fmt, name)
     assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.spoofed_output)
+
+
+@pytest.mark.parametrize("name", ["spoof-captured-stdout", "lookalike-nocapture",
+                                  "lookalike-quiet"])
+def test_cargo_look_alike_lines_a_failing_test_printed_fail_with_the_real_counts(
+        name: str) -> None:
+    """Issue 30: libtest's own result line is its binary's last; a `test result: ok. 99
+    passed` a test printed before it is the test's output: FAIL tests_failed with the
+    binaries' real counts (it was spoofed_output with none)."""
+    outcome = judge("cargo", name)
+    assert (outcome.verdict, outcome.reason) == (Verdict.FAIL, FailReason.tests_failed)
+    assert outcome.counts is not None and outcome.counts.failed == 1
 
 
 def test_fake_summary_printed_at_exit_after_the_real_one_is_spoofed() -> None:
