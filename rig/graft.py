@@ -29,7 +29,6 @@ nothing that held before it holds less after it:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -247,17 +246,7 @@ def harness_paths(grafted: Tree, onto: Tree, importable: Iterable[str] = ()) -> 
 
 # -- the tests that judge a graft ---------------------------------------------------------
 
-# Test files by the runners' own naming: pytest's test_*.py / *_test.py, Go's *_test.go,
-# cargo's tests/*.rs, the JS runners' *.test.* / *.spec.* / *_test.* / *-test.* and
-# anything under __tests__/.
-_TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*\.py|[^/]*_test\.(?:py|go)|tests/[^/]*\.rs"
-                        r"|[^/]*[._-](?:test|spec)\.[cm]?[jt]sx?|__tests__/.*)$")
 _ID_SEPARATORS = ("::", " \u203a ", " > ")  # pytest and cargo/go, jest, vitest
-
-
-def is_test_file(path: str) -> bool:
-    """A file some runner collects tests from by its name."""
-    return bool(_TEST_FILE.search(path))
 
 
 def rewritten(path: str, onto: Tree, before: Mapping[str, Sequence[SampleRecord]]
@@ -270,7 +259,7 @@ def rewritten(path: str, onto: Tree, before: Mapping[str, Sequence[SampleRecord]
     prefixes = tuple(path + separator for separator in _ID_SEPARATORS)
     ids = sorted({test for records in before.values()
                   for test in passed_throughout(records) if test.startswith(prefixes)})
-    if not ids and not is_test_file(path):
+    if not ids and not harness.is_test_file(path):
         return None
     shown = ", ".join(ids[:LOST_SHOWN]) + (f" (+{len(ids) - LOST_SHOWN} more)"
                                             if len(ids) > LOST_SHOWN else "")

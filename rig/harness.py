@@ -98,6 +98,18 @@ _DIR_GLOBS = re.compile("(?:^|/)(?:" + "|".join(
     "[^/]*".join(re.escape(piece) for piece in p.split("*")) for p in DIRS) + ")/")
 
 
+# Test files by the runners' own naming: pytest's test_*.py / *_test.py, Go's *_test.go,
+# cargo's tests/*.rs, the JS runners' *.test.* / *.spec.* / *_test.* / *-test.* and
+# anything under __tests__/.
+_TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*\.py|[^/]*_test\.(?:py|go)|tests/[^/]*\.rs"
+                        r"|[^/]*[._-](?:test|spec)\.[cm]?[jt]sx?|__tests__/.*)$")
+
+
+def is_test_file(path: str) -> bool:
+    """A file some runner collects tests from by its name."""
+    return bool(_TEST_FILE.search(path))
+
+
 def is_harness(path: str) -> bool:
     """True when `path` is harness by its own name or place (any runner)."""
     name = path.rpartition("/")[2]

@@ -25,7 +25,7 @@ from rig import observer as observer_mod
 from rig import ratchet as ratchet_mod
 from rig import real_path
 from rig.canary import Canary
-from rig.harness import Pinned
+from rig.harness import Pinned, is_test_file
 from rig.parsers import get_parser
 from rig.persist import write_bytes_atomic, write_text_atomic
 from rig.record import BrowserAsked, BrowserRan, RealPath, SampleCounts, SampleRecord, StackRecord
@@ -300,18 +300,24 @@ PINNED_KEPT = 1000  # paths a record names per list of what pinning changed; the
 
 
 def _harness_said(outcome: Outcome, pinned: Pinned) -> str:
-    """A failure where the sample ran under the base's harness says so, naming what of the
-    arm's was not obeyed (a conftest, an ini file the brief lists as the base's): an
-    honest arm's test that needed it failed for that reason, not for its code."""
-    if outcome.verdict is not Verdict.FAIL or outcome.reason not in (
-            FailReason.tests_failed, FailReason.build_failed):
-        return outcome.detail
+    """A sample that ran under the base's harness says what of the arm's was not obeyed:
+    a failure names it (a conftest, an ini file the brief lists as the base's: an honest
+    arm's test that needed it failed for that reason, not for its code), and any verdict
+    names a test file of the arm's that the harness removed (a Go test file defining
+    TestMain in a package of the base's): its tests did not run, whatever the verdict."""
+    dropped = [p for p in pinned.removed if is_test_file(p)]
     said = [f"removed {shown(p)}" for p in pinned.removed[:3]] + \
         [f"restored {shown(p)}" for p in pinned.restored[:3]]
-    if not said:
+    if outcome.verdict is Verdict.FAIL and outcome.reason in (
+            FailReason.tests_failed, FailReason.build_failed) and said:
+        return f"{outcome.detail}; under the base's harness: {', '.join(said[:3])}" + (
+            " and more" if len(pinned.removed) + len(pinned.restored) > 3 else "")
+    if not dropped:
         return outcome.detail
-    return f"{outcome.detail}; under the base's harness: {', '.join(said[:3])}" + (
-        " and more" if len(pinned.removed) + len(pinned.restored) > 3 else "")
+    return (f"{outcome.detail}; under the base's harness: {len(dropped)} test file(s) of "
+            f"the arm's removed, their tests did not run: "
+            f"{', '.join(shown(p) for p in dropped[:3])}" +
+            (" and more" if len(dropped) > 3 else ""))
 
 
 def _pinned(pinned: Pinned) -> dict[str, list[str]]:

@@ -86,12 +86,6 @@ def check(requires: Sequence[str], commands: Sequence[Command], image: str,
 
 
 _SHELL_WORD = re.compile(r"""[^\s'"&|;<>()=`]+""")
-# A test file a runner is pointed at is the runner's to judge (a protected one is
-# restored anyway): a command names it as an argument, not as a program.
-_NAMED_TEST = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|[^/]*\.(test|spec)\.[cm]?[jt]sx?"
-                         r"|[^/]*_test\.go)$")
-
-
 def command_files(command: str, paths: Collection[str]) -> set[str]:
     """The files of `paths` (a tree's) that a check's command names as a word: a script it
     runs (`sh scripts/check.sh`, `./run`, `python3 app.py`), a module it runs with `-m`
@@ -111,7 +105,7 @@ def command_files(command: str, paths: Collection[str]) -> set[str]:
             candidates += [f"{module}.py", f"{module}/__main__.py"]
         candidates += [posixpath.normpath(posixpath.join(here, c)) for c in candidates if here]
         for candidate in candidates:
-            if candidate.startswith(("..", "/")) or _NAMED_TEST.search(candidate):
+            if candidate.startswith(("..", "/")) or harness.is_test_file(candidate):
                 continue
             if candidate in paths:
                 found.add(candidate)

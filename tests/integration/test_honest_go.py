@@ -275,6 +275,8 @@ def test_a_test_main_in_the_protected_package_is_harness_and_says_so(grade: Grad
     record = changed(grade, {"calc/main_test.go": main})
     assert passed(record) == (4, 0, 0)  # the file's test did not run
     assert record.pinned["removed"] == ["calc/main_test.go"]
+    assert record.detail.endswith("; under the base's harness: 1 test file(s) of the arm's "
+                                  "removed, their tests did not run: calc/main_test.go")
 
 
 def test_a_test_file_with_an_honest_init(grade: Graded) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rig import graft
+from rig import graft, harness
 from rig.record import SampleCounts, SampleRecord
 from rig.rubric import FLAG_FILES, describe_flag, flags, score_arm
 from rig.tree import Entry, Kind
@@ -242,7 +242,7 @@ def test_a_module_the_image_python_answers_to_is_harness_beside_a_test() -> None
     ("docs/test_plan.md", False),
 ])
 def test_test_files_by_the_runners_naming(path: str, expected: bool) -> None:
-    assert graft.is_test_file(path) is expected
+    assert harness.is_test_file(path) is expected
 
 
 def test_a_graft_that_rewrites_or_removes_a_test_the_branch_has_is_refused() -> None:

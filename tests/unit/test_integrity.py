@@ -501,3 +501,24 @@ def test_refused_work_is_fail_unsafe_work() -> None:
                                       refused="duplicateEntries"))
     assert (graded.outcome.verdict, graded.outcome.reason) == (Verdict.FAIL,
                                                                FailReason.unsafe_work)
+
+
+def test_a_pass_whose_harness_removed_a_test_file_of_the_arm_s_says_so() -> None:
+    """Issue 30: a PASS that ran fewer of the arm's tests than a bare run says which test
+    files the base's harness removed (a Go test file defining TestMain in a package of the
+    base's goes whole, with its tests); a conftest removed from a PASS is not a test file,
+    and a failure keeps naming what was not obeyed."""
+    from rig import oracle
+    from rig.outcome import FailReason, Outcome, Verdict
+
+    passed = Outcome(Verdict.PASS, None, "exit 0: 4 passed")
+    dropped = harness.Pinned(removed=("calc/main_test.go", "tests/conftest.py"))
+    assert oracle._harness_said(passed, dropped) == (
+        "exit 0: 4 passed; under the base's harness: 1 test file(s) of the arm's removed, "
+        "their tests did not run: calc/main_test.go")
+    assert oracle._harness_said(passed, harness.Pinned(removed=("tests/conftest.py",))) == (
+        "exit 0: 4 passed")
+    failed = Outcome(Verdict.FAIL, FailReason.tests_failed, "exit 1: 3 passed, 1 failed")
+    assert oracle._harness_said(failed, dropped) == (
+        "exit 1: 3 passed, 1 failed; under the base's harness: removed calc/main_test.go, "
+        "removed tests/conftest.py")
