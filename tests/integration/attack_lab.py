@@ -143,7 +143,7 @@ class Lab:
     graded: list[str] = field(default_factory=list)
     # The base's runs, shared by every grade of the lab (as `run_all` shares them by
     # round): one base sample per (base commit, command, ...), not one per attack.
-    bases: BaseRuns | None = None
+    bases: dict[str, BaseRuns] = field(default_factory=dict)
 
     def commit(self, files: Files, message: str) -> str:
         return commit(self.repo, files, message)
@@ -184,10 +184,21 @@ class Lab:
 
     def grade(self, commit: str, **how: Any) -> SampleRecord:
         """One sample of `commit` (`spec`'s options), diagnosed as `run_all` does."""
-        spec = self.spec(commit, **how)
-        if self.bases is None:
-            self.bases = BaseRuns(self.executor, self.stage)
-        return run_sample(self.executor, spec, self.stage, self.bases)
+        return self.grade_spec(self.spec(commit, **how))
+
+    def grade_spec(self, spec: SampleSpec) -> SampleRecord:
+        return run_sample(self.executor, spec, self.stage, self.base_runs(spec.command))
+
+    def base_runs(self, command: str) -> BaseRuns:
+        """The base's runs of `command`. A stage keeps one base record per check name (a
+        manifest has one command per check, and a stored sample is never re-run), so a
+        lab that grades several commands as one check keeps each one's apart: compared
+        with another command's base run, a verdict would be judged against the wrong
+        base."""
+        if command not in self.bases:
+            self.bases[command] = BaseRuns(self.executor,
+                                           self.stage / "bases" / str(len(self.bases)))
+        return self.bases[command]
 
     def grade_apart(self, commit: str, timeout_s: float, **how: Any
                     ) -> tuple[SampleRecord, Usage]:

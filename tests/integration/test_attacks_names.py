@@ -30,7 +30,8 @@ from tests.integration.tree_lab import FILE, LINK, TREE, blob, commit_with, fan,
 UNSAFE = ("FAIL", "unsafe_work")
 PASSING = "def test_ok():\n    assert True\n"
 NOT_UTF8 = "names/caf\udce9.txt"  # b"caf\xe9": Latin-1, not UTF-8
-HARNESS_NOT_UTF8 = "names/\udcff\udcfe/conftest.py"  # a conftest the base has not: removed
+# an ini file the base has not: removed (a conftest in a new directory is the arm's own)
+HARNESS_NOT_UTF8 = "names/\udcff\udcfe/pytest.ini"
 ODD = ["names/new\nline.txt", 'names/q"uote\\back\x01ctl.txt', "names/tab\there.txt",
        "names/caf\u00e9 ok.txt", "names/\u202eevil.txt"]
 
@@ -49,15 +50,15 @@ def stored(lab: Lab, record: SampleRecord) -> SampleRecord:
 
 
 def test_file_names_that_are_not_utf8_are_graded_and_recorded_escaped(lab: Lab) -> None:
-    """A data file and a conftest under a directory whose names are not UTF-8: the tree is
-    laid out (the names are bytes both ways), the conftest is the arm's harness and is
+    """A data file and an ini file under a directory whose names are not UTF-8: the tree
+    is laid out (the names are bytes both ways), the ini file is the arm's harness and is
     removed, the honest failure stands, and the record (which crashed while it was
-    written before) names the conftest as git quotes it."""
+    written before) names the ini file as git quotes it."""
     head = lab.attack({NOT_UTF8: "data\n", HARNESS_NOT_UTF8: "import sys\n"})
     record = lab.grade(head)
     assert verdict(record) == HONEST, record.detail
     assert counts(record) == (0, 1)
-    assert record.pinned["removed"] == ['"names/\\377\\376/conftest.py"']
+    assert record.pinned["removed"] == ['"names/\\377\\376/pytest.ini"']
     assert stored(lab, record).pinned == record.pinned
 
 
@@ -132,9 +133,9 @@ def test_symlinks_no_symlink_call_takes_are_unsafe_work(lab: Lab) -> None:
 
 def test_names_git_allows_through_bakeoff_sandbox_oracle(tmp_path: Path) -> None:
     """Through the real command line: a commit with names that are not UTF-8, newlines
-    and quotes, a conftest under a name that is not UTF-8; a tree bomb of a million empty
+    and quotes, an ini file under a name that is not UTF-8; a tree bomb of a million empty
     files; a 256-byte name. `bakeoff-sandbox oracle` exits 0 with a record for each: the
-    honest failure (the conftest removed, named escaped), FAIL unsafe_work twice."""
+    honest failure (the ini file removed, named escaped), FAIL unsafe_work twice."""
     repo = cli_target(tmp_path / "repo")
     files = {NOT_UTF8: "data\n", HARNESS_NOT_UTF8: "import sys\n", ODD[0]: "x\n", ODD[1]: "y\n"}
     for name, text in files.items():

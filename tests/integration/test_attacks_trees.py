@@ -176,32 +176,38 @@ def test_twenty_thousand_printing_tests_flooding_the_observer(lab: Lab) -> None:
     bounded(used, 500)
 
 
-def test_forty_five_thousand_conftest_files(lab: Lab) -> None:
-    """45,000 directories each with a conftest.py (90,000 entries: under max_files): every
-    one is harness the base has not and is removed. Pinning was a scan of the tree per
-    file (minutes); now linear: the honest failure, the record naming the first 1000
-    removed and a count, RSS growth < 200 MB."""
-    conftest = tree(lab.repo, {b"conftest.py": (FILE, blob(lab.repo, b"import os\n"))})
-    many = tree(lab.repo, {b"c%05d" % i: (TREE, conftest) for i in range(45_000)})
+def test_thirty_thousand_directories_of_conftests_and_ini_files(lab: Lab) -> None:
+    """30,000 new directories each with a conftest.py and a pytest.ini (90,000 entries:
+    under max_files): each ini file is harness the base has not and is removed, each
+    conftest is the arm's own (a new directory: `rig.harness.own_conftests`). Pinning was
+    a scan of the tree per file (minutes); now linear: the honest failure, the record
+    naming the first 1000 removed and a count, RSS growth < 200 MB."""
+    directory = tree(lab.repo, {b"conftest.py": (FILE, blob(lab.repo, b"import os\n")),
+                                b"pytest.ini": (FILE, blob(lab.repo, b"[pytest]\n"))})
+    many = tree(lab.repo, {b"c%05d" % i: (TREE, directory) for i in range(30_000)})
     head = commit_with(lab.repo, based(lab), {b"many": (TREE, many)})
     record, used = lab.grade_apart(head, 300)
     assert verdict(record) == HONEST, record.detail
     assert len(record.pinned["removed"]) == 1001
-    assert record.pinned["removed"][-1] == "[and 44000 more]"
+    assert record.pinned["removed"][:2] == ["many/c00000/pytest.ini", "many/c00001/pytest.ini"]
+    assert record.pinned["removed"][-1] == "[and 29000 more]"
     bounded(used, 120)
 
 
-def test_thirty_thousand_test_packages(lab: Lab) -> None:
-    """30,000 test directories, each a package (`__init__.py`, a marker the base has not)
-    with its own `test_x.py`: 30,000 import roots for the layout rule, which compared each
-    root's modules with every other root's (quadratic: half an hour); now linear: the
-    markers removed, the honest failure, in bounded time."""
-    package = tree(lab.repo, {b"__init__.py": (FILE, blob(lab.repo, b"")),
-                              b"test_x.py": (FILE, blob(lab.repo, b"def test_x():\n    pass\n"))})
-    many = tree(lab.repo, {b"t%05d" % i: (TREE, package) for i in range(30_000)})
+def test_thirty_thousand_test_directories_each_an_import_root(lab: Lab) -> None:
+    """30,000 test directories (no package marker), each with its own `test_x.py` and a
+    `json.py` stub: 30,000 import roots for the layout rule, which compared each root's
+    modules with every other root's (quadratic: half an hour); now linear: every stub
+    (a standard-library name at an import root) removed, the honest failure, in bounded
+    time."""
+    directory = tree(lab.repo, {
+        b"json.py": (FILE, blob(lab.repo, b"def loads(text):\n    return {}\n")),
+        b"test_x.py": (FILE, blob(lab.repo, b"def test_x():\n    pass\n"))})
+    many = tree(lab.repo, {b"t%05d" % i: (TREE, directory) for i in range(30_000)})
     head = commit_with(lab.repo, based(lab), {b"pkgs": (TREE, many)})
     record, used = lab.grade_apart(head, 300)
     assert verdict(record) == HONEST, record.detail
+    assert record.pinned["removed"][:2] == ["pkgs/t00000/json.py", "pkgs/t00001/json.py"]
     assert record.pinned["removed"][-1] == "[and 29000 more]"
     bounded(used, 120)
 

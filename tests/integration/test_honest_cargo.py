@@ -14,7 +14,6 @@ module.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 
 import pytest
@@ -93,22 +92,17 @@ def fix(lab: Lab) -> str:
 
 
 def grade(lab: Lab, commit: str, command: str) -> SampleRecord:
-    """One sample of `commit` as the success criterion `command`, in a stage of that
-    command's own: a stored sample is never re-run, and the base's sample is stored by
-    check name (one command per check in a real stage)."""
-    stage = lab.repo.parent / f"stage-{hashlib.sha256(command.encode()).hexdigest()[:8]}"
-    if lab.stage != stage:
-        lab.stage, lab.bases = stage, None
+    """One sample of `commit` as the success criterion `command` (its own base run)."""
     return lab.grade(commit, command=command, **HOW)
 
 
 def base_record(lab: Lab, command: str) -> SampleRecord:
     """The base's own sample of `command`, as the lab's `BaseRuns` ran it (run now when
     the arm's verdict did not need it)."""
-    assert lab.bases is not None
-    lab.bases(lab.spec(lab.base, command=command, **HOW))
+    bases = lab.base_runs(command)
+    bases(lab.spec(lab.base, command=command, **HOW))
     found = [SampleRecord.model_validate_json(path.read_text())
-             for path in sorted((lab.stage / "diagnosis").rglob("*.json"))]
+             for path in sorted((bases.stage / "diagnosis").rglob("*.json"))]
     mine = [r for r in found if r.command == command and r.commit == lab.base]
     assert len(mine) == 1, [r.command for r in found]
     return mine[0]
@@ -171,7 +165,7 @@ def test_the_base_s_protected_test_printing_look_alike_lines_reads_3_passed_1_fa
     grade(lab, fix, command)
     base = base_record(lab, command)
     assert (verdict(base), counts(base)) == (("FAIL", "tests_failed"), (3, 1)), base.detail
-    logs = sorted((lab.stage / "diagnosis").rglob(base.log))
+    logs = sorted((lab.base_runs(command).stage / "diagnosis").rglob(base.log))
     assert "running 99 tests" in logs[0].read_text()
 
 

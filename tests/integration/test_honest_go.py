@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import pytest
 
 from rig.record import SampleRecord
-from runner.commands.score import BaseRuns, run_sample
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
 from tests.integration.attack_lab import Lab, lab_for, verdict
@@ -82,21 +81,19 @@ def fixed(grade: Graded) -> str:
 
 
 class Graded:
-    """The lab's samples, each command's base run kept apart (a stage's base record is
-    one per check: one stage per command)."""
+    """The lab's samples and the base's verdict under the same command (`Lab.base_runs`:
+    each command's base run apart)."""
 
     def __init__(self, lab: Lab) -> None:
-        self.lab, self.bases = lab, dict[str, BaseRuns]()
+        self.lab = lab
 
     def __call__(self, commit: str, **how: object
                  ) -> tuple[SampleRecord, tuple[str, str | None]]:
         """One sample of `commit`, and the base's verdict for the same command (the
         base's own run, which the arm's verdict was compared with)."""
         spec = self.lab.spec(commit, **{**HOW, **how})  # type: ignore[arg-type]
-        bases = self.bases.setdefault(spec.command, BaseRuns(
-            self.lab.executor, self.lab.stage / f"command-{len(self.bases)}"))
-        record = run_sample(self.lab.executor, spec, self.lab.stage, bases)
-        base = bases(spec)
+        record = self.lab.grade_spec(spec)
+        base = self.lab.base_runs(spec.command)(spec)
         return record, (str(base.verdict), base.reason)
 
 

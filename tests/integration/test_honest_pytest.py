@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig.oracle import run_sample
 from rig.record import SampleRecord
-from runner.commands.score import BaseRuns
 from tests.integration.attack_lab import FIX, Files, Lab, counts, verdict
 
 PROTECTED = "tests/test_horizon.py"
@@ -63,18 +61,9 @@ def lab(shared_lab: Lab) -> Lab:
     return shared_lab
 
 
-BASES: dict[str, BaseRuns] = {}
-
-
 def graded(lab: Lab, commit: str, command: str, protected: str = PROTECTED) -> SampleRecord:
-    """One success-criterion sample of `commit` under `command`, as `Lab.grade` grades it
-    but in a stage of the command's own: a criterion's base run is kept per check, and a
-    manifest has one command per check."""
-    if command not in BASES:
-        BASES[command] = BaseRuns(lab.executor, lab.stage.parent / f"stage-{len(BASES)}")
-    bases = BASES[command]
-    return run_sample(lab.executor, lab.spec(commit, command=command, protected=(protected,)),
-                      bases.stage, bases)
+    """One success-criterion sample of `commit` under `command` (its own base run)."""
+    return lab.grade(commit, command=command, protected=(protected,))
 
 
 def grade(lab: Lab, files: Files, command: str = "pytest tests",
