@@ -44,6 +44,10 @@ _TEST_LINE = re.compile(r"^\s*--- (?P<st>PASS|FAIL|SKIP): (?P<name>\S+) \(")
 # alone).
 _ANNOUNCED = re.compile(r"=== (?:RUN|CONT|PAUSE|NAME)\s+(?P<name>\S+)")  # anywhere: after
 # a test's own output that lacked a newline too
+# A result line glued to a test's output that lacked a newline (`fmt.Print("done")`, then
+# go's `--- PASS: TestX (0.00s)` on the same line; test2json of go 1.19 leaves it as that
+# test's output, with no pass event): go's own, for an announced test with no result yet.
+_GLUED = re.compile(r"\S--- (?P<st>PASS|FAIL|SKIP): (?P<name>\S+) \(\d+\.\d+s\)$")
 _STATUS = {
     "pass": TestStatus.PASSED,
     "PASS": TestStatus.PASSED,
@@ -90,6 +94,7 @@ class _Run:
     started: set[tuple[str, str]] = field(default_factory=set)  # -json: (package, test) run
     verbose: set[str] = field(default_factory=set)  # -json: packages with a `run` event
     unannounced: list[str] = field(default_factory=list)  # result lines go never announced
+    glued: dict[tuple[str, str], TestStatus] = field(default_factory=dict)  # -json: output
 
     def test(self, package: str, name: str, status: TestStatus) -> None:
         key = (package, name)
@@ -134,7 +139,14 @@ def _event(run: _Run, line: str) -> bool:
             else:
                 run.unannounced.append(f"{package} {name}")
         else:
+            for (of, name), status in list(run.glued.items()):
+                if of == package and (of, name) not in run.tests:
+                    run.test(of, name, status)
             run.package(package, _STATUS[action])
+    elif action == "output" and event.get("Test"):
+        glued = _GLUED.search(str(event.get("Output", "")).rstrip("\n"))
+        if glued and glued["name"] == event["Test"] and (package, glued["name"]) in run.started:
+            run.glued[(package, glued["name"])] = _STATUS[glued["st"]]
     return True
 
 
@@ -153,6 +165,9 @@ def _plain(run: _Run, line: str) -> None:
         run.package(name, _STATUS[package["st"].strip()])
         if line.endswith(_NOTHING_TO_RUN):
             run.nothing_to_run.add(name)
+    elif (glued := _GLUED.search(line)) and glued["name"] in run.announced and \
+            glued["name"] not in {name for name, _ in run.pending}:
+        run.pending.append((glued["name"], _STATUS[glued["st"]]))
 
 
 def _cases(run: _Run) -> tuple[TestCase, ...]:

@@ -364,3 +364,19 @@ def test_an_arm_s_go_mod_change_is_not_obeyed_and_a_fix_needing_none_passes(grad
     record = changed(grade, {"go.mod": "module example.com/m\n\ngo 1.19\n\n// tidied\n"})
     assert passed(record) == (4, 0, 0)
     assert record.pinned["restored"] == ["go.mod"]
+
+
+@pytest.mark.parametrize("command", ["go test ./calc", "go test -json ./calc/"])
+def test_code_under_test_printing_without_a_newline(grade: Graded, command: str) -> None:
+    """The fixed code prints a progress word with no newline (`fmt.Print`): go's result
+    line of each protected test comes glued to it (`capping--- PASS: TestCapAbove`), and
+    go 1.19's test2json leaves it as output. Read by id, every protected test was missing:
+    FAIL not_run of an honest fix. Now the glued line is go's own, for the test it
+    announced: PASS, 3 passed."""
+    opening = "func Cap(x int) int {\n"
+    code = FIX.replace(opening, opening + "\tfmt.Print(\"capping\")\n")
+    code = code.replace("package calc\n", "package calc\n\nimport \"fmt\"\n", 1)
+    record = changed(grade, {"calc/calc.go": code}, command=command)
+    assert passed(record) == (3, 0, 0)
+    seen = {case["id"]: case["status"] for case in record.tests or []}
+    assert {test: seen.get(test) for test in THREE} == THREE, record.tests
