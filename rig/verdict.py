@@ -338,7 +338,8 @@ def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
 def _test_run(e: Evidence, base: Base | None) -> Judged:
     parsed = canary_mod.spared(e.parsed, e.canary)
     observed = e.observed and e.observation.present
-    canaries = canary_mod.observe(e.canary, parsed.tests, e.exit_code, e.observation)
+    canaries = canary_mod.observe(e.canary, (*parsed.tests, *parsed.terse_failed),
+                                  e.exit_code, e.observation)
     if observed:
         parsed = _observed(parsed, e.observation, e.canary)
     else:
