@@ -26,7 +26,9 @@ proves the runner ran and reported the rig's tests at all):
   (so its tests keep their names and `crate::` paths) beside must-fail twins (with
   `--no-fail-fast`) and a must-pass sentinel: one binary, one `running N tests` header
   that counts them all. A forged `test result:` line with the base's numbers no longer
-  adds up; a forged pass of every listed test passes the twins.
+  adds up; a forged pass of every listed test passes the twins. Under terse output
+  (`-q`) the twins are read from libtest's `failures:` list, and no sentinel is planted
+  where twins are (see `_cargo`).
 
 No name holds "bakeoff": the names are the protected tests' own plus a per-sample
 suffix (hex of the sample's secret token). What an attacker in the test's process still

@@ -139,6 +139,7 @@ SHAPES = [
     ("cargo test --lib", (0, 1), (2, 0), [*NFF, "not-run"]),
     ("cargo test -q", (0, 1), (7, 0), [*NFF, "terse", "not-run"]),
     ("cargo test --no-fail-fast -q", (4, 2), (6, 0), ["terse"]),
+    ("cargo test --no-fail-fast -q -- --nocapture", (4, 2), (6, 0), ["terse"]),
     ("cargo test --no-fail-fast -- --show-output", (4, 2), (6, 0), []),
     ("cargo test -- --test-threads=1", (0, 1), (6, 0), NFF),
     ("cargo test --no-fail-fast -- --nocapture --test-threads=1", (4, 2), (6, 0), []),
