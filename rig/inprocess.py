@@ -26,7 +26,9 @@ proves the runner ran and reported the rig's tests at all):
   (so its tests keep their names and `crate::` paths) beside must-fail twins (with
   `--no-fail-fast`) and a must-pass sentinel: one binary, one `running N tests` header
   that counts them all. A forged `test result:` line with the base's numbers no longer
-  adds up; a forged pass of every listed test passes the twins.
+  adds up; a forged pass of every listed test passes the twins. Under terse output
+  (`-q`) the twins are read from libtest's `failures:` list, and no sentinel is planted
+  where twins are (see `_cargo`).
 
 No name holds "bakeoff": the names are the protected tests' own plus a per-sample
 suffix (hex of the sample's secret token). What an attacker in the test's process still
@@ -451,10 +453,13 @@ _RUST_TEST = re.compile(r"#\[test\]\s*(?:#\[[^\]\n]*\]\s*)*(?:pub\s+)?(?:async\s
 
 
 # `cargo test -q` (passed on to libtest) and libtest's `-q` / `--format terse`: dots, no
-# test names. Canaries could be counted, never read: none that fails (it could not be
-# told from a real failure), and no canary binary; the sentinel stays in the protected
-# binary, whose header then counts it (a forged result line for the protected tests
-# alone does not add up), at the cost of one passed test in the counts.
+# test names, except the failed tests' in the list after `failures:`. So with
+# --no-fail-fast the must-fail canaries (twins, canary binary) are planted and read
+# there; a passing test is never named, so there is no sentinel (the twins make the
+# header count more than a forger's report of the protected tests) and no must-pass
+# canary. Without --no-fail-fast nothing that fails is planted: the sentinel stays in
+# the protected binary, counted but unread (a forged result line for the protected
+# tests alone does not add up), at the cost of one passed test in the counts.
 # A planted failure that prints nothing: `resume_unwind` skips the panic hook, whose
 # message goes to stderr in pieces and, merged (`2>&1`) under --nocapture, splits
 # libtest's `test NAME ... ` from its `ok` (one run in a hundred lost a test's status).
@@ -463,6 +468,9 @@ _TERSE = re.compile(r"(?<!\S)(?:-q|--quiet|--format[= ]terse)(?!\S)")
 _TERSE_NOTE = ("libtest's terse output (`-q`, `--format terse`) names no test: the canaries "
                "cannot be read, nor the protected tests by id; the protected binary's "
                "sentinel is counted among the passed tests")
+_TERSE_FAILED_NOTE = ("libtest's terse output (`-q`, `--format terse`) names only failed "
+                      "tests: the must-fail canaries are read from its failures list, no "
+                      "must-pass canary is, nor the protected tests by id")
 
 
 def _cargo(token: str, anchor: str, paths: Sequence[str], command: str,
@@ -474,7 +482,7 @@ def _cargo(token: str, anchor: str, paths: Sequence[str], command: str,
     terse = _TERSE.search(command) is not None
     # Without --no-fail-fast cargo stops at the first failing test binary: a must-fail
     # canary would keep later binaries (the doc-tests) from running.
-    failing = failing and "--no-fail-fast" in command.split() and not terse
+    failing = failing and "--no-fail-fast" in command.split()
     first = next((n for p in protected for n in _RUST_TEST.findall(text_of.get(p, ""))),
                  "runs")
     passing, fail_name = f"{first}_{suffix(token, 'pass')}", f"{first}_{suffix(token, 'fail')}"
@@ -483,18 +491,23 @@ def _cargo(token: str, anchor: str, paths: Sequence[str], command: str,
         content += f"\n#[test]\nfn {fail_name}() {{\n    {_SILENT_FAILURE}\n}}\n"
     # zz: cargo runs test binaries in name order; the canary binary goes last.
     path = _join(crate, f"tests/zz{suffix(token, 'binary')}.rs")
-    files, twins, sentinels, notes = _cargo_roots(token, paths, protected, text_of, failing)
+    files, twins, sentinels, notes = _cargo_roots(token, paths, protected, text_of, failing,
+                                                  sentinel=not (terse and failing))
+    if terse:
+        passing = "" if failing else passing  # a passing test is not named: nothing to read
+        notes = (_TERSE_FAILED_NOTE if failing else _TERSE_NOTE, *notes)
     return Canary("cargo", token, path, content.encode(), passing,
                   fail_name if failing else None, twins=twins, sentinels=sentinels,
-                  files=files, notes=(_TERSE_NOTE, *notes) if terse else notes)
+                  files=files, notes=notes)
 
 
 def _cargo_roots(token: str, paths: Sequence[str], protected: Sequence[str],
-                 text_of: Mapping[str, str], failing: bool
+                 text_of: Mapping[str, str], failing: bool, sentinel: bool = True
                  ) -> tuple[tuple[tuple[str, bytes], ...], tuple[str, ...], tuple[str, ...],
                             tuple[str, ...]]:
     """A rig root per protected integration test (its binary keeps its name), appended
-    to its crate's pinned Cargo.toml: (files, twins, sentinels, notes)."""
+    to its crate's pinned Cargo.toml: (files, twins, sentinels, notes). No sentinel
+    where it cannot be read (terse output) and twins make the header count more."""
     manifests: dict[str, str] = {}
     twins: list[str] = []
     sentinels: list[str] = []
@@ -510,15 +523,16 @@ def _cargo_roots(token: str, paths: Sequence[str], protected: Sequence[str],
         name = posixpath.basename(path).removesuffix(".rs")
         tests = _RUST_TEST.findall(source)[:MAX_TWINS]
         mine = [f"{t}_{suffix(token, 'twin:' + path)}" for t in tests] if failing else []
-        sentinel = f"{(tests or ['runs'])[0]}_{suffix(token, 'sentinel:' + path)}"
+        mine_sentinel = [] if mine and not sentinel else [
+            f"{(tests or ['runs'])[0]}_{suffix(token, 'sentinel:' + path)}"]
         stable = hashlib.sha256(path.encode()).hexdigest()[:6]  # the same in the base's
         root = f"tests/{name}_{stable}/{name}.rs"
-        files.append((_join(crate, root), _rust_root(name, mine, sentinel)))
+        files.append((_join(crate, root), _rust_root(name, mine, mine_sentinel)))
         manifest = _join(crate, "Cargo.toml")
         manifests[manifest] = manifests.get(manifest, text_of[manifest].rstrip("\n") + "\n") + (
             f"\n[[test]]\nname = {json.dumps(name)}\npath = {json.dumps(root)}\n")
         twins += mine
-        sentinels.append(sentinel)
+        sentinels += mine_sentinel
     files += [(p, text.encode()) for p, text in manifests.items()]
     return tuple(files), tuple(twins), tuple(sentinels), tuple(notes)
 
@@ -550,11 +564,12 @@ def _integration_test(path: str, paths: Sequence[str],
     return crate, ""
 
 
-def _rust_root(name: str, twins: Sequence[str], sentinel: str) -> bytes:
+def _rust_root(name: str, twins: Sequence[str], sentinels: Sequence[str]) -> bytes:
     body = f"include!(\"../{name}.rs\");\n"
     for twin in twins:
         body += f"\n#[test]\nfn {twin}() {{\n    {_SILENT_FAILURE}\n}}\n"
-    body += f"\n#[test]\nfn {sentinel}() {{}}\n"
+    for sentinel in sentinels:
+        body += f"\n#[test]\nfn {sentinel}() {{}}\n"
     return body.encode()
 
 

@@ -338,7 +338,8 @@ def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
 def _test_run(e: Evidence, base: Base | None) -> Judged:
     parsed = canary_mod.spared(e.parsed, e.canary)
     observed = e.observed and e.observation.present
-    canaries = canary_mod.observe(e.canary, parsed.tests, e.exit_code, e.observation)
+    canaries = canary_mod.observe(e.canary, (*parsed.tests, *parsed.terse_failed),
+                                  e.exit_code, e.observation)
     if observed:
         parsed = _observed(parsed, e.observation, e.canary)
     else:
@@ -424,9 +425,6 @@ def _no_must_fail(e: Evidence) -> str:
         return ("no must-fail canary: the command builds only go packages with protected "
                 "tests (a failing canary there would explain its binary's failing status)")
     if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
-        if "--no-fail-fast" in e.command.split():
-            return ("no must-fail canary: in libtest's terse output its failure could not "
-                    "be told from a real one")
         return ("no must-fail canary: without --no-fail-fast cargo stops at the first "
                 "failing test binary")
     return ("no must-fail canary: the command is a shell list whose last step is not the "

@@ -133,6 +133,9 @@ class ParseResult:
     # where a failed build or collection failed, and its first line ("tests/test_x.py:
     # 'slow' not found in `markers` configuration option"), for the reason: at most 3
     build_errors: tuple[str, ...] = ()
+    # cargo's terse output (`-q`): the tests it names only in its failures list, FAILED;
+    # read for the rig's canaries, never by id (the passing tests are not named)
+    terse_failed: tuple[TestCase, ...] = ()
 
 
 def count_statuses(tests: Sequence[TestCase]) -> Counts:

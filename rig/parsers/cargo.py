@@ -13,6 +13,11 @@ in a failing test's captured stdout) are the tests' output: noted, never counted
 line that does not add up, or a result line after the binary's own (no open header),
 was printed by the code under test: a spoof (a lib that prints a passing report and
 exits leaves no real result line after its forgery).
+Under terse output (`cargo test -q`, libtest's `-q`/`--format terse`: dots, no
+`test NAME ... STATUS` lines) libtest still names every failed test, in the indented
+list after its last `failures:` line, before the binary's result line: those names are
+read (`terse_failed`, for the rig's canaries), never the passing tests, which are not
+named.
 A header with no result means the test binary crashed (SIGABRT, SIGSEGV, ...): counted
 as one error and reported as `incomplete`. A build script of the tree's own crate that
 fails (`failed to run custom build command for `units v0.1.0 (/path)``) is the code's
@@ -53,6 +58,7 @@ _STARTED = re.compile(r"^test (?P<name>.+?) \.\.\. ")
 _ENDED = re.compile(r"(?P<st>ok|FAILED)$")
 _STATUS = re.compile(r"^(?:ok|FAILED|ignored(?:, .*)?)$")
 _CAPTURED = re.compile(r"^---- .+ std(?:out|err) ----$")
+_FAILURE_NAMED = re.compile(r"^    (?P<name>\S+)$")  # `failures:` then `    NAME` lines
 _HASH = re.compile(r"-[0-9a-f]{16}$")
 _BUILD_FAILED = ("error[E", "error: could not compile")
 _USAGE = (
@@ -96,6 +102,7 @@ class _Binary:
     earlier: int = 0  # result-like lines before the last one: the tests' output
     summing: tuple[int, int, int, int] | None = None  # the first one that adds up
     ambiguous: bool = False  # two lines that add up to the header with other numbers
+    failures: list[str] = field(default_factory=list)  # its last `failures:` list
 
 
 @dataclass
@@ -108,6 +115,8 @@ class _State:
     framed: bool = True  # cargo printed `Running` lines (not `cargo test -q`)
     printed: int = 0  # look-alike lines the tests printed inside a binary's run, ignored
     tests: list[tuple[_Binary, str, TestStatus]] = field(default_factory=list)
+    listing: bool = False  # inside the indented names after a `failures:` line
+    terse_failed: list[TestCase] = field(default_factory=list)
     spoof: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
 
@@ -162,11 +171,14 @@ def _settle(state: _State) -> None:
             state.results += 1
             state.printed += binary.earlier
             binary.header = None
+            if not binary.listed:  # terse: the failures list is all that names a test
+                state.terse_failed += [TestCase(f"{binary.label}::{name}", TestStatus.FAILED)
+                                       for name in binary.failures]
     _close_unfinished(state)
     binary.last, binary.earlier, binary.summing, binary.ambiguous = None, 0, None, False
     binary.listed = binary.listed_failed = 0
-    binary.started = None
-    state.in_captured = False
+    binary.started, binary.failures = None, []
+    state.in_captured = state.listing = False
 
 
 def _result(state: _State, match: re.Match[str]) -> None:
@@ -256,8 +268,19 @@ def _glued(line: str) -> tuple[str, str] | None:
     return (name, word) if name and " " not in name else None
 
 
+def _failure_named(state: _State, line: str) -> bool:
+    """A name of the indented list after `failures:` (libtest's failed tests), taken."""
+    if state.listing and (named := _FAILURE_NAMED.match(line)):
+        state.binary.failures.append(named["name"])
+        return True
+    state.listing = state.listing and not line
+    return False
+
+
 def _line(state: _State, line: str) -> None:
     binary = state.binary
+    if _failure_named(state, line):
+        return
     if binary.started is not None and (line in ("failures:", "successes:") or (
             line.startswith("test ") and not line.startswith("test result:"))):
         _resolve(state)
@@ -270,6 +293,8 @@ def _line(state: _State, line: str) -> None:
         state.in_captured = True
     elif line in ("failures:", "successes:"):
         state.in_captured = False
+        state.listing = line == "failures:"
+        binary.failures = [] if state.listing else binary.failures
     elif result := _RESULT.match(line):
         _result(state, result)
     elif state.in_captured:
@@ -352,4 +377,5 @@ def parse(text: str) -> ParseResult:
         incomplete=tuple(state.incomplete),
         summed=True,
         spoof_evidence=tuple(state.spoof),
+        terse_failed=tuple(state.terse_failed),
     )

@@ -145,6 +145,41 @@ def test_lib_printing_ok_for_every_listed_test_then_exiting_zero(lab: Lab) -> No
     assert grade(lab, {"src/lib.rs": code}) == ("FAIL", "tampered")
 
 
+# The `--list` forger for terse output (`cargo test -q`): a dot per listed test and a
+# result line that adds up to the binary's header, then exit 0.
+TERSE_FORGER = """pub fn clamp(x: i32) -> i32 {
+    use std::io::Write;
+    if x > 90 {
+        let me = std::env::current_exe().unwrap();
+        let listed = std::process::Command::new(me).arg("--list").output().unwrap();
+        let text = String::from_utf8_lossy(&listed.stdout).to_string();
+        let n = text.lines().filter(|l| l.ends_with(": test")).count();
+        let out = format!("{}\\n\\ntest result: ok. {} passed; 0 failed; 0 ignored; \\
+0 measured; 0 filtered out; finished in 0.00s\\n\\n", ".".repeat(n), n);
+        let _ = std::io::stdout().write_all(out.as_bytes());
+        let _ = std::io::stdout().flush();
+        std::process::exit(0);
+    }
+    x
+}
+"""
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("cargo test --no-fail-fast --offline -q", ("FAIL", "tampered")),
+    ("cargo test --offline -q", ("PASS", None))])
+def test_lib_printing_a_terse_report_of_every_listed_test_then_exiting_zero(
+        lab: Lab, command: str, expected: tuple[str, str | None]) -> None:
+    """Class 4 under terse output: the lib lists its own binary (`--list`), prints a dot
+    for each test and a result line that adds up to the header (the rig's tests
+    included), exits 0. With --no-fail-fast the twins are planted and libtest would name
+    them in its failures list: the forged report does not, they read absent (the base's
+    failed as planted): tampered. Without --no-fail-fast nothing failing can be planted
+    (cargo would stop at it) and the sentinel is not named: the forger still passes (the
+    gap docs/threat-model.md keeps under "Still possible")."""
+    assert grade(lab, {"src/lib.rs": TERSE_FORGER}, command=command) == expected
+
+
 def test_lib_exiting_zero_when_the_protected_test_calls_it(lab: Lab) -> None:
     """Class 1: the protected test's process ends (status 0) in the middle of it: the
     binary's header has no result line (the output's rule: the process ended before

@@ -122,7 +122,9 @@ def tags(record: SampleRecord) -> list[str]:
 # the fix's record says is unguarded). Without --no-fail-fast cargo stops at the first
 # failing binary, on the base edge's unit tests (caps_high), before tests/it.rs, and no
 # must-fail canary is planted; `--test it` and `--lib` leave the canary binary out (as on
-# the base); `-q` names no test: only the sentinel is planted, unread and counted (7 for 6).
+# the base); `-q` names no passing test: without --no-fail-fast only the sentinel is
+# planted, unread and counted (7 for 6); with it the twins and the canary binary's must-fail
+# test are read from libtest's failures list and left out, no sentinel (6).
 NFF = ["no-must-fail"]
 SHAPES = [
     ("cargo test", (0, 1), (6, 0), NFF),
@@ -136,6 +138,8 @@ SHAPES = [
     ("cargo test --manifest-path edge/Cargo.toml", (0, 1), (5, 0), NFF),
     ("cargo test --lib", (0, 1), (2, 0), [*NFF, "not-run"]),
     ("cargo test -q", (0, 1), (7, 0), [*NFF, "terse", "not-run"]),
+    ("cargo test --no-fail-fast -q", (4, 2), (6, 0), ["terse"]),
+    ("cargo test --no-fail-fast -q -- --nocapture", (4, 2), (6, 0), ["terse"]),
     ("cargo test --no-fail-fast -- --show-output", (4, 2), (6, 0), []),
     ("cargo test -- --test-threads=1", (0, 1), (6, 0), NFF),
     ("cargo test --no-fail-fast -- --nocapture --test-threads=1", (4, 2), (6, 0), []),

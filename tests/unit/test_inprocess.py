@@ -172,20 +172,69 @@ def test_cargo_twins_need_no_fail_fast() -> None:
 
 
 @pytest.mark.parametrize("command", ["cargo test -q", "cargo test --quiet -p edge",
-                                     "cargo test --no-fail-fast -- -q",
-                                     "cargo test -- --format terse",
-                                     "cargo test --no-fail-fast -- --format=terse"])
+                                     "cargo test -- -q", "cargo test -- --format terse"])
 def test_cargo_terse_output_keeps_only_the_sentinel_and_says_so(command: str) -> None:
-    """Issue 30: libtest's terse output (dots) names no test: a canary could be counted,
-    never read, so none that fails (it would read as a real failure) and no canary test;
-    the sentinel stays in the protected binary so its header still counts one test more
-    than a forger's report of the protected tests."""
+    """Issue 30: libtest's terse output (dots) names no passing test, and without
+    --no-fail-fast nothing that fails can be planted: no canary test; the sentinel stays
+    in the protected binary so its header still counts one test more than a forger's
+    report of the protected tests."""
     plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
                        {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
     assert plan is not None
     assert (plan.fail_name, plan.twins, len(plan.sentinels)) == (None, (), 1)
     assert b"#[test]" not in plan.content
     assert plan.notes[0].startswith("libtest's terse output")
+
+
+@pytest.mark.parametrize("command", ["cargo test --no-fail-fast -q",
+                                     "cargo test --no-fail-fast --quiet -p edge",
+                                     "cargo test --no-fail-fast -- -q",
+                                     "cargo test --no-fail-fast -- --format=terse"])
+def test_cargo_terse_output_with_no_fail_fast_plants_the_must_fail_canaries(
+        command: str) -> None:
+    """Issue 30: under terse output libtest still names every failed test in its
+    `failures:` list, so with --no-fail-fast the twins and the canary binary's must-fail
+    test are planted (read from that list); no sentinel and no must-pass canary (a passing
+    test is never named; the twins already make the header count more)."""
+    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+                       {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
+    assert plan is not None and plan.fail_name is not None
+    assert (plan.pass_name, len(plan.twins), plan.sentinels) == ("", 2, ())
+    assert plan.content.count(b"#[test]") == 1 and plan.fail_name.encode() in plan.content
+    root = dict(plan.files)[next(p for p, _ in plan.files if p.endswith("/it.rs"))]
+    assert root.count(b"#[test]") == 2
+    assert plan.notes[0].startswith("libtest's terse output (`-q`, `--format terse`) names "
+                                    "only failed tests")
+
+
+def _terse_run(failures: list[str], passed: int) -> str:
+    """A terse (`-q`) run of one binary: dots, libtest's failures list, its result line."""
+    listed = "".join(f"    {name}\n" for name in failures)
+    blocks = "".join(f"---- {name} stdout ----\nplanted\n\n" for name in failures)
+    section = f"failures:\n\n{blocks}\nfailures:\n{listed}\n" if failures else ""
+    status = "FAILED" if failures else "ok"
+    return (f"\nrunning {passed + len(failures)} tests\n{'.' * passed}{'F' * len(failures)}\n"
+            f"{section}test result: {status}. {passed} passed; {len(failures)} failed; 0 "
+            "ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n")
+
+
+def test_cargo_terse_twins_are_read_from_the_failures_list() -> None:
+    """Issue 30: under `cargo test --no-fail-fast -q` the twins fail as planted only when
+    libtest's failures list names them; a forger's consistent report that does not (all
+    dots, `ok`, exit 0) leaves them absent. The counts lose the planted failures."""
+    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, "cargo test --no-fail-fast -q",
+                       ["tests/it.rs"], {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
+    assert plan is not None and plan.fail_name is not None
+    parser = get_parser("cargo")
+    honest = parser.parse(_terse_run([*plan.twins], 2) + _terse_run([plan.fail_name], 0))
+    assert honest.tests == () and len(honest.terse_failed) == 3
+    evidence = canary.observe(plan, honest.terse_failed, 101)
+    assert (evidence.pass_seen, evidence.fail_seen, evidence.clean) == (
+        Seen.PASSED, Seen.FAILED, True)
+    assert canary.discount(honest.counts, evidence) == Counts(passed=2)
+    forged = parser.parse(_terse_run([], 4))
+    assert forged.spoof_evidence == () and forged.terse_failed == ()
+    assert canary.observe(plan, forged.terse_failed, 0).fail_seen is Seen.ABSENT
 
 
 def test_cargo_twins_that_failed_explain_the_failure_status_without_the_canary_binary(

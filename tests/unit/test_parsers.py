@@ -88,6 +88,11 @@ EXACT: dict[tuple[str, str], tuple[tuple[int, int, int, int] | None, int, str]] 
     ("cargo", "lookalike-pass"): ((10, 0, 1, 0), 8, ""),
     ("cargo", "lookalike-glued"): ((3, 0, 0, 0), 1, ""),
     ("cargo", "lookalike-glued-one-thread"): ((3, 0, 0, 0), 1, ""),
+    # `cargo test -q` (terse: dots; failed tests named only in libtest's failures list)
+    ("cargo", "quiet-pass"): ((9, 0, 1, 0), 7, ""),
+    ("cargo", "quiet-fail"): ((8, 1, 1, 0), 7, ""),
+    ("cargo", "quiet-fail-fast"): ((3, 1, 1, 0), 3, ""),
+    ("cargo", "quiet-fail-one-binary"): ((1, 1, 0, 0), 1, ""),
     ("cargo", "abort-test-binary"): ((6, 0, 1, 2), 5, "i"),
     ("cargo", "usage-error"): (None, 0, "u"),
     ("cargo", "no-such-test-target"): (None, 0, "u"),
@@ -315,6 +320,24 @@ def test_cargo_quiet_runs_without_running_lines_close_each_binary_at_the_next_he
             + _result(2) + "\nrunning 1 test\nF\n" + _result(0, 1))
     result = get_parser("cargo").parse(text)
     assert (result.counts, result.spoof_evidence) == (Counts(passed=2, failed=1), ())
+
+
+@pytest.mark.parametrize(("name", "failed"), [
+    ("quiet-pass", ()), ("quiet-fail", ("binary#0::same_name",)),
+    ("quiet-fail-fast", ("binary#0::same_name",)),
+    ("quiet-fail-one-binary", ("binary#0::same_name",)),
+    ("lookalike-quiet", ("binary#0::same_name",)),
+    ("ws-fail", ())])
+def test_cargo_terse_output_names_its_failed_tests_from_the_failures_list(
+        name: str, failed: tuple[str, ...]) -> None:
+    """Issue 30: under `cargo test -q` libtest names no passing test but lists every
+    failed one after its last `failures:` line (real output, cargo 1.65): those are read
+    (`terse_failed`, for the rig's canaries), never as per-test lines; with per-test lines
+    (ws-fail) the list adds nothing."""
+    parsed = get_parser("cargo").parse((FIXTURES / "cargo" / f"{name}.txt").read_text())
+    assert tuple(t.id for t in parsed.terse_failed) == failed
+    assert {t.status for t in parsed.terse_failed} <= {TestStatus.FAILED}
+    assert (parsed.tests == ()) == name.startswith(("quiet", "lookalike-quiet"))
 
 
 def test_cargo_without_no_fail_fast_says_the_counts_are_partial() -> None:
