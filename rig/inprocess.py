@@ -87,7 +87,6 @@ def sources_needed(runner: str, paths: Sequence[str], protected: Sequence[str]) 
     if runner == "node-test":  # an `npm test` script names what runs; maybe helpers
         found |= {p for p in paths if posixpath.basename(p) == "package.json"
                   and "node_modules" not in p.split("/")}
-        found |= set(_node_candidates(paths)[:MAX_HELPERS])
     if runner in ("vitest", "jest"):
         found |= {p for p in paths if _JS_CONFIG.match(posixpath.basename(p))}
         found |= set(sorted(p for p in paths if _JS_TEST.search(p))[:1])
@@ -152,7 +151,7 @@ def _node(token: str, anchor: str, paths: Sequence[str], command: str,
     command goes (the record says the run is unguarded)."""
     selection = js_selection.read("node-test", command, text_of)
     if selection is None or selection.direct or any(
-            r not in _NODE_REPORTERS for r in selection.reporters):
+            r not in _NODE_REPORTERS for r in selection.printed()):
         return None  # `node FILE` (no runner): the preload's hold would lose its summary
     files = [p for p in protected if p in paths and _is_source("node-test", p)
              and js_selection.runs_file(selection, p)]
@@ -177,27 +176,28 @@ def _node(token: str, anchor: str, paths: Sequence[str], command: str,
         content += (f"\ntest({json.dumps(failing_name)}, () => {{\n"
                     "  require('node:assert').strictEqual(1, 2);\n});\n")
     fail_name = failing_name if failing and path else None
-    helpers = _node_helpers(selection, paths, text_of)
+    helpers = _node_helpers(selection, [p for p in paths if p not in files])
+    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
+    env = (("NODE_OPTIONS", f"--require {WORK}/{preload}"),)
     if not files:
-        return Canary("node-test", token, path, content.encode(), passing,
-                      fail_name, helpers=helpers) if path else None
+        loads = ((preload, _preload({}, (), token, helpers)),) if helpers else ()
+        return Canary("node-test", token, path, content.encode(), passing, fail_name,
+                      files=loads, env=env if loads else (),
+                      helpers=helpers) if path else None
     sentinel = f"{first} ({suffix(token, 'sentinel')})"
     sentinels = (sentinel,) if js_selection.keeps_name(selection, sentinel) else ()
     if not (path or sentinels or (failing and every)):
         return None
-    preload = f".{suffix(token, 'preload')}.cjs"  # at the root: no runner collects it
     twins = {f"{WORK}/{p}": (names[p] if failing else []) for p in files}
     return Canary("node-test", token, path, content.encode() if path else b"", passing,
                   fail_name, twins=tuple(every) if failing else (), sentinels=sentinels,
-                  files=((preload, _preload(twins, sentinels, token)),),
-                  env=(("NODE_OPTIONS", f"--require {WORK}/{preload}"),),
-                  marker=f"{WORK}/{preload}", helpers=helpers)
+                  files=((preload, _preload(twins, sentinels, token, helpers)),),
+                  env=env, marker=f"{WORK}/{preload}", helpers=helpers)
 
 
 # The reporters whose per-test lines rig.parsers.node_test reads (the canaries' too).
 _NODE_REPORTERS = ("tap", "spec")
-MAX_HELPERS = 100  # files read to tell a helper from a test file
-_REGISTERS = re.compile(r"node:test|(?<![\w$.])(?:test|it|describe|suite)\s*(?:\.\s*\w+\s*)?\(")
+MAX_HELPERS = 1000  # files named in the preload's plan; beyond them a helper reads aborted
 
 
 def _node_candidates(paths: Sequence[str]) -> list[str]:
@@ -209,20 +209,22 @@ def _node_candidates(paths: Sequence[str]) -> list[str]:
     return sorted(found, key=lambda p: (not js_selection.node_default(p), p))
 
 
-def _node_helpers(selection: js_selection.Selection, paths: Sequence[str],
-                  text_of: Mapping[str, str]) -> tuple[str, ...]:
-    """The files the command runs that register no test, as node names them: absolute
-    (node 18) and relative to its working directory (node 20 and later)."""
+def _node_helpers(selection: js_selection.Selection, paths: Sequence[str]) -> tuple[str, ...]:
+    """The files the command runs that are not named as tests (maybe helpers), as node
+    names them: absolute (node 18) and relative to its working directory (node 20 and
+    later). Whether one registered a test is the run's to say, not its text's: the
+    preload makes node report one that registered tests and ended before reporting
+    them as failed (`_preload`)."""
     found: list[str] = []
-    for path in _node_candidates(paths):
-        if (path in text_of and not _REGISTERS.search(text_of[path])
-                and js_selection.runs_file(selection, path)):
+    for path in _node_candidates(paths)[:MAX_HELPERS]:
+        if js_selection.runs_file(selection, path):
             relative = path[len(selection.cwd) + 1:] if selection.cwd else path
             found += [f"{WORK}/{path}", relative]
     return tuple(found)
 
 
-def _preload(twins: Mapping[str, list[str]], sentinels: Sequence[str], token: str) -> bytes:
+def _preload(twins: Mapping[str, list[str]], sentinels: Sequence[str], token: str,
+             helpers: Sequence[str] = ()) -> bytes:
     """The preload: twins first in a protected file's process, the sentinel after its
     tests. The runner's own beforeExit handler (added when the twins create its root) is
     held back until the sentinel, registered at the first beforeExit (every test of the
@@ -230,12 +232,15 @@ def _preload(twins: Mapping[str, list[str]], sentinels: Sequence[str], token: st
     Without twins (no must-fail canary) the sentinel goes in once the main module's top
     level has run (setImmediate). Never in `node --test FILE`'s own process (its argv[1]
     is the file too): only in the child that runs it. Without a sentinel (a name filter
-    drops it) the runner's handlers go back in place at once."""
+    drops it) the runner's handlers go back in place at once. In a helper's process
+    (`_HELPER`), a file that registered tests and ended before its loop ran dry exits 1."""
     a = int(suffix(token, "a"), 16)
     config = json.dumps({"files": twins, "sentinel": sentinels[0] if sentinels else None,
-                         "a": a, "b": a + 1})
+                         "a": a, "b": a + 1,
+                         "helpers": [h for h in helpers if h.startswith(f"{WORK}/")]})
     return (f"'use strict';\nconst plan = {config};\n"
             "const main = process.argv[1] ? require('path').resolve(process.argv[1]) : '';\n"
+            + _HELPER +
             "if (Object.prototype.hasOwnProperty.call(plan.files, main)\n"
             "    && !process.execArgv.includes('--test')) {  // not the runner's parent\n"
             "  const test = require('node:test');\n"
@@ -264,6 +269,25 @@ def _preload(twins: Mapping[str, list[str]], sentinels: Sequence[str], token: st
             "    });\n"
             "  }\n"
             "}\n").encode()
+
+
+# A helper's process: node reports a file that registers no test as one passing test, and
+# so it reports a file that registered tests and ended (process.exit) before reporting
+# them. The runner's root adds its beforeExit handler when a test registers; a process
+# that ends before its loop ran dry (beforeExit) with one registered exits 1, which node
+# reports as the file failing.
+_HELPER = (
+    "if (plan.helpers.includes(main) && !process.execArgv.includes('--test')) {\n"
+    "  const on = process.on;\n"
+    "  let registered = false;\n"
+    "  let settled = false;\n"
+    "  on.call(process, 'beforeExit', () => { settled = true; });\n"
+    "  process.on = function (event) {\n"
+    "    if (event === 'beforeExit') registered = true;\n"
+    "    return on.apply(this, arguments);\n"
+    "  };\n"
+    "  on.call(process, 'exit', () => { if (registered && !settled) process.exitCode = 1; });\n"
+    "}\n")
 
 
 # -- vitest and jest ---------------------------------------------------------------------

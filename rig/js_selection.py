@@ -47,6 +47,7 @@ _NAMES = {"--test-name-pattern", "-t", "--testNamePattern"}
 _SKIPS = {"--test-skip-pattern"}
 _PATHS = {"--testPathPattern"}
 _REPORTERS = {"--test-reporter", "--reporter", "--reporters"}
+_DESTINATIONS = {"--test-reporter-destination"}  # node: the n-th reporter's, in order
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,14 @@ class Selection:
     skips: tuple[str, ...] = ()  # test-skip patterns: a test is dropped when one matches
     direct: bool = False  # `node FILE` without --test: that one file runs
     reporters: tuple[str, ...] = ()
+    destinations: tuple[str, ...] = ()
+
+    def printed(self) -> tuple[str, ...]:
+        """The reporters whose output the rig reads (node's without a destination, or
+        with stdout or stderr as theirs)."""
+        where = (*self.destinations, *["stdout"] * len(self.reporters))
+        return tuple(r for r, to in zip(self.reporters, where, strict=False)
+                     if to in ("stdout", "stderr"))
 
 
 def read(runner: str, command: str, text_of: Mapping[str, str]) -> Selection | None:
@@ -158,6 +167,7 @@ def _options(runner: str, rest: list[str], cwd: str, direct: bool = False) -> Se
     names: list[str] = []
     skips: list[str] = []
     reporters: list[str] = []
+    destinations: list[str] = []
     at = 0
     while at < len(rest):
         word = rest[at]
@@ -173,11 +183,11 @@ def _options(runner: str, rest: list[str], cwd: str, direct: bool = False) -> Se
         elif not eq:
             continue
         for keys, into in ((_NAMES, names), (_SKIPS, skips), (_REPORTERS, reporters),
-                           (_PATHS, args)):
+                           (_PATHS, args), (_DESTINATIONS, destinations)):
             if option in keys:
                 into.append(value)
     return Selection(runner, cwd, tuple(args), tuple(names), tuple(skips), direct,
-                     tuple(reporters))
+                     tuple(reporters), tuple(destinations))
 
 
 def _resolve(cwd: str, path: str) -> str:

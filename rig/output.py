@@ -141,7 +141,8 @@ def _trusted_counts(parser: str, exit_code: int, parsed: ParseResult) -> Outcome
     """Rules 9-10: the counts, or the rig error that says why there are none to trust."""
     counts = parsed.counts
     if counts is None:
-        return rig_error(RigErrorReason.unparsed_output, f"no {parser} summary in the output")
+        why = "".join(f": {note}" for note in parsed.notes[:1])
+        return rig_error(RigErrorReason.unparsed_output, f"no {parser} summary in the output{why}")
     if counts.ran == 0 or exit_code in get_parser(parser).no_tests_exit_codes:
         detail = f"{_exit_text(exit_code)}: no test ran ({_counts_text(counts)})"
         return rig_error(RigErrorReason.no_tests_ran, detail, counts)

@@ -130,6 +130,24 @@ def _notes(block: dict[str, int] | None) -> tuple[str, ...]:
     return (f"node's summary says {block['tests']} tests but its parts add up to {counted}",)
 
 
+_DOTS = re.compile(r"^[.X*]{1,20000}$")  # the dot reporter: a mark per test
+_XML = re.compile(r"^(?:<\?xml |<testsuites>)")  # the junit reporter
+
+
+def unread_reporter(text: str) -> tuple[str, ...]:
+    """Why output with no summary block has none: node printed a reporter the rig cannot
+    read (`dot`, `junit` to stdout), and how to keep it and still be read."""
+    lines = output_lines(text)
+    found = "dot" if any(_DOTS.match(x) for x in lines) else \
+        "junit" if any(_XML.match(x) for x in lines) else ""
+    if not found:
+        return ()
+    return (f"the command asks node for the `{found}` reporter, which the rig cannot read: "
+            f"use --test-reporter=tap or spec (or send {found} to a file and tap to stdout: "
+            f"--test-reporter={found} --test-reporter-destination=FILE "
+            "--test-reporter=tap --test-reporter-destination=stdout)",)
+
+
 def parse(text: str) -> ParseResult:
     """Read node's summary block(s) and test points (TAP) or marks (spec)."""
     text = plain(text)
@@ -160,7 +178,7 @@ def parse(text: str) -> ParseResult:
         tests=tuple(reading.tests),
         build_failed=reading.file_failed and "SyntaxError" in text,
         usage_error=usage_error(None, text),
-        notes=_notes(last),
+        notes=_notes(last) if last is not None else unread_reporter(text),
         spoof_evidence=spoof,
         incomplete=tuple(reading.incomplete),
     )

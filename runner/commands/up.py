@@ -485,7 +485,9 @@ def _judge_baseline(records: list[SampleRecord], allow_passing: bool,
     shown = ", ".join(f"{r.verdict}({r.reason})" if r.reason else str(r.verdict)
                       for r in records)
     if Verdict.RIG_ERROR in verdicts:
-        raise RigError(f"the baseline is a rig problem, not a task: {shown}",
+        why = next(r.detail for r in records if r.verdict is Verdict.RIG_ERROR)
+        raise RigError(f"the baseline is a rig problem, not a task: {shown}"
+                       + (f"; {why}" if why else ""),
                        hint="run `bakeoff-sandbox reproduce` on a baseline sample, or read its "
                             f"log under {logs}/")
     passed = verdicts.count(Verdict.PASS)

@@ -50,6 +50,9 @@ SHAPES = {
     "a reporter": ("node --test --test-reporter=spec", Counts(passed=2)),
     "a workspace's script": (f"npm test --workspace={PKG}", Counts(passed=2)),
     "the file run by node itself": (f"node {PROTECTED}", Counts(passed=2)),
+    "junit to a file, tap to stdout": (
+        "node --test --test-reporter=junit --test-reporter-destination=/tmp/junit.xml "
+        "--test-reporter=tap --test-reporter-destination=stdout", Counts(passed=2)),
 }
 # Shapes each node reads its own way: node 18 searches a directory and reports a test its
 # name filter drops as skipped; node 22 takes globs (a directory is no test file to it)
@@ -110,6 +113,22 @@ def test_the_base_fails_and_the_fix_passes_with_every_command_shape(
             "failed", None), record.canaries
 
 
+@pytest.mark.parametrize("reporter", ["dot", "junit"])
+def test_a_reporter_the_rig_cannot_read_says_so_and_how_to_fix_it(
+        lab: Lab, fixed: str, reporter: str) -> None:
+    """Not a generic `unparsed_output`: the record names the reporter and the fix."""
+    record = lab.grade(fixed, command=f"node --test --test-reporter={reporter}",
+                       **{**HOW, "check": f"unread-{reporter}"})
+    assert verdict(record) == ("RIG_ERROR", "unparsed_output"), record.detail
+    assert record.detail.startswith(
+        f"no node-test summary in the output: the command asks node for the `{reporter}` "
+        "reporter, which the rig cannot read: use --test-reporter=tap or spec (or send "
+        f"{reporter} to a file and tap to stdout: --test-reporter={reporter} "
+        "--test-reporter-destination=FILE --test-reporter=tap "
+        "--test-reporter-destination=stdout); the base in the same image gives RIG_ERROR"
+    ), record.detail
+
+
 HELPER = "exports.cents = (value) => Math.round(value * 100);\n"
 EXTRA = """const test = require('node:test');
 const assert = require('node:assert');
@@ -126,6 +145,17 @@ test('prints a report of its own', () => {
   if (price(100) !== 90) throw new Error('no discount');
 });
 """
+WRAPPER = """const { test, describe, it } = require('node:test');
+exports.describe = describe;
+exports.it = it;
+exports.check = (name, fn) => test(`check: ${name}`, fn);
+"""
+CHECKED = """const assert = require('node:assert');
+const { price } = require('../src/cart');
+const { check } = require('./check');
+
+check('discount on 200', () => { assert.strictEqual(price(200), 180); });
+"""
 # Honest changes on top of the fix, graded with `node --test`: (files, counts). node 18
 # runs every .js file under test/, the helper too, and reports it as one passing test.
 CHANGES = {
@@ -139,6 +169,13 @@ CHANGES = {
         f"{PKG}/test/helpers.js": HELPER}, Counts(passed=4)),
     "a test printing look-alike TAP lines": ({f"{PKG}/test/prints.test.js": LOOKALIKE},
                                              Counts(passed=3)),
+    "a helper importing node:test for its mock": ({
+        f"{PKG}/test/helpers.js": "const { mock } = require('node:test');\n"
+        "exports.mock = mock;\n" + HELPER, f"{PKG}/test/extra.test.js": EXTRA},
+        Counts(passed=4)),
+    "a helper that calls test() for its callers": ({
+        f"{PKG}/test/check.js": WRAPPER, f"{PKG}/test/extra.test.js": CHECKED},
+        Counts(passed=4)),
 }
 
 
@@ -155,12 +192,22 @@ def test_an_honest_change_passes_as_a_bare_run_reads_it(lab: Lab, change: str) -
         "pass": "passed", "fail": "failed", "exit_agrees": True}
 
 
-def test_a_test_file_that_ends_early_is_still_aborted(lab: Lab) -> None:
+EARLY = {  # a file that registers a (failing) test, then ends before reporting it
+    "a test file": (f"{PKG}/test/early.test.js", "aborted"),
+    "a file under test/ not named as a test": (f"{PKG}/test/early.js", "tests_failed"),
+}
+
+
+@pytest.mark.parametrize("where", list(EARLY))
+def test_a_file_that_registers_tests_and_ends_early_still_fails(lab: Lab, where: str) -> None:
     """The helper's honest twin keeps its defence: a file that registers tests and whose
-    process ends before reporting them (status 0) is `aborted`."""
-    early = ("const test = require('node:test');\nprocess.exit(0);\n"
-             "test('never reported', () => { throw new Error('x'); });\n")
-    record = lab.grade(lab.on_base({f"{PKG}/src/cart.js": FIX,
-                                    f"{PKG}/test/early.test.js": early}, "early"),
+    process ends before reporting them (status 0) FAILs. node reports both as one passing
+    test; a test file's is `aborted`; in a helper's, the rig's preload saw a test register
+    and the process end before its loop ran dry, and made it exit 1: node reports the file
+    failed."""
+    path, reason = EARLY[where]
+    early = ("const test = require('node:test');\n"
+             "test('never reported', () => { throw new Error('x'); });\nprocess.exit(0);\n")
+    record = lab.grade(lab.on_base({f"{PKG}/src/cart.js": FIX, path: early}, f"early {where}"),
                        command="node --test", **HOW)
-    assert verdict(record) == ("FAIL", "aborted"), record.detail
+    assert verdict(record) == ("FAIL", reason), record.detail

@@ -80,14 +80,32 @@ def test_a_command_running_none_of_the_protected_files_gets_no_canary() -> None:
     assert plan("node --test --test-reporter=junit") is None  # a reporter rig cannot read
 
 
-def test_a_helper_that_registers_no_test_is_spared_as_node_reports_it() -> None:
-    helper = "exports.cents = (v) => v * 100;\n"
-    found = plan("node --test", ("test/cart.test.js", "test/helpers.js"),
+def test_a_reporter_sent_to_a_file_beside_tap_on_stdout_keeps_the_canaries() -> None:
+    """node pairs reporters with destinations in order: junit to a file, tap to stdout is
+    read as tap (the fix `unparsed_output` names for a reporter the rig cannot read)."""
+    split = ("node --test --test-reporter=junit --test-reporter-destination=junit.xml "
+             "--test-reporter=tap --test-reporter-destination=stdout")
+    assert plan(split) is not None
+    assert plan("node --test --test-reporter=dot --test-reporter-destination=stdout") is None
+
+
+def test_a_helper_is_read_as_node_reports_it_and_its_process_says_if_it_ended_early() -> None:
+    """A file under test/ not named as a test is a helper to the rig whatever its text
+    (`require('node:test')` for `mock`, a wrapper that calls `test` for its callers, or
+    tests of its own): node reports one that registers nothing as one passing test. The
+    preload, in every helper's process, makes one that registered tests and ended before
+    reporting them exit 1 (node reports the file failed)."""
+    helper = "const { mock } = require('node:test');\nexports.cents = (v) => v * 100;\n"
+    found = plan("node --test", ("test/cart.test.js", "test/helpers.js", "test/more.js"),
+                 {"test/helpers.js": helper, "test/more.js": TEST})
+    assert found is not None and found.helpers == (
+        "/work/test/helpers.js", "test/helpers.js", "/work/test/more.js", "test/more.js")
+    (_, preload), = found.files
+    assert b'"helpers": ["/work/test/helpers.js", "/work/test/more.js"]' in preload
+    assert b"if (registered && !settled) process.exitCode = 1;" in preload
+    named = plan("node --test test/cart.test.js", ("test/cart.test.js", "test/helpers.js"),
                  {"test/helpers.js": helper})
-    assert found is not None and found.helpers == ("/work/test/helpers.js", "test/helpers.js")
-    tested = plan("node --test", ("test/cart.test.js", "test/more.js"),
-                  {"test/more.js": TEST})
-    assert tested is not None and tested.helpers == ()
+    assert named is not None and named.helpers == ()  # the command never runs it
 
 
 JS_PATHS = ["package.json", "src/cart.js", "test/cart.test.mjs"]

@@ -227,6 +227,19 @@ def test_regression_a_broken_baseline_names_where_its_logs_really_are(tmp_path: 
                                  f"read its log under {logs}/")
 
 
+def test_a_broken_baseline_says_what_broke_it(tmp_path: Path) -> None:
+    """The first rig error's detail, not only its reason: e.g. the reporter node was asked
+    for that the rig cannot read, and how to fix the command."""
+    broken = record("baseline", "success", 1, "R").model_copy(update={
+        "detail": "no node-test summary in the output: the command asks node for the `dot` "
+                  "reporter, which the rig cannot read"})
+    with pytest.raises(RigError) as caught:
+        up_mod._judge_baseline([broken], False, tmp_path)
+    assert str(caught.value).splitlines()[0] == (
+        f"the baseline is a rig problem, not a task: {broken.verdict}({broken.reason}); "
+        f"{broken.detail}")
+
+
 # -- only the layout spells the run directory ------------------------------------------------
 
 NAMES = {".bakeoff", "stages", "arms", "samples", "judge", "proofs", "diagnosis", "merge",

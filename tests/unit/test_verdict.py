@@ -395,6 +395,26 @@ def test_output_without_any_summary_is_unparsed_output() -> None:
     assert outcome.detail == "no pytest summary in the output"
 
 
+# node 18 and 22 print these for `node --test --test-reporter=dot` / `=junit` (to stdout).
+UNREAD = {"dot": "X.\n\nFailed tests:\n\n\u2716 bad (0.5ms)\n",
+          "junit": '<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n'
+                   '\t<testcase name="fine" time="0.1" classname="test"/>\n</testsuites>\n'}
+
+
+@pytest.mark.parametrize("reporter", list(UNREAD))
+def test_a_node_reporter_the_rig_cannot_read_is_named_with_its_fix(reporter: str) -> None:
+    parsed = get_parser("node-test").parse(UNREAD[reporter])
+    outcome = decide(parser="node-test", exit_code=1, parsed=parsed, timed_out=False,
+                     oom_killed=False)
+    assert (outcome.verdict, outcome.reason) == (Verdict.RIG_ERROR, RigErrorReason.unparsed_output)
+    assert outcome.detail == (
+        f"no node-test summary in the output: the command asks node for the `{reporter}` "
+        "reporter, which the rig cannot read: use --test-reporter=tap or spec (or send "
+        f"{reporter} to a file and tap to stdout: --test-reporter={reporter} "
+        "--test-reporter-destination=FILE --test-reporter=tap "
+        "--test-reporter-destination=stdout)")
+
+
 # Rule 10: no test ran
 
 
