@@ -31,11 +31,11 @@ from rig.oracle import SampleSpec, ServerSpec, run_sample
 from rig.ratchet import Ratchet
 from rig.record import SampleRecord
 from runner.commands.score import BaseRuns
-from runner.containers import sandbox
+from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
 from runner.containers.images import BuiltImage
 from runner.containers.samples import DockerSampleExecutor
-from tests.integration.helpers import cli, git, make_target
+from tests.integration.helpers import PlainReporter, cli, git, make_target
 
 BUG = "def clamp(x):\n    return x\n"
 FIX = "def clamp(x):\n    return min(x, 90)\n"
@@ -334,6 +334,24 @@ def lab_for(engine: Engine, image: BuiltImage, root: Path,
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: experiment})
     assert engine.labelled("container", {LABEL_EXPERIMENT: experiment}) == []
+
+
+# Each toolchain image's sample limits in a lab: what its build needs (go's compiler,
+# cargo's rustc and linker).
+TOOLCHAIN_LIMITS = {"node": sandbox.SandboxLimits(cpus=1.0, memory_mb=512, pids=256),
+                    "go": sandbox.SandboxLimits(cpus=2.0, memory_mb=1024, pids=512),
+                    "rust": sandbox.SandboxLimits(cpus=2.0, memory_mb=2048, pids=512)}
+
+
+@contextmanager
+def toolchain_lab(engine: Engine, image: str, root: Path, base: Files,
+                  message: str = "base: the protected success test fails") -> Iterator[Lab]:
+    """A lab in one of our toolchain images (built on first use), `base` committed as its
+    base: the bench a module of one runner's attacks or honest changes shares."""
+    built = images.build(engine, [image], PlainReporter())[-1]
+    with lab_for(engine, built, root, TOOLCHAIN_LIMITS[image]) as found:
+        found.base = found.commit(base, message)
+        yield found
 
 
 def snapshot(directory: Path) -> dict[str, str]:

@@ -14,10 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from tests.integration.attack_lab import Lab, counts, lab_for, verdict
-from tests.integration.helpers import PlainReporter
+from tests.integration.attack_lab import Lab, counts, toolchain_lab, verdict
 
 PROTECTED = "tests/it.rs"
 CARGO = '[package]\nname = "edge"\nversion = "0.1.0"\nedition = "2021"\n'
@@ -46,10 +44,7 @@ FAKE = ("test clamps ... ok\\ntest keeps ... ok\\n\\ntest result: ok. 2 passed; 
 
 @pytest.fixture(scope="module")
 def lab(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    image = images.build(engine, ["rust"], PlainReporter())[-1]
-    limits = sandbox.SandboxLimits(cpus=2.0, memory_mb=2048, pids=512)
-    with lab_for(engine, image, tmp_path_factory.mktemp("cargo"), limits) as found:
-        found.base = found.commit(BASE, "base: the protected success test fails")
+    with toolchain_lab(engine, "rust", tmp_path_factory.mktemp("cargo"), BASE) as found:
         yield found
 
 

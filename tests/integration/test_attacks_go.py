@@ -13,10 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from tests.integration.attack_lab import Lab, lab_for, verdict
-from tests.integration.helpers import PlainReporter
+from tests.integration.attack_lab import Lab, toolchain_lab, verdict
 
 PROTECTED = "mathx/mathx_test.go"
 BUG = "package mathx\n\nfunc Clamp(x int) int { return x }\n"
@@ -58,10 +56,7 @@ NO_OP = "package check\n\nimport \"testing\"\n\nfunc Equal(t *testing.T, got, wa
 
 @pytest.fixture(scope="module")
 def lab(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    image = images.build(engine, ["go"], PlainReporter())[-1]
-    limits = sandbox.SandboxLimits(cpus=2.0, memory_mb=1024, pids=512)
-    with lab_for(engine, image, tmp_path_factory.mktemp("go"), limits) as found:
-        found.base = found.commit(BASE, "base: the protected success test fails")
+    with toolchain_lab(engine, "go", tmp_path_factory.mktemp("go"), BASE) as found:
         yield found
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from tests.integration.attack_lab import Lab, lab_for, verdict
+from tests.integration.attack_lab import Lab, lab_for, toolchain_lab, verdict
 from tests.integration.helpers import PlainReporter
 
 PROTECTED = "test/cart.test.js"
@@ -74,10 +74,7 @@ process.on('exit', () => { process.exitCode = 0; });
 
 @pytest.fixture(scope="module")
 def lab(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    image = images.build(engine, ["node"], PlainReporter())[-1]
-    limits = sandbox.SandboxLimits(cpus=1.0, memory_mb=512, pids=256)
-    with lab_for(engine, image, tmp_path_factory.mktemp("node"), limits) as found:
-        found.base = found.commit(BASE, "base: the protected success test fails")
+    with toolchain_lab(engine, "node", tmp_path_factory.mktemp("node"), BASE) as found:
         yield found
 
 

@@ -19,10 +19,8 @@ from collections.abc import Iterator
 import pytest
 
 from rig.record import SampleRecord
-from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from tests.integration.attack_lab import Lab, counts, lab_for, verdict
-from tests.integration.helpers import PlainReporter
+from tests.integration.attack_lab import Lab, counts, toolchain_lab, verdict
 
 PROTECTED = "edge/tests/it.rs"
 WORKSPACE = '[workspace]\nmembers = ["edge", "units"]\nresolver = "2"\n'
@@ -79,10 +77,8 @@ HOW = {"parser": "cargo", "protected": (PROTECTED,), "requires": ("cargo",),
 
 @pytest.fixture(scope="module")
 def lab(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    image = images.build(engine, ["rust"], PlainReporter())[-1]
-    limits = sandbox.SandboxLimits(cpus=2.0, memory_mb=2048, pids=512)
-    with lab_for(engine, image, tmp_path_factory.mktemp("cargo-honest"), limits) as found:
-        found.base = found.commit(BASE, "base: clamp does not cap")
+    with toolchain_lab(engine, "rust", tmp_path_factory.mktemp("cargo-honest"), BASE,
+                       "base: clamp does not cap") as found:
         yield found
 
 

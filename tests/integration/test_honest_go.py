@@ -12,10 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from rig.record import SampleRecord
-from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from tests.integration.attack_lab import Lab, lab_for, verdict
-from tests.integration.helpers import PlainReporter
+from tests.integration.attack_lab import Lab, toolchain_lab, verdict
 
 PROTECTED = "calc/calc_test.go"
 SVC_PROTECTED = "svc/calc/calc_test.go"
@@ -68,10 +66,7 @@ THREE = {f"{M}TestCapAbove": "passed", f"{M}TestCapBelow": "passed", f"{M}TestCa
 
 @pytest.fixture(scope="module")
 def lab(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    image = images.build(engine, ["go"], PlainReporter())[-1]
-    limits = sandbox.SandboxLimits(cpus=2.0, memory_mb=1024, pids=512)
-    with lab_for(engine, image, tmp_path_factory.mktemp("go-honest"), limits) as found:
-        found.base = found.commit(BASE, "base: the protected success test fails")
+    with toolchain_lab(engine, "go", tmp_path_factory.mktemp("go-honest"), BASE) as found:
         yield found
 
 
