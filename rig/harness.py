@@ -470,7 +470,9 @@ RULE_LAYOUT = ("Python: where the base's tests' imports resolve is the base's. A
                "module elsewhere is removed.")
 RULE_RUNTIME = ("Python: a conftest, ini file or pytest plugin that is neither the base's "
                 "nor the image's, or bytecode, that your code writes while the tests run "
-                "fails the sample (tampered).")
+                "fails the sample (tampered); so does a Python signal handler of your code "
+                "left installed while tests run (one installed at import: install it in "
+                "your program's entry point, or restore it within the test that needs it).")
 RULE_DEPENDENCIES = ("New dependencies are not installed: every sample runs in the image "
                      "prepared from the base, with no network. Use what the base already "
                      "has.")

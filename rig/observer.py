@@ -66,7 +66,7 @@ class Observation:
     """Everything a pytest sample's observer saw. `present` False: no session at all."""
 
     present: bool
-    sessions: int = 0
+    sessions: int = 0  # the run's own sessions (not one nested in a test: `nested`)
     tests: tuple[Test, ...] = ()
     anomalies: tuple[Anomaly, ...] = ()
     finished: bool = False  # every session reported the end of its run
@@ -75,6 +75,7 @@ class Observation:
     overflow: bool = False
     plugins: tuple[str, ...] = ()
     inipath: str | None = None
+    nested: int = 0  # sessions a test started (pytest run in a subprocess by a test)
 
     def test(self, test_id: str) -> Test | None:
         return next((t for t in self.tests if t.id == test_id), None)
@@ -110,6 +111,10 @@ class _Session:
     unattested: set[str] = field(default_factory=set)
     finish: int | None = None
     config: dict[str, object] = field(default_factory=dict)
+    nested: bool = False  # opened while a test of another session was running
+
+    def running(self) -> bool:
+        return len(self.started) > len(self.ended)
 
 
 class _Reader:
@@ -182,7 +187,14 @@ class _Reader:
         if not _mac_ok(key, text, mac):
             self.anomaly("forged", f"process {pid}'s first record does not verify")
             return
-        self.sessions[pid] = _Session(pid, key, worker=bool(body.get("worker")))
+        # A session opened while a test runs is that test's own pytest run (pytester's
+        # subprocess, a tool's self-test): its tests are not the run's, it never stands
+        # for one of them (an id it shares with them is a duplicate), and it is not one
+        # of the run's sessions. One opened at any other time (at import, at collection,
+        # xdist's workers) is.
+        nested = any(other.running() for other in self.sessions.values())
+        self.sessions[pid] = _Session(pid, key, worker=bool(body.get("worker")),
+                                      nested=nested)
 
     def record(self, session: _Session, body: dict[str, object]) -> None:
         kind, test_id = body.get("k"), str(body.get("id", ""))
@@ -210,7 +222,8 @@ class _Reader:
                 self.anomaly("duplicate", f"{test_id} reported twice for its {when}")
             phases[when] = (str(body.get("outcome")), bool(body.get("xfail")))
         elif kind == "collectreport":
-            self.collect_errors.append(f"{test_id}: {body.get('outcome')}")
+            if not session.nested:
+                self.collect_errors.append(f"{test_id}: {body.get('outcome')}")
         elif kind == "unattested":
             session.unattested.add(test_id)
         elif kind == "flag":
@@ -241,14 +254,16 @@ def read(text: str | None) -> Observation:
         return Observation(present=False, anomalies=tuple(reader.anomalies),
                            overflow=reader.overflow)
     tests = _tests(reader)
-    sessions = list(reader.sessions.values())
+    everyone = list(reader.sessions.values())
+    sessions = [s for s in everyone if not s.nested]
+    _shared_ids(reader, sessions, [s for s in everyone if s.nested])
     controller = [s for s in sessions if not s.worker] or sessions
     config = next((s.config for s in controller if s.config), {})
     plugins = config.get("plugins")
     inipath = config.get("inipath")
     return Observation(
-        present=True, sessions=len(sessions), tests=tests,
-        anomalies=tuple(reader.anomalies), finished=all(s.finish is not None for s in sessions),
+        present=True, sessions=len(sessions), tests=tests, nested=len(everyone) - len(sessions),
+        anomalies=tuple(reader.anomalies), finished=all(s.finish is not None for s in everyone),
         status=controller[0].finish, collect_errors=tuple(reader.collect_errors),
         overflow=reader.overflow,
         plugins=tuple(str(p) for p in plugins) if isinstance(plugins, list) else (),
@@ -259,7 +274,8 @@ def _tests(reader: _Reader) -> tuple[Test, ...]:
     """Each test id's outcome. A test runs in one session (a worker, with xdist); the
     sessions that only relay reports (xdist's controller) add no outcome of their own."""
     found: dict[str, Test] = {}
-    runners = [s for s in reader.sessions.values() if s.items] or list(reader.sessions.values())
+    own = [s for s in reader.sessions.values() if not s.nested]
+    runners = [s for s in own if s.items] or own
     for session in runners:
         for test_id, facts in session.items.items():
             test = _outcome(reader, session, test_id, facts)
@@ -269,6 +285,15 @@ def _tests(reader: _Reader) -> tuple[Test, ...]:
                 continue
             found[test_id] = test
     return tuple(found.values())
+
+
+def _shared_ids(reader: _Reader, own: list[_Session], nested: list[_Session]) -> None:
+    """A session nested in a test that collects an id of the run's own sessions stands
+    for one of the run's tests (a copy of a protected test run on a stub): a duplicate."""
+    ids = {test_id for session in own for test_id in session.items}
+    for session in nested:
+        for test_id in sorted(ids & session.items.keys())[:5]:
+            reader.anomaly("duplicate", f"{test_id} ran in two sessions (one started by a test)")
 
 
 def _outcome(reader: _Reader, session: _Session, test_id: str,

@@ -288,9 +288,9 @@ def _tests_fields(execution: Execution, seen: Evidence) -> dict[str, Any]:
     return {"tests": [row for row in observer_mod.summary(observed, TESTS_KEPT)
                       if mine(str(row["id"]))],
             "observer": {"present": observed.present, "sessions": observed.sessions,
-                         "finished": observed.finished, "status": observed.status,
-                         "overflow": observed.overflow, "plugins": list(observed.plugins),
-                         "inipath": observed.inipath,
+                         "nested": observed.nested, "finished": observed.finished,
+                         "status": observed.status, "overflow": observed.overflow,
+                         "plugins": list(observed.plugins), "inipath": observed.inipath,
                          "anomalies": [{"kind": a.kind, "detail": a.detail}
                                        for a in observed.anomalies]}}
 

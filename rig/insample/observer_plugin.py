@@ -11,6 +11,7 @@ assertion rewriting, so the hook can check their code against the pinned bytes.
 
 import inspect
 import json
+import os
 import pathlib
 import sys
 
@@ -24,6 +25,12 @@ except (OSError, ValueError):
     _SETTINGS = {}
 _PLAIN = frozenset(p for p in _SETTINGS.get("pinned", {}) if p.endswith(".py"))
 _CANARY = _SETTINGS.get("canary_path")
+# Set by the run's own session once it collected: a pytest that a test starts in a
+# subprocess (pytester, a plugin's self-test) inherits it and collects no canary, so its
+# output is what a bare run prints (its session is read as nested in that test). Whether
+# it was inherited is read at configure, before any code of the tree runs.
+_OUTER = "BAKEOFF_OUTER_SESSION"
+_NESTED = []
 _WORKER = []
 
 
@@ -57,6 +64,8 @@ def pytest_configure(config):
     worker = hasattr(config, "workerinput")
     if worker:
         _WORKER.append(True)
+    if _OUTER in os.environ:
+        _NESTED.append(True)
     sys.audit("bakeoff.session", {"pytest": pytest.__version__, "worker": worker,
                                   "argv": [str(a)[:300] for a in sys.argv[:50]]})
     inipath = getattr(config, "inipath", None)
@@ -86,9 +95,10 @@ def pytest_collection_modifyitems(session, config, items):
         if item.nodeid in seen:
             items.remove(item)
         seen.add(item.nodeid)
-    if _CANARY:
+    if _CANARY and not _NESTED:
         module = pytest.Module.from_parent(session, path=pathlib.Path(_CANARY))
         items.extend(item for item in module.collect() if item.nodeid not in seen)
+    os.environ.setdefault(_OUTER, str(os.getpid()))
     sys.audit("bakeoff.collected", tuple(items))
 
 

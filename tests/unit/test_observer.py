@@ -86,6 +86,62 @@ def test_a_test_two_sessions_ran_is_a_duplicate() -> None:
     assert kinds == {"duplicate": f"{H} ran in two sessions"}
 
 
+CHILD = "tests/test_child.py::test_runs_pytest"
+INNER = "test_inner.py::test_inner"
+
+
+def nested_in_a_test(inner: observed.Stream) -> str:
+    """The run's session, whose test CHILD runs pytest in a subprocess (`inner`) while it
+    is running, then the protected test H: the records in the order the reader gets them."""
+    outer = observed.Stream(pid=10).session().config().item(H, True).item(CHILD)
+    outer.raw({"k": "start", "id": CHILD, "verified": False})
+    before = len(outer.lines)
+    outer.raw({"k": "end", "id": CHILD, "ok": True, "verified": False})
+    outer.raw({"k": "report", "id": CHILD, "when": "call", "outcome": "passed", "xfail": False})
+    outer.run(H, True, "passed", verified=True).finish(0)
+    outer.lines[before:before] = inner.lines
+    return outer.text()
+
+
+def test_a_pytest_run_a_test_starts_in_a_subprocess_is_nested_not_the_run_s() -> None:
+    """Issue 30's honest twin of the second session: a test that runs pytest in a
+    subprocess (pytester, a plugin's self-test) opens a session while it runs. Its tests
+    are not the run's, and it is not one of the run's sessions: one session, one nested,
+    no anomaly, the run's own counts."""
+    inner = observed.Stream(pid=20, key=b"i" * 32).session().config().item(INNER)
+    inner.run(INNER, True, "passed").finish(0)
+    seen = observer.read(nested_in_a_test(inner))
+    assert (seen.sessions, seen.nested, seen.anomalies, seen.finished) == (1, 1, (), True)
+    assert sorted(t.id for t in seen.tests) == sorted([CHILD, H])
+    assert seen.counts() == Counts(passed=2)
+    judged = verdict.judge(pytest_sample(nested_in_a_test(inner), 0), BASE)
+    assert judged.outcome.verdict is Verdict.PASS, judged.outcome.detail
+
+
+def test_a_nested_session_that_stands_for_a_test_of_the_run_is_a_duplicate() -> None:
+    """The forged-session attack moved into a test: the subprocess runs a copy of the
+    protected test on a stub. Its id is one of the run's: a duplicate, and the run's own
+    record of that test is the one read."""
+    inner = observed.Stream(pid=20, key=b"i" * 32).session().config().item(H, True)
+    inner.run(H, True, "passed", verified=True).finish(0)
+    seen = observer.read(nested_in_a_test(inner))
+    assert {a.kind: a.detail for a in seen.anomalies} == {
+        "duplicate": f"{H} ran in two sessions (one started by a test)"}
+    judged = verdict.judge(pytest_sample(nested_in_a_test(inner), 0), BASE)
+    assert (judged.outcome.verdict, judged.outcome.reason) == (Verdict.FAIL,
+                                                               FailReason.tampered)
+
+
+def test_a_session_opened_at_collection_is_the_run_s_own() -> None:
+    """Opened while no test runs (at import, at collection: the forged-session attacks),
+    a second session is one of the run's: compared with the base's one, tampered."""
+    first = observed.Stream(pid=10).session().config().item(H, True)
+    second = observed.Stream(pid=20, key=b"z" * 32).session().config().finish(0)
+    first.run(H, True, "passed", verified=True).finish(0)
+    seen = observer.read(first.text(second))
+    assert (seen.sessions, seen.nested) == (2, 0)
+
+
 def test_a_call_that_started_and_never_ended_is_aborted() -> None:
     stream = observed.Stream().session().item(H, True)
     stream.raw({"k": "start", "id": H, "verified": True})
