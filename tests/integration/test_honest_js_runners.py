@@ -1,9 +1,10 @@
 """Honest work on a vitest and jest project (tests/fixtures/js-runners: jest 29.7.0 and
 vitest 2.1.9 installed by the prepared image's `npm install`, node 18): for the whole
-suite, one named file and a `-t` name filter, the base (a discount off by one) FAILs and
-the fix PASSes with exact counts. A command naming one file, or a filter its name does
-not match, never runs the rig's must-fail file: none is planted there (vitest still lists
-every test by id) and the record says what went unguarded. One lab for both runners.
+suite (from the root and after `cd test`), one named file and a `-t` name filter, the
+base (a discount off by one) FAILs and the fix PASSes with exact counts. A command naming
+one file, or a filter its name does not match, never runs the rig's must-fail file: none
+is planted there (vitest still lists every test by id) and the record says what went
+unguarded. One lab for both runners.
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ SHAPES = {
                          Counts(passed=4, skipped=2)),
     "vitest: a name filter": ("vitest", "npx vitest run --globals vitest -t discount",
                               VITEST_TEST, Counts(passed=2, skipped=4)),
+    "vitest: the suite from a subdirectory": ("vitest", "cd test && npx vitest run --globals",
+                                              VITEST_TEST, Counts(passed=8, skipped=4)),
     "jest: the suite": ("jest", "npx jest", JEST_TEST, Counts(passed=4, skipped=2)),
+    "jest: the suite from a subdirectory": ("jest", "cd test && npx jest", JEST_TEST,
+                                            Counts(passed=4, skipped=2)),
     "jest: one file": ("jest", f"npx jest {JEST_TEST}", JEST_TEST,
                        Counts(passed=4, skipped=2)),
     "jest: a name filter": ("jest", "npx jest -t discount", JEST_TEST,
