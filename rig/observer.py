@@ -75,7 +75,7 @@ class Observation:
     overflow: bool = False
     plugins: tuple[str, ...] = ()
     inipath: str | None = None
-    nested: int = 0  # sessions a test started (pytest run in a subprocess by a test)
+    nested: int = 0  # sessions a test started (pytest run in a child process by a test)
 
     def test(self, test_id: str) -> Test | None:
         return next((t for t in self.tests if t.id == test_id), None)
@@ -188,7 +188,7 @@ class _Reader:
             self.anomaly("forged", f"process {pid}'s first record does not verify")
             return
         # A session opened while a test runs is that test's own pytest run (pytester's
-        # subprocess, a tool's self-test): its tests are not the run's, it never stands
+        # child process, a tool's self-test): its tests are not the run's, it never stands
         # for one of them (an id it shares with them is a duplicate), and it is not one
         # of the run's sessions. One opened at any other time (at import, at collection,
         # xdist's workers) is.

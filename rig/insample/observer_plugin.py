@@ -26,7 +26,7 @@ except (OSError, ValueError):
 _PLAIN = frozenset(p for p in _SETTINGS.get("pinned", {}) if p.endswith(".py"))
 _CANARY = _SETTINGS.get("canary_path")
 # Set by the run's own session once it collected: a pytest that a test starts in a
-# subprocess (pytester, a plugin's self-test) inherits it and collects no canary, so its
+# child process (pytester, a plugin's self-test) inherits it and collects no canary, so its
 # output is what a bare run prints (its session is read as nested in that test). Whether
 # it was inherited is read at configure, before any code of the tree runs.
 _OUTER = "BAKEOFF_OUTER_SESSION"
