@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from rig.observer import NOTHING, Observation, Status
 from rig.parsers import node_test
 from rig.parsers.base import (
+    ID_SEPARATORS,
     Counts,
     ParseResult,
     TestCase,
@@ -360,7 +361,7 @@ def _name_of(test_id: str, names: set[str]) -> str | None:
     if test_id in names:
         return test_id
     # cargo's and go's `binary::name`, jest's file and name, vitest's (its verbose lines)
-    for separator in ("::", " \u203a ", " > "):
+    for separator in ID_SEPARATORS:
         tail = test_id.rpartition(separator)[2]
         if tail in names:
             return tail

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from rig import harness
 from rig import tree as tree_mod
 from rig.oracle import pass_rate
+from rig.parsers.base import ID_SEPARATORS
 from rig.record import SampleRecord
 from rig.tree import Tree
 from rig.verdict import Verdict
@@ -246,7 +247,6 @@ def harness_paths(grafted: Tree, onto: Tree, importable: Iterable[str] = ()) -> 
 
 # -- the tests that judge a graft ---------------------------------------------------------
 
-_ID_SEPARATORS = ("::", " \u203a ", " > ")  # pytest and cargo/go, jest, vitest
 
 
 def rewritten(path: str, onto: Tree, before: Mapping[str, Sequence[SampleRecord]]
@@ -256,7 +256,7 @@ def rewritten(path: str, onto: Tree, before: Mapping[str, Sequence[SampleRecord]
     collected from it (by id: `path::name`, `path > name`)."""
     if path not in onto and not any(p.startswith(path + "/") for p in onto):
         return None  # a new file: it adds, it rewrites nothing
-    prefixes = tuple(path + separator for separator in _ID_SEPARATORS)
+    prefixes = tuple(path + separator for separator in ID_SEPARATORS)
     ids = sorted({test for records in before.values()
                   for test in passed_throughout(records) if test.startswith(prefixes)})
     if not ids and not harness.is_test_file(path):

@@ -63,6 +63,11 @@ class TestStatus(enum.StrEnum):
     ERROR = "error"
 
 
+# What joins a test's file or binary to its name in an id: pytest's and cargo's/go's
+# `::`, jest's single right-pointing angle quote, vitest's verbose ` > `.
+ID_SEPARATORS = ("::", " \u203a ", " > ")
+
+
 @dataclass(frozen=True)
 class TestCase:
     """One test case. `id` is qualified enough to be unique (cargo: `binary::path`)."""
