@@ -161,3 +161,46 @@ class LeftoverError(InfraError):
         named = "; ".join(f"{what} ({refused.get(what, 'still there')})" for what in left)
         super().__init__(f"{len(left)} of our resources are still there after removal: {named}",
                          hint="run the command again; `docker inspect NAME` shows what holds it")
+
+
+# -- the engine's own failures, named (issue 31): each says which engine and what to do --
+
+RESUME = "run the same command again: the run resumes where it stopped"
+
+
+class EngineDiskFullError(SandboxUnavailableError):
+    """The engine's own disk (its data root: images, layers, containers) is full: the
+    engine answered "no space left on device" to a request. Never a sample's own tmpfs
+    filling up (that is the sample's output, graded as the arm's); exit 3."""
+
+    def __init__(self, engine: str, what: str, answer: str) -> None:
+        self.engine, self.what, self.answer = engine, what, answer
+        super().__init__(f"the engine at {engine} has no space left on its disk, so it could "
+                         f"not {what}: {answer}",
+                         hint="free space on that engine's data root (`docker system df` "
+                              "there shows what holds it; or give it a larger disk), then "
+                              + RESUME)
+
+
+class EngineNotAnsweringError(EngineUnreachableError):
+    """No engine answers at the address (connection refused, no route, timed out, its
+    socket missing): stopped, or the network to it is down; exit 3."""
+
+    def __init__(self, engine: str, what: str, why: str) -> None:
+        self.engine, self.what, self.why = engine, what, why
+        super().__init__(f"no Docker engine answers at {engine} ({why}), so it could not "
+                         f"{what}",
+                         hint="start that engine, or restore the network to it, until "
+                              "`docker info` answers there, then " + RESUME)
+
+
+class EngineRestartedError(SandboxUnavailableError):
+    """The engine stopped or restarted under a call: the connection was cut in the middle
+    of its answer, or the engine said it was shutting down. What it ran for us then was
+    stopped (not removed); exit 3."""
+
+    def __init__(self, engine: str, what: str, why: str) -> None:
+        self.engine, self.what, self.why = engine, what, why
+        super().__init__(f"the engine at {engine} stopped or restarted while it was asked to "
+                         f"{what} ({why})",
+                         hint="once `docker info` answers there again, " + RESUME)

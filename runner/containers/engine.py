@@ -21,8 +21,11 @@ swap. The specs and the label keys are the interface's (`backend`), re-exported 
 from __future__ import annotations
 
 import contextlib
+import errno
+import http.client
 import math
 import os
+import re
 import shutil
 import socket
 import threading
@@ -34,8 +37,10 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import docker
 import docker.errors
 import requests
+import urllib3
 from docker.types import LogConfig, Mount
 
+from runner import errors
 from runner.containers.backend import LABEL_ARM as LABEL_ARM
 from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
 from runner.containers.backend import LABEL_IDENTITY as LABEL_IDENTITY
@@ -94,6 +99,19 @@ DOCKER_CAPABILITIES = Capabilities(no_egress=True, shared_network_namespace=True
                                    sized_volumes=True)
 REFUSALS: dict[int, type[EngineRefusedError]] = {404: NotFoundError, 409: ConflictError}
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+# The engine's own failures (`engine_failure`), as docker-py, requests and urllib3 raise
+# them. Its disk full: its answer's words. No engine at the address: the connection never
+# opened. The engine stopping under a call: the connection cut mid-answer, or its answer
+# while it goes down (containerd already gone: "transport is closing").
+DISK_FULL = "no space left on device"
+SHUTTING_DOWN = ("transport is closing", "shutting down")
+UNREACHABLE = (ConnectionRefusedError, FileNotFoundError, socket.gaierror, socket.timeout,
+               urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
+               requests.exceptions.ConnectTimeout)
+NO_ROUTE = (errno.EHOSTUNREACH, errno.ENETUNREACH)
+CUT = (http.client.RemoteDisconnected, http.client.IncompleteRead, ConnectionResetError,
+       ConnectionAbortedError, BrokenPipeError, urllib3.exceptions.ProtocolError,
+       requests.exceptions.ChunkedEncodingError)
 
 
 def address() -> str:
@@ -120,6 +138,9 @@ def translated(error: Exception, what: str, where: str | None = None) -> EngineE
     A refusal keeps the engine's words and status; anything else means the engine (or
     the connection to it) broke. `where`: the engine's address (else the environment's)."""
     where = where or address()
+    named = engine_failure(error, what, where)
+    if named is not None:
+        return named
     if isinstance(error, docker.errors.NotFound):
         return NotFoundError(where, what, str(error.explanation or error),
                              status=error.status_code or 404)
@@ -138,6 +159,63 @@ def mapped(what: str, where: str | None = None) -> Iterator[None]:
         yield
     except DOCKER_ERRORS as error:
         raise translated(error, what, where) from error
+
+
+def engine_failure(error: Exception, what: str, where: str) -> EngineError | None:
+    """The engine's own failures, named (issue 31), else None: its disk full (its answer
+    says "no space left on device"), no engine answering at `where` (refused, no route,
+    timed out, no socket), or the engine stopping under the call (the connection cut in
+    the middle of an answer, or the engine saying it is going down). Measured on the
+    tests' second engine (tests/integration/remote_engine.py)."""
+    if isinstance(error, docker.errors.APIError):
+        answer = str(error.explanation or error)
+        if DISK_FULL in answer.lower():
+            return errors.EngineDiskFullError(where, what, answer)
+        if error.is_server_error() and any(s in answer.lower() for s in SHUTTING_DOWN):
+            return errors.EngineRestartedError(where, what, f"it answered: {answer}")
+        return None
+    causes = list(_causes(error))
+    if any(isinstance(c, requests.exceptions.ReadTimeout) for c in causes):
+        return errors.EngineNotAnsweringError(where, what, "no answer in time")
+    if any(isinstance(c, UNREACHABLE) or getattr(c, "errno", None) in NO_ROUTE
+           for c in causes):
+        return errors.EngineNotAnsweringError(where, what, _why(causes))
+    if any(isinstance(c, CUT) for c in causes):
+        return errors.EngineRestartedError(where, what,
+                                           f"the connection was cut: {_why(causes)}")
+    return None
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """`error` and what it wraps: requests and urllib3 keep the cause in their arguments
+    (a MaxRetryError's `reason`, a ProtocolError's second argument), not only in
+    `__cause__`."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [error]
+    while todo:
+        found = todo.pop(0)
+        if id(found) in seen:
+            continue
+        seen.add(id(found))
+        yield found
+        wrapped = (*found.args, getattr(found, "reason", None), found.__cause__,
+                   found.__context__)
+        todo.extend(item for item in wrapped if isinstance(item, BaseException))
+
+
+def _why(causes: list[BaseException]) -> str:
+    """The innermost cause in a few words: an OSError's own (`connection refused`), else
+    the words of urllib3's message after its last colon, else the type's name."""
+    for cause in reversed(causes):
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.lower()
+    for cause in reversed(causes):
+        said = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(cause))
+        if said:
+            return said.group(1).lower()
+    last = causes[-1]
+    text = str(last).rsplit(": ", 1)[-1].strip(" '\"()")
+    return text.lower() if 0 < len(text) < 120 else type(last).__name__
 
 
 def _is_transient(error: Exception) -> bool:

@@ -242,3 +242,73 @@ def copy_image(source: Engine, target: Engine, ref: str) -> str:
             raise AssertionError(f"loading {ref} into the second engine failed: {line['error']}")
     loaded = target.call(f"inspect {ref}", target.client.images.get, ref, retry=True)
     return str(loaded.id)
+
+
+# -- an outage of the second engine: dockerd stopped and started in place ----------------
+
+HOLD = "/run/bakeoff-engine.hold"  # images/engine/entrypoint.sh: no new dockerd while it exists
+STORE = "/var/lib/docker"
+OUTAGE_S = 60.0  # dockerd stops its containers (10 s grace each, in parallel) and exits
+
+
+def in_engine(host: Engine, remote: RemoteEngine, script: str) -> str:
+    """`sh -c SCRIPT` as root in the engine's container, through THIS machine's engine (so
+    it works while the inner dockerd is down); its stdout, or AssertionError with both
+    streams when it fails."""
+    done = host.exec(remote.container_id, ["sh", "-c", script], user="root", workdir="/",
+                     deadline_s=120)
+    if done.exit_code != 0:
+        raise AssertionError(f"in the engine's container, `{script}` exited "
+                             f"{done.exit_code}: {done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def answers(remote: RemoteEngine) -> bool:
+    try:
+        return bool(remote.client.ping())
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        return False
+
+
+def stop_dockerd(host: Engine, remote: RemoteEngine) -> None:
+    """The inner engine stopped as a daemon upgrade or a `systemctl stop docker` stops it:
+    SIGTERM to dockerd, which stops its containers and exits; the entrypoint holds it
+    down (the hold file) until `start_dockerd`. Returns once no dockerd runs and the API
+    no longer answers; the store (the tmpfs) stays."""
+    in_engine(host, remote, f"touch {HOLD} && kill -TERM $(cat /var/run/docker.pid)")
+    deadline = time.monotonic() + OUTAGE_S
+    while time.monotonic() < deadline:
+        if not answers(remote) and not in_engine(host, remote, "pidof dockerd || true").strip():
+            return
+        time.sleep(POLL_S)
+    raise EngineNotReadyError(f"dockerd in the second engine did not stop within {OUTAGE_S:.0f} s")
+
+
+def start_dockerd(host: Engine, remote: RemoteEngine) -> None:
+    """The inner engine started again (the hold file removed: the entrypoint runs dockerd);
+    returns once its API answers, on the same store."""
+    in_engine(host, remote, f"rm -f {HOLD}")
+    wait_until_answers(host, remote.container_id, remote.url, READY_S)
+
+
+# -- a full engine disk: the store shrunk in place to what it holds, the rest filled -----
+
+FILLER = f"{STORE}/bakeoff-filler"
+MARGIN_MB = 16  # what the store keeps free before the filler takes it (never GiBs of RAM)
+
+
+def fill_store(host: Engine, remote: RemoteEngine) -> None:
+    """The engine's store (a tmpfs) remounted at just above what it holds, and that margin
+    filled with a file: every write of the engine's there (a container's layer, its
+    config) then fails "no space left on device"."""
+    used_kb = int(in_engine(host, remote, f"df -k --output=used {STORE} | tail -n 1"))
+    in_engine(host, remote, f"mount -o remount,size={used_kb + MARGIN_MB * 1024}k {STORE} && "
+                            f"{{ dd if=/dev/zero of={FILLER} bs=1M 2>/dev/null; true; }}")
+    free = int(in_engine(host, remote, f"df -k --output=avail {STORE} | tail -n 1"))
+    if free > 64:
+        raise AssertionError(f"the engine's store still has {free} KiB free after filling")
+
+
+def free_store(host: Engine, remote: RemoteEngine) -> None:
+    """The filler removed and the store back at its size."""
+    in_engine(host, remote, f"rm -f {FILLER} && mount -o remount,size={STORE_MB}m {STORE}")

@@ -1,0 +1,220 @@
+"""The engine's own failures, named (issue 31, item 4): a full engine disk, no engine
+answering at its address, and an engine that stopped or restarted under a call are each
+one line naming the engine and the fix, exit 3, through the one mapping of docker's
+errors (`runner.containers.engine.translated`). Each exception here is the one docker-py
+really raises: made by a real client against a loopback socket that refuses, never
+answers, or cuts the connection, or (the engine's answers) with the words the tests'
+second engine gave (tests/integration/remote_engine.py, measured)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import docker
+import docker.errors
+import pytest
+import requests
+
+from runner.containers import engine
+from runner.containers.engine import Engine
+from runner.errors import (
+    EngineDiskFullError,
+    EngineError,
+    EngineNotAnsweringError,
+    EngineRestartedError,
+    EngineUnreachableError,
+    InfraError,
+    SandboxUnavailableError,
+)
+
+# What the second engine answered, its store full (POST /containers/create, then /start).
+FULL_CREATE = ("write /var/lib/docker/overlay2/d6719c8773791a3746951261f39b16bce52d1b772a5acd7"
+               "44bf8755eba53ea80-init/link: no space left on device")
+FULL_START = ("write /var/lib/docker/containers/cf736a49ad797af328974ba3ea59f0d0729d44c963ce7e"
+              "c5ac1d10dca4b715fe/hash297962514: no space left on device")
+# ... and to a start under way as dockerd went down (containerd already gone).
+GOING_DOWN = "transport is closing: unavailable"
+
+
+def server_error(explanation: str, status: int = 500) -> docker.errors.APIError:
+    """docker-py's exception for an engine's HTTP error, as `APIClient._raise_for_status`
+    makes it."""
+    response = requests.Response()
+    response.status_code = status
+    response.url = "http://10.0.0.2:2375/v1.41/containers/create"
+    return docker.errors.APIError(requests.exceptions.HTTPError(response=response),
+                                  response=response, explanation=explanation)
+
+
+def raised(fn: Callable[[], object]) -> Exception:
+    try:
+        fn()
+    except Exception as error:  # the client's own exception, whatever it is
+        return error
+    raise AssertionError("no exception")
+
+
+@contextlib.contextmanager
+def loopback(serve: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A tcp server on 127.0.0.1 that does `serve(connection)` for each client; its URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = listener.accept()
+                serve(connection)
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def client(url: str, timeout: float = 5) -> docker.APIClient:
+    return docker.APIClient(base_url=url, version="1.41", timeout=timeout)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def mapped(error: Exception, what: str = "create the container",
+           where: str = "tcp://10.0.0.2:2375") -> EngineError:
+    return engine.translated(error, what, where)
+
+
+def test_a_full_engine_disk_is_named_with_the_engine_and_the_fix() -> None:
+    for answer in (FULL_CREATE, FULL_START):
+        found = mapped(server_error(answer))
+        assert type(found) is EngineDiskFullError and found.exit_code == 3
+        assert str(found) == (
+            "the engine at tcp://10.0.0.2:2375 has no space left on its disk, so it could "
+            f"not create the container: {answer}\n"
+            "  fix: free space on that engine's data root (`docker system df` there shows "
+            "what holds it; or give it a larger disk), then run the same command again: the "
+            "run resumes where it stopped")
+
+
+def test_a_full_engine_disk_through_the_choke_point_is_never_retried_as_transient(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "RETRY_BACKOFF_S", 0)
+    calls: list[int] = []
+
+    def full() -> None:
+        calls.append(1)
+        raise server_error(FULL_CREATE)
+    with pytest.raises(EngineDiskFullError, match=r"^the engine at tcp://10\.0\.0\.9:2375 has "
+                                                   r"no space left on its disk, so it could "
+                                                   r"not create sample c/A/success/1: write "):
+        Engine(SimpleNamespace(api=SimpleNamespace(  # type: ignore[arg-type]
+            base_url="http://10.0.0.9:2375"))).call("create sample c/A/success/1", full)
+    assert len(calls) == 1  # a create is never repeated
+
+
+def test_a_refused_connection_is_no_engine_answering_at_that_address() -> None:
+    url = f"tcp://127.0.0.1:{closed_port()}"
+    error = raised(lambda: client(url).containers())
+    assert isinstance(error, requests.exceptions.ConnectionError)
+    found = mapped(error, "list containers", url)
+    assert type(found) is EngineNotAnsweringError and isinstance(found, EngineUnreachableError)
+    assert str(found) == (
+        f"no Docker engine answers at {url} (connection refused), so it could not list "
+        "containers\n  fix: start that engine, or restore the network to it, until `docker "
+        "info` answers there, then run the same command again: the run resumes where it "
+        "stopped")
+
+
+def test_a_missing_engine_socket_is_no_engine_answering(tmp_path: Path) -> None:
+    url = f"unix://{tmp_path}/docker.sock"
+    error = raised(lambda: client(url).containers())
+    found = mapped(error, "list containers", url)
+    assert type(found) is EngineNotAnsweringError
+    assert found.message == (f"no Docker engine answers at {url} (no such file or directory), "
+                             "so it could not list containers")
+
+
+def test_an_engine_that_never_answers_is_no_engine_answering_in_time() -> None:
+    held: list[socket.socket] = []
+    with loopback(held.append) as url:  # accepted, never answered
+        error = raised(lambda: client(url, timeout=0.3).containers())
+    assert isinstance(error, requests.exceptions.ReadTimeout)
+    found = mapped(error, "list containers", url)
+    assert type(found) is EngineNotAnsweringError
+    assert found.message.startswith(f"no Docker engine answers at {url} (no answer in time)")
+
+
+def hang_up(connection: socket.socket) -> None:
+    connection.recv(65536)
+    connection.close()
+
+
+def reset(connection: socket.socket) -> None:
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    connection.recv(65536)
+    connection.close()
+
+
+@pytest.mark.parametrize(("serve", "why"), [
+    (hang_up, "remote end closed connection without response"),
+    (reset, "connection reset by peer")])
+def test_a_connection_cut_before_the_answer_is_an_engine_that_stopped_under_the_call(
+        serve: Callable[[socket.socket], None], why: str) -> None:
+    with loopback(serve) as url:
+        error = raised(lambda: client(url).containers())
+    found = mapped(error, "list containers", url)
+    assert type(found) is EngineRestartedError and found.exit_code == 3
+    assert str(found) == (
+        f"the engine at {url} stopped or restarted while it was asked to list containers "
+        f"(the connection was cut: {why})\n"
+        "  fix: once `docker info` answers there again, run the same command again: "
+        "the run resumes where it stopped")
+
+
+def test_a_stream_cut_in_the_middle_is_an_engine_that_stopped_under_the_call() -> None:
+    """A log or archive streamed back when dockerd goes down: chunks, then nothing."""
+    def half(connection: socket.socket) -> None:
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                           b"Transfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n8\r\nsec")
+        connection.close()
+    with loopback(half) as url:
+        got = client(url).get(f"{url.replace('tcp', 'http')}/v1.41/containers/x/archive",
+                              stream=True)
+        chunks = engine.iter_stream(got.iter_content(5), "get the archive of /out", url)
+        assert next(chunks) == b"first"
+        with pytest.raises(EngineRestartedError) as cut:
+            list(chunks)
+    assert cut.value.message.startswith(
+        f"the engine at {url} stopped or restarted while it was asked to get the archive of "
+        "/out (the connection was cut: ")
+
+
+def test_an_engine_going_down_under_a_call_is_named_so() -> None:
+    found = mapped(server_error(GOING_DOWN), "start sample c/A/success/1")
+    assert type(found) is EngineRestartedError
+    assert found.message == ("the engine at tcp://10.0.0.2:2375 stopped or restarted while it "
+                             "was asked to start sample c/A/success/1 (it answered: transport "
+                             "is closing: unavailable)")
+
+
+@pytest.mark.parametrize("error", [server_error("driver failed programming external "
+                                                "connectivity"),
+                                   requests.exceptions.ConnectionError("reset by peer"),
+                                   docker.errors.DockerException("bad response")])
+def test_other_breakage_is_not_named_as_one_of_these(error: Exception) -> None:
+    """A failure the rules above do not recognise keeps the general class and hint."""
+    found = mapped(error)
+    assert type(found) is SandboxUnavailableError and isinstance(found, InfraError)
+    assert not isinstance(found, EngineDiskFullError | EngineNotAnsweringError
+                          | EngineRestartedError)
