@@ -102,12 +102,15 @@ DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestExcep
 # The engine's own failures (`engine_failure`), as docker-py, requests and urllib3 raise
 # them. Its disk full: its answer's words. No engine at the address: the connection never
 # opened. The engine stopping under a call: the connection cut mid-answer, or its answer
-# while it goes down (containerd already gone: "transport is closing").
+# while it goes down (containerd already gone: "transport is closing"; its volume store
+# closed: "get VOLUME: database not open").
 DISK_FULL = "no space left on device"
-SHUTTING_DOWN = ("transport is closing", "shutting down")
+SHUTTING_DOWN = ("transport is closing", "database not open", "shutting down")
 UNREACHABLE = (ConnectionRefusedError, FileNotFoundError, socket.gaierror, socket.timeout,
                urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
                requests.exceptions.ConnectTimeout)
+ENGINE_FAILURES = (errors.EngineDiskFullError, errors.EngineNotAnsweringError,
+                   errors.EngineRestartedError)
 NO_ROUTE = (errno.EHOSTUNREACH, errno.ENETUNREACH)
 CUT = (http.client.RemoteDisconnected, http.client.IncompleteRead, ConnectionResetError,
        ConnectionAbortedError, BrokenPipeError, urllib3.exceptions.ProtocolError,
@@ -343,12 +346,15 @@ class Engine:
         is emptied first (every container still attached is disconnected, not removed: a
         kept container of a live run goes on running). One resource that vanished meanwhile
         is skipped, one the engine refuses does not stop the sweep; if anything of ours is
-        still there at the end, `LeftoverError` names each with the engine's answer.
+        still there at the end, `LeftoverError` names each with the engine's answer, or,
+        when the engine itself failed under a removal (going down, gone, its disk full),
+        that failure (`engine_failure`) is raised instead: the one line that says why.
         """
         if not any(key.startswith(LABEL_PREFIX) for key in filters):
             raise ValueError("refusing to remove resources without a bakeoff label filter")
         removed = {kind: 0 for kind in KINDS}
         refused: dict[str, str] = {}
+        outage: EngineError | None = None  # the engine's own failure: said instead
         # A second sweep catches what the first could not yet remove (a container still
         # being removed holds its network); both sweeps are bounded, and idempotent.
         for _ in range(SWEEPS):
@@ -358,10 +364,14 @@ class Engine:
                         removed[kind] += 1
                 except EngineError as error:
                     refused[f"{kind} {item.name}"] = str(error)
+                    if outage is None and isinstance(error, ENGINE_FAILURES):
+                        outage = error
             left = [f"{kind} {item.name}" for kind, item in self._ours(filters, keep)]
             if not left:
                 return removed
             time.sleep(RETRY_BACKOFF_S)
+        if outage is not None:
+            raise outage
         raise LeftoverError(left, refused)
 
     def _ours(self, filters: dict[str, str],

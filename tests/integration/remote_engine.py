@@ -23,6 +23,27 @@ machine and nothing here could reach the engine, while `egress=True` is not inte
 So this one container and its network are made here, in the tests only, with our labels
 (role `remote-engine`), and removed by them (`Engine.remove_labelled`). Everything
 INSIDE the second engine goes through the choke point (`RemoteEngine.engine`).
+
+An outage of the second engine (issue 31): the entrypoint supervises dockerd, so a test
+can stop it (`stop_dockerd`: SIGTERM, as a daemon upgrade or `systemctl stop docker` does)
+and start it again (`start_dockerd`) while the container, and so the store on its tmpfs,
+stays. Measured here (docker.io 20.10, no live-restore):
+- stopping takes ~11 s: dockerd stops every container it runs (SIGTERM, 10 s, SIGKILL)
+  and exits; starting answers again in ~2 s;
+- every container is stopped, not removed, and not started again (no restart policy):
+  `exited` with 143 under docker's init (ours all are), 137 for a PID 1 that ignores
+  SIGTERM, its own code for one that traps it; a created one stays `created`;
+- named volumes, networks (our internal ones too) and images are all still there;
+- calls under way when it stops: a `wait` returns the container's exit code (137), a
+  followed log simply ends, an exec's output ends EMPTY with no error (only the exec's
+  inspect after it fails); a start in flight is 500 "transport is closing: unavailable";
+  every call while it is down is "connection refused"; after the start an exec of before
+  is unknown (404 "No such exec instance").
+A full engine disk (`fill_store`): the tmpfs remounted (the container has SYS_ADMIN) at
+just above what it holds and the rest filled with a small file; a container's create
+is then 500 "write /var/lib/docker/overlay2/<id>-init/link: no space left on device", a
+start "write /var/lib/docker/containers/<id>/hash…: no space left on device"; a volume's
+create still works. `free_store` gives the space back.
 """
 
 from __future__ import annotations

@@ -218,3 +218,26 @@ def test_other_breakage_is_not_named_as_one_of_these(error: Exception) -> None:
     assert type(found) is SandboxUnavailableError and isinstance(found, InfraError)
     assert not isinstance(found, EngineDiskFullError | EngineNotAnsweringError
                           | EngineRestartedError)
+
+
+def test_a_sweep_the_engine_failed_under_says_so_not_that_resources_are_left(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins: `up` failing as dockerd went down cleaned up, and every volume's removal got
+    "get VOLUME: database not open" (the daemon's volume store already closed): the run
+    ended on "5 of our resources are still there after removal", hiding why."""
+    monkeypatch.setattr(engine, "RETRY_BACKOFF_S", 0)
+
+    def closed() -> None:
+        raise server_error("get bakeoff-x-brief: database not open")
+    volume = SimpleNamespace(name="bakeoff-x-brief", attrs={"Labels": {
+        "io.bakeoff.experiment": "x"}}, remove=closed)
+    volumes = SimpleNamespace(list=lambda **query: [volume])
+    nothing = SimpleNamespace(list=lambda **query: [])
+    stand_in = SimpleNamespace(containers=nothing, networks=nothing, volumes=volumes,
+                               api=SimpleNamespace(base_url="http://10.0.0.2:2375"))
+    with pytest.raises(EngineRestartedError) as said:
+        Engine(stand_in).remove_labelled(  # type: ignore[arg-type]
+            {"io.bakeoff.experiment": "x"})
+    assert said.value.message == (
+        "the engine at tcp://10.0.0.2:2375 stopped or restarted while it was asked to remove "
+        "volume (it answered: get bakeoff-x-brief: database not open)")

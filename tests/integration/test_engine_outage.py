@@ -1,0 +1,230 @@
+"""An engine that fails mid-run costs time, never results (issue 31, "What it must show").
+
+On a second engine of this module's own (tests/integration/remote_engine.py: stopping it
+never disturbs another test), the two-change target of test_kill_points.py (scripted arms,
+a scripted judge, a graft to verify) is run once cleanly; then, in a second repository of
+the same experiment, dockerd is stopped at four points of a run and started again a few
+seconds later: during `up` (the baseline proof), `dispatch` (an agent at work), `score`
+(a sample recorded) and `merge` (the graft's verification). After each, `run` exits 3
+with one line naming the engine, and `gc` leaves nothing but the live `up`'s. Then the
+engine's disk fills up during the second change's `score`: exit 3, one line naming it,
+and no sample is a FAIL for it (every stored result is the clean run's). One last `run`
+resumes to the clean run's OBSERVATION.json, and `gc` leaves nothing labelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
+from runner.manifest import load_manifest
+from runner.store import state as state_mod
+from tests.integration.helpers import cleanup, flat_record
+from tests.integration.remote_engine import (
+    RemoteEngine,
+    answers,
+    copy_image,
+    fill_store,
+    free_store,
+    start_dockerd,
+    started,
+    stop_dockerd,
+)
+from tests.integration.test_kill_points import DATES, arm_running, leftovers, target
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGES = ("python", "postgres")  # all the target needs on the second engine
+RUN_S = 900
+POINT_S = 300
+RESTART_AFTER_S = 5  # the engine comes back this long after it stopped (or the run ended)
+PER_RUN = ("retried",)  # an arm's attempts that were no result: the outages' count, not the arms'
+
+
+@dataclass(frozen=True)
+class Clean:
+    name: str
+    observation: dict[str, Any]
+    samples: dict[str, tuple[Any, ...]]
+
+
+@pytest.fixture(scope="module")
+def outage_engine(engine: Engine, engine_image: BuiltImage,
+                  built_images: dict[str, BuiltImage]) -> Iterator[RemoteEngine]:
+    """A second engine for this module only (it is stopped and filled), the target's
+    images copied in once."""
+    with started(engine, engine_image, f"outage{secrets.token_hex(3)}") as remote:
+        for name in IMAGES:
+            copy_image(engine, remote.engine, built_images[name].tag)
+        yield remote
+
+
+def environ(remote: RemoteEngine) -> dict[str, str]:
+    return {**os.environ, **DATES, "DOCKER_HOST": remote.url, "PYTHONPATH": str(ROOT)}
+
+
+def start(repo: Path, remote: RemoteEngine, log: Path) -> subprocess.Popen[str]:
+    """`bakeoff-sandbox run` on the second engine; its stderr into `log` (a file: a pipe
+    nobody reads would stall it)."""
+    with log.open("w") as err:
+        return subprocess.Popen([sys.executable, "-m", "runner.cli", "run"], cwd=repo,
+                                env=environ(remote), stdout=subprocess.DEVNULL, stderr=err,
+                                text=True)
+
+
+def bakeoff(repo: Path, remote: RemoteEngine, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=repo,
+                          env=environ(remote), capture_output=True, text=True, timeout=POINT_S,
+                          check=False)
+
+
+def results(state: Path) -> dict[str, tuple[Any, ...]]:
+    """Every stored result of the run directory (proofs, samples, the merge's
+    verification; never an attempt set aside under retried/): its verdict, reason and
+    counts, by path."""
+    found = {}
+    for path in sorted(state.glob("stages/**/*.json")):
+        if path.parents[2].name == "samples":
+            record = flat_record(path)
+            found[str(path.relative_to(state))] = (record["verdict"], record["reason"],
+                                                   record["counts"])
+    return found
+
+
+def comparable(observation: dict[str, Any]) -> dict[str, Any]:
+    """OBSERVATION.json without the per-run facts (`PER_RUN`, per arm)."""
+    copy = json.loads(json.dumps(observation))
+    for round_ in copy["rounds"]:
+        for arm in round_["arms"]:
+            for key in PER_RUN:
+                arm.pop(key, None)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def clean(outage_engine: RemoteEngine, tmp_path_factory: pytest.TempPathFactory) -> Clean:
+    """The target run once, uninterrupted, on the second engine: what every resume must
+    give."""
+    name = f"eo-{secrets.token_hex(3)}"
+    manifest = target(tmp_path_factory.mktemp("clean") / "repo", name)
+    began = time.monotonic()
+    done = start(manifest.parent, outage_engine, manifest.parent.parent / "run.err")
+    code = done.wait(timeout=RUN_S)
+    print(f"the clean run took {time.monotonic() - began:.0f} s")
+    assert code == 0, (manifest.parent.parent / "run.err").read_text()[-3000:]
+    state = manifest.parent / ".bakeoff" / name
+    observation = json.loads((state / "OBSERVATION.json").read_text())
+    assert [(g["from"], g["what"], g["verified"]) for g in observation["rounds"][0]["grafts"]
+            ] == [("B", "extra_first.py", True)]  # there is a graft's verification to cut
+    cleanup(outage_engine.engine, load_manifest(manifest))
+    return Clean(name, observation, results(state))
+
+
+def first(*parts: str) -> Callable[[Path], bool]:
+    return lambda state: (state / "stages" / "first").joinpath(*parts).exists()
+
+
+# (what is cut, the sign it is under way)
+POINTS: list[tuple[str, Callable[[Path], bool]]] = [
+    ("up: the baseline proof", lambda s: any((s / "stages" / "first").glob("proofs/*/samples"))),
+    ("dispatch: an agent at work", arm_running),
+    ("score: a sample recorded", first("samples", "A", "success", "1.json")),
+    ("merge: the graft's verification", first("merge", "samples")),
+]
+
+
+def engine_line(url: str) -> re.Pattern[str]:
+    """The error line of a run the engine failed under: it names the engine (one of the
+    three failures of `runner.containers.engine.engine_failure`) and the fix."""
+    where = re.escape(url)
+    return re.compile(rf"^error: .*(no Docker engine answers at {where} |the engine at {where} "
+                      rf"stopped or restarted while|the engine at {where} has no space left on "
+                      r"its disk).*\n  fix: .*run the same command again", re.MULTILINE)
+
+
+def until(under_way: Callable[[Path], bool], state: Path, run: subprocess.Popen[str],
+          what: str, err: Path) -> None:
+    deadline = time.monotonic() + POINT_S
+    while not under_way(state) and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.poll() is None, f"{what}: run ended before it: {err.read_text()[-3000:]}"
+
+
+def swept(repo: Path, remote: RemoteEngine, name: str, what: str) -> None:
+    """`gc` exits 0 and leaves nothing labelled but the live `up`'s."""
+    done = bakeoff(repo, remote, "gc")
+    assert done.returncode == 0, f"{what}: gc: {done.stderr[-2000:]}"
+    current = state_mod.load(repo / ".bakeoff" / name)
+    live = current.run if current is not None and current.phase == "up" else None
+    assert leftovers(remote.engine, name, live) == [], what
+
+
+def test_an_engine_stopped_at_four_points_and_filled_once_costs_time_never_results(
+        engine: Engine, outage_engine: RemoteEngine, clean: Clean, tmp_path: Path) -> None:
+    remote, name = outage_engine, clean.name
+    repo = target(tmp_path / "cut", name).parent
+    state = repo / ".bakeoff" / name
+    line = engine_line(remote.url)
+    began = time.monotonic()
+    try:
+        for index, (what, under_way) in enumerate(POINTS):
+            err = tmp_path / f"run-{index}.err"
+            run = start(repo, remote, err)
+            until(under_way, state, run, what, err)
+            stop_dockerd(engine, remote)
+            with contextlib.suppress(subprocess.TimeoutExpired):  # still running: the
+                run.wait(timeout=RESTART_AFTER_S)  # engine comes back under it
+            start_dockerd(engine, remote)
+            code = run.wait(timeout=POINT_S)
+            said = err.read_text()
+            assert (code, "Traceback" in said) == (3, False), f"{what}: {said[-3000:]}"
+            assert line.search(said), f"{what}: {said[-3000:]}"
+            swept(repo, remote, name, what)
+        what = "score of the second change: the engine's disk full"
+        err = tmp_path / "run-full.err"
+        run = start(repo, remote, err)
+        until(lambda s: (s / "stages" / "second" / "samples" / "A" / "success" / "1.json"
+                         ).exists(), state, run, what, err)
+        fill_store(engine, remote)
+        try:
+            code = run.wait(timeout=POINT_S)
+        finally:
+            free_store(engine, remote)
+        said = err.read_text()
+        assert (code, "Traceback" in said) == (3, False), f"{what}: {said[-3000:]}"
+        assert re.search(rf"^error: .*the engine at {re.escape(remote.url)} has no space left "
+                         r"on its disk, so it could not .*: .*no space left on device",
+                         said, re.MULTILINE), said[-3000:]
+        stored = results(state)
+        assert {path: stored[path] for path in stored if "/second/" in path} == {
+            path: clean.samples[path] for path in stored if "/second/" in path}, what
+        swept(repo, remote, name, what)
+
+        err = tmp_path / "resume.err"
+        resumed = start(repo, remote, err)
+        assert resumed.wait(timeout=RUN_S) == 0, err.read_text()[-3000:]
+        observation = json.loads((state / "OBSERVATION.json").read_text())
+        assert comparable(observation) == comparable(clean.observation)
+        assert results(state) == clean.samples
+        redone = json.loads((state / "stages" / "first" / "arms" / "A" / "arm.json").read_text())
+        assert redone["attempt"] == 2  # the dispatch really was cut, and redone from the base
+        swept(repo, remote, name, "the end")
+        assert leftovers(remote.engine, name, None) == []
+        print(f"the outages and the resume took {time.monotonic() - began:.0f} s")
+    finally:
+        if not answers(remote):
+            start_dockerd(engine, remote)
+        cleanup(remote.engine, load_manifest(repo / "bakeoff.toml"))
