@@ -55,6 +55,7 @@ from runner.containers.backend import require_labels as require_labels
 from runner.errors import (
     ConflictError,
     EngineError,
+    EngineFailedError,
     EngineRefusedError,
     EngineUnreachableError,
     InfraError,
@@ -127,8 +128,8 @@ def translated(error: Exception, what: str, where: str | None = None) -> EngineE
         status = int(error.status_code or 400)
         return REFUSALS.get(status, EngineRefusedError)(
             where, what, str(error.explanation or error), status=status)
-    return SandboxUnavailableError(f"the engine at {where} failed to {what}: {error}",
-                                   hint=ENGINE_HINT)
+    return EngineFailedError(f"the engine at {where} failed to {what}: {error}",
+                             hint=ENGINE_HINT)
 
 
 @contextlib.contextmanager
@@ -230,6 +231,15 @@ class Engine:
                     continue
                 raise translated(error, what, self.address) from error
         raise AssertionError("unreachable")
+
+    def down(self) -> str | None:
+        """Why the engine does not answer right now (one ping, no retry), or None: what a
+        failed call is asked after the fact, to tell an outage from a refusal."""
+        try:
+            self.client.ping()
+        except (EngineError, *DOCKER_ERRORS) as error:
+            return f"the engine at {self.address} does not answer: {error}"
+        return None
 
     def labelled(self, kind: str, filters: dict[str, str]) -> list[Any]:
         """Containers/networks/volumes whose labels match every `filters` item."""

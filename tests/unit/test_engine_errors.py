@@ -17,6 +17,7 @@ from runner.containers.engine import Engine, Labels, Resources
 from runner.errors import (
     ConflictError,
     EngineError,
+    EngineFailedError,
     EngineRefusedError,
     EngineUnreachableError,
     InfraError,
@@ -83,9 +84,11 @@ def test_a_conflict_and_another_refusal_keep_their_status() -> None:
                                    requests.exceptions.ConnectionError("reset by peer"),
                                    docker.errors.DockerException("bad response")])
 def test_a_broken_engine_is_a_sandbox_unavailable_error_with_the_fix(error: Exception) -> None:
-    """A failed command is a value; a broken engine is an exception that says what to do."""
+    """A failed command is a value; a broken engine is an exception that says what to do,
+    and an outage (`EngineFailedError`: a sample it cuts runs again), never a refusal."""
     found = call(error)
-    assert type(found) is SandboxUnavailableError and isinstance(found, InfraError)
+    assert type(found) is EngineFailedError and isinstance(found, SandboxUnavailableError)
+    assert isinstance(found, InfraError) and not isinstance(found, EngineRefusedError)
     assert found.hint is not None and "docker info" in found.hint
     assert found.exit_code == 3
 

@@ -69,6 +69,8 @@ from runner.errors import (
     ComposeError,
     DatabaseError,
     EngineError,
+    EngineFailedError,
+    EngineUnreachableError,
     InfraError,
     SandboxUnavailableError,
 )
@@ -185,7 +187,20 @@ class DockerSampleExecutor:
             return Execution(exit_code=None, log="", duration_s=time.monotonic() - started,
                              infra_error=f"the rig failed: {error}", image=self.image.tag,
                              image_id=self.image.image_id,
-                             image_identity=self.image.identity)
+                             image_identity=self.image.identity,
+                             interrupted=self.outage(error))
+
+    def outage(self, error: Exception) -> str | None:
+        """Whether `error` (raised under a sample) was an outage, not a result: the
+        engine broke or stopped answering (not a refusal: those keep the engine's words
+        and are graded), or the database server the samples use is down. None: the
+        engine and the server are up, so the error is the differential rule's to judge."""
+        down = self.engine.down()
+        if down is not None:
+            return down
+        if isinstance(error, EngineFailedError | EngineUnreachableError):
+            return str(error).splitlines()[0]
+        return self.networks.server_down()
 
     def _refused(self, why: str, started: float) -> Execution:
         return Execution(exit_code=None, log=f"bakeoff-rig: nothing run: {why}\n",
