@@ -215,11 +215,21 @@ class DockerSampleExecutor:
         unsafe = self.facts.unsafe()
         if unsafe is not None:
             raise SandboxUnavailableError(unsafe)
-        with self.setting(spec, extra_env) as setting:
-            if setting.tree is None:
-                return self._refused(setting.refused or "unsafe tree", started)
-            ran = Ran() if missing else self._run(spec, setting)
-            return self._execution(spec, setting, setting.tree, ran, missing, started)
+        done: list[Execution] = []
+        try:
+            with self.setting(spec, extra_env) as setting:
+                if setting.tree is None:
+                    return self._refused(setting.refused or "unsafe tree", started)
+                ran = Ran() if missing else self._run(spec, setting)
+                done.append(self._execution(spec, setting, setting.tree, ran, missing,
+                                            started))
+        except (EngineError, DatabaseError, ComposeError):
+            if not done:
+                raise
+            # The sample ran to its end and its outputs were read: only what the rig
+            # removes after it (its database, its network) failed. Still its result (an
+            # arm cannot void its own sample by breaking the teardown); `gc` sweeps.
+        return done[0]
 
     def _execution(self, spec: SampleSpec, setting: SampleSetting,
                    tree: sample_tree.SampleTree, ran: Ran, missing: tuple[str, ...],
