@@ -214,10 +214,11 @@ class LeftoverError(InfraError):
 RESUME = "run the same command again: the run resumes where it stopped"
 
 
-class EngineDiskFullError(SandboxUnavailableError):
+class EngineDiskFullError(EngineFailedError):
     """The engine's own disk (its data root: images, layers, containers) is full: the
     engine answered "no space left on device" to a request. Never a sample's own tmpfs
-    filling up (that is the sample's output, graded as the arm's); exit 3."""
+    filling up (that is the sample's output, graded as the arm's). An outage: a sample it
+    cuts runs again; exit 3."""
 
     def __init__(self, engine: str, what: str, answer: str) -> None:
         self.engine, self.what, self.answer = engine, what, answer
@@ -240,10 +241,10 @@ class EngineNotAnsweringError(EngineUnreachableError):
                               "`docker info` answers there, then " + RESUME)
 
 
-class EngineRestartedError(SandboxUnavailableError):
+class EngineRestartedError(EngineFailedError):
     """The engine stopped or restarted under a call: the connection was cut in the middle
     of its answer, or the engine said it was shutting down. What it ran for us then was
-    stopped (not removed); exit 3."""
+    stopped (not removed). An outage: a sample it cuts runs again; exit 3."""
 
     def __init__(self, engine: str, what: str, why: str) -> None:
         self.engine, self.what, self.why = engine, what, why

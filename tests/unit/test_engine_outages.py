@@ -26,11 +26,11 @@ from runner.containers.engine import Engine
 from runner.errors import (
     EngineDiskFullError,
     EngineError,
+    EngineFailedError,
     EngineNotAnsweringError,
     EngineRestartedError,
     EngineUnreachableError,
     InfraError,
-    SandboxUnavailableError,
 )
 
 # What the second engine answered, its store full (POST /containers/create, then /start).
@@ -215,7 +215,8 @@ def test_an_engine_going_down_under_a_call_is_named_so() -> None:
 def test_other_breakage_is_not_named_as_one_of_these(error: Exception) -> None:
     """A failure the rules above do not recognise keeps the general class and hint."""
     found = mapped(error)
-    assert type(found) is SandboxUnavailableError and isinstance(found, InfraError)
+    assert found.hint is not None and "docker info" in found.hint
+    assert type(found) is EngineFailedError and isinstance(found, InfraError)
     assert not isinstance(found, EngineDiskFullError | EngineNotAnsweringError
                           | EngineRestartedError)
 
@@ -241,3 +242,14 @@ def test_a_sweep_the_engine_failed_under_says_so_not_that_resources_are_left(
     assert said.value.message == (
         "the engine at tcp://10.0.0.2:2375 stopped or restarted while it was asked to remove "
         "volume (it answered: get bakeoff-x-brief: database not open)")
+
+
+@pytest.mark.parametrize("error", [
+    server_error(FULL_CREATE), server_error(GOING_DOWN),
+    requests.exceptions.ConnectionError(ConnectionResetError(104, "Connection reset by peer"))])
+def test_the_engine_s_own_failures_are_outages_a_sample_runs_again_after(
+        error: Exception) -> None:
+    """The executor tells an outage by `EngineFailedError | EngineUnreachableError`
+    (runner.containers.samples): a full engine disk and an engine that stopped under a
+    sample are outages, so the sample is cut and run again, never graded."""
+    assert isinstance(mapped(error), EngineFailedError | EngineUnreachableError)
