@@ -21,11 +21,8 @@ swap. The specs and the label keys are the interface's (`backend`), re-exported 
 from __future__ import annotations
 
 import contextlib
-import errno
-import http.client
 import math
 import os
-import re
 import shutil
 import socket
 import threading
@@ -37,10 +34,10 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import docker
 import docker.errors
 import requests
-import urllib3
 from docker.types import LogConfig, Mount
 
 from runner import errors
+from runner.containers import failures
 from runner.containers.backend import LABEL_ARM as LABEL_ARM
 from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
 from runner.containers.backend import LABEL_IDENTITY as LABEL_IDENTITY
@@ -101,22 +98,6 @@ DOCKER_CAPABILITIES = Capabilities(no_egress=True, shared_network_namespace=True
                                    sized_volumes=True)
 REFUSALS: dict[int, type[EngineRefusedError]] = {404: NotFoundError, 409: ConflictError}
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
-# The engine's own failures (`engine_failure`), as docker-py, requests and urllib3 raise
-# them. Its disk full: its answer's words. No engine at the address: the connection never
-# opened. The engine stopping under a call: the connection cut mid-answer, or its answer
-# while it goes down (containerd already gone: "transport is closing"; its volume store
-# closed: "get VOLUME: database not open").
-DISK_FULL = "no space left on device"
-SHUTTING_DOWN = ("transport is closing", "database not open", "shutting down")
-UNREACHABLE = (ConnectionRefusedError, FileNotFoundError, socket.gaierror, socket.timeout,
-               urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
-               requests.exceptions.ConnectTimeout)
-ENGINE_FAILURES = (errors.EngineDiskFullError, errors.EngineNotAnsweringError,
-                   errors.EngineRestartedError)
-NO_ROUTE = (errno.EHOSTUNREACH, errno.ENETUNREACH)
-CUT = (http.client.RemoteDisconnected, http.client.IncompleteRead, ConnectionResetError,
-       ConnectionAbortedError, BrokenPipeError, urllib3.exceptions.ProtocolError,
-       requests.exceptions.ChunkedEncodingError)
 
 
 def address() -> str:
@@ -143,7 +124,7 @@ def translated(error: Exception, what: str, where: str | None = None) -> EngineE
     A refusal keeps the engine's words and status; anything else means the engine (or
     the connection to it) broke. `where`: the engine's address (else the environment's)."""
     where = where or address()
-    named = engine_failure(error, what, where)
+    named = failures.named(error, what, where)
     if named is not None:
         return named
     if isinstance(error, docker.errors.NotFound):
@@ -164,63 +145,6 @@ def mapped(what: str, where: str | None = None) -> Iterator[None]:
         yield
     except DOCKER_ERRORS as error:
         raise translated(error, what, where) from error
-
-
-def engine_failure(error: Exception, what: str, where: str) -> EngineError | None:
-    """The engine's own failures, named (issue 31), else None: its disk full (its answer
-    says "no space left on device"), no engine answering at `where` (refused, no route,
-    timed out, no socket), or the engine stopping under the call (the connection cut in
-    the middle of an answer, or the engine saying it is going down). Measured on the
-    tests' second engine (tests/integration/remote_engine.py)."""
-    if isinstance(error, docker.errors.APIError):
-        answer = str(error.explanation or error)
-        if DISK_FULL in answer.lower():
-            return errors.EngineDiskFullError(where, what, answer)
-        if error.is_server_error() and any(s in answer.lower() for s in SHUTTING_DOWN):
-            return errors.EngineRestartedError(where, what, f"it answered: {answer}")
-        return None
-    causes = list(_causes(error))
-    if any(isinstance(c, requests.exceptions.ReadTimeout) for c in causes):
-        return errors.EngineNotAnsweringError(where, what, "no answer in time")
-    if any(isinstance(c, UNREACHABLE) or getattr(c, "errno", None) in NO_ROUTE
-           for c in causes):
-        return errors.EngineNotAnsweringError(where, what, _why(causes))
-    if any(isinstance(c, CUT) for c in causes):
-        return errors.EngineRestartedError(where, what,
-                                           f"the connection was cut: {_why(causes)}")
-    return None
-
-
-def _causes(error: BaseException) -> Iterator[BaseException]:
-    """`error` and what it wraps: requests and urllib3 keep the cause in their arguments
-    (a MaxRetryError's `reason`, a ProtocolError's second argument), not only in
-    `__cause__`."""
-    seen: set[int] = set()
-    todo: list[BaseException] = [error]
-    while todo:
-        found = todo.pop(0)
-        if id(found) in seen:
-            continue
-        seen.add(id(found))
-        yield found
-        wrapped = (*found.args, getattr(found, "reason", None), found.__cause__,
-                   found.__context__)
-        todo.extend(item for item in wrapped if isinstance(item, BaseException))
-
-
-def _why(causes: list[BaseException]) -> str:
-    """The innermost cause in a few words: an OSError's own (`connection refused`), else
-    the words of urllib3's message after its last colon, else the type's name."""
-    for cause in reversed(causes):
-        if isinstance(cause, OSError) and cause.strerror:
-            return cause.strerror.lower()
-    for cause in reversed(causes):
-        said = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(cause))
-        if said:
-            return said.group(1).lower()
-    last = causes[-1]
-    text = str(last).rsplit(": ", 1)[-1].strip(" '\"()")
-    return text.lower() if 0 < len(text) < 120 else type(last).__name__
 
 
 def _is_transient(error: Exception) -> bool:
@@ -318,9 +242,9 @@ class Engine:
         """Why the engine does not answer right now (one ping, no retry), or None: what a
         failed call is asked after the fact, to tell an outage from a refusal."""
         try:
-            self.client.ping()
-        except (EngineError, *DOCKER_ERRORS) as error:
-            return f"the engine at {self.address} does not answer: {error}"
+            self.call("answer a ping", self.client.ping)
+        except EngineError as error:  # named with its cause (`failures`): one line
+            return str(error).splitlines()[0]
         return None
 
     def labelled(self, kind: str, filters: dict[str, str]) -> list[Any]:
@@ -359,7 +283,7 @@ class Engine:
         is skipped, one the engine refuses does not stop the sweep; if anything of ours is
         still there at the end, `LeftoverError` names each with the engine's answer, or,
         when the engine itself failed under a removal (going down, gone, its disk full),
-        that failure (`engine_failure`) is raised instead: the one line that says why.
+        that failure (`runner.containers.failures`) is raised instead: the one line that says why.
         """
         if not any(key.startswith(LABEL_PREFIX) for key in filters):
             raise ValueError("refusing to remove resources without a bakeoff label filter")
@@ -375,7 +299,7 @@ class Engine:
                         removed[kind] += 1
                 except EngineError as error:
                     refused[f"{kind} {item.name}"] = str(error)
-                    if outage is None and isinstance(error, ENGINE_FAILURES):
+                    if outage is None and isinstance(error, failures.NAMED):
                         outage = error
             left = [f"{kind} {item.name}" for kind, item in self._ours(filters, keep)]
             if not left:
@@ -603,6 +527,23 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
         args["log_config"] = LogConfig(type=LogConfig.types.JSON, config={
             "max-size": f"{spec.log_max_mb}m", "max-file": "1"})
     return args
+
+
+def disk_full(engine: Engine, image: str,
+              labels: Labels) -> errors.EngineDiskFullError | None:
+    """The engine's disk full, in its own words, else None: a container created (never
+    started) from `image` and removed. Asked when a container's output went missing: the
+    engine writes a container's log on that disk, and when it is full the log is simply
+    empty (measured: no error anywhere in the API, the container exits 0)."""
+    probe = ContainerSpec(image=image, command=("true",), labels=labels,
+                          resources=Resources(cpus=1, memory_mb=16, pids=4),
+                          user="65534:65534", purpose="a probe of the engine's disk")
+    try:
+        made = create_container(engine, probe)
+    except errors.EngineDiskFullError as full:
+        return full
+    engine.remove(str(made.id))
+    return None
 
 
 def create_container(engine: Engine, spec: ContainerSpec) -> Any:

@@ -94,13 +94,13 @@ def bakeoff(repo: Path, remote: RemoteEngine, *args: str) -> subprocess.Complete
 def results(state: Path) -> dict[str, tuple[Any, ...]]:
     """Every stored result of the run directory (proofs, samples, the merge's
     verification; never an attempt set aside under retried/): its verdict, reason and
-    counts, by path."""
+    counts, by path (a proof's folder, named by the run's proof, as `proofs/*`)."""
     found = {}
     for path in sorted(state.glob("stages/**/*.json")):
         if path.parents[2].name == "samples":
             record = flat_record(path)
-            found[str(path.relative_to(state))] = (record["verdict"], record["reason"],
-                                                   record["counts"])
+            where = re.sub(r"/proofs/\w+/", "/proofs/*/", str(path.relative_to(state)))
+            found[where] = (record["verdict"], record["reason"], record["counts"])
     return found
 
 
@@ -147,12 +147,16 @@ POINTS: list[tuple[str, Callable[[Path], bool]]] = [
 
 
 def engine_line(url: str) -> re.Pattern[str]:
-    """The error line of a run the engine failed under: it names the engine (one of the
-    three failures of `runner.containers.engine.engine_failure`) and the fix."""
+    """The error line of a run the engine failed under: the engine named (one of
+    `runner.containers.failures`), or the samples it cut (`OutageError`) with why: the
+    engine, or the experiment's Postgres it stopped; then the fix."""
     where = re.escape(url)
-    return re.compile(rf"^error: .*(no Docker engine answers at {where} |the engine at {where} "
-                      rf"stopped or restarted while|the engine at {where} has no space left on "
-                      r"its disk).*\n  fix: .*run the same command again", re.MULTILINE)
+    engine = (rf"no Docker engine answers at {where} |the engine at {where} (stopped or "
+              r"restarted while|has no space left on its disk)")
+    service = r"the experiment's Postgres \(container \w+\) is exited"
+    cut = r"an outage cut \d+ sample\(s\), and no result was recorded for them \(.*\): "
+    return re.compile(rf"^error: ({cut})?({engine}|{service}).*\n  fix: .*run the same "
+                      "command again", re.MULTILINE)
 
 
 def until(under_way: Callable[[Path], bool], state: Path, run: subprocess.Popen[str],

@@ -253,3 +253,32 @@ def test_the_engine_s_own_failures_are_outages_a_sample_runs_again_after(
     (runner.containers.samples): a full engine disk and an engine that stopped under a
     sample are outages, so the sample is cut and run again, never graded."""
     assert isinstance(mapped(error), EngineFailedError | EngineUnreachableError)
+
+
+def test_the_engine_s_disk_is_asked_in_its_own_words_by_a_container_never_started() -> None:
+    """When a sample's log comes back empty, the executor asks whether the engine's disk
+    is full (it writes the log there, and a full disk loses it without an error): a
+    probe container created, never started, and removed; the engine's refusal is the
+    answer."""
+    made: list[dict[str, object]] = []
+    removed: list[str] = []
+
+    def create(**args: object) -> object:
+        made.append(args)
+        return SimpleNamespace(id="c0ffee")
+    roomy = Engine(SimpleNamespace(  # type: ignore[arg-type]
+        containers=SimpleNamespace(create=create),
+        api=SimpleNamespace(base_url="http://10.0.0.2:2375",
+                            remove_container=lambda cid, **kw: removed.append(cid))))
+    labels = engine.Labels("it-x", "disk-probe", "A", "r1")
+    assert engine.disk_full(roomy, "sha256:img", labels) is None
+    assert removed == ["c0ffee"] and made[0]["command"] == ["true"]
+    assert made[0]["labels"] == labels.as_dict()
+
+    def full(**args: object) -> object:
+        raise server_error(FULL_CREATE)
+    crammed = Engine(SimpleNamespace(  # type: ignore[arg-type]
+        containers=SimpleNamespace(create=full),
+        api=SimpleNamespace(base_url="http://10.0.0.2:2375")))
+    said = engine.disk_full(crammed, "sha256:img", labels)
+    assert isinstance(said, EngineDiskFullError) and said.answer == FULL_CREATE

@@ -55,6 +55,7 @@ from runner.containers.engine import (
     Labels,
     Tmpfs,
     create_container,
+    disk_full,
     start_with,
 )
 from runner.containers.images import BuiltImage
@@ -68,6 +69,7 @@ from runner.containers.stacks import file as stack_file
 from runner.errors import (
     ComposeError,
     DatabaseError,
+    EngineDiskFullError,
     EngineError,
     EngineFailedError,
     EngineUnreachableError,
@@ -580,12 +582,22 @@ class DockerSampleExecutor:
         oom = bool(container.attrs["State"].get("OOMKilled"))
         outputs = read_outputs(self.engine, container, limit)
         if ready is not None and ready not in outputs.files and not oom:
+            self._require_disk(spec)
             tail = self.engine.logs(str(container.id), stdout=False, stderr=True,
                                     tail=20).decode(errors="replace").strip()
             return Ran(code, outputs, layout_failed=(
                 f"the sample's tree could not be laid out (exit {code}): {tail}"))
         timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
         return Ran(code, outputs, timed_out, oom and not timed_out)
+
+    def _require_disk(self, spec: SampleSpec) -> None:
+        """A sample whose outputs are missing from its log: when the engine's disk is full
+        the engine lost them (it writes the log there), an outage that cuts the sample,
+        never the arm's failure (`EngineDiskFullError`)."""
+        full = disk_full(self.engine, self.image.image_id, self._labels("disk-probe", spec.arm))
+        if full is not None:
+            raise EngineDiskFullError(full.engine, f"keep the output of sample {spec.sample}",
+                                      full.answer) from full
 
     def _server(self, spec: SampleSpec, setting: SampleSetting, port: int) -> Any:
         """The sample's server, started in a container of its own (its own tree, HOME and
