@@ -38,7 +38,7 @@ from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.containers.stacks import arm as arm_stack
 from runner.contract import Baseline
-from runner.errors import BadInputError, EngineError
+from runner.errors import BadInputError, InfraError
 from runner.manifest import Arm, LoadedManifest, key_provider
 from runner.store import layout
 from runner.store import state as state_mod
@@ -131,7 +131,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
             progress("up failed: removing what this run created")
             try:
                 engine.remove_labelled({LABEL_EXPERIMENT: name, LABEL_RUN: plan.run})
-            except EngineError as left:  # never in place of why `up` failed (below)
+            except InfraError as left:  # never in place of why `up` failed (below)
                 progress(f"up failed, and so did its cleanup (`gc` removes the rest): {left}")
             state_mod.clear(directory)
             raise

@@ -65,8 +65,12 @@ class Clean:
 def outage_engine(engine: Engine, engine_image: BuiltImage,
                   built_images: dict[str, BuiltImage]) -> Iterator[RemoteEngine]:
     """A second engine for this module only (it is stopped and filled), the target's
-    images copied in once."""
-    with started(engine, engine_image, f"outage{secrets.token_hex(3)}") as remote:
+    images copied in once; fixed commit dates here too (the targets' base commits, so
+    both repositories' commits, are the same)."""
+    with pytest.MonkeyPatch.context() as patch, started(
+            engine, engine_image, f"outage{secrets.token_hex(3)}") as remote:
+        for key, value in DATES.items():
+            patch.setenv(key, value)
         for name in IMAGES:
             copy_image(engine, remote.engine, built_images[name].tag)
         yield remote

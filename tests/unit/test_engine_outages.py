@@ -282,3 +282,106 @@ def test_the_engine_s_disk_is_asked_in_its_own_words_by_a_container_never_starte
         api=SimpleNamespace(base_url="http://10.0.0.2:2375")))
     said = engine.disk_full(crammed, "sha256:img", labels)
     assert isinstance(said, EngineDiskFullError) and said.answer == FULL_CREATE
+
+
+# -- a sample whose log the engine lost ---------------------------------------------------
+
+class LostLog:
+    """A stand-in engine for `DockerSampleExecutor._require_engine`: the container's log
+    as given, the probe's create as given (`full`: the measured refusal)."""
+
+    address = "tcp://10.0.0.2:2375"
+    capabilities = engine.DOCKER_CAPABILITIES
+
+    def __init__(self, log: bytes, full: bool) -> None:
+        self.log, self.full = log, full
+        self.removed: list[str] = []
+        self.client = SimpleNamespace(containers=SimpleNamespace(create=self.create))
+
+    def logs(self, container_id: str, **query: object) -> bytes:
+        return self.log
+
+    def create(self, **args: object) -> object:
+        if self.full:
+            raise server_error(FULL_CREATE)
+        return SimpleNamespace(id="probe")
+
+    def call(self, what: str, fn: Callable[..., object], *args: object,
+             **kwargs: object) -> object:
+        try:
+            return fn(*args, **kwargs)
+        except docker.errors.DockerException as error:
+            raise engine.translated(error, what, self.address) from error
+
+    def remove(self, container_id: str) -> bool:
+        self.removed.append(container_id)
+        return True
+
+
+def lost(log: bytes, code: int, *, full: bool = False) -> Exception | None:
+    from runner.containers.samples import DockerSampleExecutor
+    executor = DockerSampleExecutor.__new__(DockerSampleExecutor)
+    executor.engine = LostLog(log, full)  # type: ignore[assignment]
+    executor.image = SimpleNamespace(image_id="sha256:img")  # type: ignore[assignment]
+    executor.experiment, executor.run = "it-x", "r1"
+    spec = SimpleNamespace(sample="c/A/success/1", arm="A")
+    try:
+        executor._require_engine(spec, SimpleNamespace(id="c1"), code)  # type: ignore[arg-type]
+    except EngineError as error:
+        return error
+    return None
+
+
+def test_a_sample_log_lost_to_a_full_engine_disk_is_an_outage_never_the_arms_fail() -> None:
+    """Pins: the engine's disk filled while a sample ran: the container exited 0, its log
+    (written on that disk) came back empty, and the sample was FAIL broke_harness by the
+    differential rule ("the sample's tree could not be laid out (exit 0)")."""
+    said = lost(b"", 0, full=True)
+    assert isinstance(said, EngineDiskFullError) and said.message == (
+        "the engine at tcp://10.0.0.2:2375 has no space left on its disk, so it could not "
+        f"keep the output of sample c/A/success/1: {FULL_CREATE}")
+
+
+def test_a_sample_the_engine_stopped_is_an_outage() -> None:
+    """Pins: dockerd going down stopped a baseline sample (exit 143, empty log): it was
+    RIG_ERROR infra, kept as the baseline's result, and every resume's `up` refused it."""
+    said = lost(b"", 143)
+    assert isinstance(said, EngineRestartedError) and said.message == (
+        "the engine at tcp://10.0.0.2:2375 stopped or restarted while it was asked to run "
+        "sample c/A/success/1 (its container was stopped from outside (exit 143) before it "
+        "handed its output back)")
+    other = lost(b"", 0)
+    assert type(other) is EngineFailedError and other.message == (
+        "the engine at tcp://10.0.0.2:2375 kept no log of sample c/A/success/1 (exit 0): the "
+        "driver's output is lost")
+
+
+@pytest.mark.parametrize(("log", "code"), [(b"", 125), (b"bakeoff-out:\n", 143),
+                                           (b"tar: short read\n", 0)])
+def test_a_log_with_the_driver_s_own_words_is_its_account_not_an_outage(
+        log: bytes, code: int) -> None:
+    """The driver's refusal of a layout (exit 125), or any line in the log: as before,
+    the differential rule's to judge (an arm cannot make its own sample an outage)."""
+    assert lost(log, code, full=True) is None
+
+
+def test_a_teardown_that_fails_after_an_outage_never_hides_the_outage(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins: dockerd stopped under `score`; the samples' executor then failed to remove a
+    network the engine, just back, still held ("has active endpoints"), and the run ended
+    on "1 of our resources are still there after removal" instead of the samples the
+    outage cut. A teardown's failure is still raised when nothing else is."""
+    from runner.containers.samples import DockerSampleExecutor
+    from runner.errors import LeftoverError, OutageError
+    left = LeftoverError(["network n"], {"network n": "has active endpoints"})
+
+    def teardown(self: DockerSampleExecutor) -> None:
+        raise left
+    monkeypatch.setattr(DockerSampleExecutor, "teardown", teardown)
+    executor = DockerSampleExecutor.__new__(DockerSampleExecutor)
+    cut = OutageError(["c/A/success/3"], "no Docker engine answers at tcp://10.0.0.2:2375")
+    with pytest.raises(OutageError) as said, executor:
+        raise cut
+    assert said.value is cut
+    with pytest.raises(LeftoverError), executor:
+        pass

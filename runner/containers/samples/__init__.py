@@ -72,12 +72,18 @@ from runner.errors import (
     EngineDiskFullError,
     EngineError,
     EngineFailedError,
+    EngineRestartedError,
     EngineUnreachableError,
     InfraError,
     SandboxUnavailableError,
 )
 
 HOME = sandbox.HOME
+# A sample container's exit when something outside stopped it (SIGTERM, SIGKILL to its
+# driver): measured, every container a dockerd going down stops exits 143 under docker's
+# init (137 when its PID 1 ignores SIGTERM for 10 s).
+STOPPED_FROM_OUTSIDE = frozenset({128 + 15, 128 + 9})
+LAYOUT_EXIT = 125  # the driver's: a layout that never happened (sample_driver.BOOT)
 IN_DIR, RUN_DIR = sample_driver.IN, sample_driver.RUN
 RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head and tail
 HOST_GRACE_S = 60
@@ -155,7 +161,13 @@ class DockerSampleExecutor:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.teardown()
+        try:
+            self.teardown()
+        except InfraError:
+            if error is None:
+                raise
+            # Never in place of why the block ended (an outage: the samples it cut; the
+            # engine, just back, still refusing a network): `gc` sweeps what is left.
 
     def setup(self) -> None:
         """Before the first sample: the executor's own Postgres, when none is shared."""
@@ -582,7 +594,7 @@ class DockerSampleExecutor:
         oom = bool(container.attrs["State"].get("OOMKilled"))
         outputs = read_outputs(self.engine, container, limit)
         if ready is not None and ready not in outputs.files and not oom:
-            self._require_disk(spec)
+            self._require_engine(spec, container, code)
             tail = self.engine.logs(str(container.id), stdout=False, stderr=True,
                                     tail=20).decode(errors="replace").strip()
             return Ran(code, outputs, layout_failed=(
@@ -590,14 +602,30 @@ class DockerSampleExecutor:
         timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
         return Ran(code, outputs, timed_out, oom and not timed_out)
 
-    def _require_disk(self, spec: SampleSpec) -> None:
-        """A sample whose outputs are missing from its log: when the engine's disk is full
-        the engine lost them (it writes the log there), an outage that cuts the sample,
-        never the arm's failure (`EngineDiskFullError`)."""
+    def _require_engine(self, spec: SampleSpec, container: Any, code: int) -> None:
+        """A sample with no outputs whose log is EMPTY, though its driver (root's) always
+        ends on its outputs line and no process of the sample may signal it: the engine
+        lost it. Its disk full (the log is written there, and a full disk loses it with no
+        error anywhere: `EngineDiskFullError`), or it stopped the container (a daemon
+        going down stops every container: `EngineRestartedError`), or else it kept no log
+        (`EngineFailedError`). An outage each time: the sample is cut and runs again,
+        never graded as the arm's. A layout the driver refused (exit 125) or an OOM is
+        the driver's own account, as before."""
+        if code == LAYOUT_EXIT or self.engine.logs(str(container.id), stdout=True,
+                                                   stderr=True, tail=1).strip():
+            return
         full = disk_full(self.engine, self.image.image_id, self._labels("disk-probe", spec.arm))
         if full is not None:
             raise EngineDiskFullError(full.engine, f"keep the output of sample {spec.sample}",
                                       full.answer) from full
+        if code in STOPPED_FROM_OUTSIDE:
+            raise EngineRestartedError(self.engine.address, f"run sample {spec.sample}",
+                                       f"its container was stopped from outside (exit "
+                                       f"{code}) before it handed its output back")
+        raise EngineFailedError(f"the engine at {self.engine.address} kept no log of sample "
+                                f"{spec.sample} (exit {code}): the driver's output is lost",
+                                hint="check the engine's disk and its log, then run the "
+                                     "same command again: the sample runs again")
 
     def _server(self, spec: SampleSpec, setting: SampleSetting, port: int) -> Any:
         """The sample's server, started in a container of its own (its own tree, HOME and
