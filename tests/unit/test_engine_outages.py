@@ -378,6 +378,7 @@ def test_a_teardown_that_fails_after_an_outage_never_hides_the_outage(
     def teardown(self: DockerSampleExecutor) -> None:
         raise left
     monkeypatch.setattr(DockerSampleExecutor, "teardown", teardown)
+    monkeypatch.setattr(DockerSampleExecutor, "setup", lambda self: None)
     executor = DockerSampleExecutor.__new__(DockerSampleExecutor)
     cut = OutageError(["c/A/success/3"], "no Docker engine answers at tcp://10.0.0.2:2375")
     with pytest.raises(OutageError) as said, executor:
