@@ -151,16 +151,16 @@ POINTS: list[tuple[str, Callable[[Path], bool]]] = [
 
 
 def engine_line(url: str) -> re.Pattern[str]:
-    """The error line of a run the engine failed under: the engine named (one of
-    `runner.containers.failures`), or the samples it cut (`OutageError`) with why: the
-    engine, or the experiment's Postgres it stopped; then the fix."""
+    """The error line of a run the engine failed under: it names the engine (one of
+    `runner.containers.failures`) or the experiment's Postgres the engine stopped, alone
+    or as why samples were cut (`OutageError`) or a dispatch did not finish; then the
+    fix, which is to run the same command again."""
     where = re.escape(url)
     engine = (rf"no Docker engine answers at {where} |the engine at {where} (stopped or "
               r"restarted while|has no space left on its disk)")
     service = r"the experiment's Postgres \(container \w+\) is exited"
-    cut = r"an outage cut \d+ sample\(s\), and no result was recorded for them \(.*\): "
-    return re.compile(rf"^error: ({cut})?({engine}|{service}).*\n  fix: .*run the same "
-                      "command again", re.MULTILINE)
+    return re.compile(rf"^error: .*({engine}|{service}).*\n  fix: .*run the same command "
+                      "again", re.MULTILINE)
 
 
 def until(under_way: Callable[[Path], bool], state: Path, run: subprocess.Popen[str],
