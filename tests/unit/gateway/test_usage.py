@@ -9,7 +9,8 @@ import pytest
 
 from gateway import usage as usage_mod
 from gateway.config import Price
-from gateway.usage import Api, RequestFacts, ResponseObserver, Usage, cost_usd, request_facts
+from gateway.facts import RequestFacts, request_facts
+from gateway.usage import Api, ResponseObserver, Usage, cost_usd
 from tests.unit.gateway.streams import ANTHROPIC_STREAM, RESPONSES_STREAM
 
 
@@ -68,12 +69,16 @@ def test_cost_is_exact_and_null_when_a_used_kind_has_no_price() -> None:
 
 
 def test_request_facts_for_the_three_apis() -> None:
-    assert request_facts({"model": "claude-x", "stream": True, "thinking": {"type": "adaptive"},
-                          "output_config": {"effort": "high"}}) == RequestFacts(
+    assert request_facts(Api.MESSAGES, {
+        "model": "claude-x", "stream": True, "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "high"}}) == RequestFacts(
         model="claude-x", stream=True, thinking={"type": "adaptive"},
-        output_config_effort="high", reasoning_effort=None)
-    facts = request_facts({"model": "gpt-x", "reasoning": {"effort": "xhigh"}})
+        output_config_effort="high", reasoning_effort=None,
+        effort={"output_config.effort": "high"})
+    facts = request_facts(Api.RESPONSES, {"model": "gpt-x", "reasoning": {"effort": "xhigh"}})
     assert (facts.model, facts.stream, facts.thinking, facts.output_config_effort,
-            facts.reasoning_effort) == ("gpt-x", False, None, None, "xhigh")
-    chat = request_facts({"model": "gpt-y", "stream": "yes", "reasoning_effort": "low"})
-    assert (chat.stream, chat.reasoning_effort) == (False, "low")
+            facts.reasoning_effort, facts.effort) == (
+        "gpt-x", False, None, None, "xhigh", {"reasoning.effort": "xhigh"})
+    chat = request_facts(Api.CHAT, {"model": "gpt-y", "stream": "yes", "reasoning_effort": "low"})
+    assert (chat.stream, chat.reasoning_effort, chat.effort) == (
+        False, "low", {"reasoning_effort": "low"})
