@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from gateway.facts import request_facts
+from gateway.usage import Api
 from tests.unit.gateway.harness import TOKEN_A, Reply, Upstream, call, records, running_gateway
 from tests.unit.gateway.harness import write_config as configure
 from tests.unit.gateway.streams import (
@@ -84,3 +86,13 @@ def test_every_effort_field_of_the_wire_and_the_served_model_are_recorded(
     [line] = records(tmp_path)
     assert (line["effort"], line["model_response"], line["stream"]) == (
         effort, served, "stream" in path or body.get("stream") is True)
+
+
+def test_a_gemini_request_s_model_is_the_path_s_never_the_body_s() -> None:
+    """The upstream serves the model the URL names: a `model` in the body (which Gemini
+    ignores) can neither pass nor fail the allow list."""
+    facts = request_facts(Api.STREAM_GENERATE, {"model": "gemini-allowed", "contents": []},
+                          "gemini-other")
+    assert (facts.model, facts.stream, facts.effort, facts.thinking) == (
+        "gemini-other", True, {}, None)
+    assert request_facts(Api.GENERATE, {}, "gemini-x").stream is False

@@ -11,7 +11,12 @@ from gateway import usage as usage_mod
 from gateway.config import Price
 from gateway.facts import RequestFacts, request_facts
 from gateway.usage import Api, ResponseObserver, Usage, cost_usd
-from tests.unit.gateway.streams import ANTHROPIC_STREAM, RESPONSES_STREAM
+from tests.unit.gateway.streams import (
+    ANTHROPIC_STREAM,
+    GEMINI_ARRAY,
+    GEMINI_SSE,
+    RESPONSES_STREAM,
+)
 
 
 def observe(api: Api, data: bytes, size: int, encoding: str | None = None) -> ResponseObserver:
@@ -82,3 +87,27 @@ def test_request_facts_for_the_three_apis() -> None:
     chat = request_facts(Api.CHAT, {"model": "gpt-y", "stream": "yes", "reasoning_effort": "low"})
     assert (chat.stream, chat.reasoning_effort, chat.effort) == (
         False, "low", {"reasoning_effort": "low"})
+
+
+def test_gemini_usage_split_anywhere_is_the_last_chunk_s_streamed_or_as_an_array() -> None:
+    """Each chunk's usageMetadata counts everything so far: the last one is the usage,
+    whether the stream is SSE (CRLF-separated) or one JSON array, split at any byte."""
+    expected = ("gemini-x-001", Usage(input=500, output=240, cache_read=1000, reasoning=200))
+    sse = b"".join(GEMINI_SSE)
+    found = {(o.model, o.usage) for size in (1, 7, 4096)
+             if (o := observe(Api.STREAM_GENERATE, sse, size))}
+    array = b"".join(GEMINI_ARRAY)
+    for size in (1, 7, 4096):
+        observer = ResponseObserver(Api.STREAM_GENERATE, streaming=False)
+        for start in range(0, len(array), size):
+            observer.feed(array[start:start + size])
+        observer.finish()
+        found.add((observer.model, observer.usage))
+    assert found == {expected}
+    assert expected[1].total == 1740  # the last chunk's totalTokenCount
+
+
+def test_a_gemini_stream_cut_before_any_usage_has_none() -> None:
+    cut = GEMINI_SSE[0].replace(b'"usageMetadata"', b'"other"')
+    assert (observe(Api.STREAM_GENERATE, cut, 5).usage, observe(
+        Api.STREAM_GENERATE, cut, 5).model) == (None, "gemini-x-001")
