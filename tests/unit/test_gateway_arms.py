@@ -8,9 +8,13 @@ import pydantic
 import pytest
 
 from gateway import config as gateway_config
+from rig.rubric import describe_flag
 from runner.commands import demo
 from runner.commands import up as up_mod
+from runner.commands.dispatch import ArmState
 from runner.commands.dispatch.agents import ADAPTERS, CODEX_PROVIDER, cli_env, gateway_env
+from runner.commands.dispatch.brief import BRIEF_PATH
+from runner.commands.dispatch.record import ArmRecord, apply_gateway
 from runner.containers import gateway as gateway_mod
 from runner.containers.backend import Labels
 from runner.errors import BadInputError, ManifestError
@@ -153,3 +157,31 @@ def test_up_grants_server_tools_to_the_arm_that_declares_them() -> None:
         True, {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"})
     assert up_mod._door(arm(agent="codex", agent_version="0.169.0"), "net"
                         ).allow_server_tools is False
+
+
+def test_an_arm_whose_granted_server_tools_were_used_is_marked_and_its_round_flagged() -> None:
+    """The mark reaches arm.json through the gateway's records alone (apply_gateway), and
+    every report's flags through the marks: nothing in dispatch names it."""
+    record = ArmRecord.model_validate(dict(
+        experiment="e", change="c", arm="g1", attempt=1, state=ArmState.FINISHED, run="r",
+        container="k", image_id="i", network="n", egress=False, adapter="command",
+        command="x", env={}, secrets=[], brief_path=BRIEF_PATH, brief_sha256="s",
+        brief_file_sha256="f", dispatch_timeout_s=10.0, base_commit="b", started_at="t",
+        model="gemini-x", effort="high", effort_normalized="high",
+        effort_provenance="experiment_config", effort_evidence="declared",
+        mode="single_agent", control=False))
+    line: dict[str, object] = {
+        "arm": "g1", "role": "arm", "path": "/gemini/v1beta/models/gemini-x:generateContent",
+        "model_requested": "gemini-x", "model_response": "gemini-x-001", "refused": None,
+        "effort": {"generationConfig.thinkingConfig.thinkingLevel": "high"},
+        "server_tools": ["googleSearch"], "server_tools_allowed": True,
+        "usage": {"input": 10, "output": 5}, "cost_usd": None}
+    marked = apply_gateway(record, [line], "gateway/records/c/requests.jsonl")
+    assert marked.marks == ["server_tools"]
+    assert marked.effort_evidence == ("gateway: 1 request to gemini-x, "
+                                      "generationConfig.thinkingConfig.thinkingLevel=high in 1/1")
+    assert ("server_tools: the arm's requests used provider-side tools that reach the "
+            "internet (googleSearch in 1 request), allowed by allow_server_tools"
+            ) in marked.caveats
+    assert describe_flag("server_tools:g1").startswith(
+        "server_tools:g1: the arm was granted allow_server_tools")
