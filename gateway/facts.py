@@ -39,7 +39,8 @@ GEMINI_TOOLS = frozenset({"googleSearch", "google_search", "googleSearchRetrieva
                           "googleMaps", "google_maps", "enterpriseWebSearch",
                           "enterprise_web_search"})
 # Chat Completions request keys that switch on a provider's own web search: OpenAI's
-# search models, Qwen's DashScope, xAI's live search.
+# search models, Qwen's DashScope, xAI's live search (and, below, Moonshot's builtin
+# `$web_search` and OpenRouter's `web` plugin).
 CHAT_SEARCH_KEYS = ("web_search_options", "enable_search", "search_parameters")
 
 
@@ -98,6 +99,10 @@ def _chat_tools(body: dict[str, Any]) -> list[str]:
     for tool in tools if isinstance(tools, list) else ():
         if get(tool, "type") == "builtin_function":  # Moonshot's $web_search
             found.append(f"builtin_function:{get(tool, 'function', 'name')}")
+    plugins = body.get("plugins")
+    for plugin in plugins if isinstance(plugins, list) else ():
+        if get(plugin, "id") == "web":  # OpenRouter's web search
+            found.append("plugins:web")
     return found
 
 

@@ -25,6 +25,7 @@ from tests.unit.gateway.streams import (
     ANTHROPIC_JSON,
     ANTHROPIC_STREAM,
     CHAT_JSON,
+    CHAT_STREAM,
     GEMINI_JSON,
     GEMINI_SSE,
     RESPONSES_STREAM,
@@ -64,6 +65,9 @@ CASES: list[tuple[str, dict[str, Any], list[str], Reply]] = [
     (CHAT, {"model": "kimi-x", "messages": ASK, "tools": [
         {"type": "builtin_function", "function": {"name": "$web_search"}}]},
      ["builtin_function:$web_search"], Reply(json_body=CHAT_JSON)),
+    (CHAT, {"model": "qwen/qwen3-coder", "stream": True, "messages": ASK,
+            "plugins": [{"id": "web", "max_results": 3}]},
+     ["plugins:web"], Reply(chunks=CHAT_STREAM)),
     (GEMINI, {"contents": GEMINI_ASK, "tools": [{"googleSearch": {}}, {"urlContext": {}}]},
      ["googleSearch", "urlContext"], Reply(json_body=GEMINI_JSON)),
     (GEMINI_STREAM, {"contents": GEMINI_ASK, "tools": [
@@ -71,7 +75,8 @@ CASES: list[tuple[str, dict[str, Any], list[str], Reply]] = [
      ["google_search_retrieval"], Reply(chunks=GEMINI_SSE)),
 ]
 IDS = ["messages-web-search-fetch", "messages-mcp", "responses-web-search", "responses-mcp",
-       "chat-openai-search", "chat-qwen-search", "chat-kimi-search", "gemini-search-url",
+       "chat-openai-search", "chat-qwen-search", "chat-kimi-search", "chat-openrouter-stream",
+       "gemini-search-url",
        "gemini-stream-snake-case"]
 
 
@@ -99,7 +104,7 @@ def test_a_server_side_tool_is_refused_in_the_provider_s_shape_and_recorded(
         with running_gateway(tmp_path) as port:
             refused = call(port, path, body, headers=HEADERS)
             plain = {k: v for k, v in body.items() if k not in (
-                "tools", "mcp_servers", "web_search_options", "enable_search")}
+                "tools", "mcp_servers", "web_search_options", "enable_search", "plugins")}
             served = call(port, path, plain, headers=HEADERS)
     assert (refused.status, refused.json()) == (400, refusal(path, tools))
     assert served.status == 200  # the refusal did not spend the budget of one request
