@@ -180,50 +180,76 @@ def swept(repo: Path, remote: RemoteEngine, name: str, what: str) -> None:
     assert leftovers(remote.engine, name, live) == [], what
 
 
+def stopped_at(host: Engine, remote: RemoteEngine, repo: Path, state: Path, what: str,
+               under_way: Callable[[Path], bool], err: Path) -> str:
+    """A `run` whose engine stops once `under_way` and starts again a few seconds later
+    (or once the run ended); its exit code must be 3 and its error line name the engine.
+    That line."""
+    run = start(repo, remote, err)
+    until(under_way, state, run, what, err)
+    stop_dockerd(host, remote)
+    with contextlib.suppress(subprocess.TimeoutExpired):  # still running: the engine
+        run.wait(timeout=RESTART_AFTER_S)  # comes back under it
+    start_dockerd(host, remote)
+    code = run.wait(timeout=POINT_S)
+    said = err.read_text()
+    assert (code, "Traceback" in said) == (3, False), f"{what}: {said[-3000:]}"
+    found = engine_line(remote.url).search(said)
+    assert found, f"{what}: {said[-3000:]}"
+    return found.group(0)
+
+
+def filled_under(host: Engine, remote: RemoteEngine, repo: Path, state: Path, what: str,
+                 under_way: Callable[[Path], bool], err: Path) -> str:
+    """A `run` whose engine's disk fills up once `under_way`, given back once the run
+    ended; exit 3 and the line that names the full disk."""
+    run = start(repo, remote, err)
+    until(under_way, state, run, what, err)
+    fill_store(host, remote)
+    try:
+        code = run.wait(timeout=POINT_S)
+    finally:
+        free_store(host, remote)
+    said = err.read_text()
+    assert (code, "Traceback" in said) == (3, False), f"{what}: {said[-3000:]}"
+    found = re.search(rf"^error: .*the engine at {re.escape(remote.url)} has no space left on "
+                      r"its disk, so it could not .*: .*no space left on device.*\n  fix: .*",
+                      said, re.MULTILINE)
+    assert found, f"{what}: {said[-3000:]}"
+    return found.group(0)
+
+
+def set_aside(state: Path, stage: str) -> list[tuple[str, str | None]]:
+    """(verdict, reason) of every attempt of a stage kept aside under retried/."""
+    return sorted((r["verdict"], r["reason"]) for path in state.glob(
+        f"stages/{stage}/**/retried/*.json") for r in [flat_record(path)])
+
+
 def test_an_engine_stopped_at_four_points_and_filled_once_costs_time_never_results(
         engine: Engine, outage_engine: RemoteEngine, clean: Clean, tmp_path: Path) -> None:
     remote, name = outage_engine, clean.name
     repo = target(tmp_path / "cut", name).parent
     state = repo / ".bakeoff" / name
-    line = engine_line(remote.url)
     began = time.monotonic()
     try:
         for index, (what, under_way) in enumerate(POINTS):
-            err = tmp_path / f"run-{index}.err"
-            run = start(repo, remote, err)
-            until(under_way, state, run, what, err)
-            stop_dockerd(engine, remote)
-            with contextlib.suppress(subprocess.TimeoutExpired):  # still running: the
-                run.wait(timeout=RESTART_AFTER_S)  # engine comes back under it
-            start_dockerd(engine, remote)
-            code = run.wait(timeout=POINT_S)
-            said = err.read_text()
-            assert (code, "Traceback" in said) == (3, False), f"{what}: {said[-3000:]}"
-            assert line.search(said), f"{what}: {said[-3000:]}"
+            said = stopped_at(engine, remote, repo, state, what, under_way,
+                              tmp_path / f"{index}.err")
+            print(f"{what}: exit 3: {said}")
             swept(repo, remote, name, what)
         what = "score of the second change: the engine's disk full"
-        err = tmp_path / "run-full.err"
-        run = start(repo, remote, err)
-        until(lambda s: (s / "stages" / "second" / "samples" / "A" / "success" / "1.json"
-                         ).exists(), state, run, what, err)
-        fill_store(engine, remote)
-        try:
-            code = run.wait(timeout=POINT_S)
-        finally:
-            free_store(engine, remote)
-        said = err.read_text()
-        assert (code, "Traceback" in said) == (3, False), f"{what}: {said[-3000:]}"
-        assert re.search(rf"^error: .*the engine at {re.escape(remote.url)} has no space left "
-                         r"on its disk, so it could not .*: .*no space left on device",
-                         said, re.MULTILINE), said[-3000:]
-        stored = results(state)
+        said = filled_under(engine, remote, repo, state, what, lambda s: (
+            s / "stages" / "second" / "samples" / "A" / "success" / "1.json").exists(),
+            tmp_path / "full.err")
+        print(f"{what}: exit 3: {said}")
+        stored = results(state)  # no sample FAILed for it: each is the clean run's, or cut
         assert {path: stored[path] for path in stored if "/second/" in path} == {
             path: clean.samples[path] for path in stored if "/second/" in path}, what
+        assert set(set_aside(state, "second")) <= {("RIG_ERROR", "infra")}, what
         swept(repo, remote, name, what)
 
-        err = tmp_path / "resume.err"
-        resumed = start(repo, remote, err)
-        assert resumed.wait(timeout=RUN_S) == 0, err.read_text()[-3000:]
+        resumed = start(repo, remote, tmp_path / "resume.err")
+        assert resumed.wait(timeout=RUN_S) == 0, (tmp_path / "resume.err").read_text()[-3000:]
         observation = json.loads((state / "OBSERVATION.json").read_text())
         assert comparable(observation) == comparable(clean.observation)
         assert results(state) == clean.samples
