@@ -120,9 +120,10 @@ class OutageError(InfraError):
         super().__init__(
             f"an outage cut {len(samples)} sample(s), and no result was recorded for them "
             f"({named}{f', +{more} more' if more > 0 else ''}): {why}",
-            hint="once `docker info` answers again, run the same command again (`bakeoff-"
-                 "sandbox run` resumes where it stopped): those samples run again; their cut "
-                 "attempts are kept under samples/<arm>/<check>/retried/")
+            hint=(DISK_FREED if NO_SPACE in why else "once `docker info` answers again, ")
+            + "run the same command again (`bakeoff-sandbox run` resumes where it stopped): "
+              "those samples run again; their cut attempts are kept under "
+              "samples/<arm>/<check>/retried/")
 
 
 class RigErrorRoundError(InfraError):
@@ -214,6 +215,11 @@ class LeftoverError(InfraError):
 RESUME = "run the same command again: the run resumes where it stopped"
 
 
+NO_SPACE = "has no space left on its disk"  # how EngineDiskFullError says it
+DISK_FREED = ("free space on that engine's data root (`docker system df` there shows what "
+              "holds it; or give it a larger disk), then ")
+
+
 class EngineDiskFullError(EngineFailedError):
     """The engine's own disk (its data root: images, layers, containers) is full: the
     engine answered "no space left on device" to a request. Never a sample's own tmpfs
@@ -222,11 +228,8 @@ class EngineDiskFullError(EngineFailedError):
 
     def __init__(self, engine: str, what: str, answer: str) -> None:
         self.engine, self.what, self.answer = engine, what, answer
-        super().__init__(f"the engine at {engine} has no space left on its disk, so it could "
-                         f"not {what}: {answer}",
-                         hint="free space on that engine's data root (`docker system df` "
-                              "there shows what holds it; or give it a larger disk), then "
-                              + RESUME)
+        super().__init__(f"the engine at {engine} {NO_SPACE}, so it could not {what}: "
+                         f"{answer}", hint=DISK_FREED + RESUME)
 
 
 class EngineNotAnsweringError(EngineUnreachableError):

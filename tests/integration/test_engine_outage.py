@@ -213,7 +213,8 @@ def filled_under(host: Engine, remote: RemoteEngine, repo: Path, state: Path, wh
     said = err.read_text()
     assert (code, "Traceback" in said) == (3, False), f"{what}: {said[-3000:]}"
     found = re.search(rf"^error: .*the engine at {re.escape(remote.url)} has no space left on "
-                      r"its disk, so it could not .*: .*no space left on device.*\n  fix: .*",
+                      r"its disk, so it could not .*: .*no space left on device.*\n  fix: free "
+                      r"space on that engine's data root .*run the same command again.*",
                       said, re.MULTILINE)
     assert found, f"{what}: {said[-3000:]}"
     return found.group(0)

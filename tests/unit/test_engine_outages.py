@@ -386,3 +386,18 @@ def test_a_teardown_that_fails_after_an_outage_never_hides_the_outage(
     assert said.value is cut
     with pytest.raises(LeftoverError), executor:
         pass
+
+
+def test_samples_a_full_engine_disk_cut_are_named_with_the_disk_s_fix() -> None:
+    """The run's one line after a full disk cut samples: its fix is the disk's, not
+    "once `docker info` answers again" (it answers all along)."""
+    from runner.errors import OutageError
+    full = mapped(server_error(FULL_CREATE), "create sample c/A/success/3")
+    said = OutageError(["c/A/success/3"], str(full).splitlines()[0])
+    assert said.hint == (
+        "free space on that engine's data root (`docker system df` there shows what holds "
+        "it; or give it a larger disk), then run the same command again (`bakeoff-sandbox "
+        "run` resumes where it stopped): those samples run again; their cut attempts are "
+        "kept under samples/<arm>/<check>/retried/")
+    down = OutageError(["c/A/success/3"], "no Docker engine answers at tcp://10.0.0.2:2375")
+    assert down.hint is not None and down.hint.startswith("once `docker info` answers again, ")
