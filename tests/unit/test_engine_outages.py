@@ -401,3 +401,30 @@ def test_samples_a_full_engine_disk_cut_are_named_with_the_disk_s_fix() -> None:
         "kept under samples/<arm>/<check>/retried/")
     down = OutageError(["c/A/success/3"], "no Docker engine answers at tcp://10.0.0.2:2375")
     assert down.hint is not None and down.hint.startswith("once `docker info` answers again, ")
+
+
+def test_a_database_failure_waits_to_see_its_server_stopped_under_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins: dockerd going down killed the admin's psql in the experiment's Postgres (exit
+    137) while the container still showed `running`; the sample was RIG_ERROR infra, kept
+    as a result, and `run` stopped at a round of rig errors. The server asked again until
+    it stopped makes it an outage."""
+    from runner.containers import database
+    from runner.containers.samples import network
+    from runner.errors import DatabaseError
+    monkeypatch.setattr(network, "DOWN_POLL_S", 0)
+    answers = iter([None, None, "exited"])
+
+    def find_server(engine: object, container_id: str) -> object:
+        status = next(answers)
+        if status is not None:
+            raise DatabaseError(f"the experiment's Postgres (container {container_id[:12]}) "
+                                f"is {status}")
+        return object()
+    monkeypatch.setattr(database, "find_server", find_server)
+    networks = network.SampleNetworks.__new__(network.SampleNetworks)
+    networks.engine = None  # type: ignore[assignment]
+    networks.server = SimpleNamespace(container_id="b77f738070ae")  # type: ignore[assignment]
+    assert networks.server_down() is None  # asked once: still running
+    assert networks.server_down(within_s=5) == (
+        "the experiment's Postgres (container b77f738070ae) is exited")

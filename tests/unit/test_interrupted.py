@@ -138,7 +138,8 @@ def test_an_outage_is_told_from_a_refusal(engine_down: str | None, server_down: 
                                           hint="check"),
               "database": DatabaseError("relation exists")}
     executor = SimpleNamespace(engine=SimpleNamespace(down=lambda: engine_down),
-                               networks=SimpleNamespace(server_down=lambda: server_down))
+                               networks=SimpleNamespace(
+                                   server_down=lambda within_s=0.0: server_down))
     assert DockerSampleExecutor.outage(executor, errors[error]) == expected  # type: ignore[arg-type]
 
 

@@ -84,6 +84,9 @@ HOME = sandbox.HOME
 # init (137 when its PID 1 ignores SIGTERM for 10 s).
 STOPPED_FROM_OUTSIDE = frozenset({128 + 15, 128 + 9})
 LAYOUT_EXIT = 125  # the driver's: a layout that never happened (sample_driver.BOOT)
+# How long a database failure waits to see its server stop (an outage under way) before
+# it is graded: docker stops a container within 10 s (SIGTERM, then SIGKILL).
+STOP_GRACE_S = 12.0
 IN_DIR, RUN_DIR = sample_driver.IN, sample_driver.RUN
 RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head and tail
 HOST_GRACE_S = 60
@@ -214,7 +217,8 @@ class DockerSampleExecutor:
             return down
         if isinstance(error, EngineFailedError | EngineUnreachableError):
             return str(error).splitlines()[0]
-        return self.networks.server_down()
+        return self.networks.server_down(
+            within_s=STOP_GRACE_S if isinstance(error, DatabaseError) else 0.0)
 
     def _refused(self, why: str, started: float) -> Execution:
         return Execution(exit_code=None, log=f"bakeoff-rig: nothing run: {why}\n",

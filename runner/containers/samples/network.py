@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 
 from runner.containers import database, sandbox
@@ -27,6 +28,8 @@ from runner.containers.engine import (
 )
 from runner.containers.images import BuiltImage
 from runner.errors import DatabaseError, EngineError
+
+DOWN_POLL_S = 0.5
 
 
 class SampleNetworks:
@@ -108,9 +111,20 @@ class SampleNetworks:
             with self.lock:
                 database.drop_schema(self.admin(), schema.name)
 
-    def server_down(self) -> str | None:
+    def server_down(self, within_s: float = 0.0) -> str | None:
         """Why the samples' database server is not up (gone, stopped), or None (it is, or
-        there is none): asked after a sample failed, to tell an outage from a result."""
+        there is none): asked after a sample failed, to tell an outage from a result.
+        `within_s`: asked again until then, for a server being stopped under the call (a
+        dockerd going down stops its containers one by one while it still answers: the
+        admin's psql is killed, exit 137, before the server's container is `exited`)."""
+        deadline = time.monotonic() + within_s
+        while True:
+            why = self._server_down()
+            if why is not None or time.monotonic() >= deadline:
+                return why
+            time.sleep(DOWN_POLL_S)
+
+    def _server_down(self) -> str | None:
         if self.server is None:
             return None
         try:
