@@ -1,4 +1,6 @@
-"""Real agent CLIs, pinned: installed from the npm registry into an agent layer.
+"""Real agent CLIs, pinned: installed from the npm registry into an agent layer (a native
+binary: Claude Code, Codex, OpenCode; or a JavaScript bundle with the Node it needs:
+Gemini CLI, Qwen Code).
 
 Two images per CLI version, both built here, never pulled:
 
@@ -37,17 +39,36 @@ DIST, LAYER = "agent-dist", "agent"
 
 @dataclass(frozen=True)
 class AgentCli:
-    """One CLI: its npm package, the program it installs, and how its native files are
-    found in node_modules (a shell step run in /opt/npm, writing under /opt/agent)."""
+    """One CLI: its npm package, the program it installs, and how its files are found in
+    node_modules (a shell step run in /opt/npm, writing under /opt/agent). A JavaScript
+    CLI (`node` = the Node major it needs) brings that Node along: its program is a
+    launcher, and the file whose sha256 identifies it is its bundle (`hashed`)."""
 
     name: str
     package: str
     program: str
     collect: str
     path: tuple[str, ...] = ()  # more directories for PATH, under AGENT_ROOT
+    node: str | None = None     # the bakeoff/node variant of the build stage (and runtime)
+    hashed: str = ""            # under /opt/agent; default bin/<program>
 
     def program_path(self) -> str:
         return f"{AGENT_ROOT}/bin/{self.program}"
+
+    def hashed_path(self) -> str:
+        return f"/opt/agent/{self.hashed or 'bin/' + self.program}"
+
+
+def node_cli(name: str, package: str, program: str, entry: str, node: str) -> AgentCli:
+    """A JavaScript CLI: its node_modules and the build stage's Node under /opt/agent, and
+    a launcher that finds both beside itself (the same in the build and in the layer)."""
+    launcher = ("printf '%s\\n' '#!/bin/sh' 'd=$(dirname \"$(readlink -f \"$0\")\")/..' "
+                f"'exec \"$d/node/bin/node\" \"$d/node_modules/{package}/{entry}\" \"$@\"' "
+                f"> /opt/agent/bin/{program} && chmod 0755 /opt/agent/bin/{program}")
+    collect = ("cp -a node_modules /opt/agent/node_modules && mkdir -p /opt/agent/node/bin "
+               f"&& cp /opt/node/bin/node /opt/agent/node/bin/node && {launcher}")
+    return AgentCli(name, package, program, collect, node=node,
+                    hashed=f"node_modules/{package}/{entry}")
 
 
 CLIS: dict[str, AgentCli] = {cli.name: cli for cli in (
@@ -59,6 +80,11 @@ CLIS: dict[str, AgentCli] = {cli.name: cli for cli in (
              "cp -a node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl "
              "/opt/agent/codex && ln -s ../codex/bin/codex /opt/agent/bin/codex",
              path=("codex/codex-path",)),
+    AgentCli("opencode", "opencode-ai", "opencode",
+             # One native binary in the platform package (the postinstall would link it).
+             "cp node_modules/opencode-linux-x64/bin/opencode /opt/agent/bin/opencode"),
+    node_cli("gemini-cli", "@google/gemini-cli", "gemini", "bundle/gemini.js", "22"),
+    node_cli("qwen-code", "@qwen-code/qwen-code", "qwen", "cli-entry.js", "22"),
 )}
 
 
@@ -92,15 +118,17 @@ def _registry() -> str:
 
 
 def dist_identity(cli: AgentCli, version: str) -> str:
+    node = {"node": cli.node, "hashed": cli.hashed} if cli.node else {}
     blob = json.dumps({"cli": cli.name, "package": cli.package, "version": version,
-                       "collect": cli.collect, "registry": _registry(), "format": FORMAT})
+                       "collect": cli.collect, "registry": _registry(), "format": FORMAT,
+                       **node})
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
     spec = f"{cli.package}@{version}"
     identity = ("node -e 'const fs=require(\"fs\"),c=require(\"crypto\");"
-                f"const b=fs.readFileSync(\"/opt/agent/bin/{cli.program}\");"
+                f"const b=fs.readFileSync(\"{cli.hashed_path()}\");"
                 "fs.writeFileSync(\"/opt/agent/identity.json\",JSON.stringify({"
                 f"cli:\"{cli.name}\",package:\"{cli.package}\",version:\"{version}\","
                 f"program:\"{cli.program_path()}\","
@@ -121,7 +149,7 @@ def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
 def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -> BuiltImage:
     """The dist image of `cli` at `version` (a cache hit when its identity matches)."""
     def context() -> bytes:
-        node = images.resolve(engine, "node", reporter)
+        node = images.resolve(engine, "node", reporter, variant=cli.node)
         return images.tar_of({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
                               images.HOST_CA: host_trust.ca_bundle()})
 
