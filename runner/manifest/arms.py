@@ -1,8 +1,8 @@
 """`[[arms]]`: the contestants, and the identity every record of an arm carries.
 
 An arm runs an adapter (`agent`): `command` (its own command line), or a real agent CLI
-(`claude-code`, `codex`, `opencode`, `gemini-cli`, `qwen-code`) pinned at
-`agent_version` and installed into an agent layer of the arm's image. Its `network` says
+(`claude-code`, `codex`, `opencode`, `gemini-cli`, `qwen-code`, `mini-swe-agent`) pinned
+at `agent_version` and installed into an agent layer of the arm's image. Its `network` says
 what the sandbox can reach: nothing, only the model gateway (`gateway`, the CLI
 adapters' default: the arm's API keys stay in the gateway),
 or the internet (`egress`, flagged `unrestricted_network` in every report).
@@ -35,8 +35,9 @@ from runner.manifest.models import (
 from runner.manifest.rules import RuleViolation, raise_if_any, rule_error
 
 # The adapters that run a real CLI, pinned (runner.containers.images.agent_cli installs them).
-AGENT_CLIS = ("claude-code", "codex", "opencode", "gemini-cli", "qwen-code")
-AgentCliName = Literal["claude-code", "codex", "opencode", "gemini-cli", "qwen-code"]
+AGENT_CLIS = ("claude-code", "codex", "opencode", "gemini-cli", "qwen-code", "mini-swe-agent")
+AgentCliName = Literal["claude-code", "codex", "opencode", "gemini-cli", "qwen-code",
+                       "mini-swe-agent"]
 # A gateway arm's secrets are provider keys, held by the gateway: the name says which.
 KEY_PREFIXES = {"ANTHROPIC_": "anthropic", "OPENAI_": "openai", "GEMINI_": "gemini"}
 Network = Literal["none", "egress", "gateway"]
@@ -80,7 +81,7 @@ class ArmIdentity(BaseModel):
 
 
 _EXAMPLE_VERSION = {"claude-code": "2.1.328", "codex": "0.169.0", "opencode": "1.18.33",
-                    "gemini-cli": "0.61.0", "qwen-code": "0.24.4"}
+                    "gemini-cli": "0.61.0", "qwen-code": "0.24.4", "mini-swe-agent": "2.4.6"}
 
 
 class _ArmId(Section):
@@ -93,7 +94,8 @@ class Arm(ArmIdentity, _ArmId):
 
     agent: NonBlank = Field(
         default="command",
-        description="the adapter: command, claude-code, codex, opencode, gemini-cli or qwen-code"
+        description="the adapter: command, claude-code, codex, opencode, gemini-cli, "
+                    "qwen-code or mini-swe-agent"
     )
     command: str = Field(
         default="",
@@ -172,7 +174,7 @@ class Arm(ArmIdentity, _ArmId):
             found.append(RuleViolation(("cli",), "agent_version pins a CLI, and the "
                                        f"{self.agent!r} adapter is not one",
                                        'name the CLI to install: cli = "claude-code", "codex", '
-                                       '"opencode", "gemini-cli" or "qwen-code"',
+                                       '"opencode", "gemini-cli", "qwen-code" or "mini-swe-agent"',
                                        found=self.agent_version))
         return found
 

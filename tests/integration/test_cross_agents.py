@@ -31,6 +31,7 @@ from runner.commands.dispatch import cli_settings
 from runner.commands.dispatch.agents import (
     CLI_ENV,
     GEMINI_CLI_TEMPLATE,
+    MINI_SWE_AGENT_TEMPLATE,
     OPENCODE_TEMPLATE,
     QWEN_CODE_TEMPLATE,
 )
@@ -43,12 +44,17 @@ from tests.integration.provider_lab import JUDGE_ANSWER, Upstream, scripted_prov
 from tests.integration.test_real_agents import REACH, _host_listener, _ip
 
 FIX = "sh /agents/fixer.sh /tmp/bakeoff/brief.md"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 JUDGE_MODEL = "gpt-judge-6"
 SCRIPT = {"steps": [{"shell": FIX}, {"say": "fixed and committed"}],
           "usage": {"input": 1000, "output": 200, "cache_read": 0, "cache_write": 0,
                     "reasoning": 50},
           "models": {JUDGE_MODEL: {"steps": [{"say": JUDGE_ANSWER}],
-                                   "usage": {"input": 3000, "output": 300}}}}
+                                   "usage": {"input": 3000, "output": 300}},
+                     # mini-swe-agent ends when a command prints its submission word.
+                     "open-coder-9": {"steps": [{"shell": FIX}, {"shell": SUBMIT}],
+                                      "usage": {"input": 1000, "output": 200,
+                                                "reasoning": 50}}}}
 KEYS = {"ANTHROPIC_API_KEY": "sk-ant-real-" + "x9z" * 8,
         "OPENAI_API_KEY": "sk-openai-real-" + "x9z" * 8,
         "GEMINI_API_KEY": "AIza-real-" + "x9z" * 8}
@@ -59,8 +65,11 @@ WIRE = {"claude-code": ("claude-opus-4-8", "output_config.effort=high", "/v1/mes
         "opencode": ("gpt-6.1-sol", "reasoning.effort=high", "/v1/responses"),
         "gemini-cli": ("gemini-9-pro", "generationConfig.thinkingConfig.thinkingLevel=HIGH",
                        "/v1beta/models/gemini-9-pro:streamGenerateContent"),
-        "qwen-code": ("qwen-coder-9", "reasoning.effort=high", "/v1/chat/completions")}
-VERSIONS = {"opencode": "1.18.33", "gemini-cli": "0.61.0", "qwen-code": "0.24.4"}
+        "qwen-code": ("qwen-coder-9", "reasoning.effort=high", "/v1/chat/completions"),
+        "mini-swe-agent": ("open-coder-9", "reasoning_effort=high", "/v1/chat/completions")}
+VERSIONS = {"opencode": "1.18.33", "gemini-cli": "0.61.0", "qwen-code": "0.24.4",
+            "mini-swe-agent": "2.4.6"}
+UNSTREAMED = {"mini-swe-agent"}  # LiteLLM's completion() as mini-swe-agent calls it
 
 
 @dataclass
@@ -209,7 +218,7 @@ def test_the_provider_saw_each_protocol_streamed_with_the_gateway_s_real_key(run
             assert {r["headers"].get("x-goog-api-key") for r in own} == {
                 KEYS["GEMINI_API_KEY"]}
         else:
-            assert all(r["body"].get("stream") for r in own), arm
+            assert all(bool(r["body"].get("stream")) != (arm in UNSTREAMED) for r in own), arm
     assert {r["headers"].get("x-api-key") for r in seen
             if r["path"].startswith("/v1/messages")} == {KEYS["ANTHROPIC_API_KEY"]}
     assert {r["headers"].get("authorization") for r in seen
@@ -245,11 +254,13 @@ def test_a_sandbox_reaches_nothing_but_the_gateway_and_holds_no_key(run: Run) ->
 FLAG = re.compile(r"(?<![\w-])(--[a-zA-Z][\w-]*)")
 HELP = {"opencode": (["sh", "-c", "opencode run --help 2>&1"], OPENCODE_TEMPLATE),  # stderr
         "gemini-cli": (["gemini", "--help"], GEMINI_CLI_TEMPLATE),
-        "qwen-code": (["qwen", "--help"], QWEN_CODE_TEMPLATE)}
+        "qwen-code": (["qwen", "--help"], QWEN_CODE_TEMPLATE),
+        "mini-swe-agent": (["mini", "--help"], MINI_SWE_AGENT_TEMPLATE)}
 # Where each CLI's code is, to find the settings keys and variables it reads.
 CODE = {"opencode": "/opt/bakeoff/agent/bin/opencode",
         "gemini-cli": "/opt/bakeoff/agent/node_modules/@google/gemini-cli/bundle",
-        "qwen-code": "/opt/bakeoff/agent/node_modules/@qwen-code/qwen-code"}
+        "qwen-code": "/opt/bakeoff/agent/node_modules/@qwen-code/qwen-code",
+        "mini-swe-agent": "/opt/bakeoff/agent/venv/lib/python3.11/site-packages"}
 
 
 def _keys(value: object) -> set[str]:
@@ -269,11 +280,12 @@ def test_every_flag_setting_and_variable_an_adapter_uses_is_the_pinned_cli_s(
                             VERSIONS[cli])
     labels = Labels(f"it-{secrets.token_hex(3)}", "image-check")
     text = sandbox.check_image(engine, image.image_id, argv, labels, env={"HOME": "/tmp"})
-    used = set(FLAG.findall(template + cli_settings.cli_settings(cli, _gateway_arm(cli))
-                            .get("base_url", "")))
+    raw = cli_settings.cli_settings(cli, _gateway_arm(cli))
+    used = set(FLAG.findall(template + raw.get("base_url", "") + raw.get("api_base", "")))
     assert used and used <= set(FLAG.findall(text)), sorted(used - set(FLAG.findall(text)))
     settings = {"opencode": cli_settings.opencode_config, "gemini-cli":
-                cli_settings.gemini_settings, "qwen-code": cli_settings.qwen_settings}[cli]
+                cli_settings.gemini_settings, "qwen-code": cli_settings.qwen_settings,
+                "mini-swe-agent": _mini_config}[cli]
     names = (_keys(settings(_gateway_arm(cli))) - {"gpt-6.1-sol", "gemini-9-pro"}
              | set(CLI_ENV[cli]))
     found = sandbox.check_image(
@@ -284,9 +296,14 @@ def test_every_flag_setting_and_variable_an_adapter_uses_is_the_pinned_cli_s(
     assert agent_cli.installed(engine, image, labels).version == VERSIONS[cli]
 
 
+def _mini_config(arm: Arm) -> dict[str, Any]:
+    """The keys of mini-swe-agent's config the adapter sets (`--config a.b.c=v`)."""
+    return {"model": {"model_kwargs": {"reasoning_effort": arm.effort, "api_base": ""}}}
+
+
 def _gateway_arm(cli: str) -> Arm:
     model = {"opencode": "gpt-6.1-sol", "gemini-cli": "gemini-9-pro",
-             "qwen-code": "qwen-coder-9"}[cli]
+             "qwen-code": "qwen-coder-9", "mini-swe-agent": "open-coder-9"}[cli]
     return Arm(id=cli, model=model, effort="high", effort_normalized="high",
                effort_provenance="experiment_config", effort_evidence="test",
                mode="single_agent", agent=cli, agent_version=VERSIONS[cli])

@@ -95,3 +95,22 @@ def test_qwen_code_speaks_chat_completions_to_the_gateway_at_the_arm_s_effort() 
         "tools": {"exclude": ["web_fetch", "web_search"]}}
     egress = render(arm("qwen-code", "qwen-coder-9", network="egress"))
     assert "--openai-base-url" not in egress
+
+
+def test_mini_swe_agent_runs_its_litellm_model_at_the_arm_s_effort_through_the_gateway(
+        ) -> None:
+    words = render(arm("mini-swe-agent", "open-coder-9"))
+    assert words == [
+        "/x/cli", "--config", "mini.yaml", "--config", "model.model_kwargs.reasoning_effort=high",
+        "--config", "model.model_kwargs.api_base=http://model-gateway:8080/openai/v1",
+        "--model", "openai/open-coder-9", "--task", f"$(cat {BRIEF})", "--yolo",
+        "--exit-immediately", "--cost-limit", "0", "--output", "$HOME/mini-trajectory.json",
+        "<", "/dev/null"]
+    claude = render(arm("mini-swe-agent", "claude-opus-4-8"))
+    assert "model.model_kwargs.api_base=http://model-gateway:8080/anthropic" in claude
+    assert "anthropic/claude-opus-4-8" in claude
+    assert not [w for w in render(arm("mini-swe-agent", "m", network="egress"))
+                if "api_base" in w]
+    assert cli_env(arm("mini-swe-agent", "m")) == {
+        "MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True"}

@@ -79,6 +79,14 @@ QWEN_CODE_TEMPLATE = (
     "{cli} --auth-type openai --model {model} {base_url}--yolo --chat-recording false "
     "--output-format stream-json < {brief}"
 )
+# mini-swe-agent: its bash-only agent through LiteLLM (Chat Completions for `openai/`
+# models), the brief as its task, effort a model_kwargs entry; it ends when its model
+# submits (at once, no prompt), with no cost limit of its own (the gateway's budgets).
+MINI_SWE_AGENT_TEMPLATE = (
+    "{cli} --config mini.yaml --config model.model_kwargs.reasoning_effort={effort} "
+    "{api_base}--model {litellm_model} --task \"$(cat {brief})\" --yolo --exit-immediately "
+    '--cost-limit 0 --output "$HOME/mini-trajectory.json" < /dev/null'
+)
 # What an unattended run of each CLI needs in its environment (besides the gateway's).
 CLI_ENV: dict[str, dict[str, str]] = {
     "claude-code": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
@@ -89,6 +97,10 @@ CLI_ENV: dict[str, dict[str, str]] = {
                  "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1"},
     "gemini-cli": {"GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_BROWSER": "true"},
     "qwen-code": {"QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"},
+    # No setup wizard; LiteLLM's bundled price map (no download); a model without a price
+    # is no error (the gateway counts cost).
+    "mini-swe-agent": {"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors",
+                       "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
 }
 UNSET_EFFORTS = frozenset({"", "unknown", "default"})
 
@@ -142,6 +154,8 @@ ADAPTERS: dict[str, Adapter] = {
                 GEMINI_CLI_TEMPLATE),
         Adapter("qwen-code", "Qwen Code headless (Chat Completions); command = the CLI "
                 "program", QWEN_CODE_TEMPLATE),
+        Adapter("mini-swe-agent", "mini-swe-agent's `mini` (LiteLLM); command = the CLI "
+                "program", MINI_SWE_AGENT_TEMPLATE),
     )
 }
 

@@ -1,7 +1,8 @@
 """The configuration each real CLI adapter writes for an arm: what a flag cannot say.
 
 OpenCode takes its configuration as JSON in OPENCODE_CONFIG_CONTENT; Gemini CLI and Qwen
-Code read a settings file in $HOME. Each states the arm's model and effort explicitly,
+Code read a settings file in $HOME; mini-swe-agent takes `--config key=value` pairs and
+LiteLLM's `provider/model`. Each states the arm's model and effort explicitly,
 points the CLI at the model gateway (a gateway arm), and switches off what an unattended
 run must not do: auto-update, telemetry and usage statistics, web search and fetch.
 Every key is one the pinned version knows (tests/integration/test_real_agents.py).
@@ -79,6 +80,12 @@ def qwen_settings(arm: Arm) -> dict[str, Any]:
             "tools": {"exclude": list(QWEN_EXCLUDED)}}
 
 
+def litellm_model(model: str) -> str:
+    """mini-swe-agent's LiteLLM model: `anthropic/` for Claude (Messages), else `openai/`
+    (Chat Completions)."""
+    return f"{'anthropic' if model.startswith('claude') else 'openai'}/{model}"
+
+
 def cli_settings(adapter: str, arm: Arm) -> dict[str, str]:
     """The raw (already shell-quoted) placeholders of `adapter`'s template for `arm`."""
     gateway = arm.network == "gateway"
@@ -90,4 +97,9 @@ def cli_settings(adapter: str, arm: Arm) -> dict[str, str]:
     if adapter == "qwen-code":
         base = f"--openai-base-url {GATEWAY_URL}/openai/v1 " if gateway else ""
         return {"settings": _quoted(qwen_settings(arm)), "base_url": base}
+    if adapter == "mini-swe-agent":
+        route = "anthropic" if arm.model.startswith("claude") else "openai/v1"
+        api_base = (f"--config model.model_kwargs.api_base={GATEWAY_URL}/{route} "
+                    if gateway else "")
+        return {"api_base": api_base, "litellm_model": shlex.quote(litellm_model(arm.model))}
     return {"provider": CODEX_PROVIDER if gateway else ""}

@@ -1,6 +1,6 @@
 """Real agent CLIs, pinned: installed from the npm registry into an agent layer (a native
 binary: Claude Code, Codex, OpenCode; or a JavaScript bundle with the Node it needs:
-Gemini CLI, Qwen Code).
+Gemini CLI, Qwen Code), or from PyPI into a venv (mini-swe-agent).
 
 Two images per CLI version, both built here, never pulled:
 
@@ -33,6 +33,8 @@ FORMAT = 1  # of the recipe below
 AGENT_ROOT = "/opt/bakeoff/agent"
 DEFAULT_REGISTRY = "https://registry.npmjs.org/"
 REGISTRY_ENV = "BAKEOFF_NPM_REGISTRY"
+DEFAULT_PYPI = "https://pypi.org/simple"
+PYPI_ENV = "BAKEOFF_PYPI_INDEX"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DIST, LAYER = "agent-dist", "agent"
 
@@ -51,6 +53,7 @@ class AgentCli:
     path: tuple[str, ...] = ()  # more directories for PATH, under AGENT_ROOT
     node: str | None = None     # the bakeoff/node variant of the build stage (and runtime)
     hashed: str = ""            # under /opt/agent; default bin/<program>
+    pypi: bool = False          # a Python package from PyPI, in a venv (python_cli)
 
     def program_path(self) -> str:
         return f"{AGENT_ROOT}/bin/{self.program}"
@@ -71,6 +74,24 @@ def node_cli(name: str, package: str, program: str, entry: str, node: str) -> Ag
                     hashed=f"node_modules/{package}/{entry}")
 
 
+def python_cli(name: str, package: str, program: str, module: str) -> AgentCli:
+    """A Python CLI from PyPI: a venv of the python toolchain's interpreter under
+    /opt/agent, run by a launcher as `python -m module`. The venv's interpreter is the
+    arm image's own /usr/bin/python3.11 (the python toolchain and images FROM it): the
+    launcher says so when the arm's image has none. Identified by its RECORD (the sha256
+    of every file the package installed)."""
+    need = ("[ -x /usr/bin/python3.11 ] || { echo \"NAME: its agent layer needs "
+            "/usr/bin/python3.11 in the arm image (the python toolchain)\" >&2; exit 127; }")
+    launcher = ("printf '%s\\n' '#!/bin/sh' 'd=$(dirname \"$(readlink -f \"$0\")\")/..' "
+                f"'{need.replace('NAME', name)}' "
+                f"'exec \"$d/venv/bin/python\" -m {module} \"$@\"' "
+                f"> /opt/agent/bin/{program} && chmod 0755 /opt/agent/bin/{program}")
+    dist_info = package.replace("-", "_")
+    return AgentCli(name, package, program, launcher, pypi=True,
+                    hashed=f"venv/lib/python3.11/site-packages/{dist_info}-{{version}}"
+                           ".dist-info/RECORD")
+
+
 CLIS: dict[str, AgentCli] = {cli.name: cli for cli in (
     AgentCli("claude-code", "@anthropic-ai/claude-code", "claude",
              # The platform package holds the native binary (the postinstall would copy it).
@@ -85,6 +106,7 @@ CLIS: dict[str, AgentCli] = {cli.name: cli for cli in (
              "cp node_modules/opencode-linux-x64/bin/opencode /opt/agent/bin/opencode"),
     node_cli("gemini-cli", "@google/gemini-cli", "gemini", "bundle/gemini.js", "22"),
     node_cli("qwen-code", "@qwen-code/qwen-code", "qwen", "cli-entry.js", "22"),
+    python_cli("mini-swe-agent", "mini-swe-agent", "mini", "minisweagent.run.mini"),
 )}
 
 
@@ -117,11 +139,16 @@ def _registry() -> str:
     return os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY
 
 
+def _index() -> str:
+    return os.environ.get(PYPI_ENV) or DEFAULT_PYPI
+
+
 def dist_identity(cli: AgentCli, version: str) -> str:
     node = {"node": cli.node, "hashed": cli.hashed} if cli.node else {}
+    pypi = {"pypi": _index(), "hashed": cli.hashed} if cli.pypi else {}
     blob = json.dumps({"cli": cli.name, "package": cli.package, "version": version,
                        "collect": cli.collect, "registry": _registry(), "format": FORMAT,
-                       **node})
+                       **node, **pypi})
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -146,18 +173,48 @@ def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
         "FROM scratch\nCOPY --from=fetch /opt/agent /opt/agent\n")
 
 
+def _pypi_dockerfile(cli: AgentCli, version: str, python: BuiltImage) -> str:
+    hashed = cli.hashed_path().format(version=version)
+    identity = ("/opt/agent/venv/bin/python -c 'import hashlib,json,pathlib;"
+                f"b=pathlib.Path(\"{hashed}\").read_bytes();"
+                "v=pathlib.Path(\"/tmp/version.txt\").read_text().strip();"
+                "pathlib.Path(\"/opt/agent/identity.json\").write_text(json.dumps({"
+                f"\"cli\":\"{cli.name}\",\"package\":\"{cli.package}\","
+                f"\"version\":\"{version}\",\"program\":\"{cli.program_path()}\","
+                "\"sha256\":hashlib.sha256(b).hexdigest(),\"version_output\":v}))'")
+    module = cli.package.replace("-", "_")
+    return (
+        f"FROM {python.image_id} AS fetch\nUSER root\n"
+        f"COPY {images.HOST_CA} {host_trust.CA_IN_BUILD}\n"
+        f"ENV PIP_CERT={host_trust.CA_IN_BUILD} PIP_DISABLE_PIP_VERSION_CHECK=1 "
+        "PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=\n"
+        "RUN mkdir -p /opt/agent/bin && python3 -m venv /opt/agent/venv && "
+        f"/opt/agent/venv/bin/pip install --index-url {_index()} {cli.package}=={version}\n"
+        f"RUN {cli.collect} && chmod -R a+rX,go-w /opt/agent && /opt/agent/venv/bin/python -c "
+        f"'import importlib.metadata as m; print(m.version(\"{module}\"))' > /tmp/version.txt "
+        f"&& {identity}\n"
+        "FROM scratch\nCOPY --from=fetch /opt/agent /opt/agent\n")
+
+
 def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -> BuiltImage:
     """The dist image of `cli` at `version` (a cache hit when its identity matches)."""
     def context() -> bytes:
-        node = images.resolve(engine, "node", reporter, variant=cli.node)
-        return images.tar_of({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
+        if cli.pypi:
+            python = images.resolve(engine, "python", reporter)
+            dockerfile = _pypi_dockerfile(cli, version, python)
+        else:
+            node = images.resolve(engine, "node", reporter, variant=cli.node)
+            dockerfile = _dist_dockerfile(cli, version, node)
+        return images.tar_of({"Dockerfile": dockerfile.encode(),
                               images.HOST_CA: host_trust.ca_bundle()})
 
     return images.cached_or_built(
         engine, f"{DIST} {cli.name}@{version}", f"bakeoff/{DIST}:{cli.name}-{version}",
         dist_identity(cli, version), context, reporter,
-        hint=f"check that {cli.package}@{version} exists on {_registry()} (set "
-             f"{REGISTRY_ENV} for a mirror)")
+        hint=(f"check that {cli.package}=={version} exists on {_index()} (set {PYPI_ENV} "
+              "for a mirror)") if cli.pypi else
+             (f"check that {cli.package}@{version} exists on {_registry()} (set "
+              f"{REGISTRY_ENV} for a mirror)"))
 
 
 def layer_identity(base: BuiltImage, dist_image: BuiltImage) -> str:
