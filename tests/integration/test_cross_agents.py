@@ -69,6 +69,22 @@ WIRE = {"claude-code": ("claude-opus-4-8", "output_config.effort=high", "/v1/mes
         "mini-swe-agent": ("open-coder-9", "reasoning_effort=high", "/v1/chat/completions")}
 VERSIONS = {"opencode": "1.18.33", "gemini-cli": "0.61.0", "qwen-code": "0.24.4",
             "mini-swe-agent": "2.4.6"}
+# An arm that names a model Gemini CLI rewrites before sending (an alias): the test's own,
+# not the example's.
+ALIAS, REWRITTEN = "gemini-3-pro-preview", "gemini-3.1-pro-preview"
+ALIAS_ARM = f"""
+[[arms]]
+id = "gemini-alias"
+model = "{ALIAS}"
+effort = "high"
+effort_normalized = "high"
+effort_provenance = "experiment_config"
+effort_evidence = "the test's arm: an alias Gemini CLI rewrites"
+mode = "single_agent"
+agent = "gemini-cli"
+agent_version = "0.61.0"
+secrets = ["GEMINI_API_KEY"]
+"""
 UNSTREAMED = {"mini-swe-agent"}  # LiteLLM's completion() as mini-swe-agent calls it
 
 
@@ -93,7 +109,7 @@ def _manifest(tmp_path: Path, upstream: Upstream) -> LoadedManifest:
         text = text.replace(f'"{url}"', f'"{base}"', 1)
     text = text.replace("max_requests_per_arm = 6",
                         f'max_requests_per_arm = 6\nupstream_network = "{upstream.network}"')
-    path.write_text(text)
+    path.write_text(text + ALIAS_ARM)
     return load_manifest(path)
 
 
@@ -169,8 +185,22 @@ def test_the_module_s_duration_is_reported(run: Run) -> None:
 
 
 def test_every_arm_finishes_and_its_commit_passes(run: Run) -> None:
-    assert run.states == dict.fromkeys(WIRE, "finished")
-    assert run.verdicts == dict.fromkeys(WIRE, 1.0)
+    assert run.states == {**dict.fromkeys(WIRE, "finished"), "gemini-alias": "failed"}
+    assert run.verdicts == {**dict.fromkeys(WIRE, 1.0), "gemini-alias": 0.0}
+
+
+def test_a_model_gemini_cli_rewrote_is_refused_and_recorded_under_its_new_name(run: Run
+                                                                               ) -> None:
+    """Gemini CLI 0.61.0 sends gemini-3-pro-preview as gemini-3.1-pro-preview: the gateway
+    refuses it (not the arm's model, Gemini's error shape, 400 so the CLI does not retry),
+    nothing reaches the provider, and the record names the model really asked for."""
+    record = _arm(run, "gemini-alias")
+    gateway = record["gateway"]
+    assert (gateway["requests"], gateway["refused"]) == (1, {"model_not_allowed": 1})
+    assert [m["model"] for m in gateway["by_model"]] == [REWRITTEN]
+    assert record["commits"] == 0 and record["model_observed"] is None
+    assert [r for r in run.upstream.requests() if ALIAS[:8] in r["path"]
+            and "3.1" in r["path"]] == []
 
 
 @pytest.mark.parametrize("arm", sorted(WIRE))
@@ -242,7 +272,7 @@ def test_no_new_cli_offers_its_model_a_web_tool(run: Run) -> None:
 
 def test_a_sandbox_reaches_nothing_but_the_gateway_and_holds_no_key(run: Run) -> None:
     assert run.probe == run.expected_probe
-    assert run.leaks == dict.fromkeys(WIRE, "0 0")
+    assert run.leaks == dict.fromkeys([*WIRE, "gemini-alias"], "0 0")
     keys = [key.encode() for key in KEYS.values()]
     leaked = [str(p) for p in run.directory.rglob("*")
               if p.is_file() and any(key in p.read_bytes() for key in keys)]
