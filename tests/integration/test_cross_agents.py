@@ -72,6 +72,7 @@ VERSIONS = {"opencode": "1.18.33", "gemini-cli": "0.61.0", "qwen-code": "0.24.4"
 # An arm that names a model Gemini CLI rewrites before sending (an alias): the test's own,
 # not the example's.
 ALIAS, REWRITTEN = "gemini-3-pro-preview", "gemini-3.1-pro-preview"
+FLASH, FLASH_SENT = "flash", "gemini-3.8-flash"  # allowed: forwarded, model_mismatch
 ALIAS_ARM = f"""
 [[arms]]
 id = "gemini-alias"
@@ -84,7 +85,21 @@ mode = "single_agent"
 agent = "gemini-cli"
 agent_version = "0.61.0"
 secrets = ["GEMINI_API_KEY"]
+
+[[arms]]
+id = "gemini-flash"
+model = "{FLASH}"
+effort = "high"
+effort_normalized = "high"
+effort_provenance = "experiment_config"
+effort_evidence = "the test's arm: an alias Gemini CLI rewrites, its rewrite allowed"
+mode = "single_agent"
+agent = "gemini-cli"
+agent_version = "0.61.0"
+secrets = ["GEMINI_API_KEY"]
+allow_models = ["{FLASH_SENT}"]
 """
+TEST_ARMS = {"gemini-alias": ("failed", 0.0), "gemini-flash": ("finished", 1.0)}
 UNSTREAMED = {"mini-swe-agent"}  # LiteLLM's completion() as mini-swe-agent calls it
 
 
@@ -185,8 +200,10 @@ def test_the_module_s_duration_is_reported(run: Run) -> None:
 
 
 def test_every_arm_finishes_and_its_commit_passes(run: Run) -> None:
-    assert run.states == {**dict.fromkeys(WIRE, "finished"), "gemini-alias": "failed"}
-    assert run.verdicts == {**dict.fromkeys(WIRE, 1.0), "gemini-alias": 0.0}
+    assert run.states == {**dict.fromkeys(WIRE, "finished"),
+                          **{arm: state for arm, (state, _) in TEST_ARMS.items()}}
+    assert run.verdicts == {**dict.fromkeys(WIRE, 1.0),
+                            **{arm: rate for arm, (_, rate) in TEST_ARMS.items()}}
 
 
 def test_a_model_gemini_cli_rewrote_is_refused_and_recorded_under_its_new_name(run: Run
@@ -199,8 +216,17 @@ def test_a_model_gemini_cli_rewrote_is_refused_and_recorded_under_its_new_name(r
     assert (gateway["requests"], gateway["refused"]) == (1, {"model_not_allowed": 1})
     assert [m["model"] for m in gateway["by_model"]] == [REWRITTEN]
     assert record["commits"] == 0 and record["model_observed"] is None
-    assert [r for r in run.upstream.requests() if ALIAS[:8] in r["path"]
-            and "3.1" in r["path"]] == []
+    assert [r for r in run.upstream.requests() if REWRITTEN in r["path"]] == []
+
+
+def test_a_rewrite_the_arm_allows_is_forwarded_and_flagged_model_mismatch(run: Run) -> None:
+    """`flash` goes out as gemini-3.8-flash; allowed, it is served, and the arm is marked:
+    no request carried the model it declares."""
+    record = _arm(run, "gemini-flash")
+    assert record["marks"] == ["model_mismatch"]
+    assert (f"model_mismatch: the arm declares {FLASH!r}, the gateway saw requests only "
+            f"to {FLASH_SENT}") in record["caveats"]
+    assert [m["model"] for m in record["gateway"]["by_model"]] == [FLASH_SENT]
 
 
 @pytest.mark.parametrize("arm", sorted(WIRE))
@@ -272,7 +298,7 @@ def test_no_new_cli_offers_its_model_a_web_tool(run: Run) -> None:
 
 def test_a_sandbox_reaches_nothing_but_the_gateway_and_holds_no_key(run: Run) -> None:
     assert run.probe == run.expected_probe
-    assert run.leaks == dict.fromkeys([*WIRE, "gemini-alias"], "0 0")
+    assert run.leaks == dict.fromkeys([*WIRE, *TEST_ARMS], "0 0")
     keys = [key.encode() for key in KEYS.values()]
     leaked = [str(p) for p in run.directory.rglob("*")
               if p.is_file() and any(key in p.read_bytes() for key in keys)]
