@@ -35,6 +35,16 @@ def dispatched(loaded: LoadedManifest, change: str) -> bool:
     return True
 
 
+def pending(loaded: LoadedManifest, change: str) -> list[str]:
+    """The arms whose dispatch is not done for `change`: an arm whose work is kept (in
+    any `up` of this change) is never dispatched again, even after a `down` and a new
+    `up` (the one way back from a service the engine lost)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    return [arm.id for arm in loaded.manifest.arms
+            if (record := load_record(layout.arm_record(directory, change, arm.id))) is None
+            or record.state not in DONE_STATES]
+
+
 def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
                reporter: DispatchReporter | None = None,
                toolchain: Toolchain | None = None) -> None:
@@ -54,7 +64,8 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
             say(f"{change}: up")
             up_mod.up(engine, loaded, change, say, toolchain=toolchain)
         say(f"{change}: dispatch")
-        dispatch(engine, loaded, None, reporter, toolchain=toolchain)
+        dispatch(engine, loaded, pending(loaded, change), reporter, toolchain=toolchain,
+                 say=say)
     say(f"{change}: score")
     score_mod.score(engine, loaded, change, say, toolchain)
     say(f"{change}: merge")

@@ -42,7 +42,7 @@ from rig.report.scorecard import BrowserEvidence
 from rig.tree import UnsafeTreeError
 from rig.verdict import Base
 from runner import contract, workspace
-from runner.commands import judges
+from runner.commands import judges, services
 from runner.commands.dispatch.record import load_record
 from runner.containers import database, sandbox
 from runner.containers.engine import Engine
@@ -537,8 +537,10 @@ def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     SCORECARD.md. `toolchain`: the images of the command that calls it (`run`)."""
     toolchain = toolchain or Toolchain(engine, loaded, say)
     stage = stage_path(loaded, change)
+    services.require_dispatched(loaded, change)
     commits = arm_commits(loaded, change)
     frozen = contract.require(toolchain, change)
+    services.restore(engine, loaded, say)  # the experiment's Postgres, after an outage
     judges.judge_key(loaded, os.environ)  # a missing judge key fails before any sample
     run_samples(toolchain, change, commits, say, stage, frozen)
     judges.run_judges(toolchain, change, commits, frozen.contract.base_commit, stage,

@@ -263,6 +263,17 @@ def find_server(engine: Engine, container_id: str, admin_password: str = "") -> 
     return DbServer(str(container.id), admin_password, policy_from(command))
 
 
+def started(engine: Engine, container_id: str, admin_password: str) -> DbServer:
+    """The server of ours in `container_id`, started again (a stopped one: the engine
+    restarted), once psql logs in with the admin's password (its init ran again on the
+    empty tmpfs, from the container's environment)."""
+    engine.start(container_id, what="the experiment's Postgres")
+    container = engine.call("inspect Postgres", engine.client.containers.get, container_id,
+                            retry=True)
+    _wait_ready(engine, container, admin_password)
+    return find_server(engine, container_id, admin_password)
+
+
 # -- the administration: psql in the server's container ---------------------------------
 
 def _answer(server: DbServer, out: ExecOutput) -> str:
@@ -369,11 +380,13 @@ def role_name(experiment: str, owner: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in raw)[:63]
 
 
-def create_schema(admin: Session, name: str, *, strategy: Strategy = STRATEGY) -> DbSchema:
+def create_schema(admin: Session, name: str, *, strategy: Strategy = STRATEGY,
+                  password: str | None = None) -> DbSchema:
     """A login role `name` and a database `name` it owns, that only it may connect to,
     under the server's policy. Refused (nothing left behind) when the server has no room
-    for another role at its full CONNECTION LIMIT."""
-    schema = DbSchema(name, secrets.token_urlsafe(18))
+    for another role at its full CONNECTION LIMIT. `password`: the one recorded for it
+    (a restarted server's arm database made again, `remake`), else a fresh one."""
+    schema = DbSchema(name, password or secrets.token_urlsafe(18))
     script = psql.create(name, schema.password, strategy, admin.server.policy.defaults())
     try:
         decided = psql.created(admin.run(script))
@@ -391,6 +404,21 @@ def create_schema(admin: Session, name: str, *, strategy: Strategy = STRATEGY) -
             hint="wait for running samples to finish (another `score` or `oracle` shares "
                  "the server), or `down` and `up` again")
     return schema
+
+
+def remake(admin: Session, schemas: list[DbSchema], prefix: str) -> list[str]:
+    """The arms' databases a restarted server lost (its cluster is a tmpfs: a start
+    begins with an empty one), made again under their recorded names and passwords after
+    the lock-down `up` did; the names made again (none when every one is there)."""
+    databases, roles = list_owned(admin, prefix)
+    lost = [s for s in schemas if s.name not in databases or s.name not in roles]
+    if not lost:
+        return []
+    lock_down(admin)
+    for schema in lost:
+        drop_schema(admin, schema.name)  # half of one (a role without its database)
+        create_schema(admin, schema.name, password=schema.password)
+    return [schema.name for schema in lost]
 
 
 def drop_schema(admin: Session, name: str) -> None:

@@ -231,6 +231,16 @@ class Engine:
                 raise translated(error, what, self.address) from error
         raise AssertionError("unreachable")
 
+    def ping(self) -> None:
+        """The engine answers, or one `EngineUnreachableError` naming its address."""
+        try:
+            self.call("answer a ping", self.client.ping)
+        except EngineUnreachableError:
+            raise
+        except SandboxUnavailableError as error:
+            raise EngineUnreachableError(f"no Docker engine answers at {self.address}",
+                                         hint=ENGINE_HINT) from error
+
     def labelled(self, kind: str, filters: dict[str, str]) -> list[Any]:
         """Containers/networks/volumes whose labels match every `filters` item."""
         label_filters = [f"{k}={v}" if v else k for k, v in filters.items()]

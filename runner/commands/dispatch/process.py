@@ -140,9 +140,23 @@ def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, st
         sweep(engine, container_id, force=True)
         raise SandboxUnavailableError(f"the agent's output stream ended while it was still "
                                       f"running ({reader.error or 'connection lost'})")
+    if not (stopped or interrupted):
+        _require_running(engine, container_id)
     code = None if info.get("Running") or info.get("ExitCode") is None else int(info["ExitCode"])
     timed_out = stopped or (code in sandbox.TIMEOUT_EXIT_CODES and duration >= timeout_s - 0.5)
     return AgentRun(code, round(duration, 3), timed_out, stopped, interrupted)
+
+
+def _require_running(engine: Engine, container_id: str) -> None:
+    """The sandbox outlived its agent (its main process is root's: no agent ends it); a
+    sandbox that stopped under it was stopped by the engine (a restart, a `docker stop`),
+    and the agent's exit is the outage's, never the model's failure."""
+    state = sandbox.describe(engine, container_id)["state"]
+    if state != "running":
+        raise SandboxUnavailableError(
+            f"the sandbox stopped under the agent (it is {state}): the engine ended it, "
+            "not the agent", hint="run the command again: the experiment's services are "
+            "restored and the arm is dispatched again from the base")
 
 
 def _exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:
