@@ -147,8 +147,8 @@ def merge_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say, 
                  toolchain: Toolchain | None = None) -> MergeRecord:
     """The winner (or `base_arm`) onto the branch, then the grafts; merge.json written."""
     toolchain = toolchain or Toolchain(engine, loaded, say)
-    frozen = contract.require(toolchain, change)
     services.restore(engine, loaded, say)  # the graft verification's Postgres
+    frozen = contract.require(toolchain, change)
     base = frozen.contract.base_commit
     arms = score_mod.stage_scores(loaded, change)
     commits = {a.arm: a.commit for a in arms}

@@ -538,9 +538,9 @@ def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     toolchain = toolchain or Toolchain(engine, loaded, say)
     stage = stage_path(loaded, change)
     services.require_dispatched(loaded, change)
+    services.restore(engine, loaded, say)  # the experiment's Postgres, after an outage
     commits = arm_commits(loaded, change)
     frozen = contract.require(toolchain, change)
-    services.restore(engine, loaded, say)  # the experiment's Postgres, after an outage
     judges.judge_key(loaded, os.environ)  # a missing judge key fails before any sample
     run_samples(toolchain, change, commits, say, stage, frozen)
     judges.run_judges(toolchain, change, commits, frozen.contract.base_commit, stage,

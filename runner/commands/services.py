@@ -12,14 +12,17 @@ back as it was.
 For each service `up` recorded (`runner.store.state`: the Postgres, the gateway, every
 arm's sandbox) the engine is asked what became of its container (`found`), and `decide`
 says what to do: a running one is kept (the Postgres still has its arm databases
-checked), a stopped one is started and waited for (the Postgres: its admin's psql
-answers, then every recorded arm role and database is made again with its recorded
-password, after the lock-down; the gateway: /healthz; a sandbox: running, and the
-checkout of an arm whose dispatch is not done made again at the base, as `up` made it).
-A container the engine no longer has is never guessed back: `GoneError` (exit 3) names
-each and the one command that fixes it. An engine that does not answer at all is one
+checked), a stopped one is brought back and waited for. The gateway: started, until
+/healthz answers. A sandbox: started, and the checkout of an arm whose dispatch is not
+done made again at the base, as `up` made it. The Postgres: made again as it was made
+(`database.recreated`: a restarted container's tmpfs comes back root's 0755, where
+initdb cannot write; its cluster held nothing to keep), then every recorded arm role
+and database made again with its recorded password, after the lock-down. A container
+the engine no longer has is never guessed back: `GoneError` (exit 3) names each and the
+one command that fixes it. An engine that does not answer at all is one
 `EngineUnreachableError` naming its address. Each thing restored is one line
-(`restored: the experiment's Postgres (started; 2 arm databases re-made)`).
+(`restored: the experiment's Postgres (made again: it was stopped; 2 arm databases
+re-made)`).
 
 An arm's work already fetched back as a bundle (its record in `DONE_STATES`) is never
 touched here; an arm whose dispatch the outage cut (its record `rig_error`, or
@@ -173,19 +176,20 @@ def _restored(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
     """One service brought back (`start`: it was stopped); its line, None when it was
     as `up` left it."""
     if service.kind == POSTGRES:
-        remade = _postgres(engine, current, start)
+        remade = _postgres(engine, loaded, current, start)
         if not start and not remade:
             return None
-        what = "started" if start else "running"
+        what = "made again: it was stopped" if start else "running"
         return (f"restored: {service.shown} ({what}; {len(remade)} arm "
                 f"database{'' if len(remade) == 1 else 's'} re-made)")
     if not start:
         return None
+    # Their scratch tmpfs come back 1777: mounted over the image's own /tmp and /var/tmp,
+    # they take its mode (a tmpfs over a directory the image lacks would not: Postgres).
+    engine.start(service.container_id, what=service.shown)
     if service.kind == GATEWAY:
-        engine.start(service.container_id, what=service.shown)
         gateway_mod.wait_healthy(engine, service.container_id)
         return f"restored: {service.shown} (started; /healthz answers)"
-    engine.start(service.container_id, what=service.shown)
     if _done(loaded, current, service.arm):
         return f"restored: {service.shown} (started; its dispatch is done, its work kept)"
     _remake_checkout(engine, loaded, current, service.arm)
@@ -193,12 +197,20 @@ def _restored(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
             f"{current.base_commit[:12]})")
 
 
-def _postgres(engine: Engine, current: ExperimentState, start: bool) -> list[str]:
-    """The Postgres answering, with every recorded arm database; the names re-made."""
+def _postgres(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
+              start: bool) -> list[str]:
+    """The Postgres answering, with every recorded arm database; the names re-made. A
+    stopped one is made again (`database.recreated`: it cannot start again), its new
+    container recorded in the state."""
     assert current.db is not None
     db = current.db
-    server = (database.started(engine, db.container_id, db.admin_password) if start
-              else database.find_server(engine, db.container_id, db.admin_password))
+    if start:
+        server = database.recreated(engine, db.container_id, db.admin_password, db.network)
+        directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+        state_mod.save(directory, current.model_copy(update={
+            "db": db.model_copy(update={"container_id": server.container_id})}))
+    else:
+        server = database.find_server(engine, db.container_id, db.admin_password)
     schemas = [database.DbSchema(arm.schema_name, arm.schema_password)
                for arm in current.arms if arm.schema_name and arm.schema_password]
     with database.HeldAdmin(engine, server) as admin:
@@ -241,7 +253,7 @@ def require_dispatched(loaded: LoadedManifest, change: str) -> None:
     for arm in loaded.manifest.arms:
         record = record_of(loaded, change, arm.id)
         if record is not None and record.state not in DONE_STATES:
-            why = f": {record.error}" if record.error else ""
+            why = f": {record.error.splitlines()[0]}" if record.error else ""  # no hint
             cut.append(f"arm {arm.id} (attempt {record.attempt}, {record.state}{why})")
     if cut:
         raise DispatchCutError(

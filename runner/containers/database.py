@@ -38,8 +38,10 @@ from typing import Any
 
 from runner.containers import psql
 from runner.containers.engine import (
+    LABEL_ARM,
     LABEL_EXPERIMENT,
     LABEL_ROLE,
+    LABEL_RUN,
     ContainerSpec,
     Engine,
     Labels,
@@ -263,15 +265,34 @@ def find_server(engine: Engine, container_id: str, admin_password: str = "") -> 
     return DbServer(str(container.id), admin_password, policy_from(command))
 
 
-def started(engine: Engine, container_id: str, admin_password: str) -> DbServer:
-    """The server of ours in `container_id`, started again (a stopped one: the engine
-    restarted), once psql logs in with the admin's password (its init ran again on the
-    empty tmpfs, from the container's environment)."""
-    engine.start(container_id, what="the experiment's Postgres")
-    container = engine.call("inspect Postgres", engine.client.containers.get, container_id,
-                            retry=True)
+def recreated(engine: Engine, container_id: str, admin_password: str,
+              network: str) -> DbServer:
+    """The stopped server of ours in `container_id` made again, as it was made (image,
+    command, labels, name, admin password, on `network` first and, as `db`, on every
+    other network it was on), once psql answers. A stopped server holds nothing worth
+    keeping (its cluster was a tmpfs), and it cannot simply be started again: a tmpfs of
+    a restarted container comes back root's, mode 0755 (docker/for-linux#138,
+    moby/moby#20437), where initdb as the image's postgres user cannot write."""
+    old = engine.call("inspect Postgres", engine.client.containers.get, container_id,
+                      retry=True)
+    command = list(old.attrs.get("Config", {}).get("Cmd") or [])
+    policy = policy_from(command)
+    room = int(settings_of(command).get("max_connections", 0)) - ADMIN_CONNECTIONS
+    labels = old.labels or {}
+    spec = server_spec(str(old.attrs["Image"]),
+                       Labels(labels.get(LABEL_EXPERIMENT, ""), labels.get(LABEL_ROLE, ""),
+                              labels.get(LABEL_ARM, ""), labels.get(LABEL_RUN, "")),
+                       network, str(old.name), admin_password, policy,
+                       max(1, room // policy.connection_limit), engine.cpus)
+    others = [name for name in old.attrs["NetworkSettings"]["Networks"] if name != network]
+    engine.remove(container_id)
+    container = create_container(engine, spec)
+    engine.call("start Postgres", container.start)
+    for name in others:
+        with contextlib.suppress(NotFoundError):  # a killed score's network, since removed
+            attach(engine, str(container.id), name)
     _wait_ready(engine, container, admin_password)
-    return find_server(engine, container_id, admin_password)
+    return DbServer(str(container.id), admin_password, policy)
 
 
 # -- the administration: psql in the server's container ---------------------------------

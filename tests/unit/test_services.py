@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import docker
 import pytest
 
 from runner.commands import demo, services
@@ -14,7 +15,8 @@ from runner.commands.dispatch.brief import BRIEF_PATH
 from runner.commands.dispatch.record import save_record
 from runner.commands.dispatch.redact import Redactor
 from runner.commands.services import Found, Step
-from runner.errors import InfraError
+from runner.containers.engine import Engine
+from runner.errors import EngineUnreachableError, InfraError
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import layout
 from runner.store.state import ArmSandbox, DbState, ExperimentState, GatewayState
@@ -132,3 +134,13 @@ def test_an_arm_whose_dispatch_the_outage_cut_is_never_scored(
         services.require_dispatched(horizon, change)
     write_record(horizon, change, second, state=ArmState.FINISHED, exit_code=0)
     services.require_dispatched(horizon, change)  # every one done: scored
+
+
+def test_no_engine_answering_is_one_line_naming_its_address() -> None:
+    """A closed port: the ping `restore` starts with is `EngineUnreachableError`, exit 3."""
+    engine = Engine(docker.DockerClient(base_url="tcp://127.0.0.1:9", version="1.41",
+                                        timeout=5))
+    with pytest.raises(EngineUnreachableError) as raised:
+        engine.ping()
+    assert raised.value.exit_code == 3
+    assert raised.value.message == "no Docker engine answers at tcp://127.0.0.1:9"
