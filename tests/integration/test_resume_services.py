@@ -237,6 +237,8 @@ def test_score_after_an_engine_restart_restores_the_postgres_and_grades_as_a_cle
 
 
 def test_a_service_the_engine_lost_is_refused_with_the_command_that_fixes_it(lab: Lab) -> None:
+    """A removed Postgres: `merge` refuses, exit 3, naming it; the fix it names (`down`,
+    then `run`) finishes the change without dispatching a kept arm again."""
     gone = lab.ids()["postgres"]
     lab.engine.client.containers.get(gone).remove(force=True, v=True)
     merged = cli(lab.repo, "merge")
@@ -247,3 +249,14 @@ def test_a_service_the_engine_lost_is_refused_with_the_command_that_fixes_it(lab
         f"Postgres (container {gone[:12]}): the experiment cannot resume on it",
         f"  fix: run `bakeoff-sandbox down -f {manifest}`, then `bakeoff-sandbox run -f "
         f"{manifest}` (an arm whose work is kept is not dispatched again)"]
+    kept = {arm: layout.arm_record(lab.directory, "first", arm).read_text() for arm in "AB"}
+    assert cli(lab.repo, "down").returncode == 0
+    finished = cli(lab.repo, "run", timeout=900)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert {arm: layout.arm_record(lab.directory, "first", arm).read_text()
+            for arm in "AB"} == kept  # neither dispatched again: A's attempt 2 stands
+    observed = json.loads((lab.directory / "OBSERVATION.json").read_text())
+    (first,) = observed["rounds"]
+    assert first["winner"] == "A"  # the judge's preference: both pass every sample
+    assert [(arm["arm"], arm["valid"], arm["total"], arm["results"]["success"]["pass_rate"])
+            for arm in first["arms"]] == [("A", True, 40.0, 1.0), ("B", True, 35.0, 1.0)]
