@@ -31,3 +31,15 @@ class ContractMismatchError(RigError):
             + ", ".join(changed),
             hint="restore the frozen values, or run `bakeoff-sandbox up --refreeze` to record "
                  "a new contract version (results after it count as a new contract)")
+
+
+class SampleInterruptedError(RigError):
+    """A sample an outage cut (the engine, or one of the experiment's services, failed
+    under it): not a result. Its attempt is kept for the log (`kept`), no record is
+    written in its place, and the next `score`/`run` runs it again. Exit code 3."""
+
+    def __init__(self, sample: str, why: str, kept: str) -> None:
+        self.sample, self.why, self.kept = sample, why, kept
+        super().__init__(f"sample {sample} was cut by an outage: {why}",
+                         hint="once the engine answers, run the same command again: the "
+                              "sample runs again (its cut attempt is kept in " + kept + ")")

@@ -25,6 +25,7 @@ from rig import observer as observer_mod
 from rig import ratchet as ratchet_mod
 from rig import real_path
 from rig.canary import Canary
+from rig.errors import SampleInterruptedError
 from rig.harness import Pinned, is_test_file
 from rig.parsers import get_parser
 from rig.persist import write_bytes_atomic, write_text_atomic
@@ -146,6 +147,9 @@ class Execution:
     browser_run: BrowserRan | None = None  # a browser criterion's browser, as recorded
     engine: Mapping[str, str] = field(default_factory=dict)  # host, id, name
     browser_files: Mapping[str, bytes] = field(default_factory=dict)  # what it kept, by name
+    # The outage that cut the sample (the engine, or one of the experiment's services,
+    # failed under it), with `infra_error` set: not a result, run again on resume.
+    interrupted: str | None = None
 
 
 class SampleExecutor(Protocol):
@@ -376,6 +380,7 @@ def collected_name(log_name: str, path: str) -> str:
 
 
 SAMPLES_DIR = "samples"
+RETRIED_DIR = "retried"  # under a sample folder: attempts that were no result, run again
 
 
 def sample_dir(root: Path, arm: str, check: str) -> Path:
@@ -385,10 +390,49 @@ def sample_dir(root: Path, arm: str, check: str) -> Path:
     return root / SAMPLES_DIR / arm / check
 
 
-def sample_paths(root: Path, spec: SampleSpec) -> tuple[Path, Path]:
+def sample_paths(root: Path, spec: SampleSpec | SampleRecord) -> tuple[Path, Path]:
     """(record, log) of a sample under a sample root: samples/ARM/CHECK/N.{json,log}."""
     base = sample_dir(root, spec.arm, spec.check) / str(spec.n)
     return base.with_suffix(".json"), base.with_suffix(".log")
+
+
+def retried_dir(root: Path, arm: str, check: str) -> Path:
+    """Where (arm, check)'s sample attempts that were no result are kept, for the log:
+    cut by an outage, or a rig error set aside to run again (`set_aside`). Beside its
+    records, never read as one (`N-ATTEMPT.json`, `N-ATTEMPT.log`)."""
+    return sample_dir(root, arm, check) / RETRIED_DIR
+
+
+def next_attempt(root: Path, arm: str, check: str, n: int) -> Path:
+    """The record path of sample `n`'s next attempt under `retried_dir`."""
+    folder = retried_dir(root, arm, check)
+    return folder / f"{n}-{1 + sum(1 for _ in folder.glob(f'{n}-*.json'))}.json"
+
+
+def set_aside(root: Path, record: SampleRecord) -> Path:
+    """Move a stored record (and its log) under `retried_dir`: no longer a result, so
+    the sample runs again. Where it went."""
+    record_path, log_path = sample_paths(root, record)
+    target = next_attempt(root, record.arm, record.check, record.n)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if log_path.exists():
+        log_path.replace(target.with_suffix(".log"))
+    record_path.replace(target)
+    return target
+
+
+def keep_interrupted(stage_dir: Path, spec: SampleSpec, execution: Execution,
+                     started: str) -> SampleInterruptedError:
+    """The cut attempt's log and record under `retried_dir`, and the error that says
+    so (`execution.interrupted` is set)."""
+    assert execution.interrupted is not None
+    record_path = next_attempt(stage_dir, spec.arm, spec.check, spec.n)
+    write_text_atomic(record_path.with_suffix(".log"), execution.log)
+    seen = evidence(spec, execution)
+    record = record_of(spec, execution, judge(seen), started,
+                       record_path.with_suffix(".log").name, None, seen)
+    write_text_atomic(record_path, record.model_dump_json(indent=2) + "\n")
+    return SampleInterruptedError(spec.sample, execution.interrupted, str(record_path))
 
 
 def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
@@ -396,12 +440,16 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
     """Execute, persist the log, grade, persist the record. Never re-runs a stored sample.
 
     `base` (the base's run of the same check in the same image) is asked only when the
-    verdict depends on it (`rig.verdict.Judged.needs_base`): an arm can lose, never void."""
+    verdict depends on it (`rig.verdict.Judged.needs_base`): an arm can lose, never void.
+    A sample an outage cut (or whose base's run one cut) is no result: its attempt is
+    kept aside and `SampleInterruptedError` raised; no record, so it runs again."""
     record_path, log_path = sample_paths(stage_dir, spec)
     if record_path.exists():
         return SampleRecord.model_validate_json(record_path.read_text(encoding="utf-8"))
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     execution = executor.execute(spec)
+    if execution.interrupted is not None:
+        raise keep_interrupted(stage_dir, spec, execution, started)
     write_text_atomic(log_path, execution.log)
     if execution.server_log:  # kept apart: never parsed as the criterion's output
         write_text_atomic(log_path.with_suffix(".server.log"), execution.server_log)

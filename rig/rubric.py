@@ -156,6 +156,7 @@ class ArmScore:
     marks: tuple[str, ...] = field(default=())  # from its dispatch: effort_mismatch, ...
     usage: WireSummary | None = None            # its requests through the model gateway
     agent_cli: Mapping[str, str] | None = None  # the pinned CLI it ran: package, version, sha256
+    retried: int = 0  # its sample attempts that were no result and ran again (retried/)
 
     @property
     def all_checks(self) -> list[CheckResult]:
@@ -316,6 +317,9 @@ FLAG_MEANINGS = {
     "budget_exhausted": "the arm ran past a [gateway] budget; requests past it were refused",
     "unrestricted_network": "the arm had network = \"egress\": the whole internet, its key "
                             "inside the sandbox, nothing on the wire recorded",
+    "continued_past_rig_errors": "`run --continue-on-rig-error` went on past this round's "
+                                 "rig errors: its merge and every later change rest on a "
+                                 "round that is not valid",
     "tie": "arms of equal total competed for the win: the tie-break (success pass-rate, "
            "then checks score) decided or, still equal, there is no winner",
 }

@@ -75,6 +75,11 @@ class SandboxUnavailableError(EngineError):
     """
 
 
+class EngineFailedError(SandboxUnavailableError):
+    """The engine broke under a call (a server error, a connection cut or refused): an
+    outage, never a refusal. A sample it cuts is run again (`rig.oracle.run_sample`)."""
+
+
 class EngineUnreachableError(SandboxUnavailableError):
     """No engine answers at the address this machine uses (DOCKER_HOST, else the socket)."""
 
@@ -99,6 +104,47 @@ class NotFoundError(EngineRefusedError):
 class ConflictError(EngineRefusedError):
     """The request conflicts with the resource's state (409): a name in use, a container
     not running, paused, or already being removed."""
+
+
+class OutageError(InfraError):
+    """Samples an outage cut (`rig.errors.SampleInterruptedError`): no result is recorded
+    for them, and no sample started after the first; the same command run again, once the
+    engine and the experiment's services answer, runs them again. Exit code 3."""
+
+    SHOWN = 5
+
+    def __init__(self, samples: list[str], why: str) -> None:
+        self.samples, self.why = samples, why
+        named = ", ".join(samples[:self.SHOWN])
+        more = len(samples) - self.SHOWN
+        super().__init__(
+            f"an outage cut {len(samples)} sample(s), and no result was recorded for them "
+            f"({named}{f', +{more} more' if more > 0 else ''}): {why}",
+            hint="once `docker info` answers again, run the same command again (`bakeoff-"
+                 "sandbox run` resumes where it stopped): those samples run again; their cut "
+                 "attempts are kept under samples/<arm>/<check>/retried/")
+
+
+class RigErrorRoundError(InfraError):
+    """A change whose scoring ended with rig errors: its round is not valid, so `run`
+    stops before its merge (the next change never starts on a base the rig left
+    unmerged). Names the samples and the fix. Exit code 3."""
+
+    SHOWN = 8
+
+    def __init__(self, change: str, errors: list[str], manifest: str) -> None:
+        self.change, self.errors = change, errors
+        named = ", ".join(errors[:self.SHOWN])
+        more = len(errors) - self.SHOWN
+        super().__init__(
+            f"{change}: {len(errors)} sample(s) ended in a rig error ({named}"
+            f"{f', +{more} more' if more > 0 else ''}): the round is not valid, so `run` "
+            "stops here, before its merge and the next change",
+            hint=f"read those samples' records (their detail says what failed) and fix the "
+                 f"rig; then `bakeoff-sandbox score -f {manifest} --change {change} "
+                 f"--redo-rig-errors` and `bakeoff-sandbox run -f {manifest}` again. Or go on "
+                 f"past them: `bakeoff-sandbox run --continue-on-rig-error` (every report "
+                 f"flags it)")
 
 
 class ImageMissingError(InfraError):

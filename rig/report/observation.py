@@ -87,7 +87,8 @@ class _Keyed(_Model):
     arm: str
 
 
-OPTIONAL_KEYS = ("marks", "usage", "agent_cli", "unguarded")  # written only when they say something
+# written only when they say something
+OPTIONAL_KEYS = ("marks", "usage", "agent_cli", "unguarded", "retried")
 
 
 class ArmEntry(ArmIdentity, _Keyed):
@@ -108,6 +109,7 @@ class ArmEntry(ArmIdentity, _Keyed):
     usage: WireSummary | None = None  # its requests through the model gateway
     agent_cli: dict[str, str] | None = None  # the pinned CLI: cli, package, version, sha256
     unguarded: dict[str, list[str]] = {}  # check -> what its grading could not check
+    retried: int = Field(default=0, ge=0)  # sample attempts that were no result, run again
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -237,7 +239,7 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
         valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched),
         marks=list(arm.marks), usage=arm.usage,
         agent_cli=None if arm.agent_cli is None else dict(arm.agent_cli),
-        unguarded=arm.unguarded)
+        unguarded=arm.unguarded, retried=arm.retried)
 
 
 def round_of(change: str, base_commit: str, baseline_rate: float,

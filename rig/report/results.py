@@ -126,6 +126,9 @@ def integrity_lines(obs: Observation) -> list[str]:
                 why = "; ".join(entry.caveats) or "a rig error"
                 lines.append(f"- {round_.change}: **{entry.arm} is invalid** (not ranked): {why}")
         lines += _unguarded(round_)
+        lines += [f"- {round_.change}: {entry.arm}: {entry.retried} sample attempt(s) were no "
+                  "result (cut by an outage, or a rig error set aside) and ran again"
+                  for entry in round_.arms if entry.retried]
     return lines or ["None: every arm valid, no flag raised."]
 
 

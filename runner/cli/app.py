@@ -237,11 +237,15 @@ app.command("rescore")(rescore_command)
 def score(
     file: ManifestOpt = Path(DEFAULT_MANIFEST),
     change: Annotated[str | None, typer.Option("--change", help="the change to score")] = None,
+    redo_rig_errors: Annotated[bool, typer.Option(
+        "--redo-rig-errors", help="run the stored RIG_ERROR samples again (once the rig is "
+                                  "fixed); the old attempts are kept under retried/")] = False,
 ) -> None:
     """Re-score every arm's committed code in fresh containers; write SCORECARD.md."""
     loaded = _load(file)
     chosen = change or state_mod.current_change(loaded)
-    arms, card = score_mod.score(Engine(), loaded, chosen, _say)
+    arms, card = score_mod.score(Engine(), loaded, chosen, _say,
+                                 redo_rig_errors=redo_rig_errors)
     out.print(card.read_text(encoding="utf-8"), markup=False)
     _say(f"scorecard: {card}")
     if any(not arm.valid for arm in arms):
@@ -280,16 +284,21 @@ def report(file: ManifestOpt = Path(DEFAULT_MANIFEST), open_page: Annotated[bool
 
 
 @app.command("run")
-def run_(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
-    """Every change in order: up, dispatch, score, merge; then report. Resumable."""
+def run_(file: ManifestOpt = Path(DEFAULT_MANIFEST),
+         continue_on_rig_error: Annotated[bool, typer.Option(
+             "--continue-on-rig-error",
+             help="go on past a change whose scoring ended in rig errors (merge what is "
+                  "valid, start the next change); every report flags it")] = False) -> None:
+    """Every change in order: up, dispatch, score, merge; then report. Resumable. A change
+    whose scoring ended in rig errors stops it (exit 3) before its merge."""
     loaded = _load(file)
-    _run_loop(loaded)
+    _run_loop(loaded, go_on=continue_on_rig_error)
 
 
-def _run_loop(loaded: LoadedManifest) -> None:
+def _run_loop(loaded: LoadedManifest, *, go_on: bool = False) -> None:
     arms = [a.id for a in loaded.manifest.arms]
     with DispatchView(err, arms) as view:
-        obs = loop.run(Engine(), loaded, _say, view)
+        obs = loop.run(Engine(), loaded, _say, view, go_on=go_on)
     directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     results = layout.results_file(directory)
     out.print(results.read_text(encoding="utf-8"), markup=False)

@@ -51,7 +51,8 @@ def _round(loaded: LoadedManifest, change: str) -> Round | None:
         winner = decision.winner
     return round_of(change, proof.base_commit, proof.baseline.pass_rate,
                     proof.baseline.verdicts, arms, winner or None, grafts,
-                    rubric.flags(arms, decision), decision.tie, judge_usage(loaded, stage))
+                    score_mod.round_flags(loaded, change, arms, decision), decision.tie,
+                    judge_usage(loaded, stage))
 
 
 def judge_usage(loaded: LoadedManifest, stage: Path) -> list[JudgeUsage]:

@@ -2,13 +2,17 @@
 
 Interrupt-safe: run it again and it continues where it stopped. A merged change is
 skipped; an arm whose dispatch finished is not re-run (dispatch resumes); a stored
-sample is never re-run (scoring resumes); the next change starts from the merge.
+sample is never re-run (scoring resumes; a sample an outage cut left no record, so it
+runs again); the next change starts from the merge. A change whose scoring ended in rig
+errors stops the run before its merge (exit 3), unless `--continue-on-rig-error`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
+from rig.persist import write_text_atomic
 from rig.report import Observation
 from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge
@@ -18,6 +22,7 @@ from runner.commands import up as up_mod
 from runner.commands.dispatch import DONE_STATES, DispatchReporter, dispatch, load_record
 from runner.containers.engine import Engine
 from runner.containers.images.prepared import Toolchain
+from runner.errors import RigErrorRoundError
 from runner.manifest import LoadedManifest
 from runner.store import layout, state
 from runner.store.layout import experiment_dir
@@ -47,9 +52,11 @@ def pending(loaded: LoadedManifest, change: str) -> list[str]:
 
 def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
                reporter: DispatchReporter | None = None,
-               toolchain: Toolchain | None = None) -> None:
+               toolchain: Toolchain | None = None, *, go_on: bool = False) -> None:
     """One change, from wherever an interrupted run left it. `toolchain`: the images of
-    the whole `run`, resolved once (each commit's prepared image made once)."""
+    the whole `run`, resolved once (each commit's prepared image made once). A round
+    with rig errors stops here (`RigErrorRoundError`, before its merge) unless `go_on`
+    (`--continue-on-rig-error`: recorded in the stage, flagged in every report)."""
     toolchain = toolchain or Toolchain(engine, loaded, say)
     if stage_merge.load(loaded, change) is not None:
         say(f"{change}: already merged; skipping")
@@ -67,15 +74,23 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
         dispatch(engine, loaded, pending(loaded, change), reporter, toolchain=toolchain,
                  say=say)
     say(f"{change}: score")
-    score_mod.score(engine, loaded, change, say, toolchain)
+    arms, _ = score_mod.score(engine, loaded, change, say, toolchain)
+    errors = [f"{sample} {reason}" for arm in arms for sample, reason in arm.rig_errors]
+    if errors and not go_on:
+        raise RigErrorRoundError(change, errors, str(loaded.path))
+    if errors:
+        say(f"{change}: going on past {len(errors)} rig error(s) (--continue-on-rig-error; "
+            "every report flags it)")
+        write_text_atomic(layout.continued_file(score_mod.stage_path(loaded, change)),
+                          json.dumps(errors, indent=2) + "\n")
     say(f"{change}: merge")
     stage_merge.merge_change(engine, loaded, change, say, toolchain=toolchain)
     down_mod.down(engine, loaded, say)
 
 
 def run(engine: Engine, loaded: LoadedManifest, say: Say,
-        reporter: DispatchReporter | None = None) -> Observation:
+        reporter: DispatchReporter | None = None, *, go_on: bool = False) -> Observation:
     toolchain = Toolchain(engine, loaded, say)
     for change in loaded.manifest.changes:
-        run_change(engine, loaded, change.id, say, reporter, toolchain)
+        run_change(engine, loaded, change.id, say, reporter, toolchain, go_on=go_on)
     return reporting.report(loaded).observation

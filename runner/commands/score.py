@@ -26,6 +26,7 @@ from rig import judge as judge_mod
 from rig import ratchet as ratchet_mod
 from rig import tree as tree_mod
 from rig.contract import LockVersion
+from rig.errors import SampleInterruptedError
 from rig.oracle import (
     PassRate,
     SampleSpec,
@@ -34,6 +35,7 @@ from rig.oracle import (
     base_run,
     pass_rate,
     run_sample,
+    set_aside,
 )
 from rig.persist import write_text_atomic
 from rig.record import BrowserAsked, SampleRecord
@@ -48,7 +50,7 @@ from runner.containers import database, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
-from runner.errors import BadInputError, DatabaseError
+from runner.errors import BadInputError, DatabaseError, OutageError
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout, state
 from runner.store.files import ensure_excluded
@@ -283,15 +285,23 @@ def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
     wires = Tripwires(executor, proofs or stage) if diagnose else None
     lock = threading.Lock()
     graded: list[SampleRecord] = []
+    cut: list[SampleInterruptedError] = []
     stopped = threading.Event()
 
     def one(spec: SampleSpec, guard: Future[tripwire.Finding | None] | None
             ) -> SampleRecord | None:
         if stopped.is_set():
             return None
-        if guard is not None:
-            spec = dataclasses.replace(spec, guard=guard.result())
-        record = run_sample(executor, spec, stage, base)
+        try:
+            if guard is not None:
+                spec = dataclasses.replace(spec, guard=guard.result())
+            record = run_sample(executor, spec, stage, base)
+        except SampleInterruptedError as error:  # no result: no sample starts after it
+            stopped.set()
+            say(f"{spec.sample}: cut by an outage ({error.why}); it runs again on resume")
+            with lock:
+                cut.append(error)
+            return None
         counts = record.counts
         shown = "" if counts is None else f" ({counts.passed} passed, {counts.failed} failed)"
         reason = f" {record.reason}" if record.reason else ""
@@ -314,6 +324,8 @@ def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
         done = {n: pool.submit(one, todo[n], guards.get((todo[n].arm, todo[n].check)))
                 for n in order}
         found = [done[n].result() for n in range(len(todo))]
+    if cut:
+        raise OutageError(sorted({error.sample for error in cut}), cut[0].why)
     return [record for record in found if record is not None]
 
 
@@ -418,6 +430,21 @@ def run_samples(toolchain: Toolchain, change: str, commits: dict[str, str], say:
         run_all(executor, todo, stage, say, proofs=stage)
 
 
+def redo(loaded: LoadedManifest, stage: Path, say: Say) -> list[str]:
+    """Set every arm's RIG_ERROR sample of the stage aside (`rig.oracle.set_aside`): no
+    longer a result, it runs again. The samples set aside."""
+    found = []
+    for arm in loaded.manifest.arms:
+        for path in layout.sample_records(stage, arm.id):
+            record = SampleRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            if record.verdict == "RIG_ERROR":
+                set_aside(stage, record)
+                found.append(record.sample)
+    say(f"set aside {len(found)} rig-error sample(s) to run again"
+        + (f": {', '.join(found)}" if found else ""))
+    return found
+
+
 def work_refused(loaded: LoadedManifest, change: str, arm: str) -> str | None:
     """Why the arm's work was refused at import (its samples are FAIL unsafe_work)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
@@ -464,10 +491,11 @@ def stage_scores(loaded: LoadedManifest, change: str) -> list[rubric.ArmScore]:
                   for p in plans(loaded, change)[1:]}
         answer = layout.judge_answer(stage, arm.id)
         judged = judge_mod.parse_judgement(answer.read_text()) if answer.exists() else None
-        scored.append(rubric.score_arm(arm, success, checks, judged,
-                                       loaded.manifest.contract.weights,
-                                       harness_touched(loaded, change, success),
-                                       dispatched(loaded, change, arm)))
+        scored.append(replace(rubric.score_arm(arm, success, checks, judged,
+                                               loaded.manifest.contract.weights,
+                                               harness_touched(loaded, change, success),
+                                               dispatched(loaded, change, arm)),
+                              retried=len(layout.retried_attempts(stage, arm.id))))
     return scored
 
 
@@ -518,23 +546,40 @@ def _obeyed(path: str, pinned: set[str]) -> bool:
 HARNESS_SHOWN = 50  # harness files a scorecard names per arm
 
 
+CONTINUED = "continued_past_rig_errors"
+
+
+def round_flags(loaded: LoadedManifest, change: str, arms: list[rubric.ArmScore],
+                decision: rubric.WinnerDecision) -> list[str]:
+    """The round's flags (`rubric.flags`), and `continued_past_rig_errors` when `run
+    --continue-on-rig-error` went on past its rig errors."""
+    flags = rubric.flags(arms, decision)
+    if layout.continued_file(stage_path(loaded, change)).is_file():
+        flags = sorted([*flags, CONTINUED])
+    return flags
+
+
 def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not merged yet",
                     grafts: list[dict[str, object]] | None = None) -> Path:
     arms = stage_scores(loaded, change)
     terms = loaded.manifest.contract
     decision = rubric.decide_winner(arms, terms.threshold)
     evidence, playwright = browser_evidence(loaded, change)
-    text = render_scorecard(change, arms, terms.weights, rubric.flags(arms, decision),
-                            decision, merge_note, grafts or [], evidence, playwright)
+    flags = round_flags(loaded, change, arms, decision)
+    text = render_scorecard(change, arms, terms.weights, flags, decision, merge_note,
+                            grafts or [], evidence, playwright)
     path = layout.scorecard_file(stage_path(loaded, change))
     write_text_atomic(path, text)
     return path
 
 
 def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
-          toolchain: Toolchain | None = None) -> tuple[list[rubric.ArmScore], Path]:
+          toolchain: Toolchain | None = None, *, redo_rig_errors: bool = False
+          ) -> tuple[list[rubric.ArmScore], Path]:
     """Every arm's final commit through every check and the success criterion, the judge,
-    SCORECARD.md. `toolchain`: the images of the command that calls it (`run`)."""
+    SCORECARD.md. `toolchain`: the images of the command that calls it (`run`).
+    `redo_rig_errors`: the stored RIG_ERROR samples are set aside first, so they run
+    again (once the rig is fixed)."""
     toolchain = toolchain or Toolchain(engine, loaded, say)
     stage = stage_path(loaded, change)
     services.require_dispatched(loaded, change)
@@ -542,6 +587,8 @@ def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     commits = arm_commits(loaded, change)
     frozen = contract.require(toolchain, change)
     judges.judge_key(loaded, os.environ)  # a missing judge key fails before any sample
+    if redo_rig_errors:
+        redo(loaded, stage, say)
     run_samples(toolchain, change, commits, say, stage, frozen)
     judges.run_judges(toolchain, change, commits, frozen.contract.base_commit, stage,
                       [p.name for p in plans(loaded, change)], say)

@@ -55,6 +55,7 @@ from runner.containers.backend import require_labels as require_labels
 from runner.errors import (
     ConflictError,
     EngineError,
+    EngineFailedError,
     EngineRefusedError,
     EngineUnreachableError,
     InfraError,
@@ -79,6 +80,7 @@ API_TIMEOUT_S = 120
 RETRIES = 2
 RETRY_BACKOFF_S = 0.5
 SWEEPS = 2
+WAIT_SLACK_S = 1.0  # a wait cut this much before its deadline is not the deadline
 ENGINE_HINT = "check that `docker info` answers (make setup starts an engine when none does)"
 LOCAL_ENGINE = "unix:///var/run/docker.sock"
 
@@ -127,8 +129,8 @@ def translated(error: Exception, what: str, where: str | None = None) -> EngineE
         status = int(error.status_code or 400)
         return REFUSALS.get(status, EngineRefusedError)(
             where, what, str(error.explanation or error), status=status)
-    return SandboxUnavailableError(f"the engine at {where} failed to {what}: {error}",
-                                   hint=ENGINE_HINT)
+    return EngineFailedError(f"the engine at {where} failed to {what}: {error}",
+                             hint=ENGINE_HINT)
 
 
 @contextlib.contextmanager
@@ -240,6 +242,15 @@ class Engine:
         except SandboxUnavailableError as error:
             raise EngineUnreachableError(f"no Docker engine answers at {self.address}",
                                          hint=ENGINE_HINT) from error
+
+    def down(self) -> str | None:
+        """Why the engine does not answer right now (one ping, no retry), or None: what a
+        failed call is asked after the fact, to tell an outage from a refusal."""
+        try:
+            self.client.ping()
+        except (EngineError, *DOCKER_ERRORS) as error:
+            return f"the engine at {self.address} does not answer: {error}"
+        return None
 
     def labelled(self, kind: str, filters: dict[str, str]) -> list[Any]:
         """Containers/networks/volumes whose labels match every `filters` item."""
@@ -393,10 +404,17 @@ class Engine:
         return iter_stream(stream, what, self.address)
 
     def wait(self, container_id: str, deadline_s: float) -> int | None:
+        """The container's exit status; None when `deadline_s` passed first. The client
+        says both a read timeout and a cut connection as a ConnectionError: only one that
+        came at the deadline, from an engine that still answers, is the deadline (a cut
+        one is the engine's failure, never a sample that outlived its time)."""
+        began = time.monotonic()
         try:
             status = self.client.api.wait(container_id, timeout=math.ceil(deadline_s))
-        except requests.exceptions.RequestException:  # the deadline (or the connection)
-            return None
+        except requests.exceptions.RequestException as error:
+            if time.monotonic() - began >= deadline_s - WAIT_SLACK_S and self.down() is None:
+                return None
+            raise translated(error, "wait for a container", self.address) from error
         except docker.errors.DockerException as error:
             raise translated(error, "wait for a container", self.address) from error
         return int(status.get("StatusCode", -1))

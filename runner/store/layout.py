@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from rig.oracle import SAMPLES_DIR
+from rig.oracle import RETRIED_DIR, SAMPLES_DIR
 from rig.oracle import sample_dir as sample_dir  # the rig writes the records: its helper
 
 STATE_ROOT = ".bakeoff"
@@ -121,6 +121,11 @@ def stage_file(stage: Path) -> Path:
 def merge_file(stage: Path) -> Path:
     """What `merge` did (`runner.store.records.MergeRecord`)."""
     return stage / "merge.json"
+
+
+def continued_file(stage: Path) -> Path:
+    """The samples `run --continue-on-rig-error` went on past, when it did (a list)."""
+    return stage / "continued-past-rig-errors.json"
 
 
 def scorecard_file(stage: Path) -> Path:
@@ -253,6 +258,12 @@ def sample_arms(root: Path) -> list[str]:
 def sample_checks(root: Path, arm: str) -> list[str]:
     """The checks `arm` has samples of under `root`."""
     return sorted(p.name for p in (samples_root(root) / arm).glob("*"))
+
+
+def retried_attempts(root: Path, arm: str) -> list[Path]:
+    """The records of an arm's sample attempts that were no result (cut by an outage, a
+    rig error set aside) under `root` (`rig.oracle.retried_dir`): never read as results."""
+    return sorted(samples_root(root).glob(f"{arm}/*/{RETRIED_DIR}/*.json"))
 
 
 def sample_records(root: Path, arm: str | None = None, check: str | None = None) -> list[Path]:

@@ -17,6 +17,7 @@ from runner.containers.engine import Engine, Labels, Resources
 from runner.errors import (
     ConflictError,
     EngineError,
+    EngineFailedError,
     EngineRefusedError,
     EngineUnreachableError,
     InfraError,
@@ -34,7 +35,7 @@ def api_error(status: int, explanation: str) -> docker.errors.APIError:
 
 
 def raising(error: Exception, calls: list[int] | None = None) -> object:
-    def fn() -> None:
+    def fn(*_: object, **__: object) -> None:
         if calls is not None:
             calls.append(1)
         raise error
@@ -83,9 +84,11 @@ def test_a_conflict_and_another_refusal_keep_their_status() -> None:
                                    requests.exceptions.ConnectionError("reset by peer"),
                                    docker.errors.DockerException("bad response")])
 def test_a_broken_engine_is_a_sandbox_unavailable_error_with_the_fix(error: Exception) -> None:
-    """A failed command is a value; a broken engine is an exception that says what to do."""
+    """A failed command is a value; a broken engine is an exception that says what to do,
+    and an outage (`EngineFailedError`: a sample it cuts runs again), never a refusal."""
     found = call(error)
-    assert type(found) is SandboxUnavailableError and isinstance(found, InfraError)
+    assert type(found) is EngineFailedError and isinstance(found, SandboxUnavailableError)
+    assert isinstance(found, InfraError) and not isinstance(found, EngineRefusedError)
     assert found.hint is not None and "docker info" in found.hint
     assert found.exit_code == 3
 
@@ -193,3 +196,37 @@ def test_the_end_of_a_containers_stdin_over_ssh_keeps_what_is_in_flight() -> Non
     ends: list[int] = []
     engine.end_of_input(SimpleNamespace(shutdown=ends.append))
     assert ends == [engine.socket.SHUT_WR]
+
+
+READ_TIMEOUT = requests.exceptions.ConnectionError(
+    "UnixHTTPConnectionPool(host='localhost', port=None): Read timed out.")  # as docker-py says it
+
+
+def waiting(error: Exception, *, answers: bool = True) -> Engine:
+    """An engine whose container wait raises `error`, and whose ping answers or not."""
+    def ping() -> bool:
+        if not answers:
+            raise requests.exceptions.ConnectionError("connection refused")
+        return True
+    client = SimpleNamespace(api=SimpleNamespace(wait=raising(error), base_url="http://e:2375"),
+                             ping=ping)
+    return Engine(client)  # type: ignore[arg-type]
+
+
+def test_a_wait_that_reached_its_deadline_is_the_deadline() -> None:
+    assert waiting(READ_TIMEOUT).wait("c0ffee", deadline_s=0.5) is None
+
+
+def test_a_wait_cut_before_its_deadline_is_the_engine_s_failure_not_a_timeout() -> None:
+    """A cut connection reads like a read timeout to the client: a sample whose wait broke
+    at once did not outlive its time; the engine failed (an outage: the sample runs again)."""
+    cut = requests.exceptions.ConnectionError("Connection aborted: RemoteDisconnected")
+    with pytest.raises(EngineFailedError) as raised:
+        waiting(cut).wait("c0ffee", deadline_s=60)
+    assert str(raised.value).startswith("the engine at tcp://e:2375 failed to wait for a "
+                                        "container: Connection aborted")
+
+
+def test_a_wait_at_its_deadline_from_an_engine_that_went_away_is_its_failure() -> None:
+    with pytest.raises(EngineFailedError):
+        waiting(READ_TIMEOUT, answers=False).wait("c0ffee", deadline_s=0.5)

@@ -69,6 +69,8 @@ from runner.errors import (
     ComposeError,
     DatabaseError,
     EngineError,
+    EngineFailedError,
+    EngineUnreachableError,
     InfraError,
     SandboxUnavailableError,
 )
@@ -185,7 +187,20 @@ class DockerSampleExecutor:
             return Execution(exit_code=None, log="", duration_s=time.monotonic() - started,
                              infra_error=f"the rig failed: {error}", image=self.image.tag,
                              image_id=self.image.image_id,
-                             image_identity=self.image.identity)
+                             image_identity=self.image.identity,
+                             interrupted=self.outage(error))
+
+    def outage(self, error: Exception) -> str | None:
+        """Whether `error` (raised under a sample) was an outage, not a result: the
+        engine broke or stopped answering (not a refusal: those keep the engine's words
+        and are graded), or the database server the samples use is down. None: the
+        engine and the server are up, so the error is the differential rule's to judge."""
+        down = self.engine.down()
+        if down is not None:
+            return down
+        if isinstance(error, EngineFailedError | EngineUnreachableError):
+            return str(error).splitlines()[0]
+        return self.networks.server_down()
 
     def _refused(self, why: str, started: float) -> Execution:
         return Execution(exit_code=None, log=f"bakeoff-rig: nothing run: {why}\n",
@@ -200,11 +215,21 @@ class DockerSampleExecutor:
         unsafe = self.facts.unsafe()
         if unsafe is not None:
             raise SandboxUnavailableError(unsafe)
-        with self.setting(spec, extra_env) as setting:
-            if setting.tree is None:
-                return self._refused(setting.refused or "unsafe tree", started)
-            ran = Ran() if missing else self._run(spec, setting)
-            return self._execution(spec, setting, setting.tree, ran, missing, started)
+        done: list[Execution] = []
+        try:
+            with self.setting(spec, extra_env) as setting:
+                if setting.tree is None:
+                    return self._refused(setting.refused or "unsafe tree", started)
+                ran = Ran() if missing else self._run(spec, setting)
+                done.append(self._execution(spec, setting, setting.tree, ran, missing,
+                                            started))
+        except (EngineError, DatabaseError, ComposeError):
+            if not done:
+                raise
+            # The sample ran to its end and its outputs were read: only what the rig
+            # removes after it (its database, its network) failed. Still its result (an
+            # arm cannot void its own sample by breaking the teardown); `gc` sweeps.
+        return done[0]
 
     def _execution(self, spec: SampleSpec, setting: SampleSetting,
                    tree: sample_tree.SampleTree, ran: Ran, missing: tuple[str, ...],

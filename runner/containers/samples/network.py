@@ -26,7 +26,7 @@ from runner.containers.engine import (
     remove_network,
 )
 from runner.containers.images import BuiltImage
-from runner.errors import EngineError
+from runner.errors import DatabaseError, EngineError
 
 
 class SampleNetworks:
@@ -107,6 +107,17 @@ class SampleNetworks:
         finally:
             with self.lock:
                 database.drop_schema(self.admin(), schema.name)
+
+    def server_down(self) -> str | None:
+        """Why the samples' database server is not up (gone, stopped), or None (it is, or
+        there is none): asked after a sample failed, to tell an outage from a result."""
+        if self.server is None:
+            return None
+        try:
+            database.find_server(self.engine, self.server.container_id)
+        except (DatabaseError, EngineError) as error:
+            return str(error).splitlines()[0]
+        return None
 
     def admin(self) -> database.HeldAdmin:
         """The executor's psql in the server's container, opened on first use."""
