@@ -18,6 +18,7 @@ from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge
 from runner.commands import report as reporting
 from runner.commands import score as score_mod
+from runner.commands import services
 from runner.commands import up as up_mod
 from runner.commands.dispatch import DONE_STATES, DispatchReporter, dispatch, load_record
 from runner.containers.engine import Engine
@@ -38,6 +39,11 @@ def dispatched(loaded: LoadedManifest, change: str) -> bool:
         if record is None or record.state not in DONE_STATES:
             return False
     return True
+
+
+AGAIN = ("once the engine and the experiment's services answer (`docker info`), run the "
+         "same command again: the experiment's services are restored and that arm is "
+         "dispatched again from the base; an arm whose work is kept is not")
 
 
 def pending(loaded: LoadedManifest, change: str) -> list[str]:
@@ -73,6 +79,7 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
         say(f"{change}: dispatch")
         dispatch(engine, loaded, pending(loaded, change), reporter, toolchain=toolchain,
                  say=say)
+        services.require_dispatched(loaded, change, fix=AGAIN)  # an arm the outage cut
     say(f"{change}: score")
     arms, _ = score_mod.score(engine, loaded, change, say, toolchain)
     errors = [f"{sample} {reason}" for arm in arms for sample, reason in arm.rig_errors]

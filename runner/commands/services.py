@@ -244,11 +244,11 @@ class DispatchCutError(InfraError):
     it): its commits are not a result (exit 3)."""
 
 
-def require_dispatched(loaded: LoadedManifest, change: str) -> None:
+def require_dispatched(loaded: LoadedManifest, change: str, *, fix: str | None = None) -> None:
     """Every arm's dispatch finished before it is scored: an arm whose record says the
     outage cut it (`rig_error`, or `running`/`interrupted`: the orchestrator stopped) is
     never scored as if it had finished, whatever its branch holds. An arm with no record
-    is `score`'s to judge (its branch)."""
+    is `score`'s to judge (its branch). `fix`: the caller's own (`run`: run it again)."""
     cut = []
     for arm in loaded.manifest.arms:
         record = record_of(loaded, change, arm.id)
@@ -258,6 +258,6 @@ def require_dispatched(loaded: LoadedManifest, change: str) -> None:
     if cut:
         raise DispatchCutError(
             f"{change}: the dispatch of {'; '.join(cut)} did not finish: not scored",
-            hint=f"run `bakeoff-sandbox run -f {loaded.path}` (or `dispatch`): it dispatches "
-                 "that arm again from the base")
+            hint=fix or f"run `bakeoff-sandbox run -f {loaded.path}` (or `dispatch`): it "
+                        "dispatches that arm again from the base")
 

@@ -163,9 +163,10 @@ def restored(stderr: str) -> list[str]:
 def test_a_dispatch_cut_by_the_outage_is_never_scored_and_is_redispatched_from_the_base(
         lab: Lab) -> None:
     """The sandbox stopped under A's agent (with the Postgres and the gateway, as a
-    restart stops them): A is a rig error, not the agent's failure; `score` refuses it;
-    the next `dispatch` restores every service and redoes A (attempt 2), never B."""
-    running = subprocess.Popen([sys.executable, "-m", "runner.cli", "dispatch"],
+    restart stops them) during `run`'s dispatch: A is a rig error, not the agent's
+    failure, and `run` stops there (exit 3, run it again); `score` refuses it; the next
+    `dispatch` restores every service and redoes A (attempt 2), never B."""
+    running = subprocess.Popen([sys.executable, "-m", "runner.cli", "run"],
                                cwd=lab.repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     log = layout.arm_dir(lab.directory, "first", "A") / layout.DISPATCH_LOG
@@ -179,18 +180,26 @@ def test_a_dispatch_cut_by_the_outage_is_never_scored_and_is_redispatched_from_t
     lab.stop("A", "postgres", "gateway", "B")  # A first: its agent still asleep
     _, err = running.communicate(timeout=300)
     assert running.returncode == 3, err[-3000:]
+    assert err.splitlines()[-2:] == [
+        "error: first: the dispatch of arm A (attempt 1, rig_error: the sandbox stopped under "
+        "the agent (it is exited): the engine at unix:///var/run/docker.sock ended it, not "
+        "the agent) did not finish: not scored",
+        "  fix: once the engine and the experiment's services answer (`docker info`), run "
+        "the same command again: the experiment's services are restored and that arm is "
+        "dispatched again from the base; an arm whose work is kept is not"]
     cut = lab.arm_record("A")
     assert (cut["state"], cut["attempt"], cut["commit"]) == ("rig_error", 1, None)
     assert str(cut["error"]).splitlines()[0] == (
-        "the sandbox stopped under the agent (it is exited): the engine ended it, not the agent")
+        "the sandbox stopped under the agent (it is exited): the engine at "
+        "unix:///var/run/docker.sock ended it, not the agent")
     kept_b = layout.arm_record(lab.directory, "first", "B").read_text()
 
     scored = cli(lab.repo, "score")
     assert scored.returncode == 3, scored.stderr
     assert scored.stderr.splitlines()[0] == (
         "error: first: the dispatch of arm A (attempt 1, rig_error: the sandbox stopped under "
-        "the agent (it is exited): the engine ended it, not the agent) did not finish: not "
-        "scored")
+        "the agent (it is exited): the engine at unix:///var/run/docker.sock ended it, not "
+        "the agent) did not finish: not scored")
 
     again = cli(lab.repo, "dispatch", timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]

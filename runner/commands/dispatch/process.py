@@ -162,9 +162,9 @@ def _require_running(engine: Engine, container_id: str, *, signalled: bool) -> N
         time.sleep(POLL_S)
     if state != "running":
         raise SandboxUnavailableError(
-            f"the sandbox stopped under the agent (it is {state}): the engine ended it, "
-            "not the agent", hint="run the command again: the experiment's services are "
-            "restored and the arm is dispatched again from the base")
+            f"the sandbox stopped under the agent (it is {state}): the engine at "
+            f"{engine.address} ended it, not the agent", hint="run the command again: the "
+            "experiment's services are restored and the arm is dispatched again from the base")
 
 
 def _exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:
