@@ -234,15 +234,25 @@ def test_score_after_an_engine_restart_restores_the_postgres_and_grades_as_a_cle
         assert lab.verdicts(arm) == [("PASS", None, 1, 0)] * 3, arm
     current = lab.state
     assert current.db is not None
-    for arm in current.arms:  # the role logs in with the password the sandbox was given
-        assert arm.schema_name and arm.schema_password
+    for box in current.arms:  # the role logs in with the password the sandbox was given
+        assert box.schema_name and box.schema_password
         login = lab.engine.client.containers.get(current.db.container_id).exec_run(
-            ["psql", "-X", "-A", "-t", "-h", "127.0.0.1", "-U", arm.schema_name, "-d",
-             arm.schema_name, "-c", "SELECT current_user"], user=database.USER,
-            environment={"PGPASSWORD": arm.schema_password})
-        assert (login.exit_code, login.output.decode().strip()) == (0, arm.schema_name)
+            ["psql", "-X", "-A", "-t", "-h", "127.0.0.1", "-U", box.schema_name, "-d",
+             box.schema_name, "-c", "SELECT current_user"], user=database.USER,
+            environment={"PGPASSWORD": box.schema_password})
+        output = login.output
+        assert isinstance(output, bytes)
+        assert (login.exit_code, output.decode().strip()) == (0, box.schema_name)
     again = cli(lab.repo, "score")
     assert again.returncode == 0 and restored(again.stderr) == []  # nothing to restore
+    server = database.find_server(lab.engine, current.db.container_id)
+    lost = str(current.arms[0].schema_name)
+    database.drop_schema(database.Admin(lab.engine, server), lost)  # a running server lost one
+    third = cli(lab.repo, "score")
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert restored(third.stderr) == [
+        "restored: the experiment's Postgres (running; 1 arm database re-made)"]
+    assert lost in database.list_owned(database.Admin(lab.engine, server), lost)[0]
 
 
 def test_a_service_the_engine_lost_is_refused_with_the_command_that_fixes_it(lab: Lab) -> None:
