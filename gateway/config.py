@@ -44,6 +44,7 @@ class Grant:
     keys: Mapping[str, str]                 # provider -> name of the env var with the key
     budget: Budget = field(default_factory=Budget)
     run: str = ""                           # the `up` that issued the token
+    allow_server_tools: bool = False        # provider-side web search / fetch let through
 
     @property
     def owner(self) -> tuple[str, str, str, str]:
@@ -106,7 +107,8 @@ def _grant(raw: Any, where: str) -> Grant:
         raise ConfigError(f"config.json: {where}.keys must map a provider to an env var name")
     return Grant(stage=raw["stage"], arm=raw["arm"], role=str(raw.get("role", "arm")),
                  models=None if models is None else tuple(models), keys=dict(keys),
-                 budget=_budget(raw.get("budget"), where), run=str(raw.get("run", "")))
+                 budget=_budget(raw.get("budget"), where), run=str(raw.get("run", "")),
+                 allow_server_tools=raw.get("allow_server_tools") is True)
 
 
 def _price(raw: Any, where: str) -> Price:
@@ -124,8 +126,8 @@ def parse(raw: Any) -> Config:
     upstreams = raw.get("upstreams") or {}
     unknown = sorted(set(upstreams) - {p.value for p in Provider})
     if not isinstance(upstreams, dict) or unknown:
-        raise ConfigError(f"config.json: upstreams must map anthropic/openai to a base URL "
-                          f"(unknown: {unknown})")
+        raise ConfigError("config.json: upstreams must map anthropic/openai/gemini to a "
+                          f"base URL (unknown: {unknown})")
     for name, url in upstreams.items():
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"config.json: upstreams.{name} must be an http(s) URL")

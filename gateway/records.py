@@ -23,7 +23,8 @@ from typing import Any
 
 from gateway.config import Budget, Grant
 from gateway.errors import Provider, Refusal
-from gateway.usage import RequestFacts, Usage
+from gateway.facts import RequestFacts
+from gateway.usage import Usage
 
 REDACTED = b"[REDACTED]"
 MAX_BODY_BYTES = 8 << 20
@@ -117,6 +118,10 @@ class Exchange:
             "thinking": facts.thinking if facts else None,
             "output_config_effort": facts.output_config_effort if facts else None,
             "reasoning_effort": facts.reasoning_effort if facts else None,
+            "effort": facts.effort if facts else {},
+            "server_tools": list(facts.server_tools) if facts else [],
+            "server_tools_allowed": bool(facts and facts.server_tools
+                                         and self.grant.allow_server_tools),
             "model_response": self.model_response, "status": self.status,
             "latency_ms": round(self.latency_ms, 3),
             "first_byte_ms": None if self.first_byte_ms is None else round(

@@ -1,7 +1,9 @@
 """The HTTP side: routes, refusals, and the proxying of one request, stream or not.
 
-`Handler._serve` is the path of one request: health check; token (unknown: 401, a line in
-_refused.jsonl); body read and decoded; route; JSON; model allow list; budget; then
+`Handler._serve` is the path of one request: health check; token (unknown: 401, Gemini's
+400, a line in _refused.jsonl); body read and decoded; route; JSON; model allow list;
+provider-side tools that reach the internet (refused unless the grant allows them);
+budget; then
 `_forward`, which writes each upstream chunk to the client the moment it arrives (read1,
 write, flush: nothing is buffered) while a `ResponseObserver` reads usage from the same
 chunks and a capped copy is kept for the record. Every request with a known token ends as
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import re
 import socket
 import sys
 import threading
@@ -22,13 +25,14 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from gateway import errors, upstream, wire
 from gateway.config import Config, ConfigSource, Grant, Price
 from gateway.errors import ErrorReply, Provider, Refusal
+from gateway.facts import request_facts
 from gateway.records import Exchange, Recorder, Redactor
-from gateway.usage import Api, ResponseObserver, cost_usd, request_facts
+from gateway.usage import Api, ResponseObserver, cost_usd
 
 CHUNK_BYTES = 64 << 10
 # Requests one arm may have in flight at once: past it a 429 in the provider's shape (the
@@ -37,6 +41,14 @@ MAX_IN_FLIGHT = 16
 ROUTES: dict[Provider, tuple[Api, ...]] = {
     Provider.ANTHROPIC: (Api.MESSAGES, Api.COUNT_TOKENS),
     Provider.OPENAI: (Api.RESPONSES, Api.CHAT)}
+# Gemini's routes name the model: /gemini/v1beta/models/{model}:{method}
+GEMINI_PATH = re.compile(r"(?:v1|v1beta|v1alpha)/models/([A-Za-z0-9._-]+):([A-Za-z]+)")
+GEMINI_METHODS = {api.value: api for api in (Api.GENERATE, Api.STREAM_GENERATE,
+                                             Api.COUNT_GEMINI)}
+CREDENTIAL = {Provider.ANTHROPIC: "x-api-key", Provider.GEMINI: "x-goog-api-key"}
+SERVED = ("POST /anthropic/v1/messages[/count_tokens], /openai/v1/responses, "
+          "/openai/v1/chat/completions, /gemini/v1beta/models/MODEL:generateContent "
+          "(or :streamGenerateContent, :countTokens)")
 
 
 @dataclass(frozen=True)
@@ -44,16 +56,38 @@ class Route:
     provider: Provider | None     # from the first path segment, if it names one
     api: Api | None               # None: not a route the gateway serves
     path: str                     # without the query
-    query: str
+    query: str                    # as forwarded: never a `key` of Gemini's routes
+    rest: str = ""                # the upstream's path: the path after the provider
+    model: str | None = None      # the model a Gemini path names
+    query_keys: tuple[str, ...] = ()  # tokens a Gemini client sent as ?key=
+
+    @property
+    def shown(self) -> str:
+        """The path and query as recorded (a token in the query never is)."""
+        return self.path + (f"?{self.query}" if self.query else "")
 
 
 def route_of(raw: str) -> Route:
     parts = urlsplit(raw)
     prefix, _, rest = parts.path.lstrip("/").partition("/")
     provider = next((p for p in Provider if p.value == prefix), None)
+    if provider is Provider.GEMINI:
+        return gemini_route(parts.path, rest, parts.query)
     api = next((a for a in ROUTES.get(provider, ()) if a.value == rest), None) \
         if provider is not None else None
-    return Route(provider, api, parts.path, parts.query)
+    return Route(provider, api, parts.path, parts.query, rest)
+
+
+def gemini_route(path: str, rest: str, query: str) -> Route:
+    """A Gemini route: the model and method from the path, `key`s out of the query."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    keys = tuple(value for name, value in pairs if name == "key")
+    if keys:
+        query = urlencode([(name, value) for name, value in pairs if name != "key"])
+    found = GEMINI_PATH.fullmatch(rest)
+    api = GEMINI_METHODS.get(found.group(2)) if found else None
+    return Route(Provider.GEMINI, api, path, query, rest,
+                 found.group(1) if found else None, keys)
 
 
 def elapsed_ms(started: float) -> float:
@@ -169,10 +203,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         gateway, route = self.server.gateway, route_of(self.path)
         config = gateway.config.current()
-        grant = next((g for t in wire.presented_tokens(self.headers)
+        grant = next((g for t in wire.presented_tokens(self.headers, route.query_keys)
                       if (g := config.grant(t)) is not None), None)
-        provider = route.provider or (
-            Provider.ANTHROPIC if self.headers.get("x-api-key") else Provider.OPENAI)
+        provider = route.provider or self._provider_guessed()
         if grant is None:
             self.close_connection = True  # its body is never read
             refusal = errors.unknown_token(provider)
@@ -181,7 +214,7 @@ class Handler(BaseHTTPRequestHandler):
             self._log(route, refusal.status, "-", started)
             return
         pending = Pending(gateway, config, grant, route, Exchange(
-            grant, gateway.recorder.next_seq(grant), provider, self.command, self.path),
+            grant, gateway.recorder.next_seq(grant), provider, self.command, route.shown),
             started)
         with gateway.slot(grant) as admitted:
             try:
@@ -195,6 +228,12 @@ class Handler(BaseHTTPRequestHandler):
             finally:
                 pending.finish()
                 self._log(route, pending.exchange.status, grant.arm, started)
+
+    def _provider_guessed(self) -> Provider:
+        """Whose error shape a path that names no provider is answered in."""
+        if self.headers.get("x-goog-api-key"):
+            return Provider.GEMINI
+        return Provider.ANTHROPIC if self.headers.get("x-api-key") else Provider.OPENAI
 
     def _log(self, route: Route, status: int, arm: str, started: float) -> None:
         print(f"gateway: {self.command} {route.path} {status} arm={arm} "
@@ -222,8 +261,7 @@ class Handler(BaseHTTPRequestHandler):
         if route.api is None or self.command != "POST":
             return errors.reply(provider, "bad_path", Refusal.BAD_PATH,
                                 f"bakeoff gateway: no route for {self.command} {route.path} "
-                                "(served: POST /anthropic/v1/messages[/count_tokens], "
-                                "/openai/v1/responses, /openai/v1/chat/completions)")
+                                f"(served: {SERVED})")
         try:
             body = json.loads(exchange.request_body)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -231,9 +269,11 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             return errors.reply(provider, "bad_body", Refusal.BAD_BODY,
                                 "bakeoff gateway: the request body is not a JSON object")
-        exchange.facts = facts = request_facts(body)
+        exchange.facts = facts = request_facts(route.api, body, route.model)
         if grant.models is not None and facts.model not in grant.models:
             return errors.model_not_allowed(provider, facts.model, grant.models)
+        if facts.server_tools and not grant.allow_server_tools:
+            return errors.server_tool(provider, facts.server_tools)
         if provider.value not in grant.keys or provider.value not in pending.config.upstreams:
             return errors.reply(provider, "bad_path", Refusal.BAD_PATH,
                                 f"bakeoff gateway: arm {grant.arm} has no {provider} key "
@@ -250,7 +290,7 @@ class Handler(BaseHTTPRequestHandler):
                                          f"{provider} key of arm {grant.arm})")
         headers = wire.forwarded(self.headers.items(), wire.REQUEST_DROPPED,
                                  wire.connection_listed(self.headers))
-        credential = ("x-api-key", key) if provider is Provider.ANTHROPIC else (
+        credential = (CREDENTIAL[provider], key) if provider in CREDENTIAL else (
             "Authorization", f"Bearer {key}")
         return [*headers, credential]
 
@@ -260,7 +300,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             target = upstream.target_of(pending.config.upstreams[exchange.provider.value])
             connection, response = upstream.send(
-                target, self.command, api.value, pending.route.query,
+                target, self.command, pending.route.rest, pending.route.query,
                 self._upstream_headers(pending.grant, exchange.provider),
                 exchange.request_body)
         except upstream.UpstreamError as error:

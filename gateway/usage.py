@@ -1,15 +1,19 @@
-"""What a request asked for and what its response says it used, for the three APIs.
+"""What a response says it used, for the four APIs (what a request asked for: `facts`).
 
-Requests (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions) name a model and
-perhaps an effort; responses name the model that answered and the tokens it used, either
-in one JSON body or spread over an SSE stream. `ResponseObserver` is fed the response
+Responses (Anthropic Messages, OpenAI Responses and Chat Completions, Gemini
+generateContent) name the model that answered and the tokens it used, either in one JSON
+body (Gemini's streamGenerateContent without `alt=sse`: a JSON array of them) or spread
+over an SSE stream. `ResponseObserver` is fed the response
 chunk by chunk as they go to the client, keeps only the event it is in the middle of, and
 parses only events that can carry a model or usage, so a long stream costs little.
 
 One meaning of the token counts across providers: `input` is the input NOT read from a
 cache (OpenAI's `input_tokens` includes its cached tokens, so those are subtracted),
 `cache_read` / `cache_write` the cached parts, `output` every output token (OpenAI's
-includes its reasoning tokens), `reasoning` that subset when the API reports it.
+includes its reasoning tokens), `reasoning` that subset when the API reports it. Gemini's
+`promptTokenCount` includes its `cachedContentTokenCount`, and its `candidatesTokenCount`
+excludes its `thoughtsTokenCount` (added to `output`) and its `toolUsePromptTokenCount`
+(added to `input`): the total is its `totalTokenCount`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ MAX_JSON_BYTES = 8 << 20
 MAX_DECODED_BYTES = 256 << 20  # of one compressed response: a bomb stops being read here
 DECODED = frozenset({"gzip", "x-gzip", "deflate"})
 AUTO_HEADER = 47  # zlib's wbits: a gzip or a zlib header, whichever the body has
-WATCHED = (b'"usage"', b'"model"')
+WATCHED = (b'"usage"', b'"model"', b'"usageMetadata"', b'"modelVersion"')
 
 
 class Api(StrEnum):
@@ -37,6 +41,10 @@ class Api(StrEnum):
     COUNT_TOKENS = "v1/messages/count_tokens"
     RESPONSES = "v1/responses"
     CHAT = "v1/chat/completions"
+    # Gemini's methods, `models/{model}:{method}`
+    GENERATE = "generateContent"
+    STREAM_GENERATE = "streamGenerateContent"
+    COUNT_GEMINI = "countTokens"
 
 
 @dataclass(frozen=True)
@@ -56,16 +64,7 @@ class Usage:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class RequestFacts:
-    model: str | None
-    stream: bool
-    thinking: dict[str, Any] | None
-    output_config_effort: str | None
-    reasoning_effort: str | None
-
-
-def _get(value: Any, *path: str) -> Any:
+def get(value: Any, *path: str) -> Any:
     for key in path:
         if not isinstance(value, dict):
             return None
@@ -81,16 +80,6 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def request_facts(body: dict[str, Any]) -> RequestFacts:
-    """The model, stream flag and effort settings a request body carries."""
-    thinking = body.get("thinking")
-    reasoning = _str(_get(body, "reasoning", "effort")) or _str(body.get("reasoning_effort"))
-    return RequestFacts(model=_str(body.get("model")), stream=body.get("stream") is True,
-                        thinking=thinking if isinstance(thinking, dict) else None,
-                        output_config_effort=_str(_get(body, "output_config", "effort")),
-                        reasoning_effort=reasoning)
-
-
 def anthropic_usage(fields: dict[str, Any]) -> Usage:
     return Usage(input=_int(fields.get("input_tokens")),
                  output=_int(fields.get("output_tokens")),
@@ -99,17 +88,26 @@ def anthropic_usage(fields: dict[str, Any]) -> Usage:
 
 
 def responses_usage(raw: dict[str, Any]) -> Usage:
-    cached = _int(_get(raw, "input_tokens_details", "cached_tokens"))
+    cached = _int(get(raw, "input_tokens_details", "cached_tokens"))
     return Usage(input=_int(raw.get("input_tokens")) - cached,
                  output=_int(raw.get("output_tokens")), cache_read=cached,
-                 reasoning=_int(_get(raw, "output_tokens_details", "reasoning_tokens")))
+                 reasoning=_int(get(raw, "output_tokens_details", "reasoning_tokens")))
 
 
 def chat_usage(raw: dict[str, Any]) -> Usage:
-    cached = _int(_get(raw, "prompt_tokens_details", "cached_tokens"))
+    cached = _int(get(raw, "prompt_tokens_details", "cached_tokens"))
     return Usage(input=_int(raw.get("prompt_tokens")) - cached,
                  output=_int(raw.get("completion_tokens")), cache_read=cached,
-                 reasoning=_int(_get(raw, "completion_tokens_details", "reasoning_tokens")))
+                 reasoning=_int(get(raw, "completion_tokens_details", "reasoning_tokens")))
+
+
+def gemini_usage(raw: dict[str, Any]) -> Usage:
+    cached = _int(raw.get("cachedContentTokenCount"))
+    thoughts = _int(raw.get("thoughtsTokenCount"))
+    return Usage(input=_int(raw.get("promptTokenCount")) - cached
+                 + _int(raw.get("toolUsePromptTokenCount")),
+                 output=_int(raw.get("candidatesTokenCount")) + thoughts,
+                 cache_read=cached, reasoning=thoughts)
 
 
 def cost_usd(usage: Usage | None, price: Price | None) -> float | None:
@@ -197,16 +195,18 @@ class ResponseObserver:
         if self.api in (Api.MESSAGES, Api.COUNT_TOKENS):
             kind = payload.get("type")
             if kind == "message_start":
-                self.model = _str(_get(payload, "message", "model")) or self.model
-                self._merge_anthropic(_get(payload, "message", "usage"))
+                self.model = _str(get(payload, "message", "model")) or self.model
+                self._merge_anthropic(get(payload, "message", "usage"))
             elif kind == "message_delta":
                 self._merge_anthropic(payload.get("usage"))
         elif self.api is Api.RESPONSES:
             response = payload.get("response")
             if isinstance(response, dict):
                 self._responses_document(response)
-        else:
+        elif self.api is Api.CHAT:
             self._chat_document(payload)
+        else:
+            self._gemini_document(payload)
 
     def _merge_anthropic(self, usage: Any) -> None:
         """message_start's usage, then every message_delta's (cumulative counts: the
@@ -215,6 +215,9 @@ class ResponseObserver:
             self._anthropic.update({k: v for k, v in usage.items() if v is not None})
 
     def _document(self, body: Any) -> None:
+        if isinstance(body, list):  # Gemini's stream without alt=sse: a JSON array
+            for item in body:
+                self._document(item)
         if not isinstance(body, dict):
             return
         if self.api in (Api.MESSAGES, Api.COUNT_TOKENS):
@@ -222,8 +225,10 @@ class ResponseObserver:
             self._merge_anthropic(body.get("usage"))
         elif self.api is Api.RESPONSES:
             self._responses_document(body)
-        else:
+        elif self.api is Api.CHAT:
             self._chat_document(body)
+        else:
+            self._gemini_document(body)
 
     def _responses_document(self, response: dict[str, Any]) -> None:
         self.model = _str(response.get("model")) or self.model
@@ -234,3 +239,10 @@ class ResponseObserver:
         self.model = _str(chunk.get("model")) or self.model
         if isinstance(chunk.get("usage"), dict):
             self.usage = chat_usage(chunk["usage"])
+
+    def _gemini_document(self, chunk: dict[str, Any]) -> None:
+        """One GenerateContentResponse (a whole one, or one chunk of a stream: each
+        chunk's usageMetadata counts everything so far, the last one wins)."""
+        self.model = _str(chunk.get("modelVersion")) or self.model
+        if isinstance(chunk.get("usageMetadata"), dict):
+            self.usage = gemini_usage(chunk["usageMetadata"])

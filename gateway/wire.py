@@ -21,7 +21,8 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate",
                         "trailers", "transfer-encoding", "upgrade"})
 # Never forwarded upstream: the gateway sets them itself.
 REQUEST_DROPPED = HOP_BY_HOP | {"host", "content-length", "content-encoding",
-                                "accept-encoding", "x-api-key", "authorization"}
+                                "accept-encoding", "x-api-key", "authorization",
+                                "x-goog-api-key"}
 RESPONSE_DROPPED = HOP_BY_HOP | {"content-length"}
 
 
@@ -104,9 +105,11 @@ def forwarded(items: Iterable[tuple[str, str]], dropped: frozenset[str],
             if name.lower() not in dropped and name.lower() not in listed]
 
 
-def presented_tokens(headers: Message) -> list[str]:
-    """The tokens a request presents: `x-api-key: T` and/or `Authorization: Bearer T`."""
-    found = [headers.get("x-api-key") or ""]
+def presented_tokens(headers: Message, query_keys: Iterable[str] = ()) -> list[str]:
+    """The tokens a request presents: `x-api-key: T`, `x-goog-api-key: T`,
+    `Authorization: Bearer T` and (Gemini's routes) `?key=T`."""
+    found = [headers.get("x-api-key") or "", headers.get("x-goog-api-key") or "",
+             *query_keys]
     scheme, _, value = (headers.get("Authorization") or "").partition(" ")
     if scheme.lower() == "bearer":
         found.append(value)

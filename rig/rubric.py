@@ -315,6 +315,9 @@ FLAG_MEANINGS = {
     "model_mismatch": "the model the gateway saw on the wire is not the model the arm "
                       "declares",
     "budget_exhausted": "the arm ran past a [gateway] budget; requests past it were refused",
+    "server_tools": "the arm was granted allow_server_tools and its model used provider-side "
+                    "tools that reach the internet (web search, fetch, grounding): it could "
+                    "look outside its sandbox",
     "unrestricted_network": "the arm had network = \"egress\": the whole internet, its key "
                             "inside the sandbox, nothing on the wire recorded",
     "continued_past_rig_errors": "`run --continue-on-rig-error` went on past this round's "

@@ -3,10 +3,16 @@ request: `gateway/`), not from what the arm declares or prints.
 
 `summarize` totals an arm's requests (tokens, cost, per model); `observe` compares the
 wire with the arm's declared identity: the model it called and the effort each request
-carried (`output_config.effort` for the Messages API, `reasoning.effort` for the
-Responses API). A declared effort the wire contradicts (or never carries) is
-`effort_mismatch`; requests to no model but others, or answers from another model, are
-`model_mismatch`. Both are marks: the round is flagged, the arm still scored.
+carried. A record's `effort` holds every effort field of its API's dialect, by dotted name
+(`output_config.effort`, `thinking.budget_tokens`, `reasoning.effort`, `reasoning_effort`,
+`reasoning.max_tokens`, `enable_thinking`, `thinking_budget`, Gemini's
+`generationConfig.thinkingConfig.thinkingLevel` / `thinkingBudget` / `includeThoughts`);
+a request carries the declared effort when one of them has its value (records older than
+that field: `output_config_effort` and `reasoning_effort`). A declared effort the wire
+contradicts (or never carries) is `effort_mismatch`; requests to no model but others, or
+answers from another model, are `model_mismatch`; a provider-side tool that reaches the
+internet, forwarded because the arm was granted `allow_server_tools`, is `server_tools`.
+All are marks: the round is flagged, the arm still scored.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from pydantic import BaseModel, ConfigDict
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write", "reasoning")
 EFFORT_FIELDS = (("output_config_effort", "output_config.effort"),
                  ("reasoning_effort", "reasoning.effort"))
+# The field a request that carries no effort is shown under, by the route's path.
+UNCARRIED = (("/anthropic", "output_config.effort"),
+             ("/gemini", "generationConfig.thinkingConfig.thinkingLevel"),
+             ("/openai/v1/chat", "reasoning_effort"), ("", "reasoning.effort"))
 UNSTATED_EFFORTS = frozenset({"", "unknown", "default", "none"})
 NO_PRICE = "no price for {models} in [gateway.prices]: cost is null"
 
@@ -70,7 +80,7 @@ class Observation:
     model_observed: str | None
     effort_observed: str | None
     evidence: str
-    marks: tuple[str, ...]     # effort_mismatch, model_mismatch, budget_exhausted
+    marks: tuple[str, ...]     # effort_mismatch, model_mismatch, budget_exhausted, ...
     caveats: tuple[str, ...]
 
 
@@ -128,14 +138,31 @@ def summarize(lines: Sequence[Mapping[str, Any]], records: str) -> WireSummary:
                        budget_exhausted=refused["budget_exhausted"] > 0)
 
 
-def _effort(line: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(the field's name, its value) of the effort a request carried."""
-    for key, name in EFFORT_FIELDS:
-        value = line.get(key)
-        if value not in (None, ""):
-            return name, str(value)
-    messages_api = str(line.get("path", "")).startswith("/anthropic")
-    return EFFORT_FIELDS[0 if messages_api else 1][1], None
+def _carried(line: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every (field, value) of effort a request carried, in its record's order."""
+    fields = line.get("effort")
+    if isinstance(fields, dict):
+        return [(str(name), _text(value)) for name, value in fields.items()
+                if value not in (None, "")]
+    return [(name, str(line[key])) for key, name in EFFORT_FIELDS
+            if line.get(key) not in (None, "")]
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _effort(line: Mapping[str, Any], declared: str) -> tuple[str, str | None]:
+    """(the field's name, its value) of the effort a request carried: the field that
+    carries the declared value when one does, else the first."""
+    carried = _carried(line)
+    for name, value in carried:
+        if value.lower() == declared.strip().lower():
+            return name, value
+    if carried:
+        return carried[0]
+    path = str(line.get("path", ""))
+    return next(name for prefix, name in UNCARRIED if path.startswith(prefix)), None
 
 
 def _same_model(asked: str, answered: str | None) -> bool:
@@ -161,7 +188,7 @@ def observe(model: str, effort: str, lines: Sequence[Mapping[str, Any]]) -> Obse
         marks.append("model_mismatch")
         caveats.append(f"model_mismatch: requests to {model!r} were answered by "
                        f"{', '.join(sorted(answered))}")
-    efforts = Counter(_effort(line) for line in own)
+    efforts = Counter(_effort(line, effort) for line in own)
     observed = _effort_observed(efforts)
     if own and effort.strip().lower() not in UNSTATED_EFFORTS and any(
             value is None or value.lower() != effort.strip().lower() for _, value in efforts):
@@ -173,8 +200,24 @@ def observe(model: str, effort: str, lines: Sequence[Mapping[str, Any]]) -> Obse
         marks.append("budget_exhausted")
         caveats.append("budget_exhausted: the gateway refused the arm's requests past its "
                        "budget; its work so far is what was scored")
+    granted = _tools(line for line in sent if line.get("server_tools_allowed"))
+    if granted:
+        marks.append("server_tools")
+        caveats.append(f"server_tools: the arm's requests used provider-side tools that reach "
+                       f"the internet ({granted}), allowed by allow_server_tools")
+    refused = _tools(line for line in lines if line.get("refused") == "server_tool")
+    if refused:
+        caveats.append(f"the gateway refused the arm's requests for provider-side tools "
+                       f"that reach the internet ({refused})")
     return Observation(_model_observed(own, model), observed,
                        evidence(model, own, efforts, others), tuple(marks), tuple(caveats))
+
+
+def _tools(lines: Iterable[Mapping[str, Any]]) -> str:
+    """`web_search_20250305 in 3 requests, googleSearch in 1`, or ""."""
+    counted = Counter(str(tool) for line in lines for tool in line.get("server_tools") or ())
+    return ", ".join(f"{tool} in {n} request{'s' * (n != 1)}"
+                     for tool, n in sorted(counted.items()))
 
 
 def _effort_observed(efforts: Counter[tuple[str, str | None]]) -> str | None:

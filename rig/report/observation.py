@@ -155,7 +155,7 @@ class JudgeUsage(_Model):
     model_observed: str | None
     effort_observed: str | None
     evidence: str
-    marks: list[str] = []              # effort_mismatch, model_mismatch, budget_exhausted
+    marks: list[str] = []              # effort_mismatch, model_mismatch, budget_exhausted, ...
     usage: WireSummary
 
 

@@ -296,7 +296,8 @@ def _door(arm: Arm, network: str) -> gateway_mod.Door:
     keys = {provider: name for name in arm.secrets
             if (provider := key_provider(name)) is not None}
     return gateway_mod.Door(arm.id, network, gateway_mod.new_token(),
-                            (arm.model, *arm.allow_models), keys)
+                            (arm.model, *arm.allow_models), keys,
+                            allow_server_tools=arm.allow_server_tools)
 
 
 def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,

@@ -35,7 +35,7 @@ from runner.manifest.rules import RuleViolation, raise_if_any, rule_error
 
 AGENT_CLIS = ("claude-code", "codex")  # the adapters that run a real CLI, pinned
 # A gateway arm's secrets are provider keys, held by the gateway: the name says which.
-KEY_PREFIXES = {"ANTHROPIC_": "anthropic", "OPENAI_": "openai"}
+KEY_PREFIXES = {"ANTHROPIC_": "anthropic", "OPENAI_": "openai", "GEMINI_": "gemini"}
 Network = Literal["none", "egress", "gateway"]
 
 
@@ -118,6 +118,11 @@ class Arm(ArmIdentity, _ArmId):
         default_factory=list,
         description="gateway arms: models the arm may call besides its own model",
     )
+    allow_server_tools: bool = Field(
+        default=False,
+        description="gateway arms: let provider-side tools that reach the internet (web "
+                    "search and fetch, Gemini grounding) through; flags the arm's round",
+    )
     commit_ignored: list[str] = Field(
         default_factory=list, description="ignored paths the agent's commit still includes"
     )
@@ -167,12 +172,16 @@ class Arm(ArmIdentity, _ArmId):
 
     def _gateway_violations(self) -> list[RuleViolation]:
         if self.network != "gateway":
-            return [RuleViolation(("allow_models",), "only a gateway arm calls models through "
-                                  "the gateway", 'set network = "gateway", or remove it',
-                                  found=self.allow_models)] if self.allow_models else []
+            found = [RuleViolation(("allow_models",), "only a gateway arm calls models through "
+                                   "the gateway", 'set network = "gateway", or remove it',
+                                   found=self.allow_models)] if self.allow_models else []
+            return found + ([RuleViolation(
+                ("allow_server_tools",), "is granted at the model gateway: only a gateway "
+                "arm has it", 'set network = "gateway", or remove it', found=True)]
+                if self.allow_server_tools else [])
         return [RuleViolation(
             ("secrets", index), "is not a provider key the gateway can hold",
-            "name it ANTHROPIC_... or OPENAI_... (the provider it is for), or use "
+            "name it ANTHROPIC_..., OPENAI_... or GEMINI_... (the provider it is for), or use "
             'network = "egress" to pass it into the sandbox', found=name)
             for index, name in enumerate(self.secrets) if key_provider(name) is None]
 

@@ -14,6 +14,7 @@ from runner.manifest.rules import RuleViolation, rule_error
 
 DEFAULT_ANTHROPIC = "https://api.anthropic.com"
 DEFAULT_OPENAI = "https://api.openai.com"
+DEFAULT_GEMINI = "https://generativelanguage.googleapis.com"
 
 
 class Price(Section):
@@ -39,6 +40,10 @@ class Gateway(Section):
     openai: NonBlank = Field(
         default=DEFAULT_OPENAI, description="the OpenAI Responses / Chat Completions base URL"
     )
+    gemini: NonBlank = Field(
+        default=DEFAULT_GEMINI,
+        description="the Gemini API base URL (generateContent, streamGenerateContent)"
+    )
     upstream_network: NonBlank | None = Field(
         default=None,
         description="an existing docker network the gateway joins to reach the upstreams; "
@@ -55,7 +60,7 @@ class Gateway(Section):
         default_factory=dict, description="USD per million tokens, by model name"
     )
 
-    @field_validator("anthropic", "openai")
+    @field_validator("anthropic", "openai", "gemini")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")) or value.rstrip("/").count("/") < 2:

@@ -7,11 +7,18 @@ from pathlib import Path
 import pydantic
 import pytest
 
+from gateway import config as gateway_config
+from rig.rubric import describe_flag
 from runner.commands import demo
 from runner.commands import up as up_mod
+from runner.commands.dispatch import ArmState
 from runner.commands.dispatch.agents import ADAPTERS, CODEX_PROVIDER, cli_env, gateway_env
+from runner.commands.dispatch.brief import BRIEF_PATH
+from runner.commands.dispatch.record import ArmRecord, apply_gateway
+from runner.containers import gateway as gateway_mod
+from runner.containers.backend import Labels
 from runner.errors import BadInputError, ManifestError
-from runner.manifest import Arm, Gateway, load_manifest
+from runner.manifest import Arm, Gateway, key_provider, load_manifest
 
 BASE = {"id": "C1", "model": "claude-opus-4-8", "effort": "high", "effort_normalized": "high",
         "effort_provenance": "experiment_config", "effort_evidence": "declared",
@@ -99,3 +106,82 @@ def test_a_dollar_budget_needs_a_price_for_every_model_it_counts(tmp_path: Path)
     path.write_text(path.read_text().replace(
         '[gateway.prices]', '[gateway.prices]\n"claude-loop-4-8" = { input = 1.0, output = 2.0 }'))
     assert load_manifest(path).manifest.gateway.max_usd_per_arm == 5.0
+
+
+def test_a_gemini_key_is_a_provider_key_and_the_gemini_upstream_defaults_to_google() -> None:
+    gemini = arm(agent="command", command="sh x", network="gateway", model="gemini-x",
+                 secrets=["GEMINI_API_KEY"])
+    assert key_provider("GEMINI_API_KEY") == "gemini" and gemini.secrets == ["GEMINI_API_KEY"]
+    assert Gateway().gemini == "https://generativelanguage.googleapis.com"
+    assert Gateway(gemini="http://proxy:8000/gemini/").gemini == "http://proxy:8000/gemini"
+    with pytest.raises(pydantic.ValidationError, match="is not an http"):
+        Gateway(gemini="generativelanguage.googleapis.com")
+
+
+def test_allow_server_tools_is_granted_at_the_gateway_only() -> None:
+    (found,) = problems(command="sh x", allow_server_tools=True)
+    assert found[1].endswith("allow_server_tools: is granted at the model gateway: only a "
+                             "gateway arm has it")
+    assert arm(agent="codex", agent_version="0.169.0", allow_server_tools=True
+               ).allow_server_tools is True
+    assert arm(agent="codex", agent_version="0.169.0").allow_server_tools is False
+
+
+def test_the_gateway_config_holds_the_gemini_upstream_and_each_arm_s_server_tools_grant(
+        tmp_path: Path) -> None:
+    doors = [gateway_mod.Door("g1", "net-g1", "bkf-gw-1", ("gemini-x",),
+                              {"gemini": "GEMINI_API_KEY"}, allow_server_tools=True),
+             gateway_mod.Door("c1", "net-c1", "bkf-gw-2", ("claude-x",),
+                              {"anthropic": "ANTHROPIC_API_KEY"})]
+    plan = gateway_mod.plan_launch(Gateway(gemini="http://gemini-proxy:9000"), "gw", "sha256:b",
+                                   Labels("exp", "gateway", "", "r1"), tmp_path, "change-1",
+                                   doors, {"GEMINI_API_KEY": "AIza-x"})
+    assert plan.config["upstreams"] == {"anthropic": "https://api.anthropic.com",
+                                        "openai": "https://api.openai.com",
+                                        "gemini": "http://gemini-proxy:9000"}
+    assert {token: (grant["arm"], grant["keys"], grant["allow_server_tools"])
+            for token, grant in plan.config["tokens"].items()} == {
+        "bkf-gw-1": ("g1", {"gemini": "GEMINI_API_KEY"}, True),
+        "bkf-gw-2": ("c1", {"anthropic": "ANTHROPIC_API_KEY"}, False)}
+    parsed = gateway_config.parse(plan.config)  # the gateway reads what the runner writes
+    assert parsed.upstreams["gemini"] == "http://gemini-proxy:9000"
+    assert (parsed.tokens["bkf-gw-1"].allow_server_tools,
+            parsed.tokens["bkf-gw-2"].allow_server_tools) == (True, False)
+
+
+def test_up_grants_server_tools_to_the_arm_that_declares_them() -> None:
+    granted = arm(agent="codex", agent_version="0.169.0", allow_server_tools=True,
+                  secrets=["OPENAI_API_KEY", "GEMINI_API_KEY"])
+    door = up_mod._door(granted, "net")
+    assert (door.allow_server_tools, door.keys) == (
+        True, {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"})
+    assert up_mod._door(arm(agent="codex", agent_version="0.169.0"), "net"
+                        ).allow_server_tools is False
+
+
+def test_an_arm_whose_granted_server_tools_were_used_is_marked_and_its_round_flagged() -> None:
+    """The mark reaches arm.json through the gateway's records alone (apply_gateway), and
+    every report's flags through the marks: nothing in dispatch names it."""
+    record = ArmRecord.model_validate(dict(
+        experiment="e", change="c", arm="g1", attempt=1, state=ArmState.FINISHED, run="r",
+        container="k", image_id="i", network="n", egress=False, adapter="command",
+        command="x", env={}, secrets=[], brief_path=BRIEF_PATH, brief_sha256="s",
+        brief_file_sha256="f", dispatch_timeout_s=10.0, base_commit="b", started_at="t",
+        model="gemini-x", effort="high", effort_normalized="high",
+        effort_provenance="experiment_config", effort_evidence="declared",
+        mode="single_agent", control=False))
+    line: dict[str, object] = {
+        "arm": "g1", "role": "arm", "path": "/gemini/v1beta/models/gemini-x:generateContent",
+        "model_requested": "gemini-x", "model_response": "gemini-x-001", "refused": None,
+        "effort": {"generationConfig.thinkingConfig.thinkingLevel": "high"},
+        "server_tools": ["googleSearch"], "server_tools_allowed": True,
+        "usage": {"input": 10, "output": 5}, "cost_usd": None}
+    marked = apply_gateway(record, [line], "gateway/records/c/requests.jsonl")
+    assert marked.marks == ["server_tools"]
+    assert marked.effort_evidence == ("gateway: 1 request to gemini-x, "
+                                      "generationConfig.thinkingConfig.thinkingLevel=high in 1/1")
+    assert ("server_tools: the arm's requests used provider-side tools that reach the "
+            "internet (googleSearch in 1 request), allowed by allow_server_tools"
+            ) in marked.caveats
+    assert describe_flag("server_tools:g1").startswith(
+        "server_tools:g1: the arm was granted allow_server_tools")

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rig import wire
 
 
@@ -88,3 +90,63 @@ def test_read_lines_keeps_the_arm_s_whole_lines(tmp_path: Path) -> None:
     assert len(wire.read_lines(path, "A")) == 1
     assert len(wire.read_lines(path, "A", role="judge")) == 1
     assert wire.read_lines(tmp_path / "absent.jsonl", "A") == []
+
+
+def carried(model: str, path: str, effort: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """A record as the gateway writes it since issue 32: every effort field by name."""
+    return {**line(model, None, path=path), "effort": effort, **more}
+
+
+GEMINI = "/gemini/v1beta/models/gemini-x:streamGenerateContent?alt=sse"
+LEVEL = "generationConfig.thinkingConfig.thinkingLevel"
+
+
+@pytest.mark.parametrize(("path", "effort", "declared", "evidence"), [
+    ("/anthropic/v1/messages", {"thinking.budget_tokens": 32000}, "32000",
+     "thinking.budget_tokens=32000 in 2/2"),
+    ("/anthropic/v1/messages", {"output_config.effort": "high",
+                                "thinking.budget_tokens": 31999}, "high",
+     "output_config.effort=high in 2/2"),
+    ("/openai/v1/chat/completions", {"enable_thinking": True, "thinking_budget": 4096},
+     "4096", "thinking_budget=4096 in 2/2"),
+    ("/openai/v1/chat/completions", {"reasoning.effort": "high", "reasoning.max_tokens": 2000},
+     "high", "reasoning.effort=high in 2/2"),
+    (GEMINI, {LEVEL: "high", "generationConfig.thinkingConfig.includeThoughts": True},
+     "HIGH", f"{LEVEL}=high in 2/2"),
+], ids=["messages-budget", "messages-both", "qwen", "openrouter", "gemini"])
+def test_the_field_that_carries_the_declared_effort_is_the_evidence(
+        path: str, effort: dict[str, Any], declared: str, evidence: str) -> None:
+    seen = wire.observe("m-1", declared, [carried("m-1", path, effort) for _ in range(2)])
+    assert (seen.marks, seen.evidence) == ((), f"gateway: 2 requests to m-1, {evidence}")
+
+
+@pytest.mark.parametrize(("path", "effort", "evidence"), [
+    (GEMINI, {}, f"{LEVEL}=none in 1/1"),
+    (GEMINI, {"generationConfig.thinkingConfig.thinkingBudget": 0},
+     "generationConfig.thinkingConfig.thinkingBudget=0 in 1/1"),
+    ("/openai/v1/chat/completions", {}, "reasoning_effort=none in 1/1"),
+    ("/openai/v1/chat/completions", {"enable_thinking": False}, "enable_thinking=false in 1/1"),
+], ids=["gemini-none", "gemini-budget-0", "chat-none", "qwen-off"])
+def test_an_effort_no_field_carries_is_effort_mismatch_on_every_wire(
+        path: str, effort: dict[str, Any], evidence: str) -> None:
+    seen = wire.observe("m-1", "high", [carried("m-1", path, effort)])
+    assert (seen.marks, seen.evidence) == (
+        ("effort_mismatch",), f"gateway: 1 request to m-1, {evidence}")
+
+
+def test_server_tools_let_through_flag_the_round_and_refused_ones_are_a_caveat() -> None:
+    granted = carried("m-1", GEMINI, {LEVEL: "high"}, server_tools=["googleSearch"],
+                      server_tools_allowed=True)
+    refused = {**line("m-1", None, refused="server_tool", path="/anthropic/v1/messages"),
+               "server_tools": ["web_search_20250305"], "server_tools_allowed": False}
+    plain = carried("m-1", GEMINI, {LEVEL: "high"}, server_tools=[],
+                    server_tools_allowed=False)
+    seen = wire.observe("m-1", "high", [granted, granted, refused, plain])
+    assert seen.marks == ("server_tools",)
+    assert seen.caveats == (
+        "server_tools: the arm's requests used provider-side tools that reach the internet "
+        "(googleSearch in 2 requests), allowed by allow_server_tools",
+        "the gateway refused the arm's requests for provider-side tools that reach the "
+        "internet (web_search_20250305 in 1 request)")
+    assert wire.observe("m-1", "high", [refused, plain]).marks == ()
+    assert wire.summarize([refused, plain], "r").refused == {"server_tool": 1}

@@ -19,7 +19,9 @@ TOKEN_A = "tok-arm-a-3f9c1d"
 TOKEN_B = "tok-arm-b-77e0aa"
 ANTHROPIC_KEY = "sk-ant-REAL-0123456789"
 OPENAI_KEY = "sk-openai-REAL-9876543210"
-ENVIRON = {"BAKEOFF_KEY_0": ANTHROPIC_KEY, "BAKEOFF_KEY_1": OPENAI_KEY}
+GEMINI_KEY = "AIza-REAL-gemini-5550123"
+ENVIRON = {"BAKEOFF_KEY_0": ANTHROPIC_KEY, "BAKEOFF_KEY_1": OPENAI_KEY,
+           "BAKEOFF_KEY_2": GEMINI_KEY}
 
 
 def sse(*events: tuple[str | None, dict[str, Any] | str]) -> list[bytes]:
@@ -42,6 +44,7 @@ class Reply:
     hold: threading.Event | None = None
     hold_before: int = 1
     sent: list[int] = field(default_factory=list)   # indices of chunks written (or being)
+    content_type: str = "text/event-stream"         # of `chunks`
 
 
 @dataclass
@@ -86,7 +89,7 @@ class Upstream:
             handler.end_headers()
             handler.wfile.write(body)
             return
-        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Content-Type", reply.content_type)
         handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
         for index, chunk in enumerate(reply.chunks):
@@ -106,16 +109,24 @@ class Upstream:
         self.server.server_close()
 
 
-def grant(arm: str, models: list[str] | None, **budget: Any) -> dict[str, Any]:
+def grant(arm: str, models: list[str] | None, allow_server_tools: bool = False,
+          **budget: Any) -> dict[str, Any]:
     return {"stage": "s1", "arm": arm, "role": "arm", "models": models,
-            "keys": {"anthropic": "BAKEOFF_KEY_0", "openai": "BAKEOFF_KEY_1"},
+            "keys": {"anthropic": "BAKEOFF_KEY_0", "openai": "BAKEOFF_KEY_1",
+                     "gemini": "BAKEOFF_KEY_2"},
+            "allow_server_tools": allow_server_tools,
             "budget": {"max_requests": None, "max_tokens": None, "max_usd": None, **budget}}
 
 
 def write_config(state: Path, upstream_url: str, *, models: list[str] | None = None,
-                 prices: dict[str, Any] | None = None, **budget: Any) -> None:
-    config = {"upstreams": {"anthropic": upstream_url, "openai": upstream_url},
-              "tokens": {TOKEN_A: grant("a", models, **budget), TOKEN_B: grant("b", None)},
+                 prices: dict[str, Any] | None = None, allow_server_tools: bool = False,
+                 **budget: Any) -> None:
+    """Arm a (token A: `models`, `budget`, `allow_server_tools`) and arm b (token B: any
+    model, no budget), every provider's upstream at `upstream_url`."""
+    config = {"upstreams": {"anthropic": upstream_url, "openai": upstream_url,
+                            "gemini": upstream_url},
+              "tokens": {TOKEN_A: grant("a", models, allow_server_tools, **budget),
+                         TOKEN_B: grant("b", None)},
               "prices": prices or {}}
     state.mkdir(parents=True, exist_ok=True)
     temporary = state / "config.json.tmp"

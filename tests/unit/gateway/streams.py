@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.unit.gateway.harness import sse
@@ -56,3 +57,43 @@ CHAT_JSON: dict[str, Any] = {
 
 PRICES = {"claude-x": {"input": 15.0, "output": 75.0, "cache_read": 1.5, "cache_write": 18.75},
           "gpt-x-2026-01-01": {"input": 1.25, "output": 10.0, "cache_read": 0.125}}
+
+
+def gemini_chunk(parts: list[dict[str, Any]], usage: dict[str, int],
+                 finish: str | None = None) -> dict[str, Any]:
+    """One GenerateContentResponse as streamGenerateContent sends it."""
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate], "usageMetadata": usage,
+            "modelVersion": "gemini-x-001", "responseId": "gr_1"}
+
+
+GEMINI_CHUNKS = [
+    gemini_chunk([{"text": "Looking at the failing test", "thought": True}],
+                 {"promptTokenCount": 1500, "totalTokenCount": 1500,
+                  "cachedContentTokenCount": 1000}),
+    gemini_chunk([{"functionCall": {"name": "run_shell_command",
+                                    "args": {"command": "pytest -x"}}}],
+                 {"promptTokenCount": 1500, "totalTokenCount": 1700,
+                  "cachedContentTokenCount": 1000, "thoughtsTokenCount": 200}),
+    gemini_chunk([{"text": ""}],
+                 {"promptTokenCount": 1500, "candidatesTokenCount": 40,
+                  "cachedContentTokenCount": 1000, "thoughtsTokenCount": 200,
+                  "totalTokenCount": 1740}, finish="STOP"),
+]
+# alt=sse: `data: <chunk>` events separated by CRLF CRLF, as the real API sends them
+GEMINI_SSE = [f"data: {json.dumps(chunk)}\r\n\r\n".encode() for chunk in GEMINI_CHUNKS]
+# no alt=sse: one JSON array, streamed element by element
+GEMINI_ARRAY = [(b"[" if i == 0 else b"\n,\r\n") + json.dumps(chunk).encode()
+                + (b"]" if i == len(GEMINI_CHUNKS) - 1 else b"")
+                for i, chunk in enumerate(GEMINI_CHUNKS)]
+GEMINI_USAGE = {"input": 500, "output": 240, "cache_read": 1000, "cache_write": 0,
+                "reasoning": 200}
+GEMINI_JSON: dict[str, Any] = {
+    "candidates": [{"content": {"parts": [{"text": "ok"}], "role": "model"},
+                    "finishReason": "STOP", "index": 0}],
+    "usageMetadata": {"promptTokenCount": 30, "candidatesTokenCount": 5,
+                      "thoughtsTokenCount": 12, "toolUsePromptTokenCount": 3,
+                      "totalTokenCount": 50},
+    "modelVersion": "gemini-x-001", "responseId": "gr_2"}

@@ -81,6 +81,8 @@ def test_anthropic_stream_goes_out_with_the_real_key_and_is_recorded_exactly(
         "method": "POST", "path": "/anthropic/v1/messages?beta=true", "stream": True,
         "model_requested": "claude-x", "thinking": {"type": "adaptive"},
         "output_config_effort": "high", "reasoning_effort": None,
+        "effort": {"output_config.effort": "high"}, "server_tools": [],
+        "server_tools_allowed": False,
         "model_response": "claude-x-20260101", "status": 200,
         "usage": {"input": 120, "output": 57, "cache_read": 400, "cache_write": 30,
                   "reasoning": 0},

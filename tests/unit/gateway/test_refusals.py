@@ -37,7 +37,10 @@ def openai_error(kind: str, message: str, code: str | None) -> dict[str, object]
 
 
 UNKNOWN_TOKEN = ("bakeoff gateway: unknown token (send the token the sandbox was given as "
-                 "x-api-key or Authorization: Bearer)")
+                 "x-api-key, Authorization: Bearer, x-goog-api-key or ?key=)")
+SERVED = ("POST /anthropic/v1/messages[/count_tokens], /openai/v1/responses, "
+          "/openai/v1/chat/completions, /gemini/v1beta/models/MODEL:generateContent "
+          "(or :streamGenerateContent, :countTokens)")
 
 
 @pytest.mark.parametrize(("path", "headers", "expected"), [
@@ -136,13 +139,11 @@ def test_budget_of_one_arm_leaves_the_other_arm_alone(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("path", "headers", "status", "expected"), [
     ("/anthropic/v1/complete", {"x-api-key": TOKEN_A}, 404, anthropic_error(
-        "not_found_error", "bakeoff gateway: no route for POST /anthropic/v1/complete (served: "
-        "POST /anthropic/v1/messages[/count_tokens], /openai/v1/responses, "
-        "/openai/v1/chat/completions)")),
+        "not_found_error", "bakeoff gateway: no route for POST /anthropic/v1/complete "
+        f"(served: {SERVED})")),
     ("/v1/messages", {"Authorization": f"Bearer {TOKEN_A}"}, 404, openai_error(
-        "invalid_request_error", "bakeoff gateway: no route for POST /v1/messages (served: "
-        "POST /anthropic/v1/messages[/count_tokens], /openai/v1/responses, "
-        "/openai/v1/chat/completions)", "unknown_url")),
+        "invalid_request_error", f"bakeoff gateway: no route for POST /v1/messages (served: "
+        f"{SERVED})", "unknown_url")),
 ])
 def test_unknown_path_is_404_in_provider_shape_and_recorded(
         tmp_path: Path, path: str, headers: dict[str, str], status: int,

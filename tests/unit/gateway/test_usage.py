@@ -9,8 +9,14 @@ import pytest
 
 from gateway import usage as usage_mod
 from gateway.config import Price
-from gateway.usage import Api, RequestFacts, ResponseObserver, Usage, cost_usd, request_facts
-from tests.unit.gateway.streams import ANTHROPIC_STREAM, RESPONSES_STREAM
+from gateway.facts import RequestFacts, request_facts
+from gateway.usage import Api, ResponseObserver, Usage, cost_usd
+from tests.unit.gateway.streams import (
+    ANTHROPIC_STREAM,
+    GEMINI_ARRAY,
+    GEMINI_SSE,
+    RESPONSES_STREAM,
+)
 
 
 def observe(api: Api, data: bytes, size: int, encoding: str | None = None) -> ResponseObserver:
@@ -68,12 +74,40 @@ def test_cost_is_exact_and_null_when_a_used_kind_has_no_price() -> None:
 
 
 def test_request_facts_for_the_three_apis() -> None:
-    assert request_facts({"model": "claude-x", "stream": True, "thinking": {"type": "adaptive"},
-                          "output_config": {"effort": "high"}}) == RequestFacts(
+    assert request_facts(Api.MESSAGES, {
+        "model": "claude-x", "stream": True, "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "high"}}) == RequestFacts(
         model="claude-x", stream=True, thinking={"type": "adaptive"},
-        output_config_effort="high", reasoning_effort=None)
-    facts = request_facts({"model": "gpt-x", "reasoning": {"effort": "xhigh"}})
+        output_config_effort="high", reasoning_effort=None,
+        effort={"output_config.effort": "high"})
+    facts = request_facts(Api.RESPONSES, {"model": "gpt-x", "reasoning": {"effort": "xhigh"}})
     assert (facts.model, facts.stream, facts.thinking, facts.output_config_effort,
-            facts.reasoning_effort) == ("gpt-x", False, None, None, "xhigh")
-    chat = request_facts({"model": "gpt-y", "stream": "yes", "reasoning_effort": "low"})
-    assert (chat.stream, chat.reasoning_effort) == (False, "low")
+            facts.reasoning_effort, facts.effort) == (
+        "gpt-x", False, None, None, "xhigh", {"reasoning.effort": "xhigh"})
+    chat = request_facts(Api.CHAT, {"model": "gpt-y", "stream": "yes", "reasoning_effort": "low"})
+    assert (chat.stream, chat.reasoning_effort, chat.effort) == (
+        False, "low", {"reasoning_effort": "low"})
+
+
+def test_gemini_usage_split_anywhere_is_the_last_chunk_s_streamed_or_as_an_array() -> None:
+    """Each chunk's usageMetadata counts everything so far: the last one is the usage,
+    whether the stream is SSE (CRLF-separated) or one JSON array, split at any byte."""
+    expected = ("gemini-x-001", Usage(input=500, output=240, cache_read=1000, reasoning=200))
+    sse = b"".join(GEMINI_SSE)
+    found = {(o.model, o.usage) for size in (1, 7, 4096)
+             if (o := observe(Api.STREAM_GENERATE, sse, size))}
+    array = b"".join(GEMINI_ARRAY)
+    for size in (1, 7, 4096):
+        observer = ResponseObserver(Api.STREAM_GENERATE, streaming=False)
+        for start in range(0, len(array), size):
+            observer.feed(array[start:start + size])
+        observer.finish()
+        found.add((observer.model, observer.usage))
+    assert found == {expected}
+    assert expected[1].total == 1740  # the last chunk's totalTokenCount
+
+
+def test_a_gemini_stream_cut_before_any_usage_has_none() -> None:
+    cut = GEMINI_SSE[0].replace(b'"usageMetadata"', b'"other"')
+    assert (observe(Api.STREAM_GENERATE, cut, 5).usage, observe(
+        Api.STREAM_GENERATE, cut, 5).model) == (None, "gemini-x-001")
