@@ -18,9 +18,12 @@ done made again at the base, as `up` made it. The Postgres: made again as it was
 (`database.recreated`: a restarted container's tmpfs comes back root's 0755, where
 initdb cannot write; its cluster held nothing to keep), then every recorded arm role
 and database made again with its recorded password, after the lock-down. A container
-the engine no longer has is never guessed back: `GoneError` (exit 3) names each and the
-one command that fixes it. An engine that does not answer at all is one
-`EngineUnreachableError` naming its address. Each thing restored is one line
+the engine no longer has is never guessed back: when an arm still to dispatch needs it
+(`needed`), `GoneError` (exit 3) names each and the one command that fixes it; when
+none does (every arm dispatched, its work kept), it is said and left (`score` and
+`merge` make a Postgres of their own when the experiment's is gone). An engine that
+does not answer at all is one `EngineUnreachableError` naming its address. Each thing
+restored is one line
 (`restored: the experiment's Postgres (made again: it was stopped; 2 arm databases
 re-made)`).
 
@@ -66,7 +69,8 @@ class Found(StrEnum):
 class Step(StrEnum):
     KEEP = "keep"
     START = "start"
-    REFUSE = "refuse"
+    REFUSE = "refuse"   # gone, and an arm still to dispatch needs it
+    SPARE = "spare"     # gone, and nothing needs it any more: said, and left
 
 
 # The engine's container states (`docker inspect` .State.Status), and `missing` for a
@@ -83,8 +87,11 @@ def found(engine_state: str) -> Found:
     return FOUND.get(engine_state, Found.GONE)
 
 
-def decide(state: Found) -> Step:
-    return STEPS[state]
+def decide(state: Found, needed: bool = True) -> Step:
+    """What to do with a service whose container is in `state`; `needed`: an arm still
+    to dispatch relies on it (a gone one that none does is spared, not refused)."""
+    step = STEPS[state]
+    return Step.SPARE if step is Step.REFUSE and not needed else step
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,18 @@ def services(current: ExperimentState) -> list[Service]:
     return found_
 
 
+def needed(service: Service, current: ExperimentState, done: set[str]) -> bool:
+    """Whether an arm still to dispatch relies on `service`: its own sandbox, the
+    Postgres (its database; `score` and `merge` make a server of their own without it),
+    the gateway (a gateway arm's only way to a model). Dispatched arms need none."""
+    pending = [arm for arm in current.arms if arm.arm not in done]
+    if service.kind == SANDBOX:
+        return service.arm not in done
+    if service.kind == GATEWAY:
+        return any(arm.gateway_token for arm in pending)
+    return bool(pending)
+
+
 @dataclass(frozen=True)
 class Plan:
     """What `restore` does: each service with its step."""
@@ -128,10 +147,11 @@ class Plan:
         return [service for service, step in self.steps if step is Step.START]
 
 
-def plan(current: ExperimentState, states: dict[str, str]) -> Plan:
+def plan(current: ExperimentState, states: dict[str, str], done: set[str]) -> Plan:
     """Each recorded service's step, from the engine's state of its container (by id;
-    a container not in `states` is gone)."""
-    return Plan([(service, decide(found(states.get(service.container_id, "missing"))))
+    a container not in `states` is gone) and the arms whose dispatch is `done`."""
+    return Plan([(service, decide(found(states.get(service.container_id, "missing")),
+                                  needed(service, current, done)))
                  for service in services(current)])
 
 
@@ -159,12 +179,15 @@ def restore(engine: Engine, loaded: LoadedManifest, say: Say) -> list[str]:
     engine.ping()
     states = {s.container_id: str(sandbox.describe(engine, s.container_id)["state"])
               for s in services(current)}
-    chosen = plan(current, states)
+    done = done_arms(loaded, current.change)
+    chosen = plan(current, states, done)
     if chosen.gone:
         raise gone_error(chosen.gone, engine.address, loaded.path)
     lines = []
     for service, step in chosen.steps:
-        line = _restored(engine, loaded, current, service, step is Step.START)
+        line = (f"gone: {service}: nothing needs it any more (every arm that used it is "
+                "dispatched, its work kept)" if step is Step.SPARE else
+                _restored(engine, loaded, current, service, step is Step.START, done))
         if line is not None:
             say(line)
             lines.append(line)
@@ -172,7 +195,7 @@ def restore(engine: Engine, loaded: LoadedManifest, say: Say) -> list[str]:
 
 
 def _restored(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
-              service: Service, start: bool) -> str | None:
+              service: Service, start: bool, done: set[str]) -> str | None:
     """One service brought back (`start`: it was stopped); its line, None when it was
     as `up` left it."""
     if service.kind == POSTGRES:
@@ -190,7 +213,7 @@ def _restored(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
     if service.kind == GATEWAY:
         gateway_mod.wait_healthy(engine, service.container_id)
         return f"restored: {service.shown} (started; /healthz answers)"
-    if _done(loaded, current, service.arm):
+    if service.arm in done:
         return f"restored: {service.shown} (started; its dispatch is done, its work kept)"
     _remake_checkout(engine, loaded, current, service.arm)
     return (f"restored: {service.shown} (started; checkout made again at the base "
@@ -222,9 +245,11 @@ def record_of(loaded: LoadedManifest, change: str, arm: str) -> ArmRecord | None
     return load_record(layout.arm_record(directory, change, arm))
 
 
-def _done(loaded: LoadedManifest, current: ExperimentState, arm: str) -> bool:
-    record = record_of(loaded, current.change, arm)
-    return record is not None and record.run == current.run and record.state in DONE_STATES
+def done_arms(loaded: LoadedManifest, change: str) -> set[str]:
+    """The arms whose work for `change` is kept (their dispatch done, in any `up`)."""
+    return {arm.id for arm in loaded.manifest.arms
+            if (record := record_of(loaded, change, arm.id)) is not None
+            and record.state in DONE_STATES}
 
 
 def _remake_checkout(engine: Engine, loaded: LoadedManifest, current: ExperimentState,

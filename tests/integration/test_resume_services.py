@@ -5,9 +5,11 @@ leaves (stopped, not removed; what lived on a tmpfs lost); `remove` of one is an
 that lost it. The real daemon restarts are tests/integration/test_engine_outage.py's,
 on the second engine.
 
-One `up` for the whole file (its proofs are the costly part); the steps run in order:
-a dispatch cut by the stop (never scored, re-dispatched from the base), a `score` after
-a second stop (every sample as a clean run grades it), a container removed (refused).
+One `up` for the first three (its proofs are the costly part), in order: a dispatch cut
+by the stop (never scored, re-dispatched from the base), a `score` after a second stop
+(every sample as a clean run grades it), containers removed that nothing needs any more
+(said, and `run` finishes). The last has an `up` of its own: a removed sandbox an arm
+still needs is refused, and the fix the refusal names works.
 """
 
 from __future__ import annotations
@@ -255,27 +257,57 @@ def test_score_after_an_engine_restart_restores_the_postgres_and_grades_as_a_cle
     assert lost in database.list_owned(database.Admin(lab.engine, server), lost)[0]
 
 
-def test_a_service_the_engine_lost_is_refused_with_the_command_that_fixes_it(lab: Lab) -> None:
-    """A removed Postgres: `merge` refuses, exit 3, naming it; the fix it names (`down`,
-    then `run`) finishes the change without dispatching a kept arm again."""
-    gone = lab.ids()["postgres"]
-    lab.engine.client.containers.get(gone).remove(force=True, v=True)
-    merged = cli(lab.repo, "merge")
-    assert merged.returncode == 3, merged.stderr
-    manifest = lab.repo / "bakeoff.toml"
-    assert merged.stderr.splitlines() == [
-        f"error: the engine at unix:///var/run/docker.sock no longer has the experiment's "
-        f"Postgres (container {gone[:12]}): the experiment cannot resume on it",
-        f"  fix: run `bakeoff-sandbox down -f {manifest}`, then `bakeoff-sandbox run -f "
-        f"{manifest}` (an arm whose work is kept is not dispatched again)"]
+def observed(lab: Lab) -> list[tuple[str, bool, float, float]]:
+    """Each arm of the round: valid, total, the success criterion's pass-rate."""
+    (first,) = json.loads((lab.directory / "OBSERVATION.json").read_text())["rounds"]
+    assert first["winner"] == "A"  # the judge's preference: both pass every sample
+    return [(arm["arm"], arm["valid"], arm["total"], arm["results"]["success"]["pass_rate"])
+            for arm in first["arms"]]
+
+
+def test_a_lost_service_no_arm_still_needs_is_spared_and_run_finishes(lab: Lab) -> None:
+    """Every arm dispatched, the Postgres and B's sandbox removed (a `docker system prune`
+    after a restart): nothing still needs them, so `run` says so and finishes the change
+    (score and merge on a server of their own), dispatching no arm again."""
+    ids = lab.ids()
+    for name in ("postgres", "B"):
+        lab.engine.client.containers.get(ids[name]).remove(force=True, v=True)
     kept = {arm: layout.arm_record(lab.directory, "first", arm).read_text() for arm in "AB"}
-    assert cli(lab.repo, "down").returncode == 0
     finished = cli(lab.repo, "run", timeout=900)
     assert finished.returncode == 0, finished.stderr[-3000:]
+    spared = [f"gone: the experiment's Postgres (container {ids['postgres'][:12]}): nothing "
+              "needs it any more (every arm that used it is dispatched, its work kept)",
+              f"gone: arm B's sandbox (container {ids['B'][:12]}): nothing needs it any more "
+              "(every arm that used it is dispatched, its work kept)"]
+    assert [line for line in finished.stderr.splitlines()
+            if line.startswith(("gone: ", "restored: "))] == spared * 2  # score, then merge
     assert {arm: layout.arm_record(lab.directory, "first", arm).read_text()
             for arm in "AB"} == kept  # neither dispatched again: A's attempt 2 stands
-    observed = json.loads((lab.directory / "OBSERVATION.json").read_text())
-    (first,) = observed["rounds"]
-    assert first["winner"] == "A"  # the judge's preference: both pass every sample
-    assert [(arm["arm"], arm["valid"], arm["total"], arm["results"]["success"]["pass_rate"])
-            for arm in first["arms"]] == [("A", True, 40.0, 1.0), ("B", True, 35.0, 1.0)]
+    assert observed(lab) == [("A", True, 40.0, 1.0), ("B", True, 35.0, 1.0)]
+
+
+def test_a_lost_sandbox_an_arm_still_needs_is_refused_and_the_fix_it_names_works(
+        engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path) -> None:
+    """Right after `up` every arm still needs its sandbox: A's removed, `dispatch`
+    refuses (exit 3, the exact line and fix); `down`, then `run`, as it says, finishes."""
+    fresh = Lab(engine, target(tmp_path / "repo", f"rs-{secrets.token_hex(3)}", FIX))
+    try:
+        upped = cli(fresh.repo, "up", timeout=900)
+        assert upped.returncode == 0, upped.stderr[-3000:]
+        gone = fresh.ids()["A"]
+        engine.client.containers.get(gone).remove(force=True, v=True)
+        refused = cli(fresh.repo, "dispatch")
+        assert refused.returncode == 3, refused.stderr
+        manifest = fresh.repo / "bakeoff.toml"
+        assert refused.stderr.splitlines()[-2:] == [
+            f"error: the engine at unix:///var/run/docker.sock no longer has arm A's sandbox "
+            f"(container {gone[:12]}): the experiment cannot resume on it",
+            f"  fix: run `bakeoff-sandbox down -f {manifest}`, then `bakeoff-sandbox run -f "
+            f"{manifest}` (an arm whose work is kept is not dispatched again)"]
+        assert not layout.arm_dir(fresh.directory, "first", "A").exists()  # nothing started
+        assert cli(fresh.repo, "down").returncode == 0
+        finished = cli(fresh.repo, "run", timeout=900)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        assert observed(fresh) == [("A", True, 40.0, 1.0), ("B", True, 35.0, 1.0)]
+    finally:
+        cleanup(engine, fresh.loaded)

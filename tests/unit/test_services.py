@@ -32,8 +32,10 @@ def test_each_engine_state_of_a_container_is_running_stopped_or_gone(
     assert services.found(engine_state) is expected
 
 
-def test_running_is_kept_stopped_is_started_gone_is_refused() -> None:
+def test_running_is_kept_stopped_is_started_gone_is_refused_unless_nothing_needs_it() -> None:
     assert [services.decide(state) for state in Found] == [Step.KEEP, Step.START, Step.REFUSE]
+    assert [services.decide(state, needed=False) for state in Found] == [
+        Step.KEEP, Step.START, Step.SPARE]
 
 
 def state(*, db: bool = True, gateway: bool = True) -> ExperimentState:
@@ -64,7 +66,7 @@ def test_an_engine_restart_starts_every_stopped_service_and_keeps_the_running_on
     """What a daemon restart leaves: every container exited; one already started again."""
     current = state()
     states = {"d" * 64: "exited", "g" * 64: "exited", "a" * 16: "running", "b" * 16: "created"}
-    chosen = services.plan(current, states)
+    chosen = services.plan(current, states, done={"B"})
     assert [(s.kind, s.arm, step) for s, step in chosen.steps] == [
         ("postgres", "", Step.START), ("gateway", "", Step.START),
         ("sandbox", "A", Step.KEEP), ("sandbox", "B", Step.START)]
@@ -72,10 +74,10 @@ def test_an_engine_restart_starts_every_stopped_service_and_keeps_the_running_on
     assert [s.arm for s in chosen.to_start] == ["", "", "B"]
 
 
-def test_a_container_the_engine_lost_is_refused_with_the_command_that_fixes_it() -> None:
+def test_a_container_the_engine_lost_that_an_arm_still_needs_is_refused_with_the_fix() -> None:
     current = state()
     states = {"g" * 64: "running", "a" * 16: "running", "b" * 16: "dead"}  # no Postgres
-    chosen = services.plan(current, states)
+    chosen = services.plan(current, states, done=set())
     assert [str(s) for s in chosen.gone] == [
         "the experiment's Postgres (container dddddddddddd)",
         "arm B's sandbox (container bbbbbbbbbbbb)"]
@@ -87,6 +89,23 @@ def test_a_container_the_engine_lost_is_refused_with_the_command_that_fixes_it()
         "experiment cannot resume on it\n"
         "  fix: run `bakeoff-sandbox down -f /r/bakeoff.toml`, then `bakeoff-sandbox run -f "
         "/r/bakeoff.toml` (an arm whose work is kept is not dispatched again)")
+
+
+def test_a_container_lost_that_no_arm_still_to_dispatch_needs_is_spared() -> None:
+    """Every arm dispatched: neither the Postgres (score makes a server of its own), nor
+    the gateway, nor a sandbox is needed; A still to dispatch needs its sandbox and the
+    Postgres (its database), not the gateway (A is no gateway arm) nor B's sandbox."""
+    current = state()
+    current = current.model_copy(update={"arms": [
+        current.arms[0], current.arms[1].model_copy(update={"gateway_token": "t"})]})
+    lost: dict[str, str] = {}
+    assert {step for _, step in services.plan(current, lost, {"A", "B"}).steps} == {
+        Step.SPARE}
+    assert [(s.kind, s.arm, step) for s, step in services.plan(current, lost, {"B"}).steps] == [
+        ("postgres", "", Step.REFUSE), ("gateway", "", Step.SPARE),
+        ("sandbox", "A", Step.REFUSE), ("sandbox", "B", Step.SPARE)]
+    assert [step for _, step in services.plan(current, lost, {"A"}).steps] == [
+        Step.REFUSE, Step.REFUSE, Step.SPARE, Step.REFUSE]  # B, a gateway arm, still to go
 
 
 @pytest.fixture
