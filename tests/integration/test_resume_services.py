@@ -15,6 +15,7 @@ still needs is refused, and the fix the refusal names works.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -224,6 +225,12 @@ def test_score_after_an_engine_restart_restores_the_postgres_and_grades_as_a_cle
     arms' databases with their recorded passwords, and every sample is graded as a clean
     run grades it (each PASS, 1 passed)."""
     lab.stop("postgres", "gateway", "A", "B")
+    nobody = subprocess.run([sys.executable, "-m", "runner.cli", "score"], cwd=lab.repo,
+                            env={**os.environ, "DOCKER_HOST": "tcp://127.0.0.1:9"},
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert nobody.returncode == 3, nobody.stderr  # no engine at all: one line, nothing done
+    assert nobody.stderr.startswith("error: no Docker engine answers at tcp://127.0.0.1:9")
+    assert len(nobody.stderr.splitlines()) == 2, nobody.stderr  # the line and its fix
     scored = cli(lab.repo, "score", timeout=900)
     assert scored.returncode == 0, scored.stderr[-3000:]
     assert restored(scored.stderr) == [
