@@ -1,8 +1,9 @@
 """The HTTP side: routes, refusals, and the proxying of one request, stream or not.
 
-`Handler._serve` is the path of one request: health check; token (unknown: 401, a line in
-_refused.jsonl); body read and decoded; route; JSON; model allow list; provider-side
-tools that reach the internet (refused unless the grant allows them); budget; then
+`Handler._serve` is the path of one request: health check; token (unknown: 401, Gemini's
+400, a line in _refused.jsonl); body read and decoded; route; JSON; model allow list;
+provider-side tools that reach the internet (refused unless the grant allows them);
+budget; then
 `_forward`, which writes each upstream chunk to the client the moment it arrives (read1,
 write, flush: nothing is buffered) while a `ResponseObserver` reads usage from the same
 chunks and a capped copy is kept for the record. Every request with a known token ends as
