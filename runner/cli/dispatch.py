@@ -30,7 +30,8 @@ def dispatch_command(file: ManifestOption = Path(DEFAULT_MANIFEST),
     loaded = load(file)
     arms = list(arm) if arm else [a.id for a in loaded.manifest.arms]
     with DispatchView(err, arms) as view:
-        report = dispatch(Engine(), loaded, arms, view)
+        report = dispatch(Engine(), loaded, arms, view,
+                          say=lambda line: err.print(line, markup=False))
     out.print(summary_table(report))
     err.print(f"dispatch: {len(report.outcomes)} arm(s), change {report.change}, brief sha256 "
               f"{report.brief_sha256[:16]}, {report.wall_s:.1f}s", markup=False)

@@ -22,6 +22,7 @@ from rig.record import SampleRecord
 from rig.tree import Tree, UnsafeTreeError
 from runner import contract, workspace
 from runner.commands import score as score_mod
+from runner.commands import services
 from runner.containers.engine import Engine, Labels
 from runner.containers.images.facts import ImageFacts
 from runner.containers.images.prepared import Toolchain
@@ -146,6 +147,7 @@ def merge_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say, 
                  toolchain: Toolchain | None = None) -> MergeRecord:
     """The winner (or `base_arm`) onto the branch, then the grafts; merge.json written."""
     toolchain = toolchain or Toolchain(engine, loaded, say)
+    services.restore(engine, loaded, say)  # the graft verification's Postgres
     frozen = contract.require(toolchain, change)
     base = frozen.contract.base_commit
     arms = score_mod.stage_scores(loaded, change)

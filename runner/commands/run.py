@@ -18,6 +18,7 @@ from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge
 from runner.commands import report as reporting
 from runner.commands import score as score_mod
+from runner.commands import services
 from runner.commands import up as up_mod
 from runner.commands.dispatch import DONE_STATES, DispatchReporter, dispatch, load_record
 from runner.containers.engine import Engine
@@ -38,6 +39,21 @@ def dispatched(loaded: LoadedManifest, change: str) -> bool:
         if record is None or record.state not in DONE_STATES:
             return False
     return True
+
+
+AGAIN = ("once the engine and the experiment's services answer (`docker info`), run the "
+         "same command again: the experiment's services are restored and that arm is "
+         "dispatched again from the base; an arm whose work is kept is not")
+
+
+def pending(loaded: LoadedManifest, change: str) -> list[str]:
+    """The arms whose dispatch is not done for `change`: an arm whose work is kept (in
+    any `up` of this change) is never dispatched again, even after a `down` and a new
+    `up` (the one way back from a service the engine lost)."""
+    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+    return [arm.id for arm in loaded.manifest.arms
+            if (record := load_record(layout.arm_record(directory, change, arm.id))) is None
+            or record.state not in DONE_STATES]
 
 
 def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
@@ -61,7 +77,9 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
             say(f"{change}: up")
             up_mod.up(engine, loaded, change, say, toolchain=toolchain)
         say(f"{change}: dispatch")
-        dispatch(engine, loaded, None, reporter, toolchain=toolchain)
+        dispatch(engine, loaded, pending(loaded, change), reporter, toolchain=toolchain,
+                 say=say)
+        services.require_dispatched(loaded, change, fix=AGAIN)  # an arm the outage cut
     say(f"{change}: score")
     arms, _ = score_mod.score(engine, loaded, change, say, toolchain)
     errors = [f"{sample} {reason}" for arm in arms for sample, reason in arm.rig_errors]

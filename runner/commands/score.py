@@ -44,7 +44,7 @@ from rig.report.scorecard import BrowserEvidence
 from rig.tree import UnsafeTreeError
 from rig.verdict import Base
 from runner import contract, workspace
-from runner.commands import judges
+from runner.commands import judges, services
 from runner.commands.dispatch.record import load_record
 from runner.containers import database, sandbox
 from runner.containers.engine import Engine
@@ -582,6 +582,8 @@ def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     again (once the rig is fixed)."""
     toolchain = toolchain or Toolchain(engine, loaded, say)
     stage = stage_path(loaded, change)
+    services.require_dispatched(loaded, change)
+    services.restore(engine, loaded, say)  # the experiment's Postgres, after an outage
     commits = arm_commits(loaded, change)
     frozen = contract.require(toolchain, change)
     judges.judge_key(loaded, os.environ)  # a missing judge key fails before any sample

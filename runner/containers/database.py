@@ -38,8 +38,10 @@ from typing import Any
 
 from runner.containers import psql
 from runner.containers.engine import (
+    LABEL_ARM,
     LABEL_EXPERIMENT,
     LABEL_ROLE,
+    LABEL_RUN,
     ContainerSpec,
     Engine,
     Labels,
@@ -263,6 +265,36 @@ def find_server(engine: Engine, container_id: str, admin_password: str = "") -> 
     return DbServer(str(container.id), admin_password, policy_from(command))
 
 
+def recreated(engine: Engine, container_id: str, admin_password: str,
+              network: str) -> DbServer:
+    """The stopped server of ours in `container_id` made again, as it was made (image,
+    command, labels, name, admin password, on `network` first and, as `db`, on every
+    other network it was on), once psql answers. A stopped server holds nothing worth
+    keeping (its cluster was a tmpfs), and it cannot simply be started again: a tmpfs of
+    a restarted container comes back root's, mode 0755 (docker/for-linux#138,
+    moby/moby#20437), where initdb as the image's postgres user cannot write."""
+    old = engine.call("inspect Postgres", engine.client.containers.get, container_id,
+                      retry=True)
+    command = list(old.attrs.get("Config", {}).get("Cmd") or [])
+    policy = policy_from(command)
+    room = int(settings_of(command).get("max_connections", 0)) - ADMIN_CONNECTIONS
+    labels = old.labels or {}
+    spec = server_spec(str(old.attrs["Image"]),
+                       Labels(labels.get(LABEL_EXPERIMENT, ""), labels.get(LABEL_ROLE, ""),
+                              labels.get(LABEL_ARM, ""), labels.get(LABEL_RUN, "")),
+                       network, str(old.name), admin_password, policy,
+                       max(1, room // policy.connection_limit), engine.cpus)
+    others = [name for name in old.attrs["NetworkSettings"]["Networks"] if name != network]
+    engine.remove(container_id)
+    container = create_container(engine, spec)
+    engine.call("start Postgres", container.start)
+    for name in others:
+        with contextlib.suppress(NotFoundError):  # a killed score's network, since removed
+            attach(engine, str(container.id), name)
+    _wait_ready(engine, container, admin_password)
+    return DbServer(str(container.id), admin_password, policy)
+
+
 # -- the administration: psql in the server's container ---------------------------------
 
 def _answer(server: DbServer, out: ExecOutput) -> str:
@@ -369,11 +401,13 @@ def role_name(experiment: str, owner: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in raw)[:63]
 
 
-def create_schema(admin: Session, name: str, *, strategy: Strategy = STRATEGY) -> DbSchema:
+def create_schema(admin: Session, name: str, *, strategy: Strategy = STRATEGY,
+                  password: str | None = None) -> DbSchema:
     """A login role `name` and a database `name` it owns, that only it may connect to,
     under the server's policy. Refused (nothing left behind) when the server has no room
-    for another role at its full CONNECTION LIMIT."""
-    schema = DbSchema(name, secrets.token_urlsafe(18))
+    for another role at its full CONNECTION LIMIT. `password`: the one recorded for it
+    (a restarted server's arm database made again, `remake`), else a fresh one."""
+    schema = DbSchema(name, password or secrets.token_urlsafe(18))
     script = psql.create(name, schema.password, strategy, admin.server.policy.defaults())
     try:
         decided = psql.created(admin.run(script))
@@ -391,6 +425,21 @@ def create_schema(admin: Session, name: str, *, strategy: Strategy = STRATEGY) -
             hint="wait for running samples to finish (another `score` or `oracle` shares "
                  "the server), or `down` and `up` again")
     return schema
+
+
+def remake(admin: Session, schemas: list[DbSchema], prefix: str) -> list[str]:
+    """The arms' databases a restarted server lost (its cluster is a tmpfs: a start
+    begins with an empty one), made again under their recorded names and passwords after
+    the lock-down `up` did; the names made again (none when every one is there)."""
+    databases, roles = list_owned(admin, prefix)
+    lost = [s for s in schemas if s.name not in databases or s.name not in roles]
+    if not lost:
+        return []
+    lock_down(admin)
+    for schema in lost:
+        drop_schema(admin, schema.name)  # half of one (a role without its database)
+        create_schema(admin, schema.name, password=schema.password)
+    return [schema.name for schema in lost]
 
 
 def drop_schema(admin: Session, name: str) -> None:

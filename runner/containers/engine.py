@@ -238,6 +238,16 @@ class Engine:
                 raise translated(error, what, self.address) from error
         raise AssertionError("unreachable")
 
+    def ping(self) -> None:
+        """The engine answers, or one `EngineUnreachableError` naming its address."""
+        try:
+            self.call("answer a ping", self.client.ping)
+        except EngineUnreachableError:
+            raise
+        except SandboxUnavailableError as error:
+            raise EngineUnreachableError(f"no Docker engine answers at {self.address}",
+                                         hint=ENGINE_HINT) from error
+
     def down(self) -> str | None:
         """Why the engine does not answer right now (one ping, no retry), or None: what a
         failed call is asked after the fact, to tell an outage from a refusal."""

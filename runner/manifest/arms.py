@@ -1,9 +1,10 @@
 """`[[arms]]`: the contestants, and the identity every record of an arm carries.
 
 An arm runs an adapter (`agent`): `command` (its own command line), or a real agent CLI
-(`claude-code`, `codex`) pinned at `agent_version` and installed into an agent layer of
-the arm's image. Its `network` says what the sandbox can reach: nothing, only the model
-gateway (`gateway`, the CLI adapters' default: the arm's API keys stay in the gateway),
+(`claude-code`, `codex`, `opencode`, `gemini-cli`, `qwen-code`, `mini-swe-agent`) pinned
+at `agent_version` and installed into an agent layer of the arm's image. Its `network` says
+what the sandbox can reach: nothing, only the model gateway (`gateway`, the CLI
+adapters' default: the arm's API keys stay in the gateway),
 or the internet (`egress`, flagged `unrestricted_network` in every report).
 """
 
@@ -33,7 +34,10 @@ from runner.manifest.models import (
 )
 from runner.manifest.rules import RuleViolation, raise_if_any, rule_error
 
-AGENT_CLIS = ("claude-code", "codex")  # the adapters that run a real CLI, pinned
+# The adapters that run a real CLI, pinned (runner.containers.images.agent_cli installs them).
+AGENT_CLIS = ("claude-code", "codex", "opencode", "gemini-cli", "qwen-code", "mini-swe-agent")
+AgentCliName = Literal["claude-code", "codex", "opencode", "gemini-cli", "qwen-code",
+                       "mini-swe-agent"]
 # A gateway arm's secrets are provider keys, held by the gateway: the name says which.
 KEY_PREFIXES = {"ANTHROPIC_": "anthropic", "OPENAI_": "openai", "GEMINI_": "gemini"}
 Network = Literal["none", "egress", "gateway"]
@@ -76,7 +80,8 @@ class ArmIdentity(BaseModel):
         return ArmIdentity(**{name: getattr(self, name) for name in ArmIdentity.model_fields})
 
 
-_EXAMPLE_VERSION = {"claude-code": "2.1.328", "codex": "0.169.0"}
+_EXAMPLE_VERSION = {"claude-code": "2.1.328", "codex": "0.169.0", "opencode": "1.18.33",
+                    "gemini-cli": "0.61.0", "qwen-code": "0.24.4", "mini-swe-agent": "2.4.6"}
 
 
 class _ArmId(Section):
@@ -88,7 +93,9 @@ class Arm(ArmIdentity, _ArmId):
     """``[[arms]]``: one contestant and the identity of its measurement."""
 
     agent: NonBlank = Field(
-        default="command", description="the adapter: command, claude-code or codex"
+        default="command",
+        description="the adapter: command, claude-code, codex, opencode, gemini-cli, "
+                    "qwen-code or mini-swe-agent"
     )
     command: str = Field(
         default="",
@@ -99,7 +106,7 @@ class Arm(ArmIdentity, _ArmId):
         default=None,
         description="the pinned version of the CLI (npm), installed into the arm's agent layer",
     )
-    cli: Literal["claude-code", "codex"] | None = Field(
+    cli: AgentCliName | None = Field(
         default=None,
         description="the CLI to install at agent_version (default: the adapter's own); a "
                     "command arm that wraps a CLI names it here",
@@ -166,7 +173,8 @@ class Arm(ArmIdentity, _ArmId):
         if self.agent_version is not None and self.installs is None:
             found.append(RuleViolation(("cli",), "agent_version pins a CLI, and the "
                                        f"{self.agent!r} adapter is not one",
-                                       'name the CLI to install: cli = "claude-code" or "codex"',
+                                       'name the CLI to install: cli = "claude-code", "codex", '
+                                       '"opencode", "gemini-cli", "qwen-code" or "mini-swe-agent"',
                                        found=self.agent_version))
         return found
 

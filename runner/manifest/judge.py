@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from runner.manifest.arms import AGENT_CLIS, key_provider
+from runner.manifest.arms import key_provider
 from runner.manifest.models import Contract
 from runner.manifest.rules import RuleViolation
 
@@ -58,7 +58,7 @@ def parse(contract: Contract) -> tuple[JudgeSpec, list[RuleViolation]]:
             ("contract", "judge"), "names no command", f"write one of {FORMS}", found=text)]
         return JudgeSpec("command", template=template), problems + _stray(contract)
     found = _AGENT.fullmatch(text)
-    if found is None or found["cli"] not in AGENT_CLIS:
+    if found is None or found["cli"] not in DEFAULT_KEYS:  # the CLIs that can judge
         return JudgeSpec("none"), [RuleViolation(
             ("contract", "judge"), "is not a judge this tool runs", f"write one of {FORMS}",
             found=text)]

@@ -1,5 +1,7 @@
 """A scripted model provider: the Anthropic Messages, OpenAI Responses and Chat Completions
-wire formats, answering from a JSON script instead of a model.
+wire formats and the Gemini API (generateContent, streamGenerateContent as SSE with
+?alt=sse, else a streamed JSON array; the model in the path), answering from a JSON
+script instead of a model.
 
     python3 scripted_provider.py --script FILE --log FILE [--port 8000] [--host 0.0.0.0]
 
@@ -11,8 +13,10 @@ Stdlib only (Python 3.11), one file: it runs in `bakeoff/python`, bind-mounted r
 
 The step is chosen statelessly: by the number of tool results already in the conversation,
 so a retried request gets the same answer; past the last step, the last one again.
-`{"shell": CMD}` is the call that makes the CLI run CMD (Claude Code: a `Bash` tool_use; Codex:
-its code-mode `exec` tool, else the `exec_command` function), `{"say": TEXT}` a final text,
+`{"shell": CMD}` is the call that makes the CLI run CMD with the shell tool its request
+offers (Claude Code: a `Bash` tool_use; Codex: its code-mode `exec` tool, else the
+`exec_command` function; OpenCode and mini-swe-agent: `bash`; Gemini CLI and Qwen Code:
+`run_shell_command`), `{"say": TEXT}` a final text,
 `{"error": STATUS}` that status in the provider's own error shape. `loop: true` answers every
 request with the first shell step (an agent that never stops); `model` overrides the
 response's model (null echoes the requested one); `models` gives a requested model a script
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import sys
 import threading
 import time
@@ -131,6 +136,9 @@ def count_tool_results(path: str, body: Json) -> int:
     if path.startswith("/v1/responses"):
         kinds = {"function_call_output", "custom_tool_call_output"}
         return sum(1 for item in _list(body.get("input")) if item.get("type") in kinds)
+    if GEMINI_PATH.fullmatch(path):
+        return sum(1 for c in _list(body.get("contents")) for part in _list(c.get("parts"))
+                   if "functionResponse" in part)
     return sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
 
 
@@ -152,26 +160,62 @@ def _list(value: object) -> list[Json]:
 
 
 def codex_call(tools: list[Json], command: str) -> tuple[str, str, str]:
-    """(item type, tool name, input or JSON arguments) of the call Codex 0.169 runs
-    `command` for: its code-mode `exec` (JavaScript calling tools.exec_command) when offered
-    (a model in its catalogue), else the `exec_command` function (fallback metadata)."""
+    """(item type, tool name, input or JSON arguments) of the call a Responses client runs
+    `command` for: Codex 0.169's code-mode `exec` (JavaScript calling tools.exec_command)
+    when offered (a model in its catalogue), else the client's own shell function."""
     names = {t.get("name"): t for t in tools}
     if names.get("exec", {}).get("type") == "custom":
         args = json.dumps({"cmd": command, "yield_time_ms": 30000})
         code = f"const r = await tools.exec_command({args});\ntext(JSON.stringify(r));"
         return "custom_tool_call", "exec", code
-    if "exec_command" in names:
-        return "function_call", "exec_command", json.dumps({"cmd": command})
-    return "function_call", "shell", json.dumps({"command": ["bash", "-lc", command]})
+    name, arguments = shell_call(set(names), command)
+    return "function_call", name, json.dumps(arguments)
+
+
+# The shell tool of each client, as it names it and the arguments it requires: Codex's
+# exec_command (fallback metadata), OpenCode's and mini-swe-agent's bash, Gemini CLI's
+# and Qwen Code's run_shell_command; else `shell` (Codex's oldest).
+SHELL_TOOLS: tuple[tuple[str, Callable[[str], Json]], ...] = (
+    ("exec_command", lambda cmd: {"cmd": cmd}),
+    ("bash", lambda cmd: {"command": cmd, "description": BASH_DESCRIPTION}),
+    ("run_shell_command", lambda cmd: {"command": cmd, "description": BASH_DESCRIPTION,
+                                       "is_background": False}),
+)
+
+
+SHELL_NAMES = frozenset(name for name, _ in SHELL_TOOLS)
+
+
+def shell_call(offered: set[object], command: str) -> tuple[str, Json]:
+    """(tool name, arguments) of the call that makes a client run `command`, chosen by
+    the tools its request offers."""
+    for name, arguments in SHELL_TOOLS:
+        if name in offered:
+            return name, arguments(command)
+    return "shell", {"command": command}
+
+
+def tool_names(body: Json) -> set[object]:
+    """The names of the tools a request offers, in any of the wire formats."""
+    names: set[object] = set()
+    for tool in offered_tools(body):
+        names.add(tool.get("name") or (tool.get("function") or {}).get("name"))
+        names.update(d.get("name") for d in _list(tool.get("functionDeclarations")))
+    return names
 
 
 # ------------------------------------------------------------------------ Anthropic Messages
 
-def anthropic_blocks(step: Step | None, turn: int) -> tuple[list[Json], str]:
-    """The content blocks and stop_reason for a step (None: a side request's text)."""
+def anthropic_blocks(step: Step | None, offered: set[object],
+                     turn: int) -> tuple[list[Json], str]:
+    """The content blocks and stop_reason for a step (None: a side request's text): a
+    shell step is Claude Code's `Bash` tool_use, or the client's own shell tool."""
     if step is not None and step.shell is not None:
-        block = {"type": "tool_use", "id": f"toolu_scripted_{turn:04d}", "name": "Bash",
-                 "input": {"command": step.shell, "description": BASH_DESCRIPTION}}
+        name, arguments = (("Bash", {"command": step.shell, "description": BASH_DESCRIPTION})
+                           if "Bash" in offered or not offered & SHELL_NAMES
+                           else shell_call(offered, step.shell))
+        block = {"type": "tool_use", "id": f"toolu_scripted_{turn:04d}", "name": name,
+                 "input": arguments}
         return [block], "tool_use"
     text = SIDE_TEXT if step is None else (step.say or "")
     return [{"type": "text", "text": text}], "end_turn"
@@ -283,10 +327,11 @@ def _item_events(index: int, item: Json) -> list[Json]:
 
 # ---------------------------------------------------------------------- OpenAI Chat Completions
 
-def chat_message(step: Step | None, turn: int) -> tuple[Json, str]:
+def chat_message(step: Step | None, offered: set[object], turn: int) -> tuple[Json, str]:
     if step is not None and step.shell is not None:
+        name, arguments = shell_call(offered, step.shell)
         call = {"id": f"call_scripted_{turn:04d}", "type": "function",
-                "function": {"name": "shell", "arguments": json.dumps({"command": step.shell})}}
+                "function": {"name": name, "arguments": json.dumps(arguments)}}
         return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
     text = SIDE_TEXT if step is None else (step.say or "")
     return {"role": "assistant", "content": text}, "stop"
@@ -307,20 +352,83 @@ def chat_completion(message: Json, finish: str, model: str, usage: Usage, turn: 
 
 
 def chat_chunks(message: Json, finish: str, model: str, usage: Usage, turn: int) -> list[Json]:
+    """The chunks of a streamed completion as the API sends them: the role first, a tool
+    call's id and name with empty arguments, then its arguments in two parts; the
+    finish_reason on a chunk of its own, the usage on the last (choices empty)."""
     base = {"id": f"chatcmpl-scripted-{turn:04d}", "object": "chat.completion.chunk",
             "created": int(time.time()), "model": model}
-    delta = dict(message)
-    if "tool_calls" in delta:
-        delta["tool_calls"] = [dict(c, index=i) for i, c in enumerate(delta["tool_calls"])]
-    return [dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}]),
+    deltas: list[Json] = []
+    for index, call in enumerate(message.get("tool_calls") or []):
+        text = call["function"]["arguments"]
+        opened = dict(call, index=index, function={"name": call["function"]["name"],
+                                                   "arguments": ""})
+        deltas += [{"role": "assistant", "content": None, "tool_calls": [opened]},
+                   *({"tool_calls": [{"index": index, "function": {"arguments": part}}]}
+                     for part in (text[:len(text) // 2], text[len(text) // 2:]))]
+    if message.get("content") is not None:
+        deltas += [{"role": "assistant", "content": ""}, {"content": message["content"]}]
+    return [*(dict(base, choices=[{"index": 0, "delta": d, "finish_reason": None}])
+              for d in deltas),
             dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]),
             dict(base, choices=[], usage=chat_usage(usage))]
+
+
+# ------------------------------------------------------------------------------ Gemini API
+
+GEMINI_PATH = re.compile(r"/(?:v1|v1beta|v1alpha)/models/([A-Za-z0-9._-]+)"
+                         r":(generateContent|streamGenerateContent)")
+
+
+def gemini_parts(step: Step | None, offered: set[object]) -> list[Json]:
+    """The candidate's parts for a step (None: a side request's text)."""
+    if step is not None and step.shell is not None:
+        name, arguments = shell_call(offered, step.shell)
+        return [{"functionCall": {"name": name, "args": arguments}}]
+    return [{"text": SIDE_TEXT if step is None else (step.say or "")}]
+
+
+def gemini_usage(usage: Usage) -> Json:
+    """usageMetadata: promptTokenCount includes the cached tokens, candidatesTokenCount
+    excludes the thoughts, totalTokenCount is all of them."""
+    prompt = usage.input + usage.cache_read
+    output = max(usage.output - usage.reasoning, 0)
+    return {"promptTokenCount": prompt, "candidatesTokenCount": output,
+            "thoughtsTokenCount": usage.reasoning, "cachedContentTokenCount": usage.cache_read,
+            "totalTokenCount": prompt + output + usage.reasoning}
+
+
+def gemini_chunks(parts: list[Json], model: str, usage: Usage, turn: int) -> list[Json]:
+    """The chunks of streamGenerateContent as the API sends them: a text in two pieces, a
+    functionCall whole; finishReason STOP and the final usageMetadata on the last."""
+    pieces = ([[{"text": t}] for t in (parts[0]["text"][:2], parts[0]["text"][2:])]
+              if "text" in parts[0] else [parts])
+    chunks = []
+    for index, piece in enumerate(pieces):
+        last = index == len(pieces) - 1
+        candidate: Json = {"content": {"parts": piece, "role": "model"}, "index": 0}
+        if last:
+            candidate["finishReason"] = "STOP"
+        partial = Usage(input=usage.input, output=0, cache_read=usage.cache_read)
+        chunks.append({"candidates": [candidate],
+                       "usageMetadata": gemini_usage(usage if last else partial),
+                       "modelVersion": model, "responseId": f"scripted-{turn:04d}"})
+    return chunks
+
+
+def answer_gemini(step: Step | None, body: Json, model: str, usage: Usage,
+                  turn: int) -> tuple[Json, EventList]:
+    chunks = gemini_chunks(gemini_parts(step, tool_names(body)), model, usage, turn)
+    whole = dict(chunks[-1], candidates=[dict(chunks[-1]["candidates"][0], content={
+        "parts": gemini_parts(step, tool_names(body)), "role": "model"})])
+    return whole, [(None, chunk) for chunk in chunks]
 
 
 # ----------------------------------------------------------------------------------- errors
 
 ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
                     404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}
+GEMINI_ERRORS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND",
+                 429: "RESOURCE_EXHAUSTED"}
 OPENAI_ERRORS = {400: ("invalid_request_error", "invalid_request_error"),  # (type, code)
                  401: ("invalid_request_error", "invalid_api_key"),
                  404: ("invalid_request_error", "model_not_found"),
@@ -333,6 +441,9 @@ def error_body(path: str, status: int) -> Json:
     if path.startswith("/v1/messages"):
         kind = ANTHROPIC_ERRORS.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
+    if GEMINI_PATH.fullmatch(path):
+        return {"error": {"code": status, "message": message,
+                          "status": GEMINI_ERRORS.get(status, "INTERNAL")}}
     kind, code = OPENAI_ERRORS.get(status, ("server_error", "server_error"))
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
@@ -373,15 +484,21 @@ class Answer:
     json: Json | None = None
     events: tuple[tuple[str | None, Json | str], ...] = ()
     text: bytes | None = None
+    array: bool = False  # the events as a streamed JSON array (Gemini without alt=sse)
 
 
-def answer(script: Script, path: str, body: Json) -> Answer:
+def answer(script: Script, path: str, body: Json, sse: bool = True) -> Answer:
     """The answer to a POST of `body` to `path` (pure: the same request, the same answer,
-    ids included: they are numbered by the turn, the count of tool results so far)."""
-    script = script.for_model(body.get("model"))
+    ids included: they are numbered by the turn, the count of tool results so far).
+    A Gemini path names the model and whether it streams (`sse`: with ?alt=sse, else
+    a streamed JSON array)."""
+    gemini = GEMINI_PATH.fullmatch(path)
+    requested = gemini.group(1) if gemini else body.get("model")
+    script = script.for_model(requested)
     if path == "/v1/messages/count_tokens":
         return Answer(200, "count_tokens", {"input_tokens": script.usage.input})
-    if path not in ANSWERERS:
+    answerer = answer_gemini if gemini else ANSWERERS.get(path)
+    if answerer is None:
         return Answer(404, "not_found", {"type": "error", "error": {
             "type": "not_found_error", "message": f"scripted provider: no route {path}"}})
     turn = count_tool_results(path, body)
@@ -391,9 +508,10 @@ def answer(script: Script, path: str, body: Json) -> Answer:
     if step is not None and step.error is not None:
         return Answer(step.error, "error", error_body(path, step.error))
     reply = "side_text" if step is None else ("shell" if step.shell is not None else "say")
-    model = script.model_for(body.get("model"))
-    payload, events = ANSWERERS[path](step, body, model, script.usage, turn)
-    if body.get("stream"):
+    payload, events = answerer(step, body, script.model_for(requested), script.usage, turn)
+    if gemini and gemini.group(2) == "streamGenerateContent":
+        return Answer(200, reply, events=tuple(events), array=not sse)
+    if body.get("stream") and not gemini:
         return Answer(200, reply, events=tuple(events))
     return Answer(200, reply, payload)
 
@@ -403,7 +521,7 @@ EventList = list[tuple[str | None, Json | str]]
 
 def answer_messages(step: Step | None, body: Json, model: str, usage: Usage,
                     turn: int) -> tuple[Json, EventList]:
-    blocks, stop = anthropic_blocks(step, turn)
+    blocks, stop = anthropic_blocks(step, tool_names(body), turn)
     events = anthropic_events(blocks, stop, model, usage, turn)
     return anthropic_message(blocks, stop, model, usage, turn), [(e["type"], e) for e in events]
 
@@ -417,7 +535,7 @@ def answer_responses(step: Step | None, body: Json, model: str, usage: Usage,
 
 def answer_chat(step: Step | None, body: Json, model: str, usage: Usage,
                 turn: int) -> tuple[Json, EventList]:
-    message, finish = chat_message(step, turn)
+    message, finish = chat_message(step, tool_names(body), turn)
     chunks: EventList = [(None, c) for c in chat_chunks(message, finish, model, usage, turn)]
     return chat_completion(message, finish, model, usage, turn), [*chunks, (None, "[DONE]")]
 
@@ -459,9 +577,11 @@ class Handler(BaseHTTPRequestHandler):
             return Answer(200, "healthz", text=b"ok")
         if self.command != "POST":
             path = f"{self.command} {path}"  # no GET route but /healthz
-        return answer(self.server.script, path, body)
+        return answer(self.server.script, path, body, "alt=sse" in self.path.partition("?")[2])
 
     def _send(self, result: Answer) -> None:
+        if result.array:
+            return self._array(result.events)
         if result.events:
             return self._sse(result.events)
         if result.text is not None:
@@ -490,6 +610,17 @@ class Handler(BaseHTTPRequestHandler):
             prefix = f"event: {name}\n" if name else ""
             self.wfile.write(f"{prefix}data: {payload}\n\n".encode())
             self.wfile.flush()
+
+
+    def _array(self, events: tuple[tuple[str | None, Json | str], ...]) -> None:
+        """Stream events as one JSON array, an element per write (Gemini without alt=sse)."""
+        self._head(200, {"Content-Type": "application/json", "Connection": "close"})
+        self.close_connection = True
+        for index, (_, data) in enumerate(events):
+            text = json.dumps(data, separators=COMPACT)
+            self.wfile.write(f"{'[' if index == 0 else ','}{text}\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"]")
 
 
 class ProviderServer(ThreadingHTTPServer):

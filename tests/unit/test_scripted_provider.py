@@ -222,20 +222,108 @@ def test_responses_non_stream_is_one_completed_response(start):
 # ------------------------------------------------------------------ OpenAI Chat Completions
 
 def test_chat_completions_stream_and_non_stream(start):
+    """A tool call streams as the API sends it: id and name with empty arguments, then
+    the arguments in parts; finish_reason and usage on chunks of their own."""
     provider = start(SCRIPT)
     body = {"model": "m", "tools": [{"type": "function", "function": {"name": "shell"}}],
             "messages": [{"role": "user", "content": "x"}]}
     events = sse(provider.post("/v1/chat/completions", body | {"stream": True})[2])
     assert [d if d == "[DONE]" else d["object"] for _, d in events] == [
-        "chat.completion.chunk"] * 3 + ["[DONE]"]
-    call = events[0][1]["choices"][0]["delta"]["tool_calls"][0]
-    assert (call["index"], json.loads(call["function"]["arguments"])) == (0, {"command": SHELL})
-    assert events[1][1]["choices"][0]["finish_reason"] == "tool_calls"
-    assert events[2][1]["usage"]["prompt_tokens"] == 100
+        "chat.completion.chunk"] * 5 + ["[DONE]"]
+    deltas = [d["choices"][0]["delta"] for _, d in events[:3]]
+    assert deltas[0] == {"role": "assistant", "content": None, "tool_calls": [
+        {"index": 0, "id": "call_scripted_0000", "type": "function",
+         "function": {"name": "shell", "arguments": ""}}]}
+    parts = "".join(d["tool_calls"][0]["function"]["arguments"] for d in deltas[1:])
+    assert json.loads(parts) == {"command": SHELL} and all(
+        set(d["tool_calls"][0]) == {"index", "function"} for d in deltas[1:])
+    assert events[3][1]["choices"] == [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]
+    assert (events[4][1]["choices"], events[4][1]["usage"]["prompt_tokens"]) == ([], 100)
     body["messages"].append({"role": "tool", "tool_call_id": "c", "content": ""})
     plain = json.loads(provider.post("/v1/chat/completions", body)[2])
     assert plain["choices"][0] == {"index": 0, "finish_reason": "stop",
                                    "message": {"role": "assistant", "content": "done"}}
+    text = sse(provider.post("/v1/chat/completions", body | {"stream": True})[2])
+    assert [d["choices"][0]["delta"] for _, d in text[:2]] == [
+        {"role": "assistant", "content": ""}, {"content": "done"}]
+
+
+@pytest.mark.parametrize(("offered", "name", "arguments"), [
+    ("run_shell_command", "run_shell_command",
+     {"command": SHELL, "description": sp.BASH_DESCRIPTION, "is_background": False}),
+    ("bash", "bash", {"command": SHELL, "description": sp.BASH_DESCRIPTION}),
+    ("read_file", "shell", {"command": SHELL})])
+def test_the_shell_call_is_the_clients_own_shell_tool(start, offered, name, arguments):
+    """Qwen Code's and Gemini CLI's run_shell_command, OpenCode's and mini-swe-agent's
+    bash: the call names the tool the request offers, with the arguments it requires."""
+    provider = start(SCRIPT)
+    chat = {"model": "m", "tools": [{"type": "function", "function": {"name": offered}}],
+            "messages": [{"role": "user", "content": "x"}]}
+    call = json.loads(provider.post("/v1/chat/completions", chat)[2])[
+        "choices"][0]["message"]["tool_calls"][0]["function"]
+    assert (call["name"], json.loads(call["arguments"])) == (name, arguments)
+    responses = {"model": "m", "input": [], "tools": [{"type": "function", "name": offered}]}
+    item = json.loads(provider.post("/v1/responses", responses)[2])["output"][0]
+    assert (item["name"], json.loads(item["arguments"])) == (name, arguments)
+    messages = dict(messages_body(0, stream=False), tools=[{"name": offered}])
+    block = json.loads(provider.post("/v1/messages", messages)[2])["content"][0]
+    assert (block["name"], block["input"]) == (
+        (name, arguments) if name != "shell" else
+        ("Bash", {"command": SHELL, "description": sp.BASH_DESCRIPTION}))
+
+
+# --------------------------------------------------------------------------------- Gemini API
+
+def gemini_body(tool_results: int) -> dict[str, Any]:
+    contents: list[dict[str, Any]] = [{"role": "user", "parts": [{"text": "Fix the bug"}]}]
+    for _ in range(tool_results):
+        contents += [{"role": "model", "parts": [{"functionCall": {"name": "x", "args": {}}}]},
+                     {"role": "user", "parts": [{"functionResponse": {"name": "x",
+                                                                      "response": {}}}]}]
+    return {"contents": contents, "generationConfig": {"thinkingConfig": {
+        "thinkingLevel": "HIGH"}}, "tools": [{"functionDeclarations": [
+            {"name": "read_file"}, {"name": "run_shell_command"}]}]}
+
+
+GEMINI = "/v1beta/models/gemini-9-pro:streamGenerateContent"
+
+
+def test_gemini_sse_stream_is_a_function_call_with_the_final_usage_last(start):
+    """streamGenerateContent?alt=sse: the functionCall whole in one chunk, the model in
+    modelVersion, usageMetadata as the API counts it (prompt includes the cached
+    tokens, candidates exclude the thoughts)."""
+    provider = start(SCRIPT)
+    status, ctype, text = provider.post(GEMINI + "?alt=sse", gemini_body(0))
+    (only,) = sse(text)
+    assert (status, ctype, only[0]) == (200, "text/event-stream", None)
+    assert only[1] == {
+        "candidates": [{"content": {"role": "model", "parts": [{"functionCall": {
+            "name": "run_shell_command", "args": {"command": SHELL, "is_background": False,
+                                                  "description": sp.BASH_DESCRIPTION}}}]},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 103, "candidatesTokenCount": 15,
+                          "thoughtsTokenCount": 5, "cachedContentTokenCount": 3,
+                          "totalTokenCount": 123},
+        "modelVersion": "gemini-9-pro", "responseId": "scripted-0000"}
+
+
+def test_gemini_text_streams_in_pieces_and_without_alt_sse_as_a_json_array(start):
+    provider = start(SCRIPT)
+    _, _, text = provider.post(GEMINI + "?alt=sse", gemini_body(1))
+    chunks = [data for _, data in sse(text)]
+    assert [c["candidates"][0]["content"]["parts"] for c in chunks] == [
+        [{"text": "do"}], [{"text": "ne"}]]
+    assert "finishReason" not in chunks[0]["candidates"][0]
+    assert chunks[0]["usageMetadata"]["candidatesTokenCount"] == 0
+    status, ctype, array = provider.post(GEMINI, gemini_body(1))
+    assert (status, ctype, json.loads(array)) == (200, "application/json", chunks)
+    whole = json.loads(provider.post(GEMINI.replace("streamG", "g"), gemini_body(1))[2])
+    assert whole["candidates"][0]["content"]["parts"] == [{"text": "done"}]
+    assert whole["usageMetadata"]["totalTokenCount"] == 123
+    status, _, error = start({"steps": [{"error": 429}]}).post(GEMINI, gemini_body(0))
+    assert (status, json.loads(error)) == (429, {"error": {
+        "code": 429, "message": "scripted provider: scripted error 429",
+        "status": "RESOURCE_EXHAUSTED"}})
 
 
 # ------------------------------------------------------------------------ script semantics

@@ -21,6 +21,12 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from runner.commands.dispatch.cli_settings import (
+    CODEX_PROVIDER,
+    GATEWAY_URL,
+    TOKEN_ENV,
+    cli_settings,
+)
 from runner.errors import BadInputError
 from runner.manifest import Arm
 
@@ -56,18 +62,45 @@ CODEX_JUDGE = (
     "--config otel.exporter=none --config otel.metrics_exporter=none "
     "--config history.persistence=none --skip-git-repo-check --json -"
 )
-GATEWAY_URL = "http://model-gateway:8080"
-TOKEN_ENV = "BAKEOFF_GATEWAY_TOKEN"
-CODEX_PROVIDER = (
-    "--config model_provider=bakeoff --config 'model_providers.bakeoff={name=\"bakeoff "
-    f"gateway\",base_url=\"{GATEWAY_URL}/openai/v1\",env_key=\"{TOKEN_ENV}\","
-    "wire_api=\"responses\"}' "
+# OpenCode: its configuration inline (OPENCODE_CONFIG_CONTENT), its own title (no title
+# request), the brief on stdin; effort as the model's variant.
+OPENCODE_TEMPLATE = (
+    "OPENCODE_CONFIG_CONTENT={config} {cli} run --pure --model {provider_model} "
+    "--variant {effort} --title {arm} --format json < {brief}"
+)
+# Gemini CLI and Qwen Code read a settings file in $HOME (fresh at every `up`); the brief
+# comes on stdin (Gemini CLI appends `--prompt` to it: an empty one).
+GEMINI_CLI_TEMPLATE = (
+    'mkdir -p "$HOME/.gemini" && printf %s {settings} > "$HOME/.gemini/settings.json" && '
+    "{cli} --model {model} --yolo --output-format stream-json --prompt '' < {brief}"
+)
+QWEN_CODE_TEMPLATE = (
+    'mkdir -p "$HOME/.qwen" && printf %s {settings} > "$HOME/.qwen/settings.json" && '
+    "{cli} --auth-type openai --model {model} {base_url}--yolo --chat-recording false "
+    "--output-format stream-json < {brief}"
+)
+# mini-swe-agent: its bash-only agent through LiteLLM (Chat Completions for `openai/`
+# models), the brief as its task, effort a model_kwargs entry; it ends when its model
+# submits (at once, no prompt), with no cost limit of its own (the gateway's budgets).
+MINI_SWE_AGENT_TEMPLATE = (
+    "{cli} --config mini.yaml --config model.model_kwargs.reasoning_effort={effort} "
+    "{api_base}--model {litellm_model} --task \"$(cat {brief})\" --yolo --exit-immediately "
+    '--cost-limit 0 --output "$HOME/mini-trajectory.json" < /dev/null'
 )
 # What an unattended run of each CLI needs in its environment (besides the gateway's).
 CLI_ENV: dict[str, dict[str, str]] = {
     "claude-code": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
                     "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"},
     "codex": {"CODEX_HOME": "/home/agent/.codex"},
+    "opencode": {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
+                 "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1",
+                 "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1"},
+    "gemini-cli": {"GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_BROWSER": "true"},
+    "qwen-code": {"QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"},
+    # No setup wizard; LiteLLM's bundled price map (no download); a model without a price
+    # is no error (the gateway counts cost).
+    "mini-swe-agent": {"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors",
+                       "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
 }
 UNSET_EFFORTS = frozenset({"", "unknown", "default"})
 
@@ -106,8 +139,7 @@ class Adapter:
         if not cli:
             raise AdapterError(f"{where}.agent_version: the {self.name} adapter has no CLI "
                                "to run", hint="set agent_version, or command = the program")
-        raw = {CLI_PLACEHOLDER: cli,
-               "provider": CODEX_PROVIDER if arm.network == "gateway" else ""}
+        raw = {CLI_PLACEHOLDER: cli, **cli_settings(self.name, arm)}
         return render_template(self.template, values, f"{where}.agent", raw=raw)
 
 
@@ -117,6 +149,13 @@ ADAPTERS: dict[str, Adapter] = {
         Adapter("claude-code", "Claude Code in print mode; command = the CLI program",
                 CLAUDE_CODE_TEMPLATE),
         Adapter("codex", "Codex CLI `exec`; command = the CLI program", CODEX_TEMPLATE),
+        Adapter("opencode", "OpenCode `run`; command = the CLI program", OPENCODE_TEMPLATE),
+        Adapter("gemini-cli", "Gemini CLI headless; command = the CLI program",
+                GEMINI_CLI_TEMPLATE),
+        Adapter("qwen-code", "Qwen Code headless (Chat Completions); command = the CLI "
+                "program", QWEN_CODE_TEMPLATE),
+        Adapter("mini-swe-agent", "mini-swe-agent's `mini` (LiteLLM); command = the CLI "
+                "program", MINI_SWE_AGENT_TEMPLATE),
     )
 }
 
@@ -154,7 +193,8 @@ def gateway_env(token: str) -> dict[str, str]:
     where each provider's SDKs and CLIs look for a base URL and a key."""
     return {"BAKEOFF_GATEWAY_URL": GATEWAY_URL, TOKEN_ENV: token,
             "ANTHROPIC_BASE_URL": f"{GATEWAY_URL}/anthropic", "ANTHROPIC_API_KEY": token,
-            "OPENAI_BASE_URL": f"{GATEWAY_URL}/openai/v1", "OPENAI_API_KEY": token}
+            "OPENAI_BASE_URL": f"{GATEWAY_URL}/openai/v1", "OPENAI_API_KEY": token,
+            "GOOGLE_GEMINI_BASE_URL": f"{GATEWAY_URL}/gemini", "GEMINI_API_KEY": token}
 
 
 JUDGE_TEMPLATES = {"claude-code": CLAUDE_CODE_JUDGE, "codex": CODEX_JUDGE}

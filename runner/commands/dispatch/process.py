@@ -35,6 +35,7 @@ HOST_GRACE_S = 15   # after timeout's own KILL, the host waits this much more
 STOP_WAIT_S = 10    # after a forced stop, how long the output may take to end
 POLL_S = 0.25
 EXIT_LAG_S = 3      # how long the engine may still say "running" once the output ended
+SIGNALLED = 128     # an exit code from here on: killed by a signal (128 + its number)
 # Shell builtins only (no `ps`: any image has sh and /proc): this shell's pid, then one
 # /proc/<pid>/stat line per process: `pid (comm) state ppid ...`.
 PROCESS_LIST = ["sh", "-c", 'echo $$; for d in /proc/[0-9]*; do '
@@ -141,8 +142,29 @@ def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, st
         raise SandboxUnavailableError(f"the agent's output stream ended while it was still "
                                       f"running ({reader.error or 'connection lost'})")
     code = None if info.get("Running") or info.get("ExitCode") is None else int(info["ExitCode"])
+    if not (stopped or interrupted):
+        _require_running(engine, container_id, signalled=code is None or code >= SIGNALLED)
     timed_out = stopped or (code in sandbox.TIMEOUT_EXIT_CODES and duration >= timeout_s - 0.5)
     return AgentRun(code, round(duration, 3), timed_out, stopped, interrupted)
+
+
+def _require_running(engine: Engine, container_id: str, *, signalled: bool) -> None:
+    """The sandbox outlived its agent (its main process is root's: no agent ends it); a
+    sandbox that stopped under it was stopped by the engine (a restart, a `docker stop`),
+    and the agent's exit is the outage's, never the model's failure. An agent killed by
+    a signal may have died with its container a moment before the engine says so: the
+    state is asked again for up to EXIT_LAG_S."""
+    tries = int(EXIT_LAG_S / POLL_S) if signalled else 1
+    for attempt in range(tries):
+        state = sandbox.describe(engine, container_id)["state"]
+        if state != "running" or attempt + 1 == tries:
+            break
+        time.sleep(POLL_S)
+    if state != "running":
+        raise SandboxUnavailableError(
+            f"the sandbox stopped under the agent (it is {state}): the engine at "
+            f"{engine.address} ended it, not the agent", hint="run the command again: the "
+            "experiment's services are restored and the arm is dispatched again from the base")
 
 
 def _exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Protocol
 
 from rig import wire
 from runner import contract, workspace
+from runner.commands import services
 from runner.commands.dispatch import process, work
 from runner.commands.dispatch.agents import adapter_for, cli_env, gateway_env
 from runner.commands.dispatch.brief import (
@@ -129,12 +130,16 @@ class DispatchReport:
 def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None = None,
              reporter: DispatchReporter | None = None,
              environ: Mapping[str, str] | None = None,
-             toolchain: Toolchain | None = None) -> DispatchReport:
+             toolchain: Toolchain | None = None,
+             say: Callable[[str], None] | None = None) -> DispatchReport:
     """Run the selected arms (all when None) in parallel; skip the ones already done.
-    `toolchain`: the images of the command that calls it (`run`), else its own."""
+    `toolchain`: the images of the command that calls it (`run`), else its own. The
+    experiment's services are restored first (`services.restore`: an engine restart
+    stopped them), each line restored told to `say`."""
     name = loaded.manifest.experiment.name
     directory, _ = state_mod.require_up(loaded)
     with experiment_lock(directory, name, "dispatch"):
+        services.restore(engine, loaded, say or _quiet)
         directory, current = state_mod.require_up(loaded)
         # A changed contract: exit 4.
         contract.verify(toolchain or Toolchain(engine, loaded), current.change)
@@ -154,6 +159,10 @@ def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None 
                               secrets, reporter or QuietReporter(),
                               loaded.manifest.limits.dispatch_timeout_s, directory)
         return _run_all(ctx, plans)
+
+
+def _quiet(_: str) -> None:
+    return None
 
 
 def _select(loaded: LoadedManifest, current: ExperimentState,

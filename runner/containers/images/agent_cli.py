@@ -1,4 +1,6 @@
-"""Real agent CLIs, pinned: installed from the npm registry into an agent layer.
+"""Real agent CLIs, pinned: installed from the npm registry into an agent layer (a native
+binary: Claude Code, Codex, OpenCode; or a JavaScript bundle with the Node it needs:
+Gemini CLI, Qwen Code), or from PyPI into a venv (mini-swe-agent).
 
 Two images per CLI version, both built here, never pulled:
 
@@ -31,23 +33,63 @@ FORMAT = 1  # of the recipe below
 AGENT_ROOT = "/opt/bakeoff/agent"
 DEFAULT_REGISTRY = "https://registry.npmjs.org/"
 REGISTRY_ENV = "BAKEOFF_NPM_REGISTRY"
+DEFAULT_PYPI = "https://pypi.org/simple"
+PYPI_ENV = "BAKEOFF_PYPI_INDEX"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DIST, LAYER = "agent-dist", "agent"
 
 
 @dataclass(frozen=True)
 class AgentCli:
-    """One CLI: its npm package, the program it installs, and how its native files are
-    found in node_modules (a shell step run in /opt/npm, writing under /opt/agent)."""
+    """One CLI: its npm package, the program it installs, and how its files are found in
+    node_modules (a shell step run in /opt/npm, writing under /opt/agent). A JavaScript
+    CLI (`node` = the Node major it needs) brings that Node along: its program is a
+    launcher, and the file whose sha256 identifies it is its bundle (`hashed`)."""
 
     name: str
     package: str
     program: str
     collect: str
     path: tuple[str, ...] = ()  # more directories for PATH, under AGENT_ROOT
+    node: str | None = None     # the bakeoff/node variant of the build stage (and runtime)
+    hashed: str = ""            # under /opt/agent; default bin/<program>
+    pypi: bool = False          # a Python package from PyPI, in a venv (python_cli)
 
     def program_path(self) -> str:
         return f"{AGENT_ROOT}/bin/{self.program}"
+
+    def hashed_path(self) -> str:
+        return f"/opt/agent/{self.hashed or 'bin/' + self.program}"
+
+
+def node_cli(name: str, package: str, program: str, entry: str, node: str) -> AgentCli:
+    """A JavaScript CLI: its node_modules and the build stage's Node under /opt/agent, and
+    a launcher that finds both beside itself (the same in the build and in the layer)."""
+    launcher = ("printf '%s\\n' '#!/bin/sh' 'd=$(dirname \"$(readlink -f \"$0\")\")/..' "
+                f"'exec \"$d/node/bin/node\" \"$d/node_modules/{package}/{entry}\" \"$@\"' "
+                f"> /opt/agent/bin/{program} && chmod 0755 /opt/agent/bin/{program}")
+    collect = ("cp -a node_modules /opt/agent/node_modules && mkdir -p /opt/agent/node/bin "
+               f"&& cp /opt/node/bin/node /opt/agent/node/bin/node && {launcher}")
+    return AgentCli(name, package, program, collect, node=node,
+                    hashed=f"node_modules/{package}/{entry}")
+
+
+def python_cli(name: str, package: str, program: str, module: str) -> AgentCli:
+    """A Python CLI from PyPI: a venv of the python toolchain's interpreter under
+    /opt/agent, run by a launcher as `python -m module`. The venv's interpreter is the
+    arm image's own /usr/bin/python3.11 (the python toolchain and images FROM it): the
+    launcher says so when the arm's image has none. Identified by its RECORD (the sha256
+    of every file the package installed)."""
+    need = ("[ -x /usr/bin/python3.11 ] || { echo \"NAME: its agent layer needs "
+            "/usr/bin/python3.11 in the arm image (the python toolchain)\" >&2; exit 127; }")
+    launcher = ("printf '%s\\n' '#!/bin/sh' 'd=$(dirname \"$(readlink -f \"$0\")\")/..' "
+                f"'{need.replace('NAME', name)}' "
+                f"'exec \"$d/venv/bin/python\" -m {module} \"$@\"' "
+                f"> /opt/agent/bin/{program} && chmod 0755 /opt/agent/bin/{program}")
+    dist_info = package.replace("-", "_")
+    return AgentCli(name, package, program, launcher, pypi=True,
+                    hashed=f"venv/lib/python3.11/site-packages/{dist_info}-{{version}}"
+                           ".dist-info/RECORD")
 
 
 CLIS: dict[str, AgentCli] = {cli.name: cli for cli in (
@@ -59,6 +101,12 @@ CLIS: dict[str, AgentCli] = {cli.name: cli for cli in (
              "cp -a node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl "
              "/opt/agent/codex && ln -s ../codex/bin/codex /opt/agent/bin/codex",
              path=("codex/codex-path",)),
+    AgentCli("opencode", "opencode-ai", "opencode",
+             # One native binary in the platform package (the postinstall would link it).
+             "cp node_modules/opencode-linux-x64/bin/opencode /opt/agent/bin/opencode"),
+    node_cli("gemini-cli", "@google/gemini-cli", "gemini", "bundle/gemini.js", "22"),
+    node_cli("qwen-code", "@qwen-code/qwen-code", "qwen", "cli-entry.js", "22"),
+    python_cli("mini-swe-agent", "mini-swe-agent", "mini", "minisweagent.run.mini"),
 )}
 
 
@@ -91,16 +139,23 @@ def _registry() -> str:
     return os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY
 
 
+def _index() -> str:
+    return os.environ.get(PYPI_ENV) or DEFAULT_PYPI
+
+
 def dist_identity(cli: AgentCli, version: str) -> str:
+    node = {"node": cli.node, "hashed": cli.hashed} if cli.node else {}
+    pypi = {"pypi": _index(), "hashed": cli.hashed} if cli.pypi else {}
     blob = json.dumps({"cli": cli.name, "package": cli.package, "version": version,
-                       "collect": cli.collect, "registry": _registry(), "format": FORMAT})
+                       "collect": cli.collect, "registry": _registry(), "format": FORMAT,
+                       **node, **pypi})
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
     spec = f"{cli.package}@{version}"
     identity = ("node -e 'const fs=require(\"fs\"),c=require(\"crypto\");"
-                f"const b=fs.readFileSync(\"/opt/agent/bin/{cli.program}\");"
+                f"const b=fs.readFileSync(\"{cli.hashed_path()}\");"
                 "fs.writeFileSync(\"/opt/agent/identity.json\",JSON.stringify({"
                 f"cli:\"{cli.name}\",package:\"{cli.package}\",version:\"{version}\","
                 f"program:\"{cli.program_path()}\","
@@ -118,18 +173,48 @@ def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
         "FROM scratch\nCOPY --from=fetch /opt/agent /opt/agent\n")
 
 
+def _pypi_dockerfile(cli: AgentCli, version: str, python: BuiltImage) -> str:
+    hashed = cli.hashed_path().format(version=version)
+    identity = ("/opt/agent/venv/bin/python -c 'import hashlib,json,pathlib;"
+                f"b=pathlib.Path(\"{hashed}\").read_bytes();"
+                "v=pathlib.Path(\"/tmp/version.txt\").read_text().strip();"
+                "pathlib.Path(\"/opt/agent/identity.json\").write_text(json.dumps({"
+                f"\"cli\":\"{cli.name}\",\"package\":\"{cli.package}\","
+                f"\"version\":\"{version}\",\"program\":\"{cli.program_path()}\","
+                "\"sha256\":hashlib.sha256(b).hexdigest(),\"version_output\":v}))'")
+    module = cli.package.replace("-", "_")
+    return (
+        f"FROM {python.image_id} AS fetch\nUSER root\n"
+        f"COPY {images.HOST_CA} {host_trust.CA_IN_BUILD}\n"
+        f"ENV PIP_CERT={host_trust.CA_IN_BUILD} PIP_DISABLE_PIP_VERSION_CHECK=1 "
+        "PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=\n"
+        "RUN mkdir -p /opt/agent/bin && python3 -m venv /opt/agent/venv && "
+        f"/opt/agent/venv/bin/pip install --index-url {_index()} {cli.package}=={version}\n"
+        f"RUN {cli.collect} && chmod -R a+rX,go-w /opt/agent && /opt/agent/venv/bin/python -c "
+        f"'import importlib.metadata as m; print(m.version(\"{module}\"))' > /tmp/version.txt "
+        f"&& {identity}\n"
+        "FROM scratch\nCOPY --from=fetch /opt/agent /opt/agent\n")
+
+
 def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -> BuiltImage:
     """The dist image of `cli` at `version` (a cache hit when its identity matches)."""
     def context() -> bytes:
-        node = images.resolve(engine, "node", reporter)
-        return images.tar_of({"Dockerfile": _dist_dockerfile(cli, version, node).encode(),
+        if cli.pypi:
+            python = images.resolve(engine, "python", reporter)
+            dockerfile = _pypi_dockerfile(cli, version, python)
+        else:
+            node = images.resolve(engine, "node", reporter, variant=cli.node)
+            dockerfile = _dist_dockerfile(cli, version, node)
+        return images.tar_of({"Dockerfile": dockerfile.encode(),
                               images.HOST_CA: host_trust.ca_bundle()})
 
     return images.cached_or_built(
         engine, f"{DIST} {cli.name}@{version}", f"bakeoff/{DIST}:{cli.name}-{version}",
         dist_identity(cli, version), context, reporter,
-        hint=f"check that {cli.package}@{version} exists on {_registry()} (set "
-             f"{REGISTRY_ENV} for a mirror)")
+        hint=(f"check that {cli.package}=={version} exists on {_index()} (set {PYPI_ENV} "
+              "for a mirror)") if cli.pypi else
+             (f"check that {cli.package}@{version} exists on {_registry()} (set "
+              f"{REGISTRY_ENV} for a mirror)"))
 
 
 def layer_identity(base: BuiltImage, dist_image: BuiltImage) -> str:
