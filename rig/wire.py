@@ -12,9 +12,9 @@ that field: `output_config_effort` and `reasoning_effort`). A declared effort th
 contradicts (or never carries) is `effort_mismatch`; requests to no model but others
 (forwarded, or refused as `model_not_allowed`: a CLI that rewrote the model name), or
 answers from another model, are `model_mismatch` (an arm whose own model was called too is
-not flagged for side requests to another, refused or not: Claude Code's small model); a provider-side tool that reaches the
-internet, forwarded because the arm was granted `allow_server_tools`, is `server_tools`.
-All are marks: the round is flagged, the arm still scored.
+not flagged for side requests to another, refused or not: Claude Code's small model); a
+provider-side tool that reaches the internet, forwarded because the arm was granted
+`allow_server_tools`, is `server_tools`. All are marks: the round is flagged, the arm still scored.
 """
 
 from __future__ import annotations
