@@ -26,7 +26,14 @@ from tests.unit.gateway.harness import (
     call,
     records,
 )
-from tests.unit.gateway.streams import ANTHROPIC_JSON
+from tests.unit.gateway.streams import (
+    ANTHROPIC_JSON,
+    ANTHROPIC_STREAM,
+    CHAT_STREAM,
+    GEMINI_SSE,
+    GEMINI_USAGE,
+    RESPONSES_STREAM,
+)
 
 VENDOR_KEY = "sk-ant-VENDOR-1111111111"
 MOONSHOT_KEY = "sk-moonshot-2222222222"
@@ -219,3 +226,51 @@ def test_a_malformed_upstream_is_a_config_error_naming_it(upstreams: dict[str, A
     with pytest.raises(ConfigError) as raised:
         config_mod.parse({"upstreams": upstreams})
     assert str(raised.value) == message
+
+
+QWEN_KEY, GOOGLE_KEY = "sk-qwen-3333333333", "AIza-GOOGLE-4444444444"
+
+
+@pytest.mark.parametrize(("protocol", "path", "headers", "reply_path", "credential", "key",
+                          "chunks", "usage"), [
+    ("openai", "/openai/v1/responses", {"Authorization": "Bearer tok-x"}, "/v1/responses",
+     "authorization", f"Bearer {QWEN_KEY}", RESPONSES_STREAM,
+     {"input": 300, "output": 80, "cache_read": 200, "cache_write": 0, "reasoning": 64}),
+    ("openai", "/openai/v1/chat/completions", {"Authorization": "Bearer tok-x"},
+     "/v1/chat/completions", "authorization", f"Bearer {QWEN_KEY}", CHAT_STREAM,
+     {"input": 80, "output": 12, "cache_read": 10, "cache_write": 0, "reasoning": 0}),
+    ("gemini", "/gemini/v1beta/models/gemini-x:streamGenerateContent?alt=sse&key=tok-x", {},
+     "/v1beta/models/gemini-x:streamGenerateContent", "x-goog-api-key", GOOGLE_KEY,
+     GEMINI_SSE, GEMINI_USAGE),
+    ("anthropic", "/anthropic/v1/messages", {"x-api-key": "tok-x"}, "/v1/messages",
+     "x-api-key", MOONSHOT_KEY, ANTHROPIC_STREAM,
+     {"input": 120, "output": 57, "cache_read": 400, "cache_write": 30, "reasoning": 0}),
+])
+def test_a_named_upstream_of_each_protocol_gets_its_key_where_its_api_takes_one(
+        tmp_path: Path, protocol: str, path: str, headers: dict[str, str], reply_path: str,
+        credential: str, key: str, chunks: list[bytes], usage: dict[str, int]) -> None:
+    """Streamed, each protocol's credential header carries the named upstream's key (the
+    token, even as Gemini's ?key=, never leaves the gateway); usage read as it passes."""
+    environ = {"QWEN_KEY": QWEN_KEY, "GOOGLE_KEY": GOOGLE_KEY, "MOONSHOT_KEY": MOONSHOT_KEY}
+    variable = {"openai": "QWEN_KEY", "gemini": "GOOGLE_KEY", "anthropic": "MOONSHOT_KEY"}
+    with Upstream() as provider:
+        provider.replies[reply_path] = Reply(chunks=chunks)
+        config = {"upstreams": {"own": {"protocol": protocol, "base_url": provider.url,
+                                        "key": variable[protocol]}},
+                  "tokens": {"tok-x": grant("x", "own")}}
+        tmp_path.joinpath("config.json").write_text(json.dumps(config))
+        server = GatewayServer(("127.0.0.1", 0), Gateway(tmp_path, environ))
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        try:
+            body = {"model": "m-1", "stream": True, "messages": [], "input": "hi"}
+            answer = call(server.server_address[1], path, body, headers=headers)
+        finally:
+            server.shutdown()
+            server.server_close()
+    assert (answer.status, answer.body) == (200, b"".join(chunks))
+    [seen] = provider.seen
+    assert seen.headers[credential] == key and "tok-x" not in json.dumps(seen.headers)
+    assert "tok-x" not in seen.path
+    [line] = records(tmp_path)
+    assert (line["upstream"], line["provider"], line["usage"], line["refused"]) == (
+        "own", protocol, usage, None)
