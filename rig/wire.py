@@ -163,8 +163,16 @@ def _effort(line: Mapping[str, Any], declared: str) -> tuple[str, str | None]:
             return name, value
     if carried:
         return carried[0]
-    path = str(line.get("path", ""))
+    path = _route(line)
     return next(name for prefix, name in UNCARRIED if path.startswith(prefix)), None
+
+
+def _route(line: Mapping[str, Any]) -> str:
+    """The record's path under its protocol's prefix: a named upstream's path
+    (`/moonshot/v1/messages`, provider anthropic) reads as `/anthropic/v1/messages`."""
+    path = str(line.get("path", ""))
+    provider = line.get("provider")
+    return f"/{provider}/{path.lstrip('/').partition('/')[2]}" if provider else path
 
 
 def _same_model(asked: str, answered: str | None) -> bool:

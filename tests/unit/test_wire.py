@@ -193,3 +193,15 @@ def test_forwarded_and_refused_other_models_are_named_together() -> None:
     assert seen.caveats == (
         "model_mismatch: the arm declares 'flash', the gateway saw requests only to "
         "flash-other, flash-sent; refused as not the arm's model: flash-other in 2 requests",)
+
+
+def test_an_effort_missing_on_a_named_upstream_s_path_is_named_by_its_protocol() -> None:
+    """`/moonshot/v1/messages` (a [[gateway.upstreams]] entry of protocol anthropic) is a
+    Messages request: the effort it lacks is output_config.effort, not Responses' field."""
+    record = {**line("kimi-k9", None, path="/moonshot/v1/messages"), "provider": "anthropic"}
+    seen = wire.observe("kimi-k9", "high", [record])
+    assert seen.evidence == "gateway: 1 request to kimi-k9, output_config.effort=none in 1/1"
+    chat = {**line("qwen-9", None, path="/dashscope/v1/chat/completions",
+                   field="reasoning_effort"), "provider": "openai"}
+    assert wire.observe("qwen-9", "high", [chat]).evidence == (
+        "gateway: 1 request to qwen-9, reasoning_effort=none in 1/1")
