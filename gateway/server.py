@@ -1,7 +1,8 @@
 """The HTTP side: routes, refusals, and the proxying of one request, stream or not.
 
 `Handler._serve` is the path of one request: health check; token (unknown: 401, Gemini's
-400, a line in _refused.jsonl); body read and decoded; route; JSON; model allow list;
+400, a line in _refused.jsonl); body read and decoded; route; JSON; the upstream (one the
+token does not reach: 403 wrong_upstream); model allow list;
 provider-side tools that reach the internet (refused unless the grant allows them);
 budget; then
 `_forward`, which writes each upstream chunk to the client the moment it arrives (read1,
@@ -103,8 +104,8 @@ def addressed(config: Config, grant: Grant, route: Route, provider: Provider) ->
         return route.upstream
     if grant.upstream is not None:
         own = config.upstreams.get(grant.upstream)
-        if own is not None and own.protocol is provider:
-            return grant.upstream
+        if own is None or own.protocol is provider:
+            return grant.upstream  # (missing: refused as such by `reachable`)
     return provider.value
 
 
@@ -312,15 +313,15 @@ class Handler(BaseHTTPRequestHandler):
             return errors.reply(provider, "bad_body", Refusal.BAD_BODY,
                                 "bakeoff gateway: the request body is not a JSON object")
         exchange.facts = facts = request_facts(route.api, body, route.model)
-        if grant.models is not None and facts.model not in grant.models:
-            return errors.model_not_allowed(provider, facts.model, grant.models)
-        if facts.server_tools and not grant.allow_server_tools:
-            return errors.server_tool(provider, facts.server_tools)
         exchange.upstream = addressed(pending.config, grant, route, provider)
         found = reachable(pending.config, grant, provider, exchange.upstream)
         if isinstance(found, ErrorReply):
             return found
         pending.target = found
+        if grant.models is not None and facts.model not in grant.models:
+            return errors.model_not_allowed(provider, facts.model, grant.models)
+        if facts.server_tools and not grant.allow_server_tools:
+            return errors.server_tool(provider, facts.server_tools)
         limit = self.server.gateway.recorder.admit(grant)
         return None if limit is None else errors.budget_exhausted(provider, limit)
 

@@ -40,6 +40,7 @@ MOONSHOT_KEY = "sk-moonshot-2222222222"
 ENVIRON = {"BAKEOFF_KEY_0": ANTHROPIC_KEY, "VENDOR_KEY": VENDOR_KEY,
            "MOONSHOT_KEY": MOONSHOT_KEY}
 OPUS, KIMI, LEGACY = "tok-opus-0a0a0a", "tok-kimi-1b1b1b", "tok-legacy-2c2c2c"
+STRICT, LOST = "tok-strict-3d3d3d", "tok-lost-4e4e4e"
 KIMI_JSON: dict[str, Any] = {**ANTHROPIC_JSON, "id": "msg_k", "model": "kimi-k9"}
 
 
@@ -47,8 +48,9 @@ def message(model: str) -> dict[str, Any]:
     return {"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 
 
-def grant(arm: str, upstream: str | None) -> dict[str, Any]:
-    return {"stage": "s1", "arm": arm, "role": "arm", "models": None, "upstream": upstream,
+def grant(arm: str, upstream: str | None, models: list[str] | None = None
+          ) -> dict[str, Any]:
+    return {"stage": "s1", "arm": arm, "role": "arm", "models": models, "upstream": upstream,
             "keys": {} if upstream else {"anthropic": "BAKEOFF_KEY_0"}}
 
 
@@ -82,7 +84,9 @@ def bench(state: Path) -> Iterator[Bench]:
                              "prices": {"kimi-k9": {"input": 0.6, "output": 2.5,
                                                     "cache_read": 0.06, "cache_write": 0.6}}}},
             "tokens": {OPUS: grant("opus", "vendor"), KIMI: grant("kimi", "moonshot"),
-                       LEGACY: grant("legacy", None)},
+                       LEGACY: grant("legacy", None),
+                       STRICT: grant("strict", "moonshot", ["kimi-k9"]),
+                       LOST: grant("lost", "moonshot-cn")},
             "prices": {"kimi-k9": {"input": 100.0, "output": 100.0}}}
         state.mkdir(parents=True, exist_ok=True)
         (state / "config.json").write_text(json.dumps(config), encoding="utf-8")
@@ -274,3 +278,27 @@ def test_a_named_upstream_of_each_protocol_gets_its_key_where_its_api_takes_one(
     [line] = records(tmp_path)
     assert (line["upstream"], line["provider"], line["usage"], line["refused"]) == (
         "own", protocol, usage, None)
+
+
+def test_another_upstream_is_refused_as_such_before_the_model_is_checked(
+        tmp_path: Path) -> None:
+    """An arm allowed only kimi-k9 asks vendor for claude-x: wrong_upstream, never counted
+    as a model_not_allowed (which rig.wire reads as a CLI's rewrite of the model)."""
+    with bench(tmp_path) as b:
+        crossed = anthropic_call(b.port, STRICT, "claude-x", "/vendor/v1/messages")
+        own_path = anthropic_call(b.port, STRICT, "claude-x")
+    assert (crossed.status, own_path.status) == (403, 404)
+    assert [line["refused"] for line in records(tmp_path)] == ["wrong_upstream",
+                                                               "model_not_allowed"]
+    assert b.untouched()
+
+
+def test_a_grant_naming_an_upstream_the_configuration_lacks_is_404_never_elsewhere(
+        tmp_path: Path) -> None:
+    with bench(tmp_path) as b:
+        answer = anthropic_call(b.port, LOST, "kimi-k9")
+    assert (answer.status, answer.json()["error"]["message"]) == (
+        404, "bakeoff gateway: the gateway has no anthropic upstream 'moonshot-cn' (arm lost)")
+    assert b.untouched()
+    [line] = records(tmp_path)
+    assert (line["upstream"], line["refused"]) == ("moonshot-cn", "bad_path")
