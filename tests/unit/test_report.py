@@ -66,11 +66,11 @@ def test_observation_is_laid_out_as_design_records(tmp_path: Path) -> None:
     path = tmp_path / "OBSERVATION.json"
     write_observation(path, build())
     doc = json.loads(path.read_text())
-    assert list(doc) == ["schema", "experiment", "contract", "rounds"]
+    assert list(doc) == ["schema", "experiment", "contract", "rounds", "paired"]
     assert doc["schema"] == "abc-comparison/v2" and doc["contract"]["sha256"] == SHA
     cap = doc["rounds"][0]
     assert set(cap) == {"change", "base_commit", "baseline", "arms", "winner", "grafts",
-                        "flags", "tie_break"}
+                        "flags", "tie_break", "pairwise", "rank_interval"}  # (issue 33)
     assert cap["tie_break"] is None
     assert cap["baseline"] == {"pass_rate": 0.0, "verdicts": ["FAIL", "FAIL", "FAIL"]}
     assert cap["grafts"] == [GRAFT] and cap["winner"] == "fix"
