@@ -20,6 +20,7 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Final, Literal
 
 Z95: Final = 1.959963984540054     # two-sided 95 %
@@ -87,8 +88,8 @@ def sign_test(wins: int, losses: int) -> float:
     n = wins + losses
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(wins, losses) + 1))
-    return min(1.0, 2 * tail / 2 ** n)
+    tail: int = sum(math.comb(n, k) for k in range(min(wins, losses) + 1))
+    return min(1.0, float(Fraction(2 * tail, 2 ** n)))  # exact, for any n
 
 
 def samples_needed(a: Counts, b: Counts, z_alpha: float = Z95,

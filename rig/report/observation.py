@@ -274,14 +274,9 @@ def round_of(change: str, base_commit: str, baseline_rate: float,
         judge_usage=list(judge_usage), **compared(arms))
 
 
-def success_counts(arms: Sequence[ArmScore]) -> dict[str, tuple[int, int]]:
-    """(passed, graded) of every valid arm's success criterion, in the arms' order."""
-    return {a.arm: (a.success.rate.passed, a.success.rate.n) for a in arms if a.valid}
-
-
 def compared(arms: Sequence[ArmScore]) -> dict[str, Any]:
     """A round's `pairwise` and `rank_interval` (issue 33), over its valid arms."""
-    counts = success_counts(arms)
+    counts = pairs_mod.success_counts(arms)
     return {"pairwise": pairs_mod.pairwise(counts),
             "rank_interval": pairs_mod.rank_interval(counts)}
 

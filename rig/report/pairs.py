@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from rig import stats
+from rig.rubric import ArmScore
 
 VERDICT_TEXT = {"a_better": "{a} better", "b_better": "{b} better",
                 "not_distinguishable": "not distinguishable at these samples"}
@@ -80,6 +81,11 @@ class Paired(_Model):
     resamples: int = Field(ge=1)
     pairs: list[PairedPair]
     rank_interval: dict[str, RankInterval]
+
+
+def success_counts(arms: Sequence[ArmScore]) -> dict[str, stats.Counts]:
+    """(passed, graded) of every valid arm's success criterion, in the arms' order."""
+    return {a.arm: (a.success.rate.passed, a.success.rate.n) for a in arms if a.valid}
 
 
 def _bound(value: float) -> float:

@@ -156,7 +156,8 @@ def test_scorecard_has_arms_as_columns_and_dims_as_rows() -> None:
     assert header == ["dim (weight)", "ctl: m-small @ unknown / single_agent · control",
                       "fix: m-large @ high / single_agent", "graft: m-small @ high / single_agent",
                       "rigged: m-large @ high / single_agent"]
-    rows = [line.split(" | ")[0].lstrip("| ") for line in text.splitlines()
+    rubric = text.split("## Verdict")[0]  # the pair table (issue 33) comes after it
+    rows = [line.split(" | ")[0].lstrip("| ") for line in rubric.splitlines()
             if line.startswith("| ") and "dim (weight)" not in line]
     assert rows == ["success (w=3)", "checks (w=2)", "↳ tests", "↳ compile", "diagnosis (w=2)",
                     "plan (w=1)", "code_quality (w=1)", "intent (w=1)", "**total / max**"]
