@@ -247,7 +247,9 @@ def paired_lines(paired: Paired) -> list[str]:
              "success pass-rate; the exact two-sided sign test of wins against losses; the "
              "mean difference (a - b) with a bootstrap 95 % interval resampling the changes "
              f"and the samples within them (seed {paired.seed}, {paired.resamples} "
-             "resamples).", "",
+             "resamples). An interval of width 0 means every resample gave the same "
+             "difference (all-or-nothing samples): it speaks only of these changes; the "
+             "sign test cannot reach p < 0.05 with fewer than 6 changes.", "",
              "| a | b | wins / losses / ties | sign test p | mean a - b [95 %] | verdict |",
              "|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(cell(t) for t in [
