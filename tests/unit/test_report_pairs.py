@@ -96,3 +96,13 @@ def test_results_say_when_the_winner_is_not_distinguishable_and_what_samples_wou
     assert "| ctl | fix | 0 / 2 / 0 | 0.5 | -1.00 [-1.00, -1.00] | fix better |" in section
     assert "| graft | 1-2 | 39.7 % |" in section
     assert "(seed 33, 1000 resamples)" in section
+
+
+def test_a_winner_ahead_of_its_runner_up_beyond_the_interval_is_said_so() -> None:
+    arms = [scored("low", "FFF"), scored("high", "PPP"), scored("rigged", "PPR")]
+    obs = observation("x", {"sha256": "ab" * 32}, [
+        round_of("c", "ba5e", 0.0, [Verdict.FAIL], arms, winner(arms, 1.0), [], [])])
+    text = render_results(obs)
+    assert ("- **c**: the winner high is ahead of the runner-up low: high better at these "
+            "samples (success 1.00 against 0.00, low - high -1.00 [-1.00, -0.21]).") in text
+    assert "- None: every pair was separated." in text
