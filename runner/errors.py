@@ -232,6 +232,22 @@ class EngineDiskFullError(EngineFailedError):
                          f"{answer}", hint=DISK_FREED + RESUME)
 
 
+class EngineNetworksExhaustedError(EngineFailedError):
+    """The engine has no address pool left for another network ("could not find an
+    available, non-overlapping IPv4 address pool"): its networks, ours and others', use
+    every pool it has (about 31 by default). The engine's capacity, never an arm's doing
+    (no arm reaches the engine): an outage, a sample it cuts runs again; exit 3."""
+
+    def __init__(self, engine: str, what: str, answer: str) -> None:
+        self.engine, self.what, self.answer = engine, what, answer
+        super().__init__(f"the engine at {engine} has no address pool left for another "
+                         f"network, so it could not {what}: {answer}",
+                         hint="remove networks nothing uses (`bakeoff-sandbox gc` for ours, "
+                              "`docker network ls` for the rest), or give the engine more "
+                              "pools (`default-address-pools` in its daemon.json), then "
+                              + RESUME)
+
+
 class EngineNotAnsweringError(EngineUnreachableError):
     """No engine answers at the address (connection refused, no route, timed out, its
     socket missing): stopped, or the network to it is down; exit 3."""

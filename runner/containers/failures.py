@@ -26,12 +26,13 @@ from runner import errors
 # while it goes down (containerd already gone: "transport is closing"; its volume store
 # closed: "get VOLUME: database not open").
 DISK_FULL = "no space left on device"
+NO_POOL = "non-overlapping ipv4 address pool"  # its networks used every pool it has
 SHUTTING_DOWN = ("transport is closing", "database not open", "shutting down")
 UNREACHABLE = (ConnectionRefusedError, FileNotFoundError, socket.gaierror, socket.timeout,
                urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
                requests.exceptions.ConnectTimeout)
-NAMED = (errors.EngineDiskFullError, errors.EngineNotAnsweringError,
-         errors.EngineRestartedError)  # what `named` says
+NAMED = (errors.EngineDiskFullError, errors.EngineNetworksExhaustedError,
+         errors.EngineNotAnsweringError, errors.EngineRestartedError)  # what `named` says
 NO_ROUTE = (errno.EHOSTUNREACH, errno.ENETUNREACH)
 CUT = (http.client.RemoteDisconnected, http.client.IncompleteRead, ConnectionResetError,
        ConnectionAbortedError, BrokenPipeError, urllib3.exceptions.ProtocolError,
@@ -47,6 +48,8 @@ def named(error: Exception, what: str, where: str) -> errors.EngineError | None:
         answer = str(error.explanation or error)
         if DISK_FULL in answer.lower():
             return errors.EngineDiskFullError(where, what, answer)
+        if NO_POOL in answer.lower():
+            return errors.EngineNetworksExhaustedError(where, what, answer)
         if error.is_server_error() and any(s in answer.lower() for s in SHUTTING_DOWN):
             return errors.EngineRestartedError(where, what, f"it answered: {answer}")
         return None

@@ -27,6 +27,7 @@ from runner.errors import (
     EngineDiskFullError,
     EngineError,
     EngineFailedError,
+    EngineNetworksExhaustedError,
     EngineNotAnsweringError,
     EngineRestartedError,
     EngineUnreachableError,
@@ -104,6 +105,26 @@ def test_a_full_engine_disk_is_named_with_the_engine_and_the_fix() -> None:
             "  fix: free space on that engine's data root (`docker system df` there shows "
             "what holds it; or give it a larger disk), then run the same command again: the "
             "run resumes where it stopped")
+
+
+NO_POOL_ANSWER = ("could not find an available, non-overlapping IPv4 address pool among the "
+                  "defaults to assign to the network")  # dockerd's words, seen here under load
+
+
+def test_an_engine_with_no_address_pool_left_is_an_outage_named_with_its_fix() -> None:
+    """Its networks used every pool (several suites at once on one engine did it here):
+    the engine's capacity, not an arm's doing, so a sample it cuts runs again."""
+    for status in (400, 403, 500):
+        found = mapped(server_error(NO_POOL_ANSWER, status), "create a sample network")
+        assert type(found) is EngineNetworksExhaustedError
+        assert isinstance(found, EngineFailedError) and found.exit_code == 3
+        assert str(found) == (
+            "the engine at tcp://10.0.0.2:2375 has no address pool left for another network, "
+            f"so it could not create a sample network: {NO_POOL_ANSWER}\n"
+            "  fix: remove networks nothing uses (`bakeoff-sandbox gc` for ours, `docker "
+            "network ls` for the rest), or give the engine more pools "
+            "(`default-address-pools` in its daemon.json), then run the same command again: "
+            "the run resumes where it stopped")
 
 
 def test_a_full_engine_disk_through_the_choke_point_is_never_retried_as_transient(
