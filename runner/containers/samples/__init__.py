@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from rig import canary as canary_mod
-from rig import inprocess, links
+from rig import headroom, inprocess, links
 from rig.canary import Canary
 from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
@@ -283,7 +283,8 @@ class DockerSampleExecutor:
             stack_detail="" if ran.stack is None else ran.stack.detail,
             stack_log="" if ran.stack is None else ran.stack.log,
             browser_run=ran.browser, browser_files={} if ran.browser is None
-            else browser.kept(outputs), engine=self.engine.identity.as_record())
+            else browser.kept(outputs), engine=self.engine.identity.as_record(),
+            usage=headroom.usage(outputs.text("cgroup")))
 
     def interactive(self, spec: SampleSpec, extra_env: Mapping[str, str],
                     command: list[str] | None, say: Callable[[str], None]) -> int:
