@@ -1,0 +1,69 @@
+"""Headroom (issue 33, item 4) on the real engine: each sample's record holds its
+container's peak memory, CPU time and the limits its cgroup enforced, read by the root
+driver after the command; an arm whose sample came within 10 % of its memory limit is
+flagged `near_limit`, and only that arm.
+
+Two arms fix the horizon; one's code, at import, fills its container up to ~95 % of its
+memory limit (the lab's 256 MB) and passes all the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rig.record import SampleRecord
+from rig.rubric import check_result, flags, score_arm
+from tests.integration.attack_lab import FIX, Lab, attacking
+from tests.unit.test_score import WEIGHTS, arm_of
+
+MIB = 1024 * 1024
+LIMIT_MB = 256  # the lab's memory_mb
+# Fill the container (whose cgroup counts pytest, the tree's tmpfs and the page cache too)
+# up to 95 % of its limit, every page written, and keep it while the test runs.
+FILL = '''import os
+
+_CG = "/sys/fs/cgroup"
+
+
+def _read(*names):
+    for name in names:
+        path = os.path.join(_CG, name)
+        if os.path.exists(path):
+            return int(open(path).read().split()[0])
+    raise RuntimeError("no cgroup memory file")
+
+
+_limit = _read("memory/memory.limit_in_bytes", "memory.max")
+_used = _read("memory/memory.usage_in_bytes", "memory.current")
+HELD = b"x" * max(0, int(0.95 * _limit) - _used)
+'''
+
+
+def graded(lab: Lab, arm: str, code: str) -> SampleRecord:
+    commit = lab.variant({"src/horizon.py": code})
+    return lab.grade_spec(dataclasses.replace(lab.spec(commit), arm=arm))
+
+
+def test_an_arm_filling_95_percent_of_its_memory_is_near_limit_alone(shared_lab: Lab) -> None:
+    hungry = graded(shared_lab, "hungry", attacking(FILL, before=FIX))
+    lean = graded(shared_lab, "lean", FIX)
+    assert [(r.verdict, r.reason, r.oom_killed) for r in (hungry, lean)] == [
+        ("PASS", None, False), ("PASS", None, False)]
+    for found in (hungry.usage, lean.usage):
+        assert found is not None and found.source in ("cgroup-v1", "cgroup-v2")
+        # the allocation as the cgroup enforced it: nothing reserved, the kill threshold
+        # at the lab's memory_mb, one CPU's quota, its pids
+        assert (found.allocation.memory_reserved_bytes, found.allocation.memory_limit_bytes,
+                found.allocation.cpu_quota, found.allocation.pids_limit) == (
+            0, LIMIT_MB * MIB, 1.0, 128)
+        assert found.cpu_s is not None and 0 < found.cpu_s < 60
+    assert hungry.usage is not None and lean.usage is not None
+    hungry_peak = hungry.usage.memory_peak_bytes
+    lean_peak = lean.usage.memory_peak_bytes
+    assert hungry_peak is not None and lean_peak is not None
+    assert 0.93 <= hungry_peak / (LIMIT_MB * MIB) <= 1.0, hungry_peak
+    assert lean_peak / (LIMIT_MB * MIB) < 0.5, lean_peak
+    arms = [score_arm(arm_of(r.arm), check_result("success", [r]), {}, None, WEIGHTS)
+            for r in (hungry, lean)]
+    assert flags(arms) == ["near_limit:hungry", "no_separation"]
+    assert [a.headroom.near for a in arms] == [(hungry.sample,), ()]
