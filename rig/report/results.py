@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rig.report import headroom
 from rig.report.observation import ArmEntry, Observation, Round
 from rig.report.scorecard import cell
 from rig.rubric import TIE_BREAKER_TEXT, TIE_RULE, describe_flag, total_key
@@ -212,6 +213,8 @@ def render_results(observation: Observation) -> str:
           if (usage := usage_lines(observation)) else []),
         *(_section("Judge usage (its gateway's records)", judged)
           if (judged := judge_lines(observation)) else []),
+        *(_section("Headroom (memory and CPU per sample)", found)
+          if (found := headroom.results_lines(observation)) else []),
         *_section("Merges", merge_lines(observation)),
         *_section("Scoring integrity", integrity_lines(observation)),
     ]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rig.ratchet import show
+from rig.report import headroom
 from rig.rubric import (
     SUBJECTIVE,
     TIE_BREAKER_TEXT,
@@ -213,6 +214,7 @@ def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeigh
         *verdict_lines(arms, decision.winner), "",
         "## Flags", "", *([f"- {describe_flag(f)}" for f in flags] or ["None."]), "",
         "## Unguarded", "", *unguarded_lines(arms), "",
+        *headroom.scorecard_lines(arms),
         *browser_lines(browser, playwright),
         "## Merge", "", merge_note.strip() or "Nothing merged.", "",
         "### Grafts", "", *graft_lines(grafts), "",
