@@ -173,15 +173,25 @@ class SampleUse:
         return used is not None and used >= 1 - NEAR
 
 
-def sample_use(record: SampleRecord) -> SampleUse | None:
-    """A sample's use, when it was read or the OOM killer ended it; None otherwise (a
-    record from before headroom, a sample that never ran, a browser's)."""
-    found = record.usage
-    killed = record.oom_killed or bool(found is not None and found.oom_kills)
-    if found is None and not killed:
-        return None
+SERVER = " (server)"  # a sample's server's container, named after its sample
+
+
+def sample_uses(record: SampleRecord) -> list[SampleUse]:
+    """A sample's use, when it was read or the OOM killer ended it (none: a record from
+    before headroom, a sample that never ran, a browser's container), and its server's
+    container's, when it had one."""
+    found = []
+    if record.usage is not None or record.oom_killed:
+        found.append(_use(record.sample, record.usage, record.oom_killed))
+    if record.server_usage is not None:
+        found.append(_use(record.sample + SERVER, record.server_usage, False))
+    return found
+
+
+def _use(sample: str, found: Usage | None, killed: bool) -> SampleUse:
+    killed = killed or bool(found is not None and found.oom_kills)
     return SampleUse(
-        record.sample, None if found is None else found.memory_peak_bytes,
+        sample, None if found is None else found.memory_peak_bytes,
         None if found is None else found.allocation.memory_limit_bytes, killed,
         None if found is None else found.cpu_s)
 
@@ -209,11 +219,12 @@ class ArmHeadroom:
 
 def arm_headroom(records: Sequence[SampleRecord]) -> ArmHeadroom:
     """The worst headroom of an arm's samples."""
-    uses = [use for use in map(sample_use, records) if use is not None]
+    read = [sample_uses(record) for record in records]
+    uses = [use for found in read for use in found]
     known = [use for use in uses if use.used is not None]
     worst = max(known, key=lambda use: (use.used or 0.0, use.sample), default=None)
     times = [use.cpu_s for use in uses if use.cpu_s is not None]
-    return ArmHeadroom(len(records), len(uses), worst,
+    return ArmHeadroom(len(records), sum(1 for found in read if found), worst,
                        tuple(use.sample for use in uses if use.near),
                        max(times) if times else None)
 

@@ -165,6 +165,7 @@ class Ran(_Part):
     # Peak memory, CPU time and the limits its cgroup enforced (None: not read: a record
     # from before, a sample that never ran, a browser criterion's container)
     usage: Usage | None = None
+    server_usage: Usage | None = None  # a server per sample: its own container's
 
 
 class Graded(_Part):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from rig.oracle import ServerSpec
 from rig.record import SampleRecord
 from rig.rubric import check_result, flags, score_arm
 from tests.integration.attack_lab import FIX, Lab, attacking
@@ -67,3 +68,30 @@ def test_an_arm_filling_95_percent_of_its_memory_is_near_limit_alone(shared_lab:
             for r in (hungry, lean)]
     assert flags(arms) == ["near_limit:hungry", "no_separation"]
     assert [a.headroom.near for a in arms] == [(hungry.sample,), ()]
+
+
+# The arm's server, started before the criterion in a container of its own (the same
+# limits): it fills that container to ~95 % before it serves.
+SERVER = FILL + '''
+import http.server
+
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])),
+                       http.server.SimpleHTTPRequestHandler).serve_forever()
+'''
+
+
+def test_a_server_filling_its_own_container_flags_its_arm(shared_lab: Lab) -> None:
+    """A server per sample runs the arm's code in its own container: its use is recorded
+    apart (`server_usage`) and counts for the arm's headroom, named after its sample."""
+    commit = shared_lab.variant({"src/horizon.py": FIX, "serve.py": SERVER})
+    record = shared_lab.grade_spec(dataclasses.replace(
+        shared_lab.spec(commit, server=ServerSpec("python3 serve.py", "/", "PORT", 20)),
+        arm="served"))
+    assert (record.server, record.verdict, record.oom_killed) == ("healthy", "PASS", False)
+    assert record.usage is not None and record.server_usage is not None
+    peak = record.server_usage.memory_peak_bytes
+    assert peak is not None and 0.93 <= peak / (LIMIT_MB * MIB) <= 1.0, peak
+    assert record.server_usage.allocation.memory_limit_bytes == LIMIT_MB * MIB
+    arm = score_arm(arm_of("served"), check_result("success", [record]), {}, None, WEIGHTS)
+    assert arm.headroom.near == (f"{record.sample} (server)",)
+    assert flags([arm]) == ["near_limit:served", "no_separation"]

@@ -159,3 +159,17 @@ def test_rig_errors_and_retries_are_summed_per_arm() -> None:
     retried = dataclasses.replace(scored("retried", "PP", {}), retried=1)
     assert flags([errored, retried]) == ["no_separation", "rig_asymmetric"]
     assert (errored.infra_events, retried.infra_events) == (1, 1)
+
+
+def test_a_samples_server_counts_apart_named_after_its_sample() -> None:
+    """A server per sample is the arm's code in a container of its own: its use is read
+    apart (`server_usage`), and it can be the arm's worst even when the criterion's
+    container was lean."""
+    lean = used("A/success/1", 64)
+    server = Usage(source="cgroup-v1", memory_peak_bytes=250 * MIB, cpu_s=3.0,
+                   allocation=Allocation(memory_limit_bytes=256 * MIB))
+    found = arm_headroom([lean.model_copy(update={"server_usage": server})])
+    assert found.worst == SampleUse("cap/A/success/1 (server)", 250 * MIB, 256 * MIB, False,
+                                    3.0)
+    assert (found.samples, found.measured, found.near, found.cpu_s) == (
+        1, 1, ("cap/A/success/1 (server)",), 3.0)
