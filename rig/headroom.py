@@ -218,7 +218,7 @@ class ArmHeadroom:
 
 
 def arm_headroom(records: Sequence[SampleRecord]) -> ArmHeadroom:
-    """The worst headroom of an arm's samples."""
+    """The worst headroom of an arm's samples (each one's container, and its server's)."""
     read = [sample_uses(record) for record in records]
     uses = [use for found in read for use in found]
     known = [use for use in uses if use.used is not None]

@@ -14,7 +14,7 @@ from rig.rubric import ArmScore
 MEANING = (f"Each arm's sample closest to its memory limit (the kill threshold; the peak "
            "counts what the limit does: processes, page cache and the tree's tmpfs), read "
            "from the sample container's own cgroup after the command; within "
-           f"{NEAR:.0%} of the limit, or OOM-killed, is near it (`near_limit`).")
+           f"{NEAR * 100:.0f} % of the limit, or OOM-killed, is near it (`near_limit`).")
 
 
 def worst_text(found: Headroom) -> str:
