@@ -95,3 +95,29 @@ def test_a_server_filling_its_own_container_flags_its_arm(shared_lab: Lab) -> No
     arm = score_arm(arm_of("served"), check_result("success", [record]), {}, None, WEIGHTS)
     assert arm.headroom.near == (f"{record.sample} (server)",)
     assert flags([arm]) == ["near_limit:served", "no_separation"]
+
+
+# After filling its container, the code under test lets the memory go and tries to reset
+# the high-water mark the rig reads (v1: a write to memory.max_usage_in_bytes resets it;
+# v2: a write to memory.peak, kernel 6.12+), and to write a limit of its own.
+RESET = FILL + '''
+del HELD
+for _name in ("memory/memory.max_usage_in_bytes", "memory.peak",
+              "memory/memory.limit_in_bytes", "memory.max"):
+    try:
+        with open(os.path.join(_CG, _name), "w") as _handle:
+            _handle.write("0")
+    except OSError:
+        pass
+'''
+
+
+def test_resetting_the_peak_from_inside_does_not_hide_it(shared_lab: Lab) -> None:
+    """The cgroup files are root's, on a read-only mount inside the sample: the code under
+    test (the sandbox user) can neither reset its peak nor change its limit, so the record
+    still holds ~95 %."""
+    record = graded(shared_lab, "resetter", attacking(RESET, before=FIX))
+    assert (record.verdict, record.oom_killed) == ("PASS", False)
+    assert record.usage is not None and record.usage.memory_peak_bytes is not None
+    assert record.usage.allocation.memory_limit_bytes == LIMIT_MB * MIB
+    assert 0.93 <= record.usage.memory_peak_bytes / (LIMIT_MB * MIB) <= 1.0
