@@ -177,9 +177,9 @@ SERVER = " (server)"  # a sample's server's container, named after its sample
 
 
 def sample_uses(record: SampleRecord) -> list[SampleUse]:
-    """A sample's use, when it was read or the OOM killer ended it (none: a record from
-    before headroom, a sample that never ran, a browser's container), and its server's
-    container's, when it had one."""
+    """A sample's use (a browser criterion's: its browser's container), when it was read
+    or the OOM killer ended it (none: a record from before headroom, a sample that never
+    ran), and its server's container's, when it had one."""
     found = []
     if record.usage is not None or record.oom_killed:
         found.append(_use(record.sample, record.usage, record.oom_killed))

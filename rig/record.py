@@ -162,8 +162,8 @@ class Ran(_Part):
     build_exit: int | None = None  # `[toolchain] build`'s exit status (None: no build ran)
     browser_run: BrowserRan | None = None  # a browser criterion's browser
     engine: dict[str, str] = {}  # the engine it ran on: host (DOCKER_HOST), id, name
-    # Peak memory, CPU time and the limits its cgroup enforced (None: not read: a record
-    # from before, a sample that never ran, a browser criterion's container)
+    # Peak memory, CPU time and the limits its cgroup enforced (a browser criterion's: its
+    # browser's container; None: not read: a record from before, a sample that never ran)
     usage: Usage | None = None
     server_usage: Usage | None = None  # a server per sample: its own container's
 

@@ -82,6 +82,23 @@ COLLECTED_LIMIT = 32 * 1024 * 1024  # every file read back, together; past it on
 OBSERVER_LIMIT = 16 * 1024 * 1024  # bytes of the observer's records kept (rig.observer.LIMIT)
 TRUNCATED = "[bakeoff: output truncated: {} bytes omitted]"
 
+# The container's own cgroup, dumped for `rig.headroom.usage` (read-only inside: nothing
+# of the tree's writes it): v1 controllers under /sys/fs/cgroup, v2 files in the container's
+# own cgroup (its namespace's root, else the path /proc/self/cgroup names).
+USAGE = r'''
+usage() {
+  cg=/sys/fs/cgroup; d=$cg
+  if [ -f "$cg/cgroup.controllers" ]; then
+    p=$(sed -n 's/^0:://p' /proc/self/cgroup)
+    case "$p" in /|*..*|"") ;; *) d="$cg$p" ;; esac
+  fi
+  for f in $CGROUP_FILES; do
+    case "$f" in */*) r="$cg/$f" ;; *) r="$d/$f" ;; esac
+    if [ -f "$r" ]; then printf '== %s\n' "$f"; head -c 4096 "$r"; fi
+  done
+}
+'''
+
 # $1 mode: run | hold (laid out, then waiting for `docker exec` of a terminal or a command:
 #   reproduce) | serve (the server of `[changes.success].server`, in a container of its
 #   own, until it is stopped)
@@ -94,17 +111,6 @@ uid="${ug%%:*}"; gid="${ug#*:}"
 AS="setpriv --reuid=$uid --regid=$gid --clear-groups --"
 as() { $AS "$@"; }
 out=/var/lib/bakeoff/out; in=/bakeoff/in; run=/bakeoff/run; obs=/bakeoff/obs
-usage() {  # the container's own cgroup (read-only inside: nothing of the tree's writes it)
-  cg=/sys/fs/cgroup; d=$cg
-  if [ -f "$cg/cgroup.controllers" ]; then  # v2: the container's cgroup (its namespace's root)
-    p=$(sed -n 's/^0:://p' /proc/self/cgroup)
-    case "$p" in /|*..*|"") ;; *) d="$cg$p" ;; esac
-  fi
-  for f in $CGROUP_FILES; do
-    case "$f" in */*) r="$cg/$f" ;; *) r="$d/$f" ;; esac
-    if [ -f "$r" ]; then printf '== %s\n' "$f"; head -c 4096 "$r"; fi
-  done
-}
 finish() {
   usage > "$out/cgroup" 2>/dev/null
   printf 'bakeoff-out:'; (cd "$out" 2>/dev/null && tar -cf - .) | base64 -w 0; printf '\n'
@@ -270,11 +276,16 @@ if "/work" not in sys.path:
 '''
 
 
+def usage_script() -> str:
+    """`usage`, the shell function that dumps the container's cgroup, with its files."""
+    return f"CGROUP_FILES='{' '.join(CGROUP_FILES)}'\n" + USAGE
+
+
 def script() -> str:
     """The driver with its limits filled in."""
     return (f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}; LIMIT={FILE_LIMIT + 1}; "
-            f"OBSERVED={OBSERVER_LIMIT}; COLLECTED={COLLECTED_LIMIT}; "
-            f"CGROUP_FILES='{' '.join(CGROUP_FILES)}'\n" + SCRIPT)
+            f"OBSERVED={OBSERVER_LIMIT}; COLLECTED={COLLECTED_LIMIT}\n" + usage_script()
+            + SCRIPT)
 
 
 @dataclass
