@@ -6,7 +6,7 @@ verdict can always be recomputed from the stored log (`rig.oracle.regrade`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -105,7 +105,7 @@ class Usage(_Part):
     memory, the page cache and every tmpfs (the tree); the CPU time is the container's
     (layout, build, command)."""
 
-    source: str  # cgroup-v1 | cgroup-v2: whose files were read
+    source: Literal["cgroup-v1", "cgroup-v2"]  # whose files were read
     memory_peak_bytes: int | None  # high-water mark (v2 before kernel 5.19: None)
     memory_limit_hits: int | None = None  # times it reached its limit (v1 failcnt, v2 max)
     oom_kills: int | None = None  # processes the OOM killer ended
