@@ -1,5 +1,11 @@
 """`<state>/config.json`: upstreams, tokens and prices; re-read whenever it changes.
 
+`upstreams` maps a name to an upstream: a protocol's name to its base URL (the implicit
+upstream of `[gateway] anthropic/openai/gemini`, its key named by each grant's `keys`), or
+any other name to `{"protocol", "base_url", "key", "prices"}` (`[[gateway.upstreams]]`: the
+key's variable and the prices are the upstream's own). A grant that names an `upstream`
+reaches that one only.
+
 The runner writes the file atomically; the gateway compares its `(mtime_ns, size)` on
 every request (one `os.stat`) and loads it again when either moved. A file that does not
 parse keeps the last good configuration in force and says so on stderr, once per change;
@@ -45,6 +51,8 @@ class Grant:
     budget: Budget = field(default_factory=Budget)
     run: str = ""                           # the `up` that issued the token
     allow_server_tools: bool = False        # provider-side web search / fetch let through
+    upstream: str | None = None             # the named upstream, its only one; None: the
+                                            # implicit upstream of each provider in `keys`
 
     @property
     def owner(self) -> tuple[str, str, str, str]:
@@ -64,13 +72,30 @@ class Price:
 
 
 @dataclass(frozen=True)
+class Upstream:
+    """One upstream API: named, of one protocol; `key` is the variable holding its key
+    (None: an implicit upstream, whose key each grant names)."""
+
+    name: str
+    protocol: Provider
+    base_url: str
+    key: str | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Config:
-    upstreams: Mapping[str, str] = field(default_factory=dict)
+    upstreams: Mapping[str, Upstream] = field(default_factory=dict)
     tokens: Mapping[str, Grant] = field(default_factory=dict)
     prices: Mapping[str, Price] = field(default_factory=dict)
 
     def grant(self, token: str | None) -> Grant | None:
         return None if token is None else self.tokens.get(token)
+
+    def key_names(self) -> set[str]:
+        """Every variable that holds a real key: the grants' and the upstreams'."""
+        return ({name for grant in self.tokens.values() for name in grant.keys.values()}
+                | {u.key for u in self.upstreams.values() if u.key is not None})
 
 
 def _optional_number(value: Any, where: str) -> float | None:
@@ -108,7 +133,42 @@ def _grant(raw: Any, where: str) -> Grant:
     return Grant(stage=raw["stage"], arm=raw["arm"], role=str(raw.get("role", "arm")),
                  models=None if models is None else tuple(models), keys=dict(keys),
                  budget=_budget(raw.get("budget"), where), run=str(raw.get("run", "")),
-                 allow_server_tools=raw.get("allow_server_tools") is True)
+                 allow_server_tools=raw.get("allow_server_tools") is True,
+                 upstream=_optional_name(raw.get("upstream"), f"{where}.upstream"))
+
+
+def _optional_name(value: Any, where: str) -> str | None:
+    if value is not None and not (isinstance(value, str) and value):
+        raise ConfigError(f"config.json: {where} must be an upstream's name or null")
+    return value
+
+
+def _url(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ConfigError(f"config.json: {where} must be an http(s) URL")
+    return value
+
+
+def _upstream(name: str, raw: Any) -> Upstream:
+    """`"anthropic": URL` (implicit) or `"moonshot": {protocol, base_url, key, prices}`."""
+    where = f"upstreams.{name}"
+    protocols = {p.value: p for p in Provider}
+    if isinstance(raw, str):
+        if name not in protocols:
+            raise ConfigError(f"config.json: {where}: a bare URL is only for anthropic/openai/"
+                              "gemini; a named upstream is an object {protocol, base_url, key}")
+        return Upstream(name, protocols[name], _url(raw, where))
+    if not isinstance(raw, dict) or raw.get("protocol") not in protocols:
+        raise ConfigError(f"config.json: {where} needs a protocol (anthropic/openai/gemini)")
+    key = raw.get("key")
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"config.json: {where}.key must name the variable with its key")
+    prices = raw.get("prices") or {}
+    if not isinstance(prices, dict):
+        raise ConfigError(f"config.json: {where}.prices must map a model to its prices")
+    return Upstream(name, protocols[raw["protocol"]], _url(raw.get("base_url"),
+                                                           f"{where}.base_url"), key,
+                    {str(m): _price(p, f"{where}.prices.{m}") for m, p in prices.items()})
 
 
 def _price(raw: Any, where: str) -> Price:
@@ -124,17 +184,13 @@ def parse(raw: Any) -> Config:
     if not isinstance(raw, dict):
         raise ConfigError("config.json must hold one JSON object")
     upstreams = raw.get("upstreams") or {}
-    unknown = sorted(set(upstreams) - {p.value for p in Provider})
-    if not isinstance(upstreams, dict) or unknown:
-        raise ConfigError("config.json: upstreams must map anthropic/openai/gemini to a "
-                          f"base URL (unknown: {unknown})")
-    for name, url in upstreams.items():
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ConfigError(f"config.json: upstreams.{name} must be an http(s) URL")
+    if not isinstance(upstreams, dict):
+        raise ConfigError("config.json: upstreams must map a name to an upstream")
     tokens = {str(t): _grant(g, f"tokens[{i}]")
               for i, (t, g) in enumerate((raw.get("tokens") or {}).items())}
     prices = {str(m): _price(p, f"prices.{m}") for m, p in (raw.get("prices") or {}).items()}
-    return Config(upstreams=dict(upstreams), tokens=tokens, prices=prices)
+    return Config(upstreams={str(n): _upstream(str(n), u) for n, u in upstreams.items()},
+                  tokens=tokens, prices=prices)
 
 
 def load(path: Path) -> Config:

@@ -33,6 +33,7 @@ class Refusal(StrEnum):
     UPSTREAM_ERROR = "upstream_error"
     TOO_BUSY = "too_busy"                # the arm had MAX_IN_FLIGHT requests in flight
     SERVER_TOOL = "server_tool"          # a provider-side tool that reaches the internet
+    WRONG_UPSTREAM = "wrong_upstream"    # an upstream the arm's token does not reach
     RECORDS_CAPPED = "records_capped"    # MAX_REFUSED_LINES reached: later ones unwritten
 
 
@@ -55,6 +56,7 @@ _SHAPES: dict[str, tuple[int, str, str, str | None]] = {
     "upstream_error": (502, "api_error", "server_error", "upstream_error"),
     "too_busy": (429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_exceeded"),
     "refused": (400, "invalid_request_error", "invalid_request_error", None),
+    "forbidden": (403, "permission_error", "invalid_request_error", "wrong_upstream"),
 }
 # Gemini's (status, google.rpc status) per kind: an unknown key is a 400 INVALID_ARGUMENT
 # there ("API key not valid"), as the real API answers it.
@@ -67,6 +69,7 @@ _GEMINI: dict[str, tuple[int, str]] = {
     "upstream_error": (502, "UNAVAILABLE"),
     "too_busy": (429, "RESOURCE_EXHAUSTED"),
     "refused": (400, "INVALID_ARGUMENT"),
+    "forbidden": (403, "PERMISSION_DENIED"),
 }
 
 
@@ -135,3 +138,11 @@ def server_tool(provider: Provider, tools: tuple[str, ...]) -> ErrorReply:
                  f"bakeoff gateway: provider-side tool(s) {', '.join(tools)} reach the "
                  "internet from outside the sandbox and are refused (an arm is granted them "
                  "with allow_server_tools = true, which flags its round)")
+
+
+def wrong_upstream(provider: Provider, arm: str, meant: str, own: str) -> ErrorReply:
+    """A request for an upstream the arm's token does not reach (another protocol's route,
+    or a path that names another upstream): 403, never forwarded, its key never used."""
+    return reply(provider, "forbidden", Refusal.WRONG_UPSTREAM,
+                 f"bakeoff gateway: arm {arm}'s token does not reach upstream {meant!r} "
+                 f"(it reaches {own} only)")

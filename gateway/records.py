@@ -81,6 +81,7 @@ class Exchange:
     path: str
     time: str = field(default_factory=now_iso)
     facts: RequestFacts | None = None
+    upstream: str | None = None     # the upstream it was meant for (None: refused before)
     model_response: str | None = None
     status: int = 0
     latency_ms: float = 0.0
@@ -111,7 +112,7 @@ class Exchange:
         return {
             "seq": self.seq, "time": self.time, "stage": self.grant.stage,
             "run": self.grant.run, "arm": self.grant.arm, "role": self.grant.role,
-            "provider": self.provider.value,
+            "provider": self.provider.value, "upstream": self.upstream,
             "method": self.method, "path": self.path,
             "stream": facts.stream if facts else False,
             "model_requested": facts.model if facts else None,

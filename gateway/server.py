@@ -1,7 +1,8 @@
 """The HTTP side: routes, refusals, and the proxying of one request, stream or not.
 
 `Handler._serve` is the path of one request: health check; token (unknown: 401, Gemini's
-400, a line in _refused.jsonl); body read and decoded; route; JSON; model allow list;
+400, a line in _refused.jsonl); body read and decoded; route; JSON; the upstream (one the
+token does not reach: 403 wrong_upstream); model allow list;
 provider-side tools that reach the internet (refused unless the grant allows them);
 budget; then
 `_forward`, which writes each upstream chunk to the client the moment it arrives (read1,
@@ -28,7 +29,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from gateway import errors, upstream, wire
-from gateway.config import Config, ConfigSource, Grant, Price
+from gateway.config import Config, ConfigSource, Grant, Price, Upstream
 from gateway.errors import ErrorReply, Provider, Refusal
 from gateway.facts import request_facts
 from gateway.records import Exchange, Recorder, Redactor
@@ -60,6 +61,7 @@ class Route:
     rest: str = ""                # the upstream's path: the path after the provider
     model: str | None = None      # the model a Gemini path names
     query_keys: tuple[str, ...] = ()  # tokens a Gemini client sent as ?key=
+    upstream: str | None = None   # the upstream the path names (/<name>/v1/...), if any
 
     @property
     def shown(self) -> str:
@@ -67,18 +69,23 @@ class Route:
         return self.path + (f"?{self.query}" if self.query else "")
 
 
-def route_of(raw: str) -> Route:
+def route_of(raw: str, named: Mapping[str, Upstream] | None = None) -> Route:
+    """The route of a path: `/<protocol>/...`, or `/<upstream>/...` for an upstream of
+    `named` (its protocol's routes, that upstream addressed)."""
     parts = urlsplit(raw)
     prefix, _, rest = parts.path.lstrip("/").partition("/")
     provider = next((p for p in Provider if p.value == prefix), None)
+    chosen = None
+    if provider is None and named and prefix in named:
+        chosen, provider = prefix, named[prefix].protocol
     if provider is Provider.GEMINI:
-        return gemini_route(parts.path, rest, parts.query)
+        return gemini_route(parts.path, rest, parts.query, chosen)
     api = next((a for a in ROUTES.get(provider, ()) if a.value == rest), None) \
         if provider is not None else None
-    return Route(provider, api, parts.path, parts.query, rest)
+    return Route(provider, api, parts.path, parts.query, rest, upstream=chosen)
 
 
-def gemini_route(path: str, rest: str, query: str) -> Route:
+def gemini_route(path: str, rest: str, query: str, chosen: str | None = None) -> Route:
     """A Gemini route: the model and method from the path, `key`s out of the query."""
     pairs = parse_qsl(query, keep_blank_values=True)
     keys = tuple(value for name, value in pairs if name == "key")
@@ -87,7 +94,40 @@ def gemini_route(path: str, rest: str, query: str) -> Route:
     found = GEMINI_PATH.fullmatch(rest)
     api = GEMINI_METHODS.get(found.group(2)) if found else None
     return Route(Provider.GEMINI, api, path, query, rest,
-                 found.group(1) if found else None, keys)
+                 found.group(1) if found else None, keys, chosen)
+
+
+def addressed(config: Config, grant: Grant, route: Route, provider: Provider) -> str:
+    """The upstream a request is meant for: the one its path names, else the grant's own
+    when it speaks the route's protocol, else the protocol's implicit upstream."""
+    if route.upstream is not None:
+        return route.upstream
+    if grant.upstream is not None:
+        own = config.upstreams.get(grant.upstream)
+        if own is None or own.protocol is provider:
+            return grant.upstream  # (missing: refused as such by `reachable`)
+    return provider.value
+
+
+def reachable(config: Config, grant: Grant, provider: Provider, name: str
+              ) -> tuple[Upstream, str] | ErrorReply:
+    """The upstream `name` and the variable holding its key, when `grant` may reach it
+    on the route of `provider`: a grant that names an upstream reaches that one only, any
+    other grant the implicit upstream of each provider it holds a key for."""
+    found = config.upstreams.get(name)
+    if name != (grant.upstream or provider.value):
+        own = grant.upstream or "the implicit upstream of each provider it holds a key for"
+        return errors.wrong_upstream(provider, grant.arm, name, own)
+    if found is None or found.protocol is not provider:
+        return errors.reply(provider, "bad_path", Refusal.BAD_PATH,
+                            f"bakeoff gateway: the gateway has no {provider} upstream "
+                            f"{name!r} (arm {grant.arm})")
+    key = found.key if found.key is not None else grant.keys.get(provider.value)
+    if key is None:
+        return errors.reply(provider, "bad_path", Refusal.BAD_PATH,
+                            f"bakeoff gateway: arm {grant.arm} has no {provider} key "
+                            "or the gateway no upstream for it")
+    return found, key
 
 
 def elapsed_ms(started: float) -> float:
@@ -98,9 +138,11 @@ def price_of(config: Config, exchange: Exchange) -> Price | None:
     """The price of the model that answered, else of the model asked for (a provider may
     answer `claude-x` with a dated `claude-x-20260101`)."""
     requested = exchange.facts.model if exchange.facts else None
-    for model in (exchange.model_response, requested):
-        if model is not None and model in config.prices:
-            return config.prices[model]
+    own = config.upstreams.get(exchange.upstream) if exchange.upstream else None
+    for prices in ((own.prices,) if own else ()) + (config.prices,):
+        for model in (exchange.model_response, requested):
+            if model is not None and model in prices:
+                return prices[model]
     return None
 
 
@@ -134,8 +176,7 @@ class Gateway:
         """Every token and every real key value the configuration names."""
         with self._lock:
             if self._redactors is None or self._redactors[0] is not config:
-                keys = {self.environ.get(name, "") for grant in config.tokens.values()
-                        for name in grant.keys.values()}
+                keys = {self.environ.get(name, "") for name in config.key_names()}
                 self._redactors = (config, Redactor([*config.tokens, *keys]))
             return self._redactors[1]
 
@@ -163,6 +204,7 @@ class Pending:
     exchange: Exchange
     started: float
     done: bool = False
+    target: tuple[Upstream, str] | None = None   # where it goes, the variable of its key
 
     def first_byte(self) -> None:
         if self.exchange.first_byte_ms is None:
@@ -201,8 +243,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "GET" and self.path == "/healthz":
             self._send(200, [("Content-Type", "text/plain")], b"ok")
             return
-        gateway, route = self.server.gateway, route_of(self.path)
+        gateway = self.server.gateway
         config = gateway.config.current()
+        route = route_of(self.path, config.upstreams)
         grant = next((g for t in wire.presented_tokens(self.headers, route.query_keys)
                       if (g := config.grant(t)) is not None), None)
         provider = route.provider or self._provider_guessed()
@@ -270,20 +313,22 @@ class Handler(BaseHTTPRequestHandler):
             return errors.reply(provider, "bad_body", Refusal.BAD_BODY,
                                 "bakeoff gateway: the request body is not a JSON object")
         exchange.facts = facts = request_facts(route.api, body, route.model)
+        exchange.upstream = addressed(pending.config, grant, route, provider)
+        found = reachable(pending.config, grant, provider, exchange.upstream)
+        if isinstance(found, ErrorReply):
+            return found
+        pending.target = found
         if grant.models is not None and facts.model not in grant.models:
             return errors.model_not_allowed(provider, facts.model, grant.models)
         if facts.server_tools and not grant.allow_server_tools:
             return errors.server_tool(provider, facts.server_tools)
-        if provider.value not in grant.keys or provider.value not in pending.config.upstreams:
-            return errors.reply(provider, "bad_path", Refusal.BAD_PATH,
-                                f"bakeoff gateway: arm {grant.arm} has no {provider} key "
-                                "or the gateway no upstream for it")
         limit = self.server.gateway.recorder.admit(grant)
         return None if limit is None else errors.budget_exhausted(provider, limit)
 
-    def _upstream_headers(self, grant: Grant, provider: Provider) -> list[tuple[str, str]]:
-        """The client's headers minus hop-by-hop and credentials, plus the real key."""
-        name = grant.keys[provider.value]
+    def _upstream_headers(self, grant: Grant, provider: Provider, name: str
+                          ) -> list[tuple[str, str]]:
+        """The client's headers minus hop-by-hop and credentials, plus the real key (of
+        the variable `name`)."""
         key = self.server.gateway.environ.get(name)
         if not key:
             raise upstream.UpstreamError(f"the gateway's environment has no {name} (the "
@@ -297,11 +342,13 @@ class Handler(BaseHTTPRequestHandler):
     def _forward(self, pending: Pending) -> None:
         exchange, api = pending.exchange, pending.route.api
         assert api is not None and exchange.request_body is not None
+        assert pending.target is not None
+        chosen, key_name = pending.target
         try:
-            target = upstream.target_of(pending.config.upstreams[exchange.provider.value])
+            target = upstream.target_of(chosen.base_url)
             connection, response = upstream.send(
                 target, self.command, pending.route.rest, pending.route.query,
-                self._upstream_headers(pending.grant, exchange.provider),
+                self._upstream_headers(pending.grant, exchange.provider, key_name),
                 exchange.request_body)
         except upstream.UpstreamError as error:
             self._refuse(pending, errors.reply(

@@ -9,10 +9,12 @@ carried. A record's `effort` holds every effort field of its API's dialect, by d
 `generationConfig.thinkingConfig.thinkingLevel` / `thinkingBudget` / `includeThoughts`);
 a request carries the declared effort when one of them has its value (records older than
 that field: `output_config_effort` and `reasoning_effort`). A declared effort the wire
-contradicts (or never carries) is `effort_mismatch`; requests to no model but others, or
-answers from another model, are `model_mismatch`; a provider-side tool that reaches the
-internet, forwarded because the arm was granted `allow_server_tools`, is `server_tools`.
-All are marks: the round is flagged, the arm still scored.
+contradicts (or never carries) is `effort_mismatch`; requests to no model but others
+(forwarded, or refused as `model_not_allowed`: a CLI that rewrote the model name), or
+answers from another model, are `model_mismatch` (an arm whose own model was called too is
+not flagged for side requests to another, refused or not: Claude Code's small model); a
+provider-side tool that reaches the internet, forwarded because the arm was granted
+`allow_server_tools`, is `server_tools`. All are marks: the round is flagged, the arm still scored.
 """
 
 from __future__ import annotations
@@ -161,8 +163,16 @@ def _effort(line: Mapping[str, Any], declared: str) -> tuple[str, str | None]:
             return name, value
     if carried:
         return carried[0]
-    path = str(line.get("path", ""))
+    path = _route(line)
     return next(name for prefix, name in UNCARRIED if path.startswith(prefix)), None
+
+
+def _route(line: Mapping[str, Any]) -> str:
+    """The record's path under its protocol's prefix: a named upstream's path
+    (`/moonshot/v1/messages`, provider anthropic) reads as `/anthropic/v1/messages`."""
+    path = str(line.get("path", ""))
+    provider = line.get("provider")
+    return f"/{provider}/{path.lstrip('/').partition('/')[2]}" if provider else path
 
 
 def _same_model(asked: str, answered: str | None) -> bool:
@@ -180,10 +190,12 @@ def observe(model: str, effort: str, lines: Sequence[Mapping[str, Any]]) -> Obse
     caveats: list[str] = []
     answered = Counter(str(line.get("model_response")) for line in own
                        if not _same_model(model, line.get("model_response")))
-    if sent and not own:
+    rewritten = Counter(str(line.get("model_requested")) for line in lines
+                        if line.get("refused") == "model_not_allowed"
+                        and line.get("model_requested") != model)
+    if not own and (sent or rewritten):
         marks.append("model_mismatch")
-        caveats.append(f"model_mismatch: the arm declares {model!r}, the gateway saw requests "
-                       f"only to {', '.join(sorted(others))}")
+        caveats.append(_only_others(model, others, rewritten))
     elif answered:
         marks.append("model_mismatch")
         caveats.append(f"model_mismatch: requests to {model!r} were answered by "
@@ -211,6 +223,18 @@ def observe(model: str, effort: str, lines: Sequence[Mapping[str, Any]]) -> Obse
                        f"that reach the internet ({refused})")
     return Observation(_model_observed(own, model), observed,
                        evidence(model, own, efforts, others), tuple(marks), tuple(caveats))
+
+
+def _only_others(model: str, others: Counter[str], rewritten: Counter[str]) -> str:
+    """The caveat of an arm none of whose requests named its model: the models they did
+    name, and those refused as not the arm's (a CLI that rewrote the model, e.g. Gemini
+    CLI's aliases: the arm's work never reached a model)."""
+    text = (f"model_mismatch: the arm declares {model!r}, the gateway saw requests only to "
+            f"{', '.join(sorted({*others, *rewritten}))}")
+    if rewritten:
+        text += "; refused as not the arm's model: " + ", ".join(
+            f"{name} in {n} request{'s' * (n != 1)}" for name, n in sorted(rewritten.items()))
+    return text
 
 
 def _tools(lines: Iterable[Mapping[str, Any]]) -> str:

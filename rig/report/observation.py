@@ -34,6 +34,8 @@ from pydantic import (
 
 from rig.oracle import PassRate
 from rig.persist import write_text_atomic
+from rig.report import pairs as pairs_mod
+from rig.report.pairs import Pair, Paired, RankInterval
 from rig.rubric import TIE_RULE, ArmScore, CheckResult, Tie, TieBreaker
 from rig.verdict import Verdict
 from rig.wire import WireSummary
@@ -188,13 +190,17 @@ class Round(_Model):
     flags: list[str]
     tie_break: TieBreak | None = None  # absent from observations written before ties
     judge_usage: list[JudgeUsage] = []  # an agent judge's; absent for any other judge
+    # issue 33 (rig.report.pairs): every pair of valid arms, each one's rank interval
+    pairwise: list[Pair] = []
+    rank_interval: dict[str, RankInterval] = {}
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A round without an agent judge is written as before issue 13."""
+        """A round without an agent judge (or pairs) is written as before issue 13 (33)."""
         data: dict[str, Any] = handler(self)
-        if not data.get("judge_usage"):
-            data.pop("judge_usage", None)
+        for key in ("judge_usage", "pairwise", "rank_interval"):
+            if not data.get(key):
+                data.pop(key, None)
         return data
 
     @model_validator(mode="after")
@@ -218,6 +224,14 @@ class Observation(_Model):
     experiment: str
     contract: dict[str, Any]
     rounds: list[Round]
+    paired: Paired | None = None  # issue 33: the arms across the changes (rig.report.pairs)
+
+    @model_serializer(mode="wrap")
+    def _omit_unpaired(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("paired") is None:
+            data.pop("paired", None)
+        return data
 
     @field_validator("contract")
     @classmethod
@@ -294,14 +308,34 @@ def round_of(change: str, base_commit: str, baseline_rate: float,
         grafts=[g if isinstance(g, Graft) else Graft.model_validate(dict(g)) for g in grafts],
         flags=list(flags), tie_break=None if tie is None else TieBreak(
             arms=list(tie.arms), total=tie.total, rule=TIE_RULE, decided_by=tie.decided_by),
-        judge_usage=list(judge_usage))
+        judge_usage=list(judge_usage), **compared(arms))
+
+
+def compared(arms: Sequence[ArmScore]) -> dict[str, Any]:
+    """A round's `pairwise` and `rank_interval` (issue 33), over its valid arms."""
+    counts = pairs_mod.success_counts(arms)
+    return {"pairwise": pairs_mod.pairwise(counts),
+            "rank_interval": pairs_mod.rank_interval(counts)}
+
+
+def entry_counts(round_: Round) -> dict[str, tuple[int, int]]:
+    """(passed, graded) of every valid arm's success criterion, read back from a round
+    (a valid arm has no RIG_ERROR sample: every sample was graded)."""
+    found = {}
+    for entry in round_.arms:
+        if entry.valid:
+            n = len(entry.results.success.samples)
+            found[entry.arm] = (round(entry.results.success.pass_rate * n), n)
+    return found
 
 
 def observation(experiment: str, contract: Mapping[str, Any],
                 rounds: Sequence[Round]) -> Observation:
     """The artifact. `contract`: the frozen contract with its sha256 (e.g. the lock's
     latest `LockVersion.model_dump(mode="json")`)."""
-    return Observation(experiment=experiment, contract=dict(contract), rounds=list(rounds))
+    return Observation(experiment=experiment, contract=dict(contract), rounds=list(rounds),
+                       paired=pairs_mod.paired([r.change for r in rounds],
+                                               [entry_counts(r) for r in rounds]))
 
 
 def write_observation(path: Path, obs: Observation) -> None:

@@ -19,7 +19,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rig.record import SampleRecord
-from rig.report import charts
+from rig.report import charts, heatmap
 from rig.report.evidence import Evidence, RoundEvidence
 from rig.report.observation import Observation, Round
 from rig.rubric import DIMENSIONS, OBJECTIVE, TIE_RULE, describe_flag
@@ -185,7 +185,8 @@ def environment() -> jinja2.Environment:
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
         lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["shown"] = shown
-    env.globals.update(charts=charts, CSP=CSP, DIMENSIONS=DIMENSIONS, OBJECTIVE=OBJECTIVE,
+    env.globals.update(charts=charts, heat=heatmap, CSP=CSP, DIMENSIONS=DIMENSIONS,
+                       OBJECTIVE=OBJECTIVE,
                        TIE_RULE=TIE_RULE, TESTS_SHOWN=TESTS_SHOWN, not_passed=not_passed,
                        samples_of=samples_of, check_names=check_names)
     return env

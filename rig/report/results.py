@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from rig.report import headroom
 from rig.report.observation import ArmEntry, Observation, Round
-from rig.report.scorecard import cell
+from rig.report.pairs import Pair, Paired
+from rig.report.scorecard import PAIRS_INTRO, cell, interval_text, pair_table, signed
 from rig.rubric import TIE_BREAKER_TEXT, TIE_RULE, describe_flag, total_key
 from rig.wire import ModelUsage
 
@@ -195,6 +196,97 @@ def judge_lines(obs: Observation) -> list[str]:
     return lines
 
 
+# --- which arm is better, and how sure (issue 33) -----------------------------------------
+
+
+def runner_up(round_: Round) -> str | None:
+    """The best valid arm by total after the round's winner (None: no winner, or alone)."""
+    others = sorted((a for a in round_.arms if a.valid and a.arm != round_.winner),
+                    key=lambda a: -total_key(a.total))
+    return None if round_.winner is None or not others else others[0].arm
+
+
+def find_pair(pairs: Sequence[Pair], one: str, other: str) -> Pair | None:
+    return next((p for p in pairs if {p.a, p.b} == {one, other}), None)
+
+
+def winner_line(round_: Round) -> list[str]:
+    """Whether the winner's success pass-rate is distinguishable from the runner-up's."""
+    second = runner_up(round_)
+    pair = None if second is None else find_pair(round_.pairwise, round_.winner or "", second)
+    if pair is None:
+        return []
+    rates = {e.arm: e.results.success.pass_rate for e in round_.arms}
+    shown = (f"success {rates[round_.winner or '']:.2f} against {rates[second or '']:.2f}, "
+             f"{pair.a} - {pair.b} {signed(pair.difference)} {interval_text(*pair.ci95)}")
+    if pair.verdict == "not_distinguishable":
+        return [f"- **{round_.change}**: the winner {round_.winner} is **not distinguishable** "
+                f"from the runner-up {second} at these samples ({shown})."]
+    return [f"- **{round_.change}**: the winner {round_.winner} is ahead of the runner-up "
+            f"{second}: {pair.text()} at these samples ({shown})."]
+
+
+def needed_lines(round_: Round) -> list[str]:
+    """For each pair the rig could not separate, the samples that would."""
+    lines = []
+    for pair in round_.pairwise:
+        if pair.verdict != "not_distinguishable":
+            continue
+        if pair.samples_needed is None:
+            lines.append(f"- {round_.change}: {pair.a} and {pair.b} passed at the same rate: "
+                         "no number of samples tells them apart on the success criterion.")
+        else:
+            lines.append(f"- {round_.change}: to tell {pair.a} from {pair.b}, run "
+                         f"{pair.samples_needed} samples per arm.")
+    return lines
+
+
+def paired_lines(paired: Paired) -> list[str]:
+    """The arms across the changes: the pairs, then the rank intervals."""
+    lines = [f"Arms valid in every round ({', '.join(paired.arms)}), compared on the same "
+             f"changes ({', '.join(paired.changes)}): per change, which had the higher "
+             "success pass-rate; the exact two-sided sign test of wins against losses; the "
+             "mean difference (a - b) with a bootstrap 95 % interval resampling the changes "
+             f"and the samples within them (seed {paired.seed}, {paired.resamples} "
+             "resamples). An interval of width 0 means every resample gave the same "
+             "difference (all-or-nothing samples): it speaks only of these changes; the "
+             "sign test cannot reach p < 0.05 with fewer than 6 changes.", "",
+             "| a | b | wins / losses / ties | sign test p | mean a - b [95 %] | verdict |",
+             "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(cell(t) for t in [
+        p.a, p.b, f"{p.wins} / {p.losses} / {p.ties}", f"{p.sign_p:.3g}",
+        f"{signed(p.mean_difference)} {interval_text(*p.ci95)}", p.text()]) + " |"
+        for p in paired.pairs]
+    lines += ["", "Rank by mean success pass-rate over the same resamples (equal rates share "
+              "a rank): the ranks each arm takes in 95 % of them, and how often it ranks "
+              "first.", "", "| arm | rank interval (95 %) | ranked first |", "|---|---|---|"]
+    lines += [f"| {cell(arm)} | {r.low}-{r.high} | {100 * r.first:.1f} % |"
+              for arm, r in paired.rank_interval.items()]
+    return lines
+
+
+def better_lines(obs: Observation) -> list[str]:
+    """RESULTS.md's "Which arm is better" section; empty when no round compared arms."""
+    rounds = [r for r in obs.rounds if r.pairwise]
+    if not rounds:
+        return []
+    lines = [PAIRS_INTRO, "", "Winner against runner-up:", ""]
+    lines += [line for r in rounds for line in winner_line(r)] or ["- No round had a "
+                                                                    "runner-up to compare."]
+    needed = [line for r in rounds for line in needed_lines(r)]
+    lines += ["", "Samples needed:", "", *(needed or ["- None: every pair was separated."])]
+    for round_ in rounds:
+        lines += ["", f"### {round_.change}", "", *pair_table(round_.pairwise)]
+        ranks = round_.rank_interval
+        if ranks:
+            lines += ["", "Rank intervals (the change's samples resampled): " + ", ".join(
+                f"{arm} {r.low}-{r.high} (first in {100 * r.first:.1f} %)"
+                for arm, r in ranks.items())]
+    if obs.paired is not None:
+        lines += ["", "### Across changes (paired)", "", *paired_lines(obs.paired)]
+    return lines
+
+
 def _section(title: str, body: Sequence[str]) -> list[str]:
     return [f"## {title}", "", *body, ""]
 
@@ -216,6 +308,8 @@ def render_results(observation: Observation) -> str:
         *(_section("Headroom (memory and CPU per sample)", found)
           if (found := headroom.results_lines(observation)) else []),
         *_section("Merges", merge_lines(observation)),
+        *(_section("Which arm is better, and how sure (success pass-rate)", better)
+          if (better := better_lines(observation)) else []),
         *_section("Scoring integrity", integrity_lines(observation)),
     ]
     return "\n".join(parts).rstrip("\n") + "\n"

@@ -13,6 +13,8 @@ from typing import Any
 
 from rig.ratchet import show
 from rig.report import headroom
+from rig.report import pairs as pairs_mod
+from rig.report.pairs import Pair
 from rig.rubric import (
     SUBJECTIVE,
     TIE_BREAKER_TEXT,
@@ -169,6 +171,51 @@ def unguarded_lines(arms: Sequence[ArmScore]) -> list[str]:
     return lines or ["None: every check's grading was guarded by its canaries."]
 
 
+# --- which arm is better, and how sure (issue 33) -----------------------------------------
+
+PAIRS_INTRO = ("Every pair of valid arms on the success criterion: the difference of their "
+               "pass-rates (a - b) with its 95 % interval (Newcombe's hybrid score interval, "
+               "from the two Wilson intervals); an interval that holds 0 is not "
+               "distinguishable at these samples. Samples needed: per arm, to separate the "
+               "observed rates at 95 % with 80 % power (normal approximation; an observed 0 "
+               "or 1 moved off by half a sample).")
+
+
+def signed(value: float) -> str:
+    """``+0.33``, ``-1.00``, ``0.00``."""
+    text = f"{abs(value):.2f}"
+    return text if text == "0.00" else ("+" if value > 0 else "-") + text
+
+
+def interval_text(low: float, high: float) -> str:
+    return f"[{signed(low)}, {signed(high)}]"
+
+
+def needed_text(pair: Pair) -> str:
+    """What it would take to separate the pair: "—" when it is separated."""
+    if pair.verdict != "not_distinguishable":
+        return "—"
+    if pair.samples_needed is None:
+        return "never: the same observed pass-rate"
+    return f"{pair.samples_needed} per arm"
+
+
+def pair_table(pairs: Sequence[Pair]) -> list[str]:
+    """One row per pair: a, b, difference [95 %], verdict, samples needed."""
+    if not pairs:
+        return ["Fewer than two valid arms: nothing to compare."]
+    lines = ["| a | b | a - b [95 %] | verdict | samples needed |", "|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(cell(t) for t in [
+        p.a, p.b, f"{signed(p.difference)} {interval_text(*p.ci95)}", p.text(),
+        needed_text(p)]) + " |" for p in pairs]
+    return lines
+
+
+def pair_lines(arms: Sequence[ArmScore]) -> list[str]:
+    """SCORECARD.md's pair table of the change."""
+    return [PAIRS_INTRO, "", *pair_table(pairs_mod.pairwise(pairs_mod.success_counts(arms)))]
+
+
 @dataclass(frozen=True)
 class BrowserEvidence:
     """What a browser sample kept, by path relative to SCORECARD.md's folder."""
@@ -212,6 +259,7 @@ def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeigh
         *rubric_table(arms, weights), "",
         "## Verdict", "", winner_line(decision), "", f"Rule: {TIE_RULE}.", "",
         *verdict_lines(arms, decision.winner), "",
+        "## Pairs", "", *pair_lines(arms), "",
         "## Flags", "", *([f"- {describe_flag(f)}" for f in flags] or ["None."]), "",
         "## Unguarded", "", *unguarded_lines(arms), "",
         *headroom.scorecard_lines(arms),

@@ -202,8 +202,16 @@ def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
 def gateway_keys(loaded: LoadedManifest, environ: Mapping[str, str]) -> dict[str, str]:
     """The real keys the gateway arms name, from the orchestrator's environment (they go
     to the gateway's container, never to an arm's); every missing one at once."""
-    found, missing = loaded.secret_values(
-        [arm for arm in loaded.manifest.arms if arm.network == "gateway"], environ)
+    arms = [arm for arm in loaded.manifest.arms if arm.network == "gateway"]
+    found, missing = loaded.secret_values(arms, environ)
+    for upstream in loaded.manifest.gateway.upstreams:
+        if upstream.name not in {arm.upstream for arm in arms}:
+            continue
+        if environ.get(upstream.key):
+            found[upstream.key] = environ[upstream.key]
+        else:
+            missing.append(f"{loaded.path}: [[gateway.upstreams]] {upstream.name}: key "
+                           f"{upstream.key}")
     if missing:
         raise BadInputError(
             "key(s) not set (or empty) in the environment: " + "; ".join(missing),
@@ -296,11 +304,13 @@ def _start_gateway(engine: Engine, plan: UpPlan, directory: Path,
 
 
 def _door(arm: Arm, network: str) -> gateway_mod.Door:
+    """The arm's grant: its named upstream (whose key the gateway holds) or, without one,
+    the implicit upstream of each provider whose key its secrets name."""
     keys = {provider: name for name in arm.secrets
-            if (provider := key_provider(name)) is not None}
+            if (provider := key_provider(name)) is not None} if arm.upstream is None else {}
     return gateway_mod.Door(arm.id, network, gateway_mod.new_token(),
                             (arm.model, *arm.allow_models), keys,
-                            allow_server_tools=arm.allow_server_tools)
+                            allow_server_tools=arm.allow_server_tools, upstream=arm.upstream)
 
 
 def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,

@@ -235,6 +235,7 @@ class Door:
     keys: dict[str, str]       # provider -> variable name in the gateway's environment
     role: str = "arm"          # "judge": the judge of the arm `arm` (its usage apart)
     allow_server_tools: bool = False  # provider-side web search / fetch let through
+    upstream: str | None = None       # the [[gateway.upstreams]] entry, its only one
 
 
 @dataclass(frozen=True)
@@ -244,12 +245,13 @@ class Budget:
     max_usd: float | None = None
 
 
-def config(upstreams: dict[str, str], stage: str, run: str, doors: list[Door], budget: Budget,
+def config(upstreams: dict[str, object], stage: str, run: str, doors: list[Door], budget: Budget,
            prices: dict[str, dict[str, float | None]]) -> dict[str, Any]:
     """The gateway's config.json for one `up`."""
     tokens = {door.token: {"stage": stage, "run": run, "arm": door.arm, "role": door.role,
                            "models": list(door.models), "keys": door.keys,
                            "allow_server_tools": door.allow_server_tools,
+                           "upstream": door.upstream,
                            "budget": {"max_requests": budget.max_requests,
                                       "max_tokens": budget.max_tokens,
                                       "max_usd": budget.max_usd}}
@@ -274,9 +276,7 @@ def plan_launch(section: Gateway, name: str, base_id: str, labels: Labels, state
     budget = Budget(section.max_requests_per_arm, section.max_tokens_per_arm,
                     section.max_usd_per_arm)
     prices = {model: price.model_dump() for model, price in section.prices.items()}
-    upstreams = {"anthropic": section.anthropic, "openai": section.openai,
-                 "gemini": section.gemini}
-    settings = config(upstreams, stage, labels.run, doors, budget, prices)
+    settings = config(section.config_upstreams(), stage, labels.run, doors, budget, prices)
     return Launch(GatewaySpec(name, base_id, labels, state_dir, network, keys), own, doors,
                   settings)
 

@@ -125,6 +125,12 @@ class Arm(ArmIdentity, _ArmId):
         default_factory=list,
         description="gateway arms: models the arm may call besides its own model",
     )
+    upstream: NonBlank | None = Field(
+        default=None,
+        description="gateway arms: the [[gateway.upstreams]] entry the arm reaches, its only "
+                    "one (its key is the upstream's; default: [gateway]'s URL per protocol "
+                    "with the arm's ANTHROPIC_*/OPENAI_*/GEMINI_* keys)",
+    )
     allow_server_tools: bool = Field(
         default=False,
         description="gateway arms: let provider-side tools that reach the internet (web "
@@ -183,10 +189,16 @@ class Arm(ArmIdentity, _ArmId):
             found = [RuleViolation(("allow_models",), "only a gateway arm calls models through "
                                    "the gateway", 'set network = "gateway", or remove it',
                                    found=self.allow_models)] if self.allow_models else []
+            found += [RuleViolation(
+                ("upstream",), "is reached through the model gateway: only a gateway arm "
+                "names one", 'set network = "gateway", or remove it', found=self.upstream)
+                ] if self.upstream is not None else []
             return found + ([RuleViolation(
                 ("allow_server_tools",), "is granted at the model gateway: only a gateway "
                 "arm has it", 'set network = "gateway", or remove it', found=True)]
                 if self.allow_server_tools else [])
+        if self.upstream is not None:
+            return []  # its secrets are checked against the upstream's key (Manifest)
         return [RuleViolation(
             ("secrets", index), "is not a provider key the gateway can hold",
             "name it ANTHROPIC_..., OPENAI_... or GEMINI_... (the provider it is for), or use "

@@ -23,6 +23,11 @@ from runner.manifest.models import (
 )
 from runner.manifest.rules import RuleViolation, raise_if_any
 
+# The protocol of each agent CLI that speaks one only (OpenCode and mini-swe-agent choose
+# by the model's name).
+CLI_PROTOCOL = {"claude-code": "anthropic", "codex": "openai", "gemini-cli": "gemini",
+                "qwen-code": "openai"}
+
 
 class Manifest(Section):
     """bakeoff.toml. Sections as in the reference manifest; see `bakeoff-sandbox init`."""
@@ -62,6 +67,7 @@ class Manifest(Section):
             *self._control_violations(),
             *self._judge_violations(),
             *self._price_violations(),
+            *self._upstream_violations(),
         ])
         return self
 
@@ -86,6 +92,40 @@ class Manifest(Section):
         return problems
 
 
+    def _upstream_violations(self) -> list[RuleViolation]:
+        """Each arm's `upstream` is a [[gateway.upstreams]] entry its CLI can speak to,
+        and its secrets are that upstream's key at most (it reaches no other)."""
+        found = []
+        names = [u.name for u in self.gateway.upstreams]
+        for index, arm in enumerate(self.arms):
+            if arm.upstream is None or arm.network != "gateway":
+                continue
+            upstream = self.gateway.upstream(arm.upstream)
+            if upstream is None:
+                found.append(RuleViolation(
+                    ("arms", index, "upstream"), "names no [[gateway.upstreams]] entry",
+                    (f"use one of: {', '.join(names)}; or " if names else "")
+                    + f'add [[gateway.upstreams]] name = "{arm.upstream}" (protocol, '
+                    "base_url, key)", found=arm.upstream))
+                continue
+            spoken = CLI_PROTOCOL.get(arm.installs or arm.agent)
+            if spoken is not None and spoken != upstream.protocol:
+                found.append(RuleViolation(
+                    ("arms", index, "upstream"), f"is an {upstream.protocol} upstream and "
+                    f"{arm.agent} speaks {spoken} only", f"name an {spoken} upstream, or "
+                    "another agent", found=arm.upstream))
+            found += [RuleViolation(
+                ("arms", index, "secrets", at), f"is not the key of upstream {upstream.name} "
+                f"({upstream.key}), the only upstream the arm reaches",
+                "remove it (the gateway holds the upstream's key), or remove upstream",
+                found=name) for at, name in enumerate(arm.secrets) if name != upstream.key]
+        return found
+
+    def _own_prices(self, arm: Arm) -> set[str]:
+        """The models the arm's named upstream prices itself."""
+        upstream = self.gateway.upstream(arm.upstream) if arm.upstream else None
+        return set(upstream.prices) if upstream else set()
+
     def _price_violations(self) -> list[RuleViolation]:
         """A dollar budget needs the price of every model it counts: without one the
         gateway could not know when an arm has spent it."""
@@ -93,7 +133,7 @@ class Manifest(Section):
             return []
         spec = judge.spec_of(self.contract)
         models = [m for arm in self.arms if arm.network == "gateway"
-                  for m in (arm.model, *arm.allow_models)]
+                  for m in (arm.model, *arm.allow_models) if m not in self._own_prices(arm)]
         models += [spec.model] if spec.kind == "agent" else []
         missing = sorted(set(models) - set(self.gateway.prices))
         return [RuleViolation(

@@ -15,7 +15,9 @@ settings). What it writes in $BAKEOFF_BROWSER_OUT, handed back as one `bakeoff-o
   exactly that accessible name, and how many have role img at all; the winner lines; the
   winners table's rows; the CSP meta and the number of script elements; per sample grid
   (role table, named by its caption) its rows and cells; a grid link followed (the sample
-  it names becomes visible, the `<details>` around it open); the page's height; timings
+  it names becomes visible, the `<details>` around it open); per pair matrix (issue 33)
+  its rows as shown and the colour each kind of heat cell is painted, the rank
+  intervals' table; the page's height; timings
   (seconds, this container's clock);
 - `screenshot.png`: the page as opened (the whole page, or its first screen), and
   `sample.png`: the screen once the grid's link was followed.
@@ -35,6 +37,9 @@ import bakeoff_browser as plugin
 from playwright.sync_api import sync_playwright
 
 GRID = re.compile(r"^Samples of change ")
+PAIRS = re.compile(r"^Pairs of change ")  # issue 33: a round's pair matrix (a heat map)
+RANKS = "Rank interval per arm across changes (the chart's numbers)"
+PAINT = "cells => cells.map(c => [c.className, getComputedStyle(c).backgroundColor])"
 NAVIGATION_TIMEOUT_MS = 120_000
 ACTION_TIMEOUT_MS = 60_000
 # The page's own clock (milliseconds since navigation start), read with `evaluate`: a
@@ -74,6 +79,24 @@ def grids(page):
     return found
 
 
+def rows_of(table):
+    return [row.get_by_role("cell").all_inner_texts() + row.get_by_role(
+        "rowheader").all_inner_texts() for row in table.get_by_role("row").all()]
+
+
+def pairs(page):
+    """Per pair matrix (named by its caption) its rows as shown (row header last), the
+    background each kind of heat cell is painted with, and the rank table's rows."""
+    found, paint = {}, {}
+    for table in page.get_by_role("table", name=PAIRS).all():
+        found[table.locator("caption").inner_text()] = rows_of(table)
+        for kind, colour in table.locator("td").evaluate_all(PAINT):
+            paint.setdefault(" ".join(sorted(kind.split())), colour)
+    ranks = page.get_by_role("table", name=RANKS, exact=True)
+    return {"matrices": found, "paint": paint,
+            "ranks": rows_of(ranks) if ranks.count() else None}
+
+
 def follow(page):
     """Click the last grid's first sample: the fragment it names must show, opened."""
     link = page.get_by_role("table", name=GRID).last.get_by_role("link").first
@@ -96,7 +119,8 @@ def look(page, query, out):
     seen = {"charts": charts(page, query["charts"]), "winners": winners(page),
             "csp": page.locator('meta[http-equiv="Content-Security-Policy"]').get_attribute(
                 "content"),
-            "scripts": page.locator("script").count(), "grids": grids(page)}
+            "scripts": page.locator("script").count(), "grids": grids(page),
+            "pairs": pairs(page)}
     timings["queries_s"] = since(started)
     timings.update(page.evaluate(TIMING))  # by now the first paint has its entry
     seen["height"] = page.evaluate("() => document.documentElement.scrollHeight")

@@ -206,16 +206,20 @@ def test_every_arm_finishes_and_its_commit_passes(run: Run) -> None:
                             **{arm: rate for arm, (_, rate) in TEST_ARMS.items()}}
 
 
-def test_a_model_gemini_cli_rewrote_is_refused_and_recorded_under_its_new_name(run: Run
-                                                                               ) -> None:
+def test_a_model_gemini_cli_rewrote_is_refused_and_flagged_model_mismatch(run: Run) -> None:
     """Gemini CLI 0.61.0 sends gemini-3-pro-preview as gemini-3.1-pro-preview: the gateway
-    refuses it (not the arm's model, Gemini's error shape, 400 so the CLI does not retry),
-    nothing reaches the provider, and the record names the model really asked for."""
+    refuses it (not the arm's model, Gemini's error shape, so the CLI does not retry),
+    nothing reaches the provider, the record names the model really asked for, and the arm
+    is marked model_mismatch (never a silent refusal)."""
     record = _arm(run, "gemini-alias")
     gateway = record["gateway"]
     assert (gateway["requests"], gateway["refused"]) == (1, {"model_not_allowed": 1})
     assert [m["model"] for m in gateway["by_model"]] == [REWRITTEN]
     assert record["commits"] == 0 and record["model_observed"] is None
+    assert record["marks"] == ["model_mismatch"]
+    assert (f"model_mismatch: the arm declares {ALIAS!r}, the gateway saw requests only to "
+            f"{REWRITTEN}; refused as not the arm's model: {REWRITTEN} in 1 request"
+            ) in record["caveats"]
     assert [r for r in run.upstream.requests() if REWRITTEN in r["path"]] == []
 
 

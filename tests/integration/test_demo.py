@@ -16,6 +16,7 @@ import pytest
 
 from rig.report import read_observation
 from rig.report.page import CSP, flag_summary
+from rig.report.pairs import Pair, RankInterval
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from tests.integration import create_spy
@@ -29,7 +30,7 @@ from tests.integration.report_browser import (
     png_size,
 )
 from tests.unit.html_page import numbers_compared, parse
-from tests.unit.test_report_page import CHART_NAMES
+from tests.unit.test_report_page import CHART_NAMES, RANK_CHART
 
 ROOT = Path(__file__).resolve().parents[2]
 CGROUP_V1 = not Path("/sys/fs/cgroup/cgroup.controllers").exists()  # the engine's, if local
@@ -106,6 +107,7 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     assert "effort_confounded" in first.flags
     assert engine.labelled("container", {LABEL_EXPERIMENT: "horizon"}) == []
     assert "artifacts:" in done.stderr and "| fixer |" in done.stdout
+    which_arm_is_better(state, obs)
     # REPORT.html beside them (issue 23): every number of its tables is OBSERVATION's,
     # the winner is named, every sample of the grid has its details on the page.
     page = parse((state / "REPORT.html").read_text(encoding="utf-8"))
@@ -119,12 +121,16 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     # ...and as a reader's browser shows it: opened from file:// in bakeoff/browser with no
     # network at all, it asks for nothing but itself and logs nothing; its charts are
     # images named by their titles, the winners are named, a sample opens from the grid.
-    names = chart_names([r.change for r in obs.rounds], CHART_NAMES[:2])  # no gateway usage
+    names = [*chart_names([r.change for r in obs.rounds], CHART_NAMES[:2]),  # no gateway
+             RANK_CHART]                                                       # usage
     seen = open_report(engine, browser_image, (state / "REPORT.html").read_bytes(), names)
     assert seen.exit_code == 0, seen.stderr_tail
     assert seen["requests"] == [{"method": "GET", "url": PAGE_URL, "resource_type": "document"}]
     assert (seen["console"], seen["page_errors"]) == ([], [])
-    assert seen["charts"] == {"found": dict.fromkeys(names, 1), "img_roles": 4}
+    assert seen["charts"] == {"found": dict.fromkeys(names, 1), "img_roles": 5}
+    assert seen["pairs"] == {"matrices": {MATRIX.format(r.change): DEMO_MATRIX
+                                          for r in obs.rounds},
+                             "paint": DEMO_PAINT, "ranks": DEMO_RANKS}
     assert seen["winners"] == {
         "lines": ["Winner: fixer", "Winner: fixer"],
         "table": [[r.change, "fixer", "0.00", flag_summary(r)] for r in obs.rounds]}
@@ -167,6 +173,75 @@ def test_the_demo_reports_each_arms_headroom(local_demo: Demo) -> None:
     page = parse((state / "REPORT.html").read_text(encoding="utf-8"))
     assert [sorted(row[0].text for row in page.tables[f"r{i}-headroom-table"].rows[1:])
             for i in (1, 2)] == [sorted(a.arm for a in r.arms) for r in obs.rounds]
+
+
+# --- which arm is better, and how sure (issue 33) ------------------------------------------
+# Every arm of the demo is all or nothing on the success criterion (fixer and fixer-graft
+# 3/3, control, cheat and broken 0/3, in both changes): at 3 samples, fixer and
+# fixer-graft are not distinguishable (and no number of samples would tell equal observed
+# rates apart); fixer and control are.
+
+SAME = "+0.00 [-0.56, +0.56]\nnot distinguishable at these samples"
+MATRIX = ("Pairs of change {}: success pass-rate of the row's arm minus the column's, with "
+          "its 95 % interval (Newcombe), and the verdict")
+DEMO_MATRIX = [  # as the browser shows it: each row's cells, then its header
+    [],
+    ["", "-1.00 [-1.00, -0.21]\nfixer better", "-1.00 [-1.00, -0.21]\nfixer-graft better",
+     SAME, SAME, "control"],
+    ["", "", SAME, "+1.00 [+0.21, +1.00]\nfixer better", "+1.00 [+0.21, +1.00]\nfixer better",
+     "fixer"],
+    ["", "", "", "+1.00 [+0.21, +1.00]\nfixer-graft better",
+     "+1.00 [+0.21, +1.00]\nfixer-graft better", "fixer-graft"],
+    ["", "", "", "", SAME, "cheat"],
+    ["", "", "", "", "", "broken"]]
+DEMO_PAINT = {"heat-none": "rgb(244, 244, 244)", "heat-4 heat-column": "rgb(233, 163, 163)",
+              "heat-0 heat-neither": "rgb(236, 236, 236)",
+              "heat-4 heat-row": "rgb(159, 212, 159)"}
+DEMO_RANKS = [[], ["3", "3", "0.00", "control"], ["1", "1", "1.00", "fixer"],
+              ["1", "1", "1.00", "fixer-graft"], ["3", "3", "0.00", "cheat"],
+              ["3", "3", "0.00", "broken"]]
+APART = (-0.561497, 0.561497)
+
+
+def which_arm_is_better(state: Path, obs: Any) -> None:
+    """OBSERVATION.json's pairwise, rank_interval and paired; RESULTS.md's and the
+    scorecard's lines, exact."""
+    for round_ in obs.rounds:
+        pairs = {(p.a, p.b): p for p in round_.pairwise}
+        assert len(pairs) == 10  # every pair of the five valid arms
+        assert pairs["fixer", "fixer-graft"] == Pair(
+            a="fixer", b="fixer-graft", difference=0.0, ci95=APART,
+            verdict="not_distinguishable", samples_needed=None)
+        assert pairs["control", "fixer"] == Pair(
+            a="control", b="fixer", difference=-1.0, ci95=(-1.0, -0.205923),
+            verdict="b_better")
+        assert round_.rank_interval == {
+            arm: RankInterval(low=low, high=low, first=float(low == 1)) for arm, low in [
+                ("control", 3), ("fixer", 1), ("fixer-graft", 1), ("cheat", 3), ("broken", 3)]}
+    paired = obs.paired
+    assert (paired.arms, paired.seed, paired.resamples) == (
+        ["control", "fixer", "fixer-graft", "cheat", "broken"], 33, 1000)
+    across = {(p.a, p.b): p for p in paired.pairs}
+    assert [(p.wins, p.losses, p.ties, p.sign_p, p.mean_difference, p.ci95, p.verdict)
+            for p in (across["fixer", "fixer-graft"], across["control", "fixer"])] == [
+        (0, 0, 2, 1.0, 0.0, (0.0, 0.0), "not_distinguishable"),
+        (0, 2, 0, 0.5, -1.0, (-1.0, -1.0), "b_better")]
+    results = (state / "RESULTS.md").read_text(encoding="utf-8")
+    for change in ("cap-horizon", "horizon-units"):
+        assert (f"- **{change}**: the winner fixer is **not distinguishable** from the "
+                "runner-up fixer-graft at these samples (success 1.00 against 1.00, fixer - "
+                "fixer-graft 0.00 [-0.56, +0.56]).") in results
+        assert (f"- {change}: fixer and fixer-graft passed at the same rate: no number of "
+                "samples tells them apart on the success criterion.") in results
+    assert "| control | fixer | -1.00 [-1.00, -0.21] | fixer better | — |" in results
+    assert ("| fixer | fixer-graft | 0.00 [-0.56, +0.56] | not distinguishable at these "
+            "samples | never: the same observed pass-rate |") in results
+    assert "| control | fixer | 0 / 2 / 0 | 0.5 | -1.00 [-1.00, -1.00] | fixer better |" \
+        in results
+    assert "| fixer-graft | 1-1 | 100.0 % |" in results
+    card = (state / "stages" / "cap-horizon" / "SCORECARD.md").read_text(encoding="utf-8")
+    assert "## Pairs" in card and ("| control | fixer | -1.00 [-1.00, -0.21] | fixer better "
+                                   "| — |") in card
 
 
 # --- the same demo on a second engine (issue 24) -----------------------------------------

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from rig.report import Observation, Round
+from rig.report import Observation, Round, heatmap
 from rig.rubric import DIMENSIONS
 
 
@@ -133,6 +133,45 @@ def numbers_compared(page: Page, obs: Observation) -> int:
             round_.baseline.pass_rate]
         compared += 1
         compared += check_round(page, at, round_)
+    return compared + check_paired(page, obs)
+
+
+def check_pairs(page: Page, at: int, round_: Round) -> int:
+    """The round's pair matrix (issue 33): each pair above the diagonal, [difference, low,
+    high], as OBSERVATION.json's `pairwise` has them."""
+    table = page.tables.get(f"r{at}-pairs-table")
+    if table is None:
+        assert not round_.pairwise
+        return 0
+    shown = set(table.head[1:])
+    compared = 0
+    for pair in round_.pairwise:
+        if pair.a in shown and pair.b in shown:
+            assert values(table.row(pair.a)[pair.b]) == [pair.difference, *pair.ci95]
+            assert values(table.row(pair.b)[pair.a]) == []  # the mirror holds no number
+            compared += 3
+    return compared
+
+
+def check_paired(page: Page, obs: Observation) -> int:
+    """The rank intervals and pairs across changes, as OBSERVATION.json's `paired`."""
+    if obs.paired is None:
+        assert "ranks-table" not in page.tables and "paired-table" not in page.tables
+        return 0
+    ranks, pairs = page.tables["ranks-table"], page.tables["paired-table"]
+    compared = 0
+    for arm, rank in obs.paired.rank_interval.items():
+        row = ranks.row(arm)
+        assert [values(row[k]) for k in ("rank low", "rank high", "ranked first")] == [
+            [rank.low], [rank.high], [rank.first]]
+        compared += 3
+    for pair in heatmap.shown(obs.paired.pairs, obs.paired.arms):
+        row = pairs.row(f"{pair.a} vs {pair.b}")
+        assert [values(row[k]) for k in ("wins", "losses", "ties", "sign test p", "mean a - b",
+                                         "95 % low", "95 % high")] == [
+            [pair.wins], [pair.losses], [pair.ties], [pair.sign_p], [pair.mean_difference],
+            [pair.ci95[0]], [pair.ci95[1]]]
+        compared += 7
     return compared
 
 
@@ -160,7 +199,8 @@ def check_round(page: Page, at: int, round_: Round) -> int:
             compared += len(expected)
         assert (values(cells["total"]), values(cells["max"])) == ([entry.total], [entry.max])
         compared += 2
-    return compared + check_usage(page, at, round_) + check_headroom(page, at, round_)
+    return (compared + check_usage(page, at, round_) + check_pairs(page, at, round_)
+            + check_headroom(page, at, round_))
 
 
 def check_usage(page: Page, at: int, round_: Round) -> int:

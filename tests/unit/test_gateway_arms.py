@@ -8,6 +8,7 @@ import pydantic
 import pytest
 
 from gateway import config as gateway_config
+from gateway.errors import Provider
 from rig.rubric import describe_flag
 from runner.commands import demo
 from runner.commands import up as up_mod
@@ -144,7 +145,8 @@ def test_the_gateway_config_holds_the_gemini_upstream_and_each_arm_s_server_tool
         "bkf-gw-1": ("g1", {"gemini": "GEMINI_API_KEY"}, True),
         "bkf-gw-2": ("c1", {"anthropic": "ANTHROPIC_API_KEY"}, False)}
     parsed = gateway_config.parse(plan.config)  # the gateway reads what the runner writes
-    assert parsed.upstreams["gemini"] == "http://gemini-proxy:9000"
+    assert parsed.upstreams["gemini"] == gateway_config.Upstream(
+        "gemini", Provider.GEMINI, "http://gemini-proxy:9000")
     assert (parsed.tokens["bkf-gw-1"].allow_server_tools,
             parsed.tokens["bkf-gw-2"].allow_server_tools) == (True, False)
 

@@ -29,7 +29,7 @@ def test_the_identity_is_declared_once_and_every_carrier_inherits_it() -> None:
 
 def test_manifest_arm_keys_are_the_id_then_the_identity_then_how_it_runs() -> None:
     assert list(Arm.model_fields) == ["id", *IDENTITY, "agent", "command", "agent_version",
-                                      "cli", "secrets", "network", "allow_models",
+                                      "cli", "secrets", "network", "allow_models", "upstream",
                                       "allow_server_tools", "commit_ignored", "effort_probe"]
 
 

@@ -66,11 +66,11 @@ def test_observation_is_laid_out_as_design_records(tmp_path: Path) -> None:
     path = tmp_path / "OBSERVATION.json"
     write_observation(path, build())
     doc = json.loads(path.read_text())
-    assert list(doc) == ["schema", "experiment", "contract", "rounds"]
+    assert list(doc) == ["schema", "experiment", "contract", "rounds", "paired"]
     assert doc["schema"] == "abc-comparison/v2" and doc["contract"]["sha256"] == SHA
     cap = doc["rounds"][0]
     assert set(cap) == {"change", "base_commit", "baseline", "arms", "winner", "grafts",
-                        "flags", "tie_break"}
+                        "flags", "tie_break", "pairwise", "rank_interval"}  # (issue 33)
     assert cap["tie_break"] is None
     assert cap["baseline"] == {"pass_rate": 0.0, "verdicts": ["FAIL", "FAIL", "FAIL"]}
     assert cap["grafts"] == [GRAFT] and cap["winner"] == "fix"
@@ -156,7 +156,8 @@ def test_scorecard_has_arms_as_columns_and_dims_as_rows() -> None:
     assert header == ["dim (weight)", "ctl: m-small @ unknown / single_agent · control",
                       "fix: m-large @ high / single_agent", "graft: m-small @ high / single_agent",
                       "rigged: m-large @ high / single_agent"]
-    rows = [line.split(" | ")[0].lstrip("| ") for line in text.splitlines()
+    rubric = text.split("## Verdict")[0]  # the pair table (issue 33) comes after it
+    rows = [line.split(" | ")[0].lstrip("| ") for line in rubric.splitlines()
             if line.startswith("| ") and "dim (weight)" not in line]
     assert rows == ["success (w=3)", "checks (w=2)", "↳ tests", "↳ compile", "diagnosis (w=2)",
                     "plan (w=1)", "code_quality (w=1)", "intent (w=1)", "**total / max**"]

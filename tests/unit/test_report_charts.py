@@ -88,7 +88,8 @@ def test_no_template_marks_anything_safe() -> None:
     Markup built in Python."""
     folder = resources.files("rig.report").joinpath("templates")
     texts = {f.name: f.read_text(encoding="utf-8") for f in folder.iterdir()}
-    assert sorted(texts) == ["charts.html.j2", "report.html.j2", "samples.html.j2"]
+    assert sorted(texts) == ["charts.html.j2", "pairs.html.j2", "report.html.j2",
+                            "samples.html.j2"]
     unsafe = re.compile(r"\|\s*safe\b|autoescape\s+false|Markup")
     assert [name for name, text in texts.items() if unsafe.search(text)] == []
     code = [resources.files("rig.report").joinpath(name).read_text(encoding="utf-8")

@@ -89,6 +89,7 @@ CHART_NAMES = ("Success pass-rate per arm with its 95 % Wilson interval, change 
                "Rubric total per arm, stacked by dimension (objective, judge), change {}",
                "Tokens against success pass-rate per arm, change {}",
                "Cost against success pass-rate per arm, change {}")
+RANK_CHART = "Rank interval per arm across changes (95 % of bootstrap resamples)"  # issue 33
 
 
 def test_every_chart_is_an_image_named_by_its_title_and_followed_by_its_table() -> None:
@@ -101,7 +102,7 @@ def test_every_chart_is_an_image_named_by_its_title_and_followed_by_its_table() 
         names.append(page.titles[title])
         assert title.endswith("-title") and desc == title.replace("-title", "-desc")
     expected = [name.format("cap") for name in CHART_NAMES] + [
-        name.format("units") for name in CHART_NAMES[:2]]
+        name.format("units") for name in CHART_NAMES[:2]] + [RANK_CHART]
     assert sorted(names) == sorted(expected)
     order = [tag for tag, _ in page.tags if tag in ("svg", "table")]
     assert all(order[at + 1] == "table" for at, tag in enumerate(order) if tag == "svg"
@@ -233,3 +234,49 @@ def test_flags_are_listed_once_per_kind_with_the_arms_they_name() -> None:
     assert flag_summary(units) == "effort_confounded, flaky (2 arms)"
     assert parse(render_page(observed())).tables["winners"].row("units")["flags"].text == (
         "effort_confounded, flaky (2 arms)")
+
+
+# --- which arm is better, and how sure (issue 33) -----------------------------------------
+
+
+def test_each_round_has_its_pair_matrix_as_a_heat_map_and_the_samples_that_would_separate(
+        ) -> None:
+    """Row minus column above the diagonal, coloured by who is ahead beyond the interval;
+    nothing below it (the mirror); an invalid arm is not in it."""
+    html = render_page(observed())
+    page = parse(html)
+    cap, units = page.tables["r1-pairs-table"], page.tables["r2-pairs-table"]
+    assert [[c.text for c in row] for row in cap.rows] == [
+        ["row - column", "ctl", "fix", "graft"],
+        ["ctl", "", "-1.00 [-1.00, -0.21]fix better", "-1.00 [-1.00, -0.21]graft better"],
+        ["fix", "", "", "+0.00 [-0.56, +0.56]not distinguishable at these samples"],
+        ["graft", "", "", ""]]
+    assert units.head == ["row - column", "ctl", "fix", "graft", "rigged"]  # valid there
+    assert ('<td class="heat-column heat-4" title="ctl - fix: -1.00 [-1.00, -0.21]: fix '
+            'better">') in html
+    assert ('<td class="heat-neither heat-0" title="fix - graft: +0.00 [-0.56, +0.56]: not '
+            'distinguishable at these samples">') in html
+    assert "<li>fix and graft passed at the same rate: no number of samples tells them " \
+           "apart on the success criterion.</li>" in html
+    assert "<li>To tell fix from graft, run 63 samples per arm.</li>" in html
+
+
+def test_the_rank_intervals_across_changes_are_whiskers_with_their_table() -> None:
+    page = parse(render_page(observed()))
+    assert [[c.text for c in row] for row in page.tables["ranks-table"].rows] == [
+        ["arm", "rank low", "rank high", "ranked first"], ["ctl", "3", "3", "0.00"],
+        ["fix", "1", "1", "1.00"], ["graft", "1", "2", "0.40"]]
+    assert page.tables["paired-table"].row("fix vs graft")["verdict"].text == (
+        "not distinguishable across these changes")
+    whiskers = [attrs for attrs in page.starts("line") if attrs.get("class") == "whisker"]
+    assert len(whiskers) > 3 * 3  # three per arm in the rank chart, on top of the rates'
+    assert page.titles["ranks-title"] == RANK_CHART
+
+
+def test_an_observation_without_pairs_draws_none() -> None:
+    obs = observed()
+    bare = obs.model_copy(update={"paired": None, "rounds": [
+        r.model_copy(update={"pairwise": [], "rank_interval": {}}) for r in obs.rounds]})
+    page = parse(render_page(bare))
+    assert not {"r1-pairs-table", "ranks-table", "paired-table"} & set(page.tables)
+    assert numbers_compared(page, bare) == len(page.data)

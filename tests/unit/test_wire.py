@@ -150,3 +150,58 @@ def test_server_tools_let_through_flag_the_round_and_refused_ones_are_a_caveat()
         "internet (web_search_20250305 in 1 request)")
     assert wire.observe("m-1", "high", [refused, plain]).marks == ()
     assert wire.summarize([refused, plain], "r").refused == {"server_tool": 1}
+
+
+def test_a_model_the_cli_rewrote_and_the_gateway_refused_is_model_mismatch() -> None:
+    """Gemini CLI 0.61.0 sends gemini-3-pro-preview as gemini-3.1-pro-preview: every
+    request is refused as not the arm's model, none is forwarded; the arm is marked (not a
+    silent refusal) and the caveat names the model really asked for."""
+    rewritten = "gemini-3.1-pro-preview"
+    lines = [line(rewritten, None, refused="model_not_allowed",
+                  path=f"/gemini/v1beta/models/{rewritten}:streamGenerateContent")]
+    seen = wire.observe("gemini-3-pro-preview", "high", lines)
+    assert seen.marks == ("model_mismatch",)
+    assert seen.caveats == (
+        "model_mismatch: the arm declares 'gemini-3-pro-preview', the gateway saw requests "
+        "only to gemini-3.1-pro-preview; refused as not the arm's model: "
+        "gemini-3.1-pro-preview in 1 request",)
+    assert (seen.model_observed, seen.effort_observed) == (None, None)
+    assert seen.evidence == "gateway: no request to gemini-3-pro-preview"
+
+
+def test_refused_side_requests_beside_the_arm_s_own_model_flag_nothing() -> None:
+    """The honest twin: Claude Code's small-model side requests in an arm without
+    allow_models are refused, while its work goes to its own model: no mark."""
+    lines = [line(), line("claude-haiku-4-5", None, refused="model_not_allowed"), line()]
+    seen = wire.observe("claude-opus-4-8", "high", lines)
+    assert (seen.marks, seen.caveats) == ((), ())
+    assert seen.evidence == ("gateway: 2 requests to claude-opus-4-8, "
+                             "output_config.effort=high in 2/2")
+
+
+def test_only_refusals_of_another_kind_are_no_model_mismatch() -> None:
+    """A request for the arm's own model refused by its budget is not a rewrite."""
+    seen = wire.observe("claude-opus-4-8", "high",
+                        [line(refused="budget_exhausted"), line(refused="upstream_error")])
+    assert seen.marks == ("budget_exhausted",)
+
+
+def test_forwarded_and_refused_other_models_are_named_together() -> None:
+    lines = [line("flash-sent"), line("flash-other", None, refused="model_not_allowed"),
+             line("flash-other", None, refused="model_not_allowed")]
+    seen = wire.observe("flash", "high", lines)
+    assert seen.caveats == (
+        "model_mismatch: the arm declares 'flash', the gateway saw requests only to "
+        "flash-other, flash-sent; refused as not the arm's model: flash-other in 2 requests",)
+
+
+def test_an_effort_missing_on_a_named_upstream_s_path_is_named_by_its_protocol() -> None:
+    """`/moonshot/v1/messages` (a [[gateway.upstreams]] entry of protocol anthropic) is a
+    Messages request: the effort it lacks is output_config.effort, not Responses' field."""
+    record = {**line("kimi-k9", None, path="/moonshot/v1/messages"), "provider": "anthropic"}
+    seen = wire.observe("kimi-k9", "high", [record])
+    assert seen.evidence == "gateway: 1 request to kimi-k9, output_config.effort=none in 1/1"
+    chat = {**line("qwen-9", None, path="/dashscope/v1/chat/completions",
+                   field="reasoning_effort"), "provider": "openai"}
+    assert wire.observe("qwen-9", "high", [chat]).evidence == (
+        "gateway: 1 request to qwen-9, reasoning_effort=none in 1/1")

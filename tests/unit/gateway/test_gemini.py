@@ -70,6 +70,7 @@ def test_sse_stream_with_the_token_as_key_goes_out_with_the_real_key_and_is_reco
     [line] = records(tmp_path)
     assert timing_fields(line) == {
         "seq": 1, "stage": "s1", "run": "", "arm": "a", "role": "arm", "provider": "gemini",
+        "upstream": "gemini",
         "method": "POST", "path": f"/gemini{STREAM}?alt=sse", "stream": True,
         "model_requested": "gemini-x",
         "thinking": {"thinkingLevel": "high", "includeThoughts": True},

@@ -78,6 +78,7 @@ def test_anthropic_stream_goes_out_with_the_real_key_and_is_recorded_exactly(
     [line] = records(tmp_path)
     assert timing_fields(line) == {
         "seq": 1, "stage": "s1", "run": "", "arm": "a", "role": "arm", "provider": "anthropic",
+        "upstream": "anthropic",
         "method": "POST", "path": "/anthropic/v1/messages?beta=true", "stream": True,
         "model_requested": "claude-x", "thinking": {"type": "adaptive"},
         "output_config_effort": "high", "reasoning_effort": None,
