@@ -107,7 +107,9 @@ class Usage(_Part):
 
     source: Literal["cgroup-v1", "cgroup-v2"]  # whose files were read
     memory_peak_bytes: int | None  # high-water mark (v2 before kernel 5.19: None)
-    memory_limit_hits: int | None = None  # times it reached its limit (v1 failcnt, v2 max)
+    # times it reached its limit (v2 memory.events max; v1 failcnt, which this engine's
+    # kernel left at 0 even for a sample the OOM killer ended: oom_kills says that)
+    memory_limit_hits: int | None = None
     oom_kills: int | None = None  # processes the OOM killer ended
     cpu_s: float | None = None
     cpu_throttled_s: float | None = None  # time held back by the CPU quota
