@@ -29,7 +29,15 @@ from rig.errors import SampleInterruptedError
 from rig.harness import Pinned, is_test_file
 from rig.parsers import get_parser
 from rig.persist import write_bytes_atomic, write_text_atomic
-from rig.record import BrowserAsked, BrowserRan, RealPath, SampleCounts, SampleRecord, StackRecord
+from rig.record import (
+    BrowserAsked,
+    BrowserRan,
+    RealPath,
+    SampleCounts,
+    SampleRecord,
+    StackRecord,
+    Usage,
+)
 from rig.tree import clean, shown
 from rig.tripwire import Finding, Tripwire
 from rig.verdict import Base, Evidence, FailReason, Judged, Outcome, Verdict, judge
@@ -146,6 +154,8 @@ class Execution:
     build_log: str = ""  # its output: kept apart, never parsed
     browser_run: BrowserRan | None = None  # a browser criterion's browser, as recorded
     engine: Mapping[str, str] = field(default_factory=dict)  # host, id, name
+    usage: Usage | None = None  # its container's cgroup, as the driver read it (rig.headroom)
+    server_usage: Usage | None = None  # its server's container's, when it has a server
     browser_files: Mapping[str, bytes] = field(default_factory=dict)  # what it kept, by name
     # The outage that cut the sample (the engine, or one of the experiment's services,
     # failed under it), with `infra_error` set: not a result, run again on resume.
@@ -256,7 +266,8 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at
                                              "base_reason": base.reason},
         stack=execution.stack, build=list(spec.build), build_exit=execution.build_exit,
         browser=spec.browser, browser_run=_browser_run(execution, log_name),
-        engine=dict(execution.engine),
+        engine=dict(execution.engine), usage=execution.usage,
+        server_usage=execution.server_usage,
         real_path=[RealPath(expectation=str(f.expectation), met=f.met, detail=f.detail,
                             test=f.test) for f in seen.real_path.findings],
         **_metric_fields(spec, execution, log_name))

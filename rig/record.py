@@ -6,7 +6,7 @@ verdict can always be recomputed from the stored log (`rig.oracle.regrade`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -83,6 +83,40 @@ class RealPath(_Part):
     test: str = ""  # a test's own flow (`tests.jsonl`); empty: the sample's
 
 
+class Allocation(_Part):
+    """The limits a sample's container ran under, as its cgroup enforced them: what it
+    was guaranteed apart from where it is stopped. Only memory kills: past its limit the
+    OOM killer ends a process; CPU past its quota is throttled (slower, never killed);
+    past the pids limit a fork fails."""
+
+    memory_reserved_bytes: int = 0  # guaranteed: docker's reservation (v1 the soft limit;
+    #                                 v2 memory.min or memory.low); 0: none, nothing reserved
+    memory_limit_bytes: int | None = None  # the kill threshold (None: unlimited)
+    cpu_quota: float | None = None  # CPUs: a ceiling, throttled past it (None: unlimited)
+    cpu_weight: int | None = None  # its share under contention, relative (v1 cpu.shares,
+    #                                default 1024; v2 cpu.weight, default 100)
+    pids_limit: int | None = None  # processes: a fork fails past it (None: unlimited)
+
+
+class Usage(_Part):
+    """What a sample's container used (`rig.headroom`): the kernel's counters of its own
+    cgroup, read by the root driver after the command (read-only inside), and the limits
+    that cgroup enforced. The peak counts what the limit is enforced on: the processes'
+    memory, the page cache and every tmpfs (the tree); the CPU time is the container's
+    (layout, build, command)."""
+
+    source: Literal["cgroup-v1", "cgroup-v2"]  # whose files were read
+    memory_peak_bytes: int | None  # high-water mark (v2 before kernel 5.19: None)
+    # times it reached its limit (v2 memory.events max; v1 failcnt, which this engine's
+    # kernel left at 0 even for a sample the OOM killer ended: oom_kills says that)
+    memory_limit_hits: int | None = None
+    oom_kills: int | None = None  # processes the OOM killer ended
+    cpu_s: float | None = None
+    cpu_throttled_s: float | None = None  # time held back by the CPU quota
+    pids_peak: int | None = None  # v2 only
+    allocation: Allocation = Allocation()
+
+
 class Asked(_Part):
     """What was asked: the sample and the command that grades it (the `SampleSpec`)."""
 
@@ -130,6 +164,10 @@ class Ran(_Part):
     build_exit: int | None = None  # `[toolchain] build`'s exit status (None: no build ran)
     browser_run: BrowserRan | None = None  # a browser criterion's browser
     engine: dict[str, str] = {}  # the engine it ran on: host (DOCKER_HOST), id, name
+    # Peak memory, CPU time and the limits its cgroup enforced (a browser criterion's: its
+    # browser's container; None: not read: a record from before, a sample that never ran)
+    usage: Usage | None = None
+    server_usage: Usage | None = None  # a server per sample: its own container's
 
 
 class Graded(_Part):

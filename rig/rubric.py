@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from rig import headroom
 from rig.errors import RigError
 from rig.oracle import PassRate, pass_rate
 from rig.record import SampleRecord
@@ -176,6 +177,19 @@ class ArmScore:
     def flaky(self) -> bool:
         return any(check.rate.flaky for check in self.all_checks)
 
+    # -- headroom (rig.headroom) --
+
+    @property
+    def headroom(self) -> headroom.ArmHeadroom:
+        """Its worst memory headroom over every sample, and its CPU time."""
+        return headroom.arm_headroom([r for check in self.all_checks for r in check.records])
+
+    @property
+    def infra_events(self) -> int:
+        """Sample attempts the rig or its infrastructure spoiled: RIG_ERROR samples that
+        stand, and attempts that were no result and ran again (`retried`)."""
+        return len(self.rig_errors) + self.retried
+
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
@@ -325,6 +339,15 @@ FLAG_MEANINGS = {
                                  "round that is not valid",
     "tie": "arms of equal total competed for the win: the tie-break (success pass-rate, "
            "then checks score) decided or, still equal, there is no winner",
+    # headroom (rig.headroom)
+    "near_limit": "a sample of the arm came within 10 % of its memory limit, or the OOM "
+                  "killer ended it: the limit, not only the code, may have decided its "
+                  "result",
+    "infra_asymmetric": "the infrastructure's trouble (RIG_ERROR samples and sample "
+                        "attempts that were no result and ran again) hit arms unequally: "
+                        "the arms did not run under the same conditions, even where every "
+                        "retry then ran (rig_asymmetric: the rig errors that remain make "
+                        "the comparison itself invalid)",
 }
 
 
@@ -347,7 +370,8 @@ def harness_flag(arm: ArmScore) -> str:
 
 def flags(arms: Sequence[ArmScore], decision: WinnerDecision | None = None) -> list[str]:
     """The round's integrity flags, sorted: no_separation, rig_asymmetric,
-    effort_confounded, flaky:<arm>, spoofed:<arm>, tampered:<arm>,
+    infra_asymmetric, near_limit:<arm>, effort_confounded, flaky:<arm>, spoofed:<arm>,
+    tampered:<arm>,
     `harness_touched:<arm> (<file>, ...)` (`harness_flag`), and tie:<arm>,<arm>... when
     `decision` had to break a tie (or could not)."""
     found: set[str] = set()
@@ -367,7 +391,17 @@ def flags(arms: Sequence[ArmScore], decision: WinnerDecision | None = None) -> l
     found.update(f"{mark}:{a.arm}" for a in arms for mark in a.marks)
     if decision is not None and decision.tie is not None:
         found.add("tie:" + ",".join(sorted(decision.tie.arms)))
+    found.update(headroom_flags(arms))
     return sorted(found)
+
+
+def headroom_flags(arms: Sequence[ArmScore]) -> set[str]:
+    """near_limit:<arm> (a sample within 10 % of its memory limit, or OOM-killed) and
+    infra_asymmetric (rig errors and retried attempts per arm differ)."""
+    found = {f"near_limit:{a.arm}" for a in arms if a.headroom.near_limit}
+    if headroom.asymmetric(a.infra_events for a in arms):
+        found.add("infra_asymmetric")
+    return found
 
 
 # --- rank and winner ----------------------------------------------------------------------

@@ -29,7 +29,8 @@ TOP: Final = 46             # the round's flags, then the axis labels
 LABEL_CHARS: Final = 26
 NOTE_CHARS: Final = 46
 LABELLED_POINTS: Final = 12  # a scatter names its points up to this many arms
-ROUND_FLAGS: Final = frozenset({"no_separation", "rig_asymmetric", "effort_confounded", "tie"})
+ROUND_FLAGS: Final = frozenset({"no_separation", "rig_asymmetric", "infra_asymmetric",
+                                 "effort_confounded", "tie"})
 Kind = Literal["winner", "valid", "invalid"]
 
 

@@ -7,7 +7,9 @@
     arm:   {arm, model, effort, effort_normalized, effort_provenance, effort_evidence, mode,
             control, commit, image_id, results {success {pass_rate, ci95, samples[]},
             checks {NAME: {...}}}, scores {success, checks, diagnosis, plan, code_quality,
-            intent}, total, max, valid, caveats[]}
+            intent}, total, max, valid, caveats[], ... headroom {samples, measured,
+            worst_sample, peak_mib, limit_mib, headroom, near_limit[], cpu_s_max}
+            (optional: absent when no sample's use was read)}
 
 Every model forbids unknown keys; `write_observation` validates what it is about to write
 (a reload of its own dump) before it replaces the file atomically.
@@ -40,6 +42,7 @@ from rig.wire import WireSummary
 from runner.manifest import ArmIdentity
 
 SCHEMA: Final = "abc-comparison/v2"
+MIB: Final = 1024 * 1024
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -90,7 +93,22 @@ class _Keyed(_Model):
 
 
 # written only when they say something
-OPTIONAL_KEYS = ("marks", "usage", "agent_cli", "unguarded", "retried")
+OPTIONAL_KEYS = ("marks", "usage", "agent_cli", "unguarded", "retried", "headroom")
+
+
+class Headroom(_Model):
+    """An arm's worst memory headroom over its samples (`rig.headroom.arm_headroom`):
+    the sample closest to its memory limit, how close, and the samples within 10 % of
+    it or OOM-killed; the most CPU time one sample used. Absent: no sample's use read."""
+
+    samples: int = Field(ge=0)
+    measured: int = Field(ge=0)  # samples whose use was read (or the OOM killer ended)
+    worst_sample: str | None
+    peak_mib: float | None = Field(ge=0)  # MiB (bytes / 2^20: exact, a page is 4 KiB)
+    limit_mib: float | None = Field(ge=0)  # its memory limit, the kill threshold
+    headroom: float | None = Field(ge=0, le=1)  # share of the limit left (0: OOM-killed)
+    near_limit: list[str] = []  # samples within 10 % of the limit, or OOM-killed
+    cpu_s_max: float | None = Field(default=None, ge=0)
 
 
 class ArmEntry(ArmIdentity, _Keyed):
@@ -112,6 +130,7 @@ class ArmEntry(ArmIdentity, _Keyed):
     agent_cli: dict[str, str] | None = None  # the pinned CLI: cli, package, version, sha256
     unguarded: dict[str, list[str]] = {}  # check -> what its grading could not check
     retried: int = Field(default=0, ge=0)  # sample attempts that were no result, run again
+    headroom: Headroom | None = None  # its worst memory headroom (issue 33)
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -253,7 +272,25 @@ def arm_entry(arm: ArmScore) -> ArmEntry:
         valid=arm.valid, caveats=list(arm.caveats), harness_touched=list(arm.harness_touched),
         marks=list(arm.marks), usage=arm.usage,
         agent_cli=None if arm.agent_cli is None else dict(arm.agent_cli),
-        unguarded=arm.unguarded, retried=arm.retried)
+        unguarded=arm.unguarded, retried=arm.retried, headroom=headroom_of(arm))
+
+
+def headroom_of(arm: ArmScore) -> Headroom | None:
+    """The arm's `Headroom` entry; None when no sample's use was read."""
+    found = arm.headroom
+    if not found.measured:
+        return None
+    worst = found.worst
+    return Headroom(
+        samples=found.samples, measured=found.measured,
+        worst_sample=None if worst is None else worst.sample,
+        peak_mib=None if worst is None or worst.peak_bytes is None
+        else worst.peak_bytes / MIB,
+        limit_mib=None if worst is None or worst.limit_bytes is None
+        else worst.limit_bytes / MIB,
+        headroom=None if found.headroom is None else round(found.headroom, 4),
+        near_limit=list(found.near),
+        cpu_s_max=None if found.cpu_s is None else round(found.cpu_s, 3))
 
 
 def round_of(change: str, base_commit: str, baseline_rate: float,

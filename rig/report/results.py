@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rig.report import headroom
 from rig.report.observation import ArmEntry, Observation, Round
 from rig.report.pairs import Pair, Paired
 from rig.report.scorecard import PAIRS_INTRO, cell, interval_text, pair_table, signed
@@ -304,6 +305,8 @@ def render_results(observation: Observation) -> str:
           if (usage := usage_lines(observation)) else []),
         *(_section("Judge usage (its gateway's records)", judged)
           if (judged := judge_lines(observation)) else []),
+        *(_section("Headroom (memory and CPU per sample)", found)
+          if (found := headroom.results_lines(observation)) else []),
         *_section("Merges", merge_lines(observation)),
         *(_section("Which arm is better, and how sure (success pass-rate)", better)
           if (better := better_lines(observation)) else []),

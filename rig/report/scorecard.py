@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rig.ratchet import show
+from rig.report import headroom
 from rig.report import pairs as pairs_mod
 from rig.report.pairs import Pair
 from rig.rubric import (
@@ -261,6 +262,7 @@ def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeigh
         "## Pairs", "", *pair_lines(arms), "",
         "## Flags", "", *([f"- {describe_flag(f)}" for f in flags] or ["None."]), "",
         "## Unguarded", "", *unguarded_lines(arms), "",
+        *headroom.scorecard_lines(arms),
         *browser_lines(browser, playwright),
         "## Merge", "", merge_note.strip() or "Nothing merged.", "",
         "### Grafts", "", *graft_lines(grafts), "",

@@ -161,6 +161,7 @@ SCRIPT = r'''
 url="$1"; health="$2"; wait_s="$3"; t="$4"; shift 4
 out="$BAKEOFF_BROWSER_OUT"; log=/tmp/bakeoff-browser.log
 finish() {
+  usage > "$out/cgroup" 2>/dev/null
   printf 'bakeoff-out:'; (cd "$out" && tar -cf - .) | base64 -w 0; printf '\n'
   exit "$1"
 }
@@ -198,7 +199,7 @@ exec "$@"
 
 
 def script() -> str:
-    return f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}\n" + SCRIPT
+    return f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}\n" + sample_driver.usage_script() + SCRIPT
 
 
 def command(criterion: str, base_url: str, *, health: str = "/", wait_s: int = 30,
@@ -301,7 +302,7 @@ def read_outputs(stdout: bytes) -> Outputs:
 
 # The script's own outputs, and the server's (merged in by the executor): the rest is the
 # plugin's.
-OWN = ("log", "server", "server.log", "build", "build.log")
+OWN = ("log", "server", "server.log", "build", "build.log", "cgroup")
 _KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}(/[A-Za-z0-9][A-Za-z0-9._-]{0,200})?")
 FILES = {"requests": "requests.jsonl", "console": "console.jsonl", "events": "events.jsonl",
          "tests": "tests.jsonl", "artifacts": "artifacts.json"}

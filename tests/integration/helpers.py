@@ -16,6 +16,22 @@ from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest
 
+# What OBSERVATION.json says of one run's machine, not of the arms' work: two runs of the
+# same experiment differ in it (an arm's headroom: its samples' peak memory, CPU time).
+PER_RUN_ARM_KEYS = ("headroom",)
+
+
+def measured(observation: str | dict[str, Any]) -> dict[str, Any]:
+    """OBSERVATION.json (its text or its JSON) without each arm's `PER_RUN_ARM_KEYS`: what
+    two runs of the same experiment must agree on."""
+    found: dict[str, Any] = json.loads(observation if isinstance(observation, str)
+                                       else json.dumps(observation))
+    for round_ in found["rounds"]:
+        for arm in round_["arms"]:
+            for key in PER_RUN_ARM_KEYS:
+                arm.pop(key, None)
+    return found
+
 
 class PlainReporter:
     def start(self, name: str) -> None: ...

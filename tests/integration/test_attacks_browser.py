@@ -21,6 +21,7 @@ from rig.oracle import SampleSpec, ServerSpec, run_sample
 from rig.record import BrowserAsked, SampleRecord
 from runner.commands.score import BaseRuns
 from runner.containers import sandbox
+from runner.containers.browser import BrowserLimits
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples import DockerSampleExecutor
@@ -192,6 +193,12 @@ def verdict(record: SampleRecord) -> tuple[str, str | None]:
 def test_the_honest_fix_passes_on_the_real_path_and_the_base_fails(lab: Lab) -> None:
     honest = lab.grade(tree({"index.html": INDEX}, FIXED))
     assert verdict(honest) == ("PASS", None), honest.detail
+    # headroom (issue 33): the browser's container's use against its own limits, and the
+    # server's (the arm's code) against the sample's
+    assert honest.usage is not None and honest.server_usage is not None
+    assert honest.usage.allocation.memory_limit_bytes == BrowserLimits().memory_mb * 2 ** 20
+    assert honest.server_usage.allocation.memory_limit_bytes == (
+        lab.executor.limits.memory_mb * 2 ** 20)
     assert [(p.met, p.detail) for p in honest.real_path] == [
         (True, "POST /api/horizon 2xx: 1 answer(s) from the app's server (200)")]
     base = lab.grade({})

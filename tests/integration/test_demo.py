@@ -33,6 +33,7 @@ from tests.unit.html_page import numbers_compared, parse
 from tests.unit.test_report_page import CHART_NAMES, RANK_CHART
 
 ROOT = Path(__file__).resolve().parents[2]
+CGROUP_V1 = not Path("/sys/fs/cgroup/cgroup.controllers").exists()  # the engine's, if local
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,37 @@ def test_demo_runs_the_whole_loop_with_the_expected_outcome(
     assert len(seen.screenshot) > 100_000
     keep_artifacts(seen, "report-demo", tmp_path_factory.getbasetemp())
 
+
+def test_the_demo_reports_each_arms_headroom(local_demo: Demo) -> None:
+    """Issue 33, item 4: every sample's record holds what its container used and the limits
+    its cgroup enforced ([limits] of examples/horizon: 1024 MiB, one CPU, 256 pids); each
+    arm's worst headroom is in OBSERVATION.json, RESULTS.md and REPORT.html, and no arm of
+    the demo comes near its memory limit."""
+    state = local_demo.state
+    records = [flat_record(p) for p in sorted(state.glob("stages/*/samples/*/*/*.json"))]
+    assert len(records) == 2 * 5 * 9
+    assert {(r["usage"]["source"], json.dumps(r["usage"]["allocation"], sort_keys=True))
+            for r in records} == {("cgroup-v1" if CGROUP_V1 else "cgroup-v2", json.dumps(
+                {"memory_reserved_bytes": 0, "memory_limit_bytes": 1024 * 1024 * 1024,
+                 "cpu_quota": 1.0, "cpu_weight": 1024 if CGROUP_V1 else 100,
+                 "pids_limit": 256}, sort_keys=True))}
+    assert all(0 < r["usage"]["memory_peak_bytes"] < 0.5 * 1024 ** 3 and r["usage"]["cpu_s"] > 0
+               for r in records)
+    obs = read_observation(state / "OBSERVATION.json")
+    for round_ in obs.rounds:
+        assert not [f for f in round_.flags if f.startswith(("near_limit", "infra_asym"))]
+        for arm in round_.arms:
+            assert arm.headroom is not None and arm.headroom.limit_mib == 1024.0, arm.arm
+            assert (arm.headroom.samples, arm.headroom.measured, arm.headroom.near_limit) == (
+                9, 9, [])
+    results = (state / "RESULTS.md").read_text()
+    rows = [line for line in results.split("## Headroom (memory and CPU per sample)")[1]
+            .split("\n## ")[0].splitlines() if line.startswith("| cap-horizon |")
+            or line.startswith("| horizon-units |")]
+    assert len(rows) == 2 * 5 and all(" / 1024 MiB, " in row for row in rows)
+    page = parse((state / "REPORT.html").read_text(encoding="utf-8"))
+    assert [sorted(row[0].text for row in page.tables[f"r{i}-headroom-table"].rows[1:])
+            for i in (1, 2)] == [sorted(a.arm for a in r.arms) for r in obs.rounds]
 
 
 # --- which arm is better, and how sure (issue 33) ------------------------------------------

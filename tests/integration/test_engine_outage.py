@@ -33,7 +33,7 @@ from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
 from runner.store import state as state_mod
-from tests.integration.helpers import cleanup, flat_record
+from tests.integration.helpers import PER_RUN_ARM_KEYS, cleanup, flat_record
 from tests.integration.remote_engine import (
     RemoteEngine,
     answers,
@@ -51,7 +51,9 @@ IMAGES = ("python", "postgres")  # all the target needs on the second engine
 RUN_S = 900
 POINT_S = 300
 RESTART_AFTER_S = 5  # the engine comes back this long after it stopped (or the run ended)
-PER_RUN = ("retried",)  # an arm's attempts that were no result: the outages' count, not the arms'
+# an arm's attempts that were no result (the outages' count, not the arms'), and what its
+# samples used of the machine (helpers.PER_RUN_ARM_KEYS)
+PER_RUN = ("retried", *PER_RUN_ARM_KEYS)
 
 
 @dataclass(frozen=True)

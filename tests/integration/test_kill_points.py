@@ -22,7 +22,7 @@ from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
 from runner.store import state as state_mod
-from tests.integration.helpers import ARM_TEMPLATE, cleanup, cli, git
+from tests.integration.helpers import ARM_TEMPLATE, cleanup, cli, git, measured
 
 DATES = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 FIX = ("sleep 2; if [ \"$BAKEOFF_CHANGE\" = first ]; then sed -i 's/^VALUE = 1/VALUE = 2/' "
@@ -174,7 +174,7 @@ def test_run_killed_at_five_points_resumes_to_the_same_observation(
                 assert orphan_databases(engine, current) == [], what
         resumed = start(cut.parent)
         assert resumed.wait(timeout=900) == 0, resumed.communicate()[1][-3000:]
-        assert (state / "OBSERVATION.json").read_text() == expected
+        assert measured((state / "OBSERVATION.json").read_text()) == measured(expected)
         redone = json.loads((state / "stages" / "first" / "arms" / "A" / "arm.json").read_text())
         assert redone["attempt"] == 2  # the dispatch really was cut, and redone from the base
         assert leftovers(engine, name, None) == []

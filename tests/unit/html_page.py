@@ -199,7 +199,8 @@ def check_round(page: Page, at: int, round_: Round) -> int:
             compared += len(expected)
         assert (values(cells["total"]), values(cells["max"])) == ([entry.total], [entry.max])
         compared += 2
-    return compared + check_usage(page, at, round_) + check_pairs(page, at, round_)
+    return (compared + check_usage(page, at, round_) + check_pairs(page, at, round_)
+            + check_headroom(page, at, round_))
 
 
 def check_usage(page: Page, at: int, round_: Round) -> int:
@@ -220,4 +221,21 @@ def check_usage(page: Page, at: int, round_: Round) -> int:
         assert [values(row[k]) for k in ("requests", "refused", "input", "output", "cost")] == [
             [u.requests], [sum(u.refused.values())], [u.input], [u.output], [u.cost_usd]]
         compared += 5
+    return compared
+
+
+def check_headroom(page: Page, at: int, round_: Round) -> int:
+    """The headroom table's numbers (issue 33), for the arms whose use was read."""
+    compared = 0
+    for entry in round_.arms:
+        h = entry.headroom
+        if h is None:
+            continue
+        row = page.tables[f"r{at}-headroom-table"].row(entry.arm)
+        expected = {"peak MiB": h.peak_mib, "limit MiB": h.limit_mib, "headroom": h.headroom,
+                    "most CPU s": h.cpu_s_max}
+        assert {k: values(row[k]) for k in expected} == {
+            k: [] if v is None else [v] for k, v in expected.items()}
+        assert values(row["samples read"]) == [h.measured, h.samples]
+        compared += sum(v is not None for v in expected.values()) + 2
     return compared

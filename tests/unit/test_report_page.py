@@ -118,9 +118,9 @@ def test_the_winner_and_the_flags_are_on_the_page_and_on_the_chart() -> None:
     rows = [a["class"] for a in page.starts("g") if a["class"].startswith("row")]
     assert rows.count("row winner") == 4  # the pass-rate and rubric charts of both rounds
     notes = set(page.chunks)
-    assert {"flags: effort_confounded, rig_asymmetric", "1.00 \u2605 winner \u00b7 flaky",
-            "0.00 control \u00b7 effort unknown", "1.00 invalid (rig error)",
-            "46.67 / 50 \u2605 winner"} <= notes
+    assert {"flags: effort_confounded, infra_asymmetric, rig_asymmetric",
+            "1.00 \u2605 winner \u00b7 flaky", "0.00 control \u00b7 effort unknown",
+            "1.00 invalid (rig error)", "46.67 / 50 \u2605 winner"} <= notes
 
 
 def test_the_page_forbids_scripts_and_loads_nothing() -> None:

@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from rig import canary as canary_mod
-from rig import inprocess, links
+from rig import headroom, inprocess, links
 from rig.canary import Canary
 from rig.oracle import Execution, SampleSpec
 from rig.preflight import program_of
@@ -283,7 +283,9 @@ class DockerSampleExecutor:
             stack_detail="" if ran.stack is None else ran.stack.detail,
             stack_log="" if ran.stack is None else ran.stack.log,
             browser_run=ran.browser, browser_files={} if ran.browser is None
-            else browser.kept(outputs), engine=self.engine.identity.as_record())
+            else browser.kept(outputs), engine=self.engine.identity.as_record(),
+            usage=headroom.usage(outputs.text("cgroup")),
+            server_usage=headroom.usage(outputs.text(SERVER_CGROUP)))
 
     def interactive(self, spec: SampleSpec, extra_env: Mapping[str, str],
                     command: list[str] | None, say: Callable[[str], None]) -> int:
@@ -659,15 +661,20 @@ class DockerSampleExecutor:
             stop.cancel()
 
     def _server_outputs(self, server: Any) -> dict[str, bytes]:
-        """The server's log, once its driver was told to stop (it keeps head and tail)."""
+        """The server's log, once its driver was told to stop (it keeps head and tail), and
+        its container's cgroup dump (`SERVER_CGROUP`)."""
         with contextlib.suppress(EngineError):
             self.engine.call("stop the server", server.stop, timeout=10)
         found = read_outputs(self.engine, server).files
-        return {name: found[name] for name in ("server.log", "build", "build.log")
-                if name in found}
+        names = ("server.log", "build", "build.log")
+        kept: dict[str, bytes] = {name: found[name] for name in names if name in found}
+        if "cgroup" in found:  # the server's own container's use (rig.headroom)
+            kept[SERVER_CGROUP] = found["cgroup"]
+        return kept
 
 
 EMPTY = f"{IN_DIR}/empty"  # a root-owned empty file of the rig's inputs
+SERVER_CGROUP = "server.cgroup"  # the server's container's cgroup dump, beside the sample's
 
 
 def toolchain_env(tree: sample_tree.SampleTree) -> dict[str, str]:

@@ -35,7 +35,10 @@ processes. The layout:
   criterion starts, cannot write a conftest or anything else the criterion reads. The
   criterion's driver health-checks it; its state is the driver's, never the server's.
 - /var/lib/bakeoff/out (root only): `ready` (the layout is done), `log` (+
-  `log.truncated`), `server`, `server.log`, `observer.jsonl`, `files/N` (+ `files/N.path`).
+  `log.truncated`), `server`, `server.log`, `observer.jsonl`, `files/N` (+ `files/N.path`),
+  `cgroup` (the container's own cgroup counters and limits, `rig.headroom.CGROUP_FILES`,
+  read as the driver ends: cgroup files are a read-only mount inside, so the code under
+  test can write none of them; `rig.headroom.usage` reads either version).
   The code under test can never write here. At the end the driver writes it, as a
   base64 tar on one line after `bakeoff-out:`, to its own stdout: the container's log,
   which only the driver and the init hold (the command's output is a file), read back
@@ -57,6 +60,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
+from rig.headroom import CGROUP_FILES
+
 OUT = "/var/lib/bakeoff/out"
 IN_MB = 64  # the tmpfs of the rig's small inputs (the tree goes straight into /work)
 # The container's command: the small inputs from stdin (a size line, then a tar of that
@@ -77,6 +82,23 @@ COLLECTED_LIMIT = 32 * 1024 * 1024  # every file read back, together; past it on
 OBSERVER_LIMIT = 16 * 1024 * 1024  # bytes of the observer's records kept (rig.observer.LIMIT)
 TRUNCATED = "[bakeoff: output truncated: {} bytes omitted]"
 
+# The container's own cgroup, dumped for `rig.headroom.usage` (read-only inside: nothing
+# of the tree's writes it): v1 controllers under /sys/fs/cgroup, v2 files in the container's
+# own cgroup (its namespace's root, else the path /proc/self/cgroup names).
+USAGE = r'''
+usage() {
+  cg=/sys/fs/cgroup; d=$cg
+  if [ -f "$cg/cgroup.controllers" ]; then
+    p=$(sed -n 's/^0:://p' /proc/self/cgroup)
+    case "$p" in /|*..*|"") ;; *) d="$cg$p" ;; esac
+  fi
+  for f in $CGROUP_FILES; do
+    case "$f" in */*) r="$cg/$f" ;; *) r="$d/$f" ;; esac
+    if [ -f "$r" ]; then printf '== %s\n' "$f"; head -c 4096 "$r"; fi
+  done
+}
+'''
+
 # $1 mode: run | hold (laid out, then waiting for `docker exec` of a terminal or a command:
 #   reproduce) | serve (the server of `[changes.success].server`, in a container of its
 #   own, until it is stopped)
@@ -90,6 +112,7 @@ AS="setpriv --reuid=$uid --regid=$gid --clear-groups --"
 as() { $AS "$@"; }
 out=/var/lib/bakeoff/out; in=/bakeoff/in; run=/bakeoff/run; obs=/bakeoff/obs
 finish() {
+  usage > "$out/cgroup" 2>/dev/null
   printf 'bakeoff-out:'; (cd "$out" 2>/dev/null && tar -cf - .) | base64 -w 0; printf '\n'
   exit "$1"
 }
@@ -253,10 +276,16 @@ if "/work" not in sys.path:
 '''
 
 
+def usage_script() -> str:
+    """`usage`, the shell function that dumps the container's cgroup, with its files."""
+    return f"CGROUP_FILES='{' '.join(CGROUP_FILES)}'\n" + USAGE
+
+
 def script() -> str:
     """The driver with its limits filled in."""
     return (f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}; LIMIT={FILE_LIMIT + 1}; "
-            f"OBSERVED={OBSERVER_LIMIT}; COLLECTED={COLLECTED_LIMIT}\n" + SCRIPT)
+            f"OBSERVED={OBSERVER_LIMIT}; COLLECTED={COLLECTED_LIMIT}\n" + usage_script()
+            + SCRIPT)
 
 
 @dataclass
