@@ -340,8 +340,12 @@ def exec_in(engine: Engine, container_id: str, command: list[str] | str, *,
     As the sandbox user unless told otherwise: nothing of ours runs as root in a sandbox."""
     container = _container(engine, container_id)
     if container.status != "running":
-        raise SandboxUnavailableError(f"sandbox container {container.name} is {container.status}",
-                                      hint="run `bakeoff-sandbox up` again")
+        raise SandboxUnavailableError(
+            f"sandbox container {container.name} is {container.status}: the engine at "
+            f"{engine.address} stopped it (no agent can: its main process is root's)",
+            hint="once the engine answers, run the same command again: the experiment's "
+                 "services are restored; if the sandbox is gone, `bakeoff-sandbox down`, "
+                 "then `run` again")
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
     done = engine.exec(str(container.id), under_timeout(argv, timeout_s), user=user,
                        workdir=workdir, deadline_s=host_deadline(timeout_s), env=env)

@@ -54,6 +54,8 @@ def local_demo(engine: Engine, built_images: dict[str, BuiltImage],
     keep = tmp_path_factory.mktemp("local") / "demo"
     done = subprocess.run([sys.executable, "-m", "runner.cli", "demo", "--keep", str(keep)],
                           capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:  # a demo that stopped leaves its `up` behind for a resume
+        engine.remove_labelled({LABEL_EXPERIMENT: "horizon"})
     assert done.returncode == 0, done.stderr[-3000:]
     return Demo(keep, done)
 

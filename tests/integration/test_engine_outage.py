@@ -54,6 +54,7 @@ RESTART_AFTER_S = 5  # the engine comes back this long after it stopped (or the 
 # an arm's attempts that were no result (the outages' count, not the arms'), and what its
 # samples used of the machine (helpers.PER_RUN_ARM_KEYS)
 PER_RUN = ("retried", *PER_RUN_ARM_KEYS)
+INFRA_ASYMMETRIC = "infra_asymmetric"  # the round flag unequal retries raise (issue 33)
 
 
 @dataclass(frozen=True)
@@ -111,13 +112,22 @@ def results(state: Path) -> dict[str, tuple[Any, ...]]:
 
 
 def comparable(observation: dict[str, Any]) -> dict[str, Any]:
-    """OBSERVATION.json without the per-run facts (`PER_RUN`, per arm)."""
+    """OBSERVATION.json without the per-run facts (`PER_RUN`, per arm, and the round flag
+    they raise: `infra_asymmetric`, asserted on its own by `asymmetric`)."""
     copy = json.loads(json.dumps(observation))
     for round_ in copy["rounds"]:
+        round_["flags"] = [f for f in round_["flags"] if f != INFRA_ASYMMETRIC]
         for arm in round_["arms"]:
             for key in PER_RUN:
                 arm.pop(key, None)
     return copy
+
+
+def asymmetric(observation: dict[str, Any]) -> dict[str, tuple[bool, bool]]:
+    """Per round: (flagged `infra_asymmetric`, the arms' retried attempts differ)."""
+    return {round_["change"]: (INFRA_ASYMMETRIC in round_["flags"],
+                               len({a.get("retried", 0) for a in round_["arms"]}) > 1)
+            for round_ in observation["rounds"]}
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +169,7 @@ def engine_line(url: str) -> re.Pattern[str]:
     fix, which is to run the same command again."""
     where = re.escape(url)
     engine = (rf"no Docker engine answers at {where} |the engine at {where} (stopped or "
-              r"restarted while|has no space left on its disk)")
+              r"restarted while|has no space left on its disk|ended it|stopped it)")
     service = r"the experiment's Postgres \(container \w+\) is exited"
     return re.compile(rf"^error: .*({engine}|{service}).*\n  fix: .*run the same command "
                       "again", re.MULTILINE)
@@ -255,6 +265,11 @@ def test_an_engine_stopped_at_four_points_and_filled_once_costs_time_never_resul
         assert resumed.wait(timeout=RUN_S) == 0, (tmp_path / "resume.err").read_text()[-3000:]
         observation = json.loads((state / "OBSERVATION.json").read_text())
         assert comparable(observation) == comparable(clean.observation)
+        # The outages hit the arms unequally where their retries differ: said, never hidden.
+        assert {change: flagged == differ for change, (flagged, differ)
+                in asymmetric(observation).items()} == {"first": True, "second": True}
+        assert asymmetric(clean.observation) == {"first": (False, False),
+                                                 "second": (False, False)}
         assert results(state) == clean.samples
         redone = json.loads((state / "stages" / "first" / "arms" / "A" / "arm.json").read_text())
         assert redone["attempt"] == 2  # the dispatch really was cut, and redone from the base

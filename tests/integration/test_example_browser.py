@@ -47,9 +47,9 @@ def run(engine: Engine, built_images: dict[str, BuiltImage],
     manifest = root / "bakeoff.toml"
     manifest.write_text(manifest.read_text().replace('"horizon-ui"', f'"{name}"')
                         .replace('"bakeoff/horizon-ui"', f'"bakeoff/{name}"'))
-    done = cli(root, "run", timeout=2400)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    try:
+    try:  # a run that failed leaves its `up` behind: removed whatever happened
+        done = cli(root, "run", timeout=2400)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         yield Run(root, name)
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: name})

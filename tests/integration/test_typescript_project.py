@@ -54,9 +54,9 @@ def run(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "ts-router 1.4.0")
-    done = cli(root, "run", timeout=1500)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    try:
+    try:  # a run that failed leaves its `up` behind: removed whatever happened
+        done = cli(root, "run", timeout=1500)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         yield Run(root, name, done.stdout, str(engine.client.info()["ID"]))
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: name})
