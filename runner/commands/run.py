@@ -20,7 +20,7 @@ from runner.commands import report as reporting
 from runner.commands import score as score_mod
 from runner.commands import services
 from runner.commands import up as up_mod
-from runner.commands.dispatch import DONE_STATES, DispatchReporter, dispatch, load_record
+from runner.commands.dispatch import DispatchReporter, dispatch
 from runner.containers.engine import Engine
 from runner.containers.images.prepared import Toolchain
 from runner.errors import RigErrorRoundError
@@ -33,12 +33,7 @@ Say = Callable[[str], None]
 
 def dispatched(loaded: LoadedManifest, change: str) -> bool:
     """Every arm's dispatch finished for `change` (its work is fetched back)."""
-    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
-    for arm in loaded.manifest.arms:
-        record = load_record(layout.arm_record(directory, change, arm.id))
-        if record is None or record.state not in DONE_STATES:
-            return False
-    return True
+    return not pending(loaded, change)
 
 
 AGAIN = ("once the engine and the experiment's services answer (`docker info`), run the "
@@ -48,12 +43,10 @@ AGAIN = ("once the engine and the experiment's services answer (`docker info`), 
 
 def pending(loaded: LoadedManifest, change: str) -> list[str]:
     """The arms whose dispatch is not done for `change`: an arm whose work is kept (in
-    any `up` of this change) is never dispatched again, even after a `down` and a new
-    `up` (the one way back from a service the engine lost)."""
-    directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
-    return [arm.id for arm in loaded.manifest.arms
-            if (record := load_record(layout.arm_record(directory, change, arm.id))) is None
-            or record.state not in DONE_STATES]
+    any `up` of this change: `services.done_arms`) is never dispatched again, even after
+    a `down` and a new `up` (the one way back from a service the engine lost)."""
+    done = services.done_arms(loaded, change)
+    return [arm.id for arm in loaded.manifest.arms if arm.id not in done]
 
 
 def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
