@@ -9,22 +9,20 @@ report.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from runner import workspace
 from runner.errors import BadInputError
+from runner.install import resources
 
 EXAMPLE = "horizon"
 
 
 def examples_dir() -> Path:
-    configured = os.environ.get("BAKEOFF_EXAMPLES_DIR")
-    if configured:
-        return Path(configured)
-    return Path(__file__).resolve().parents[2] / "examples"
+    """The bundled examples the tool ships."""
+    return resources.examples_dir()
 
 
 def names() -> list[str]:

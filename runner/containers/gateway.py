@@ -45,6 +45,7 @@ from runner.containers.engine import (
 )
 from runner.containers.images import BuiltImage
 from runner.errors import BadInputError, InfraError, NotFoundError, SandboxUnavailableError
+from runner.install import resources
 from runner.manifest import Gateway
 
 ALIAS = "model-gateway"
@@ -65,8 +66,8 @@ _READING = threading.Lock()
 
 
 def package_dir() -> Path:
-    """The `gateway/` package of this checkout (beside `runner/`)."""
-    return Path(__file__).resolve().parents[2] / "gateway"
+    """The gateway package the tool ships (beside `runner`)."""
+    return resources.gateway_dir()
 
 
 def package_files() -> dict[str, bytes]:

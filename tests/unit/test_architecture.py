@@ -27,7 +27,7 @@ ARCHITECTURE = ROOT / "ARCHITECTURE.md"
 DESIGN = ROOT / "docs" / "design.md"
 DOCUMENTS = (ARCHITECTURE, DESIGN)
 NOT_ENTRIES = {"__pycache__", "__init__.py", "py.typed"}
-RUNNER_MAX_ENTRIES = 8
+RUNNER_MAX_ENTRIES = 9
 HEADING = re.compile(r"^### `([^`]+)`")
 ENTRY = re.compile(r"^- `([^`]+)`")
 DOTTED = re.compile(r"`((?:runner|rig)(?:\.\w+)+)`")
@@ -110,7 +110,7 @@ def test_the_code_map_lists_exactly_each_folder_s_entries() -> None:
         problems)
 
 
-def test_runner_top_level_holds_at_most_eight_entries() -> None:
+def test_runner_top_level_holds_at_most_nine_entries() -> None:
     found = sorted(entries("runner"))
     assert len(found) <= RUNNER_MAX_ENTRIES, (
         f"runner/ holds {len(found)} entries ({', '.join(found)}), more than "

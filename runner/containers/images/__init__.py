@@ -38,6 +38,7 @@ from rig.parsers.base import plain
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.containers.images import host_trust
 from runner.errors import BadInputError, ImageMissingError, InfraError, NotFoundError
+from runner.install import resources
 from runner.manifest import Manifest, parse_manifest
 
 BASE = "base"
@@ -178,11 +179,12 @@ def open_log(name: str, reporter: BuildReporter) -> BuildLog:
 
 
 def images_dir() -> Path:
-    """`images/` of this checkout (or BAKEOFF_IMAGES_DIR)."""
+    """The images' build contexts the tool ships, or BAKEOFF_IMAGES_DIR (a folder of one's
+    own laid out the same way: one folder per image, its Dockerfile `FROM` the base)."""
     configured = os.environ.get("BAKEOFF_IMAGES_DIR")
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parents[3] / "images"
+    return resources.images_dir()
 
 
 def tag_for(name: str, directory: Path | None = None) -> str:
