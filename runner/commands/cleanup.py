@@ -108,8 +108,8 @@ def down_images(engine: Engine, recorded: set[str], *, keep: bool) -> ImageRepor
     found = inventory.read(engine)
     plan = inventory.experiment_plan(found, recorded)
     if keep:
-        return ImageReport([], [(image, "--keep-images") for image in plan.remove]
-                           + plan.kept)
+        kept = [(image, "--keep-images") for image in plan.remove] + plan.kept
+        return ImageReport([], sorted(kept, key=lambda k: (k[0].shown, k[0].id)))
     return _carry_out(engine, found, plan, dry_run=False)
 
 
