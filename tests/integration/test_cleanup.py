@@ -5,18 +5,22 @@ identity, and never touches an image that is not ours. The real engine, the real
 
 from __future__ import annotations
 
+import contextlib
+import io
 import secrets
 from pathlib import Path
 
+import docker
 import pytest
 
 from runner.commands import cleanup
 from runner.commands import up as up_mod
 from runner.commands.reproduce import ImageGoneError, recorded_image
-from runner.containers import images
+from runner.containers import gateway, images
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_IDENTITY, LABEL_IMAGE, Engine
 from runner.manifest import load_manifest
-from tests.integration.helpers import CORE, cleanup as sweep
-from tests.integration.helpers import cli, git, make_target
+from tests.integration.helpers import CORE, cli, git, make_target
+from tests.integration.helpers import cleanup as sweep
 from tests.unit.test_cleanup_units import sample_record
 
 SETUP = 'setup = ["mkdir -p generated && cp requirements.txt generated/deps.copy"]'
@@ -101,3 +105,56 @@ def test_down_removes_the_prepared_image_unless_kept_and_lists_the_branches(
             "reproduce a record of the rebuilt image instead")
     finally:
         sweep(engine, loaded)
+
+
+def _build(engine: Engine, tag: str, labels: dict[str, str]) -> str:
+    """A tiny image (FROM scratch, labels only) at `tag`: the test's own."""
+    dockerfile = "FROM scratch\n" + "".join(f'LABEL "{k}"="{v}"\n' for k, v in labels.items())
+    built, _ = engine.client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag,
+                                          rm=True, pull=False)
+    return str(built.id)
+
+
+def test_gc_images_removes_an_old_identity_and_keeps_one_in_use_one_current_and_theirs(
+        engine: Engine, built_images: dict[str, images.BuiltImage]) -> None:
+    token = secrets.token_hex(6)
+    current = gateway.image_identity(built_images["python"].image_id, gateway.package_files())
+    old = f"bakeoff/gateway:old{token}"
+    used = f"bakeoff/gateway:used{token}"
+    now = f"bakeoff/gateway:now{token}"
+    theirs = f"example/theirs:{token}"
+    made = {
+        old: _build(engine, old, {LABEL_IMAGE: "gateway", LABEL_IDENTITY: f"sha256:old{token}"}),
+        used: _build(engine, used, {LABEL_IMAGE: "gateway",
+                                    LABEL_IDENTITY: f"sha256:used{token}"}),
+        now: _build(engine, now, {LABEL_IMAGE: "gateway", LABEL_IDENTITY: current,
+                                  "test.token": token}),
+        theirs: _build(engine, theirs, {"test.token": token}),
+    }
+    user = engine.client.containers.create(used, command=["/none"], name=f"it-gc-{token}",
+                                           labels={LABEL_EXPERIMENT: f"it-gc-{token}"})
+    mine = set(made.values())
+    try:
+        listed = cli(Path.cwd(), "gc", "--images", "--dry-run", timeout=300)
+        assert listed.returncode == 0, listed.stderr
+        shown = _lines(listed.stderr)
+        assert f"would remove image {old} ({made[old][7:19]}), 0.0 MB" in shown
+        assert (f"kept image {used} ({made[used][7:19]}): in use by it-gc-{token} "
+                f"(experiment it-gc-{token})") in shown
+        assert f"kept image {now} ({made[now][7:19]}): what this version builds" in shown
+        assert not [line for line in shown if theirs in line or made[theirs][7:19] in line]
+        assert all(_image(engine, ref) is not None for ref in made)  # a dry run
+
+        report = cleanup.gc_images(engine, dry_run=False, within=lambda i: i.id in mine)
+        assert cleanup.image_lines(report) == [
+            f"removed image {old} ({made[old][7:19]}), 0.0 MB",
+            f"kept image {now} ({made[now][7:19]}): what this version builds",
+            f"kept image {used} ({made[used][7:19]}): in use by it-gc-{token} "
+            f"(experiment it-gc-{token})",
+            "images: removed 1, freed 0.0 MB"]
+        assert [ref for ref in made if _image(engine, ref) is None] == [old]
+    finally:
+        user.remove(force=True)
+        for ref in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                engine.client.images.remove(ref, force=True)
