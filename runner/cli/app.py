@@ -189,13 +189,21 @@ def down(
     file: ManifestOpt = Path(DEFAULT_MANIFEST),
     keep_images: Annotated[bool, typer.Option(
         "--keep-images", help="keep the experiment's prepared images")] = False,
+    branches: Annotated[bool, typer.Option(
+        "--branches", help="also delete the branches it made (never one checked out, or "
+                           "holding commits no record names)")] = False,
 ) -> None:
     """Remove this experiment's containers, networks, databases and roles (work is kept),
     and its prepared images; list the branches it leaves."""
     loaded = _load(file)
     cleaned = cleanup.down(Engine(), loaded, _say, keep_images=keep_images)
-    for line in (cleanup.image_lines(cleaned.images)
-                 + cleanup.branch_lines(loaded, cleaned.branches)):
+    lines = cleanup.image_lines(cleaned.images)
+    if branches:
+        deleted = cleanup.delete_branches(loaded, cleaned.branches)
+        lines += cleanup.deleted_lines(loaded, deleted)
+    else:
+        lines += cleanup.branch_lines(loaded, cleaned.branches)
+    for line in lines:
         _say(line)
 
 

@@ -13,12 +13,12 @@ kept with why. The branches stay: the records name their commits (`rescore`,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner import workspace
 from runner.commands import down as down_mod
 from runner.containers import gateway, images
 from runner.containers.engine import Engine
@@ -28,6 +28,7 @@ from runner.manifest import LoadedManifest
 from runner.store import state as state_mod
 from runner.store.layout import experiment_dir
 from runner.store.state import ExperimentState
+from runner.workspace import branches as git_branches
 
 CLI = "bakeoff-sandbox"
 
@@ -71,22 +72,24 @@ def recorded_images(directory: Path, current: ExperimentState | None) -> set[str
         found |= {arm.image_id for arm in current.arms if arm.image_id}
     for path in sorted(directory.rglob("*.json")) if directory.is_dir() else ():
         try:
-            found |= set(_image_values(json.loads(path.read_text(encoding="utf-8"))))
+            data = json.loads(path.read_text(encoding="utf-8"))
+            found |= set(_values(data, ("image", "image_id")))
         except (OSError, UnicodeDecodeError, ValueError):
             continue  # not a record (a partial write is never read as one)
     return found
 
 
-def _image_values(data: Any) -> Iterator[str]:
+def _values(data: Any, keys: tuple[str, ...]) -> Iterator[str]:
+    """Every non-empty string under one of `keys`, at any depth of a JSON document."""
     if isinstance(data, dict):
         for key, value in data.items():
-            if key in ("image", "image_id") and isinstance(value, str) and value:
+            if key in keys and isinstance(value, str) and value:
                 yield value
             else:
-                yield from _image_values(value)
+                yield from _values(value, keys)
     elif isinstance(data, list):
         for item in data:
-            yield from _image_values(item)
+            yield from _values(item, keys)
 
 
 def _carry_out(engine: Engine, found: Inventory, plan: Plan, dry_run: bool) -> ImageReport:
@@ -187,6 +190,7 @@ def image_lines(report: ImageReport) -> list[str]:
 @dataclass(frozen=True)
 class Branch:
     name: str
+    tip: str
     why: str
 
 
@@ -194,10 +198,10 @@ def branches_left(loaded: LoadedManifest) -> list[Branch]:
     """The branches the experiment made in the user's repository, each with what it
     holds."""
     experiment = loaded.manifest.experiment
-    found = workspace.branches(loaded.repo_path, experiment.branch,
-                               f"bakeoff-arms/{experiment.name}",
-                               f"bakeoff-interrupted/{experiment.name}")
-    return [Branch(name, _why(name, experiment.branch)) for name in found]
+    found = git_branches.listed(loaded.repo_path, experiment.branch,
+                                f"bakeoff-arms/{experiment.name}",
+                                f"bakeoff-interrupted/{experiment.name}")
+    return [Branch(name, tip, _why(name, experiment.branch)) for name, tip in found.items()]
 
 
 def _why(name: str, experiment_branch: str) -> str:
@@ -219,5 +223,61 @@ def branch_lines(loaded: LoadedManifest, found: list[Branch]) -> list[str]:
     return ([f"branches left in {repo} (their commits are what the records name: kept so "
              "the result can be audited, re-scored and reproduced):"]
             + [f"  {b.name}: {b.why}" for b in found]
-            + [f"delete them when you are done: git -C {repo} branch -D "
-               + " ".join(b.name for b in found)])
+            + [f"delete them when you are done: {CLI} down --branches, or git -C {repo} "
+               "branch -D " + " ".join(b.name for b in found)])
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+COMMIT_KEYS = ("commit", "base_commit", "head")
+
+
+def recorded_commits(directory: Path) -> set[str]:
+    """Every commit the experiment's records name (an arm's, a base, a merge's head)."""
+    found: set[str] = set()
+    for path in sorted(directory.rglob("*.json")) if directory.is_dir() else ():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        found |= {v for v in _values(data, COMMIT_KEYS) if _COMMIT.fullmatch(v)}
+    return found
+
+
+@dataclass(frozen=True)
+class BranchReport:
+    deleted: list[Branch]
+    kept: list[tuple[Branch, str]]
+
+
+def delete_branches(loaded: LoadedManifest, found: list[Branch]) -> BranchReport:
+    """`down --branches`: each branch deleted, unless it is checked out in a worktree or
+    holds a commit no record of the experiment names (the user's own work on it)."""
+    repo = loaded.repo_path
+    directory = experiment_dir(repo, loaded.manifest.experiment.name)
+    recorded = recorded_commits(directory)
+    checked_out = git_branches.checked_out(repo)
+    deleted: list[Branch] = []
+    kept: list[tuple[Branch, str]] = []
+    for branch in found:
+        extra = git_branches.unrecorded(repo, branch.tip, recorded)
+        if branch.name in checked_out:
+            kept.append((branch, f"checked out in {checked_out[branch.name]}"))
+        elif extra:
+            kept.append((branch, f"{extra} commit(s) on it are in no record of the "
+                                 f"experiment: see `git -C {repo} log {branch.name}`, "
+                                 f"then `git -C {repo} branch -D {branch.name}`"))
+        else:
+            git_branches.delete(repo, branch.name, branch.tip)
+            deleted.append(branch)
+    return BranchReport(deleted, kept)
+
+
+def deleted_lines(loaded: LoadedManifest, report: BranchReport) -> list[str]:
+    lines = [f"deleted branch {b.name} (was {b.tip[:12]})" for b in report.deleted]
+    lines += [f"kept branch {b.name}: {why}" for b, why in report.kept]
+    if report.deleted:
+        directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
+        lines.append(f"the records under {directory} still name those commits, now on no "
+                     "branch: `git gc` prunes such commits after two weeks (gc.pruneExpire), "
+                     "and then `reproduce` and `rescore` of this experiment cannot run")
+    return lines

@@ -8,7 +8,6 @@ from runner.workspace.git import (
     Part,
     arm_branch,
     base_bundle,
-    branches,
     cat_blobs,
     commit_of,
     commit_patch,
@@ -30,8 +29,7 @@ from runner.workspace.git import (
     work_messages,
 )
 
-__all__ = ["GitError", "GitRun", "Part", "arm_branch", "base_bundle", "branches",
-           "cat_blobs",
+__all__ = ["GitError", "GitRun", "Part", "arm_branch", "base_bundle", "cat_blobs",
            "commit_of", "commit_patch", "file_at", "files_at", "git_bytes", "git_capped",
            "git_lines", "git_run", "git_stream", "grep_files", "objects_dir", "records",
            "require_clean", "resolve_commit", "run_git", "toplevel", "work_diff",

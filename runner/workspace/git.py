@@ -343,11 +343,3 @@ def arm_branch(experiment: str, change: str, arm: str) -> str:
     # Not bakeoff/<experiment>/...: the experiment branch defaults to bakeoff/<experiment>,
     # and git cannot hold both a ref and refs below it of the same name.
     return f"bakeoff-arms/{experiment}/{change}/{arm}"
-
-
-def branches(repo_path: Path, *refs: str) -> list[str]:
-    """The local branches at or under each of `refs` (`bakeoff-arms/NAME` matches every
-    branch below it), short names, sorted."""
-    wanted = [f"refs/heads/{ref}" for ref in refs]
-    listed = run_git(repo_path, "for-each-ref", "--format=%(refname:short)", *wanted)
-    return sorted({line for line in listed.splitlines() if line})

@@ -71,7 +71,8 @@ def test_down_removes_the_prepared_image_unless_kept_and_lists_the_branches(
             "the result can be audited, re-scored and reproduced):",
             f"  bakeoff-arms/{name}/first/A: arm A's commits for change first",
             f"  bakeoff/{name}: the experiment branch: the merged result of every change",
-            f"delete them when you are done: git -C {repo} branch -D "
+            "delete them when you are done: bakeoff-sandbox down --branches, or "
+            f"git -C {repo} branch -D "
             f"bakeoff-arms/{name}/first/A bakeoff/{name}"]
         kept = cli(repo, "down", "--keep-images", timeout=300)
         assert kept.returncode == 0, kept.stderr

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from rig.record import SampleRecord
@@ -11,6 +12,9 @@ from rig.verdict import Verdict
 from runner.commands import cleanup
 from runner.containers.engine import LABEL_BUILD_OF, LABEL_IDENTITY, LABEL_IMAGE
 from runner.containers.images.inventory import Image, Inventory, experiment_plan, gc_plan
+from runner.manifest import load_manifest
+from runner.store.layout import experiment_dir
+from tests.integration.helpers import make_target
 
 MB = 1_000_000
 
@@ -154,3 +158,69 @@ def test_recorded_images_are_every_image_and_image_id_in_the_records(tmp_path: P
     assert cleanup.recorded_images(tmp_path, None) == {
         "bakeoff/prepared:p1", "sha256:prep", "sha256:layer"}
     assert cleanup.recorded_images(tmp_path / "missing", None) == set()
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_down_branches_deletes_a_recorded_branch_and_refuses_the_checked_out_and_the_unrecorded(
+        tmp_path: Path) -> None:
+    """`down --branches`: an arm's branch whose commits the records name goes; the
+    branch checked out (in a worktree) and one holding a commit no record names (the
+    user's own work on it) stay, each said with why."""
+    loaded = load_manifest(make_target(tmp_path / "repo", ["A", "B"], database=False))
+    repo, name = loaded.repo_path, loaded.manifest.experiment.name
+    base = _git(repo, "rev-parse", "HEAD")
+    for arm in ("A", "B"):
+        _git(repo, "checkout", "-q", "-b", f"bakeoff-arms/{name}/first/{arm}", base)
+        (repo / f"{arm}.py").write_text(f"ARM = {arm!r}\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", f"arm {arm}")
+    tips = {arm: _git(repo, "rev-parse", f"bakeoff-arms/{name}/first/{arm}") for arm in "AB"}
+    (repo / "B.py").write_text("ARM = 'mine'\n")
+    _git(repo, "commit", "-qam", "the user's own commit, in no record")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "branch", f"bakeoff/{name}", base)
+    worktree = tmp_path / "wt"
+    _git(repo, "worktree", "add", "-q", str(worktree), f"bakeoff/{name}")
+    samples = experiment_dir(repo, name) / "stages" / "first" / "samples"
+    for arm in "AB":
+        (samples / arm / "success").mkdir(parents=True)
+        record = sample_record("bakeoff/prepared:p1", "sha256:prep").model_copy(
+            update={"arm": arm, "commit": tips[arm], "base_commit": base})
+        (samples / arm / "success" / "1.json").write_text(record.model_dump_json())
+    found = cleanup.branches_left(loaded)
+    assert [(b.name, b.why) for b in found] == [
+        (f"bakeoff-arms/{name}/first/A", "arm A's commits for change first"),
+        (f"bakeoff-arms/{name}/first/B", "arm B's commits for change first"),
+        (f"bakeoff/{name}", "the experiment branch: the merged result of every change")]
+    report = cleanup.delete_branches(loaded, found)
+    assert cleanup.deleted_lines(loaded, report) == [
+        f"deleted branch bakeoff-arms/{name}/first/A (was {tips['A'][:12]})",
+        f"kept branch bakeoff-arms/{name}/first/B: 1 commit(s) on it are in no record of "
+        f"the experiment: see `git -C {repo} log bakeoff-arms/{name}/first/B`, then "
+        f"`git -C {repo} branch -D bakeoff-arms/{name}/first/B`",
+        f"kept branch bakeoff/{name}: checked out in {worktree}",
+        f"the records under {experiment_dir(repo, name)} still name those commits, now on "
+        "no branch: `git gc` prunes such commits after two weeks (gc.pruneExpire), and then "
+        "`reproduce` and `rescore` of this experiment cannot run"]
+    assert _git(repo, "branch", "--list", "bakeoff*", "--format=%(refname:short)").split() \
+        == [f"bakeoff-arms/{name}/first/B", f"bakeoff/{name}"]
+
+
+def test_branch_lines_name_each_branch_why_and_the_commands_that_delete_them(
+        tmp_path: Path) -> None:
+    loaded = load_manifest(make_target(tmp_path / "repo", ["A"], database=False))
+    name = loaded.manifest.experiment.name
+    assert cleanup.branch_lines(loaded, []) == []
+    found = [cleanup.Branch(f"bakeoff-interrupted/{name}/first/A/attempt-1", "f" * 40,
+                            "arm A's work when its dispatch was cut (attempt-1, change first)")]
+    assert cleanup.branch_lines(loaded, found) == [
+        f"branches left in {loaded.repo_path} (their commits are what the records name: "
+        "kept so the result can be audited, re-scored and reproduced):",
+        f"  bakeoff-interrupted/{name}/first/A/attempt-1: arm A's work when its dispatch "
+        "was cut (attempt-1, change first)",
+        "delete them when you are done: bakeoff-sandbox down --branches, or git -C "
+        f"{loaded.repo_path} branch -D bakeoff-interrupted/{name}/first/A/attempt-1"]
