@@ -1,5 +1,5 @@
 """What `down` and `gc --images` clean up beyond the sandboxes: images, and the branches
-they leave (said, never deleted).
+an experiment leaves (listed; deleted only with `down --branches`).
 
 `down` removes the prepared images the experiment's records name (the stage's image in
 `sandboxes.json`, every sample's and arm's image under `.bakeoff/<experiment>/`), the
@@ -7,7 +7,8 @@ layers built on them and the build stages their builds left; `gc --images` every
 of ours no container uses that this version would not build as it is
 (`runner.containers.images.inventory`). Each image removed is said with its size, each
 kept with why. The branches stay: the records name their commits (`rescore`,
-`reproduce`); `down` lists them and the `git branch -D` that deletes them.
+`reproduce`); `down` lists them and the commands that delete them, and `down --branches`
+deletes them, never one checked out nor one holding a commit no record names.
 """
 
 from __future__ import annotations
