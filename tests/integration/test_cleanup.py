@@ -17,7 +17,13 @@ from runner.commands import cleanup
 from runner.commands import up as up_mod
 from runner.commands.reproduce import ImageGoneError, recorded_image
 from runner.containers import gateway, images
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_IDENTITY, LABEL_IMAGE, Engine
+from runner.containers.engine import (
+    LABEL_BUILD_OF,
+    LABEL_EXPERIMENT,
+    LABEL_IDENTITY,
+    LABEL_IMAGE,
+    Engine,
+)
 from runner.manifest import load_manifest
 from tests.integration.helpers import CORE, cli, git, make_target
 from tests.integration.helpers import cleanup as sweep
@@ -33,7 +39,7 @@ def _image(engine: Engine, ref: str) -> dict[str, object] | None:
 def _stage_of(engine: Engine, tag: str) -> list[str]:
     """The build stages (dangling) the prepared build of `tag` left, by its label."""
     found = engine.client.api.images(all=True, filters={
-        "dangling": True, "label": f"io.bakeoff.build-of={tag}"})
+        "dangling": True, "label": f"{LABEL_BUILD_OF}={tag}"})
     return [str(entry["Id"]) for entry in found]
 
 
@@ -61,9 +67,11 @@ def test_down_removes_the_prepared_image_unless_kept_and_lists_the_branches(
     for branch in (f"bakeoff/{name}", f"bakeoff-arms/{name}/first/A"):
         git(repo, "branch", branch)
     python = built_images["python"].image_id
+    made: list[str] = []  # the test's own prepared image and build stage, whatever happens
     try:
         state = up_mod.up(engine, loaded, options=CORE)
         tag, prepared_id = state.image, state.image_id
+        made += [tag, *_stage_of(engine, tag)]
         assert tag.startswith("bakeoff/prepared:")
         (stage,) = _stage_of(engine, tag)
         branches = [
@@ -106,6 +114,9 @@ def test_down_removes_the_prepared_image_unless_kept_and_lists_the_branches(
             "reproduce a record of the rebuilt image instead")
     finally:
         sweep(engine, loaded)
+        for ref in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                engine.client.images.remove(ref, force=True)
 
 
 def _build(engine: Engine, tag: str, labels: dict[str, str]) -> str:
