@@ -39,6 +39,7 @@ from docker.types import LogConfig, Mount
 from runner import errors
 from runner.containers import failures
 from runner.containers.backend import LABEL_ARM as LABEL_ARM
+from runner.containers.backend import LABEL_BUILD_OF as LABEL_BUILD_OF
 from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
 from runner.containers.backend import LABEL_IDENTITY as LABEL_IDENTITY
 from runner.containers.backend import LABEL_IMAGE as LABEL_IMAGE
