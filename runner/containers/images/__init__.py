@@ -449,10 +449,11 @@ def _make_base(engine: Engine, reporter: BuildReporter, log: BuildLog,
     return inspect(engine, BASE_TAG)
 
 
-def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildReporter,
-                *, nocache: bool = False, directory: Path | None = None) -> BuiltImage:
-    """Build images/<name> FROM the base (`name` may be NAME:VARIANT: the variant's build
-    argument is set). Unchanged inputs are a cache hit (no build)."""
+def plan(name: str, base: BuiltImage, directory: Path | None = None
+         ) -> tuple[Path, dict[str, str], str, str]:
+    """What building images/<name> FROM `base` takes and makes: its context directory,
+    build arguments, identity and tag (an image at the tag carrying that identity is
+    up to date)."""
     folder, variant = split_name(name)
     context = (directory or images_dir()) / folder
     if not (context / "Dockerfile").is_file():
@@ -460,7 +461,15 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
                          hint=f"known images: {', '.join(known_names(context.parent))}")
     args = {"BASE_IMAGE": base.tag, **variants_of(folder, context.parent).args(variant)}
     identity = identity_of(base.identity, context_hash(context), args)
-    tag = tag_for(name, context.parent)
+    return context, args, identity, tag_for(name, context.parent)
+
+
+def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildReporter,
+                *, nocache: bool = False, directory: Path | None = None) -> BuiltImage:
+    """Build images/<name> FROM the base (`name` may be NAME:VARIANT: the variant's build
+    argument is set). Unchanged inputs are a cache hit (no build)."""
+    folder = split_name(name)[0]
+    context, args, identity, tag = plan(name, base, directory)
     reporter.start(name)
     with build_lock(tag):
         existing = inspect(engine, tag)
