@@ -42,6 +42,7 @@ Status = Literal["ok", "missing", "wrong"]
 FIX = "bakeoff-sandbox doctor --fix"
 MIN_API = (1, 41)  # docker-py 7 needs 1.24; the oldest engine this project runs on: 20.10
 SUPPORTED_STORAGE = ("overlay2",)
+ENGINE_SCRIPT_TOOLS = ("mmdebstrap", "ssh")  # what the engine script installs beside dockerd
 LIMITS = ("memory", "swap", "pids", "cpu")
 NAME_WIDTH = 16
 PROBE_LABELS = Labels(experiment="doctor", role="network-probe")
@@ -280,18 +281,20 @@ def fix(engine: Engine, manifest: Path | None, report: Report,
 
 
 def _engine(engine: Engine, report: Report, progress: Callable[[str], None]) -> None:
-    """The engine script when no engine answers here (or when the base image, which its
-    mmdebstrap bootstraps, is missing and mmdebstrap is not installed)."""
-    base_missing = any(c.name == f"image {images.BASE}" and c.status != "ok"
-                       for c in report.checks) and shutil.which("mmdebstrap") is None
-    if report.status("engine") == "wrong" or (report.status("engine") == "ok"
-                                               and not base_missing):
+    """The engine script when no engine answers here, or when a tool it installs is
+    missing (mmdebstrap bootstraps the base image, ssh reaches a DOCKER_HOST=ssh://
+    engine): with an engine answering it installs those and touches nothing else."""
+    state = report.status("engine")
+    tools = [tool for tool in ENGINE_SCRIPT_TOOLS if shutil.which(tool) is None]
+    if state == "wrong" or (state == "ok" and not tools):
         return
-    if report.status("engine") != "ok" and engine.address != LOCAL_ENGINE:
+    if state == "missing" and engine.address != LOCAL_ENGINE:
         progress(f"doctor: no engine answers at {engine.address} (DOCKER_HOST): start it "
                  "there; doctor starts only this machine's")
         return
-    progress(f"doctor: running the engine script (state in {engine_install.state_dir()})")
+    why = "no engine answers" if state == "missing" else f"{', '.join(tools)} missing"
+    progress(f"doctor: running the engine script ({why}; state in "
+             f"{engine_install.state_dir()})")
     engine_install.ensure()
 
 

@@ -83,7 +83,8 @@ RETRIES = 2
 RETRY_BACKOFF_S = 0.5
 SWEEPS = 2
 WAIT_SLACK_S = 1.0  # a wait cut this much before its deadline is not the deadline
-ENGINE_HINT = "check that `docker info` answers (make setup starts an engine when none does)"
+ENGINE_HINT = ("check that `docker info` answers (`bakeoff-sandbox doctor --fix` starts an "
+               "engine when none does)")
 LOCAL_ENGINE = "unix:///var/run/docker.sock"
 
 # The only capabilities a spec may add back on top of cap_drop=ALL: what the sample
