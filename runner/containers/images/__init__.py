@@ -390,8 +390,8 @@ def bootstrap_rootfs(reporter: BuildReporter, log: BuildLog) -> Path:
         return tarball
     if shutil.which("mmdebstrap") is None:
         raise InfraError("mmdebstrap is not installed, so the base image cannot be bootstrapped",
-                         hint="apt-get install mmdebstrap (`bakeoff-sandbox doctor --fix` does), or set "
-                              "BAKEOFF_BASE_IMAGE to a local image")
+                         hint="apt-get install mmdebstrap (`bakeoff-sandbox doctor --fix` "
+                              "does), or set BAKEOFF_BASE_IMAGE to a local image")
     tarball.parent.mkdir(parents=True, exist_ok=True)
     _emit(log, reporter, BASE, f"mmdebstrap --variant=minbase {SUITE} (about 15 s)")
     # mmdebstrap picks the output format from the name: keep the partial file a `.tar`.
