@@ -68,7 +68,7 @@ class Check:
     fix: str = ""
 
     def lines(self) -> list[str]:
-        head = f"{self.name:<{NAME_WIDTH}}{self.status:<8}{self.found}"
+        head = f"{self.name:<{NAME_WIDTH - 1}} {self.status:<7} {self.found}"
         return [head, f"  fix: {self.fix}"] if self.fix else [head]
 
 
