@@ -38,7 +38,7 @@ from rig.parsers.base import plain
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.containers.images import host_trust
 from runner.errors import BadInputError, ImageMissingError, InfraError, NotFoundError
-from runner.install import resources
+from runner.install import compose, resources
 from runner.manifest import Manifest, parse_manifest
 
 BASE = "base"
@@ -365,8 +365,8 @@ def _how_to_get(name_or_ref: str, ref: str) -> str:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "bakeoff-sandbox"
+    """The tool's per-user cache (the rootfs tarball, build logs), Compose's too."""
+    return compose.cache_root()
 
 
 @contextlib.contextmanager
