@@ -116,23 +116,38 @@ def test_an_engine_that_does_not_answer(tmp_path: Path) -> None:
         git_line()]
 
 
-def test_an_image_the_manifest_needs_that_is_not_built(
+def test_an_image_the_manifest_needs_that_is_not_built_then_built_by_doctor_fix(
         engine: Engine, built_images: object, tmp_path: Path) -> None:
     """A manifest whose toolchain is an image folder of BAKEOFF_IMAGES_DIR nobody built:
-    its line and the command that builds it (doctor itself builds nothing)."""
-    images_dir = tmp_path / "images" / "doctorprobe"
-    images_dir.mkdir(parents=True)
-    (images_dir / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n",
-                                           encoding="utf-8")
+    its line and the command that builds it (doctor itself builds nothing); `--fix`
+    builds it as `images build` does, and the report is then all ok."""
+    folder = tmp_path / "images" / "doctorprobe"
+    folder.mkdir(parents=True)
+    (folder / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n",
+                                       encoding="utf-8")
     manifest = tmp_path / "bakeoff.toml"
     text = HORIZON.read_text(encoding="utf-8")
     manifest.write_text(text.replace('image = "python"', 'image = "doctorprobe"', 1),
                         encoding="utf-8")
-    done = doctor(cwd=tmp_path, BAKEOFF_IMAGES_DIR=str(tmp_path / "images"))
-    assert done.returncode == 3, done.stdout + done.stderr
-    assert [line for line in done.stdout.splitlines() if "doctorprobe" in line] == [
-        "image doctorprobe missing bakeoff/doctorprobe:latest is not built",
-        "  fix: bakeoff-sandbox images build doctorprobe"]
-    assert [s for s in statuses(done.stdout) if s[1] != "ok"] == [
-        ("image doctorprobe", "missing")]
-    assert images.inspect(engine, "bakeoff/doctorprobe:latest") is None  # nothing built
+    own = {"BAKEOFF_IMAGES_DIR": str(tmp_path / "images")}
+    try:
+        done = doctor(cwd=tmp_path, **own)
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert [line for line in done.stdout.splitlines() if "doctorprobe" in line] == [
+            "image doctorprobe missing bakeoff/doctorprobe:latest is not built",
+            "  fix: bakeoff-sandbox images build doctorprobe"]
+        assert [s for s in statuses(done.stdout) if s[1] != "ok"] == [
+            ("image doctorprobe", "missing")]
+        assert images.inspect(engine, "bakeoff/doctorprobe:latest") is None
+
+        fixed = doctor("--fix", cwd=tmp_path, **own)
+        assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+        attrs = images.inspect(engine, "bakeoff/doctorprobe:latest")
+        assert attrs is not None
+        identity = attrs["Config"]["Labels"]["io.bakeoff.identity"]
+        assert [line for line in fixed.stdout.splitlines() if "doctorprobe" in line] == [
+            f"image doctorprobe ok      bakeoff/doctorprobe:latest {attrs['Id'][:19]} "
+            f"identity {identity[:19]}"]
+        assert "doctor: building doctorprobe" in fixed.stderr
+    finally:
+        images.remove_ours(engine, "bakeoff/doctorprobe:latest")
