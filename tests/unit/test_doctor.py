@@ -10,7 +10,7 @@ import pytest
 
 from runner.commands import doctor
 from runner.commands.doctor import Check, Report
-from runner.containers.engine import EngineFacts, facts_of
+from runner.containers.engine import Engine, EngineFacts, facts_of
 from runner.containers.images.present import ImageState
 from runner.install import compose
 
@@ -188,3 +188,34 @@ def test_manifest_defaults_to_the_one_here(tmp_path: Path,
     assert doctor.manifest_path(Path("x.toml")) == Path("x.toml")
     (tmp_path / "bakeoff.toml").write_text("", encoding="utf-8")
     assert doctor.manifest_path(None) == Path("bakeoff.toml")
+
+
+@pytest.mark.parametrize(("engine_status", "host", "absent", "runs", "said"), [
+    ("ok", None, [], False, []),
+    ("missing", None, [], True, ["doctor: running the engine script (no engine answers; "
+                                 "state in /s)"]),
+    ("ok", None, ["mmdebstrap"], True, ["doctor: running the engine script (mmdebstrap "
+                                        "missing; state in /s)"]),
+    ("missing", "tcp://10.0.0.9:2375", [], False, [
+        "doctor: no engine answers at tcp://10.0.0.9:2375 (DOCKER_HOST): start it there; "
+        "doctor starts only this machine's"]),
+    ("wrong", None, ["ssh"], False, []),
+])
+def test_fix_runs_the_engine_script_only_when_no_engine_answers_here_or_a_tool_is_missing(
+        monkeypatch: pytest.MonkeyPatch, engine_status: str, host: str | None,
+        absent: list[str], runs: bool, said: list[str]) -> None:
+    """The script touches nothing of an engine that answers, but installs mmdebstrap (the
+    base image's bootstrap) and ssh; it can start only this machine's engine."""
+    if host is None:
+        monkeypatch.delenv("DOCKER_HOST", raising=False)
+    else:
+        monkeypatch.setenv("DOCKER_HOST", host)
+    monkeypatch.setenv("BAKEOFF_STATE_DIR", "/s")
+    monkeypatch.setattr(doctor.shutil, "which",
+                        lambda tool: None if tool in absent else f"/usr/bin/{tool}")
+    ran: list[bool] = []
+    monkeypatch.setattr(doctor.engine_install, "ensure", lambda: ran.append(True))
+    report = Report((Check("engine", engine_status, "", ""),))  # type: ignore[arg-type]
+    progress: list[str] = []
+    doctor._engine(Engine(), report, progress.append)
+    assert (ran == [True], progress) == (runs, said)
