@@ -14,7 +14,8 @@ is never at the final path. Why pip rather than PyPI's JSON API and urllib: pip 
 the user's own index, mirror, proxy and certificates (pip.conf), and keeps a cache that
 makes a second install cheap; PyPI's JSON API is not what a mirror serves (on this
 project's CI machine it answers 404 while pip's index works). A pipx venv has pip (its
-shared one); a `uv tool` venv has none unless installed `--with pip` (the error says so).
+shared one, through `pipx_shared.pth`: checked); a `uv tool` venv has none unless
+installed `--with pip` (the error says so).
 """
 
 from __future__ import annotations

