@@ -122,6 +122,8 @@ def install(version: str = VERSION) -> Path:
     with _locked(root / f".{version}.lock"):
         if inspect(version).status == "ok":
             return path(version)
+        for leftover in root.glob(f".{version}-*"):  # an install killed midway (the lock
+            shutil.rmtree(leftover, ignore_errors=True)  # is ours: none is under way)
         with tempfile.TemporaryDirectory(dir=root, prefix=f".{version}-") as temp:
             staged = _fetch(version, Path(temp))
             final = root / version

