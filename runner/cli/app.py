@@ -27,6 +27,7 @@ from runner.cli.records import reproduce_command, rescore_command
 from runner.cli.terminal import SECRETS, RedactedStream, err, out, redact, say
 from runner.commands import cleanup
 from runner.commands import demo as demo_mod
+from runner.commands import doctor as doctor_mod
 from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge
 from runner.commands import report as reporting
@@ -100,6 +101,29 @@ def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]
     _say(f"images for {manifest}: {', '.join(wanted)} (--all builds every one; the others "
          "are built on first use)")
     return wanted
+
+
+@app.command()
+def doctor(
+    file: Annotated[Path | None, typer.Option(
+        "-f", "--file", help="check the images this manifest needs (default ./bakeoff.toml "
+                             "if present)")] = None,
+    fix: Annotated[bool, typer.Option(
+        "--fix", help="start an engine if none answers, install Compose, build the missing "
+                      "images; then check again")] = False,
+) -> None:
+    """Check what a bake-off needs here: one line per check, and the command that fixes
+    what is not ok. Exit 0 when all are ok, 3 otherwise."""
+    manifest, engine = doctor_mod.manifest_path(file), Engine()
+    report = doctor_mod.diagnose(engine, manifest)
+    if fix and not report.ok:
+        for line in report.lines():
+            _say(line)
+        with ImageBuildView(err) as view:
+            report = doctor_mod.fix(engine, manifest, report, view, _say)
+    for line in report.lines():
+        out.print(line, markup=False, soft_wrap=True)
+    raise typer.Exit(0 if report.ok else 3)
 
 
 @app.command()
