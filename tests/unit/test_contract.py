@@ -47,6 +47,7 @@ class Target:
         self.root = root
         (root / "briefs").mkdir(parents=True)
         (root / "tests").mkdir()
+        (root / "agents").mkdir()  # the reference's agents_dir
         (root / "bakeoff.toml").write_text(REFERENCE.read_text())
         (root / "briefs" / "cap-horizon.md").write_text("# cap-horizon\n\nSymptom: ...\n")
         (root / PROTECTED).write_text("def test_horizon():\n    assert False\n")

@@ -62,6 +62,7 @@ def manifest_path(tmp_path: Path) -> Path:
     """The reference manifest at the root of a committed git repo with its brief."""
     root = tmp_path / "target"
     (root / "briefs").mkdir(parents=True)
+    (root / "agents").mkdir()  # the reference's agents_dir (empty: git keeps the tree clean)
     (root / "briefs" / "cap-horizon.md").write_text("# cap-horizon\n\nSymptom: ...\n")
     (root / "bakeoff.toml").write_text(REFERENCE.read_text())
     commit_all(root)
