@@ -226,3 +226,24 @@ def test_the_key_reader_tells_a_key_from_a_word() -> None:
 def test_the_readme_and_the_reference_point_at_the_reference_manifest() -> None:
     assert "(docs/bakeoff.example.toml)" in README.read_text(encoding="utf-8")
     assert "(bakeoff.example.toml)" in REFERENCE.read_text(encoding="utf-8")
+
+
+# -- the first read ------------------------------------------------------------------------
+
+FIRST_SCREEN = 30  # lines a terminal or a repository page shows before a scroll
+
+
+def test_the_readme_s_first_screen_says_what_it_does_and_how_to_start() -> None:
+    """Pins issue 34/35: a user reached "use it on your own repository" after ~2,200 words.
+    The first screen says what the tool does, how to install it and the commands of a
+    first bake-off; the whole README stays a first read (the anchors: 230-1,260 words)."""
+    text = README.read_text(encoding="utf-8")
+    first = "\n".join(text.splitlines()[:FIRST_SCREEN])
+    assert "one per\n*arm*" in first and "re-scored in fresh containers" in first
+    for shown_first in ("pipx install bakeoff-sandbox", "uv tool install bakeoff-sandbox",
+                        "bakeoff-sandbox doctor", "bakeoff-sandbox demo",
+                        "`bakeoff-sandbox init`, `up`, `run`"):
+        assert shown_first in first, f"not on the README's first screen: {shown_first}"
+    assert len(text.splitlines()) <= 160 and len(text.split()) <= 1300, (
+        f"README.md: {len(text.splitlines())} lines, {len(text.split())} words: move "
+        "reference material to docs/reference.md or docs/grading.md")
