@@ -27,13 +27,15 @@ PROGRAM = "bakeoff-sandbox"
 
 Path_ = tuple[str, ...]  # a command's path: ("images", "build"); () is the program itself
 
-# Documented from the other helpers' briefs of issue 34 while they build them (doctor,
-# init's flags, down --keep-images, gc --images, --version). The lead empties this at merge:
+# Documented from the other helpers' branches of issue 34 (wheel: --version; doctor; newcomer:
+# init's flags; cleanup: down --keep-images, gc --images). The lead empties this at merge:
 # `test_what_is_pending_is_still_missing` fails as soon as one exists.
 PENDING: set[tuple[Path_, str | None]] = {
-    ((), "--version"), (("doctor",), None), (("doctor",), "--fix"),
-    (("init",), "--test"), (("init",), "--success"), (("init",), "--arm"), (("init",), "--yes"),
-    (("down",), "--keep-images"), (("gc",), "--images"),
+    ((), "--version"), ((), "-V"), (("doctor",), None), (("doctor",), "--fix"),
+    *((("init",), flag) for flag in ("--test", "--success", "--parser", "--image", "--protected",
+                                     "--arm", "--model", "--brief", "--brief-file", "--out",
+                                     "--yes", "-y")),
+    (("down",), "--keep-images"), (("gc",), "--images"), (("gc",), "--dry-run"),
 }
 # Options of other programs a span shows alone (`--frozen-lockfile` (Yarn 1)).
 FOREIGN = {"--frozen-lockfile", "--immutable", "--no-verify", "--effort", "--variant"}
@@ -67,9 +69,11 @@ def spans(text: str) -> list[str]:
     (a fenced block is TOML or Python here, never a command line)."""
     text = FENCED.sub("", text)
     lines: list[str] = []
-    for line in INDENTED.findall(text):  # a line ending in `\` goes on in the next
+    for line in INDENTED.findall(text):  # `\` at the end, or `[` at the start: one line
         if lines and lines[-1].endswith("\\"):
             lines[-1] = lines[-1][:-1] + line
+        elif lines and line.startswith("["):
+            lines[-1] = f"{lines[-1]} {line}"
         else:
             lines.append(line)
     text = INDENTED.sub("", text)
@@ -158,6 +162,8 @@ def test_the_reading_of_a_span_names_each_command_and_option() -> None:
     assert shown("bakeoff-sandbox COMMAND --help", commands) == [((), None), ((), "--help")]
     assert shown("pipx install bakeoff-sandbox", commands) == []
     assert spans("    bakeoff-sandbox up \\\n        -f X\n") == ["bakeoff-sandbox up -f X"]
+    assert spans("    bakeoff-sandbox up [-f X]\n           [--all]\n") == [
+        "bakeoff-sandbox up [-f X] [--all]"]
     assert shown('bakeoff-sandbox up --file "pytest -q" -f', commands) == [
         (("up",), None), (("up",), "--file"), (("up",), "-f")]
 
