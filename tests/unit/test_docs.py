@@ -1,5 +1,6 @@
-"""The README and docs/reference.md show the CLI as it is, and the reference manifest shows
-every key the manifest accepts (issue 34: the reference moved from the README to docs/).
+"""The README, docs/reference.md and docs/grading.md show the CLI as it is, and the
+reference manifest shows every key the manifest accepts (issue 34: the reference moved
+from the README to docs/).
 
 Read as a user reads them: every `bakeoff-sandbox COMMAND --option` a code span or code
 block shows must be a command and an option of the typer app (walked, never parsed from
@@ -21,8 +22,9 @@ from runner.manifest import json_schema
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 REFERENCE = ROOT / "docs" / "reference.md"
+GRADING = ROOT / "docs" / "grading.md"
 EXAMPLE = ROOT / "docs" / "bakeoff.example.toml"
-SHOWN = (README, REFERENCE)
+SHOWN = (README, REFERENCE, GRADING)
 PROGRAM = "bakeoff-sandbox"
 
 Path_ = tuple[str, ...]  # a command's path: ("images", "build"); () is the program itself
@@ -137,7 +139,7 @@ def problems_in(document: Path, commands: dict[Path_, set[str]]) -> list[str]:
     return found
 
 
-def test_every_command_and_option_the_readme_and_the_reference_show_exists() -> None:
+def test_every_command_and_option_the_readme_and_the_docs_show_exists() -> None:
     """Pins: the README listed `status [--json]` and `dispatch [--arm ID]` while the
     commands also took -f, and a renamed option would have stayed in the docs."""
     commands = cli()
