@@ -88,15 +88,17 @@ def tokens(span: str) -> list[str]:
     return [word for word in stripped if word and word != "..."]
 
 
-def shown(span: str, commands: dict[Path_, set[str]]) -> list[tuple[Path_, str | None]]:
-    """The (command path, option) pairs a span shows; (path, None) for the command."""
+def shown(span: str, commands: dict[Path_, set[str]], *,
+          prefixed_only: bool = False) -> list[tuple[Path_, str | None]]:
+    """The (command path, option) pairs a span shows; (path, None) for the command.
+    `prefixed_only`: only a span that starts with the program's name is a command line."""
     words = tokens(span)
     while words and ENV.match(words[0]):
         words = words[1:]
     prefixed = bool(words) and words[0] == PROGRAM
     if prefixed:
         words = words[1:]
-    elif not words or (words[0],) not in commands:
+    elif prefixed_only or not words or (words[0],) not in commands:
         return []
     path: Path_ = ()
     while words and (*path, words[0]) in commands:
@@ -115,18 +117,19 @@ def shown(span: str, commands: dict[Path_, set[str]]) -> list[tuple[Path_, str |
     return pairs
 
 
-def problems_in(document: Path, commands: dict[Path_, set[str]]) -> list[str]:
+def problems_in(document: Path, commands: dict[Path_, set[str]], *,
+                prefixed_only: bool = False) -> list[str]:
     where = document.relative_to(ROOT)
     known = set().union(*commands.values())
     found = []
     for span in spans(document.read_text(encoding="utf-8")):
         words = tokens(span)
-        if len(words) == 1 and words[0].startswith("--"):
+        if len(words) == 1 and words[0].startswith("--") and not prefixed_only:
             if words[0] not in known | FOREIGN and ((), words[0]) not in PENDING and not any(
                     option == words[0] for _, option in PENDING):
                 found.append(f"{where}: `{span}`: no command has {words[0]}")
             continue
-        for path, option in shown(span, commands):
+        for path, option in shown(span, commands, prefixed_only=prefixed_only):
             if (path, option) in PENDING or (path, None) in PENDING:
                 continue
             name = " ".join((PROGRAM, *path))
@@ -145,6 +148,17 @@ def test_every_command_and_option_the_readme_and_the_docs_show_exists() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_every_command_line_the_other_documents_show_exists() -> None:
+    """The other documents talk about other programs too (compose's `up -d`, cargo's
+    `--no-fail-fast`): there, only a line that starts with the program's name is ours."""
+    others = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "ARCHITECTURE.md",
+              ROOT / "compose" / "README.md", *sorted((ROOT / "examples").glob("*/README.md"))]
+    commands = cli()
+    problems = [problem for document in others if document not in SHOWN
+                for problem in problems_in(document, commands, prefixed_only=True)]
+    assert not problems, "\n".join(problems)
+
+
 def test_the_reading_of_a_span_names_each_command_and_option() -> None:
     """The reader above, on the shapes the documents use (so the test above can fail)."""
     commands = {(): {"--help"}, ("images",): {"--help"}, ("images", "build"): {"--all"},
@@ -159,6 +173,7 @@ def test_the_reading_of_a_span_names_each_command_and_option() -> None:
     assert shown("exec -f X -- CMD --not-ours", commands) == [(("exec",), None),
                                                               (("exec",), "-f")]
     assert shown('up = "pytest -q"', commands) == []
+    assert shown("up -d --wait", commands, prefixed_only=True) == []
     assert shown("bakeoff-sandbox nosuch --x", commands) == [(("nosuch",), None)]
     assert shown("bakeoff-sandbox COMMAND --help", commands) == [((), None), ((), "--help")]
     assert shown("pipx install bakeoff-sandbox", commands) == []
