@@ -22,6 +22,7 @@ from rig.errors import RigError
 from runner.cli import terminal
 from runner.cli.dispatch import dispatch_command
 from runner.cli.dispatch_view import DispatchView
+from runner.cli.init import init_command
 from runner.cli.progress import ImageBuildView
 from runner.cli.records import reproduce_command, rescore_command
 from runner.cli.terminal import SECRETS, RedactedStream, err, out, redact, say
@@ -39,8 +40,6 @@ from runner.manifest import (
     DEFAULT_MANIFEST,
     LoadedManifest,
     json_schema,
-    next_steps,
-    write_init,
 )
 from runner.store import layout
 from runner.store import state as state_mod
@@ -99,16 +98,6 @@ def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]
     _say(f"images for {manifest}: {', '.join(wanted)} (--all builds every one; the others "
          "are built on first use)")
     return wanted
-
-
-@app.command()
-def init(directory: Annotated[Path, typer.Argument(help="where to write")] = Path(".")) -> None:
-    """Write a commented bakeoff.toml and a brief template."""
-    written = write_init(directory)
-    for path in written:
-        out.print(f"wrote {path}", markup=False)
-    for line in next_steps(written):
-        out.print(line, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -229,6 +218,7 @@ def oracle(
 
 
 app.command("dispatch")(dispatch_command)
+app.command("init")(init_command)
 app.command("reproduce", context_settings=EXTRA_ARGS)(reproduce_command)
 app.command("rescore")(rescore_command)
 

@@ -40,6 +40,8 @@ from runner.containers.stacks import arm as arm_stack
 from runner.contract import Baseline
 from runner.errors import BadInputError, InfraError
 from runner.manifest import Arm, LoadedManifest, key_provider
+from runner.manifest.issues import manifest_error
+from runner.manifest.placeholders import placeholder_issues
 from runner.store import layout
 from runner.store import state as state_mod
 from runner.store.files import ensure_excluded, experiment_lock
@@ -62,6 +64,16 @@ NO_SIGNAL = ("no signal: the task passes before any change; calibrate it until t
 
 def _quiet(_: str) -> None:
     return None
+
+
+def require_ready(loaded: LoadedManifest) -> None:
+    """Refuse, before anything starts, a manifest that still holds the template's
+    placeholders or runs a script that does not exist (`runner.manifest.placeholders`)."""
+    base = workspace.commit_of(loaded.repo_path, loaded.manifest.experiment.base)
+    files = set(workspace.files_at(loaded.repo_path, base)) if base else set()
+    issues = placeholder_issues(loaded, files)
+    if issues:
+        raise manifest_error(str(loaded.path), issues)
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
     `toolchain`: the images of the command that calls it (`run`), else its own."""
     repo = loaded.repo_path
     name = loaded.manifest.experiment.name
+    require_ready(loaded)
     ensure_excluded(repo)
     workspace.require_clean(repo)
     directory = experiment_dir(repo, name)
