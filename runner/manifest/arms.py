@@ -106,8 +106,16 @@ class _ArmId(Section):
 
 
 # Keys: id, the identity, then how the arm runs (pydantic lists the last base's fields first).
+def _identity_optional(schema: dict[str, Any]) -> None:
+    """In the JSON Schema only `id` is required: a scripted command arm may state no
+    identity (`SCRIPTED_IDENTITY`); any other arm's identity keys are enforced at load."""
+    schema["required"] = ["id"]
+
+
 class Arm(ArmIdentity, _ArmId):
     """``[[arms]]``: one contestant and the identity of its measurement."""
+
+    model_config = ConfigDict(json_schema_extra=_identity_optional)
 
     agent: NonBlank = Field(
         default="command",

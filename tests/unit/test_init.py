@@ -5,15 +5,17 @@ repository and never touches it; what it writes loads and passes `up`'s refusals
 from __future__ import annotations
 
 import subprocess
+import tomllib
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from runner.cli.app import main
 from runner.commands.init import InitFlags, Question, init, must_answer
 from runner.commands.up import require_ready
 from runner.errors import BadInputError
-from runner.manifest import load_manifest
+from runner.manifest import json_schema, load_manifest
 from runner.manifest.guess import guess_image, guess_parser, guess_protected
 
 IDENTITY = ("-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgsign=false")
@@ -77,6 +79,7 @@ def test_a_python_repository_with_only_the_success_command(
     assert "`pytest -q tests/test_calc.py::test_add` passes." in (
         setup / "briefs" / "first-change.md").read_text()
     require_ready(loaded)
+    jsonschema.validate(tomllib.loads((setup / "bakeoff.toml").read_text()), json_schema())
     # The repository: not one file added, changed or excluded.
     assert _git(python_repo, "status", "--porcelain", "--ignored") == ""
     assert (python_repo / ".git" / "info" / "exclude").read_text() == exclude
