@@ -40,6 +40,8 @@ def _project(root: Path) -> Path:
         "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
     (root / "tests" / "test_other.py").write_text("def test_true():\n    assert True\n")
     git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "newcomer@bakeoff.invalid")
+    git(root, "config", "user.name", "newcomer")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "calc")
     return root
