@@ -48,11 +48,16 @@ def init_command(
                       arms=tuple(arm or ()), models=tuple(model or ()),
                       protected=None if protected is None else tuple(protected),
                       brief=brief, out=out_dir)
-    interactive = sys.stdin.isatty() and not yes
+    interactive = on_terminal() and not yes
     done = init(directory, flags, _prompt if interactive else must_answer)
     for path in done.written:
         out.print(f"wrote {path}", markup=False)
     out.print(f"next: {done.next_command}", markup=False, soft_wrap=True)
+
+
+def on_terminal() -> bool:
+    """Whether a person can answer: stdin is a terminal."""
+    return sys.stdin.isatty()
 
 
 def _prompt(question: Question) -> str:

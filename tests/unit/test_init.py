@@ -225,3 +225,31 @@ def test_the_protected_files_are_the_test_files_the_success_command_names() -> N
         "tests/test_a.py"]
     assert guess_protected("cd svc && go test ./x_test.go", files) == ["svc/x_test.go"]
     assert guess_protected("pytest tests/test_missing.py", files) == []
+
+
+def test_on_a_terminal_the_command_line_prompts_and_yes_asks_nothing(
+        python_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from runner.cli import init as init_cli
+    from runner.cli.app import app
+
+    monkeypatch.setattr(init_cli, "on_terminal", lambda: True)
+    answers = ["", "", "pytest -q tests/test_calc.py", "", "", "command claude-code",
+               "claude-sonnet-4-5", "The sum is wrong."]
+    done = CliRunner().invoke(app, ["init", str(python_repo)], input="\n".join(answers) + "\n")
+    assert done.exit_code == 0, done.output
+    assert "the image (python, node, rust, go, or yours) [python]: " in done.output
+    assert "the test files to protect (restored before every sample) [tests/test_calc.py]: " \
+        in done.output
+    manifest = load_manifest(python_repo.parent / "calc-bakeoff" / "bakeoff.toml").manifest
+    assert [(a.id, a.model) for a in manifest.arms] == [
+        ("control", "scripted"), ("claude-code", "claude-sonnet-4-5")]
+    assert manifest.changes[0].protected == ["tests/test_calc.py"]
+    assert (python_repo.parent / "calc-bakeoff" / "briefs" / "first-change.md").read_text() \
+        == "The sum is wrong.\n"
+    again = CliRunner().invoke(app, ["init", str(python_repo), "--yes", "--out",
+                                     str(python_repo.parent / "other")], input="")
+    # --yes: nothing asked; the success command has no guess (main() makes it exit 2)
+    assert isinstance(again.exception, BadInputError)
+    assert "pass --success CMD" in str(again.exception)
