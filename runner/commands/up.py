@@ -40,8 +40,7 @@ from runner.containers.stacks import arm as arm_stack
 from runner.contract import Baseline
 from runner.errors import BadInputError, InfraError
 from runner.manifest import Arm, LoadedManifest, key_provider
-from runner.manifest.issues import manifest_error
-from runner.manifest.placeholders import placeholder_issues
+from runner.manifest.placeholders import require_ready
 from runner.store import layout
 from runner.store import state as state_mod
 from runner.store.files import ensure_excluded, experiment_lock
@@ -64,16 +63,6 @@ NO_SIGNAL = ("no signal: the task passes before any change; calibrate it until t
 
 def _quiet(_: str) -> None:
     return None
-
-
-def require_ready(loaded: LoadedManifest) -> None:
-    """Refuse, before anything starts, a manifest that still holds the template's
-    placeholders or runs a script that does not exist (`runner.manifest.placeholders`)."""
-    base = workspace.commit_of(loaded.repo_path, loaded.manifest.experiment.base)
-    files = set(workspace.files_at(loaded.repo_path, base)) if base else set()
-    issues = placeholder_issues(loaded, files)
-    if issues:
-        raise manifest_error(str(loaded.path), issues)
 
 
 @dataclass(frozen=True)

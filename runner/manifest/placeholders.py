@@ -1,8 +1,9 @@
 """What `up` refuses before it starts anything: a manifest that still holds the
 template's placeholders, or an arm whose script does not exist.
 
-Each is an `Issue` (the key, what is wrong, the fix); `up` raises them all as one
-`ManifestError` (exit 2). Pure: the base commit's file list comes in, no git here.
+Each is an `Issue` (the key, what is wrong, the fix); `require_ready` raises them all as
+one `ManifestError` (exit 2). `placeholder_issues` is pure: the base commit's file list
+comes in.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Collection
 from rig.preflight import named_test_files
 from runner.manifest.answers import TEMPLATE_ANSWERS, toml_list
 from runner.manifest.arms import PLACEHOLDER, Arm
-from runner.manifest.issues import Issue
+from runner.manifest.issues import Issue, manifest_error
 from runner.manifest.loader import LoadedManifest
 
 TEMPLATE_MODELS = frozenset(arm.model for arm in TEMPLATE_ANSWERS.arms if arm.model)
@@ -24,6 +25,17 @@ TEMPLATE_BRIEF_MARK = "What a user observes, as they would report it"
 INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "python", "python3", "node",
                           "ruby", "perl"})
 AGENTS_MOUNT = "/agents/"
+
+
+def require_ready(loaded: LoadedManifest) -> None:
+    """`up`'s first step: every issue below at once, one `ManifestError` (exit 2)."""
+    from runner import workspace  # the git wing, as the loader imports it: models need none
+
+    base = workspace.commit_of(loaded.repo_path, loaded.manifest.experiment.base)
+    files = set(workspace.files_at(loaded.repo_path, base)) if base else set()
+    issues = placeholder_issues(loaded, files)
+    if issues:
+        raise manifest_error(str(loaded.path), issues)
 
 
 def placeholder_issues(loaded: LoadedManifest, base_files: Collection[str]) -> list[Issue]:

@@ -15,11 +15,11 @@ from rig.rubric import flags, score_arm
 from runner.commands.dispatch.agents import ADAPTERS, render_template
 from runner.commands.dispatch.record import ArmState
 from runner.commands.dispatch.run import ArmOutcome, DispatchReport, NoAgentStartedError
-from runner.commands.up import require_ready
 from runner.errors import ManifestError
 from runner.manifest import Arm, load_manifest, write_init
 from runner.manifest.answers import Answers, ArmAnswer
 from runner.manifest.arms import PLACEHOLDERS
+from runner.manifest.placeholders import require_ready
 from runner.manifest.scaffold import write_setup
 from tests.unit.test_dispatch_units import record
 from tests.unit.test_score import WEIGHTS, result

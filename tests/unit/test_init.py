@@ -13,10 +13,10 @@ import pytest
 
 from runner.cli.app import main
 from runner.commands.init import InitFlags, Question, init, must_answer
-from runner.commands.up import require_ready
 from runner.errors import BadInputError
 from runner.manifest import json_schema, load_manifest
 from runner.manifest.guess import guess_image, guess_parser, guess_protected
+from runner.manifest.placeholders import require_ready
 
 IDENTITY = ("-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgsign=false")
 
