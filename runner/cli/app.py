@@ -26,7 +26,9 @@ from runner.cli.init import init_command
 from runner.cli.progress import ImageBuildView
 from runner.cli.records import reproduce_command, rescore_command
 from runner.cli.terminal import SECRETS, RedactedStream, err, out, redact, say
+from runner.commands import cleanup
 from runner.commands import demo as demo_mod
+from runner.commands import doctor as doctor_mod
 from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge
 from runner.commands import report as reporting
@@ -98,6 +100,29 @@ def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]
     _say(f"images for {manifest}: {', '.join(wanted)} (--all builds every one; the others "
          "are built on first use)")
     return wanted
+
+
+@app.command()
+def doctor(
+    file: Annotated[Path | None, typer.Option(
+        "-f", "--file", help="check the images this manifest needs (default ./bakeoff.toml "
+                             "if present)")] = None,
+    fix: Annotated[bool, typer.Option(
+        "--fix", help="start an engine if none answers, install Compose, build the missing "
+                      "images; then check again")] = False,
+) -> None:
+    """Check what a bake-off needs here: one line per check, and the command that fixes
+    what is not ok. Exit 0 when all are ok, 3 otherwise."""
+    manifest, engine = doctor_mod.manifest_path(file), Engine()
+    report = doctor_mod.diagnose(engine, manifest)
+    if fix and not report.ok:
+        for line in report.lines():
+            _say(line)
+        with ImageBuildView(err) as view:
+            report = doctor_mod.fix(engine, manifest, report, view, _say)
+    for line in report.lines():
+        out.print(line, markup=False, soft_wrap=True)
+    raise typer.Exit(0 if report.ok else 3)
 
 
 @app.command()
@@ -173,17 +198,43 @@ def exec_(
 
 
 @app.command()
-def down(file: ManifestOpt = Path(DEFAULT_MANIFEST)) -> None:
-    """Remove this experiment's containers, networks, databases and roles (work is kept)."""
-    down_mod.down(Engine(), _load(file), progress=_say)
+def down(
+    file: ManifestOpt = Path(DEFAULT_MANIFEST),
+    keep_images: Annotated[bool, typer.Option(
+        "--keep-images", help="keep the experiment's prepared images")] = False,
+    branches: Annotated[bool, typer.Option(
+        "--branches", help="also delete the branches it made (never one checked out, or "
+                           "holding commits no record names)")] = False,
+) -> None:
+    """Remove this experiment's containers, networks, databases and roles (work is kept),
+    and its prepared images; list the branches it leaves."""
+    loaded = _load(file)
+    cleaned = cleanup.down(Engine(), loaded, _say, keep_images=keep_images)
+    lines = cleanup.image_lines(cleaned.images)
+    if branches:
+        deleted = cleanup.delete_branches(loaded, cleaned.branches)
+        lines += cleanup.deleted_lines(loaded, deleted)
+    else:
+        lines += cleanup.branch_lines(loaded, cleaned.branches)
+    for line in lines:
+        _say(line)
 
 
 @app.command()
 def gc(
     file: ManifestOpt = Path(DEFAULT_MANIFEST),
     all_: Annotated[bool, typer.Option("--all", help="every bakeoff-labelled resource")] = False,
+    images: Annotated[bool, typer.Option(
+        "--images", help="instead: every image of ours no experiment uses")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="with --images: list, remove nothing")] = False,
 ) -> None:
-    """Remove orphans by label (leftovers of an interrupted `up`)."""
+    """Remove orphans by label (leftovers of an interrupted `up`); with --images, the
+    images of ours no experiment uses."""
+    if images:
+        for line in cleanup.image_lines(cleanup.gc_images(Engine(), dry_run=dry_run)):
+            _say(line)
+        return
     removed = down_mod.gc(Engine(), None if all_ else _load(file))
     _say(f"gc: removed {removed['container']} containers, {removed['network']} networks, "
          f"{removed['volume']} volumes")

@@ -39,6 +39,7 @@ from docker.types import LogConfig, Mount
 from runner import errors
 from runner.containers import failures
 from runner.containers.backend import LABEL_ARM as LABEL_ARM
+from runner.containers.backend import LABEL_BUILD_OF as LABEL_BUILD_OF
 from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
 from runner.containers.backend import LABEL_IDENTITY as LABEL_IDENTITY
 from runner.containers.backend import LABEL_IMAGE as LABEL_IMAGE
@@ -83,7 +84,8 @@ RETRIES = 2
 RETRY_BACKOFF_S = 0.5
 SWEEPS = 2
 WAIT_SLACK_S = 1.0  # a wait cut this much before its deadline is not the deadline
-ENGINE_HINT = "check that `docker info` answers (make setup starts an engine when none does)"
+ENGINE_HINT = ("check that `docker info` answers (`bakeoff-sandbox doctor --fix` starts an "
+               "engine when none does)")
 LOCAL_ENGINE = "unix:///var/run/docker.sock"
 
 # The only capabilities a spec may add back on top of cap_drop=ALL: what the sample
@@ -169,6 +171,36 @@ class EngineIdentity:
         return f"{self.host} ({self.name}, ID {self.id[:12]})"
 
 
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `doctor` asks of an engine: its versions (the server's and the API's), its
+    cgroup version and driver, the limits it can enforce, its storage driver and the
+    filesystem under it."""
+
+    server_version: str
+    api_version: str
+    cgroup_version: str
+    cgroup_driver: str
+    limits: dict[str, bool]  # memory, swap, pids, cpu: enforced or not
+    storage_driver: str
+    backing_filesystem: str
+
+
+def facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> EngineFacts:
+    """`EngineFacts` from `docker info` and `docker version` as the API returns them."""
+    status = {str(k): str(v) for k, v in (info.get("DriverStatus") or [])}
+    limits = {"memory": "MemoryLimit", "swap": "SwapLimit", "pids": "PidsLimit",
+              "cpu": "CpuCfsQuota"}
+    return EngineFacts(
+        server_version=str(version.get("Version") or info.get("ServerVersion") or ""),
+        api_version=str(version.get("ApiVersion") or ""),
+        cgroup_version=str(info.get("CgroupVersion") or ""),
+        cgroup_driver=str(info.get("CgroupDriver") or ""),
+        limits={name: bool(info.get(key)) for name, key in limits.items()},
+        storage_driver=str(info.get("Driver") or ""),
+        backing_filesystem=status.get("Backing Filesystem", ""))
+
+
 class Engine:
     """A docker client behind one choke point. It talks to the engine DOCKER_HOST names
     (unix, tcp or ssh), or the local socket, as every docker client does."""
@@ -247,6 +279,12 @@ class Engine:
         except SandboxUnavailableError as error:
             raise EngineUnreachableError(f"no Docker engine answers at {self.address}",
                                          hint=ENGINE_HINT) from error
+
+    def facts(self) -> EngineFacts:
+        """Its `docker info` and `docker version`, as `doctor` reads them."""
+        info = self.call("ask the engine who it is", self.client.info, retry=True)
+        version = self.call("ask the engine its version", self.client.version, retry=True)
+        return facts_of(info, version)
 
     def down(self) -> str | None:
         """Why the engine does not answer right now (one ping, no retry), or None: what a

@@ -118,6 +118,60 @@ def make_target(root: Path, arms: list[str], *, database: bool = True, memory_mb
     return root / "bakeoff.toml"
 
 
+# A scripted judge that prefers arm A (5 against 4 on every dimension), so A wins a round
+# both arms solve (equal totals would be a tie, and no winner).
+JUDGE_PREFERS_A = """import json, sys
+arm = json.load(open(sys.argv[1]))["arm"]
+print(json.dumps({d: {"score": 5 if arm == "A" else 4, "evidence": f"scripted: {arm}"}
+                  for d in ("diagnosis", "plan", "code_quality", "intent")}))
+"""
+
+# The head of a judged two-service experiment (Postgres, the scripted judge): the tests
+# that stop and resume a whole `run` add their [[changes]] and arms to it.
+JUDGED_MANIFEST = """
+[experiment]
+name = "{name}"
+
+[contract]
+metric = "pass-rate of the success criterion"
+samples = 3
+judge = "command:python3 judge.py {{input}}"
+
+[toolchain]
+image = "python"
+requires = ["python3", "pytest", "git"]
+
+[limits]
+memory_mb = 512
+pids = 128
+check_timeout_s = 60
+dispatch_timeout_s = {dispatch_timeout_s}
+
+[database]
+image = "postgres"
+"""
+
+
+def arms_toml(arms: list[tuple[str, str, str]]) -> str:
+    """`[[arms]]` tables for (id, network, shell command); the first is the control."""
+    return "".join(ARM_TEMPLATE.format(arm=arm, control=str(i == 0).lower(), network=network,
+                                       command=command.replace('"', '\\"'))
+                   for i, (arm, network, command) in enumerate(arms))
+
+
+def committed_repo(repo: Path, files: dict[str, str], manifest: str) -> Path:
+    """`repo` made a git repository of `files` and `bakeoff.toml` (`manifest`), one commit
+    on main; returns the manifest's path."""
+    repo.mkdir(parents=True)
+    for path, text in {**files, "bakeoff.toml": textwrap.dedent(manifest)}.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    return repo / "bakeoff.toml"
+
+
 def cleanup(engine: Engine, loaded: LoadedManifest) -> None:
     try:
         down_mod.down(engine, loaded)

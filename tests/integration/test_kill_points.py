@@ -10,7 +10,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,41 +21,22 @@ from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
 from runner.store import state as state_mod
-from tests.integration.helpers import ARM_TEMPLATE, cleanup, cli, git, measured
+from tests.integration.helpers import (
+    JUDGE_PREFERS_A,
+    JUDGED_MANIFEST,
+    arms_toml,
+    cleanup,
+    cli,
+    committed_repo,
+    measured,
+)
 
 DATES = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 FIX = ("sleep 2; if [ \"$BAKEOFF_CHANGE\" = first ]; then sed -i 's/^VALUE = 1/VALUE = 2/' "
        "app.py; else sed -i 's/^OTHER = 1/OTHER = 2/' app.py; fi; {extra}git add -A; "
        "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z "
        "git commit -qm fix")
-JUDGE = """import json, sys
-arm = json.load(open(sys.argv[1]))["arm"]
-score = 5 if arm == "A" else 4
-print(json.dumps({d: {"score": score, "evidence": f"scripted: {arm}"}
-                  for d in ("diagnosis", "plan", "code_quality", "intent")}))
-"""
-MANIFEST = """
-[experiment]
-name = "{name}"
-
-[contract]
-metric = "pass-rate of the success criterion"
-samples = 3
-judge = "command:python3 judge.py {{input}}"
-
-[toolchain]
-image = "python"
-requires = ["python3", "pytest", "git"]
-
-[limits]
-memory_mb = 512
-pids = 128
-check_timeout_s = 60
-dispatch_timeout_s = 60
-
-[database]
-image = "postgres"
-
+CHANGES = """
 [[changes]]
 id = "first"
 brief = "brief.md"
@@ -78,25 +58,16 @@ run = "pytest -q -p no:cacheprovider tests/test_other.py"
 def target(repo: Path, name: str) -> Path:
     """Two changes; A fixes each, B fixes it too and adds a file (a graft to verify); the
     scripted judge prefers A, so A wins (equal totals would be a tie, and no winner)."""
-    repo.mkdir(parents=True)
     files = {"app.py": "VALUE = 1\nOTHER = 1\n", "brief.md": "Make the tests pass.\n",
              "tests/test_app.py": "from app import VALUE\n\n\ndef test_app():\n"
                                   "    assert VALUE == 2\n",
              "tests/test_other.py": "from app import OTHER\n\n\ndef test_other():\n"
                                     "    assert OTHER == 2\n",
-             "judge.py": JUDGE}
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    text = MANIFEST.format(name=name) + "".join(
-        ARM_TEMPLATE.format(arm=arm, control=str(arm == "A").lower(), network="none",
-                            command=FIX.format(extra=extra).replace('"', '\\"'))
-        for arm, extra in (("A", ""), ("B", "echo 'EXTRA = 1' > extra_$BAKEOFF_CHANGE.py; ")))
-    (repo / "bakeoff.toml").write_text(textwrap.dedent(text))
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
-    return repo / "bakeoff.toml"
+             "judge.py": JUDGE_PREFERS_A}
+    arms = arms_toml([(arm, "none", FIX.format(extra=extra)) for arm, extra in (
+        ("A", ""), ("B", "echo 'EXTRA = 1' > extra_$BAKEOFF_CHANGE.py; "))])
+    return committed_repo(repo, files, JUDGED_MANIFEST.format(name=name, dispatch_timeout_s=60)
+                          + CHANGES + arms)
 
 
 def start(repo: Path) -> subprocess.Popen[str]:

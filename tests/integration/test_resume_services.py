@@ -19,7 +19,6 @@ import os
 import secrets
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +32,15 @@ from runner.manifest import LoadedManifest, load_manifest
 from runner.store import layout
 from runner.store import state as state_mod
 from runner.store.state import ExperimentState
-from tests.integration.helpers import ARM_TEMPLATE, cleanup, cli, flat_record, git
+from tests.integration.helpers import (
+    JUDGE_PREFERS_A,
+    JUDGED_MANIFEST,
+    arms_toml,
+    cleanup,
+    cli,
+    committed_repo,
+    flat_record,
+)
 
 COMMIT = ("git add -A; GIT_AUTHOR_DATE=2026-01-01T00:00:00Z "
           "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z git commit -qm fix")
@@ -44,33 +51,7 @@ PROBE = "touch /tmp/probe /var/tmp/probe && getent hosts db >/dev/null && "
 SLOW_FIX = (f"echo started; sleep 15; {PROBE}sed -i 's/^VALUE = 1/VALUE = 2/' app.py; "
             f"{COMMIT}")
 FIX = f"sed -i 's/^VALUE = 1/VALUE = 2/' app.py; {COMMIT}"
-JUDGE = """import json, sys
-arm = json.load(open(sys.argv[1]))["arm"]
-print(json.dumps({d: {"score": 5 if arm == "A" else 4, "evidence": "scripted"}
-                  for d in ("diagnosis", "plan", "code_quality", "intent")}))
-"""
-MANIFEST = """
-[experiment]
-name = "{name}"
-
-[contract]
-metric = "pass-rate of the success criterion"
-samples = 3
-judge = "command:python3 judge.py {{input}}"
-
-[toolchain]
-image = "python"
-requires = ["python3", "pytest", "git"]
-
-[limits]
-memory_mb = 512
-pids = 128
-check_timeout_s = 60
-dispatch_timeout_s = 120
-
-[database]
-image = "postgres"
-
+CHANGES = """
 [[changes]]
 id = "first"
 brief = "brief.md"
@@ -82,23 +63,13 @@ run = "pytest -q -p no:cacheprovider tests/test_app.py"
 
 
 def target(repo: Path, name: str, slow: str) -> Path:
-    repo.mkdir(parents=True)
     files = {"app.py": "VALUE = 1\n", "brief.md": "Make the test pass.\n",
              "tests/test_app.py": "from app import VALUE\n\n\ndef test_app():\n"
                                   "    assert VALUE == 2\n",
-             "judge.py": JUDGE}
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    text = MANIFEST.format(name=name) + "".join(
-        ARM_TEMPLATE.format(arm=arm, control=str(arm == "A").lower(), network=network,
-                            command=command.replace('"', '\\"'))
-        for arm, network, command in (("A", "none", slow), ("B", "gateway", FIX)))
-    (repo / "bakeoff.toml").write_text(textwrap.dedent(text))
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
-    return repo / "bakeoff.toml"
+             "judge.py": JUDGE_PREFERS_A}
+    arms = arms_toml([("A", "none", slow), ("B", "gateway", FIX)])
+    return committed_repo(repo, files, JUDGED_MANIFEST.format(name=name, dispatch_timeout_s=120)
+                          + CHANGES + arms)
 
 
 class Lab:

@@ -277,10 +277,11 @@ def hits(pattern: re.Pattern[str], allowed: tuple[str, ...], *, python_only: boo
 
 def test_processes_start_only_in_the_wings_and_rigs_command_runners() -> None:
     """`grep -rn "subprocess\\|import git\\|docker\\.\\(from_env\\|DockerClient\\)" runner rig`
-    hits only the docker and git wings and rig's judge and preflight command runners."""
+    hits only the docker and git wings, runner/install (pip for Compose, the engine
+    script) and rig's judge and preflight command runners."""
     pattern = re.compile(r"subprocess|import git|docker\.(from_env|DockerClient)")
-    wrong = hits(pattern, ("runner/containers/", "runner/workspace/", "rig/judge.py",
-                           "rig/preflight.py"))
+    wrong = hits(pattern, ("runner/containers/", "runner/workspace/", "runner/install/",
+                           "rig/judge.py", "rig/preflight.py"))
     assert not wrong, ("a process, a git library or a docker client outside the wings "
                        "(ARCHITECTURE.md, Invariants):\n" + "\n".join(wrong))
 

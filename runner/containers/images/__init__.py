@@ -38,7 +38,7 @@ from rig.parsers.base import plain
 from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
 from runner.containers.images import host_trust
 from runner.errors import BadInputError, ImageMissingError, InfraError, NotFoundError
-from runner.install import resources
+from runner.install import compose, resources
 from runner.manifest import Manifest, parse_manifest
 
 BASE = "base"
@@ -365,8 +365,8 @@ def _how_to_get(name_or_ref: str, ref: str) -> str:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "bakeoff-sandbox"
+    """The tool's per-user cache (the rootfs tarball, build logs), Compose's too."""
+    return compose.cache_root()
 
 
 @contextlib.contextmanager
@@ -390,8 +390,8 @@ def bootstrap_rootfs(reporter: BuildReporter, log: BuildLog) -> Path:
         return tarball
     if shutil.which("mmdebstrap") is None:
         raise InfraError("mmdebstrap is not installed, so the base image cannot be bootstrapped",
-                         hint="apt-get install mmdebstrap (make setup does), or set "
-                              "BAKEOFF_BASE_IMAGE to a local image")
+                         hint="apt-get install mmdebstrap (`bakeoff-sandbox doctor --fix` "
+                              "does), or set BAKEOFF_BASE_IMAGE to a local image")
     tarball.parent.mkdir(parents=True, exist_ok=True)
     _emit(log, reporter, BASE, f"mmdebstrap --variant=minbase {SUITE} (about 15 s)")
     # mmdebstrap picks the output format from the name: keep the partial file a `.tar`.
@@ -449,10 +449,11 @@ def _make_base(engine: Engine, reporter: BuildReporter, log: BuildLog,
     return inspect(engine, BASE_TAG)
 
 
-def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildReporter,
-                *, nocache: bool = False, directory: Path | None = None) -> BuiltImage:
-    """Build images/<name> FROM the base (`name` may be NAME:VARIANT: the variant's build
-    argument is set). Unchanged inputs are a cache hit (no build)."""
+def plan(name: str, base: BuiltImage, directory: Path | None = None
+         ) -> tuple[Path, dict[str, str], str, str]:
+    """What building images/<name> FROM `base` takes and makes: its context directory,
+    build arguments, identity and tag (an image at the tag carrying that identity is
+    up to date)."""
     folder, variant = split_name(name)
     context = (directory or images_dir()) / folder
     if not (context / "Dockerfile").is_file():
@@ -460,7 +461,15 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
                          hint=f"known images: {', '.join(known_names(context.parent))}")
     args = {"BASE_IMAGE": base.tag, **variants_of(folder, context.parent).args(variant)}
     identity = identity_of(base.identity, context_hash(context), args)
-    tag = tag_for(name, context.parent)
+    return context, args, identity, tag_for(name, context.parent)
+
+
+def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildReporter,
+                *, nocache: bool = False, directory: Path | None = None) -> BuiltImage:
+    """Build images/<name> FROM the base (`name` may be NAME:VARIANT: the variant's build
+    argument is set). Unchanged inputs are a cache hit (no build)."""
+    folder = split_name(name)[0]
+    context, args, identity, tag = plan(name, base, directory)
     reporter.start(name)
     with build_lock(tag):
         existing = inspect(engine, tag)

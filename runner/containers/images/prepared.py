@@ -49,7 +49,14 @@ from runner import workspace
 from runner.containers import browser as browser_mod
 from runner.containers import images
 from runner.containers import stacks as stack
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, Labels, iter_stream
+from runner.containers.engine import (
+    LABEL_BUILD_OF,
+    LABEL_IDENTITY,
+    LABEL_IMAGE,
+    Engine,
+    Labels,
+    iter_stream,
+)
 from runner.containers.images import BuiltImage, host_trust, inspect
 from runner.containers.samples import tree as sample_tree
 from runner.errors import BadInputError
@@ -189,7 +196,7 @@ def prepare(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setu
     return BuiltImage(PREPARED, tag, image_id, f"sha256:{digest}", cached=False)
 
 
-def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup,
+def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup, tag: str,
              out: IO[bytes]) -> None:
     """The build context, written to `out`: the commit's tree read from git objects and
     checked (as a sample's is: nothing unsafe reaches the daemon; blobs stream from the
@@ -201,7 +208,9 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup,
                        for path in sorted(files))
     script = " && ".join(f"({command})" for command in setup.commands)
     dockerfile = (
-        f"FROM {toolchain.image_id} AS setup\nUSER root\nCOPY tree/ /work/\n"
+        # The setup stage's image is left dangling: its label says which build left it.
+        f"FROM {toolchain.image_id} AS setup\nLABEL {LABEL_BUILD_OF}={tag}\n"
+        "USER root\nCOPY tree/ /work/\n"
         "COPY tracked.txt keep.txt settle.sh /tmp/bakeoff/\n"
         f"COPY {images.HOST_CA} {host_trust.CA_IN_BUILD}\n"
         "RUN chown -R 1000:1000 /work\nUSER 1000\nWORKDIR /work\n"
@@ -224,7 +233,7 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup,
 def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup: Setup,
            tag: str, digest: str) -> str:
     with tempfile.TemporaryFile() as context:  # on disk: a large tree is never held
-        _context(repo, commit, toolchain, setup, context)
+        _context(repo, commit, toolchain, setup, tag, context)
         context.seek(0)
         stream = engine.call("build prepared image", engine.client.api.build,
                              fileobj=context, custom_context=True, tag=tag, rm=True,

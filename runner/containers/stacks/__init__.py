@@ -1,7 +1,8 @@
 """Stacks under test: a compose file of `compose/`, one fresh compose project per sample.
 
-The real Docker Compose v2 binary (`make setup` installs it beside the venv's Python)
-runs every compose command through `compose`, the one choke point: an absolute path, a
+The real Docker Compose v2 binary (the pinned version, from the per-user cache where
+`runner.install.compose` puts it, fetched and checked by version on first need) runs
+every compose command through `compose`, the one choke point: an absolute path, a
 timeout, an environment of the engine's address only (no `COMPOSE_*` of the user's, no
 `.env`, an empty `DOCKER_CONFIG`: the same engine docker-py talks to, and a file's
 `${VAR}` means the same everywhere). `load` normalises a file with
@@ -26,7 +27,6 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,24 +43,21 @@ from runner.containers.images import BuiltImage
 from runner.containers.sandbox import SandboxLimits
 from runner.containers.stacks import file as stack_file
 from runner.errors import ComposeError, StackRefusedError
+from runner.install import compose as compose_install
 
-BINARY = "docker-compose"
 PASSED_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "PATH")
 CONFIG_TIMEOUT_S = 60
 DOWN_TIMEOUT_S = 120
 STOP_GRACE_S = 5
 LOG_CAP = 256 * 1024  # bytes of the services' log kept: its head and tail
-SETUP_HINT = "run `make setup` (it installs Docker Compose v2 into the venv)"
 ARM_RESERVED = (DB_ALIAS, GATEWAY_ALIAS)  # the names the rig puts on an arm's network
 SAMPLE_RESERVED = (DB_ALIAS,)  # on a sample's own network: the database, with [database]
 
 
 def binary() -> Path:
-    """The compose binary `make setup` installed next to this interpreter."""
-    path = Path(sys.executable).parent / BINARY
-    if not os.access(path, os.X_OK):
-        raise ComposeError(f"Docker Compose is not installed at {path}", hint=SETUP_HINT)
-    return path
+    """Docker Compose of the pinned version, from the per-user cache; installed there on
+    first need. A failure is `ComposeError`, whose fix is `bakeoff-sandbox doctor --fix`."""
+    return compose_install.binary()
 
 
 def compose(args: Sequence[str], *, timeout_s: float,

@@ -1,0 +1,58 @@
+"""Which of the images a manifest needs the engine already holds, by tag and identity
+(`doctor`): the same plan `images build` follows (`images.plan`), asked without building.
+
+An image is `ok` when its tag carries the identity a build would give it now, `missing`
+when the tag is absent (or the base it is built FROM is), `wrong` when the tag holds an
+image of another identity (built from another Dockerfile or base: the next use rebuilds
+it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from runner.containers import images
+from runner.containers.engine import LABEL_IDENTITY, Engine
+
+Status = Literal["ok", "missing", "wrong"]
+
+
+@dataclass(frozen=True)
+class ImageState:
+    """One needed image: its name and tag, what the engine holds at the tag (`image_id`,
+    `identity`, empty when absent) and the identity a build gives it now (`wanted`, empty
+    when the base is missing and so it cannot be known)."""
+
+    name: str
+    tag: str
+    status: Status
+    image_id: str = ""
+    identity: str = ""
+    wanted: str = ""
+
+
+def states(engine: Engine, names: list[str]) -> list[ImageState]:
+    """The state of each image of `names` (`images.needed`: base first)."""
+    attrs = images.inspect(engine, images.BASE_TAG)
+    base = None if attrs is None else images.BuiltImage(
+        images.BASE, images.BASE_TAG, attrs["Id"], images.layers_digest(attrs), cached=True)
+    found = []
+    for name in names:
+        if name == images.BASE:
+            found.append(ImageState(name, images.BASE_TAG, "missing") if base is None else
+                         ImageState(name, base.tag, "ok", base.image_id, base.identity,
+                                    base.identity))
+            continue
+        found.append(_state(engine, name, base))
+    return found
+
+
+def _state(engine: Engine, name: str, base: images.BuiltImage | None) -> ImageState:
+    tag = images.tag_for(name)
+    wanted = "" if base is None else images.plan(name, base)[2]
+    attrs = images.inspect(engine, tag)
+    if attrs is None:
+        return ImageState(name, tag, "missing", wanted=wanted)
+    identity = str(((attrs.get("Config") or {}).get("Labels") or {}).get(LABEL_IDENTITY, ""))
+    status: Status = "ok" if wanted and identity == wanted else "wrong"
+    return ImageState(name, tag, status, str(attrs["Id"]), identity, wanted)
