@@ -112,6 +112,24 @@ def command_files(command: str, paths: Collection[str]) -> set[str]:
     return found
 
 
+def named_test_files(command: str, paths: Collection[str]) -> list[str]:
+    """The test files of `paths` a command points its runner at, as words
+    (`pytest -q tests/test_x.py::test_y`, `cd svc && go test ./x_test.go`): what a
+    change's success criterion runs, and so what its `protected` must hold."""
+    found: set[str] = set()
+    words = _SHELL_WORD.findall(command)
+    here = ""
+    for at, word in enumerate(words):
+        if at and words[at - 1] == "cd":
+            moved = posixpath.normpath(posixpath.join(here, word))
+            here = "" if moved == "." else moved
+        candidate = posixpath.normpath(posixpath.join(
+            here, word.split("::", 1)[0].removeprefix("./")))
+        if harness.is_test_file(candidate) and candidate in paths:
+            found.add(candidate)
+    return sorted(found)
+
+
 def unprotected_named(command: str, paths: Collection[str],
                       protected: Collection[str]) -> list[str]:
     """The files of the base (`paths`) a check's command names that a sample takes from

@@ -22,6 +22,7 @@ from rig.errors import RigError
 from runner.cli import terminal
 from runner.cli.dispatch import dispatch_command
 from runner.cli.dispatch_view import DispatchView
+from runner.cli.init import init_command
 from runner.cli.progress import ImageBuildView
 from runner.cli.records import reproduce_command, rescore_command
 from runner.cli.terminal import SECRETS, RedactedStream, err, out, redact, say
@@ -41,8 +42,6 @@ from runner.manifest import (
     DEFAULT_MANIFEST,
     LoadedManifest,
     json_schema,
-    next_steps,
-    write_init,
 )
 from runner.store import layout
 from runner.store import state as state_mod
@@ -124,16 +123,6 @@ def doctor(
     for line in report.lines():
         out.print(line, markup=False, soft_wrap=True)
     raise typer.Exit(0 if report.ok else 3)
-
-
-@app.command()
-def init(directory: Annotated[Path, typer.Argument(help="where to write")] = Path(".")) -> None:
-    """Write a commented bakeoff.toml and a brief template."""
-    written = write_init(directory)
-    for path in written:
-        out.print(f"wrote {path}", markup=False)
-    for line in next_steps(written):
-        out.print(line, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -280,6 +269,7 @@ def oracle(
 
 
 app.command("dispatch")(dispatch_command)
+app.command("init")(init_command)
 app.command("reproduce", context_settings=EXTRA_ARGS)(reproduce_command)
 app.command("rescore")(rescore_command)
 

@@ -2,7 +2,8 @@
 
 The live view goes to stderr; a summary table (one row per arm) to stdout. Exit code 3
 when any arm hit a rig error (the sandbox or a git step broke: that arm is not a result
-and a re-run redoes it); an agent that failed or timed out is a result, exit code 0.
+and a re-run redoes it), or when no arm's agent started (each exited 126/127: the
+commands are wrong); an agent that failed or timed out is a result, exit code 0.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def dispatch_command(file: ManifestOption = Path(DEFAULT_MANIFEST),
               f"{report.brief_sha256[:16]}, {report.wall_s:.1f}s", markup=False)
     if report.rig_errors:
         raise typer.Exit(3)
+    report.require_started(loaded.path)
 
 
 def summary_table(report: DispatchReport) -> Table:

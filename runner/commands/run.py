@@ -71,7 +71,7 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
             up_mod.up(engine, loaded, change, say, toolchain=toolchain)
         say(f"{change}: dispatch")
         dispatch(engine, loaded, pending(loaded, change), reporter, toolchain=toolchain,
-                 say=say)
+                 say=say).require_started(loaded.path)
         services.require_dispatched(loaded, change, fix=AGAIN)  # an arm the outage cut
     say(f"{change}: score")
     arms, _ = score_mod.score(engine, loaded, change, say, toolchain)

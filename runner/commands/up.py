@@ -40,6 +40,7 @@ from runner.containers.stacks import arm as arm_stack
 from runner.contract import Baseline
 from runner.errors import BadInputError, InfraError
 from runner.manifest import Arm, LoadedManifest, key_provider
+from runner.manifest.placeholders import require_ready
 from runner.store import layout
 from runner.store import state as state_mod
 from runner.store.files import ensure_excluded, experiment_lock
@@ -101,6 +102,7 @@ def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
     `toolchain`: the images of the command that calls it (`run`), else its own."""
     repo = loaded.repo_path
     name = loaded.manifest.experiment.name
+    require_ready(loaded)
     ensure_excluded(repo)
     workspace.require_clean(repo)
     directory = experiment_dir(repo, name)

@@ -28,7 +28,7 @@ from runner.manifest.models import (
     Toolchain,
     Weights,
 )
-from runner.manifest.scaffold import json_schema, next_steps, write_init
+from runner.manifest.scaffold import json_schema, write_init
 
 __all__ = [
     "AGENT_CLIS",
@@ -59,7 +59,6 @@ __all__ = [
     "json_schema",
     "key_provider",
     "load_manifest",
-    "next_steps",
     "parse_manifest",
     "write_init",
 ]

@@ -10,6 +10,7 @@ or the internet (`egress`, flagged `unrestricted_network` in every report).
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -41,6 +42,22 @@ AgentCliName = Literal["claude-code", "codex", "opencode", "gemini-cli", "qwen-c
 # A gateway arm's secrets are provider keys, held by the gateway: the name says which.
 KEY_PREFIXES = {"ANTHROPIC_": "anthropic", "OPENAI_": "openai", "GEMINI_": "gemini"}
 Network = Literal["none", "egress", "gateway"]
+# The placeholders an arm's command (a template) may hold; anything else in {braces}
+# (not preceded by $, which is shell) is an error at load: `{breif}` never reaches dispatch.
+PLACEHOLDERS = ("brief", "model", "effort", "arm")
+PLACEHOLDER = re.compile(r"(?<!\$)\{([a-z_]+)\}")
+SCRIPTED_MODEL = "scripted"
+# A command arm without a model is a scripted contestant: no model, no reasoning budget.
+# effort "none" is what the effort rules take for "not applicable" (effort_normalized
+# "unknown" would flag every round effort_confounded, which is for real agents whose
+# effort nobody knows).
+SCRIPTED_IDENTITY = {
+    "model": SCRIPTED_MODEL, "effort": "none", "effort_normalized": "none",
+    "effort_provenance": "experiment_config",
+    "effort_evidence": "scripted contestant (a command arm without a model): a fixed "
+                       "program, no model and no reasoning budget",
+    "mode": "single_agent",
+}
 
 
 def key_provider(name: str) -> str | None:
@@ -89,8 +106,16 @@ class _ArmId(Section):
 
 
 # Keys: id, the identity, then how the arm runs (pydantic lists the last base's fields first).
+def _identity_optional(schema: dict[str, Any]) -> None:
+    """In the JSON Schema only `id` is required: a scripted command arm may state no
+    identity (`SCRIPTED_IDENTITY`); any other arm's identity keys are enforced at load."""
+    schema["required"] = ["id"]
+
+
 class Arm(ArmIdentity, _ArmId):
     """``[[arms]]``: one contestant and the identity of its measurement."""
+
+    model_config = ConfigDict(json_schema_extra=_identity_optional)
 
     agent: NonBlank = Field(
         default="command",
@@ -152,6 +177,17 @@ class Arm(ArmIdentity, _ArmId):
 
     @model_validator(mode="before")
     @classmethod
+    def _scripted_identity(cls, data: Any) -> Any:
+        """A command arm that states no identity (no model, no effort key) is scripted:
+        `SCRIPTED_IDENTITY` (its mode may be given). One identity key given and the
+        others are required as for any arm."""
+        if (isinstance(data, dict) and data.get("agent", "command") == "command"
+                and not set(data) & (set(SCRIPTED_IDENTITY) - {"mode"})):
+            return {**SCRIPTED_IDENTITY, **data}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _default_network(cls, data: Any) -> Any:
         if isinstance(data, dict) and "network" not in data:
             return {**data, "network": "gateway" if data.get("agent") in AGENT_CLIS else "none"}
@@ -159,8 +195,21 @@ class Arm(ArmIdentity, _ArmId):
 
     @model_validator(mode="after")
     def _runs_something(self) -> Arm:
-        raise_if_any([*self._agent_violations(), *self._gateway_violations()])
+        raise_if_any([*self._agent_violations(), *self._gateway_violations(),
+                      *self._placeholder_violations()])
         return self
+
+    def _placeholder_violations(self) -> list[RuleViolation]:
+        """A command arm's command is a template: each {name} must be a placeholder."""
+        if self.agent != "command":  # a CLI adapter's command is the program, not rendered
+            return []
+        unknown = sorted({m.group(1) for m in PLACEHOLDER.finditer(self.command)}
+                         - set(PLACEHOLDERS))
+        known = ", ".join("{" + name + "}" for name in PLACEHOLDERS)
+        return [RuleViolation(
+            ("command",), f"unknown placeholder {{{name}}}; the known ones are {known}",
+            f"write one of {known} (a shell variable is written ${{NAME}})",
+            found=self.command) for name in unknown]
 
     def _agent_violations(self) -> list[RuleViolation]:
         found: list[RuleViolation] = []

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from runner.errors import ManifestError
+from runner.manifest.answers import (
+    AGENTS_DIR,
+    TEMPLATE_ANSWERS,
+    Answers,
+    render_manifest,
+    script_text,
+)
 from runner.manifest.document import Manifest
 from runner.manifest.loader import DEFAULT_MANIFEST
 
@@ -22,18 +28,46 @@ _STATEMENT = re.compile(r"^\s*(?:#\s*)?(?:\[|[A-Za-z0-9_.-]+\s*=)")
 
 
 def write_init(directory: Path) -> list[Path]:
-    """Write a commented bakeoff.toml and a brief template into `directory`.
+    """Write the commented bakeoff.toml with its placeholders (`TEMPLATE_ANSWERS`: `up`
+    refuses them) and a brief template into `directory`, and an empty agents_dir.
 
     Never overwrites: if either file exists, nothing is written and a `ManifestError`
     says which one. Returns the written paths.
     """
     directory = Path(directory).expanduser().absolute()
+    answers = replace(TEMPLATE_ANSWERS, name=experiment_name(directory))
     files = {
-        directory / DEFAULT_MANIFEST: align_comments(_template("bakeoff.toml").replace(
-            "__NAME__", experiment_name(directory)
-        )),
+        directory / DEFAULT_MANIFEST: manifest_text(answers),
         directory / TEMPLATE_BRIEF: _template("brief.md").replace("__CHANGE__", TEMPLATE_CHANGE),
     }
+    _write_new(files)
+    (directory / AGENTS_DIR).mkdir(exist_ok=True)
+    return list(files)
+
+
+def write_setup(directory: Path, answers: Answers, brief: str) -> list[Path]:
+    """`init`'s answers written into `directory` (outside the user's repository): the
+    manifest, the brief, and a no-op script per scripted arm in its agents_dir.
+    Never overwrites (`ManifestError` naming the file). Returns the written paths."""
+    directory = Path(directory).expanduser().absolute()
+    files = {directory / DEFAULT_MANIFEST: manifest_text(answers),
+             directory / answers.brief_file: brief}
+    files.update({directory / AGENTS_DIR / arm.script: script_text(arm)
+                  for arm in answers.arms if arm.script is not None})
+    _write_new(files)
+    (directory / AGENTS_DIR).mkdir(exist_ok=True)
+    for arm in answers.arms:
+        if arm.script is not None:
+            (directory / AGENTS_DIR / arm.script).chmod(0o755)
+    return list(files)
+
+
+def manifest_text(answers: Answers) -> str:
+    """The commented bakeoff.toml of these answers."""
+    return align_comments(render_manifest(_template("bakeoff.toml"), answers))
+
+
+def _write_new(files: dict[Path, str]) -> None:
     for path in files:
         if path.exists():
             raise ManifestError(
@@ -43,29 +77,6 @@ def write_init(directory: Path) -> list[Path]:
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    return list(files)
-
-
-def next_steps(written: Sequence[Path]) -> list[str]:
-    """What a newcomer does after `init` (the manifest, then the brief, as `write_init`
-    returns them): `up` refuses a target repository with untracked files, and init has
-    just written two."""
-    manifest, brief = written
-    where = shlex.quote(str(manifest.parent))
-    files = " ".join(shlex.quote(str(path.relative_to(manifest.parent))) for path in written)
-    return [
-        "next:",
-        f"  1. edit {manifest.name} (the arms, the checks, each change's success criterion) "
-        f"and the brief {brief.relative_to(manifest.parent)}",
-        "  2. `up` refuses a target repository with untracked files, and these are: commit "
-        "them,",
-        f"       git -C {where} add {files} && git -C {where} commit -m 'bakeoff manifest "
-        "and brief'",
-        "     or keep them out of the target repository: move them to a directory outside "
-        "it and set [experiment] repo to the repository's path (or list them in its "
-        ".git/info/exclude)",
-        f"  3. bakeoff-sandbox up -f {shlex.quote(str(manifest))}",
-    ]
 
 
 def experiment_name(directory: Path) -> str:

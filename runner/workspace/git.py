@@ -274,13 +274,40 @@ def toplevel(path: Path) -> Path | None:
 
 def require_clean(repo_path: Path) -> None:
     """Refuse a dirty tree, untracked files included: an arm must start from a commit."""
-    status = run_git(repo_path, "status", "--porcelain", "--untracked-files=all")
-    if status:
-        lines = status.splitlines()
-        shown = ", ".join(line[3:] for line in lines[:5])
-        more = f" and {len(lines) - 5} more" if len(lines) > 5 else ""
+    changed = dirty_paths(repo_path)
+    if changed:
+        shown = ", ".join(changed[:5])
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
         raise DirtyTreeError(f"{repo_path} has uncommitted or untracked files: {shown}{more}",
                              hint="commit or stash them (git stash -u), then run again")
+
+
+def dirty_paths(repo_path: Path) -> list[str]:
+    """Every path `git status` reports (untracked files included), as git has it: read
+    with -z, so a name keeps its first character, its spaces, quotes and non-ASCII
+    letters; a rename shows as ``old -> new``."""
+    raw = git_bytes(repo_path, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    return porcelain_paths(raw.decode("utf-8", errors="replace"))
+
+
+def porcelain_paths(status: str) -> list[str]:
+    """The paths of `git status --porcelain=v1 -z` output: ``XY PATH\0`` entries; a
+    rename or copy (X or Y is R or C) is followed by its source path in the next entry."""
+    entries = status.split("\0")
+    paths: list[str] = []
+    at = 0
+    while at < len(entries):
+        entry = entries[at]
+        at += 1
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if "R" in code or "C" in code:
+            source = entries[at] if at < len(entries) else ""
+            at += 1
+            path = f"{source} -> {path}"
+        paths.append(path)
+    return paths
 
 
 def commit_of(repo_path: Path, ref: str) -> str | None:

@@ -10,15 +10,6 @@ import pytest
 from runner.cli.app import main
 
 
-def test_init_writes_files_and_refuses_to_overwrite(tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["init", str(tmp_path)]) == 0
-    assert (tmp_path / "bakeoff.toml").is_file()
-    assert main(["init", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert "already exists" in err and "Traceback" not in err
-
-
 def test_schema_is_json_schema_of_the_manifest(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
@@ -32,20 +23,6 @@ def test_missing_manifest_is_bad_input_naming_the_file(tmp_path: Path,
     assert main(["status", "-f", str(missing)]) == 2
     err = capsys.readouterr().err
     assert str(missing) in err and "init" in err and "Traceback" not in err
-
-
-def test_init_ends_with_the_next_steps_a_newcomer_needs(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Regression (issue 23): a newcomer's first `up` was refused for the two untracked
-    files `init` had just written, and nothing said so."""
-    assert main(["init", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    steps = out[out.index("next:"):]
-    assert "briefs/first-change.md" in steps
-    assert (f"git -C {tmp_path} add bakeoff.toml briefs/first-change.md && "
-            f"git -C {tmp_path} commit") in steps.replace("\n", " ")
-    assert "keep them out of the target repository" in steps
-    assert steps.rstrip().endswith(f"bakeoff-sandbox up -f {tmp_path / 'bakeoff.toml'}")
 
 
 def test_report_open_opens_only_a_graphical_browser(monkeypatch: pytest.MonkeyPatch,

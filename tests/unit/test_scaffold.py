@@ -4,10 +4,12 @@ experiment's name; aligning changes no TOML value."""
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from runner.manifest.answers import TEMPLATE_ANSWERS, render_manifest
 from runner.manifest.scaffold import (
     COMMENT_COLUMN,
     _template,
@@ -35,8 +37,8 @@ def test_every_trailing_comment_of_the_written_manifest_starts_in_one_column(
     assert len(commented) >= 40
     assert [line for line, (_, comment) in commented
             if line.index(comment) != COMMENT_COLUMN] == []
-    assert tomllib.loads(text) == tomllib.loads(
-        _template("bakeoff.toml").replace("__NAME__", name))
+    assert tomllib.loads(text) == tomllib.loads(render_manifest(
+        _template("bakeoff.toml"), replace(TEMPLATE_ANSWERS, name=name)))
 
 
 def test_a_name_too_long_for_the_column_gets_its_comment_on_the_line_above(

@@ -13,12 +13,13 @@ from runner.cli.app import main
 from runner.commands.dispatch.record import RECORD_FILE, ArmState, record_dir, save_record
 from runner.commands.dispatch.redact import Redactor
 from runner.commands.down import NOT_DISPATCHED, current_record
+from runner.manifest import write_init
 from runner.store.state import ExperimentState
 from tests.unit.test_dispatch_units import record
 
 
 def _experiment(tmp_path: Path) -> Path:
-    assert main(["init", str(tmp_path)]) == 0
+    write_init(tmp_path)  # the bare template: status reads it, never `up`
     for args in (["init", "-q", "-b", "main"], ["add", "-A"],
                  ["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "x"]):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)

@@ -12,7 +12,8 @@ substituted shell-quoted; the command runs with `sh -c` in `/work` (the arm's ch
   with the arm's token (`gateway_env`).
 
 Any other `{name}` (not preceded by `$`, which is shell) is an error, so a typo such as
-`{breif}` is caught before an agent starts.
+`{breif}` is caught when the manifest loads (`runner.manifest.arms`), before `up` builds
+anything; each adapter's own template is checked against what it fills in by a unit test.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from runner.commands.dispatch.cli_settings import (
 )
 from runner.errors import BadInputError
 from runner.manifest import Arm
+from runner.manifest.arms import PLACEHOLDER as _PLACEHOLDER
+from runner.manifest.arms import PLACEHOLDERS
 
-PLACEHOLDERS = ("brief", "model", "effort", "arm")
 CLI_PLACEHOLDER = "cli"
-_PLACEHOLDER = re.compile(r"(?<!\$)\{([a-z_]+)\}")
 
 CLAUDE_CODE_TEMPLATE = (
     "{cli} --print --model {model} --effort {effort} --dangerously-skip-permissions "

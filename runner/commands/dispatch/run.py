@@ -115,6 +115,18 @@ class ArmOutcome:
     skipped: bool
 
 
+# The shell's exit codes for a program it could not start: 126 cannot execute, 127 not
+# found. An agent that exits so never ran: not a result of the model's.
+NOT_STARTED_EXITS = frozenset({126, 127})
+
+
+class NoAgentStartedError(RunnerError):
+    """Every arm this dispatch ran failed to start its agent (exit 126 or 127): the
+    manifest's commands are wrong, not the agents. Exit code 3, as for a rig error."""
+
+    exit_code = 3
+
+
 @dataclass(frozen=True)
 class DispatchReport:
     change: str
@@ -125,6 +137,27 @@ class DispatchReport:
     @property
     def rig_errors(self) -> list[ArmRecord]:
         return [o.record for o in self.outcomes if o.record.state == ArmState.RIG_ERROR]
+
+    @property
+    def none_started(self) -> bool:
+        """True when every arm this dispatch ran (none skipped as done earlier) failed
+        with the shell's 126/127: no agent started at all. One arm that started is a
+        result (the others' 127 stays each arm's own failure)."""
+        ran = [o.record for o in self.outcomes if not o.skipped]
+        return bool(ran) and all(r.state == ArmState.FAILED and r.exit_code in
+                                 NOT_STARTED_EXITS for r in ran)
+
+    def require_started(self, manifest: Path) -> None:
+        """`NoAgentStartedError` (exit 3) when no arm's agent started."""
+        if not self.none_started:
+            return
+        arms = ", ".join(f"{o.record.arm} (exit {o.record.exit_code})" for o in self.outcomes
+                         if not o.skipped)
+        raise NoAgentStartedError(
+            f"no arm's agent started (126: cannot execute, 127: not found): {arms}",
+            hint=f"correct each arm's command in {manifest} (its dispatch log says what the "
+                 f"shell could not run), then `bakeoff-sandbox down -f {manifest}` and run "
+                 "again")
 
 
 def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None = None,
