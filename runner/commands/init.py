@@ -20,6 +20,7 @@ from runner import workspace
 from runner.errors import BadInputError
 from runner.manifest import guess
 from runner.manifest.answers import KNOWN_AGENTS, Answers, ArmAnswer, brief_text
+from runner.manifest.loader import init_manifest_of
 from runner.manifest.models import PARSER_NAMES
 from runner.manifest.scaffold import experiment_name, write_setup
 
@@ -69,7 +70,7 @@ def init(directory: Path, flags: InitFlags, ask: Ask) -> Initialised:
     repo = _repository(Path(directory).expanduser().absolute())
     base = workspace.run_git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     files = set(workspace.files_at(repo, "HEAD"))
-    out = (flags.out or repo.parent / f"{repo.name}-bakeoff").expanduser().absolute()
+    out = (flags.out or init_manifest_of(repo).parent).expanduser().absolute()
     answers = questions(repo, files, flags, ask)
     answers = replace(answers, repo=os.path.relpath(repo, out), base=base if base != "HEAD"
                       else workspace.run_git(repo, "rev-parse", "HEAD"))

@@ -128,14 +128,20 @@ def parse_manifest(data: dict[str, Any], path: Path) -> Manifest:
         raise manifest_error(str(path), validation_issues(exc)) from None
 
 
+def init_manifest_of(repo: Path) -> Path:
+    """Where `init` writes a repository's manifest by default: beside it, in
+    `<repo>-bakeoff/` (the repository itself stays untouched)."""
+    return repo.parent / f"{repo.name}-bakeoff" / DEFAULT_MANIFEST
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         problem = "is a directory, not a manifest" if path.is_dir() else "manifest not found"
-        raise ManifestError(
-            str(path), "", problem,
-            fix=f"write one with `bakeoff-sandbox init`, or pass -f FILE "
-                f"(the default is ./{DEFAULT_MANIFEST})",
-        )
+        beside = init_manifest_of(path.parent)
+        fix = (f"`init` wrote one beside the repository: pass -f {beside}" if beside.is_file()
+               else f"write one with `bakeoff-sandbox init`, or pass -f FILE (the default "
+                    f"is ./{DEFAULT_MANIFEST})")
+        raise ManifestError(str(path), "", problem, fix=fix)
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:

@@ -235,3 +235,21 @@ def test_one_arm_that_started_makes_the_others_127_their_own_result(
     report = _report(*records)
     assert not report.none_started
     report.require_started(Path("m.toml"))
+
+
+def test_a_manifest_missing_where_init_wrote_one_beside_the_repository_names_it(
+        tmp_path: Path) -> None:
+    """`up` in the repository with no -f: the default ./bakeoff.toml is absent, and the
+    error names the manifest `init` wrote beside it (`<repo>-bakeoff/`), not `init`."""
+    repo = tmp_path / "calc"
+    repo.mkdir()
+    with pytest.raises(ManifestError) as raised:
+        load_manifest(repo / "bakeoff.toml")
+    assert raised.value.hint == ("write one with `bakeoff-sandbox init`, or pass -f FILE (the "
+                                 "default is ./bakeoff.toml)")
+    beside = tmp_path / "calc-bakeoff" / "bakeoff.toml"
+    beside.parent.mkdir()
+    beside.write_text("")
+    with pytest.raises(ManifestError) as raised:
+        load_manifest(repo / "bakeoff.toml")
+    assert raised.value.hint == f"`init` wrote one beside the repository: pass -f {beside}"
