@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import traceback
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
@@ -53,6 +54,7 @@ app.add_typer(images_app, name="images")
 
 # `CMD ARGS...` after `--` reach the command untouched (exec, reproduce).
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+DIST = "bakeoff-sandbox"  # the distribution whose metadata holds the version
 ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
 
 
@@ -61,6 +63,23 @@ def _load(path: Path) -> LoadedManifest:
 
 
 _say = say
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        try:
+            version = metadata.version(DIST)
+        except metadata.PackageNotFoundError:  # a source tree on PYTHONPATH, not installed
+            version = "(not installed: `pip install .` in the source tree)"
+        out.print(f"{DIST} {version}", markup=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", "-V", is_eager=True, callback=_version,
+        help="print the installed version and exit")] = False) -> None:
+    pass
 
 
 @images_app.command("build")

@@ -73,17 +73,37 @@ def test_images_build_refuses_names_with_all(capsys: pytest.CaptureFixture[str])
     assert "Traceback" not in err
 
 
-def test_missing_other_images_name_how_to_get_them() -> None:
+def test_missing_other_images_name_how_to_get_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """A name with no images/ directory, and a reference that is not ours: each hint says
-    what to do (nothing is ever pulled)."""
+    what to do (nothing is ever pulled), and never to edit the installed package's own
+    folder (issue 34: the hint told a user to add a Dockerfile inside site-packages)."""
+    monkeypatch.delenv("BAKEOFF_IMAGES_DIR", raising=False)
     known = ", ".join(images.known_names())
+    assert known == "base, browser, engine, go, node, postgres, python, redis, rust"
     assert images._how_to_get("nosuchtool", "bakeoff/nosuchtool:latest") == (
-        f"bakeoff-sandbox images build nosuchtool, after adding "
-        f"{images.images_dir() / 'nosuchtool'}/Dockerfile (FROM bakeoff/base:bookworm); "
-        f"the images/ there are: {known}")
+        "name a local image in [toolchain] image (`docker build -t myorg/nosuchtool DIR`, "
+        'then image = "myorg/nosuchtool"), or put a build context of your own in '
+        "DIR/nosuchtool/ (a Dockerfile FROM bakeoff/base:bookworm), set "
+        "BAKEOFF_IMAGES_DIR=DIR (it replaces the bundled images: copy the ones you use "
+        "there too) and run `bakeoff-sandbox images build nosuchtool`; the bundled images "
+        f"are: {known}")
+    assert str(images.images_dir()) not in images._how_to_get("nosuchtool",
+                                                               "bakeoff/nosuchtool:latest")
     assert images._how_to_get("myorg/tool:1", "myorg/tool:1") == (
         "`docker build -t myorg/tool:1 DIR` or `docker load`: it is not one of images/ "
         f"({known}), so `bakeoff-sandbox images build` cannot make it")
+
+
+
+def test_a_missing_image_with_an_images_folder_of_ones_own_names_that_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BAKEOFF_IMAGES_DIR set: the Dockerfile goes in the user's own folder, named."""
+    (tmp_path / "go").mkdir()
+    (tmp_path / "go" / "Dockerfile").write_text("FROM bakeoff/base:bookworm\n")
+    monkeypatch.setenv("BAKEOFF_IMAGES_DIR", str(tmp_path))
+    assert images._how_to_get("nosuchtool", "bakeoff/nosuchtool:latest") == (
+        f"bakeoff-sandbox images build nosuchtool, after adding {tmp_path}/nosuchtool/"
+        "Dockerfile (FROM bakeoff/base:bookworm); the images/ there are: base, go")
 
 
 def test_a_second_build_of_a_tag_waits_for_the_first(tmp_path: Path,

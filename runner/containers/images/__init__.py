@@ -178,10 +178,13 @@ def open_log(name: str, reporter: BuildReporter) -> BuildLog:
     return log
 
 
+IMAGES_ENV = "BAKEOFF_IMAGES_DIR"
+
+
 def images_dir() -> Path:
     """The images' build contexts the tool ships, or BAKEOFF_IMAGES_DIR (a folder of one's
     own laid out the same way: one folder per image, its Dockerfile `FROM` the base)."""
-    configured = os.environ.get("BAKEOFF_IMAGES_DIR")
+    configured = os.environ.get(IMAGES_ENV)
     if configured:
         return Path(configured)
     return resources.images_dir()
@@ -357,9 +360,16 @@ def resolve(engine: Engine, name_or_ref: str, reporter: BuildReporter | None = N
 def _how_to_get(name_or_ref: str, ref: str) -> str:
     """The fix for a missing image that is not one of images/ (nothing is ever pulled)."""
     known = ", ".join(known_names())
-    if ref != name_or_ref:
+    if ref != name_or_ref and os.environ.get(IMAGES_ENV):  # the user's own folder
         return (f"{BUILD_CMD} {name_or_ref}, after adding {images_dir() / name_or_ref}"
                 f"/Dockerfile (FROM {BASE_TAG}); the images/ there are: {known}")
+    if ref != name_or_ref:  # never a folder of the installed package to edit
+        return (f"name a local image in [toolchain] image (`docker build -t myorg/"
+                f"{name_or_ref} DIR`, then image = \"myorg/{name_or_ref}\"), or put a build "
+                f"context of your own in DIR/{name_or_ref}/ (a Dockerfile FROM {BASE_TAG}), "
+                f"set {IMAGES_ENV}=DIR (it replaces the bundled images: copy the ones you "
+                f"use there too) and run `{BUILD_CMD} {name_or_ref}`; the bundled images "
+                f"are: {known}")
     return (f"`docker build -t {ref} DIR` or `docker load`: it is not one of images/ "
             f"({known}), so `{BUILD_CMD}` cannot make it")
 
