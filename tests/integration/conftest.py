@@ -20,6 +20,7 @@ from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.attack_lab import Lab, lab_for
 from tests.integration.helpers import PlainReporter, cleanup, make_target
+from tests.integration.installed import InstallError, Installed, install
 from tests.integration.remote_engine import IMAGE as ENGINE_IMAGE
 from tests.integration.remote_engine import RemoteEngine, started
 
@@ -93,3 +94,17 @@ def remote_engine(engine: Engine, engine_image: BuiltImage) -> Iterator[RemoteEn
     removed by its labels at the end of the session."""
     with started(engine, engine_image, f"remote{secrets.token_hex(3)}") as remote:
         yield remote
+
+
+@pytest.fixture(scope="session")
+def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The wheel built from HEAD and installed into a fresh virtualenv outside the source
+    tree (tests/integration/installed.py), once per session. A failed build or install is
+    a failure, never a skip: the install path is what a user takes."""
+    try:
+        found = install(tmp_path_factory.mktemp("installed"))
+    except InstallError as error:
+        pytest.fail(f"the installed tool could not be made: {error}")
+    print(f"\ninstalled {found.wheel.name}: {found.seconds} seconds")  # with -s / -rP
+    return found
+

@@ -1,0 +1,117 @@
+"""The tool a user installs (issue 34): the wheel built from HEAD through its sdist carries
+every file a run needs (images' build contexts, examples with their dotfiles, the compose
+template, the engine check, the gateway), with the modes the repository gives them and no
+working tree's caches; installed into a fresh virtualenv and run from a new directory with
+no PYTHONPATH and no BAKEOFF_* variable, it answers `--version`, finds its images (cache
+hits: the installed build contexts have the checkout's identities) and names its
+examples. The demo (tests/integration/test_demo.py) and the real agents' bake-off through
+the gateway (tests/integration/test_real_agents.py) run through the same installed tool.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+from runner.containers.images import BuiltImage
+from tests.integration.installed import ROOT, Installed, clean_env
+
+BUNDLE = "runner/install/_bundle/"
+SHIPPED = ("images", "examples", "compose", "scripts")
+CACHES = ("__pycache__", ".pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache")
+
+
+def tracked(*folders: str) -> dict[str, int]:
+    """The files git tracks at HEAD under `folders`, with their modes (0o644 or 0o755)."""
+    listing = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "HEAD", "--", *folders],
+                             capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in listing.splitlines():
+        meta, path = line.split("\t", 1)
+        found[path] = int(meta.split()[0], 8) & 0o777
+    return found
+
+
+def modes(files: dict[str, zipfile.ZipInfo], prefix: str) -> dict[str, int]:
+    return {name.removeprefix(prefix): (info.external_attr >> 16) & 0o777
+            for name, info in files.items() if name.startswith(prefix)}
+
+
+def test_the_wheel_carries_every_shipped_file_with_its_mode_and_no_cache(
+        installed_tool: Installed) -> None:
+    files = installed_tool.wheel_files()
+    assert modes(files, BUNDLE) == tracked(*SHIPPED)  # the dotfiles too (repo/.gitignore)
+    assert {f"{SHIPPED[1]}/{name}" for name in ("horizon/repo/.gitignore",
+                                               "cachey/repo/.gitignore")} <= set(
+        modes(files, BUNDLE))
+    assert modes(files, "gateway/") == {
+        path.removeprefix("gateway/"): mode for path, mode in tracked("gateway").items()}
+    assert [name for name in files if any(cache in name for cache in CACHES)] == []
+    site = installed_tool.site_packages()
+    engine_check = site / BUNDLE / "scripts" / "ensure-engine.sh"
+    assert os.access(engine_check, os.X_OK)  # pip kept the executable bit
+    # The sdist carries the files themselves (the symlinks of _bundle/ followed) ...
+    with tarfile.open(installed_tool.sdist) as sdist:
+        members = {m.name: m for m in sdist.getmembers()}
+    top = installed_tool.sdist.name.removesuffix(".tar.gz")
+    dockerfile = members[f"{top}/{BUNDLE}images/python/Dockerfile"]
+    assert dockerfile.isfile() and not [m for m in members.values() if m.issym()]
+    # ... and a wheel built straight from the source holds exactly what the sdist's does.
+    direct = installed_tool.root / "direct"
+    done = subprocess.run([str(installed_tool.venv / "bin" / "pip"), "wheel", "--no-deps",
+                           "-q", "-w", str(direct), str(installed_tool.source)],
+                          env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = direct.glob("*.whl")
+    with zipfile.ZipFile(wheel) as straight:
+        assert {i.filename: i.external_attr >> 16 for i in straight.infolist()} == {
+            name: info.external_attr >> 16 for name, info in files.items()}
+
+
+def test_the_installed_tool_runs_from_its_own_files(installed_tool: Installed,
+                                                    tmp_path: Path) -> None:
+    for flag in ("--version", "-V"):
+        done = installed_tool.run(flag, cwd=tmp_path)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "bakeoff-sandbox 0.1.0\n",
+                                                               "")
+    found = subprocess.run(
+        [str(installed_tool.venv / "bin" / "python"), "-c",
+         "import gateway, rig, runner; print(runner.__file__, rig.__file__, gateway.__file__)"],
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, check=True)
+    site = installed_tool.site_packages()
+    assert found.stdout.split() == [str(site / name / "__init__.py")
+                                    for name in ("runner", "rig", "gateway")]
+
+
+def built_line(image: BuiltImage) -> str:
+    return (f"{image.name:<10} {image.tag:<26} {image.image_id}  identity {image.identity}  "
+            "cache hit")
+
+
+def test_images_build_finds_the_installed_build_contexts(
+        installed_tool: Installed, built_images: dict[str, BuiltImage],
+        tmp_path: Path) -> None:
+    """Regression (issue 34): an installed tool said "unknown image(s): python", and with
+    a manifest built only `base`. The installed contexts hash to the checkout's
+    identities: every image is a cache hit."""
+    named = installed_tool.run("images", "build", "python", cwd=tmp_path)
+    assert named.returncode == 0, named.stderr[-2000:]
+    assert named.stdout.splitlines() == [built_line(built_images[n]) for n in ("base", "python")]
+    needed = installed_tool.run("images", "build", cwd=tmp_path)  # no ./bakeoff.toml here
+    assert needed.returncode == 0, needed.stderr[-2000:]
+    example = installed_tool.site_packages() / BUNDLE / "examples" / "horizon" / "bakeoff.toml"
+    assert (f"images for {example}: base, python, postgres (--all builds every one; the "
+            "others are built on first use)") in " ".join(needed.stderr.split())
+    assert needed.stdout.splitlines() == [built_line(built_images[n])
+                                          for n in ("base", "python", "postgres")]
+
+
+def test_an_unknown_example_lists_the_installed_ones(installed_tool: Installed,
+                                                     tmp_path: Path) -> None:
+    done = installed_tool.run("demo", "--example", "nosuch", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2, "", "error: no bundled example 'nosuch'\n"
+               "  fix: use one of: cachey, horizon, horizon-ui\n")
