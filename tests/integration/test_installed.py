@@ -103,10 +103,10 @@ def test_images_build_finds_the_installed_build_contexts(
     needed = installed_tool.run("images", "build", cwd=tmp_path)  # no ./bakeoff.toml here
     assert needed.returncode == 0, needed.stderr[-2000:]
     example = installed_tool.site_packages() / BUNDLE / "examples" / "horizon" / "bakeoff.toml"
-    assert (f"images for {example}: base, python, postgres (--all builds every one; the "
+    assert (f"images for {example}: base, postgres, python (--all builds every one; the "
             "others are built on first use)") in " ".join(needed.stderr.split())
     assert needed.stdout.splitlines() == [built_line(built_images[n])
-                                          for n in ("base", "python", "postgres")]
+                                          for n in ("base", "postgres", "python")]
 
 
 def test_an_unknown_example_lists_the_installed_ones(installed_tool: Installed,
