@@ -21,6 +21,7 @@ from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from tests.integration import create_spy
 from tests.integration.helpers import flat_record, git
+from tests.integration.installed import Installed
 from tests.integration.remote_engine import RemoteEngine, copy_image
 from tests.integration.report_browser import (
     PAGE_URL,
@@ -48,12 +49,14 @@ class Demo:
 
 @pytest.fixture(scope="module")
 def local_demo(engine: Engine, built_images: dict[str, BuiltImage],
-               tmp_path_factory: pytest.TempPathFactory) -> Demo:
+               installed_tool: Installed, tmp_path_factory: pytest.TempPathFactory) -> Demo:
     """The demo on this machine's engine, once for the module (the second engine's run is
-    compared with it)."""
+    compared with it), run by the installed wheel's `bakeoff-sandbox` from a new
+    directory, with no PYTHONPATH and no BAKEOFF_* variable (issue 34): the whole loop
+    from the files the wheel carries."""
     keep = tmp_path_factory.mktemp("local") / "demo"
-    done = subprocess.run([sys.executable, "-m", "runner.cli", "demo", "--keep", str(keep)],
-                          capture_output=True, text=True, timeout=900, check=False)
+    done = installed_tool.run("demo", "--keep", str(keep),
+                              cwd=tmp_path_factory.mktemp("elsewhere"), timeout=900)
     if done.returncode != 0:  # a demo that stopped leaves its `up` behind for a resume
         engine.remove_labelled({LABEL_EXPERIMENT: "horizon"})
     assert done.returncode == 0, done.stderr[-3000:]
