@@ -17,6 +17,7 @@ import json
 import re
 import secrets
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,17 +26,16 @@ from typing import Any
 import pytest
 
 from rig.report import read_observation
-from runner.commands import demo, report, score
-from runner.commands import dispatch as dispatch_mod
-from runner.commands import down as down_mod
-from runner.commands import up as up_mod
+from runner.commands import demo
 from runner.commands.dispatch.agents import (
     CLAUDE_CODE_TEMPLATE,
     CODEX_PROVIDER,
     CODEX_TEMPLATE,
     JUDGE_TEMPLATES,
 )
+from runner.containers import gateway as gateway_mod
 from runner.containers import sandbox
+from runner.containers.backend import LABEL_IDENTITY
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     Engine,
@@ -44,6 +44,7 @@ from runner.containers.engine import (
 from runner.containers.images import BuiltImage, agent_cli
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod
+from tests.integration.installed import Installed
 from tests.integration.provider_lab import (
     JUDGE_ANSWER,
     JUDGE_SCORES,
@@ -125,31 +126,59 @@ def _host_listener(engine: Engine) -> tuple[socket.socket, str, int]:
 
 
 def test_real_clis_through_the_gateway_fix_commit_and_are_measured_on_the_wire(
-        engine: Engine, upstream: Upstream, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+        engine: Engine, upstream: Upstream, built_images: dict[str, BuiltImage],
+        installed_tool: Installed, tmp_path: Path) -> None:
+    """Every step through the installed wheel's `bakeoff-sandbox` (issue 34), from a new
+    directory with no PYTHONPATH and no BAKEOFF_* variable: the gateway the arms reach
+    is built from the package the wheel carries."""
     loaded = _manifest(tmp_path, upstream)
     name = loaded.manifest.experiment.name
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    keys = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "OPENAI_API_KEY": OPENAI_KEY}
+
+    def bakeoff(*args: str) -> subprocess.CompletedProcess[str]:
+        done = installed_tool.run(*args, "-f", str(loaded.path), cwd=elsewhere, env=keys,
+                                  timeout=1800)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-3000:])
+        return done
+
     listener, host, port = _host_listener(engine)
     try:
-        up_mod.up(engine, loaded)
-        dispatched = dispatch_mod.dispatch(engine, loaded)
-        states = {o.record.arm: o.record.state for o in dispatched.outcomes}
+        bakeoff("up")
+        bakeoff("dispatch")
+        directory, current = state_mod.require_up(loaded)
+        states = {arm: _arm(directory, arm)["state"] for arm in ARMS}
         assert states == {"claude-high": "finished", "claude-low": "finished",
                           "codex-high": "finished", "claude-wrapped": "finished",
-                          "claude-loop": "failed"}, [o.record.error for o in dispatched.outcomes]
-        directory, current = state_mod.require_up(loaded)
+                          "claude-loop": "failed"}, {a: _arm(directory, a)["error"] for a in ARMS}
         _assert_confined(engine, current, upstream, host, port)
         _assert_key_nowhere(engine, current)
-        scored, _ = score.score(engine, loaded, CHANGE, lambda _: None)
-        report.report(loaded)
+        _assert_gateway_from_the_wheel(engine, current, installed_tool,
+                                       built_images["python"])
+        bakeoff("score", "--change", CHANGE)
+        bakeoff("report")
     finally:
         listener.close()
         with contextlib.suppress(Exception):
-            down_mod.down(engine, loaded)
+            installed_tool.run("down", "-f", str(loaded.path), cwd=elsewhere, timeout=600)
         engine.remove_labelled({LABEL_EXPERIMENT: name})
-    _assert_records(directory, scored, upstream)
+    _assert_records(directory, upstream)
+
+
+ARMS = ("claude-high", "claude-low", "codex-high", "claude-wrapped", "claude-loop")
+
+
+def _assert_gateway_from_the_wheel(engine: Engine, current: state_mod.ExperimentState,
+                                   installed_tool: Installed, python: BuiltImage) -> None:
+    """The gateway container runs the image built from the installed package: its
+    identity is the one computed from the wheel's gateway/ on the python toolchain."""
+    assert current.gateway is not None
+    container = engine.client.containers.get(current.gateway.container_id)
+    labels = container.image.attrs["Config"]["Labels"]
+    shipped = installed_tool.wheel_bytes("gateway/")
+    assert "__main__.py" in shipped and not [n for n in shipped if n.endswith(".pyc")]
+    assert labels[LABEL_IDENTITY] == gateway_mod.image_identity(python.image_id, shipped)
 
 
 def _assert_confined(engine: Engine, current: state_mod.ExperimentState, upstream: Upstream,
@@ -185,10 +214,11 @@ def _assert_key_nowhere(engine: Engine, current: state_mod.ExperimentState) -> N
         assert found.stdout.split() == ["0"], (arm.arm, found.stdout[-2000:])
 
 
-def _assert_records(directory: Path, scored: list[Any], upstream: Upstream) -> None:
-    verdicts = {arm.arm: arm.success.rate.rate for arm in scored}
-    assert verdicts == dict.fromkeys(verdicts, 1.0)  # every arm's commit holds the fix
-    for arm in ("claude-high", "claude-low", "codex-high", "claude-wrapped", "claude-loop"):
+def _assert_records(directory: Path, upstream: Upstream) -> None:
+    (round_,) = read_observation(directory / "OBSERVATION.json").rounds
+    verdicts = {arm.arm: arm.results.success.pass_rate for arm in round_.arms}
+    assert verdicts == dict.fromkeys(ARMS, 1.0)  # every arm's commit holds the fix
+    for arm in ARMS:
         record = _arm(directory, arm)
         assert record["commits"] == 1 and record["commit"] != record["base_commit"], arm
         assert record["agent_cli"]["version"] in ("2.1.328", "0.169.0")
@@ -222,15 +252,16 @@ def _assert_records(directory: Path, scored: list[Any], upstream: Upstream) -> N
     leaked = [str(p) for p in directory.rglob("*")
               if p.is_file() and any(key in p.read_bytes() for key in keys)]
     assert leaked == []
-    _assert_judged(directory, scored, upstream)
+    _assert_judged(directory, upstream)
 
 
-def _assert_judged(directory: Path, scored: list[Any], upstream: Upstream) -> None:
+def _assert_judged(directory: Path, upstream: Upstream) -> None:
     """The codex judge answered for every arm through its own gateway: its scores are the
     rubric's, its usage is reported apart from the arms' (role judge, not in any arm's)."""
-    arms = [arm.arm for arm in scored]
-    for arm in scored:
-        assert {d: s.score for d, s in arm.judge.dims().items()} == JUDGE_SCORES, arm.arm
+    (round_,) = read_observation(directory / "OBSERVATION.json").rounds
+    arms = [arm.arm for arm in round_.arms]
+    for entry in round_.arms:
+        assert {d: getattr(entry.scores, d) for d in JUDGE_SCORES} == JUDGE_SCORES, entry.arm
     judged = [r for r in upstream.requests() if r["body"].get("model") == JUDGE_MODEL]
     assert len(judged) == len(arms)
     assert {r["body"]["reasoning"]["effort"] for r in judged} == {"medium"}
@@ -238,7 +269,6 @@ def _assert_judged(directory: Path, scored: list[Any], upstream: Upstream) -> No
                / "records" / CHANGE / "requests.jsonl").read_text().splitlines()]
     assert sorted(r["arm"] for r in records) == sorted(arms)
     assert {r["role"] for r in records} == {"judge"}
-    round_ = read_observation(directory / "OBSERVATION.json").rounds[0]
     for entry in round_.arms:  # the pinned CLI each arm ran, as its record says
         assert entry.agent_cli == _arm(directory, entry.arm)["agent_cli"]
         assert entry.agent_cli is not None and len(entry.agent_cli["sha256"]) == 64
