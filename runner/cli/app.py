@@ -115,9 +115,13 @@ def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]
         return names
     manifest = file or (Path(DEFAULT_MANIFEST) if Path(DEFAULT_MANIFEST).is_file()
                         else demo_mod.examples_dir() / demo_mod.EXAMPLE / DEFAULT_MANIFEST)
-    wanted = images.needed_by_file(manifest)
+    parsed = images.manifest_at(manifest)
+    wanted = images.needed(parsed)
     _say(f"images for {manifest}: {', '.join(wanted)} (--all builds every one; the others "
          "are built on first use)")
+    for ref in images.not_built_here(parsed):
+        _say(f"  not built here: {ref} is not one of the bundled images (a local image of "
+             "your own: `docker build -t REF DIR` or `docker load`)")
     return wanted
 
 

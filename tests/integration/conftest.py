@@ -20,7 +20,7 @@ from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.attack_lab import Lab, lab_for
 from tests.integration.helpers import PlainReporter, cleanup, make_target
-from tests.integration.installed import InstallError, Installed, install
+from tests.integration.installed import Installed, InstallError, install
 from tests.integration.remote_engine import IMAGE as ENGINE_IMAGE
 from tests.integration.remote_engine import RemoteEngine, started
 

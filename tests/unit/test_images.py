@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runner.cli.app import main
+from runner.cli.app import _images_wanted, main
 from runner.containers import images
 from runner.errors import BadInputError
 from runner.manifest import parse_manifest
@@ -40,6 +40,25 @@ def test_an_image_not_built_from_images_dir_needs_only_the_base() -> None:
     data["toolchain"]["image"] = "myorg/tool:1"
     data["database"]["image"] = "bakeoff/postgres:latest"  # our tag counts as ours
     assert images.needed(parse_manifest(data, EXAMPLE)) == ["base", "postgres"]
+    assert images.not_built_here(parse_manifest(data, EXAMPLE)) == ["myorg/tool:1"]
+
+
+def test_images_build_with_a_manifest_names_what_it_cannot_build(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression (issue 34): with a manifest, `images build` quietly built only `base`
+    when the toolchain was not one of the bundled images; it says so now (a name that is
+    not one of images/, as a local image of one's own)."""
+    data = EXAMPLE.read_text(encoding="utf-8").replace(
+        'image = "python"', 'image = "nosuchtool"', 1)
+    assert data != EXAMPLE.read_text(encoding="utf-8")
+    manifest = tmp_path / "bakeoff.toml"
+    manifest.write_text(data)
+    assert _images_wanted([], False, manifest) == ["base", "postgres"]  # no engine needed
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"images for {manifest}: base, postgres (--all builds every one; the others are "
+            "built on first use) not built here: bakeoff/nosuchtool:latest is not one of the "
+            "bundled images (a local image of your own: `docker build -t REF DIR` or `docker "
+            "load`)") in err
 
 
 def test_the_defaults_are_python_and_no_database() -> None:

@@ -324,15 +324,27 @@ def needed(manifest: Manifest, directory: Path | None = None) -> list[str]:
     return [n for n in known_names(directory) if n in names]
 
 
-def needed_by_file(path: Path, directory: Path | None = None) -> list[str]:
-    """`needed` for the manifest at `path`: only its TOML and models are read, so the
-    bundled example's (whose repo/ is not a git repository yet) answers too."""
+def not_built_here(manifest: Manifest, directory: Path | None = None) -> list[str]:
+    """The references a manifest runs that `images build` cannot make: a local image of
+    the user's own, or a name that is not one of images/ (`resolve` says how to get it)."""
+    refs = [manifest.toolchain.image, *([manifest.database.image] if manifest.database else [])]
+    return [ref_for(r) for r in refs if project_name(r, directory) is None]
+
+
+def manifest_at(path: Path) -> Manifest:
+    """The manifest at `path`, only its TOML and models read, so the bundled example's
+    (whose repo/ is not a git repository yet) answers too."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise BadInputError(f"{path}: cannot read the manifest: {error}",
                             hint="pass -f FILE, name the images, or use --all") from None
-    return needed(parse_manifest(data, path), directory)
+    return parse_manifest(data, path)
+
+
+def needed_by_file(path: Path, directory: Path | None = None) -> list[str]:
+    """`needed` for the manifest at `path` (`manifest_at`)."""
+    return needed(manifest_at(path), directory)
 
 
 def resolve(engine: Engine, name_or_ref: str, reporter: BuildReporter | None = None,
