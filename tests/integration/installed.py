@@ -1,21 +1,21 @@
-"""The tool as a user installs it (issue 34): the repository at HEAD (`git archive`, never
-the working tree with its caches) built into an sdist, the sdist into a wheel (`python -m
-build`, the path a registry's users take), the wheel installed into a fresh virtualenv
-outside the source tree; its `bakeoff-sandbox` run from a new directory with no
-PYTHONPATH and no BAKEOFF_* variable, so nothing of the checkout can be found.
+"""The tool as a user installs it (issue 34): the repository's files as a commit would
+hold them (`git ls-files`: never the working tree's ignored caches, which a wheel built in
+place would carry; edits not yet committed are in, so a test run checks the code being
+written) built into an sdist, the sdist into a wheel (`python -m build`, the path a
+registry's users take), the wheel installed into a fresh virtualenv outside the source
+tree; its `bakeoff-sandbox` run from a new directory with no PYTHONPATH and no BAKEOFF_*
+variable, so nothing of the checkout can be found.
 
 Built once per session (tests/integration/conftest.py `installed_tool`); a failed build or
-install fails the tests that need it (never a skip). Uncommitted changes are not in it:
-commit before running the tests that use it.
+install fails the tests that need it (never a skip).
 """
 
 from __future__ import annotations
 
-import io
 import os
+import shutil
 import subprocess
 import sys
-import tarfile
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -89,28 +89,39 @@ def _step(seconds: dict[str, float], name: str, argv: list[str], cwd: Path) -> N
                            f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
 
 
-def archive_head(dest: Path) -> Path:
-    """The repository's HEAD as files (`git archive`: tracked files only, symlinks kept)."""
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "HEAD"],
-                          capture_output=True, check=True, timeout=120).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="tar")
+def source_files(dest: Path) -> Path:
+    """The files a commit of the working tree would hold (`git ls-files`: tracked, and
+    untracked but not ignored; symlinks kept), copied to `dest`: HEAD plus the edits not
+    yet committed, never an ignored cache (__pycache__, .pytest_cache, build/)."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], capture_output=True, text=True,
+                            check=True, timeout=120).stdout
+    for name in sorted(set(filter(None, listed.split("\0")))):
+        source, target = ROOT / name, dest / name
+        if not source.is_symlink() and not source.is_file():
+            continue  # tracked, deleted in the working tree
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)
+        else:
+            shutil.copy2(source, target)
     return dest
 
 
 def install(root: Path) -> Installed:
-    """Archive HEAD, build its sdist and the wheel from that sdist (in a builder venv),
-    install the wheel into a fresh venv; every step timed."""
+    """Copy the source (`source_files`), build its sdist and the wheel from that sdist,
+    install the wheel into a fresh venv; every step timed. One venv builds and installs
+    (`build` beside the tool: a second venv cost seconds for nothing); `--no-compile`
+    halves the install (the tool's first run compiles what it imports)."""
     seconds: dict[str, float] = {}
-    source = archive_head(root / "source")
-    builder, venv, dist = root / "builder", root / "venv", root / "dist"
-    _step(seconds, "venvs", [sys.executable, "-m", "venv", str(builder)], root)
-    _step(seconds, "venvs", [sys.executable, "-m", "venv", str(venv)], root)
-    _step(seconds, "build tool", [str(builder / "bin" / "pip"), "install", "-q", "build"],
-          root)
-    _step(seconds, "sdist and wheel", [str(builder / "bin" / "python"), "-m", "build",
+    source = source_files(root / "source")
+    venv, dist = root / "venv", root / "dist"
+    _step(seconds, "venv", [sys.executable, "-m", "venv", str(venv)], root)
+    _step(seconds, "build tool", [str(venv / "bin" / "pip"), "install", "-q", "build"], root)
+    _step(seconds, "sdist and wheel", [str(venv / "bin" / "python"), "-m", "build",
                                        "--outdir", str(dist), str(source)], root)
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
-    _step(seconds, "install", [str(venv / "bin" / "pip"), "install", "-q", str(wheel)], root)
+    _step(seconds, "install", [str(venv / "bin" / "pip"), "install", "-q", "--no-compile",
+                               str(wheel)], root)
     return Installed(root, source, wheel, sdist, venv, seconds)

@@ -17,22 +17,19 @@ import zipfile
 from pathlib import Path
 
 from runner.containers.images import BuiltImage
-from tests.integration.installed import ROOT, Installed, clean_env
+from tests.integration.installed import Installed, clean_env
 
 BUNDLE = "runner/install/_bundle/"
 SHIPPED = ("images", "examples", "compose", "scripts")
 CACHES = ("__pycache__", ".pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache")
 
 
-def tracked(*folders: str) -> dict[str, int]:
-    """The files git tracks at HEAD under `folders`, with their modes (0o644 or 0o755)."""
-    listing = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "HEAD", "--", *folders],
-                             capture_output=True, text=True, check=True).stdout
-    found = {}
-    for line in listing.splitlines():
-        meta, path = line.split("\t", 1)
-        found[path] = int(meta.split()[0], 8) & 0o777
-    return found
+def tracked(source: Path, *folders: str) -> dict[str, int]:
+    """The files of the built source under `folders`, with the modes git gives them
+    (0o755 when executable, else 0o644), by path relative to the source."""
+    return {path.relative_to(source).as_posix(): 0o755 if path.stat().st_mode & 0o111
+            else 0o644 for folder in folders for path in (source / folder).rglob("*")
+            if path.is_file()}
 
 
 def modes(files: dict[str, zipfile.ZipInfo], prefix: str) -> dict[str, int]:
@@ -43,12 +40,13 @@ def modes(files: dict[str, zipfile.ZipInfo], prefix: str) -> dict[str, int]:
 def test_the_wheel_carries_every_shipped_file_with_its_mode_and_no_cache(
         installed_tool: Installed) -> None:
     files = installed_tool.wheel_files()
-    assert modes(files, BUNDLE) == tracked(*SHIPPED)  # the dotfiles too (repo/.gitignore)
+    source = installed_tool.source
+    assert modes(files, BUNDLE) == tracked(source, *SHIPPED)  # the dotfiles too (repo/.gitignore)
     assert {f"{SHIPPED[1]}/{name}" for name in ("horizon/repo/.gitignore",
                                                "cachey/repo/.gitignore")} <= set(
         modes(files, BUNDLE))
     assert modes(files, "gateway/") == {
-        path.removeprefix("gateway/"): mode for path, mode in tracked("gateway").items()}
+        path.removeprefix("gateway/"): mode for path, mode in tracked(source, "gateway").items()}
     assert [name for name in files if any(cache in name for cache in CACHES)] == []
     site = installed_tool.site_packages()
     engine_check = site / BUNDLE / "scripts" / "ensure-engine.sh"
