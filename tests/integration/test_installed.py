@@ -107,6 +107,25 @@ def test_images_build_finds_the_installed_build_contexts(
                                           for n in ("base", "postgres", "python")]
 
 
+def test_doctor_of_the_installed_tool_finds_what_a_run_needs(
+        installed_tool: Installed, built_images: dict[str, BuiltImage],
+        tmp_path: Path) -> None:
+    """`doctor` from a new directory (issue 34, "What it must show"), then with the
+    installed example's manifest: every image it needs is there with the identity the
+    installed build contexts give it."""
+    here = installed_tool.run("doctor", cwd=tmp_path)
+    assert here.returncode == 0, here.stdout + here.stderr
+    rows = [line.split()[:2] for line in here.stdout.splitlines()]
+    assert rows == [[check, "ok"] for check in ("engine", "api", "cgroup", "storage", "compose",
+                                                "images", "networks", "git")]
+    example = installed_tool.site_packages() / BUNDLE / "examples" / "horizon" / "bakeoff.toml"
+    needed = installed_tool.run("doctor", "-f", str(example), cwd=tmp_path)
+    assert needed.returncode == 0, needed.stdout + needed.stderr
+    assert [line.split() for line in needed.stdout.splitlines() if line.startswith("image ")] == [
+        ["image", name, "ok", image.tag, image.image_id[:19], "identity", image.identity[:19]]
+        for name in ("base", "postgres", "python") for image in [built_images[name]]]
+
+
 def test_an_unknown_example_lists_the_installed_ones(installed_tool: Installed,
                                                      tmp_path: Path) -> None:
     done = installed_tool.run("demo", "--example", "nosuch", cwd=tmp_path)
