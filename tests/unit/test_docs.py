@@ -32,7 +32,7 @@ Path_ = tuple[str, ...]  # a command's path: ("images", "build"); () is the prog
 # Documented from the other helpers' branches of issue 34 not merged yet (wheel: --version;
 # newcomer: init's flags). The lead empties this at merge:
 # `test_what_is_pending_is_still_missing` fails as soon as one exists.
-PENDING: set[tuple[Path_, str | None]] = {((), "--version"), ((), "-V")}
+PENDING: set[tuple[Path_, str | None]] = set()  # none: --version and -V are in (issue 34)
 # Options of other programs a span shows alone (`--frozen-lockfile` (Yarn 1)).
 FOREIGN = {"--frozen-lockfile", "--immutable", "--no-verify", "--effort", "--variant"}
 
