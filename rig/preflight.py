@@ -18,8 +18,8 @@ import subprocess
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from rig import harness
 from rig.errors import RigError
+from rig.guards import harness
 
 SHELL_WORDS = frozenset({"cd", "export", "set", "exec", "env", "if", "for", "test", "[", "true",
                          "false", "while", "case", "!", "{", "(", "."})

@@ -4,7 +4,7 @@ than the base (issue 8). Pure: no docker, no git.
 - `extract`: the metric's value from a check's output (a regex with a named group
   ``value``) or from a file the command wrote (``coverage-json:<path>``: coverage.py's
   ``totals.percent_covered``).
-- `readings`, `passes`, `worse_by`: what `rig.verdict`'s ratchet rule (8) grades with.
+- `readings`, `passes`, `worse_by`: what `rig.sample.verdict`'s ratchet rule (8) grades with.
 - `baseline`: the base's value at ``up``: every sample measured it and all agree, else
   the rig is at fault (`RatchetError`, exit 3).
 - `move`: after a verified merge, the next change's baseline moves only in the better
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from rig.errors import RigError
-from rig.outcome import Verdict
-from rig.record import SampleRecord
+from rig.sample.outcome import Verdict
+from rig.sample.record import SampleRecord
 
 COVERAGE_JSON: Final = "coverage-json:"
 EPSILON: Final = 1e-9  # relative: float noise in a comparison is never a regression
@@ -130,7 +130,7 @@ def describe(metric: str) -> str:
 
 
 def missing(metric: str, files: Mapping[str, str]) -> str:
-    """Why a ratchet found no value (its verdict is `rig.verdict`'s rule 8)."""
+    """Why a ratchet found no value (its verdict is `rig.sample.verdict`'s rule 8)."""
     path = coverage_path(metric)
     if path is None:
         return f"{describe(metric)} matched nothing in the output"

@@ -77,7 +77,7 @@ class SandboxUnavailableError(EngineError):
 
 class EngineFailedError(SandboxUnavailableError):
     """The engine broke under a call (a server error, a connection cut or refused): an
-    outage, never a refusal. A sample it cuts is run again (`rig.oracle.run_sample`)."""
+    outage, never a refusal. A sample it cuts is run again (`rig.sample.oracle.run_sample`)."""
 
 
 class EngineUnreachableError(SandboxUnavailableError):

@@ -17,7 +17,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 
 LOG_HEAD_BYTES: Final = 2 * 1024   # the start of a log the page shows
 LOG_TAIL_BYTES: Final = 4 * 1024   # ... and its end

@@ -32,12 +32,12 @@ from pydantic import (
     model_validator,
 )
 
-from rig.oracle import PassRate
 from rig.persist import write_text_atomic
 from rig.report import pairs as pairs_mod
 from rig.report.pairs import Pair, Paired, RankInterval
 from rig.rubric import TIE_RULE, ArmScore, CheckResult, Tie, TieBreaker
-from rig.verdict import Verdict
+from rig.sample.oracle import PassRate
+from rig.sample.verdict import Verdict
 from rig.wire import WireSummary
 from runner.manifest import ArmIdentity
 

@@ -18,11 +18,11 @@ from typing import Final
 import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rig.record import SampleRecord
 from rig.report import charts, heatmap
 from rig.report.evidence import Evidence, RoundEvidence
 from rig.report.observation import Observation, Round
 from rig.rubric import DIMENSIONS, OBJECTIVE, TIE_RULE, describe_flag
+from rig.sample.record import SampleRecord
 
 CSP: Final = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 TESTS_SHOWN: Final = 20  # a sample's tests that did not pass, listed by id

@@ -26,7 +26,7 @@ from rig.rubric import (
     describe_flag,
     places,
 )
-from rig.verdict import Verdict
+from rig.sample.verdict import Verdict
 
 
 def cell(text: str) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from runner.cli.progress import ImageBuildView
 from runner.cli.terminal import err, out
 from runner.cli.terminal import load as load_manifest

@@ -16,8 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
-from rig.outcome import Verdict
-from rig.record import SampleRecord
 from rig.report.evidence import (
     DIFF_LIMIT,
     LOG_HEAD_BYTES,
@@ -42,6 +40,8 @@ from rig.report.evidence import (
     printable,
 )
 from rig.report.observation import ArmEntry, Observation, Round
+from rig.sample.outcome import Verdict
+from rig.sample.record import SampleRecord
 from runner import workspace
 from runner.commands.dispatch.record import load_record
 from runner.commands.score import records_of

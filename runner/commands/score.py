@@ -21,13 +21,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import harness, links, rubric, tripwire
 from rig import judge as judge_mod
 from rig import ratchet as ratchet_mod
-from rig import tree as tree_mod
+from rig import rubric
 from rig.contract import LockVersion
 from rig.errors import SampleInterruptedError
-from rig.oracle import (
+from rig.guards import harness, tripwire
+from rig.persist import write_text_atomic
+from rig.report import render_scorecard
+from rig.report.scorecard import BrowserEvidence
+from rig.sample import links
+from rig.sample import tree as tree_mod
+from rig.sample.oracle import (
     PassRate,
     SampleSpec,
     ServerSpec,
@@ -37,12 +42,9 @@ from rig.oracle import (
     run_sample,
     set_aside,
 )
-from rig.persist import write_text_atomic
-from rig.record import BrowserAsked, SampleRecord
-from rig.report import render_scorecard
-from rig.report.scorecard import BrowserEvidence
-from rig.tree import UnsafeTreeError
-from rig.verdict import Base
+from rig.sample.record import BrowserAsked, SampleRecord
+from rig.sample.tree import UnsafeTreeError
+from rig.sample.verdict import Base
 from runner import contract, workspace
 from runner.commands import judges, services
 from runner.commands.dispatch.record import load_record
@@ -200,7 +202,7 @@ class BaseRuns:
 
 
 class Tripwires:
-    """Each exit-code check's tripwire run (`rig.tripwire`) in one executor's image, once
+    """Each exit-code check's tripwire run (`rig.guards.tripwire`) in one executor's image, once
     per (commit, check), kept under the stage's `tripwires/` (`score`, `merge` and `oracle`
     share them: a commit scored once is not tripped again); the base's is run only when
     an arm's did not fail as planted."""
@@ -431,7 +433,7 @@ def run_samples(toolchain: Toolchain, change: str, commits: dict[str, str], say:
 
 
 def redo(loaded: LoadedManifest, stage: Path, say: Say) -> list[str]:
-    """Set every arm's RIG_ERROR sample of the stage aside (`rig.oracle.set_aside`): no
+    """Set every arm's RIG_ERROR sample of the stage aside (`rig.sample.oracle.set_aside`): no
     longer a result, it runs again. The samples set aside."""
     found = []
     for arm in loaded.manifest.arms:
@@ -514,11 +516,11 @@ def dispatched(loaded: LoadedManifest, change: str, arm: Arm) -> rubric.Dispatch
 
 def harness_touched(loaded: LoadedManifest, change: str,
                     success: rubric.CheckResult) -> list[str]:
-    """The harness files the arm's commit changed (`rig.harness`: any runner's): by name
+    """The harness files the arm's commit changed (`rig.guards.harness`: any runner's): by name
     or place from its diff (listed capped: `merge.listed`, a tree bomb's is never read
     whole), and by layout or content as its samples pinned them (a test directory made a
     package, a module shadowing another, a file a runner config names); the base's were
-    used instead. As a record shows names (`rig.tree.shown`), at most HARNESS_SHOWN."""
+    used instead. As a record shows names (`rig.sample.tree.shown`), at most HARNESS_SHOWN."""
     record = next(iter(success.records), None)
     if record is None or record.commit == record.base_commit:
         return []
@@ -538,7 +540,7 @@ def harness_touched(loaded: LoadedManifest, change: str,
 
 
 def _obeyed(path: str, pinned: set[str]) -> bool:
-    """A conftest of the arm's own (`rig.harness.own_conftests`: in a directory the base
+    """A conftest of the arm's own (`rig.guards.harness.own_conftests`: in a directory the base
     does not have) that its samples kept: obeyed, not touched."""
     return path.endswith("/conftest.py") and tree_mod.shown(path, 300) not in pinned
 

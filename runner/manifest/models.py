@@ -497,7 +497,7 @@ class Success(Section):
     @field_validator("expect_requests")
     @classmethod
     def _expectations_read(cls, value: list[str]) -> list[str]:
-        from rig.real_path import ExpectationError, parse_expectation
+        from rig.guards.real_path import ExpectationError, parse_expectation
         violations = []
         for index, text in enumerate(value):
             try:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rig.oracle import SampleSpec, ServerSpec, run_sample
-from rig.record import BrowserAsked, SampleRecord
+from rig.sample.oracle import SampleSpec, ServerSpec, run_sample
+from rig.sample.record import BrowserAsked, SampleRecord
 from runner.commands.score import BaseRuns
 from runner.containers import sandbox
 from runner.containers.browser import BrowserLimits

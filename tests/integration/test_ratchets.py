@@ -24,7 +24,7 @@ import pytest
 
 from rig import contract as contract_mod
 from rig.errors import RigError
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from runner.commands import demo
 from runner.commands import down as down_mod
 from runner.commands import merge as stage_merge

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.oracle import SampleSpec, ServerSpec, run_sample
+from rig.sample.oracle import SampleSpec, ServerSpec, run_sample
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.oracle import SampleSpec, run_sample
+from rig.sample.oracle import SampleSpec, run_sample
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage

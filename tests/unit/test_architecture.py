@@ -233,7 +233,7 @@ def test_rig_loads_no_runner_module_but_the_manifest() -> None:
     (runner.manifest, which brings runner.errors), nothing else of runner, and none of
     docker, a git library, the database driver, typer or rich."""
     modules = modules_of(rig)
-    assert "rig.oracle" in modules and "rig.parsers.pytest" in modules
+    assert "rig.sample.oracle" in modules and "rig.parsers.pytest" in modules
     loaded = loaded_by(modules)
     forbidden = {"docker", "git", "testcontainers", "psycopg", "requests", "typer", "rich",
                  "click"}
@@ -333,7 +333,7 @@ def test_no_module_outside_the_docker_wing_imports_a_docker_library() -> None:
     neither docker nor testcontainers, at any depth of the file."""
     files = [p for folder in NO_DOCKER for p in sorted((ROOT / folder).rglob("*.py"))]
     files += sorted((ROOT / "runner").glob("*.py"))
-    assert ROOT / "runner/commands/down.py" in files and ROOT / "rig/oracle.py" in files
+    assert ROOT / "runner/commands/down.py" in files and ROOT / "rig/sample/oracle.py" in files
     wrong = [f"{path.relative_to(ROOT)}:{line}: imports {module}" for path in files
              for line, module in imported(path)
              if module.split(".")[0] in DOCKER_LIBRARIES]

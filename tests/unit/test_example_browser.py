@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rig import real_path
+from rig.guards import real_path
 from runner.manifest import Manifest
 from runner.manifest.issues import validation_issues
 from tests.unit.test_example_repo import clean_env

@@ -1,12 +1,12 @@
-"""`rig.gopackages`: the Go packages a `go test` command builds, read from the tree (where
-the go canaries go), and where `rig.inprocess` plants them for each command shape."""
+"""`rig.guards.gopackages`: the Go packages a `go test` command builds, read from the tree (where
+the go canaries go), and where `rig.guards.inprocess` plants them for each command shape."""
 
 from __future__ import annotations
 
 import pytest
 
-from rig import canary, gopackages, harness, inprocess
-from rig.tree import Entry, Kind
+from rig.guards import canary, gopackages, harness, inprocess
+from rig.sample.tree import Entry, Kind
 
 PATHS = ["go.mod", "calc/calc.go", "calc/calc_test.go", "calc/deep/deep.go",
          "other/other.go", "other/other_test.go", "calc/testdata/x.go", "_tools/t.go",

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from rig import graft, harness
-from rig.record import SampleCounts, SampleRecord
+from rig import graft
+from rig.guards import harness
 from rig.rubric import FLAG_FILES, describe_flag, flags, score_arm
-from rig.tree import Entry, Kind
+from rig.sample.record import SampleCounts, SampleRecord
+from rig.sample.tree import Entry, Kind
 from runner.commands import merge as stage_merge
 from runner.errors import BadInputError
 from runner.workspace import merge

@@ -1,5 +1,5 @@
 """The canaries of node --test, go test and cargo in the protected tests' own process
-(`rig.inprocess`), how they are read back (`rig.canary.split`, `observe`), the verdict
+(`rig.guards.inprocess`), how they are read back (`rig.guards.canary.split`, `observe`), the verdict
 rules that rest on them, the toolchains' harness by place, and the `unguarded` notes in
 the record and the reports (class 11)."""
 
@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from rig import canary, harness, inprocess, verdict
-from rig.canary import Seen
+from rig.guards import canary, harness, inprocess
+from rig.guards.canary import Seen
 from rig.parsers import get_parser
 from rig.parsers.base import Counts, LocatedCase, ParseResult, TestCase, TestStatus, where_of
 from rig.report.results import integrity_lines
 from rig.report.scorecard import unguarded_lines
-from rig.tree import Entry, Kind
+from rig.sample import verdict
+from rig.sample.tree import Entry, Kind
 from tests.unit.test_report import build, round_one
 
 NODE_TEST = """const test = require('node:test');
@@ -332,7 +333,7 @@ def test_by_id_reads_the_protected_test_not_its_twin() -> None:
 
 
 def verdict_test(test_id: str) -> object:
-    from rig.observer import Status, Test
+    from rig.guards.observer import Status, Test
     return Test(test_id, Status.FAILED)
 
 

@@ -1,18 +1,20 @@
 """The pure half of the grader's defences: trees, the pinned harness, canaries, the
-observer's records, the differential rule, and how `rig.oracle.assess` puts them
+observer's records, the differential rule, and how `rig.sample.oracle.assess` puts them
 together (no docker)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rig import canary, harness, inprocess, observer, preflight, verdict
-from rig import tree as tree_mod
-from rig.canary import Evidence, Seen
-from rig.oracle import Execution, SampleSpec, assess
+from rig import preflight
+from rig.guards import canary, harness, inprocess, observer
+from rig.guards.canary import Evidence, Seen
 from rig.parsers.base import Counts, ParseResult
-from rig.tree import Entry, Kind, UnsafeTreeError
-from rig.verdict import FailReason, RigErrorReason, Verdict
+from rig.sample import tree as tree_mod
+from rig.sample import verdict
+from rig.sample.oracle import Execution, SampleSpec, assess
+from rig.sample.tree import Entry, Kind, UnsafeTreeError
+from rig.sample.verdict import FailReason, RigErrorReason, Verdict
 from tests.unit import observed
 
 
@@ -302,7 +304,7 @@ def test_pytest_canaries_sit_next_to_the_protected_test() -> None:
 
 def test_go_canaries_are_a_package_of_their_own_beside_the_tests() -> None:
     """A must-fail canary inside a protected package's binary would explain its failing
-    status (rig.inprocess): the canary file is a package of its own."""
+    status (rig.guards.inprocess): the canary file is a package of its own."""
     paths = ["go.mod", "calc/calc.go", "calc/calc_test.go"]
     plan = canary.plan("go-test", "cd34", paths, "go test ./...", [],
                        {"calc/calc_test.go": "package calc_test\n\nimport \"testing\"\n"})
@@ -508,8 +510,8 @@ def test_a_pass_whose_harness_removed_a_test_file_of_the_arm_s_says_so() -> None
     files the base's harness removed (a Go test file defining TestMain in a package of the
     base's goes whole, with its tests); a conftest removed from a PASS is not a test file,
     and a failure keeps naming what was not obeyed."""
-    from rig import oracle
-    from rig.outcome import FailReason, Outcome, Verdict
+    from rig.sample import oracle
+    from rig.sample.outcome import FailReason, Outcome, Verdict
 
     passed = Outcome(Verdict.PASS, None, "exit 0: 4 passed")
     dropped = harness.Pinned(removed=("calc/main_test.go", "tests/conftest.py"))

@@ -1,4 +1,4 @@
-"""What a JavaScript runner's command selects (`rig.js_selection`), and the node --test
+"""What a JavaScript runner's command selects (`rig.guards.js_selection`), and the node --test
 canaries planted only where it goes (issue 30: a command naming one file never ran the
 canary file, and the twins' failing status read as `exit_mismatch`)."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rig import canary, js_selection
+from rig.guards import canary, js_selection
 
 PACKAGE = json.dumps({"scripts": {"test": "node --test test/cart.test.js"}})
 CANARY_FILE = "test/cart.abc123.test.cjs"

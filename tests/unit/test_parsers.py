@@ -17,7 +17,7 @@ import pytest
 
 from rig.parsers import PARSERS, UnknownParserError, get_parser
 from rig.parsers.base import Counts, ParseResult, TestStatus
-from rig.verdict import decide
+from rig.sample.verdict import decide
 
 FIXTURES = Path(__file__).parent / "parsers" / "fixtures"
 PROJECTS = Path(__file__).parents[1] / "fixtures"
@@ -646,11 +646,11 @@ def test_unknown_parser_name_lists_the_known_ones() -> None:
 
 
 def test_pure_core_imports_no_docker_git_or_runner() -> None:
-    """rig.parsers and rig.verdict are pure: a fresh interpreter can import them without
+    """rig.parsers and rig.sample.verdict are pure: a fresh interpreter can import them without
     pulling in docker, GitPython or the orchestration package."""
     code = (
         "import json, sys\n"
-        "import rig.parsers, rig.verdict\n"
+        "import rig.parsers, rig.sample.verdict\n"
         "print(json.dumps(sorted(m for m in sys.modules\n"
         "    if m.split('.')[0] in {'docker', 'git', 'runner'})))\n"
     )

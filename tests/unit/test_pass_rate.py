@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rig.oracle import pass_rate, wilson
-from rig.verdict import Verdict
+from rig.sample.oracle import pass_rate, wilson
+from rig.sample.verdict import Verdict
 
 P, F, R = Verdict.PASS, Verdict.FAIL, Verdict.RIG_ERROR
 

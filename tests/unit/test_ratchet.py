@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from rig import ratchet, verdict
-from rig.oracle import Execution, SampleSpec, assess, grade, record_of, run_sample
+from rig import ratchet
 from rig.ratchet import Movement, Ratchet, RatchetError
-from rig.record import SampleRecord
 from rig.report.scorecard import metric_text
 from rig.rubric import check_result
-from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict
+from rig.sample import verdict
+from rig.sample.oracle import Execution, SampleSpec, assess, grade, record_of, run_sample
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import FailReason, Outcome, RigErrorReason, Verdict
 from runner.contract import _moved_to
 from runner.store.records import RatchetMove
 
@@ -104,7 +105,7 @@ def test_show_prints_counts_whole_and_percentages_to_two_places() -> None:
 
 def grade_ratchet(r: Ratchet, *, exit_code: int | None, log: str, files: dict[str, str],
                   **kw: bool) -> Outcome:
-    """`rig.verdict`'s ratchet rule (8) on one sample."""
+    """`rig.sample.verdict`'s ratchet rule (8) on one sample."""
     return verdict.judge(verdict.Evidence(parser="metric", exit_code=exit_code, log=log,
                                           files=files, ratchet=r, **kw)).outcome
 

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from rig import real_path
-from rig.insample import browser_plugin
-from rig.real_path import AnsweredBy, Expectation, ExpectationError, RequestRecord
+from rig.guards import real_path
+from rig.guards.insample import browser_plugin
+from rig.guards.real_path import AnsweredBy, Expectation, ExpectationError, RequestRecord
 
 APP = "http://localhost:4321"
 POST = real_path.parse_expectation("POST /api/horizon")
@@ -170,9 +170,9 @@ def test_the_plugin_and_the_rig_agree_on_an_origin(url: str, origin: str) -> Non
 
 
 def test_decide_reads_a_samples_requests_and_says_what_the_records_lacked() -> None:
-    """What the verdict reads (`rig.real_path.decide`): unmet expectations, and how many
+    """What the verdict reads (`rig.guards.real_path.decide`): unmet expectations, and how many
     lines were not a request or were dropped by the plugin's cap (neither ever meets)."""
-    from rig.real_path import decide
+    from rig.guards.real_path import decide
 
     lines = (b'not json\n{"format": 1, "kind": "truncated", "dropped": 7}\n'
              b'{"format": 1, "kind": "request", "test": "t", "method": "POST", '

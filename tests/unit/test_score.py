@@ -9,7 +9,6 @@ from collections.abc import Mapping
 import pytest
 
 from rig.errors import RigError
-from rig.record import SampleRecord
 from rig.rubric import (
     JUDGE_NONE_CAVEAT,
     NO_CHECKS_CAVEAT,
@@ -30,7 +29,8 @@ from rig.rubric import (
     score_arm,
     winner,
 )
-from rig.verdict import Verdict
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import Verdict
 from runner.manifest.arms import Arm
 from runner.manifest.models import Weights
 

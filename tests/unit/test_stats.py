@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from rig import stats
-from rig.oracle import wilson as oracle_wilson
+from rig.sample.oracle import wilson as oracle_wilson
 
 # Newcombe RG (1998) Statistics in Medicine 17:873-890, Table II, method 10 (score
 # interval without continuity correction): (a) to (f), 95 % limits to 4 places.

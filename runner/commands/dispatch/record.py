@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rig import wire
 from rig.persist import write_text_atomic
-from rig.record import StackRecord
+from rig.sample.record import StackRecord
 from runner.commands.dispatch.redact import Redactor
 from runner.manifest import ArmIdentity, EffortProvenance
 from runner.store import layout

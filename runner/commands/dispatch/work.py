@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from rig.tree import Caps, UnsafeTreeError
+from rig.sample.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import process
 from runner.containers import checkout, sandbox
@@ -104,7 +104,7 @@ def _import(how: Keeping, taken: Taken) -> KeptWork:
 
 
 def past_caps(how: Keeping, tip: str) -> str | None:
-    """Why the work's tree is past what a sample can lay out (`rig.tree.Caps`: its entries,
+    """Why the work's tree is past what a sample can lay out (`rig.sample.tree.Caps`: its entries,
     bytes and names, listed streamed and stopped at the first past them), or None: such
     work is refused at once (every sample would be FAIL unsafe_work), and nothing reads
     or diffs it whole."""

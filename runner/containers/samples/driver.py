@@ -24,7 +24,7 @@ processes. The layout:
   copied into the user site, whose `usercustomize` imports the hook too), `observe/` (its
   config and the root reader).
 - /bakeoff/obs (tmpfs, root's, 0755): a pytest sample's observer socket, bound by the
-  root reader (`rig/insample/observer_reader.py`) before the command starts; every
+  root reader (`rig/guards/insample/observer_reader.py`) before the command starts; every
   datagram is kept with its sender's pid and uid, and the reader stops at the driver's
   own stop datagram, sent once the sandbox user's processes are gone.
 - /bakeoff/run (tmpfs, root only): the command's output file. The command's stdout and
@@ -79,7 +79,7 @@ HEAD_BYTES = 1024 * 1024
 TAIL_BYTES = 1024 * 1024
 FILE_LIMIT = 32 * 1024 * 1024  # a file read back (coverage JSON); larger ones are left out
 COLLECTED_LIMIT = 32 * 1024 * 1024  # every file read back, together; past it one is left out
-OBSERVER_LIMIT = 16 * 1024 * 1024  # bytes of the observer's records kept (rig.observer.LIMIT)
+OBSERVER_LIMIT = 16 * 1024 * 1024  # of the observer's records kept (rig.guards.observer.LIMIT)
 TRUNCATED = "[bakeoff: output truncated: {} bytes omitted]"
 
 # The container's own cgroup, dumped for `rig.headroom.usage` (read-only inside: nothing

@@ -2,16 +2,16 @@
 
 The commit's tree is read out of the object store (`ls-tree -z` + `cat-file --batch`:
 no checkout, no `.gitattributes` filter or export rule of the arm's, no working tree),
-streamed and capped as it is read (`rig.tree.Caps`: entries, bytes, bytes of names; git
+streamed and capped as it is read (`rig.sample.tree.Caps`: entries, bytes, bytes of names; git
 is stopped at the first entry past them, so a tree bomb is refused in the time it takes
-to list the caps' worth), checked (`rig.tree.checked`: no `..`, no `.git`, no duplicate
+to list the caps' worth), checked (`rig.sample.tree.checked`: no `..`, no `.git`, no duplicate
 entries, nothing the sample's filesystem cannot hold), then the rig's layer goes on top:
 committed bytecode out, the base's harness (for the success criterion), the base's
 protected files as regular files, the canaries. The result is a tar FILE the sample
 container extracts itself (`runner.sample_driver`): the host never writes a file of the
 tree, so no symlink of the arm's can ever point it anywhere.
 
-Memory is bounded by construction: small blobs are held (each up to `rig.tree.INLINE`,
+Memory is bounded by construction: small blobs are held (each up to `rig.sample.tree.INLINE`,
 together up to HELD_BYTES: first the files the rig's planning reads, then the rest,
 smallest first), every other blob is left unheld and streamed from the object store
 into the tar when it is written, and hashed on the way where a digest is needed.
@@ -29,14 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from rig import canary as canary_mod
-from rig import harness, inprocess, links
-from rig import tree as tree_mod
-from rig.canary import Canary
 from rig.contract.content import ABSENT
-from rig.harness import Pinned
-from rig.oracle import SampleSpec
-from rig.tree import Caps, Entry, Kind, Tree
+from rig.guards import canary as canary_mod
+from rig.guards import harness, inprocess
+from rig.guards.canary import Canary
+from rig.guards.harness import Pinned
+from rig.sample import links
+from rig.sample import tree as tree_mod
+from rig.sample.oracle import SampleSpec
+from rig.sample.tree import Caps, Entry, Kind, Tree
 from runner import workspace
 from runner.manifest import MAX_FILES
 
@@ -100,7 +101,7 @@ def listing(repo: Path, commit: str, caps: Caps) -> list[Row]:
 
 def _to_hold(rows: list[Row]) -> set[str]:
     """The blobs read into memory: every symlink's target, then files up to
-    `rig.tree.INLINE` each, HELD_BYTES together: first what the rig's planning reads (the
+    `rig.sample.tree.INLINE` each, HELD_BYTES together: first what the rig's planning reads (the
     harness files, Go sources: `reads`), then the rest, the smallest first in each."""
     held = {row.oid for row in rows if row.kind is Kind.SYMLINK and
             row.size <= tree_mod.PATH_MAX}
@@ -120,8 +121,8 @@ def _to_hold(rows: list[Row]) -> set[str]:
 
 
 def reads(path: str) -> bool:
-    """Whether the rig's planning reads the file's bytes (`rig.harness`: runner
-    configurations, conftests, Go test files; `rig.canary`: Go sources, Cargo.toml)."""
+    """Whether the rig's planning reads the file's bytes (`rig.guards.harness`: runner
+    configurations, conftests, Go test files; `rig.guards.canary`: Go sources, Cargo.toml)."""
     return harness.is_harness(path) or path.endswith(".go")
 
 
@@ -173,7 +174,7 @@ def build(spec: SampleSpec, tree: Tree, base: Tree | None, out: Path, repo: Path
           caps: links.Caps = links.DEFAULT_CAPS) -> SampleTree:
     """The rig's layer over the arm's tree (in place), written as a tar to `out` (blobs
     not held stream from `repo`'s objects): its symlinks laid out as what they lead to
-    (`rig.links`, the base's too: `UnsafeTreeError` when they cannot be within `caps`),
+    (`rig.sample.links`, the base's too: `UnsafeTreeError` when they cannot be within `caps`),
     bytecode out, the base's harness (spec.harness == "base"; `importable`: the image
     python's top-level module names, which no module of the tree may shadow), the base's
     protected files, the canaries."""
@@ -196,7 +197,7 @@ def build(spec: SampleSpec, tree: Tree, base: Tree | None, out: Path, repo: Path
         for path, content in (*planted, *canary.files):
             tree_mod.place(tree, path, content)
             fixed.append(path)
-    if spec.tripwire is not None:  # an exit-code check's tripwire run (`rig.tripwire`):
+    if spec.tripwire is not None:  # an exit-code check's tripwire run (`rig.guards.tripwire`):
         for path in spec.tripwire.paths:  # the sandbox user's, like the files around it
             tree_mod.place(tree, path, spec.tripwire.content)
     owned = tuple(sorted(set(fixed)))

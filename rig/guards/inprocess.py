@@ -20,7 +20,7 @@ proves the runner ran and reported the rig's tests at all):
   sentinel at all. No must-fail canary goes into a protected package's binary (its
   failure would explain the binary's failing status and hide a forged line): the
   canary file is a package of its own, beside the protected one, in a package the
-  command builds (`rig.gopackages`; see `_go`).
+  command builds (`rig.guards.gopackages`; see `_go`).
 - cargo: each protected integration test (`tests/NAME.rs`) is built from a rig root,
   `[[test]] name = NAME` in the pinned Cargo.toml, that `include!`s the protected file
   (so its tests keep their names and `crate::` paths) beside must-fail twins (with
@@ -47,8 +47,8 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 
-from rig import gopackages, js_selection
-from rig.canary import Canary, may_fail
+from rig.guards import gopackages, js_selection
+from rig.guards.canary import Canary, may_fail
 
 WORK = "/work"  # the sample's tree root (runner.containers.sandbox.WORKDIR)
 MAX_TWINS = 50  # per sample: a protected suite of thousands gets this many twins
@@ -380,7 +380,7 @@ _GO_IGNORED = re.compile(r"^//\s*(?:go:build|\+build)\s+ignore\b", re.MULTILINE)
 
 def _go(token: str, anchor: str, paths: Sequence[str], command: str,
         protected: Sequence[str], text_of: Mapping[str, str], failing: bool) -> Canary | None:
-    """A canary file in a package the command builds (`rig.gopackages`), and a sentinel
+    """A canary file in a package the command builds (`rig.guards.gopackages`), and a sentinel
     in each protected package it builds. The must-fail canary needs a package of its
     own: a new one under a `/...` pattern, else a package the command names that holds
     no protected test; a command that names protected packages only gets none."""

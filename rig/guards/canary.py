@@ -2,12 +2,12 @@
 
 Every sample of a test runner (pytest, node --test, go test, cargo, vitest, jest) gets
 one rig-written test file next to the tests it runs (node, vitest, jest: only where the
-command's files and name filters select it, `rig.js_selection`), in the runner's own
+command's files and name filters select it, `rig.guards.js_selection`), in the runner's own
 language, with per-sample random names: one test that must pass and one that must fail (vitest and
 jest: the must-fail one only). node, go and cargo also get canaries inside the protected
-tests' own process or binary (`rig.inprocess`: twins, sentinels), read back with
+tests' own process or binary (`rig.guards.inprocess`: twins, sentinels), read back with
 `split` (a node twin shares its protected test's name). They are read back from
-per-test results (pytest: the rig's observer, `rig.observer`, which tells "did not run"
+per-test results (pytest: the rig's observer, `rig.guards.observer`, which tells "did not run"
 from "failed as planted"; the others: the runner's per-test lines). A run that forces
 outcomes (a conftest hook rewriting reports, code that patches the runner in-process, a
 fake summary) cannot keep both canaries as planted
@@ -23,7 +23,7 @@ rest of a shell list), and the exit status is read as if the canary had not fail
 (`exit_without`).
 
 A command can also legitimately not run the canaries (`-k`, `--test NAME`, `-run`):
-whether it does is asked of the base in the same image (`rig.verdict`).
+whether it does is asked of the base in the same image (`rig.sample.verdict`).
 Pure: planning needs the tree's paths (and a few files' text), never docker.
 """
 
@@ -37,7 +37,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rig.observer import NOTHING, Observation, Status
+from rig.guards.observer import NOTHING, Observation, Status
 from rig.parsers import node_test
 from rig.parsers.base import (
     ID_SEPARATORS,
@@ -53,7 +53,7 @@ CANARY_RUNNERS = ("pytest", "node-test", "go-test", "cargo", "vitest", "jest")
 # The exit status each runner uses for "a test failed" (the must-fail canary's).
 FAILURE_EXIT = {"pytest": 1, "node-test": 1, "go-test": 1, "cargo": 101, "vitest": 1, "jest": 1}
 PLUGIN_DIR = "/bakeoff/in/plugin"  # the rig's inputs, read-only in the sample
-PLUGIN_MODULE = "bakeoff_observer"  # the observer's pytest plugin (rig/insample/)
+PLUGIN_MODULE = "bakeoff_observer"  # the observer's pytest plugin (rig/guards/insample/)
 
 
 class Seen(enum.StrEnum):
@@ -78,7 +78,7 @@ class Canary:
     fail_name: str | None  # None: no must-fail canary (a shell list; cargo without
     #                        --no-fail-fast)
     fail_expect: Seen = Seen.FAILED  # how the must-fail canary reads when honest
-    # In the protected tests' own process (`rig.inprocess`): more must-fail tests (node:
+    # In the protected tests' own process (`rig.guards.inprocess`): more must-fail tests (node:
     # twins named as the protected tests), more must-pass ones (sentinels), the files they
     # need, the sample env that loads them, and where their code sits (node's `location`).
     twins: tuple[str, ...] = ()
@@ -161,7 +161,7 @@ def plan(runner: str, token: str, paths: Sequence[str], command: str,
     anchor = _anchor(runner, paths, command, protected)
     if runner == "pytest":
         return _pytest(token, anchor)
-    from rig import inprocess  # it builds on this module's Canary
+    from rig.guards import inprocess  # it builds on this module's Canary
     return inprocess.plan(runner, token, anchor, paths, command, protected, text_of)
 
 
@@ -386,7 +386,7 @@ def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None
     worst = (Seen.ABSENT, Seen.FAILED) if canary.runner == "go-test" else \
         (Seen.FAILED, Seen.ABSENT)
     pass_seen = _all(musts, (*worst, Seen.SKIPPED, Seen.XFAILED)) \
-        if musts else Seen.PASSED  # vitest, jest: a must-fail canary alone (see rig.inprocess)
+        if musts else Seen.PASSED  # vitest, jest: a must-fail canary alone (rig.guards.inprocess)
     fail_seen = _all(fails, (Seen.PASSED, Seen.ABSENT, Seen.SKIPPED)) if fails else None
     exit_agrees = not (fail_seen is Seen.FAILED and exit_code == 0)
     shown = [canary.pass_name, *canary.sentinels]

@@ -11,7 +11,7 @@ source; a Go file with a type error in the named package; a Rust binary that doe
 compile). Its run must fail, and name the file where the base's run names it. When it
 does not while the base's does (the differential rule: the same check, the same image),
 the tool was made blind on the arm's tree: the check's passing samples are FAIL tampered
-(`rig.verdict`). Where no tripwire can be planted, or the base's run ignores it too, the
+(`rig.sample.verdict`). Where no tripwire can be planted, or the base's run ignores it too, the
 samples say so (`unguarded`).
 
 Pure: a command and a tree in, a plan out; two runs in, a finding out.
@@ -28,8 +28,8 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rig.record import SampleRecord
-from rig.tree import WORK, Entry, Kind, directories
+from rig.sample.record import SampleRecord
+from rig.sample.tree import WORK, Entry, Kind, directories
 
 _STEPS = re.compile(r"&&|\|\||[;|&\n]")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")

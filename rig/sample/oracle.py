@@ -4,7 +4,7 @@ The oracle decides nothing about containers: a `SampleExecutor` (runner's docker
 executor in practice) runs the sample and reports what happened; the oracle persists the
 log and the observer's records, then grades them: `evidence` gathers what the rules read
 (the parser's reading of the output, the rig's observer for pytest, the canaries) and
-`rig.verdict.judge` applies the rules in their order, asking for the base's run of the
+`rig.sample.verdict.judge` applies the rules in their order, asking for the base's run of the
 same check in the same image when a rule depends on it (the success criterion's tests by
 id, a would-be rig error, canaries or an observer that look wrong); then it writes the
 record.
@@ -20,16 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from rig import canary as canary_mod
-from rig import observer as observer_mod
 from rig import ratchet as ratchet_mod
-from rig import real_path
-from rig.canary import Canary
 from rig.errors import SampleInterruptedError
-from rig.harness import Pinned, is_test_file
+from rig.guards import canary as canary_mod
+from rig.guards import observer as observer_mod
+from rig.guards import real_path
+from rig.guards.canary import Canary
+from rig.guards.harness import Pinned, is_test_file
+from rig.guards.tripwire import Finding, Tripwire
 from rig.parsers import get_parser
 from rig.persist import write_bytes_atomic, write_text_atomic
-from rig.record import (
+from rig.sample.record import (
     BrowserAsked,
     BrowserRan,
     RealPath,
@@ -38,9 +39,8 @@ from rig.record import (
     StackRecord,
     Usage,
 )
-from rig.tree import clean, shown
-from rig.tripwire import Finding, Tripwire
-from rig.verdict import Base, Evidence, FailReason, Judged, Outcome, Verdict, judge
+from rig.sample.tree import clean, shown
+from rig.sample.verdict import Base, Evidence, FailReason, Judged, Outcome, Verdict, judge
 
 Z95 = 1.959963984540054
 BOUND_PLACES = 6  # a Wilson bound's decimals (`wilson`)
@@ -88,7 +88,7 @@ class SampleSpec:
     server: ServerSpec | None = None
     stack: StackSpec | None = None
     ratchet: ratchet_mod.Ratchet | None = None  # a ratchet check: graded on its metric
-    # "base": the sample runs under the base's harness (`rig.harness`: conftest, runner
+    # "base": the sample runs under the base's harness (`rig.guards.harness`: conftest, runner
     # configuration, layout restored, the arm's additions removed), as every sample of
     # `score` does; "arm" (records from before issue 20, tests of the tree as committed):
     # the tree's own.
@@ -96,7 +96,7 @@ class SampleSpec:
     refused: str | None = None  # the arm's work was refused at import: nothing to run
     token: str | None = None  # the canaries' names (None: fresh random ones; reproduce
     #                           re-plants the recorded ones)
-    # An exit-code check (`rig.tripwire`): this sample is its tripwire run (the file to
+    # An exit-code check (`rig.guards.tripwire`): this sample is its tripwire run (the file to
     # plant), or what the check's tripwire run showed for the arm (`guard`).
     tripwire: Tripwire | None = None
     guard: Finding | None = None
@@ -207,7 +207,7 @@ def evidence(spec: SampleSpec, execution: Execution) -> Evidence:
 
 
 def _named(observed: observer_mod.Observation) -> observer_mod.Observation:
-    """The observation with its test ids as a record holds them (`rig.tree.clean`: a
+    """The observation with its test ids as a record holds them (`rig.sample.tree.clean`: a
     file name that is not UTF-8 in git's quoted form), so an arm's ids compare with those
     of the base's stored record."""
     if all(clean(t.id) == t.id for t in observed.tests):
@@ -217,7 +217,7 @@ def _named(observed: observer_mod.Observation) -> observer_mod.Observation:
 
 
 def assess(spec: SampleSpec, execution: Execution, base: Base | None = None) -> Judged:
-    """The verdict of an execution (`rig.verdict.judge`), with the base's run when given."""
+    """The verdict of an execution (`rig.sample.verdict.judge`), with the base's run when given."""
     return judge(evidence(spec, execution), base)
 
 
@@ -451,7 +451,7 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
     """Execute, persist the log, grade, persist the record. Never re-runs a stored sample.
 
     `base` (the base's run of the same check in the same image) is asked only when the
-    verdict depends on it (`rig.verdict.Judged.needs_base`): an arm can lose, never void.
+    verdict depends on it (`rig.sample.verdict.Judged.needs_base`): an arm can lose, never void.
     A sample an outage cut (or whose base's run one cut) is no result: its attempt is
     kept aside and `SampleInterruptedError` raised; no record, so it runs again."""
     record_path, log_path = sample_paths(stage_dir, spec)

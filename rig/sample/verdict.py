@@ -1,6 +1,6 @@
 """One sample's verdict, and the one place its rules live, in their order.
 
-`judge` takes what one sample gave (`Evidence`, built by `rig.oracle` from what ran) and,
+`judge` takes what one sample gave (`Evidence`, built by `rig.sample.oracle` from what ran) and,
 when a rule depends on it, what the base gave for the same check in the same image
 (`Base`: the differential rule, principle 7: a contestant can lose, never void a round).
 The first rule that applies decides; its evidence is named beside it.
@@ -19,7 +19,7 @@ Before any output is read (what the executor saw):
    -> FAIL server_unhealthy, RIG_ERROR infra when the base's fails the same way
 7. the container outlived its deadline (the host killed it) -> FAIL timeout, RIG_ERROR
    infra when the base's outlived it too
-7b. an exit-code check that exits 0 whose tripwire run (`rig.tripwire`: a planted file
+7b. an exit-code check that exits 0 whose tripwire run (`rig.guards.tripwire`: a planted file
    that must make the tool fail) did not fail as planted, while the base's did
                                                           -> FAIL tampered
 
@@ -31,7 +31,7 @@ A ratchet (`rig.ratchet`: the metric, not the exit code, decides):
 
 A test run:
 
-9. the observer (pytest, `rig.observer`): no session although the base had one, a record
+9. the observer (pytest, `rig.guards.observer`): no session although the base had one, a record
    no hook of the rig wrote, a gap, a contradiction between pytest's report and the rig's
    own attestation, a flag of the hook, another number of sessions, an overflow, another
    ini or plugin set than the base's -> FAIL tampered (what the base shows too says
@@ -51,7 +51,7 @@ A test run:
 14. a rig error the arm's code could cause (126/127, no tests, unparsed, bad invocation,
    a broken layout)  -> FAIL broke_harness, unless the base gives a rig error too
 
-`rig.output.decide` (rule 10), pure, holds the output rules in their order: the program
+`rig.sample.output.decide` (rule 10), pure, holds the output rules in their order: the program
 absent, timeout or OOM, 126/127, the `exit-code` parser, a build that failed, a rejected
 command line, output the runner cannot have printed, a process ended before reporting, no
 summary, no test ran, an exit code that disagrees with the counts, failures.
@@ -63,15 +63,15 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from rig import canary as canary_mod
 from rig import ratchet as ratchet_mod
-from rig import real_path as real_path_mod
-from rig.canary import Evidence as CanaryEvidence
-from rig.observer import NOTHING, RAN, Observation, Status, Test
-from rig.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
-from rig.output import before_parsing, decide, fail, rig_error, vouched
+from rig.guards import canary as canary_mod
+from rig.guards import real_path as real_path_mod
+from rig.guards.canary import Evidence as CanaryEvidence
+from rig.guards.observer import NOTHING, RAN, Observation, Status, Test
 from rig.parsers import exit_code as exit_code_parser
 from rig.parsers.base import ParseResult, TestCase, TestStatus
+from rig.sample.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
+from rig.sample.output import before_parsing, decide, fail, rig_error, vouched
 
 __all__ = ["Base", "Counts", "Evidence", "FailReason", "Judged", "Outcome", "RigErrorReason",
            "Verdict", "decide", "judge"]
@@ -85,7 +85,7 @@ SHOWN_IDS = 5  # test ids named in a detail
 
 @dataclass(frozen=True)
 class Evidence:
-    """What one sample gives the rules (`rig.oracle.evidence` builds it)."""
+    """What one sample gives the rules (`rig.sample.oracle.evidence` builds it)."""
 
     parser: str
     exit_code: int | None = None
@@ -114,7 +114,7 @@ class Evidence:
     simple: bool = True  # the command is one simple command (its exit code is the runner's)
     command: str = ""
     # An exit-code check: how its tripwire showed its tool blind on the arm's tree (rule
-    # 7b, `rig.tripwire`), and what the rig already knows it could not check.
+    # 7b, `rig.guards.tripwire`), and what the rig already knows it could not check.
     blind: str | None = None
     unguarded: tuple[str, ...] = ()
     build: str = ""  # `[toolchain] build`, when the sample ran one

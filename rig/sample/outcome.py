@@ -1,7 +1,7 @@
 """The outcome of one sample: PASS, FAIL(reason) or RIG_ERROR(reason), and why.
 
 The vocabulary every part of the rig shares; the rules that choose one are in
-`rig.verdict`, in order.
+`rig.sample.verdict`, in order.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""What a runner's own output says: `rig.verdict`'s rule 10 (`decide`), pure.
+"""What a runner's own output says: `rig.sample.verdict`'s rule 10 (`decide`), pure.
 
 The exit code, the container's flags and a `ParseResult` in, an `Outcome` out, in this
-order (the whole order of a sample's rules is `rig.verdict`'s):
+order (the whole order of a sample's rules is `rig.sample.verdict`'s):
 
 1. the program is absent (preflight)              -> RIG_ERROR tool_missing
 2. timed out / OOM-killed                         -> FAIL timeout / oom_killed
@@ -26,11 +26,11 @@ from __future__ import annotations
 import dataclasses
 import signal
 
-from rig import canary as canary_mod
-from rig.canary import Evidence as CanaryEvidence
-from rig.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
+from rig.guards import canary as canary_mod
+from rig.guards.canary import Evidence as CanaryEvidence
 from rig.parsers import get_parser
 from rig.parsers.base import ParseResult
+from rig.sample.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
 
 
 def vouched(parser: str, parsed: ParseResult, evidence: CanaryEvidence) -> ParseResult:

@@ -1,6 +1,6 @@
 """The Go packages a `go test` command builds, resolved on the host from the tree.
 
-The canaries must go where the command goes (`rig.inprocess`): a test file in a package
+The canaries must go where the command goes (`rig.guards.inprocess`): a test file in a package
 the command never builds is absent on every honest run. This reads the command as the go
 tool would, enough to plant: the `cd DIR` steps before the `go test` step, the package
 patterns among its arguments (flags and their values skipped, `-args` ends them, none

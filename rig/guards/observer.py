@@ -1,15 +1,15 @@
 """What the rig's observer saw in one pytest sample: sessions, tests by id, anomalies.
 
-The sample's root reader (`rig/insample/observer_reader.py`) writes one line per datagram
+The sample's root reader (`rig/guards/insample/observer_reader.py`) writes one line per datagram
 with the sender's pid and uid as the kernel gave them; each datagram is a record of the
-rig's audit hook (`rig/insample/observer_hook.py`) with a sequence number and an HMAC
+rig's audit hook (`rig/guards/insample/observer_hook.py`) with a sequence number and an HMAC
 under the key its process announced first. `read` checks all of that and folds the
 records into an `Observation`; nothing here trusts text the code under test printed.
 
 What is anomalous (a record no hook of the rig wrote, a gap, a contradiction between
 pytest's report and the rig's own attestation of a call, a flag the hook raised) is
 kept as an `Anomaly` with its kind: the verdict rules compare the kinds with the base's
-(`rig.verdict`). Pure: text in, typed values out.
+(`rig.sample.verdict`). Pure: text in, typed values out.
 """
 
 from __future__ import annotations
