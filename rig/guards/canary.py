@@ -1,4 +1,4 @@
-"""Canary tests: the rig's proof that a test runner reported honestly (principle 7).
+"""Canary tests read back: the rig's proof that a test runner reported honestly (principle 7).
 
 Every sample of a test runner (pytest, node --test, go test, cargo, vitest, jest) gets
 one rig-written test file next to the tests it runs (node, vitest, jest: only where the
@@ -18,23 +18,20 @@ A canary must not change what the command does. pytest's must-fail canary is a s
 xfail (reported `xfailed`, exit status untouched; forced to pass it reads `passed` or
 `XPASS(strict)`). The others really fail, which makes the runner exit non-zero: that
 is planted only when the command is one simple command or an `&&` list whose last step,
-and only that one, starts the runner (`may_fail`: a failing canary must never skip the
-rest of a shell list), and the exit status is read as if the canary had not failed
-(`exit_without`).
+and only that one, starts the runner (`rig.guards.shell.may_fail`: a failing canary
+must never skip the rest of a shell list), and the exit status is read as if the canary
+had not failed (`exit_without`).
 
 A command can also legitimately not run the canaries (`-k`, `--test NAME`, `-run`):
 whether it does is asked of the base in the same image (`rig.sample.verdict`).
-Pure: planning needs the tree's paths (and a few files' text), never docker.
+They are planted by `rig.guards.plant`. Pure: text and typed values in, never docker.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import posixpath
-import re
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rig.guards.observer import NOTHING, Observation, Status
@@ -144,137 +141,6 @@ class Evidence:
 
 
 NO_CANARIES = Evidence(planted=False)
-
-
-# -- planting ------------------------------------------------------------------------------
-
-
-def plan(runner: str, token: str, paths: Sequence[str], command: str,
-         protected: Sequence[str], text_of: Mapping[str, str]) -> Canary | None:
-    """The canaries for one sample of `runner`, or None when it gets none.
-
-    `paths` are the tree's files; `text_of` gives the text of the files a plan may need
-    (Go test files for their package clause, Cargo.toml files), keyed by path.
-    """
-    if runner not in CANARY_RUNNERS:
-        return None
-    anchor = _anchor(runner, paths, command, protected)
-    if runner == "pytest":
-        return _pytest(token, anchor)
-    from rig.guards import inprocess  # it builds on this module's Canary
-    return inprocess.plan(runner, token, anchor, paths, command, protected, text_of)
-
-
-def may_fail(command: str, runner: str) -> bool:
-    """A must-fail canary can be planted: the command is one simple command, or a list of
-    `&&` steps of which only the LAST starts the runner (a failing canary then changes
-    only the exit status, which `exit_without` reads back; it never skips a later step)."""
-    steps = command.split("&&")
-    if not all(step.strip() and simple(step) for step in steps):
-        return False
-    return len(steps) == 1 or (_runs(steps[-1], runner)
-                               and not any(_runs(step, runner) for step in steps[:-1]))
-
-
-_SCRIPTS = ("npm", "yarn", "pnpm")
-
-
-def _runs(step: str, runner: str) -> bool:
-    """Whether one simple command starts `runner` (a package script named test counts)."""
-    try:
-        words = [w for w in shlex.split(step)
-                 if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w)]
-    except ValueError:
-        return False
-    if not words:
-        return False
-    program, rest = posixpath.basename(words[0]), words[1:]
-    script = program in _SCRIPTS and bool(rest) and (
-        rest[0] in ("test", "t") or (rest[0] == "run" and len(rest) > 1
-                                     and rest[1].startswith("test")))
-    if runner == "node-test":
-        return (program == "node" and "--test" in rest) or script
-    if runner == "go-test":
-        return program == "go" and rest[:1] == ["test"]
-    if runner == "cargo":
-        return program == "cargo" and bool(rest) and rest[0] in ("test", "t", "nextest")
-    return script or runner in (program, *rest[:2])
-
-
-_LIST = re.compile(r"&&|\|\||[;|&\n`]|\$\(")
-
-
-def simple(command: str) -> bool:
-    """One simple command: nothing a failing test could stop from running after it."""
-    return _LIST.search(command) is None
-
-
-def _is_test_file(runner: str, path: str) -> bool:
-    name = posixpath.basename(path)
-    if runner == "pytest":
-        return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-    if runner == "go-test":
-        return name.endswith("_test.go")
-    if runner == "cargo":
-        return path.endswith(".rs") and "tests" in path.split("/")[:-1]
-    if runner in ("vitest", "jest"):
-        return bool(re.search(r"[-_.](test|spec)\.[cm]?[jt]sx?$", name))
-    return bool(re.search(r"(^test[-_.]|[-_.]test\.[cm]?js$|\.test\.[cm]?js$)", name))
-
-
-def _anchor(runner: str, paths: Sequence[str], command: str,
-            protected: Sequence[str]) -> str:
-    """The directory next to the tests the command runs: a protected test file's, else a
-    path the command names, else the first test file's; else the root ("")."""
-    for path in protected:
-        if _is_test_file(runner, path) and path in paths:
-            return posixpath.dirname(path)
-    dirs = {posixpath.dirname(p) for p in paths}
-    for word in _words(command):
-        word = word.removeprefix("./").rstrip("/").removesuffix("/...")
-        if word in paths and _is_test_file(runner, word):
-            return posixpath.dirname(word)
-        if word and word in dirs and any(_is_test_file(runner, p) for p in paths
-                                         if p.startswith(word + "/")):
-            return word
-    tests = sorted(p for p in paths if _is_test_file(runner, p))
-    return posixpath.dirname(tests[0]) if tests else ""
-
-
-def _words(command: str) -> list[str]:
-    try:
-        return [w for w in shlex.split(command) if not w.startswith("-")]
-    except ValueError:
-        return []
-
-
-def _join(anchor: str, name: str) -> str:
-    return posixpath.join(anchor, name) if anchor else name
-
-
-def _pytest(token: str, anchor: str) -> Canary:
-    # Not named like a test module: only the observer's plugin collects it (never an
-    # argument: in pytest 8.0-8.3 a file argument inside a directory argument replaces the
-    # directory). The must-fail one is a strict xfail: it fails as planted without
-    # changing the exit status, and the observer tells that from "did not run".
-    path = _join(anchor, f"bakeoff_{token}.py")
-    passing, failing = f"test_{token}_pass", f"test_{token}_fail"
-    content = ("import pytest\n\n\n"
-               f"def {passing}():\n    assert True\n\n\n"
-               "@pytest.mark.xfail(strict=True, reason='bakeoff canary: must fail')\n"
-               f"def {failing}():\n    assert False\n")
-    return Canary("pytest", token, path, content.encode(), passing, failing, Seen.XFAILED)
-
-
-def browser(token: str) -> Canary:
-    """A browser criterion's canaries: a pytest file of the rig's beside the criterion in
-    the browser's container (nothing of the arm's runs there but the page), one test that
-    must pass and one that must fail, read from pytest's verbose lines (`runner` "browser":
-    no observer in that container)."""
-    passing, failing = f"test_{token}_pass", f"test_{token}_fail"
-    content = (f"def {passing}():\n    assert True\n\n\n"
-               f"def {failing}():\n    assert False, 'bakeoff canary: must fail'\n")
-    return Canary("browser", token, f"test_{token}.py", content.encode(), passing, failing)
 
 
 # -- reading back ------------------------------------------------------------------------

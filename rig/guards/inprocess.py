@@ -48,7 +48,8 @@ import tomllib
 from collections.abc import Mapping, Sequence
 
 from rig.guards import gopackages, js_selection
-from rig.guards.canary import Canary, may_fail
+from rig.guards.canary import Canary
+from rig.guards.shell import may_fail
 
 WORK = "/work"  # the sample's tree root (runner.containers.sandbox.WORKDIR)
 MAX_TWINS = 50  # per sample: a protected suite of thousands gets this many twins

@@ -24,7 +24,7 @@ from rig import ratchet as ratchet_mod
 from rig.errors import SampleInterruptedError
 from rig.guards import canary as canary_mod
 from rig.guards import observer as observer_mod
-from rig.guards import real_path
+from rig.guards import real_path, shell
 from rig.guards.canary import Canary
 from rig.guards.harness import Pinned, is_test_file
 from rig.guards.tripwire import Finding, Tripwire
@@ -200,7 +200,7 @@ def evidence(spec: SampleSpec, execution: Execution) -> Evidence:
         ratchet=spec.ratchet, canary=execution.canary, observed=execution.observed,
         observation=_named(observer_mod.read(execution.observation)),
         by_id=spec.check == SUCCESS,
-        simple=canary_mod.simple(spec.command), command=spec.command,
+        simple=shell.simple(spec.command), command=spec.command,
         blind=None if spec.guard is None else spec.guard.blind,
         unguarded=() if spec.guard is None or spec.guard.unguarded is None
         else (spec.guard.unguarded,))

@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from rig import ratchet as ratchet_mod
 from rig.guards import canary as canary_mod
 from rig.guards import real_path as real_path_mod
+from rig.guards import shell
 from rig.guards.canary import Evidence as CanaryEvidence
 from rig.guards.observer import NOTHING, RAN, Observation, Status, Test
 from rig.parsers import exit_code as exit_code_parser
@@ -421,10 +422,10 @@ def _no_must_fail(e: Evidence) -> str:
     if e.canary is not None and not e.canary.path:
         return ("no canary file: the command's files, directories or name filter select "
                 "none beside its own tests")
-    if e.parser == "go-test" and canary_mod.may_fail(e.command, e.parser):
+    if e.parser == "go-test" and shell.may_fail(e.command, e.parser):
         return ("no must-fail canary: the command builds only go packages with protected "
                 "tests (a failing canary there would explain its binary's failing status)")
-    if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
+    if e.parser == "cargo" and shell.may_fail(e.command, e.parser):
         return ("no must-fail canary: without --no-fail-fast cargo stops at the first "
                 "failing test binary")
     return ("no must-fail canary: the command is a shell list whose last step is not the "

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from rig.guards import canary as canary_mod
+from rig.guards import plant
 from rig.guards.canary import Canary
 from rig.sample.record import BrowserAsked, BrowserRan
 from runner.containers import images, sandbox
@@ -328,7 +328,7 @@ def prepare(asked: BrowserAsked, directory: Path, token: str) -> Canary:
         raise SandboxUnavailableError(
             f"the browser criterion {asked.file} changed since the contract froze it",
             hint="restore it, or `up --refreeze` to grade with the new one")
-    canary = canary_mod.browser(token)
+    canary = plant.browser(token)
     write_inputs(directory, {criterion_name(asked): data, canary.path: canary.content})
     return canary
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.guards import canary, harness, inprocess
+from rig.guards import canary, harness, inprocess, plant, shell
 from rig.guards.canary import Seen
 from rig.parsers import get_parser
 from rig.parsers.base import Counts, LocatedCase, ParseResult, TestCase, TestStatus, where_of
@@ -30,7 +30,7 @@ NODE_PATHS = ["package.json", "src/cart.js", "test/cart.test.js"]
 
 
 def node_plan(command: str = "node --test") -> canary.Canary:
-    plan = canary.plan("node-test", "ab12cd34", NODE_PATHS, command, ["test/cart.test.js"],
+    plan = plant.plan("node-test", "ab12cd34", NODE_PATHS, command, ["test/cart.test.js"],
                        {"test/cart.test.js": NODE_TEST})
     assert plan is not None
     return plan
@@ -112,7 +112,7 @@ GO_PATHS = ["go.mod", "mathx/mathx.go", "mathx/mathx_test.go"]
 
 
 def test_go_gets_a_test_main_sentinel_in_the_protected_package() -> None:
-    plan = canary.plan("go-test", "ab12cd34", GO_PATHS, "go test ./...",
+    plan = plant.plan("go-test", "ab12cd34", GO_PATHS, "go test ./...",
                        ["mathx/mathx_test.go"], {"mathx/mathx_test.go": GO_TEST})
     assert plan is not None and plan.twins == ()
     (path, content), = plan.files
@@ -124,7 +124,7 @@ def test_go_gets_a_test_main_sentinel_in_the_protected_package() -> None:
 
 def test_go_package_with_its_own_test_main_gets_no_sentinel_and_says_so() -> None:
     paths = [*GO_PATHS, "mathx/main_test.go"]
-    plan = canary.plan("go-test", "ab12cd34", paths, "go test ./...", ["mathx/mathx_test.go"],
+    plan = plant.plan("go-test", "ab12cd34", paths, "go test ./...", ["mathx/mathx_test.go"],
                        {"mathx/mathx_test.go": GO_TEST,
                         "mathx/main_test.go": "package mathx\n\nfunc TestMain(m *testing.M) {}\n"})
     assert plan is not None and (plan.files, plan.sentinels) == ((), ())
@@ -144,7 +144,7 @@ CARGO_PATHS = ["Cargo.toml", "src/lib.rs", "tests/it.rs", "tests/common/mod.rs"]
 
 def cargo_plan(test: str = RUST_TEST, manifest: str = CARGO,
                command: str = "cargo test --no-fail-fast") -> canary.Canary:
-    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+    plan = plant.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
                        {"Cargo.toml": manifest, "tests/it.rs": test})
     assert plan is not None
     return plan
@@ -179,7 +179,7 @@ def test_cargo_terse_output_keeps_only_the_sentinel_and_says_so(command: str) ->
     --no-fail-fast nothing that fails can be planted: no canary test; the sentinel stays
     in the protected binary so its header still counts one test more than a forger's
     report of the protected tests."""
-    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+    plan = plant.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
                        {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
     assert plan is not None
     assert (plan.fail_name, plan.twins, len(plan.sentinels)) == (None, (), 1)
@@ -197,7 +197,7 @@ def test_cargo_terse_output_with_no_fail_fast_plants_the_must_fail_canaries(
     `failures:` list, so with --no-fail-fast the twins and the canary binary's must-fail
     test are planted (read from that list); no sentinel and no must-pass canary (a passing
     test is never named; the twins already make the header count more)."""
-    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+    plan = plant.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
                        {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
     assert plan is not None and plan.fail_name is not None
     assert (plan.pass_name, len(plan.twins), plan.sentinels) == ("", 2, ())
@@ -223,7 +223,7 @@ def test_cargo_terse_twins_are_read_from_the_failures_list() -> None:
     """Issue 30: under `cargo test --no-fail-fast -q` the twins fail as planted only when
     libtest's failures list names them; a forger's consistent report that does not (all
     dots, `ok`, exit 0) leaves them absent. The counts lose the planted failures."""
-    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, "cargo test --no-fail-fast -q",
+    plan = plant.plan("cargo", "ab12cd34", CARGO_PATHS, "cargo test --no-fail-fast -q",
                        ["tests/it.rs"], {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
     assert plan is not None and plan.fail_name is not None
     parser = get_parser("cargo")
@@ -284,7 +284,7 @@ def test_cargo_protected_file_the_rig_cannot_root_is_said(test: str, manifest: s
 ])
 def test_must_fail_canaries_for_and_lists_whose_last_step_is_the_runner(
         command: str, runner: str, planted: bool) -> None:
-    assert canary.may_fail(command, runner) is planted
+    assert shell.may_fail(command, runner) is planted
 
 
 # -- the verdict -----------------------------------------------------------------------
@@ -301,7 +301,7 @@ def go_run(sentinel: TestStatus, plan: canary.Canary) -> verdict.Evidence:
 
 def test_a_go_sentinel_reading_fail_under_a_passing_report_is_tampered() -> None:
     """The binary's TestMain saw a test fail; its output says every test passed."""
-    plan = canary.plan("go-test", "ab12cd34", GO_PATHS, "go test ./...",
+    plan = plant.plan("go-test", "ab12cd34", GO_PATHS, "go test ./...",
                        ["mathx/mathx_test.go"], {"mathx/mathx_test.go": GO_TEST})
     assert plan is not None
     honest = verdict.judge(go_run(TestStatus.PASSED, plan)).outcome
@@ -345,7 +345,7 @@ def test_a_runner_without_canaries_is_marked_unguarded(parser: str) -> None:
 
 
 def test_a_shell_list_s_missing_must_fail_canary_is_marked_unguarded() -> None:
-    plan = canary.plan("go-test", "ab12cd34", GO_PATHS, "go test ./... | tee log", [], {})
+    plan = plant.plan("go-test", "ab12cd34", GO_PATHS, "go test ./... | tee log", [], {})
     evidence = verdict.Evidence(parser="go-test", exit_code=0, canary=plan,
                                 command="go test ./... | tee log",
                                 parsed=ParseResult(counts=Counts(passed=1), summaries=1))
@@ -401,7 +401,7 @@ VITEST_TEST = "import { describe, test, expect } from 'vitest';\ntest('totals', 
 
 
 def js_plan(runner: str, command: str, config: str = "{}") -> canary.Canary | None:
-    return canary.plan(runner, "ab12cd34", JS_PATHS, command, ["test/cart.vitest.test.mjs"],
+    return plant.plan(runner, "ab12cd34", JS_PATHS, command, ["test/cart.vitest.test.mjs"],
                        {"test/cart.vitest.test.mjs": VITEST_TEST, "package.json": config})
 
 

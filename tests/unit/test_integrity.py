@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rig import preflight
-from rig.guards import canary, harness, inprocess, observer
+from rig.guards import canary, harness, inprocess, observer, plant
 from rig.guards.canary import Evidence, Seen
 from rig.parsers.base import Counts, ParseResult
 from rig.sample import tree as tree_mod
@@ -294,7 +294,7 @@ PATHS = ["src/app.py", "tests/test_h.py", "tests/test_other.py"]
 
 
 def test_pytest_canaries_sit_next_to_the_protected_test() -> None:
-    plan = canary.plan("pytest", "ab12", PATHS, "pytest -q tests/test_h.py",
+    plan = plant.plan("pytest", "ab12", PATHS, "pytest -q tests/test_h.py",
                        ["tests/test_h.py"], {})
     assert plan is not None
     assert (plan.path, plan.pass_name, plan.fail_name, plan.fail_expect) == (
@@ -306,7 +306,7 @@ def test_go_canaries_are_a_package_of_their_own_beside_the_tests() -> None:
     """A must-fail canary inside a protected package's binary would explain its failing
     status (rig.guards.inprocess): the canary file is a package of its own."""
     paths = ["go.mod", "calc/calc.go", "calc/calc_test.go"]
-    plan = canary.plan("go-test", "cd34", paths, "go test ./...", [],
+    plan = plant.plan("go-test", "cd34", paths, "go test ./...", [],
                        {"calc/calc_test.go": "package calc_test\n\nimport \"testing\"\n"})
     assert plan is not None
     package = f"t{inprocess.suffix('cd34', 'package')}"
@@ -320,8 +320,8 @@ def test_go_canaries_are_a_package_of_their_own_beside_the_tests() -> None:
 def test_cargo_gets_a_must_fail_canary_only_with_no_fail_fast() -> None:
     paths = ["Cargo.toml", "src/lib.rs", "tests/it.rs"]
     text = {"Cargo.toml": "[package]\nname = \"x\"\n"}
-    fast = canary.plan("cargo", "ef56", paths, "cargo test", [], text)
-    full = canary.plan("cargo", "ef56", paths, "cargo test --no-fail-fast", [], text)
+    fast = plant.plan("cargo", "ef56", paths, "cargo test", [], text)
+    full = plant.plan("cargo", "ef56", paths, "cargo test --no-fail-fast", [], text)
     assert fast is not None and full is not None
     assert (fast.path, fast.fail_name, full.fail_name) == (
         f"tests/zz{inprocess.suffix('ef56', 'binary')}.rs", None,
@@ -332,7 +332,7 @@ def test_cargo_gets_a_must_fail_canary_only_with_no_fail_fast() -> None:
                                      "node --test | tee out", "node --test || exit 0"])
 def test_a_shell_list_gets_no_must_fail_canary(command: str) -> None:
     """A failing canary must never keep the rest of a shell list from running."""
-    plan = canary.plan("node-test", "0a0b", ["test/a.test.js"], command, [], {})
+    plan = plant.plan("node-test", "0a0b", ["test/a.test.js"], command, [], {})
     assert plan is not None and plan.fail_name is None and plan.twins == ()
     assert b"strictEqual(1, 2)" not in plan.content and plan.pass_name.encode() in plan.content
 
@@ -342,11 +342,11 @@ def test_a_shell_list_gets_no_must_fail_canary(command: str) -> None:
 def test_an_and_list_whose_last_step_is_the_runner_gets_a_must_fail_canary(command: str) -> None:
     """Class 11: a failing canary in the LAST step of an `&&` list changes only the exit
     status (read back by `exit_without`), so it is planted (where the command runs it)."""
-    plan = canary.plan("node-test", "0a0b", ["sub/test/a.test.js"], command, [], {})
+    plan = plant.plan("node-test", "0a0b", ["sub/test/a.test.js"], command, [], {})
     assert plan is not None and plan.fail_name is not None
 
 
-PYTEST_CANARY = canary.plan("pytest", "ab12", PATHS, "pytest -q tests", ["tests/test_h.py"], {})
+PYTEST_CANARY = plant.plan("pytest", "ab12", PATHS, "pytest -q tests", ["tests/test_h.py"], {})
 
 
 def test_honest_canaries_are_as_planted_and_counted_out() -> None:
@@ -401,7 +401,7 @@ def test_a_rig_error_the_base_reproduces_stays_the_rig_s() -> None:
     assert (got.verdict, got.reason) == (Verdict.RIG_ERROR, RigErrorReason.no_tests_ran)
 
 
-GO_CANARY = canary.plan("go-test", "cd34", ["go.mod", "calc/calc_test.go"], "go test ./calc",
+GO_CANARY = plant.plan("go-test", "cd34", ["go.mod", "calc/calc_test.go"], "go test ./calc",
                         [], {"calc/calc_test.go": "package calc\n"})
 
 

@@ -31,7 +31,7 @@ from typing import IO
 
 from rig.contract.content import ABSENT
 from rig.guards import canary as canary_mod
-from rig.guards import harness, inprocess
+from rig.guards import harness, inprocess, plant
 from rig.guards.canary import Canary
 from rig.guards.harness import Pinned
 from rig.sample import links
@@ -241,7 +241,7 @@ def _canary(spec: SampleSpec, tree: Tree, token: str, repo: Path) -> Canary | No
     for path, (_, _, part) in zip(unheld, workspace.cat_blobs(
             repo, [tree[p].oid for p in unheld]), strict=True):  # the head of each is enough
         text_of[path] = part.read(tree_mod.INLINE).decode(errors="replace")
-    return canary_mod.plan(spec.parser, token, paths, spec.command, spec.protected, text_of)
+    return plant.plan(spec.parser, token, paths, spec.command, spec.protected, text_of)
 
 
 class _Hashing:
