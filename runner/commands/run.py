@@ -20,7 +20,7 @@ from runner.commands import report as reporting
 from runner.commands import score as score_mod
 from runner.commands import services
 from runner.commands import up as up_mod
-from runner.commands.dispatch import DispatchReporter, dispatch
+from runner.commands.dispatch.run import DispatchReporter, dispatch
 from runner.containers.engine import Engine
 from runner.containers.images.prepared import Toolchain
 from runner.errors import RigErrorRoundError

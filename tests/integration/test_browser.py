@@ -23,10 +23,11 @@ from rig.parsers import get_parser
 from runner.containers import browser, images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
+from runner.manifest.expectation import parse_expectation
 from tests.integration.browser_lab import BASE_URL, SPOOF, BrowserLab, BrowserRun, browser_lab
 
 ROOT = Path(__file__).resolve().parents[2]
-POST = real_path.parse_expectation("POST /api/horizon")
+POST = parse_expectation("POST /api/horizon")
 
 CAP = '''import os
 

@@ -41,7 +41,7 @@ from runner.commands import merge as stage_merge
 from runner.commands import report as report_mod
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
-from runner.commands.dispatch import dispatch
+from runner.commands.dispatch.run import dispatch
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest

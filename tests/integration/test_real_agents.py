@@ -26,9 +26,9 @@ import pytest
 
 from rig.report import read_observation
 from runner.commands import demo, report, score
-from runner.commands import dispatch as dispatch_mod
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
+from runner.commands.dispatch import run as dispatch_mod
 from runner.commands.dispatch.agents import (
     CLAUDE_CODE_TEMPLATE,
     CODEX_PROVIDER,

@@ -21,7 +21,8 @@ import pytest
 
 from runner.commands import run as loop
 from runner.commands import up as up_mod
-from runner.commands.dispatch import ArmRecord, ArmState, dispatch, load_record, record_dir
+from runner.commands.dispatch.record import ArmRecord, ArmState, load_record, record_dir
+from runner.commands.dispatch.run import dispatch
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage

@@ -350,3 +350,125 @@ def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
                       "from . import docker\n", encoding="utf-8")
     assert imported(source) == [(1, "docker.errors"), (2, "docker"),
                                 (4, "testcontainers.core")]
+
+
+# -- no import cycle -----------------------------------------------------------------------
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_level_imports(path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` a module imports when it is loaded: its top-level imports
+    (not those in a function or under `if TYPE_CHECKING:`), each with the packages above
+    it that are not above the importer (their `__init__` runs first)."""
+    importer = module_name(path)
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                break
+            found |= imported_names(inner, importer, is_package)
+    targets = set()
+    for name in found:
+        parts = name.split(".")
+        for cut in range(1, len(parts) + 1):
+            target = ".".join(parts[:cut])
+            above_me = importer == target or importer.startswith(f"{target}.")
+            if target in known and not above_me:
+                targets.add(target)
+    return targets
+
+
+def imported_names(node: ast.AST, importer: str, is_package: bool) -> set[str]:
+    """`a.b` for `import a.b`; `a.b` and each `a.b.c` for `from a.b import c` (c may be a
+    module); relative imports resolved against the importer."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = node.module or ""
+    if node.level:
+        package = importer.split(".") if is_package else importer.split(".")[:-1]
+        package = package[:len(package) - node.level + 1]
+        base = ".".join([*package, *([base] if base else [])])
+    return {base, *(f"{base}.{alias.name}" for alias in node.names)}
+
+
+def import_graph(roots: tuple[str, ...] = ("runner", "rig")) -> dict[str, set[str]]:
+    files = [p for root in roots for p in sorted((ROOT / root).rglob("*.py"))
+             if "insample" not in p.parts]
+    known = {module_name(p) for p in files}
+    return {module_name(p): module_level_imports(p, known) for p in files}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each as one cycle
+    through it, in import order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            members = []
+            while not members or members[-1] != node:
+                members.append(stack.pop())
+            if len(members) > 1:
+                found.append(a_cycle(graph, set(members)))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def a_cycle(graph: dict[str, set[str]], members: set[str]) -> list[str]:
+    """One path from the first member back to itself, within `members`."""
+    start = min(members)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target in sorted(graph[node] & members):
+            if target == start:
+                return [*paths[node], start]
+            if target not in paths:
+                paths[target] = [*paths[node], target]
+                queue.append(target)
+    return sorted(members)
+
+
+# The docker wing's own cycle is its helper's to break (issue 35: the package's `__init__`
+# holds the executor that imports browser.py, which needs the driver under the package):
+# not an import-line change. Remove the line when it goes; nothing may join it.
+KNOWN_CYCLES = {frozenset({"runner.containers.browser", "runner.containers.samples"})}
+
+
+def test_no_import_cycle_among_runner_and_rig_modules() -> None:
+    """Pins: `rig/canary.py` and `rig/inprocess.py` imported each other (one of them in a
+    function, to dodge the cycle), and `runner/containers/browser.py` and the package
+    `runner/containers/samples/` did, hidden behind the package's `__init__` (issue 35).
+    A module-level import that closes a loop fails here, naming the loop."""
+    found = [cycle for cycle in cycles(import_graph()) if frozenset(cycle) not in KNOWN_CYCLES]
+    assert not found, "import cycles (A -> B: A imports B when it loads):\n" + "\n".join(
+        " -> ".join(cycle) for cycle in found)
+
+
+def test_the_cycle_finder_names_a_cycle(tmp_path: Path) -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

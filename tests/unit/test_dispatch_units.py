@@ -20,17 +20,17 @@ from runner import workspace
 from runner.cli.dispatch import dispatch_command
 from runner.cli.dispatch_view import DispatchView
 from runner.commands import demo
-from runner.commands.dispatch import (
-    GUARDRAILS,
-    ArmRecord,
-    ArmState,
-    Redactor,
-    StreamRedactor,
-    process,
-)
+from runner.commands.dispatch import process
 from runner.commands.dispatch.agents import ADAPTERS, AdapterError, adapter_for, render_template
-from runner.commands.dispatch.brief import BRIEF_PATH, brief_dir, compose_brief, write_brief
-from runner.commands.dispatch.record import apply_effort_probe
+from runner.commands.dispatch.brief import (
+    BRIEF_PATH,
+    GUARDRAILS,
+    brief_dir,
+    compose_brief,
+    write_brief,
+)
+from runner.commands.dispatch.record import ArmRecord, ArmState, apply_effort_probe
+from runner.commands.dispatch.redact import Redactor, StreamRedactor
 from runner.commands.dispatch.run import SecretMissingError, _secrets
 from runner.commands.dispatch.work import parse_shortstat
 from runner.containers.engine import Engine

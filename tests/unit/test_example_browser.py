@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rig.guards import real_path
 from runner.manifest import Manifest
+from runner.manifest.expectation import parse_expectation
 from runner.manifest.issues import validation_issues
 from tests.unit.test_example_repo import clean_env
 
@@ -61,7 +61,7 @@ def test_the_manifest_validates_with_its_browser_criteria() -> None:
         assert success.browser is not None and (EXAMPLE / success.browser).is_file()
         assert success.command == f"browser {success.browser}"
         for expectation in success.expect_requests:
-            real_path.parse_expectation(expectation)
+            parse_expectation(expectation)
 
 
 @pytest.mark.parametrize(("success", "problems"), [
