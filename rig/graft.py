@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from rig.guards import harness
 from rig.parsers.base import ID_SEPARATORS
 from rig.sample import tree as tree_mod
-from rig.sample.oracle import pass_rate
 from rig.sample.record import SampleRecord
 from rig.sample.tree import Tree
 from rig.sample.verdict import Verdict
+from rig.stats import pass_rate
 
 PASSING = frozenset({"passed", "xpassed"})
 LOST_KEPT = 20   # lost ids a record keeps per check

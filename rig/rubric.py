@@ -19,9 +19,9 @@ from typing import Literal, Protocol
 
 from rig import headroom
 from rig.errors import RigError
-from rig.sample.oracle import PassRate, pass_rate
 from rig.sample.record import SampleRecord
 from rig.sample.verdict import FailReason, Verdict
+from rig.stats import PassRate, pass_rate
 from rig.wire import WireSummary
 from runner.manifest import Arm, ArmIdentity
 

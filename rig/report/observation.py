@@ -36,8 +36,8 @@ from rig.persist import write_text_atomic
 from rig.report import pairs as pairs_mod
 from rig.report.pairs import Pair, Paired, RankInterval
 from rig.rubric import TIE_RULE, ArmScore, CheckResult, Tie, TieBreaker
-from rig.sample.oracle import PassRate
 from rig.sample.verdict import Verdict
+from rig.stats import PassRate
 from rig.wire import WireSummary
 from runner.manifest import ArmIdentity
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -41,9 +40,6 @@ from rig.sample.record import (
 )
 from rig.sample.tree import clean, shown
 from rig.sample.verdict import Base, Evidence, FailReason, Judged, Outcome, Verdict, judge
-
-Z95 = 1.959963984540054
-BOUND_PLACES = 6  # a Wilson bound's decimals (`wilson`)
 
 
 @dataclass(frozen=True)
@@ -509,43 +505,3 @@ def base_run(record: SampleRecord) -> Base:
                 inipath=inipath if isinstance(inipath, str) else None,
                 tests=observer_mod.tests_of(record.tests), duplicates=record.duplicated,
                 build_failed=record.build_exit not in (None, 0))
-
-
-@dataclass(frozen=True)
-class PassRate:
-    passed: int
-    n: int
-    rate: float
-    low: float
-    high: float
-    flaky: bool
-    rig_errors: int
-
-    def text(self) -> str:
-        return f"{self.rate:.2f} [{self.low:.2f}, {self.high:.2f}] ({self.passed}/{self.n})"
-
-
-def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (95 % by default), each bound
-    in [0, 1] and rounded to 6 places: at 0 or n passed the formula's bound is 0 or 1 up
-    to a float's error (0/3 gave 5.55e-17), and a report must say 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = passed / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return (round(min(1.0, max(0.0, centre - spread)), BOUND_PLACES),
-            round(min(1.0, max(0.0, centre + spread)), BOUND_PLACES))
-
-
-def pass_rate(verdicts: Iterable[Verdict]) -> PassRate:
-    """Pass-rate over samples; RIG_ERROR samples are counted apart (they measure nothing)."""
-    seen = list(verdicts)
-    graded = [v for v in seen if v is not Verdict.RIG_ERROR]
-    passed = sum(1 for v in graded if v is Verdict.PASS)
-    n = len(graded)
-    rate = passed / n if n else 0.0
-    low, high = wilson(passed, n)
-    return PassRate(passed, n, rate, low, high, flaky=0 < passed < n,
-                    rig_errors=len(seen) - n)

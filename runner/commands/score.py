@@ -32,19 +32,11 @@ from rig.report import render_scorecard
 from rig.report.scorecard import BrowserEvidence
 from rig.sample import links
 from rig.sample import tree as tree_mod
-from rig.sample.oracle import (
-    PassRate,
-    SampleSpec,
-    ServerSpec,
-    StackSpec,
-    base_run,
-    pass_rate,
-    run_sample,
-    set_aside,
-)
+from rig.sample.oracle import SampleSpec, ServerSpec, StackSpec, base_run, run_sample, set_aside
 from rig.sample.record import BrowserAsked, SampleRecord
 from rig.sample.tree import UnsafeTreeError
 from rig.sample.verdict import Base
+from rig.stats import PassRate, pass_rate
 from runner import contract, workspace
 from runner.commands import judges, services
 from runner.commands.dispatch.record import load_record

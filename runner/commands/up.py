@@ -23,9 +23,9 @@ from rig import contract as contract_mod
 from rig import preflight, ratchet
 from rig.contract import LockVersion
 from rig.errors import RigError
-from rig.sample.oracle import PassRate, pass_rate
 from rig.sample.record import SampleRecord
 from rig.sample.verdict import Verdict
+from rig.stats import PassRate, pass_rate
 from runner import contract, workspace
 from runner.commands import down as down_mod
 from runner.commands import score as score_mod

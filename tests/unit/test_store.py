@@ -14,8 +14,9 @@ import pytest
 from rig.contract import LockVersion
 from rig.errors import RigError
 from rig.ratchet import Movement
-from rig.sample.oracle import SampleSpec, pass_rate, sample_paths
+from rig.sample.oracle import SampleSpec, sample_paths
 from rig.sample.verdict import Verdict
+from rig.stats import pass_rate
 from runner.commands import up as up_mod
 from runner.contract import Baseline
 from runner.store import layout
