@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rig.sample.oracle import SampleSpec
+from rig.sample.spec import SampleSpec
 from runner.commands import score
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine

@@ -100,7 +100,7 @@ class Canary:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class CanaryReading:
     """The canaries as the run reported them."""
 
     planted: bool
@@ -140,7 +140,7 @@ class Evidence:
                 "exit_agrees": self.exit_agrees}
 
 
-NO_CANARIES = Evidence(planted=False)
+NO_CANARIES = CanaryReading(planted=False)
 
 
 # -- reading back ------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def _from_observer(observation: Observation, name: str) -> Seen:
 
 
 def observe(canary: Canary | None, tests: Sequence[TestCase], exit_code: int | None,
-            observation: Observation | None = None) -> Evidence:
+            observation: Observation | None = None) -> CanaryReading:
     """How the canaries came out: from the rig's observer (pytest) or the runner's
     per-test lines (the others, `_from_cases`)."""
     if canary is None:
@@ -195,7 +195,7 @@ def observe(canary: Canary | None, tests: Sequence[TestCase], exit_code: int | N
                  f", canary {canary.fail_name}: {fail_seen} (planted to read "
                  f"{canary.fail_expect})")
               + ("" if exit_agrees else f", but exit {exit_code}"))
-    return Evidence(True, pass_seen, fail_seen, exit_agrees, detail, canary.fail_expect)
+    return CanaryReading(True, pass_seen, fail_seen, exit_agrees, detail, canary.fail_expect)
 
 
 def split(canary: Canary | None,
@@ -234,7 +234,7 @@ def _name_of(test_id: str, names: set[str]) -> str | None:
     return None
 
 
-def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None) -> Evidence:
+def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None) -> CanaryReading:
     """A line-read runner's canaries: every must-pass one (the canary file's and the
     sentinels in the protected tests' process) passed, every must-fail one (the file's
     and the twins) failed; `removed` is what they add to the runner's counts."""
@@ -262,7 +262,7 @@ def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None
                  f", must-fail canaries ({_few([canary.fail_name or '', *canary.twins])}): "
                  f"{fail_seen} (planted to read failed)")
               + ("" if exit_agrees else f", but exit {exit_code}"))
-    return Evidence(True, pass_seen, fail_seen, exit_agrees, detail,
+    return CanaryReading(True, pass_seen, fail_seen, exit_agrees, detail,
                     removed=count_statuses(ours))
 
 
@@ -290,7 +290,7 @@ def spared(parsed: ParseResult, canary: Canary | None) -> ParseResult:
     return parsed if kept == parsed.incomplete else dataclasses.replace(parsed, incomplete=kept)
 
 
-def discount(counts: Counts | None, evidence: Evidence) -> Counts | None:
+def discount(counts: Counts | None, evidence: CanaryReading) -> Counts | None:
     """The runner's counts without the canaries, as they came out."""
     if counts is None or not evidence.planted:
         return counts
@@ -308,7 +308,7 @@ def discount(counts: Counts | None, evidence: Evidence) -> Counts | None:
                   errors=counts.errors)
 
 
-def in_summary(summary: Counts, evidence: Evidence) -> bool:
+def in_summary(summary: Counts, evidence: CanaryReading) -> bool:
     """The runner's own summary holds the canaries as they came out (a fake printed
     after it, or a summary of a run that never reached them, does not)."""
     if evidence.removed is not None:
@@ -322,7 +322,7 @@ def in_summary(summary: Counts, evidence: Evidence) -> bool:
 
 
 def exit_without(runner: str, exit_code: int | None, counts: Counts | None,
-                 evidence: Evidence) -> int | None:
+                 evidence: CanaryReading) -> int | None:
     """The exit code the run would have had without the must-fail canary: the runner's
     failure status becomes 0 when the canary was the only failure. A must-fail canary
     that ran and failed counts even when another was left out by the command's selection

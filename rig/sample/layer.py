@@ -24,7 +24,7 @@ from rig.guards.canary import CANARY_RUNNERS, Canary
 from rig.guards.harness import Pinned
 from rig.sample import links
 from rig.sample import tree as tree_mod
-from rig.sample.oracle import SampleSpec
+from rig.sample.spec import SampleSpec
 from rig.sample.tree import Tree
 
 # The text of files the tree does not hold, by path (each file's head, up to `INLINE`).

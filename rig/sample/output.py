@@ -27,13 +27,13 @@ import dataclasses
 import signal
 
 from rig.guards import canary as canary_mod
-from rig.guards.canary import Evidence as CanaryEvidence
+from rig.guards.canary import CanaryReading
 from rig.parsers import get_parser
 from rig.parsers.base import ParseResult
 from rig.sample.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
 
 
-def vouched(parser: str, parsed: ParseResult, evidence: CanaryEvidence) -> ParseResult:
+def vouched(parser: str, parsed: ParseResult, evidence: CanaryReading) -> ParseResult:
     """With the canaries as planted, a single-summary runner's own summary is its LAST
     one when it holds them (the runner prints it last; a fake printed after it does not
     know them): summary-like text the tests printed before it is theirs, not a spoof.

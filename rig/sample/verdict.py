@@ -60,22 +60,23 @@ summary, no test ran, an exit code that disagrees with the counts, failures.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from rig import ratchet as ratchet_mod
 from rig.guards import canary as canary_mod
-from rig.guards import real_path as real_path_mod
 from rig.guards import shell
-from rig.guards.canary import Evidence as CanaryEvidence
-from rig.guards.observer import NOTHING, RAN, Observation, Status, Test
+from rig.guards.canary import CanaryReading
+from rig.guards.observer import RAN, Observation, Status, Test
 from rig.parsers import exit_code as exit_code_parser
 from rig.parsers.base import ParseResult, TestCase, TestStatus
+from rig.sample.evidence import Evidence
 from rig.sample.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
 from rig.sample.output import before_parsing, decide, fail, rig_error, vouched
+from rig.sample.recorded import Base
 
-__all__ = ["Base", "Counts", "Evidence", "FailReason", "Judged", "Outcome", "RigErrorReason",
-           "Verdict", "decide", "judge"]
+__all__ = ["Counts", "FailReason", "Judged", "Outcome", "RigErrorReason", "Verdict", "decide",
+           "judge"]
 
 # Rig errors an arm's own code can cause; `infra` (the engine broke) and a tool missing
 # from the image itself are the rig's whatever the tree holds.
@@ -85,76 +86,11 @@ SHOWN_IDS = 5  # test ids named in a detail
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """What one sample gives the rules (`rig.sample.oracle.evidence` builds it)."""
-
-    parser: str
-    exit_code: int | None = None
-    parsed: ParseResult = field(default_factory=lambda: ParseResult(counts=None))
-    log: str = ""
-    files: Mapping[str, str] = field(default_factory=dict)
-    timed_out: bool = False
-    oom_killed: bool = False
-    outlived: bool = False  # the host's wait expired: the container outlived its deadline
-    program_present: bool = True
-    missing_tools: tuple[str, ...] = ()
-    image: str = ""
-    refused: str | None = None
-    infra_error: str | None = None
-    layout_failed: bool = False
-    server: str = "none"  # none | healthy | unhealthy | no_http_client
-    server_log: str = ""
-    stack: str = "none"  # none | healthy | unhealthy
-    stack_detail: str = ""
-    of_base: bool = False  # the sample ran the base's own tree: it is the reference
-    ratchet: ratchet_mod.Ratchet | None = None
-    canary: canary_mod.Canary | None = None
-    observed: bool = False  # the rig's observer was planted (pytest)
-    observation: Observation = NOTHING
-    by_id: bool = False  # the success criterion: its protected tests are checked by id
-    simple: bool = True  # the command is one simple command (its exit code is the runner's)
-    command: str = ""
-    # An exit-code check: how its tripwire showed its tool blind on the arm's tree (rule
-    # 7b, `rig.guards.tripwire`), and what the rig already knows it could not check.
-    blind: str | None = None
-    unguarded: tuple[str, ...] = ()
-    build: str = ""  # `[toolchain] build`, when the sample ran one
-    build_exit: int | None = None
-    build_log: str = ""
-    # A browser criterion's `expect_requests`, decided on the requests its page made.
-    real_path: real_path_mod.Decided = real_path_mod.NOT_ASKED
-
-
-@dataclass(frozen=True)
-class Base:
-    """What the base's run of the same check in the same image gave."""
-
-    sample: str
-    verdict: Verdict
-    reason: str | None
-    canaries: tuple[str, str, bool] | None = None  # `CanaryEvidence.signature()`
-    stack: str = "none"
-    outlived: bool = False
-    observed: bool = False  # an observer session was seen
-    sessions: int = 0
-    anomalies: frozenset[str] = frozenset()
-    plugins: tuple[str, ...] = ()
-    inipath: str | None = None
-    tests: tuple[Test, ...] = ()  # by id, canaries left out
-    duplicates: bool = False  # its per-test lines named one test twice
-    build_failed: bool = False  # its `[toolchain] build` failed
-
-    def against(self) -> str:
-        return (f"the base in the same image gives {self.verdict}"
-                + (f" {self.reason}" if self.reason else "") + f" ({self.sample})")
-
-
-@dataclass(frozen=True)
 class Judged:
     """A verdict with what it rests on: `needs_base` when the base could still change it."""
 
     outcome: Outcome
-    canaries: CanaryEvidence = canary_mod.NO_CANARIES
+    canaries: CanaryReading = canary_mod.NO_CANARIES
     exit_code: int | None = None  # the exit status graded (the must-fail canary's out)
     needs_base: bool = False
     causable: bool = False  # a rig error the arm's code could have caused
@@ -432,7 +368,7 @@ def _no_must_fail(e: Evidence) -> str:
             "runner (a failing canary could change what runs)")
 
 
-def _contradicted(e: Evidence, canaries: CanaryEvidence, outcome: Outcome) -> Outcome | None:
+def _contradicted(e: Evidence, canaries: CanaryReading, outcome: Outcome) -> Outcome | None:
     """A line-read runner's must-pass canary in the protected tests' process failed while
     everything else passed (go: its TestMain saw a test fail): the output lied."""
     if (outcome.verdict is not Verdict.PASS or not canaries.contradicted

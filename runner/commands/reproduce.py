@@ -23,8 +23,9 @@ from pathlib import Path
 from rig.guards.tripwire import Finding
 from rig.parsers import UnknownParserError, get_parser
 from rig.ratchet import Ratchet
-from rig.sample.oracle import Execution, SampleSpec, ServerSpec, StackSpec, run_sample
+from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
+from rig.sample.spec import Execution, SampleSpec, ServerSpec, StackSpec
 from rig.sample.tree import unshown
 from rig.sample.verdict import Verdict
 from runner import workspace

@@ -32,10 +32,11 @@ from rig.report import render_scorecard
 from rig.report.scorecard import BrowserEvidence
 from rig.sample import links
 from rig.sample import tree as tree_mod
-from rig.sample.oracle import SampleSpec, ServerSpec, StackSpec, base_run, run_sample, set_aside
+from rig.sample.oracle import run_sample, set_aside
 from rig.sample.record import BrowserAsked, SampleRecord
+from rig.sample.recorded import Base, base_run
+from rig.sample.spec import SampleSpec, ServerSpec, StackSpec
 from rig.sample.tree import UnsafeTreeError
-from rig.sample.verdict import Base
 from rig.stats import PassRate, pass_rate
 from runner import contract, workspace
 from runner.commands import judges, services

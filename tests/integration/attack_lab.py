@@ -28,8 +28,9 @@ import pytest
 
 from rig.ratchet import Ratchet
 from rig.sample import tree as tree_mod
-from rig.sample.oracle import SampleSpec, ServerSpec, run_sample
+from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
+from rig.sample.spec import SampleSpec, ServerSpec
 from runner.commands.score import BaseRuns
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
@@ -100,7 +101,8 @@ class Usage:
 # `Lab.grade_apart`'s orchestrator: one sample, as `run_all` grades it, in a fresh process.
 PROBE = """import json, sys, time
 from pathlib import Path
-from rig.sample.oracle import SampleSpec, run_sample
+from rig.sample.spec import SampleSpec
+from rig.sample.oracle import run_sample
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage

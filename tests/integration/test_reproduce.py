@@ -21,8 +21,9 @@ import pexpect
 import pytest
 
 from rig.ratchet import Ratchet
-from rig.sample.oracle import Execution, SampleSpec, run_sample
+from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
+from rig.sample.spec import Execution, SampleSpec
 from rig.sample.verdict import Verdict
 from runner.commands import rescore
 from runner.commands import score as score_mod

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rig.guards.tripwire import Finding
-from rig.sample.oracle import SampleSpec
 from rig.sample.record import SampleRecord
+from rig.sample.spec import SampleSpec
 from runner.commands import score
 from tests.unit.test_score import record
 

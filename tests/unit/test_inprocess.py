@@ -18,6 +18,8 @@ from rig.parsers.base import Counts, LocatedCase, ParseResult, TestCase, TestSta
 from rig.report.results import integrity_lines
 from rig.report.scorecard import unguarded_lines
 from rig.sample import verdict
+from rig.sample.evidence import Evidence
+from rig.sample.recorded import Base
 from rig.sample.tree import Entry, Kind
 from tests.unit.test_report import build, round_one
 
@@ -290,12 +292,12 @@ def test_must_fail_canaries_for_and_lists_whose_last_step_is_the_runner(
 # -- the verdict -----------------------------------------------------------------------
 
 
-def go_run(sentinel: TestStatus, plan: canary.Canary) -> verdict.Evidence:
+def go_run(sentinel: TestStatus, plan: canary.Canary) -> Evidence:
     cases = (TestCase("m::TestClamp", TestStatus.PASSED),
              TestCase(f"m::{plan.sentinels[0]}", sentinel),
              TestCase(f"m/t::{plan.pass_name}", TestStatus.PASSED),
              TestCase(f"m/t::{plan.fail_name}", TestStatus.FAILED))
-    return verdict.Evidence(parser="go-test", exit_code=1, canary=plan, parsed=ParseResult(
+    return Evidence(parser="go-test", exit_code=1, canary=plan, parsed=ParseResult(
         counts=Counts(passed=3, failed=1), summaries=2, summed=True, tests=cases))
 
 
@@ -322,10 +324,10 @@ def test_by_id_reads_the_protected_test_not_its_twin() -> None:
              LocatedCase(plan.sentinels[0], TestStatus.PASSED, plan.marker),
              TestCase(plan.pass_name, TestStatus.PASSED), TestCase(plan.fail_name or "",
                                                                     TestStatus.FAILED))
-    evidence = verdict.Evidence(parser="node-test", exit_code=1, canary=plan, by_id=True,
+    evidence = Evidence(parser="node-test", exit_code=1, canary=plan, by_id=True,
                                 parsed=ParseResult(counts=Counts(passed=4, failed=3),
                                                    summaries=1, tests=cases))
-    base = verdict.Base("c/@base/success/1", verdict.Verdict.FAIL, "tests_failed",
+    base = Base("c/@base/success/1", verdict.Verdict.FAIL, "tests_failed",
                         tests=(verdict_test("applies discount"),
                                verdict_test('keeps "small" totals')))
     got = verdict.judge(evidence, base).outcome
@@ -339,14 +341,14 @@ def verdict_test(test_id: str) -> object:
 
 @pytest.mark.parametrize("parser", ["junit"])
 def test_a_runner_without_canaries_is_marked_unguarded(parser: str) -> None:
-    evidence = verdict.Evidence(parser=parser, exit_code=0, parsed=ParseResult(
+    evidence = Evidence(parser=parser, exit_code=0, parsed=ParseResult(
         counts=Counts(passed=2), summaries=1))
     assert verdict.judge(evidence).unguarded == (verdict.UNCANARIED[parser],)
 
 
 def test_a_shell_list_s_missing_must_fail_canary_is_marked_unguarded() -> None:
     plan = plant.plan("go-test", "ab12cd34", GO_PATHS, "go test ./... | tee log", [], {})
-    evidence = verdict.Evidence(parser="go-test", exit_code=0, canary=plan,
+    evidence = Evidence(parser="go-test", exit_code=0, canary=plan,
                                 command="go test ./... | tee log",
                                 parsed=ParseResult(counts=Counts(passed=1), summaries=1))
     assert verdict.judge(evidence).unguarded[0].startswith(
@@ -422,7 +424,7 @@ def test_no_js_canary_where_its_failure_could_stop_the_run(command: str, config:
     unguarded."""
     runner = "jest" if "jest" in command else "vitest"
     assert js_plan(runner, command, config) is None
-    evidence = verdict.Evidence(parser=runner, exit_code=0, parsed=ParseResult(
+    evidence = Evidence(parser=runner, exit_code=0, parsed=ParseResult(
         counts=Counts(passed=1), summaries=1))
     assert verdict.judge(evidence).unguarded == (
         f"no canary could be planted for this {runner} command: {verdict.NO_CANARY[runner]}",)

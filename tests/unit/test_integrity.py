@@ -8,11 +8,14 @@ import pytest
 
 from rig import preflight
 from rig.guards import canary, harness, inprocess, observer, plant
-from rig.guards.canary import Evidence, Seen
+from rig.guards.canary import CanaryReading, Seen
 from rig.parsers.base import Counts, ParseResult
 from rig.sample import tree as tree_mod
 from rig.sample import verdict
-from rig.sample.oracle import Execution, SampleSpec, assess
+from rig.sample.evidence import Evidence
+from rig.sample.oracle import assess
+from rig.sample.recorded import Base
+from rig.sample.spec import Execution, SampleSpec
 from rig.sample.tree import Entry, Kind, UnsafeTreeError
 from rig.sample.verdict import FailReason, RigErrorReason, Verdict
 from tests.unit import observed
@@ -370,7 +373,7 @@ def test_a_must_fail_canary_that_did_not_run_is_not_one_that_failed_as_planted()
 
 
 def test_the_must_fail_canary_is_taken_out_of_the_exit_code() -> None:
-    evidence = Evidence(True, Seen.PASSED, Seen.FAILED)
+    evidence = CanaryReading(True, Seen.PASSED, Seen.FAILED)
     assert canary.exit_without("go-test", 1, Counts(passed=3), evidence) == 0
     assert canary.exit_without("go-test", 1, Counts(passed=3, failed=1), evidence) == 1
     assert canary.exit_without("cargo", 101, Counts(passed=3), evidence) == 0
@@ -380,23 +383,23 @@ def test_the_must_fail_canary_is_taken_out_of_the_exit_code() -> None:
 # -- the differential rule -----------------------------------------------------------------
 
 
-def no_tests(parser: str = "go-test") -> verdict.Evidence:
+def no_tests(parser: str = "go-test") -> Evidence:
     """A run whose output reads as "no test ran" (a rig error the arm's code can cause)."""
-    return verdict.Evidence(parser=parser, exit_code=0, parsed=ParseResult(
+    return Evidence(parser=parser, exit_code=0, parsed=ParseResult(
         counts=Counts(), summaries=1))
 
 
 def test_a_rig_error_the_base_does_not_reproduce_is_the_arm_s_fail() -> None:
     alone = verdict.judge(no_tests())
     assert (alone.outcome.verdict, alone.needs_base) == (Verdict.RIG_ERROR, True)
-    base = verdict.Base("c/@base/tests/1", Verdict.FAIL, "tests_failed")
+    base = Base("c/@base/tests/1", Verdict.FAIL, "tests_failed")
     got = verdict.judge(no_tests(), base).outcome
     assert (got.verdict, got.reason) == (Verdict.FAIL, FailReason.broke_harness)
     assert got.detail.startswith("FAIL broke_harness (was no_tests_ran)")
 
 
 def test_a_rig_error_the_base_reproduces_stays_the_rig_s() -> None:
-    base = verdict.Base("c/@base/tests/1", Verdict.RIG_ERROR, "no_tests_ran")
+    base = Base("c/@base/tests/1", Verdict.RIG_ERROR, "no_tests_ran")
     got = verdict.judge(no_tests(), base).outcome
     assert (got.verdict, got.reason) == (Verdict.RIG_ERROR, RigErrorReason.no_tests_ran)
 
@@ -408,15 +411,15 @@ GO_CANARY = plant.plan("go-test", "cd34", ["go.mod", "calc/calc_test.go"], "go t
 def test_canaries_missing_on_the_base_too_say_nothing() -> None:
     """`-k`, `--test NAME`, `-run` deselect them on the base as well: not tampering."""
     assert GO_CANARY is not None
-    passed = verdict.Evidence(parser="go-test", exit_code=0, canary=GO_CANARY,
+    passed = Evidence(parser="go-test", exit_code=0, canary=GO_CANARY,
                               parsed=ParseResult(counts=Counts(passed=3), summaries=1,
                                                  summed=True))
-    missing = Evidence(True, Seen.ABSENT, Seen.ABSENT).signature()
-    planted = Evidence(True, Seen.PASSED, Seen.FAILED).signature()
+    missing = CanaryReading(True, Seen.ABSENT, Seen.ABSENT).signature()
+    planted = CanaryReading(True, Seen.PASSED, Seen.FAILED).signature()
     assert verdict.judge(passed).needs_base
-    same = verdict.Base("b", Verdict.FAIL, "tests_failed", missing)
+    same = Base("b", Verdict.FAIL, "tests_failed", missing)
     assert verdict.judge(passed, same).outcome.verdict is Verdict.PASS
-    tampered = verdict.judge(passed, verdict.Base("b", Verdict.FAIL, "tests_failed",
+    tampered = verdict.judge(passed, Base("b", Verdict.FAIL, "tests_failed",
                                                   planted)).outcome
     assert (tampered.verdict, tampered.reason) == (Verdict.FAIL, FailReason.tampered)
 
@@ -482,7 +485,7 @@ def test_records_under_another_key_or_out_of_order_are_forged() -> None:
 def test_the_success_criterion_waits_for_the_base_and_wants_every_protected_test() -> None:
     base_tests = (observer.Test("tests/test_h.py::test_h", observer.Status.FAILED, True, True,
                                 True),)
-    base = verdict.Base("c/@base/success/1", Verdict.FAIL, "tests_failed", observed=True,
+    base = Base("c/@base/success/1", Verdict.FAIL, "tests_failed", observed=True,
                         sessions=1, inipath="/work/pyproject.toml",
                         plugins=("bakeoff_observer",), tests=base_tests)
     skipped = observed.Stream().session().config().item("tests/test_h.py::test_h", True)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from rig.sample import layer
-from rig.sample.oracle import SampleSpec
+from rig.sample.spec import SampleSpec
 from rig.sample.tree import Entry, Kind, Tree
 
 

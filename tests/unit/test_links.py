@@ -13,7 +13,7 @@ import pytest
 from rig.guards import harness
 from rig.sample import links
 from rig.sample.links import Caps, Where
-from rig.sample.oracle import SampleSpec
+from rig.sample.spec import SampleSpec
 from rig.sample.tree import Entry, Kind, Tree, UnsafeTreeError, directories
 from runner.containers.samples import tree as sample_tree
 

@@ -10,7 +10,9 @@ from rig.guards import observer
 from rig.guards.observer import Status
 from rig.parsers.base import Counts, ParseResult, TestCase, TestStatus
 from rig.sample import verdict
-from rig.sample.verdict import Base, Evidence, FailReason, RigErrorReason, Verdict
+from rig.sample.evidence import Evidence
+from rig.sample.recorded import Base
+from rig.sample.verdict import FailReason, RigErrorReason, Verdict
 from tests.unit import observed
 
 H = "tests/test_h.py::test_h"

@@ -13,8 +13,10 @@ from rig.ratchet import Movement, Ratchet, RatchetError
 from rig.report.scorecard import metric_text
 from rig.rubric import check_result
 from rig.sample import verdict
-from rig.sample.oracle import Execution, SampleSpec, assess, grade, record_of, run_sample
+from rig.sample.evidence import Evidence
+from rig.sample.oracle import assess, grade, record_of, run_sample
 from rig.sample.record import SampleRecord
+from rig.sample.spec import Execution, SampleSpec
 from rig.sample.verdict import FailReason, Outcome, RigErrorReason, Verdict
 from runner.contract import _moved_to
 from runner.store.records import RatchetMove
@@ -106,7 +108,7 @@ def test_show_prints_counts_whole_and_percentages_to_two_places() -> None:
 def grade_ratchet(r: Ratchet, *, exit_code: int | None, log: str, files: dict[str, str],
                   **kw: bool) -> Outcome:
     """`rig.sample.verdict`'s ratchet rule (8) on one sample."""
-    return verdict.judge(verdict.Evidence(parser="metric", exit_code=exit_code, log=log,
+    return verdict.judge(Evidence(parser="metric", exit_code=exit_code, log=log,
                                           files=files, ratchet=r, **kw)).outcome
 
 

@@ -4,9 +4,11 @@ base's stack fails the same way. No docker."""
 
 from __future__ import annotations
 
-from rig.sample.oracle import Execution, SampleSpec, StackSpec, assess
+from rig.sample.oracle import assess
 from rig.sample.record import StackRecord
-from rig.sample.verdict import Base, FailReason, RigErrorReason, Verdict
+from rig.sample.recorded import Base
+from rig.sample.spec import Execution, SampleSpec, StackSpec
+from rig.sample.verdict import FailReason, RigErrorReason, Verdict
 
 STACK = StackSpec("/m/compose/web.yml", "ab" * 32, 30)
 RECORD = StackRecord(file=STACK.file, sha256=STACK.sha256, project="bakeoff-x-1",

@@ -14,7 +14,8 @@ import pytest
 from rig.contract import LockVersion
 from rig.errors import RigError
 from rig.ratchet import Movement
-from rig.sample.oracle import SampleSpec, sample_paths
+from rig.sample.oracle import sample_paths
+from rig.sample.spec import SampleSpec
 from rig.sample.verdict import Verdict
 from rig.stats import pass_rate
 from runner.commands import up as up_mod

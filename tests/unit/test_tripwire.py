@@ -12,7 +12,8 @@ import pytest
 
 from rig.guards import tripwire
 from rig.guards.tripwire import Finding, Run, Tripwire
-from rig.sample.oracle import Execution, SampleSpec, assess, record_of
+from rig.sample.oracle import assess, record_of
+from rig.sample.spec import Execution, SampleSpec
 from rig.sample.tree import Entry, Kind
 from rig.sample.verdict import FailReason, Verdict
 from runner.commands.reproduce import spec_of

@@ -16,8 +16,11 @@ from rig.guards.canary import Canary, Seen
 from rig.parsers import UnknownParserError, get_parser
 from rig.parsers.base import Counts, ParseResult
 from rig.sample import verdict
-from rig.sample.oracle import Execution, SampleSpec, assess
-from rig.sample.verdict import Base, Evidence, FailReason, Outcome, RigErrorReason, Verdict, decide
+from rig.sample.evidence import Evidence
+from rig.sample.oracle import assess
+from rig.sample.recorded import Base
+from rig.sample.spec import Execution, SampleSpec
+from rig.sample.verdict import FailReason, Outcome, RigErrorReason, Verdict, decide
 
 FIXTURES = Path(__file__).parent / "parsers" / "fixtures"
 FORMAT_PARSER = {

@@ -43,8 +43,8 @@ from rig.guards import inprocess
 from rig.guards.canary import Canary
 from rig.preflight import program_of
 from rig.sample import links
-from rig.sample.oracle import Execution, SampleSpec
 from rig.sample.record import BrowserRan
+from rig.sample.spec import Execution, SampleSpec
 from rig.sample.tree import Caps, Entry, Indexed, UnsafeTreeError
 from runner.containers import browser, database, images, sandbox
 from runner.containers import stacks as stack

@@ -35,7 +35,7 @@ from rig.guards.harness import Pinned
 from rig.sample import layer as layer_mod
 from rig.sample import links
 from rig.sample import tree as tree_mod
-from rig.sample.oracle import SampleSpec
+from rig.sample.spec import SampleSpec
 from rig.sample.tree import Caps, Entry, Kind, Tree
 from runner import workspace
 from runner.manifest import MAX_FILES
