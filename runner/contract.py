@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import preflight, ratchet
+from rig import preflight
 from rig.contract import LockVersion
+from rig.sample import metric
 from runner import workspace
 from runner.containers.images import BuiltImage
 from runner.containers.images.prepared import Toolchain, node_for
@@ -171,8 +172,8 @@ def _moved_to(move: records.RatchetMove, frozen: float, better: str | None) -> f
     """The value a merge record moved `frozen` to, if it is a move in the better direction."""
     if move.before != frozen or better not in ("higher", "lower"):
         return None
-    direction: ratchet.Better = "higher" if better == "higher" else "lower"
-    return move.after if ratchet.worse_by(move.after, frozen, direction) < 0 else None
+    direction: metric.Better = "higher" if better == "higher" else "lower"
+    return move.after if metric.worse_by(move.after, frozen, direction) < 0 else None
 
 
 def verify(toolchain: Toolchain, change: str) -> LockVersion | None:

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rig.ratchet import show
 from rig.report import headroom
 from rig.report import pairs as pairs_mod
 from rig.report.pairs import Pair
@@ -26,6 +25,7 @@ from rig.rubric import (
     describe_flag,
     places,
 )
+from rig.sample.metric import show
 from rig.sample.verdict import Verdict
 
 

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rig import ratchet as ratchet_mod
 from rig.guards import canary as canary_mod
 from rig.guards import observer as observer_mod
 from rig.guards import real_path as real_path_mod
@@ -18,6 +17,7 @@ from rig.guards import shell
 from rig.guards.observer import NOTHING, Observation
 from rig.parsers import get_parser
 from rig.parsers.base import ParseResult
+from rig.sample import metric
 from rig.sample.spec import Execution, SampleSpec
 from rig.sample.tree import clean
 
@@ -47,7 +47,7 @@ class Evidence:
     stack: str = "none"  # none | healthy | unhealthy
     stack_detail: str = ""
     of_base: bool = False  # the sample ran the base's own tree: it is the reference
-    ratchet: ratchet_mod.Ratchet | None = None
+    ratchet: metric.Ratchet | None = None
     canary: canary_mod.Canary | None = None
     observed: bool = False  # the rig's observer was planted (pytest)
     observation: Observation = NOTHING

@@ -16,12 +16,12 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from rig import ratchet as ratchet_mod
 from rig.errors import SampleInterruptedError
 from rig.guards import canary as canary_mod
 from rig.guards import observer as observer_mod
 from rig.guards.harness import Pinned, is_test_file
 from rig.persist import write_bytes_atomic, write_text_atomic
+from rig.sample import metric
 from rig.sample.evidence import Evidence, evidence
 from rig.sample.record import (
     BrowserRan,
@@ -163,7 +163,7 @@ def _metric_fields(spec: SampleSpec, execution: Execution, log_name: str) -> dic
     """A ratchet's value, its frozen base and where the files it read are kept."""
     if spec.ratchet is None:
         return {}
-    return {"metric_value": ratchet_mod.extract(spec.ratchet.metric, execution.log,
+    return {"metric_value": metric.extract(spec.ratchet.metric, execution.log,
                                                 execution.files),
             "metric_base": spec.ratchet.base,
             "collected": {path: collected_name(log_name, path) for path in execution.files}}

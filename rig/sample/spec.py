@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from rig import ratchet as ratchet_mod
 from rig.guards.canary import Canary
 from rig.guards.harness import Pinned
 from rig.guards.tripwire import Finding, Tripwire
+from rig.sample import metric
 from rig.sample.record import BrowserAsked, BrowserRan, StackRecord, Usage
 
 
@@ -60,7 +60,7 @@ class SampleSpec:
     contract: str | None = None  # "v<N>:<sha256>" of the frozen contract it was graded under
     server: ServerSpec | None = None
     stack: StackSpec | None = None
-    ratchet: ratchet_mod.Ratchet | None = None  # a ratchet check: graded on its metric
+    ratchet: metric.Ratchet | None = None  # a ratchet check: graded on its metric
     # "base": the sample runs under the base's harness (`rig.guards.harness`: conftest, runner
     # configuration, layout restored, the arm's additions removed), as every sample of
     # `score` does; "arm" (records from before issue 20, tests of the tree as committed):

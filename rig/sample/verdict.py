@@ -23,7 +23,7 @@ Before any output is read (what the executor saw):
    that must make the tool fail) did not fail as planted, while the base's did
                                                           -> FAIL tampered
 
-A ratchet (`rig.ratchet`: the metric, not the exit code, decides):
+A ratchet (`rig.sample.metric`: the metric, not the exit code, decides):
 
 8. no program / timeout / OOM / no exit code / 126-127   -> as rules 1-3 of `decide`;
    no value -> RIG_ERROR unparsed_output; two values -> FAIL spoofed_output; worse than
@@ -63,13 +63,13 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rig import ratchet as ratchet_mod
 from rig.guards import canary as canary_mod
 from rig.guards import shell
 from rig.guards.canary import CanaryReading
 from rig.guards.observer import RAN, Observation, Status, Test
 from rig.parsers import exit_code as exit_code_parser
 from rig.parsers.base import ParseResult, TestCase, TestStatus
+from rig.sample import metric
 from rig.sample.evidence import Evidence
 from rig.sample.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
 from rig.sample.output import before_parsing, decide, fail, rig_error, vouched
@@ -236,7 +236,7 @@ _BEFORE_OUTPUT: tuple[Rule, ...] = (_refused, _infra, _tools, _build, _server, _
 # -- rule 8: a ratchet ---------------------------------------------------------------------
 
 
-def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
+def _ratchet(ratchet: metric.Ratchet, e: Evidence) -> Outcome:
     """The metric's value against the frozen base. The exit code beyond 126/127 is not the
     verdict (a linter may exit 1 on findings): the value is."""
     early = before_parsing(e.timed_out, e.oom_killed, e.program_present)
@@ -247,25 +247,25 @@ def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
                      f"exit {e.exit_code}: the shell could not run the command")
     if early is not None:
         return early
-    found = ratchet_mod.readings(ratchet.metric, e.log, e.files)
+    found = metric.readings(ratchet.metric, e.log, e.files)
     if not found:
         return rig_error(RigErrorReason.unparsed_output,
-                         ratchet_mod.missing(ratchet.metric, e.files))
+                         metric.missing(ratchet.metric, e.files))
     if len(set(found)) > 1:
-        values = ", ".join(ratchet_mod.show(v) for v in dict.fromkeys(found))
+        values = ", ".join(metric.show(v) for v in dict.fromkeys(found))
         return fail(FailReason.spoofed_output,
-                     f"{ratchet_mod.describe(ratchet.metric)} reported different values: "
+                     f"{metric.describe(ratchet.metric)} reported different values: "
                      f"{values}", None)
     value = found[0]
     if ratchet.base is None:
-        return Outcome(Verdict.PASS, None, f"measured {ratchet_mod.show(value)} (the base's "
+        return Outcome(Verdict.PASS, None, f"measured {metric.show(value)} (the base's "
                                            "value)")
-    trend = (f"base {ratchet_mod.show(ratchet.base)} -> {ratchet_mod.show(value)} "
+    trend = (f"base {metric.show(ratchet.base)} -> {metric.show(value)} "
              f"({ratchet.better} is better, tolerance {ratchet.tolerance:g})")
-    if ratchet_mod.passes(value, ratchet.base, ratchet.better, ratchet.tolerance):
+    if metric.passes(value, ratchet.base, ratchet.better, ratchet.tolerance):
         return Outcome(Verdict.PASS, None, trend)
-    worse = ratchet_mod.worse_by(value, ratchet.base, ratchet.better)
-    return fail(FailReason.ratchet_regressed, f"{trend}: worse by {ratchet_mod.show(worse)}",
+    worse = metric.worse_by(value, ratchet.base, ratchet.better)
+    return fail(FailReason.ratchet_regressed, f"{trend}: worse by {metric.show(worse)}",
                  None)
 
 

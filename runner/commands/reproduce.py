@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rig.guards.tripwire import Finding
 from rig.parsers import UnknownParserError, get_parser
-from rig.ratchet import Ratchet
+from rig.sample.metric import Ratchet
 from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
 from rig.sample.spec import Execution, SampleSpec, ServerSpec, StackSpec

@@ -22,15 +22,15 @@ from pathlib import Path
 
 from rig import contract as contract_mod
 from rig import judge as judge_mod
-from rig import ratchet as ratchet_mod
 from rig import rubric
 from rig.contract import LockVersion
 from rig.errors import SampleInterruptedError
 from rig.guards import harness, tripwire
 from rig.persist import write_text_atomic
+from rig.ratchet import RatchetError
 from rig.report import render_scorecard
 from rig.report.scorecard import BrowserEvidence
-from rig.sample import links
+from rig.sample import links, metric
 from rig.sample import tree as tree_mod
 from rig.sample.oracle import run_sample, set_aside
 from rig.sample.record import BrowserAsked, SampleRecord
@@ -54,7 +54,7 @@ from runner.workspace import merge
 
 Say = Callable[[str], None]
 SUCCESS = "success"
-METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.ratchet, not by a parser
+METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.sample.metric, not by a parser
 
 
 @dataclass(frozen=True)
@@ -367,7 +367,7 @@ def arm_commits(loaded: LoadedManifest, change: str) -> dict[str, str]:
 
 def plans(loaded: LoadedManifest, change: str) -> list[CheckPlan]:
     """The success criterion, then every check; a ratchet is a check (its pass-rate counts
-    in the checks dim), graded on its metric by `rig.ratchet`, never by a parser."""
+    in the checks dim), graded on its metric by `rig.sample.metric`, never by a parser."""
     return [check_plan(loaded, change, SUCCESS),
             *(check_plan(loaded, change, c.name) if c.kind == "test"
               else CheckPlan(c.name, c.run, METRIC_PARSER, c.build)
@@ -375,7 +375,7 @@ def plans(loaded: LoadedManifest, change: str) -> list[CheckPlan]:
 
 
 def ratchet_of(loaded: LoadedManifest, check: str,
-               baselines: Mapping[str, float] | None) -> ratchet_mod.Ratchet | None:
+               baselines: Mapping[str, float] | None) -> metric.Ratchet | None:
     """The ratchet `check` graded against its frozen base value; None for a test check.
     `baselines` None: the base's own value is being measured (at `up`)."""
     for item in loaded.manifest.checks:
@@ -383,11 +383,11 @@ def ratchet_of(loaded: LoadedManifest, check: str,
             continue
         assert item.metric is not None and item.better is not None  # the manifest's rule
         if baselines is not None and check not in baselines:
-            raise ratchet_mod.RatchetError(
+            raise RatchetError(
                 f"ratchet {check!r} has no frozen base value in the stage's contract",
                 hint="run `bakeoff-sandbox up` with its proofs: it measures the base's value")
         base = None if baselines is None else baselines[check]
-        return ratchet_mod.Ratchet(item.metric, item.better, item.tolerance, base)
+        return metric.Ratchet(item.metric, item.better, item.tolerance, base)
     return None
 
 

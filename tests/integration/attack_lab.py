@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 import pytest
 
-from rig.ratchet import Ratchet
 from rig.sample import tree as tree_mod
+from rig.sample.metric import Ratchet
 from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec, ServerSpec

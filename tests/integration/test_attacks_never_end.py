@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig.ratchet import Ratchet
+from rig.sample.metric import Ratchet
 from rig.sample.record import SampleRecord
 from tests.integration.attack_lab import BASE, FIX, HONEST, Lab, attacking, verdict
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from rig.ratchet import Ratchet
+from rig.sample.metric import Ratchet
 from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
 from rig.sample.spec import Execution, SampleSpec

@@ -19,8 +19,8 @@ import pytest
 
 from rig.guards import harness
 from rig.guards.harness import Pinned
-from rig.ratchet import JSON_PARSED, extract
 from rig.sample import tree as tree_mod
+from rig.sample.metric import JSON_PARSED, extract
 from rig.sample.oracle import PINNED_KEPT, _pinned
 from rig.sample.record import SampleRecord
 from rig.sample.tree import Caps, Entry, Indexed, Kind, UnsafeTreeError, clean, shown, unshown
@@ -263,7 +263,7 @@ def test_the_default_max_files_leaves_a_contract_s_hash_as_it_was() -> None:
 COVERAGE_BOMB = r"""
 import sys
 from pathlib import Path
-from rig.ratchet import extract
+from rig.sample.metric import extract
 
 def hwm():
     status = Path("/proc/self/status").read_text()
