@@ -34,7 +34,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rig.guards.observer import NOTHING, Observation, Status
+from rig.guards.observer import NOTHING, ObserverReport, Status
 from rig.parsers import node_test
 from rig.parsers.base import (
     ID_SEPARATORS,
@@ -163,7 +163,7 @@ def _seen(found: Sequence[Seen]) -> Seen:
     return Seen.ABSENT
 
 
-def _from_observer(observation: Observation, name: str) -> Seen:
+def _from_observer(observation: ObserverReport, name: str) -> Seen:
     """pytest's canaries as the rig's observer saw them: a pass counts only when the rig
     saw the call return, a strict xfail only when it saw the call raise."""
     found = []
@@ -178,7 +178,7 @@ def _from_observer(observation: Observation, name: str) -> Seen:
 
 
 def observe(canary: Canary | None, tests: Sequence[TestCase], exit_code: int | None,
-            observation: Observation | None = None) -> CanaryReading:
+            observation: ObserverReport | None = None) -> CanaryReading:
     """How the canaries came out: from the rig's observer (pytest) or the runner's
     per-test lines (the others, `_from_cases`)."""
     if canary is None:

@@ -202,7 +202,7 @@ class RoundEvidence:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class PageEvidence:
     """Everything the page shows beyond OBSERVATION.json; empty: the page from it alone.
     `reproduce`: the command line that re-creates a sample, without the sample's name."""
 

@@ -14,7 +14,7 @@ from rig.guards import canary as canary_mod
 from rig.guards import observer as observer_mod
 from rig.guards import real_path as real_path_mod
 from rig.guards import shell
-from rig.guards.observer import NOTHING, Observation
+from rig.guards.observer import NOTHING, ObserverReport
 from rig.parsers import get_parser
 from rig.parsers.base import ParseResult
 from rig.sample import metric
@@ -50,7 +50,7 @@ class Evidence:
     ratchet: metric.Ratchet | None = None
     canary: canary_mod.Canary | None = None
     observed: bool = False  # the rig's observer was planted (pytest)
-    observation: Observation = NOTHING
+    observation: ObserverReport = NOTHING
     by_id: bool = False  # the success criterion: its protected tests are checked by id
     simple: bool = True  # the command is one simple command (its exit code is the runner's)
     command: str = ""
@@ -90,7 +90,7 @@ def evidence(spec: SampleSpec, execution: Execution) -> Evidence:
         else (spec.guard.unguarded,))
 
 
-def _named(observed: observer_mod.Observation) -> observer_mod.Observation:
+def _named(observed: observer_mod.ObserverReport) -> observer_mod.ObserverReport:
     """The observation with its test ids as a record holds them (`rig.sample.tree.clean`: a
     file name that is not UTF-8 in git's quoted form), so an arm's ids compare with those
     of the base's stored record."""

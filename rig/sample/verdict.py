@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from rig.guards import canary as canary_mod
 from rig.guards import shell
 from rig.guards.canary import CanaryReading
-from rig.guards.observer import RAN, Observation, Status, Test
+from rig.guards.observer import RAN, ObserverReport, Status, Test
 from rig.parsers import exit_code as exit_code_parser
 from rig.parsers.base import ParseResult, TestCase, TestStatus
 from rig.sample import metric
@@ -386,7 +386,7 @@ def _without_canaries(parsed: ParseResult, e: Evidence, observed: bool) -> Parse
     return dataclasses.replace(parsed, tests=tuple(canary_mod.split(e.canary, parsed.tests)[1]))
 
 
-def _observed(parsed: ParseResult, observation: Observation,
+def _observed(parsed: ParseResult, observation: ObserverReport,
               canary: canary_mod.Canary | None) -> ParseResult:
     """pytest's results as the rig's observer saw them: the counts from its records (the
     canaries among them, as the parser would count them), never from printed text."""
@@ -471,7 +471,7 @@ def _mine_counted(e: Evidence) -> Counts:
     return e.observation.counts(None if e.canary is None else e.canary.token)
 
 
-def _tampered(seen: Observation, kinds: list[str], base: Base | None = None,
+def _tampered(seen: ObserverReport, kinds: list[str], base: Base | None = None,
               canary: canary_mod.Canary | None = None) -> Outcome:
     details = [f"{a.kind}: {a.detail}" for a in seen.anomalies if a.kind in kinds][:5]
     detail = ("the run did not happen as pytest reported it: " + "; ".join(
