@@ -124,7 +124,7 @@ def known_baselines(loaded: LoadedManifest, change: str,
     same way: the stage's own frozen value (same base commit and toolchain), else, for a
     later change, the previous change's: as its merge moved it, else as it was frozen.
     Never lowered: a recorded movement in the worse direction is ignored. The others
-    are measured on the base at `up` (`runner.stage.prove`)."""
+    are measured on the base at `up` (`runner.commands.up.prove`)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     ids = [c.id for c in loaded.manifest.changes]
     found: dict[str, Baseline] = {}

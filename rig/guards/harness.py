@@ -1,4 +1,4 @@
-"""The harness around a run is the base's, not the tree's (DESIGN principle 7).
+"""The harness around a run is the base's, not the tree's (docs/design.md principle 7).
 
 What a runner loads by name or by location, without the tests importing it, is harness
 wherever it sits in the tree, for every runner the rig reads:

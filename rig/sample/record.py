@@ -1,7 +1,7 @@
 """The sample record: one JSON per sample, with everything `reproduce` needs.
 
 Execute, persist, then grade: a record's `ran` part is written from what ran, and its
-verdict can always be recomputed from the stored log (`rig.sample.oracle.regrade`).
+verdict can always be recomputed from the stored log (`rig.sample.oracle.assess`).
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ SCHEMA = "bakeoff-sample/v2"
 
 
 class SampleRecord(Asked, Ran, Graded):
-    """DESIGN.md, "Records": one sample of one check on one commit in one fresh container.
+    """docs/design.md, "Records": one sample of one check on one commit in one fresh container.
 
     Its facts are declared in three parts, each where it comes from: `Asked` (the sample
     and its command: what `reproduce` runs again), `Ran` (what the executor saw),

@@ -1,4 +1,4 @@
-"""The `bakeoff-sandbox` command line (DESIGN.md, "The command line").
+"""The `bakeoff-sandbox` command line (docs/design.md, "The command line").
 
 Exit codes: 0 done; 1 an unexpected internal error; 2 bad input; 3 the measurement is
 invalid (a rig error, a missing image, a broken engine); 4 the frozen contract does not
@@ -366,7 +366,7 @@ def demo(keep: Annotated[Path | None, typer.Option(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; turn our errors into one message and an exit code.
 
-    Every message goes through `err`, which redacts the arms' secrets (runner.terminal)."""
+    Every message goes through `err`, which redacts the arms' secrets (runner.cli.terminal)."""
     try:
         # Outside standalone mode, click returns an Exit's code instead of raising it.
         # An image of images/ that a command needs and nobody built is built on first

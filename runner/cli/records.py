@@ -1,6 +1,6 @@
 """`bakeoff-sandbox reproduce` and `bakeoff-sandbox rescore`: the commands.
 
-Registered in runner/cli.py.
+Registered in runner/cli/app.py.
 """
 
 from __future__ import annotations

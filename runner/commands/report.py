@@ -109,7 +109,7 @@ def report(loaded: LoadedManifest) -> Reported:
     done = Reported(obs, layout.observation_file(directory), layout.results_file(directory),
                     layout.report_file(directory))
     write_obs(done.observation_file, obs)
-    # The latest rescore of each stage, when there is one (runner.rescore).
+    # The latest rescore of each stage, when there is one (runner.commands.rescore).
     write_text_atomic(done.results_file, render_results(obs) + rescore.results_section(loaded))
     write_text_atomic(done.page_file, render_page(obs, evidence.collect(loaded, obs)))
     return done

@@ -33,6 +33,16 @@ ENTRY = re.compile(r"^- `([^`]+)`")
 DOTTED = re.compile(r"`((?:runner|rig)(?:\.\w+)+)`")
 CITED_TEST = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
 MD_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+CITED_NAME = re.compile(r"(?<![\w.])((?:runner|rig)(?:\.\w+)+)")
+CITED_PATH = re.compile(r"(?<![\w/.-])((?:runner|rig|gateway|bench)/[\w/.-]*\w\.py"
+                        r"|tests/(?:unit|integration)/test_\w+\.py)\b")
+CITED_DOCUMENT = re.compile(r"(?<![\w/.-])(docs/[\w.-]+\.md|[A-Z][A-Z_-]*\.md)\b")
+PRINCIPLE = re.compile(r"\bprinciples?\s+(\d+)", re.IGNORECASE)
+# Files the tool writes or an agent reads, named as such; and a file of an arm's repository
+# the threat model's attack writes: not documents of this repository.
+NOT_DOCUMENTS = {"SCORECARD.md", "RESULTS.md", "RESCORE.md", "RESULT.md", "AGENTS.md",
+                 "docs/notes.md"}
+RIG_MAX_ENTRIES = 16
 
 
 # -- the code map ------------------------------------------------------------------------
@@ -117,6 +127,42 @@ def test_runner_top_level_holds_at_most_nine_entries() -> None:
         f"{RUNNER_MAX_ENTRIES}: put the new one in the wing that owns its concern")
 
 
+def test_rig_top_level_holds_at_most_sixteen_entries() -> None:
+    """Pins: rig/ was 29 flat entries and one sample's path jumped between 11 of them
+    (issue 35). One sample's modules are in rig/sample/, the guards in rig/guards/."""
+    found = sorted(entries("rig"))
+    assert len(found) <= RIG_MAX_ENTRIES, (
+        f"rig/ holds {len(found)} entries ({', '.join(found)}), more than "
+        f"{RIG_MAX_ENTRIES}: put the new one in the room that owns it (sample/, guards/, ...)")
+
+
+# Names two classes still share (issue 35 renamed `Evidence` and `Observation`, three
+# classes each); nothing may join them, and each pair that goes leaves this set.
+SHARED_CLASS_NAMES = {"Baseline", "Caps", "Check", "Contract", "Entry", "Finding", "Found",
+                      "Pair", "Plan", "QuietReporter", "Ran", "Selection", "Toolchain",
+                      "Withheld"}
+
+
+def test_one_class_per_name() -> None:
+    """A class name names one class in runner/ and rig/ (private ones aside): a reader
+    who meets `Evidence` knows which one it is."""
+    where: dict[str, list[str]] = {}
+    for folder in ("runner", "rig"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "insample" in path.parts:
+                continue
+            for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+                if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                    where.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
+    shared = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert "Evidence" not in shared and "Observation" not in shared
+    new = {name: paths for name, paths in shared.items() if name not in SHARED_CLASS_NAMES}
+    assert not new, "one name, several classes (rename each by what it holds):\n" + "\n".join(
+        f"{name}: {', '.join(paths)}" for name, paths in sorted(new.items()))
+    gone = sorted(SHARED_CLASS_NAMES - set(shared))
+    assert not gone, f"no longer shared, remove from SHARED_CLASS_NAMES: {', '.join(gone)}"
+
+
 # -- what the documents cite ---------------------------------------------------------------
 
 def resolve(dotted: str) -> object:
@@ -134,17 +180,74 @@ def resolve(dotted: str) -> object:
     raise ModuleNotFoundError(dotted)
 
 
+def cited_texts() -> dict[Path, str]:
+    """What cites the code: the documents (ARCHITECTURE.md, README.md, docs/*.md) whole,
+    and the docstrings and comments of every runner/ and rig/ module (not the programs
+    of rig/guards/insample/: their bytes are the browser image's identity)."""
+    texts = {path: path.read_text(encoding="utf-8") for path in
+             (ARCHITECTURE, ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))}
+    for folder in ("runner", "rig"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "insample" not in path.parts:
+                texts[path] = prose_of(path)
+    return texts
+
+
+def prose_of(path: Path) -> str:
+    """A module's docstrings and comments, one after the other."""
+    source = path.read_text(encoding="utf-8")
+    found = [ast.get_docstring(node, clean=False) or "" for node in
+             ast.walk(ast.parse(source, str(path))) if isinstance(
+                 node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)]
+    found += [line.split("#", 1)[1] for line in source.splitlines() if "#" in line]
+    return "\n".join(found)
+
+
 def test_every_module_and_function_the_docs_name_exists() -> None:
     """The path of one sample names real functions: a rename that forgets the documents
-    fails here, naming the document and the stale name."""
+    or a docstring fails here, naming where and the stale name: a dotted `runner.x.y` /
+    `rig.x.y` must import, a bare module path (`rig/foo.py`) must be a file (issue 35: 14
+    names cited in docstrings no longer existed)."""
     stale = []
-    for document in DOCUMENTS:
-        for dotted in sorted(set(DOTTED.findall(document.read_text(encoding="utf-8")))):
+    for where, text in cited_texts().items():
+        shown_as = where.relative_to(ROOT)
+        for dotted in sorted(set(CITED_NAME.findall(text))):
             try:
-                resolve(dotted)
+                resolve(dotted.rstrip("."))
             except (AttributeError, ModuleNotFoundError):
-                stale.append(f"{document.relative_to(ROOT)}: `{dotted}` does not exist")
+                stale.append(f"{shown_as}: `{dotted}` does not exist")
+        stale += [f"{shown_as}: {path} is not a file of the repository"
+                  for path in sorted(set(CITED_PATH.findall(text))) if not (ROOT / path).is_file()]
     assert not stale, "\n".join(stale)
+
+
+def principles() -> int:
+    """How many principles docs/design.md states (its `### N.` headings)."""
+    return len(re.findall(r"^### \d+\. ", DESIGN.read_text(encoding="utf-8"), re.MULTILINE))
+
+
+def test_every_document_and_principle_cited_exists() -> None:
+    """Pins: 12 references to a `DESIGN.md` not in the repository and 8 to a "principle
+    12" of a design that has ten (issue 35). Every document a text names (`docs/x.md`, an
+    upper-case `X.md` that is not a file the tool writes) is a file of the repository, and
+    every "principle N" is one of docs/design.md's."""
+    count = principles()
+    assert count == 10, f"docs/design.md states {count} principles"
+    wrong = []
+    tests = {path: path.read_text(encoding="utf-8") for path in
+             sorted((ROOT / "tests").rglob("*.py")) if path != Path(__file__).resolve()}
+    for where, text in {**cited_texts(), **tests}.items():
+        shown_as = where.relative_to(ROOT)
+        wrong += [f"{shown_as}: principle {n} (docs/design.md has {count})"
+                  for n in sorted(set(PRINCIPLE.findall(text)), key=int)
+                  if not 1 <= int(n) <= count]
+        if where in tests:
+            wrong += [f"{shown_as}: names DESIGN.md" for _ in re.findall(r"\bDESIGN\.md", text)]
+            continue
+        wrong += [f"{shown_as}: names {name}, not a file of the repository"
+                  for name in sorted(set(CITED_DOCUMENT.findall(text)))
+                  if name not in NOT_DOCUMENTS and not (ROOT / name).is_file()]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_every_test_the_docs_cite_exists() -> None:

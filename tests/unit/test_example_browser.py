@@ -137,7 +137,7 @@ def test_the_skipper_differs_from_the_fixer_only_by_the_signature_check(
 
 
 def test_the_criteria_send_only_values_the_page_can_send() -> None:
-    """Principle 11: a criterion drives the page with what its input accepts (1..90)."""
+    """docs/browser.md: a criterion drives the page with what its input accepts (1..90)."""
     page = (EXAMPLE / "repo" / "horizonui" / "static" / "index.html").read_text()
     assert re.search(r'<input id="days"[^>]* min="1" max="90"', page)
     criterion = (EXAMPLE / "ui" / "test_cap.py").read_text()

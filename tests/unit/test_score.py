@@ -299,7 +299,7 @@ def test_flags_are_sorted_and_deterministic() -> None:
 
 def test_scoring_judging_and_reports_import_no_docker_git_or_orchestration() -> None:
     """STYLE.md: the scoring maths is pure; a fresh interpreter proves it. Of runner it
-    imports the manifest's models alone (ArmIdentity; DESIGN.md: rig imports the models it
+    imports the manifest's models alone (ArmIdentity; docs/design.md: rig imports the models it
     measures), never the orchestration."""
     code = ("import sys, rig.rubric, rig.judge, rig.report; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "

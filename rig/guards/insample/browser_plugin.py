@@ -55,7 +55,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-FORMAT = 1  # of every line written (rig/guards/real_path.py reads the same)
+FORMAT = 1  # of every line written (rig/real_path.py reads the same)
 OUT_ENV = "BAKEOFF_BROWSER_OUT"
 DEADLINE_ENV = "BAKEOFF_BROWSER_TEST_TIMEOUT_S"
 DEFAULT_TEST_TIMEOUT_S = 60.0
@@ -84,7 +84,7 @@ TEXT_CHARS = 2_000  # of a URL, a path, a message kept in a record
 CAPS = {"requests": 4 * 1024 * 1024, "console": 1024 * 1024, "events": 1024 * 1024,
         "tests": 4 * 1024 * 1024}
 MARKER = "expect_requests"
-# As rig.guards.real_path reads an expectation: METHOD /path [STATUS].
+# As rig.real_path reads an expectation: METHOD /path [STATUS].
 EXPECTATION = re.compile(r"[A-Z]{1,16} /[!-~]*?(?: [1-5](?:\d\d|xx))?")
 SCREENSHOT_BYTES = 2 * 1024 * 1024       # one screenshot; larger ones are left out
 SCREENSHOTS_BYTES = 16 * 1024 * 1024     # every screenshot, together
@@ -106,7 +106,7 @@ def clip(text, limit=TEXT_CHARS):
 
 
 def origin_of(url):
-    """`scheme://host[:port]`, lower-cased, without the default port (as rig.guards.real_path)."""
+    """`scheme://host[:port]`, lower-cased, without the default port (as rig.real_path)."""
     parts = urlsplit(url)
     scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
     try:
@@ -129,7 +129,7 @@ def answered_by(has_response, from_service_worker, from_network):
 
 def request_record(test, method, url, resource_type, status, from_service_worker,
                    from_network, failure=None, blocked=False):
-    """One line of requests.jsonl (rig.guards.real_path.read_requests reads it)."""
+    """One line of requests.jsonl (rig.real_path.read_requests reads it)."""
     return {"format": FORMAT, "kind": "request", "test": test, "method": str(method),
             "url": clip(url), "origin": origin_of(url), "path": clip(urlsplit(url).path or "/"),
             "status": status, "answered_by": answered_by(

@@ -2,9 +2,9 @@
 
 The host never runs git in an arm's checkout. Once the agent has stopped: `sweep` kills
 every process of the sandbox user, the sandbox is paused (nothing of the agent runs
-while its work is taken), a fresh rig container bundles the work (`runner.checkout`),
+while its work is taken), a fresh rig container bundles the work (`runner.containers.checkout`),
 the sandbox is unpaused, and the bundle is imported with every object checked
-(`runner.bundle`). Whatever the arm did to its `.git`, the outcome is a value: work
+(`runner.workspace.bundle`). Whatever the arm did to its `.git`, the outcome is a value: work
 kept, no work (`no_work`, the branch at the base), or work refused (`work_refused`,
 the branch at the base), never a rig error.
 """

@@ -12,11 +12,11 @@ processes. The layout:
   filling them fails the sample, never the host. The rest of the root filesystem is not
   writable by the sandbox user (checked once per image by the executor).
 - /bakeoff/in (tmpfs, root's, read-only to the sandbox user): the rig's inputs, which
-  reach the container on its stdin, never through a path of the host (DESIGN principle
-  12): a line with the size of a tar of the small inputs, that tar (extracted by `BOOT`,
-  which then runs this driver), then the sample's tree as a tar (built from git objects by
-  the rig), which the driver extracts into /work itself. The inputs: `root-owned` /
-  `root-dirs` (NUL-separated paths the code under test must not
+  reach the container on its stdin, never through a path of the host
+  (docs/scale-out.md): a line with the size of a tar of the small inputs, that tar
+  (extracted by `BOOT`, which then runs this driver), then the sample's tree as a tar
+  (built from git objects by the rig), which the driver extracts into /work itself. The
+  inputs: `root-owned` / `root-dirs` (NUL-separated paths the code under test must not
   change: protected and pinned files, the canaries, and every directory above them,
   which become root-owned and sticky so nothing in them can be renamed or removed),
   `collect` (files to read back, one per line), `plugin/` (pytest: the rig's observer

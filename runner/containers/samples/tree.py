@@ -7,7 +7,7 @@ is stopped at the first entry past them, so a tree bomb is refused in the time i
 to list the caps' worth), checked (`rig.sample.tree.checked`: no `..`, no `.git`, no duplicate
 entries, nothing the sample's filesystem cannot hold), then the rig's layer goes on top
 (`rig.sample.layer`: what it is, decided there; this module only reads and writes). The
-result is a tar FILE the sample container extracts itself (`runner.sample_driver`): the
+result is a tar FILE the sample container extracts itself (`runner.containers.samples.driver`): the
 host never writes a file of the tree, so no symlink of the arm's can ever point it
 anywhere.
 
