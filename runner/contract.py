@@ -18,7 +18,7 @@ from runner.containers.images.prepared import Toolchain, node_for
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
 from runner.store import records
-from runner.store.files import experiment_dir, stage_dir
+from runner.store.layout import experiment_dir, stage_dir
 
 
 def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltImage,

@@ -44,7 +44,7 @@ from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod
-from runner.store.files import experiment_dir
+from runner.store.layout import experiment_dir
 from tests.integration.helpers import cleanup, git
 
 SECRET = f"sk-ant-bakeoff-{secrets.token_hex(12)}"
