@@ -14,7 +14,7 @@ import posixpath
 import re
 from collections.abc import Mapping, Sequence
 
-from rig.guards import inprocess, shell
+from rig.guards import binaries, inprocess, shell
 from rig.guards.canary import CANARY_RUNNERS, Canary, Seen
 
 
@@ -30,7 +30,15 @@ def plan(runner: str, token: str, paths: Sequence[str], command: str,
     anchor = _anchor(runner, paths, command, protected)
     if runner == "pytest":
         return _pytest(token, anchor)
-    return inprocess.plan(runner, token, anchor, paths, command, protected, text_of)
+    failing = shell.may_fail(command, runner)
+    if runner == "node-test":
+        return inprocess.node(token, anchor, paths, command, protected, text_of, failing)
+    if runner == "go-test":
+        return binaries.go(token, anchor, paths, command, protected, text_of, failing)
+    if runner in ("vitest", "jest"):
+        return inprocess.js_runner(runner, token, anchor, paths, command, protected, text_of,
+                                   failing)
+    return binaries.cargo(token, anchor, paths, command, protected, text_of, failing)
 
 
 def _is_test_file(runner: str, path: str) -> bool:
