@@ -31,7 +31,8 @@ from runner.containers import browser, images
 from runner.containers.engine import Engine
 from tests.integration.helpers import PlainReporter
 
-PLUGIN = Path(__file__).resolve().parent.parent / "rig" / "insample" / browser.PLUGIN_SOURCE
+PLUGIN = (Path(__file__).resolve().parent.parent / "rig" / "guards" / "insample"
+          / browser.PLUGIN_SOURCE)
 # The plugin with one part turned off: (what is replaced, by what).
 OFF = {
     "trace": ("context.tracing.start(title=session.test, screenshots=True, snapshots=True,"

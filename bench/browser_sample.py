@@ -29,8 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rig.oracle import SampleSpec, ServerSpec, run_sample
-from rig.record import BrowserAsked
+from rig.sample.oracle import run_sample
+from rig.sample.record import BrowserAsked
+from rig.sample.spec import SampleSpec, ServerSpec
 from runner.containers import browser, images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.samples import DockerSampleExecutor

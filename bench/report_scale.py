@@ -39,10 +39,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rig import rubric
-from rig.record import SampleCounts, SampleRecord
 from rig.report import Observation, Round, observation, round_of
 from rig.report.page import render_page
-from rig.verdict import Verdict
+from rig.sample.record import SampleCounts, SampleRecord
+from rig.sample.verdict import Verdict
 from rig.wire import WireSummary
 from runner.commands import evidence
 from runner.manifest import Arm

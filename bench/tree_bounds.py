@@ -29,7 +29,7 @@ MIB = 1024 * 1024
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from rig.oracle import SampleSpec
+from rig.sample.spec import SampleSpec
 from runner.containers.samples import tree as sample_tree
 
 def hwm():

@@ -1,4 +1,4 @@
-"""What an exit-code check's tripwire costs (`rig.tripwire`): `score.run_all` of one
+"""What an exit-code check's tripwire costs (`rig.guards.tripwire`): `score.run_all` of one
 compile check (`python3 -m compileall -q src`, 3 samples per arm) for N arms, with the
 tripwires (one extra container per arm) and without (`diagnose=False`), alternating.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rig.oracle import SampleSpec
+from rig.sample.spec import SampleSpec
 from runner.commands import score
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine

@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rig.oracle import SampleSpec, run_sample
+from rig.sample.oracle import run_sample
+from rig.sample.spec import SampleSpec
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine, Labels
 from runner.containers.images import prepared

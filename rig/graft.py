@@ -11,7 +11,7 @@ nothing that held before it holds less after it:
   code like any other: a sample measures the arm's (`rig.preflight.command_files`), so a
   graft of it is verified like any other. A grader's own script is `protected`, and a
   protected file is never grafted;
-- **harness** (`harness_paths`): a file a sample would pin to the base's (`rig.harness`:
+- **harness** (`harness_paths`): a file a sample would pin to the base's (`rig.guards.harness`:
   by name or place for every runner, by the import layout, named by a runner config, a
   Go `TestMain`) is never grafted: samples never obey it, but the branch is the next
   change's base, whose harness every later sample runs under;
@@ -32,13 +32,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rig import harness
-from rig import tree as tree_mod
-from rig.oracle import pass_rate
+from rig.guards import harness
 from rig.parsers.base import ID_SEPARATORS
-from rig.record import SampleRecord
-from rig.tree import Tree
-from rig.verdict import Verdict
+from rig.sample import tree as tree_mod
+from rig.sample.record import SampleRecord
+from rig.sample.tree import Tree
+from rig.sample.verdict import Verdict
+from rig.stats import pass_rate
 
 PASSING = frozenset({"passed", "xpassed"})
 LOST_KEPT = 20   # lost ids a record keeps per check
@@ -234,8 +234,8 @@ IN_CONTEXT = ("harness in the tree it would join (a package marker of a test dir
 def harness_paths(grafted: Tree, onto: Tree, importable: Iterable[str] = ()) -> dict[str, str]:
     """The paths where `grafted` differs from `onto` that are harness, each with why:
     by name or place, or because a sample of `grafted` run under `onto`'s harness would
-    pin them (`rig.harness.pin`; a directory when a whole package would go). Paths as
-    git holds them (`rig.tree.shown` prints them)."""
+    pin them (`rig.guards.harness.pin`; a directory when a whole package would go). Paths as
+    git holds them (`rig.sample.tree.shown` prints them)."""
     changed = sorted(p for p in {*grafted, *onto} if grafted.get(p) != onto.get(p))
     own = harness.own_conftests(grafted, onto)  # the arm's own, obeyed in its samples
     found = {p: BY_NAME for p in harness.touched(changed) if p not in own}

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rig.record import Allocation, SampleRecord, Usage
+from rig.sample.record import Allocation, SampleRecord, Usage
 
 NEAR = 0.10  # a sample within 10 % of its memory limit is near it
 # The files the driver dumps: a name with a slash is a v1 controller's (under

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 import subprocess
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from rig import harness
 from rig.errors import RigError
+from rig.guards import harness, shell
 
 SHELL_WORDS = frozenset({"cd", "export", "set", "exec", "env", "if", "for", "test", "[", "true",
                          "false", "while", "case", "!", "{", "(", "."})
@@ -46,9 +45,8 @@ class Command:
 
 def program_of(command: str) -> str | None:
     """The program a command runs first, when it is a plain PATH lookup."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
+    words = shell.split(command)
+    if words is None:
         return None
     words = [w for w in words if "=" not in w.split("/")[0]]  # skip VAR=value prefixes
     if not words or "/" in words[0] or words[0] in SHELL_WORDS:

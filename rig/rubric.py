@@ -5,7 +5,7 @@ Subjective dims (diagnosis, plan, code_quality, intent) are the judge's 0..5. Th
 weighted total and its max run over the dims that were actually scored: with judge =
 "none" (or no checks) the missing dims leave the total AND the max, and a caveat says so.
 
-An arm with any RIG_ERROR sample is invalid and never ranked (DESIGN.md principle 4):
+An arm with any RIG_ERROR sample is invalid and never ranked (docs/design.md principle 4):
 a rig fault is not a model failure, so its numbers are shown but not compared.
 """
 
@@ -19,9 +19,9 @@ from typing import Literal, Protocol
 
 from rig import headroom
 from rig.errors import RigError
-from rig.oracle import PassRate, pass_rate
-from rig.record import SampleRecord
-from rig.verdict import FailReason, Verdict
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import FailReason, Verdict
+from rig.stats import PassRate, pass_rate
 from rig.wire import WireSummary
 from runner.manifest import Arm, ArmIdentity
 

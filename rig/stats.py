@@ -9,7 +9,9 @@
   every arm's samples (seeded: `random.Random(seed)`, a bounded number of resamples), for
   the paired mean differences, the rank intervals and the share of resamples each arm
   ranks first;
-- `samples_needed`: samples per arm that would separate two observed rates.
+- `samples_needed`: samples per arm that would separate two observed rates;
+- `pass_rate`: one check's samples counted (`PassRate`), with the Wilson interval
+  (`wilson`) the reports give, rounded to `BOUND_PLACES`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import bisect
 import itertools
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Literal
@@ -29,20 +31,55 @@ SEED: Final = 33                   # the bootstrap's default seed: reproducible 
 RESAMPLES: Final = 1000            # its default (and most) resamples
 MAX_RESAMPLES: Final = 10_000
 _DIGITS: Final = 9                 # rates equal to 9 digits are equal (ranks)
+BOUND_PLACES: Final = 6            # a reported Wilson bound's decimals (`pass_rate`)
 
-Verdict = Literal["a_better", "b_better", "not_distinguishable"]
+Comparison = Literal["a_better", "b_better", "not_distinguishable"]  # which of two is better
 Counts = tuple[int, int]  # (passed, graded samples)
 
 
-def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of passed/n, unrounded, clamped to [0, 1]."""
+def wilson(passed: int, n: int, z: float = Z95, places: int | None = None
+           ) -> tuple[float, float]:
+    """The Wilson score interval of passed/n, clamped to [0, 1]; rounded to `places` when
+    given: at 0 or n passed the formula's bound is 0 or 1 up to a float's error (0/3 gave
+    5.55e-17), and a report must say 0."""
     if n <= 0:
         return 0.0, 1.0
     p = passed / n
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - spread), min(1.0, centre + spread)
+    low, high = max(0.0, centre - spread), min(1.0, centre + spread)
+    return (low, high) if places is None else (round(low, places), round(high, places))
+
+
+@dataclass(frozen=True)
+class PassRate:
+    """One check's samples counted: passed of n graded, the rate and its 95 % interval."""
+
+    passed: int
+    n: int
+    rate: float
+    low: float
+    high: float
+    flaky: bool
+    rig_errors: int
+
+    def text(self) -> str:
+        return f"{self.rate:.2f} [{self.low:.2f}, {self.high:.2f}] ({self.passed}/{self.n})"
+
+
+def pass_rate(verdicts: Iterable[str]) -> PassRate:
+    """Pass-rate over samples' verdicts (`rig.sample.outcome.Verdict`, a string: this
+    module imports nothing of rig); RIG_ERROR samples are counted apart (they measure
+    nothing)."""
+    seen = list(verdicts)
+    graded = [v for v in seen if v != "RIG_ERROR"]
+    passed = sum(1 for v in graded if v == "PASS")
+    n = len(graded)
+    rate = passed / n if n else 0.0
+    low, high = wilson(passed, n, places=BOUND_PLACES)
+    return PassRate(passed, n, rate, low, high, flaky=0 < passed < n,
+                    rig_errors=len(seen) - n)
 
 
 @dataclass(frozen=True)
@@ -54,11 +91,11 @@ class Difference:
     high: float
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> Comparison:
         return verdict_of(self.low, self.high)
 
 
-def verdict_of(low: float, high: float) -> Verdict:
+def verdict_of(low: float, high: float) -> Comparison:
     """"a_better" when the interval lies above 0, "b_better" below, else neither."""
     if low > 0:
         return "a_better"
@@ -210,7 +247,7 @@ class PairedResult:
     high: float
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> Comparison:
         return verdict_of(self.low, self.high)
 
 

@@ -76,7 +76,7 @@ class WireSummary(BaseModel):
 
 
 @dataclass(frozen=True)
-class Observation:
+class WireCheck:
     """The wire against the declaration."""
 
     model_observed: str | None
@@ -180,7 +180,7 @@ def _same_model(asked: str, answered: str | None) -> bool:
     return answered is None or answered == asked or answered.startswith(asked + "-")
 
 
-def observe(model: str, effort: str, lines: Sequence[Mapping[str, Any]]) -> Observation:
+def observe(model: str, effort: str, lines: Sequence[Mapping[str, Any]]) -> WireCheck:
     """The arm's declared `model` and `effort` against its forwarded requests."""
     sent = [line for line in lines if not line.get("refused")]
     own = [line for line in sent if line.get("model_requested") == model]
@@ -221,7 +221,7 @@ def observe(model: str, effort: str, lines: Sequence[Mapping[str, Any]]) -> Obse
     if refused:
         caveats.append(f"the gateway refused the arm's requests for provider-side tools "
                        f"that reach the internet ({refused})")
-    return Observation(_model_observed(own, model), observed,
+    return WireCheck(_model_observed(own, model), observed,
                        evidence(model, own, efforts, others), tuple(marks), tuple(caveats))
 
 

@@ -9,15 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import preflight, ratchet
+from rig import preflight
 from rig.contract import LockVersion
+from rig.sample import metric
 from runner import workspace
 from runner.containers.images import BuiltImage
 from runner.containers.images.prepared import Toolchain, node_for
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
 from runner.store import records
-from runner.store.files import experiment_dir, stage_dir
+from runner.store.layout import experiment_dir, stage_dir
 
 
 def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltImage,
@@ -123,7 +124,7 @@ def known_baselines(loaded: LoadedManifest, change: str,
     same way: the stage's own frozen value (same base commit and toolchain), else, for a
     later change, the previous change's: as its merge moved it, else as it was frozen.
     Never lowered: a recorded movement in the worse direction is ignored. The others
-    are measured on the base at `up` (`runner.stage.prove`)."""
+    are measured on the base at `up` (`runner.commands.up.prove`)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     ids = [c.id for c in loaded.manifest.changes]
     found: dict[str, Baseline] = {}
@@ -171,8 +172,8 @@ def _moved_to(move: records.RatchetMove, frozen: float, better: str | None) -> f
     """The value a merge record moved `frozen` to, if it is a move in the better direction."""
     if move.before != frozen or better not in ("higher", "lower"):
         return None
-    direction: ratchet.Better = "higher" if better == "higher" else "lower"
-    return move.after if ratchet.worse_by(move.after, frozen, direction) < 0 else None
+    direction: metric.Better = "higher" if better == "higher" else "lower"
+    return move.after if metric.worse_by(move.after, frozen, direction) < 0 else None
 
 
 def verify(toolchain: Toolchain, change: str) -> LockVersion | None:

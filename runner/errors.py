@@ -1,7 +1,7 @@
 """The root exception of `runner` and its subclasses.
 
 Every error a user can see says what was wrong, where, and what to do; the CLI prints
-``str(error)`` and exits with ``error.exit_code`` (DESIGN.md, "The command line").
+``str(error)`` and exits with ``error.exit_code`` (docs/design.md, "The command line").
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class SandboxUnavailableError(EngineError):
 
 class EngineFailedError(SandboxUnavailableError):
     """The engine broke under a call (a server error, a connection cut or refused): an
-    outage, never a refusal. A sample it cuts is run again (`rig.oracle.run_sample`)."""
+    outage, never a refusal. A sample it cuts is run again (`rig.sample.oracle.run_sample`)."""
 
 
 class EngineUnreachableError(SandboxUnavailableError):

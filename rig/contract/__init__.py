@@ -1,6 +1,6 @@
 """The contract: the grading, frozen at ``up`` with a hash, verified by every later command.
 
-DESIGN.md principle 1. `build_contract` turns a loaded manifest into a `Contract` (the
+docs/design.md principle 1. `build_contract` turns a loaded manifest into a `Contract` (the
 canonical grading content); `contract_sha256` hashes its `canonical_json`. `freeze`
 records it as a version of ``contract.lock.json`` in the experiment directory; `verify`
 refuses a current contract that differs from the latest frozen version, naming the

@@ -1,6 +1,6 @@
 r"""The typed result every parser returns: text in, `ParseResult` out, nothing else.
 
-`Counts` lives here (and is re-exported by `rig.verdict`) so that parsers never import
+`Counts` lives here (and is re-exported by `rig.sample.verdict`) so that parsers never import
 the verdict rules and the verdict rules can import the parser registry without a cycle.
 
 Every parser runs in time linear in its input, whatever the code under test prints

@@ -2,7 +2,7 @@
 
 For checks that are not test runners (`python -m compileall`, a linter, a typecheck, a
 build): no tests are expected, and the output never changes the verdict.
-`rig.verdict.decide` turns exit 0 into PASS and any other status into FAIL
+`rig.sample.verdict.decide` turns exit 0 into PASS and any other status into FAIL
 check_failed, except 126/127 (the command itself was not found or not executable: a rig
 error). What the reason says is read here: the last lines of the output, and the number
 of errors where the tool prints one (`Found 3 errors in 2 files.` of tsc, mypy and ruff;

@@ -72,7 +72,7 @@ def _summary_line(reading: _Reading, line: str) -> bool:
 
 def ended_early(name: str) -> str:
     """What a file node reported as one passing test says (a file that registers no test,
-    a helper node's patterns pick up, reads the same: `rig.canary.spared`)."""
+    a helper node's patterns pick up, reads the same: `rig.guards.canary.spared`)."""
     return (f"node reported test file {name} as one passing test with no subtests: its "
             "process ended before reporting its tests")
 

@@ -22,7 +22,7 @@ from rig.parsers.base import (
     plain,
     word_counts,
 )
-from rig.tree import WORK
+from rig.sample.tree import WORK
 
 _SUMMARY = re.compile(
     r"^\s*Tests  (?P<body>no tests|(?:\d{1,9} [a-z]+ \| )*\d{1,9} [a-z]+ \(\d+\))\s*$"

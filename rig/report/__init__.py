@@ -1,6 +1,6 @@
 """The report: SCORECARD.md per change, RESULTS.md and OBSERVATION.json across changes.
 
-All pure: scores and the observation in, text out (DESIGN.md "Records").
+All pure: scores and the observation in, text out (docs/design.md "Records").
 """
 
 from rig.report.observation import (

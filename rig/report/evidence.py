@@ -17,7 +17,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 
 LOG_HEAD_BYTES: Final = 2 * 1024   # the start of a log the page shows
 LOG_TAIL_BYTES: Final = 4 * 1024   # ... and its end
@@ -202,7 +202,7 @@ class RoundEvidence:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class PageEvidence:
     """Everything the page shows beyond OBSERVATION.json; empty: the page from it alone.
     `reproduce`: the command line that re-creates a sample, without the sample's name."""
 

@@ -1,4 +1,4 @@
-"""OBSERVATION.json: the abc-comparison/v2 artifact, exactly as DESIGN.md "Records" lays out.
+"""OBSERVATION.json: the abc-comparison/v2 artifact, exactly as docs/design.md "Records" lays out.
 
     {"schema": "abc-comparison/v2", experiment, contract {..., sha256}, rounds[]}
     round: {change, base_commit, baseline {pass_rate, verdicts}, arms[], winner,
@@ -32,12 +32,12 @@ from pydantic import (
     model_validator,
 )
 
-from rig.oracle import PassRate
 from rig.persist import write_text_atomic
 from rig.report import pairs as pairs_mod
 from rig.report.pairs import Pair, Paired, RankInterval
 from rig.rubric import TIE_RULE, ArmScore, CheckResult, Tie, TieBreaker
-from rig.verdict import Verdict
+from rig.sample.verdict import Verdict
+from rig.stats import PassRate
 from rig.wire import WireSummary
 from runner.manifest import ArmIdentity
 
@@ -249,7 +249,7 @@ class Observation(_Model):
         return self
 
     def dump(self) -> str:
-        """The JSON text, keys as DESIGN.md names them ("schema", "from")."""
+        """The JSON text, keys as docs/design.md names them ("schema", "from")."""
         return self.model_dump_json(by_alias=True, indent=2) + "\n"
 
 

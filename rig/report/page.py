@@ -18,11 +18,11 @@ from typing import Final
 import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rig.record import SampleRecord
 from rig.report import charts, heatmap
-from rig.report.evidence import Evidence, RoundEvidence
+from rig.report.evidence import PageEvidence, RoundEvidence
 from rig.report.observation import Observation, Round
 from rig.rubric import DIMENSIONS, OBJECTIVE, TIE_RULE, describe_flag
+from rig.sample.record import SampleRecord
 
 CSP: Final = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 TESTS_SHOWN: Final = 20  # a sample's tests that did not pass, listed by id
@@ -192,16 +192,16 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def rounds_of(obs: Observation, evidence: Evidence) -> list[RoundView]:
+def rounds_of(obs: Observation, evidence: PageEvidence) -> list[RoundView]:
     terms = terms_of(obs)
     return [round_view(at, r, terms, evidence.rounds.get(r.change, RoundEvidence()))
             for at, r in enumerate(obs.rounds, 1)]
 
 
-def render_page(obs: Observation, evidence: Evidence | None = None,
+def render_page(obs: Observation, evidence: PageEvidence | None = None,
                 env: jinja2.Environment | None = None) -> str:
     """REPORT.html of `obs`; without `evidence`, from OBSERVATION.json alone."""
-    evidence = evidence or Evidence()
+    evidence = evidence or PageEvidence()
     template = (env or environment()).get_template("report.html.j2")
     return template.render(obs=obs, terms=terms_of(obs), evidence=evidence,
                            rounds=rounds_of(obs, evidence), judged=_judged(obs.rounds))

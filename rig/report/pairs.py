@@ -37,7 +37,7 @@ class Pair(_Model):
     b: str
     difference: float = Field(ge=-1, le=1)
     ci95: tuple[float, float]
-    verdict: stats.Verdict
+    verdict: stats.Comparison
     samples_needed: int | None = None  # per arm, to separate the rates; None: not asked
 
     def text(self) -> str:
@@ -65,7 +65,7 @@ class PairedPair(_Model):
     sign_p: float = Field(ge=0, le=1)
     mean_difference: float = Field(ge=-1, le=1)
     ci95: tuple[float, float]
-    verdict: stats.Verdict
+    verdict: stats.Comparison
 
     def text(self) -> str:
         return VERDICT_TEXT[self.verdict].format(a=self.a, b=self.b).replace(

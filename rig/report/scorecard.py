@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rig.ratchet import show
 from rig.report import headroom
 from rig.report import pairs as pairs_mod
 from rig.report.pairs import Pair
@@ -26,7 +25,8 @@ from rig.rubric import (
     describe_flag,
     places,
 )
-from rig.verdict import Verdict
+from rig.sample.metric import show
+from rig.sample.verdict import Verdict
 
 
 def cell(text: str) -> str:

@@ -1,4 +1,4 @@
-"""The `bakeoff-sandbox` command line (DESIGN.md, "The command line").
+"""The `bakeoff-sandbox` command line (docs/design.md, "The command line").
 
 Exit codes: 0 done; 1 an unexpected internal error; 2 bad input; 3 the measurement is
 invalid (a rig error, a missing image, a broken engine); 4 the frozen contract does not
@@ -31,9 +31,9 @@ from runner.commands import cleanup
 from runner.commands import demo as demo_mod
 from runner.commands import doctor as doctor_mod
 from runner.commands import down as down_mod
-from runner.commands import merge as stage_merge
-from runner.commands import report as reporting
-from runner.commands import run as loop
+from runner.commands import merge as merge_mod
+from runner.commands import report as report_mod
+from runner.commands import run as run_mod
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.containers import images
@@ -327,7 +327,7 @@ def merge_(
     """Best-of + verified grafts onto the experiment branch."""
     loaded = _load(file)
     chosen = change or state_mod.current_change(loaded)
-    record = stage_merge.merge_stage(Engine(), loaded, chosen, _say, base_arm=base,
+    record = merge_mod.merge_stage(Engine(), loaded, chosen, _say, base_arm=base,
                                      grafts=list(graft or []))
     out.print(str(record["note"]), markup=False)
 
@@ -337,13 +337,13 @@ def report(file: ManifestOpt = Path(DEFAULT_MANIFEST), open_page: Annotated[bool
         "--open", help="print REPORT.html's path; open it where a graphical browser exists")]
            = False) -> None:
     """RESULTS.md, OBSERVATION.json and REPORT.html across stages (stored records; no docker)."""
-    done = reporting.report(_load(file))
+    done = report_mod.report(_load(file))
     out.print(done.results_file.read_text(encoding="utf-8"), markup=False)
     _say(f"report: {done.results_file}, {done.observation_file}, {done.page_file} "
          f"({len(done.observation.rounds)} round(s))")
     if open_page:
         out.print(str(done.page_file), markup=False, soft_wrap=True)
-        _say("opened in the browser" if reporting.open_page(done.page_file) else
+        _say("opened in the browser" if report_mod.open_page(done.page_file) else
              "no graphical browser here: open that file in a browser (it needs no network)")
 
 
@@ -362,7 +362,7 @@ def run_(file: ManifestOpt = Path(DEFAULT_MANIFEST),
 def _run_loop(loaded: LoadedManifest, *, go_on: bool = False) -> None:
     arms = [a.id for a in loaded.manifest.arms]
     with DispatchView(err, arms) as view:
-        obs = loop.run(Engine(), loaded, _say, view, go_on=go_on)
+        obs = run_mod.run(Engine(), loaded, _say, view, go_on=go_on)
     directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     results = layout.results_file(directory)
     out.print(results.read_text(encoding="utf-8"), markup=False)
@@ -389,7 +389,7 @@ def demo(keep: Annotated[Path | None, typer.Option(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; turn our errors into one message and an exit code.
 
-    Every message goes through `err`, which redacts the arms' secrets (runner.terminal)."""
+    Every message goes through `err`, which redacts the arms' secrets (runner.cli.terminal)."""
     try:
         # Outside standalone mode, click returns an Exit's code instead of raising it.
         # An image of images/ that a command needs and nobody built is built on first

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from runner.cli.dispatch_view import DispatchView
 from runner.cli.terminal import err, load, out, redact
-from runner.commands.dispatch import DispatchReport, dispatch
+from runner.commands.dispatch.run import DispatchReport, dispatch
 from runner.containers.engine import Engine
 from runner.manifest import DEFAULT_MANIFEST
 

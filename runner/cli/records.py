@@ -1,6 +1,6 @@
 """`bakeoff-sandbox reproduce` and `bakeoff-sandbox rescore`: the commands.
 
-Registered in runner/cli.py.
+Registered in runner/cli/app.py.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from runner.cli.progress import ImageBuildView
 from runner.cli.terminal import err, out
 from runner.cli.terminal import load as load_manifest
-from runner.commands import report as reporting
+from runner.commands import report as report_mod
 from runner.commands import reproduce as rep
 from runner.commands import rescore as rescore_mod
 from runner.containers.engine import Engine
@@ -114,7 +114,7 @@ def rescore_command(
         out.print(rescore_mod.verdict_line(result), markup=False)
         _say(f"records: {result.directory} (RESCORE.md)")
     try:
-        done = reporting.report(loaded)
+        done = report_mod.report(loaded)
         _say(f"report: {done.results_file} (its Rescores section), {done.page_file}")
     except BadInputError as error:
         _say(f"RESULTS.md not regenerated ({error.message}); RESCORE.md has the rescore")

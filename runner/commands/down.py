@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rig.record import SampleRecord
-from rig.verdict import Verdict
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import Verdict
 from runner import workspace
 from runner.commands.dispatch import work
 from runner.commands.dispatch.record import (

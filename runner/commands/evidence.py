@@ -16,8 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
-from rig.outcome import Verdict
-from rig.record import SampleRecord
 from rig.report.evidence import (
     DIFF_LIMIT,
     LOG_HEAD_BYTES,
@@ -29,9 +27,9 @@ from rig.report.evidence import (
     PICTURES_PER_SAMPLE,
     ArmEvidence,
     Dispatch,
-    Evidence,
     LogExcerpt,
     MergeFacts,
+    PageEvidence,
     Picture,
     RoundEvidence,
     SampleEvidence,
@@ -42,6 +40,8 @@ from rig.report.evidence import (
     printable,
 )
 from rig.report.observation import ArmEntry, Observation, Round
+from rig.sample.outcome import Verdict
+from rig.sample.record import SampleRecord
 from runner import workspace
 from runner.commands.dispatch.record import load_record
 from runner.commands.score import records_of
@@ -169,13 +169,13 @@ def round_evidence(loaded: LoadedManifest, directory: Path, round_: Round,
         scorecard=link(directory, card) if card.is_file() else None)
 
 
-def collect(loaded: LoadedManifest, obs: Observation) -> Evidence:
+def collect(loaded: LoadedManifest, obs: Observation) -> PageEvidence:
     """Everything the page shows beyond `obs`, for every round of it."""
     directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     files = {"RESULTS.md": layout.results_file(directory),
              "OBSERVATION.json": layout.observation_file(directory)}
     limit = diff_limit(sum(len(r.arms) for r in obs.rounds))
-    return Evidence(
+    return PageEvidence(
         rounds={r.change: round_evidence(loaded, directory, r, limit) for r in obs.rounds},
         reproduce=f"bakeoff-sandbox reproduce -f {shlex.quote(str(loaded.path))}",
         files={label: link(directory, path) for label, path in files.items()

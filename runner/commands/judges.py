@@ -23,7 +23,7 @@ from rig import judge as judge_mod
 from rig import wire
 from rig.persist import write_text_atomic
 from rig.rubric import SUBJECTIVE, DimScore, JudgeScores
-from rig.tree import shown
+from rig.sample.tree import shown
 from runner import contract, workspace
 from runner.commands.dispatch.agents import CLI_ENV, gateway_env, judge_command
 from runner.containers import judge as judge_box

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from rig import graft as graft_mod
 from rig import ratchet, rubric
-from rig import tree as tree_mod
-from rig.record import SampleRecord
-from rig.tree import Tree, UnsafeTreeError
+from rig.sample import tree as tree_mod
+from rig.sample.record import SampleRecord
+from rig.sample.tree import Tree, UnsafeTreeError
 from runner import contract, workspace
 from runner.commands import score as score_mod
 from runner.commands import services

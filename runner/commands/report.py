@@ -26,7 +26,7 @@ from rig.report import (
 from rig.report import write_observation as write_obs
 from rig.report.page import render_page
 from runner.commands import evidence, rescore
-from runner.commands import merge as stage_merge
+from runner.commands import merge as merge_mod
 from runner.commands import score as score_mod
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -43,7 +43,7 @@ def _round(loaded: LoadedManifest, change: str) -> Round | None:
     if proof is None:
         return None
     arms = score_mod.stage_scores(loaded, change)
-    merged = stage_merge.load(loaded, change)
+    merged = merge_mod.load(loaded, change)
     winner = None if merged is None else merged.winner
     grafts = [] if merged is None else [_graft(g) for g in merged.grafts]
     decision = rubric.decide_winner(arms, loaded.manifest.contract.threshold)
@@ -109,7 +109,7 @@ def report(loaded: LoadedManifest) -> Reported:
     done = Reported(obs, layout.observation_file(directory), layout.results_file(directory),
                     layout.report_file(directory))
     write_obs(done.observation_file, obs)
-    # The latest rescore of each stage, when there is one (runner.rescore).
+    # The latest rescore of each stage, when there is one (runner.commands.rescore).
     write_text_atomic(done.results_file, render_results(obs) + rescore.results_section(loaded))
     write_text_atomic(done.page_file, render_page(obs, evidence.collect(loaded, obs)))
     return done

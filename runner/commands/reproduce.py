@@ -20,13 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.oracle import Execution, SampleSpec, ServerSpec, StackSpec, run_sample
+from rig.guards.tripwire import Finding
 from rig.parsers import UnknownParserError, get_parser
-from rig.ratchet import Ratchet
-from rig.record import SampleRecord
-from rig.tree import unshown
-from rig.tripwire import Finding
-from rig.verdict import Verdict
+from rig.sample.metric import Ratchet
+from rig.sample.oracle import run_sample
+from rig.sample.record import SampleRecord
+from rig.sample.spec import Execution, SampleSpec, ServerSpec, StackSpec
+from rig.sample.tree import unshown
+from rig.sample.verdict import Verdict
 from runner import workspace
 from runner.commands.score import METRIC_PARSER
 from runner.containers import database, images, sandbox
@@ -232,7 +233,7 @@ def spec_of(record: SampleRecord, loaded: LoadedManifest | None) -> SampleSpec:
 
 
 def _guard(record: SampleRecord) -> Finding | None:
-    """What the check's tripwire showed when the sample was graded (`rig.tripwire`): a
+    """What the check's tripwire showed when the sample was graded (`rig.guards.tripwire`): a
     replay is graded with it again."""
     seen = (record.canaries or {}).get("tripwire")
     if not isinstance(seen, dict) or "blind" not in seen:

@@ -21,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.oracle import run_sample
 from rig.persist import write_text_atomic
-from rig.record import SampleRecord
-from rig.verdict import Verdict
+from rig.sample.oracle import run_sample
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import Verdict
 from runner.commands import reproduce as rep
 from runner.containers import images
 from runner.containers.engine import Engine

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from rig.persist import write_text_atomic
 from rig.report import Observation
 from runner.commands import down as down_mod
-from runner.commands import merge as stage_merge
-from runner.commands import report as reporting
+from runner.commands import merge as merge_mod
+from runner.commands import report as report_mod
 from runner.commands import score as score_mod
 from runner.commands import services
 from runner.commands import up as up_mod
-from runner.commands.dispatch import DispatchReporter, dispatch
+from runner.commands.dispatch.run import DispatchReporter, dispatch
 from runner.containers.engine import Engine
 from runner.containers.images.prepared import Toolchain
 from runner.errors import RigErrorRoundError
@@ -57,7 +57,7 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     with rig errors stops here (`RigErrorRoundError`, before its merge) unless `go_on`
     (`--continue-on-rig-error`: recorded in the stage, flagged in every report)."""
     toolchain = toolchain or Toolchain(engine, loaded, say)
-    if stage_merge.load(loaded, change) is not None:
+    if merge_mod.load(loaded, change) is not None:
         say(f"{change}: already merged; skipping")
         return
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
@@ -84,7 +84,7 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
         write_text_atomic(layout.continued_file(score_mod.stage_path(loaded, change)),
                           json.dumps(errors, indent=2) + "\n")
     say(f"{change}: merge")
-    stage_merge.merge_change(engine, loaded, change, say, toolchain=toolchain)
+    merge_mod.merge_change(engine, loaded, change, say, toolchain=toolchain)
     down_mod.down(engine, loaded, say)
 
 
@@ -93,4 +93,4 @@ def run(engine: Engine, loaded: LoadedManifest, say: Say,
     toolchain = Toolchain(engine, loaded, say)
     for change in loaded.manifest.changes:
         run_change(engine, loaded, change.id, say, reporter, toolchain, go_on=go_on)
-    return reporting.report(loaded).observation
+    return report_mod.report(loaded).observation

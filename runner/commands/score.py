@@ -21,28 +21,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import harness, links, rubric, tripwire
 from rig import judge as judge_mod
-from rig import ratchet as ratchet_mod
-from rig import tree as tree_mod
+from rig import rubric
 from rig.contract import LockVersion
 from rig.errors import SampleInterruptedError
-from rig.oracle import (
-    PassRate,
-    SampleSpec,
-    ServerSpec,
-    StackSpec,
-    base_run,
-    pass_rate,
-    run_sample,
-    set_aside,
-)
+from rig.guards import harness, tripwire
 from rig.persist import write_text_atomic
-from rig.record import BrowserAsked, SampleRecord
+from rig.ratchet import RatchetError
 from rig.report import render_scorecard
 from rig.report.scorecard import BrowserEvidence
-from rig.tree import UnsafeTreeError
-from rig.verdict import Base
+from rig.sample import links, metric
+from rig.sample import tree as tree_mod
+from rig.sample.oracle import run_sample, set_aside
+from rig.sample.record import BrowserAsked, SampleRecord
+from rig.sample.recorded import Base, base_run
+from rig.sample.spec import SampleSpec, ServerSpec, StackSpec
+from rig.sample.tree import UnsafeTreeError
+from rig.stats import PassRate, pass_rate
 from runner import contract, workspace
 from runner.commands import judges, services
 from runner.commands.dispatch.record import load_record
@@ -59,7 +54,7 @@ from runner.workspace import merge
 
 Say = Callable[[str], None]
 SUCCESS = "success"
-METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.ratchet, not by a parser
+METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.sample.metric, not by a parser
 
 
 @dataclass(frozen=True)
@@ -200,7 +195,7 @@ class BaseRuns:
 
 
 class Tripwires:
-    """Each exit-code check's tripwire run (`rig.tripwire`) in one executor's image, once
+    """Each exit-code check's tripwire run (`rig.guards.tripwire`) in one executor's image, once
     per (commit, check), kept under the stage's `tripwires/` (`score`, `merge` and `oracle`
     share them: a commit scored once is not tripped again); the base's is run only when
     an arm's did not fail as planted."""
@@ -372,7 +367,7 @@ def arm_commits(loaded: LoadedManifest, change: str) -> dict[str, str]:
 
 def plans(loaded: LoadedManifest, change: str) -> list[CheckPlan]:
     """The success criterion, then every check; a ratchet is a check (its pass-rate counts
-    in the checks dim), graded on its metric by `rig.ratchet`, never by a parser."""
+    in the checks dim), graded on its metric by `rig.sample.metric`, never by a parser."""
     return [check_plan(loaded, change, SUCCESS),
             *(check_plan(loaded, change, c.name) if c.kind == "test"
               else CheckPlan(c.name, c.run, METRIC_PARSER, c.build)
@@ -380,7 +375,7 @@ def plans(loaded: LoadedManifest, change: str) -> list[CheckPlan]:
 
 
 def ratchet_of(loaded: LoadedManifest, check: str,
-               baselines: Mapping[str, float] | None) -> ratchet_mod.Ratchet | None:
+               baselines: Mapping[str, float] | None) -> metric.Ratchet | None:
     """The ratchet `check` graded against its frozen base value; None for a test check.
     `baselines` None: the base's own value is being measured (at `up`)."""
     for item in loaded.manifest.checks:
@@ -388,11 +383,11 @@ def ratchet_of(loaded: LoadedManifest, check: str,
             continue
         assert item.metric is not None and item.better is not None  # the manifest's rule
         if baselines is not None and check not in baselines:
-            raise ratchet_mod.RatchetError(
+            raise RatchetError(
                 f"ratchet {check!r} has no frozen base value in the stage's contract",
                 hint="run `bakeoff-sandbox up` with its proofs: it measures the base's value")
         base = None if baselines is None else baselines[check]
-        return ratchet_mod.Ratchet(item.metric, item.better, item.tolerance, base)
+        return metric.Ratchet(item.metric, item.better, item.tolerance, base)
     return None
 
 
@@ -431,7 +426,7 @@ def run_samples(toolchain: Toolchain, change: str, commits: dict[str, str], say:
 
 
 def redo(loaded: LoadedManifest, stage: Path, say: Say) -> list[str]:
-    """Set every arm's RIG_ERROR sample of the stage aside (`rig.oracle.set_aside`): no
+    """Set every arm's RIG_ERROR sample of the stage aside (`rig.sample.oracle.set_aside`): no
     longer a result, it runs again. The samples set aside."""
     found = []
     for arm in loaded.manifest.arms:
@@ -514,11 +509,11 @@ def dispatched(loaded: LoadedManifest, change: str, arm: Arm) -> rubric.Dispatch
 
 def harness_touched(loaded: LoadedManifest, change: str,
                     success: rubric.CheckResult) -> list[str]:
-    """The harness files the arm's commit changed (`rig.harness`: any runner's): by name
+    """The harness files the arm's commit changed (`rig.guards.harness`: any runner's): by name
     or place from its diff (listed capped: `merge.listed`, a tree bomb's is never read
     whole), and by layout or content as its samples pinned them (a test directory made a
     package, a module shadowing another, a file a runner config names); the base's were
-    used instead. As a record shows names (`rig.tree.shown`), at most HARNESS_SHOWN."""
+    used instead. As a record shows names (`rig.sample.tree.shown`), at most HARNESS_SHOWN."""
     record = next(iter(success.records), None)
     if record is None or record.commit == record.base_commit:
         return []
@@ -538,7 +533,7 @@ def harness_touched(loaded: LoadedManifest, change: str,
 
 
 def _obeyed(path: str, pinned: set[str]) -> bool:
-    """A conftest of the arm's own (`rig.harness.own_conftests`: in a directory the base
+    """A conftest of the arm's own (`rig.guards.harness.own_conftests`: in a directory the base
     does not have) that its samples kept: obeyed, not touched."""
     return path.endswith("/conftest.py") and tree_mod.shown(path, 300) not in pinned
 

@@ -23,9 +23,10 @@ from rig import contract as contract_mod
 from rig import preflight, ratchet
 from rig.contract import LockVersion
 from rig.errors import RigError
-from rig.oracle import PassRate, pass_rate
-from rig.record import SampleRecord
-from rig.verdict import Verdict
+from rig.sample import metric
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import Verdict
+from rig.stats import PassRate, pass_rate
 from runner import contract, workspace
 from runner.commands import down as down_mod
 from runner.commands import score as score_mod
@@ -487,7 +488,7 @@ def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, ch
             problems.append(error)
             continue
         measured[plan.name] = Baseline(value, f"measured on the base ({len(mine)} samples agree)")
-        say(f"ratchet {plan.name}: base value {ratchet.show(value)}")
+        say(f"ratchet {plan.name}: base value {metric.show(value)}")
     if problems:
         raise ratchet.RatchetError("; ".join(p.message for p in problems),
                                    hint=problems[0].hint)

@@ -1,6 +1,6 @@
-"""Tars for the engine's archive API, and their way back onto the host (DESIGN principle
-12: what a container needs or makes travels through the engine, never a path of this
-machine).
+"""Tars for the engine's archive API, and their way back onto the host
+(docs/scale-out.md: what a container needs or makes travels through the engine, never a
+path of this machine).
 
 `pack` builds one in memory whose entries carry their owner, mode and mtime: the engine
 applies them as it extracts, so no file on the host is ever chowned for a container.

@@ -134,7 +134,7 @@ def require_labels(labels: Labels, what: str) -> None:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """The isolation a backend enforces, each one a structural guarantee (DESIGN principle
+    """The isolation a backend enforces, each one a structural guarantee (docs/design.md principle
     6), never a convention: a backend without one refuses what needs it."""
 
     no_egress: bool                 # networks with no way out, not even to the host

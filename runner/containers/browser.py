@@ -13,7 +13,7 @@ and nothing of the rig listens there (Playwright talks to Chromium over a pipe).
 as the sandbox user with no capability, a read-only root, size-capped tmpfs for /tmp,
 HOME and the plugin's output directory, and a pids limit a browser can live in. Its
 command (`SCRIPT`) waits for the app's health, runs pytest with the rig's plugin
-(`rig/insample/browser_plugin.py`, loaded as `bakeoff_browser`, after pytest-base-url and
+(`rig/guards/insample/browser_plugin.py`, loaded as `bakeoff_browser`, after pytest-base-url and
 pytest-playwright and with no other plugin autoloaded) under a deadline, keeps the
 output's head and tail, and hands the output directory back as one `bakeoff-out:` line on
 its stdout, read with `read_outputs`, as the sample driver does.
@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from rig import canary as canary_mod
-from rig.canary import Canary
-from rig.record import BrowserAsked, BrowserRan
+from rig.guards import plant
+from rig.guards.canary import Canary
+from rig.sample.record import BrowserAsked, BrowserRan
 from runner.containers import images, sandbox
 from runner.containers.backend import ContainerEngine
 from runner.containers.engine import Bind, ContainerSpec, Engine, Labels, Resources, Tmpfs, Volume
@@ -53,7 +53,7 @@ IMAGE = "browser"
 ROOT = "/opt/browser"
 IDENTITY = f"{ROOT}/identity.json"
 PLUGIN_MODULE = "bakeoff_browser"
-PLUGIN_SOURCE = "browser_plugin.py"  # of rig/insample
+PLUGIN_SOURCE = "browser_plugin.py"  # of rig/guards/insample
 IN = "/bakeoff/in"                   # the rig's inputs: a read-only bind, or a volume
 PLUGIN_DIR = f"{IN}/plugin"
 CRITERION_DIR = f"{IN}/criterion"
@@ -211,7 +211,7 @@ def command(criterion: str, base_url: str, *, health: str = "/", wait_s: int = 3
 
 def plugin_source() -> bytes:
     """The rig's browser plugin (it runs inside the browser's container, never here)."""
-    return resources.files("rig.insample").joinpath(PLUGIN_SOURCE).read_bytes()
+    return resources.files("rig.guards.insample").joinpath(PLUGIN_SOURCE).read_bytes()
 
 
 def input_files(criterion: Mapping[str, bytes]) -> dict[str, bytes]:
@@ -328,7 +328,7 @@ def prepare(asked: BrowserAsked, directory: Path, token: str) -> Canary:
         raise SandboxUnavailableError(
             f"the browser criterion {asked.file} changed since the contract froze it",
             hint="restore it, or `up --refreeze` to grade with the new one")
-    canary = canary_mod.browser(token)
+    canary = plant.browser(token)
     write_inputs(directory, {criterion_name(asked): data, canary.path: canary.content})
     return canary
 
@@ -343,7 +343,7 @@ def kept(outputs: Outputs) -> dict[str, bytes]:
 def facts(files: Mapping[str, bytes], image: BuiltImage, identity: BrowserIdentity | None,
           base_url: str, limits: BrowserLimits) -> BrowserRan:
     """What the record says of a browser sample's browser (its files' names relative to
-    the sample's folder for them, `rig.oracle.browser_folder`)."""
+    the sample's folder for them, `rig.sample.oracle.browser_folder`)."""
     def lines(name: str, kinds: tuple[str, ...]) -> int:
         count = 0
         for line in files.get(name, b"").decode("utf-8", errors="replace").splitlines():

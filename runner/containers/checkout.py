@@ -3,14 +3,14 @@
 The checkout lives on the arm's tmpfs volume, mounted at /work in its sandbox. The host
 writes a bundle of the base commit's history (`workspace.base_bundle`) and a one-shot rig
 container turns it into the checkout as the sandbox user: `git init -b work`, fetch the
-bundle, `reset --hard` the base; no remote, no tag, no FETCH_HEAD, no reflog (DESIGN
+bundle, `reset --hard` the base; no remote, no tag, no FETCH_HEAD, no reflog (docs/design.md
 principle 6). The same container copies the image's HOME into the arm's HOME volume.
 
 The work leaves the same way (`take`): a fresh rig container with the checkout mounted
 READ-ONLY commits stranded edits and writes a bundle in a fresh repository of its own
 whose objects borrow the arm's (`objects/info/alternates`): the arm's config, hooks,
 index, fsmonitor and filters are never used. It reports what it found as small files in
-a directory only it mounts, never as text the arm could print; `runner.bundle` imports
+a directory only it mounts, never as text the arm could print; `runner.workspace.bundle` imports
 the bundle with every object checked.
 """
 

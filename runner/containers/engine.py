@@ -662,7 +662,7 @@ def _reap(proc: Any) -> None:
 def start_with(engine: Engine, container: Any, source: IO[bytes], what: str) -> None:
     """Start a container created with `stdin` and stream `source` to its stdin, then
     close it: inputs that travel through the engine's API, never a path of this machine
-    (DESIGN principle 12). A container that stops reading (or dies) ends the stream."""
+    (docs/scale-out.md). A container that stops reading (or dies) ends the stream."""
     engine.start(str(container.id), source, what=what)
 
 

@@ -1,7 +1,7 @@
 """The model gateway's container: one per `up`, the only door from a gateway arm to a
 model API.
 
-Nothing of it is a path of this machine (DESIGN principle 12), so it runs the same on a
+Nothing of it is a path of this machine (docs/scale-out.md), so it runs the same on a
 remote engine. The program, the stdlib package `gateway/`, is an image of ours (`image`:
 the python toolchain plus `COPY gateway/`, identified by the package's hash, built on
 first use on the engine that runs it). Its state is a volume on the engine's disk

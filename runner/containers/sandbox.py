@@ -216,7 +216,7 @@ class Finished:
 @dataclass(frozen=True)
 class Archive:
     """A tar the engine puts at `path` in a running container: the way in for inputs
-    without a host path (DESIGN principle 12). `path` is in a writable volume, since the
+    without a host path (docs/scale-out.md). `path` is in a writable volume, since the
     engine refuses a read-only root; a tmpfs volume keeps only what it gets while a
     container holds it, so the command waits for the archive's last file."""
 
@@ -267,7 +267,7 @@ FILL_TARGET = "/bakeoff/fill"  # where a filler or a reader mounts a volume
 def fill(engine: Engine, volume: str, image_id: str, labels: Labels,
          data: bytes | IO[bytes]) -> None:
     """Put a tar into one of our volumes on the engine's disk, through a container of
-    `image_id` that mounts it and never starts (DESIGN principle 12: files reach a
+    `image_id` that mounts it and never starts (docs/scale-out.md: files reach a
     container through the engine, never a path of this machine). A running container
     that mounts the volume read-only sees them at once."""
     keeper: Any = create_container(engine, _holder(volume, image_id, labels, "the filler"))

@@ -67,7 +67,7 @@ def key_provider(name: str) -> str | None:
 
 
 class ArmIdentity(BaseModel):
-    """The identity of an arm's measurement (DESIGN.md principle 9), declared once.
+    """The identity of an arm's measurement (docs/design.md principle 9), declared once.
 
     ``[[arms]]`` states it (`Arm`); the arm record, the rubric's `rig.rubric.ArmScore` and
     OBSERVATION.json's ``arms[]`` carry it unchanged. A subclass lists it after its own key

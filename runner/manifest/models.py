@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic.config import JsonDict
 
+from runner.manifest.expectation import ExpectationError, parse_expectation
 from runner.manifest.rules import RuleViolation, raise_if_any, rule_error
 
 PARSER_NAMES: tuple[str, ...] = (
@@ -497,7 +498,6 @@ class Success(Section):
     @field_validator("expect_requests")
     @classmethod
     def _expectations_read(cls, value: list[str]) -> list[str]:
-        from rig.real_path import ExpectationError, parse_expectation
         violations = []
         for index, text in enumerate(value):
             try:

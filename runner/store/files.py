@@ -19,13 +19,8 @@ from pydantic import BaseModel
 
 from rig.persist import write_text_atomic
 from runner.errors import ExperimentBusyError
-from runner.store.layout import STATE_ROOT as STATE_ROOT
-from runner.store.layout import experiment_dir as experiment_dir
-from runner.store.layout import lock_file
-from runner.store.layout import stage_dir as stage_dir
+from runner.store.layout import STATE_ROOT, lock_file
 
-# STATE_ROOT, experiment_dir and stage_dir are the layout's, re-exported for the modules
-# that still import them from here.
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -30,7 +30,7 @@
         merge/                     the grafts' and the head's verification (a sample root)
         rescore/<stamp>/           a `rescore`, with rescore.json, RESCORE.md (a sample root)
 
-A sample root holds `samples/<arm>/<check>/<n>.{json,log}` as `rig.oracle.sample_paths`
+A sample root holds `samples/<arm>/<check>/<n>.{json,log}` as `rig.sample.oracle.sample_paths`
 writes them (the rig writes the sample records, so it owns that one helper). No other
 module spells a name of this tree (`tests/unit/test_store.py` greps for them).
 """
@@ -40,8 +40,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from rig.oracle import RETRIED_DIR, SAMPLES_DIR
-from rig.oracle import sample_dir as sample_dir  # the rig writes the records: its helper
+from rig.sample.oracle import RETRIED_DIR, SAMPLES_DIR
+from rig.sample.oracle import sample_dir as sample_dir  # the rig writes the records: its helper
 
 STATE_ROOT = ".bakeoff"
 STAGES = "stages"
@@ -186,7 +186,7 @@ def diagnosis_dir(stage: Path, image_id: str) -> Path:
 
 def tripwire_dir(stage: Path, image_id: str, command: str, base_commit: str) -> Path:
     """The tripwire runs of one exit-code check's command on one base in one image
-    (`rig.tripwire`): a sample root (`samples/<commit>/<check>/1`), apart from the samples
+    (`rig.guards.tripwire`): a sample root (`samples/<commit>/<check>/1`), apart from the samples
     the rubric counts."""
     what = hashlib.sha256(f"{base_commit}\0{command}".encode()).hexdigest()[:12]
     return stage / "tripwires" / image_id[7:19] / what
@@ -262,7 +262,7 @@ def sample_checks(root: Path, arm: str) -> list[str]:
 
 def retried_attempts(root: Path, arm: str) -> list[Path]:
     """The records of an arm's sample attempts that were no result (cut by an outage, a
-    rig error set aside) under `root` (`rig.oracle.retried_dir`): never read as results."""
+    rig error set aside) under `root` (`rig.sample.oracle.retried_dir`): never read as results."""
     return sorted(samples_root(root).glob(f"{arm}/*/{RETRIED_DIR}/*.json"))
 
 

@@ -21,7 +21,7 @@ from pydantic import (
 
 from rig import graft as graft_mod
 from rig import ratchet
-from rig.verdict import Verdict
+from rig.sample.verdict import Verdict
 from runner.errors import BadInputError
 from runner.store import layout
 from runner.store.files import read_model, write_model
@@ -142,7 +142,7 @@ class Withheld(_Record):
     never harness; the winner is merged as it was measured: under the base's harness)."""
 
     arm: str = Field(validation_alias="from", serialization_alias="from")
-    paths: list[str]  # in escaped form (`rig.tree.shown`), the first `WITHHELD_KEPT`
+    paths: list[str]  # in escaped form (`rig.sample.tree.shown`), the first `WITHHELD_KEPT`
     count: int
     why: str
 

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rig import contract as contract_mod
-from rig.record import StackRecord
+from rig.sample.record import StackRecord
 from runner.errors import NotUpError
 from runner.manifest import LoadedManifest
 from runner.store import layout, records

@@ -5,8 +5,9 @@ because sample trees belong to the sandbox user while the orchestrator may be ro
 
 The host never runs git in an arm's checkout: the checkout is made inside the arm's
 volume from `base_bundle` (the base commit's history only: no rival's branch, no later
-commit, no tag, no remote; DESIGN principle 6), and the arm's work comes back as a
-bundle that `runner.bundle` imports with every object checked (`runner.checkout`).
+commit, no tag, no remote; docs/design.md principle 6), and the arm's work comes back as a
+bundle that `runner.workspace.bundle` imports with every object checked
+(`runner.containers.checkout`).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig import harness
-from rig import tree as tree_mod
+from rig.guards import harness
+from rig.sample import tree as tree_mod
 from runner import workspace
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -81,7 +81,7 @@ def merge(repo: Path, onto: str, commit: str, message: str) -> str:
 
 def changed(repo: Path, base: str, commit: str, limit: int = CHANGED_MAX) -> set[str]:
     """The paths `commit` changed from `base` (any name git allows: `-z`, undecodable
-    bytes kept as surrogates; `rig.tree.shown` prints them), at most `limit` (`listed`)."""
+    bytes kept as surrogates; `rig.sample.tree.shown` prints them), at most `limit` (`listed`)."""
     return set(listed(repo, base, commit, limit)[0])
 
 
@@ -107,7 +107,7 @@ def offered(repo: Path, base: str, winner: str, others: dict[str, str],
 
 
 def is_harness(path: str) -> bool:
-    """A path a merge never grafts by its name or place alone (`rig.harness`: any
+    """A path a merge never grafts by its name or place alone (`rig.guards.harness`: any
     runner's configuration, loader files, vendored and build output; bytecode)."""
     return bool(harness.touched([path]))
 

@@ -1,6 +1,6 @@
 """The set-up every adversarial grading test shares: a base whose protected success test
 fails, an attack commit on top, and samples through the real docker executor exactly as
-`runner.commands.score.run_all` runs them (`rig.oracle.run_sample` with `BaseRuns`).
+`runner.commands.score.run_all` runs them (`rig.sample.oracle.run_sample` with `BaseRuns`).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from typing import Any, Literal
 
 import pytest
 
-from rig import tree as tree_mod
-from rig.oracle import SampleSpec, ServerSpec, run_sample
-from rig.ratchet import Ratchet
-from rig.record import SampleRecord
+from rig.sample import tree as tree_mod
+from rig.sample.metric import Ratchet
+from rig.sample.oracle import run_sample
+from rig.sample.record import SampleRecord
+from rig.sample.spec import SampleSpec, ServerSpec
 from runner.commands.score import BaseRuns
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
@@ -100,7 +101,8 @@ class Usage:
 # `Lab.grade_apart`'s orchestrator: one sample, as `run_all` grades it, in a fresh process.
 PROBE = """import json, sys, time
 from pathlib import Path
-from rig.oracle import SampleSpec, run_sample
+from rig.sample.spec import SampleSpec
+from rig.sample.oracle import run_sample
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rig import real_path
+from rig.guards import real_path
 from runner.containers import browser, sandbox
 from runner.containers.engine import (
     LABEL_EXPERIMENT,

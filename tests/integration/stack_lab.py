@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.oracle import SampleSpec, StackSpec, run_sample
-from rig.record import SampleRecord
+from rig.sample.oracle import run_sample
+from rig.sample.record import SampleRecord
+from rig.sample.spec import SampleSpec, StackSpec
 from runner.commands.score import BaseRuns
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine

@@ -14,7 +14,8 @@ import pytest
 
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
-from runner.commands.dispatch import dispatch, load_record, record_dir
+from runner.commands.dispatch.record import load_record, record_dir
+from runner.commands.dispatch.run import dispatch
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage

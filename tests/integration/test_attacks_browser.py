@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from rig.oracle import SampleSpec, ServerSpec, run_sample
-from rig.record import BrowserAsked, SampleRecord
+from rig.sample.oracle import run_sample
+from rig.sample.record import BrowserAsked, SampleRecord
+from rig.sample.spec import SampleSpec, ServerSpec
 from runner.commands.score import BaseRuns
 from runner.containers import sandbox
 from runner.containers.browser import BrowserLimits

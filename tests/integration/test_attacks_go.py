@@ -160,7 +160,7 @@ def test_stdout_pipe_rewriting_the_protected_test_s_failure(lab: Lab, command: s
     it): a failing package with no failing test, or, when the binary's exit beats the
     pipe's reader to the real stdout, a protected test that never reported. (With the
     must-fail canary inside the protected package, as before, this was a PASS.) A command
-    naming the protected package alone gets no must-fail canary at all (`rig.gopackages`):
+    naming the protected package alone gets no must-fail canary at all (`rig.guards.gopackages`):
     the same."""
     code = init(REWRITER, IMPORTS) + """
 func rewrite(out *os.File, line string) {

@@ -7,8 +7,8 @@ Controls at the end: the honest fixer PASSes, a genuine rig fault is still RIG_E
 
 from __future__ import annotations
 
-from rig.oracle import ServerSpec
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
+from rig.sample.spec import ServerSpec
 from tests.integration.attack_lab import (
     BUG,
     CHECK,

@@ -11,7 +11,7 @@ import base64
 import hashlib
 from pathlib import Path
 
-from rig.oracle import ServerSpec
+from rig.sample.spec import ServerSpec
 from tests.integration.attack_lab import (
     BUG,
     HONEST,

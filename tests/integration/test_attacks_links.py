@@ -3,7 +3,7 @@
 A symlink is followed by the interpreter and skipped by `compileall` (and by many tools):
 a package linked to code elsewhere in the tree is imported at run time and never
 compiled. The rig lays every in-tree link out as a copy of what it leads to before its
-own layer goes on (`rig.links`); a link it cannot lay out is refused. Each test is one
+own layer goes on (`rig.sample.links`); a link it cannot lay out is refused. Each test is one
 route, graded through the real docker executor; the controls at the end PASS.
 """
 

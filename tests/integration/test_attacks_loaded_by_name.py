@@ -4,7 +4,7 @@ and checks are graded under the base's harness too.
 Python and pytest load more than conftest and ini files on their own: plugins through
 the entry points of any `*.dist-info` / `*.egg-info` on sys.path, the module a test's
 import resolves to (a package marker in a test directory, a stub first on sys.path),
-bytecode, files a step before pytest writes. `rig.harness` pins the layout to the base's
+bytecode, files a step before pytest writes. `rig.guards.harness` pins the layout to the base's
 (`pinned.removed` says what went); what appears at run time anyway is seen by the rig's
 observer (a conftest, an ini file or a plugin the base's run did not have). Each attack is
 one commit on a base whose protected test fails; each is graded as the success criterion
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from tests.integration.attack_lab import (
     BASE,
     CHECK,
@@ -114,7 +114,7 @@ LAYOUT_TWINS: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
 def test_honest_twin_the_same_layout_used_for_the_arm_s_own_tests_is_kept(
         shared_lab: Lab, name: str) -> None:
     """Issue 30: what cannot change how a base test is imported or collected is the arm's
-    (`rig.harness.own_conftests`, `_layout`): kept as committed, its tests counted, no
+    (`rig.guards.harness.own_conftests`, `_layout`): kept as committed, its tests counted, no
     anomaly (a kept conftest is laid out root-owned with the tree, so the observer knows
     it), as the criterion and as the `tests` check."""
     files, check_counts = LAYOUT_TWINS[name]

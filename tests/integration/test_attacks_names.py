@@ -2,7 +2,7 @@
 executor, the record and the command line without crashing anything. A name that is not
 UTF-8 (which crashed the oracle while it wrote the sample record), one with a newline,
 quotes, backslashes or control characters is laid out and graded honestly, and recorded
-in git's quoted form (`rig.tree.shown`); a name the sample's filesystem cannot hold (a
+in git's quoted form (`rig.sample.tree.shown`); a name the sample's filesystem cannot hold (a
 component over NAME_MAX, a path over PATH_MAX, a symlink `symlink()` refuses) is FAIL
 unsafe_work, the name shown escaped in the detail. Through the real executor, and through
 `bakeoff-sandbox oracle` (exit 0, a record for every tree).
@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rig.record import SampleRecord
-from rig.tree import shown
+from rig.sample.record import SampleRecord
+from rig.sample.tree import shown
 from tests.integration.attack_lab import (
     CHECK,
     HONEST,

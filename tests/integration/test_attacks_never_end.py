@@ -3,15 +3,15 @@ round. The deadline is root's (`timeout` runs as root around the sandbox user's 
 with the one capability it needs to end it: KILL), so nothing the command does can stop
 it; the driver reads back only regular files, non-blocking, never through a link; and a
 sample the host still had to stop is FAIL timeout unless the base's outlives it too
-(`rig.verdict` rule 7). Each attack is one commit on a base whose protected test fails.
+(`rig.sample.verdict` rule 7). Each attack is one commit on a base whose protected test fails.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from rig.ratchet import Ratchet
-from rig.record import SampleRecord
+from rig.sample.metric import Ratchet
+from rig.sample.record import SampleRecord
 from tests.integration.attack_lab import BASE, FIX, HONEST, Lab, attacking, verdict
 
 DEADLINE = 6  # seconds: the samples' own time limit

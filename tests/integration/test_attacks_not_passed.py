@@ -1,6 +1,6 @@
 """Issue 20, class 1: a test that did not pass is not a pass. The success criterion passes
 only when every test the base ran from the protected files ran and passed, by id, as the
-rig's observer saw it (`rig.verdict` rule 12); skipped, xfailed, deselected, errored,
+rig's observer saw it (`rig.sample.verdict` rule 12); skipped, xfailed, deselected, errored,
 aborted or uncollected is FAIL. Each attack is one commit on a base whose protected test
 fails, graded through the real docker executor as `score.run_all` grades it.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from tests.integration.attack_lab import BUG, FIND_CONFIG, PROTECTED, Lab, attacking, verdict
 
 TEST = f"{PROTECTED}::test_horizon"

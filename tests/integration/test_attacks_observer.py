@@ -1,11 +1,11 @@
 """Issue 20, classes 3 and 4: the observer is out of the contestant's reach, and targeted
 forgery from inside pytest's own process is caught.
 
-The verdict of a pytest sample rests on the rig's observer (`rig/insample/`): an audit
+The verdict of a pytest sample rests on the rig's observer (`rig/guards/insample/`): an audit
 hook installed before any code of the tree runs, which attests each test call it saw the
 rig's plugin make and streams MAC'd, numbered records to a root reader that tags each
 datagram with its sender's pid. Text the contestant prints, files it writes, datagrams it
-sends and reports it rewrites are compared with that and lose (`rig.verdict` rule 9).
+sends and reports it rewrites are compared with that and lose (`rig.sample.verdict` rule 9).
 Each attack is one commit on a base whose protected test fails.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from tests.integration.attack_lab import (
     BUG,
     FIND_CONFIG,

@@ -6,8 +6,8 @@ FAIL broke_harness with the would-be rig reason in the detail.
 
 from __future__ import annotations
 
-from rig.oracle import ServerSpec
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
+from rig.sample.spec import ServerSpec
 from tests.integration.attack_lab import (
     CHECK,
     HONEST,

@@ -140,7 +140,7 @@ def test_a_250_megabyte_file_a_sample_can_hold(lab: Lab) -> None:
 
 
 def test_many_medium_files(lab: Lab) -> None:
-    """300 distinct files of 1 MiB (300 MB; each just at `rig.tree.INLINE`): more than
+    """300 distinct files of 1 MiB (300 MB; each just at `rig.sample.tree.INLINE`): more than
     the bytes a tree's reader holds (24 MiB), so most stream at tar time; graded honestly,
     RSS growth < 200 MB."""
     files = {b"m%04d.bin" % i: (FILE, blob(lab.repo, b"%08d\n" % i * (1024 * 1024 // 9)
@@ -179,7 +179,7 @@ def test_twenty_thousand_printing_tests_flooding_the_observer(lab: Lab) -> None:
 def test_thirty_thousand_directories_of_conftests_and_ini_files(lab: Lab) -> None:
     """30,000 new directories each with a conftest.py and a pytest.ini (90,000 entries:
     under max_files): each ini file is harness the base has not and is removed, each
-    conftest is the arm's own (a new directory: `rig.harness.own_conftests`). Pinning was
+    conftest is the arm's own (a new directory: `rig.guards.harness.own_conftests`). Pinning was
     a scan of the tree per file (minutes); now linear: the honest failure, the record
     naming the first 1000 removed and a count, RSS growth < 200 MB."""
     directory = tree(lab.repo, {b"conftest.py": (FILE, blob(lab.repo, b"import os\n")),

@@ -1,7 +1,7 @@
 """Adversarial grading, class 9 (issue 20): an exit-code check gets a canary too.
 
 `python -m compileall -q src` reports nothing but its exit status. Once per (arm, check)
-`score.run_all` runs the check with tripwires planted (`rig.tripwire`: a syntax error in
+`score.run_all` runs the check with tripwires planted (`rig.guards.tripwire`: a syntax error in
 every directory compileall walks) in a fresh container: it must fail, naming each of
 them. When it does not while the base's run does, the tool was made blind on the arm's
 tree and the check's passing samples are FAIL tampered. Each attack below blinds
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rig import tripwire
-from rig.record import SampleRecord
+from rig.guards import tripwire
+from rig.sample.record import SampleRecord
 from runner.commands import score
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine

@@ -4,7 +4,7 @@ internal network as the sandbox user; the browser's container joins its network
 namespace (uid 1000, no capability, read-only root, tmpfs, a pids limit of 512) and runs
 a pytest-playwright criterion against http://localhost:PORT. What the plugin hands back
 (requests, console errors, events, screenshots, trace.zip) is read as the rig will read
-it, and `expect_requests` is decided with `rig.real_path`."""
+it, and `expect_requests` is decided with `rig.guards.real_path`."""
 
 from __future__ import annotations
 
@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from rig import real_path
+from rig.guards import real_path
+from rig.guards.real_path import AnsweredBy
 from rig.parsers import get_parser
-from rig.real_path import AnsweredBy
 from runner.containers import browser, images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
+from runner.manifest.expectation import parse_expectation
 from tests.integration.browser_lab import BASE_URL, SPOOF, BrowserLab, BrowserRun, browser_lab
 
 ROOT = Path(__file__).resolve().parents[2]
-POST = real_path.parse_expectation("POST /api/horizon")
+POST = parse_expectation("POST /api/horizon")
 
 CAP = '''import os
 

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from runner.commands import demo, score
-from runner.commands import dispatch as dispatch_mod
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
 from runner.commands.dispatch import cli_settings
+from runner.commands.dispatch import run as dispatch_mod
 from runner.commands.dispatch.agents import (
     CLI_ENV,
     GEMINI_CLI_TEMPLATE,

@@ -29,26 +29,22 @@ import pytest
 
 from runner.commands import demo
 from runner.commands import up as up_mod
-from runner.commands.dispatch import (
-    GUARDRAILS,
+from runner.commands.dispatch.brief import BRIEF_PATH, GUARDRAILS, compose_brief
+from runner.commands.dispatch.process import leftovers
+from runner.commands.dispatch.record import (
     ArmRecord,
     ArmState,
-    DispatchReport,
-    SecretMissingError,
-    compose_brief,
-    dispatch,
     interrupted_branch,
     load_record,
     record_dir,
 )
-from runner.commands.dispatch.brief import BRIEF_PATH
-from runner.commands.dispatch.process import leftovers
+from runner.commands.dispatch.run import DispatchReport, SecretMissingError, dispatch
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod
-from runner.store.files import experiment_dir
+from runner.store.layout import experiment_dir
 from tests.integration.helpers import cleanup, git
 
 SECRET = f"sk-ant-bakeoff-{secrets.token_hex(12)}"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rig.record import SampleRecord
 from rig.report import read_observation
+from rig.sample.record import SampleRecord
 from runner.commands import demo
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from rig.oracle import ServerSpec
-from rig.record import SampleRecord
 from rig.rubric import check_result, flags, score_arm
+from rig.sample.record import SampleRecord
+from rig.sample.spec import ServerSpec
 from tests.integration.attack_lab import FIX, Lab, attacking
 from tests.unit.test_score import WEIGHTS, arm_of
 

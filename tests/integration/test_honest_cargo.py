@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from runner.containers.engine import Engine
 from tests.integration.attack_lab import Lab, counts, toolchain_lab, verdict
 

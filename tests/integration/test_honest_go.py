@@ -1,6 +1,6 @@
 """Honest work on a go test project (bakeoff/go, go 1.19) is measured as the arm's own:
 for every command shape a success criterion uses, the base FAILs and a correct fix PASSes
-with its exact counts (the canaries go where the command goes: `rig.gopackages`), and
+with its exact counts (the canaries go where the command goes: `rig.guards.gopackages`), and
 the honest twin of each attack of test_attacks_go.py (the same mechanism used honestly)
 keeps its tests and PASSes. One lab serves the module; one commit per variant.
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from runner.containers.engine import Engine
 from tests.integration.attack_lab import Lab, toolchain_lab, verdict
 
@@ -231,7 +231,7 @@ def test_a_new_test_package(grade: Graded) -> None:
 def test_a_test_main_in_a_new_package_is_the_arm_s(grade: Graded) -> None:
     """Honest twin of test_arm_test_main_exiting_zero: a TestMain for a new package's
     setup, in a file that holds a test too. It runs only that package's binary, so it is
-    kept (`rig.harness.go_test_main_is_harness`) and every test of the file runs."""
+    kept (`rig.guards.harness.go_test_main_is_harness`) and every test of the file runs."""
     main = """package clamp
 
 import (

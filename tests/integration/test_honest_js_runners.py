@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rig.outcome import Counts
-from rig.record import SampleRecord
+from rig.sample.outcome import Counts
+from rig.sample.record import SampleRecord
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import prepared

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from rig.ratchet import Ratchet
-from rig.record import SampleRecord
+from rig.sample.metric import Ratchet
+from rig.sample.record import SampleRecord
 from tests.integration.attack_lab import BASE, Lab, verdict
 
 APP = '''"""The program under test: cap() and its selftest."""

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from rig.outcome import Counts
-from rig.record import SampleRecord
+from rig.sample.outcome import Counts
+from rig.sample.record import SampleRecord
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
 from tests.integration.attack_lab import Lab, lab_for, verdict

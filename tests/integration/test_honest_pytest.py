@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from tests.integration.attack_lab import FIX, Files, Lab, counts, verdict
 
 PROTECTED = "tests/test_horizon.py"

@@ -22,7 +22,7 @@ from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.errors import ImageMissingError, SandboxUnavailableError
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod
-from runner.store.files import experiment_dir
+from runner.store.layout import experiment_dir
 from tests.integration.helpers import CORE, PlainReporter, cleanup, cli, git, make_target
 from tests.unit.test_dispatch_units import record as arm_record
 

@@ -37,11 +37,11 @@ import pytest
 from rig import graft
 from rig.report import Observation, read_observation
 from runner.commands import down as down_mod
-from runner.commands import merge as stage_merge
+from runner.commands import merge as merge_mod
 from runner.commands import report as report_mod
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
-from runner.commands.dispatch import dispatch
+from runner.commands.dispatch.run import dispatch
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
@@ -187,7 +187,7 @@ def merged(tmp_path_factory: pytest.TempPathFactory, engine: Engine,
         up_mod.up(engine, loaded, "first", say)
         dispatch(engine, loaded)
         score_mod.score(engine, loaded, "first", say)
-        record = stage_merge.merge_change(engine, loaded, "first", say)
+        record = merge_mod.merge_change(engine, loaded, "first", say)
         obs = report_mod.report(loaded).observation
         down_mod.down(engine, loaded, say)
         yield Merged(loaded, record, obs)
@@ -222,7 +222,7 @@ def test_harness_of_every_runner_is_never_grafted_and_the_winner_keeps_the_bases
     name), its checks/__init__.py (by layout: the test directory made a package) and A's
     setup.cfg: none is on the branch, each is named in merge.json with why."""
     assert [(w.arm, w.paths, w.count, w.why) for w in merged.record.withheld] == [
-        ("A", ["setup.cfg"], 1, stage_merge.WINNER_HARNESS),
+        ("A", ["setup.cfg"], 1, merge_mod.WINNER_HARNESS),
         ("B", HARNESS_B, 6, graft.BY_NAME),
         ("B", ["checks/__init__.py"], 1, graft.IN_CONTEXT)]
     on_branch = git(merged.repo, "ls-tree", "-r", "--name-only", merged.record.head).split()

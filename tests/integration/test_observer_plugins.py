@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from tests.integration.attack_lab import FIX, attacking, commit, oracle
 from tests.integration.helpers import git, make_target
 

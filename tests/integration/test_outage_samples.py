@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from rig.errors import SampleInterruptedError
-from rig.oracle import SampleSpec, run_sample, sample_paths
-from rig.record import SampleRecord
+from rig.sample.oracle import run_sample, sample_paths
+from rig.sample.record import SampleRecord
+from rig.sample.spec import SampleSpec
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, Engine
 from runner.containers.images import BuiltImage

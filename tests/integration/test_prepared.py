@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.verdict import Verdict
+from rig.sample.verdict import Verdict
 from runner.commands import score as score_mod
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels

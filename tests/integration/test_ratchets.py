@@ -24,13 +24,13 @@ import pytest
 
 from rig import contract as contract_mod
 from rig.errors import RigError
-from rig.record import SampleRecord
+from rig.sample.record import SampleRecord
 from runner.commands import demo
 from runner.commands import down as down_mod
-from runner.commands import merge as stage_merge
+from runner.commands import merge as merge_mod
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
-from runner.commands.dispatch import dispatch
+from runner.commands.dispatch.run import dispatch
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
@@ -98,7 +98,7 @@ def _cycle(engine: Engine, loaded: LoadedManifest, change: str) -> MergeRecord:
     up_mod.up(engine, loaded, change, say)
     dispatch(engine, loaded)
     score_mod.score(engine, loaded, change, say)
-    record = stage_merge.merge_change(engine, loaded, change, say)
+    record = merge_mod.merge_change(engine, loaded, change, say)
     down_mod.down(engine, loaded, say)
     return record
 

@@ -20,10 +20,11 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from rig.oracle import Execution, SampleSpec, run_sample
-from rig.ratchet import Ratchet
-from rig.record import SampleRecord
-from rig.verdict import Verdict
+from rig.sample.metric import Ratchet
+from rig.sample.oracle import run_sample
+from rig.sample.record import SampleRecord
+from rig.sample.spec import Execution, SampleSpec
+from rig.sample.verdict import Verdict
 from runner.commands import rescore
 from runner.commands import score as score_mod
 from runner.containers import images, sandbox

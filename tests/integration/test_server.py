@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rig.oracle import SampleSpec, ServerSpec, run_sample
+from rig.sample.oracle import run_sample
+from rig.sample.spec import SampleSpec, ServerSpec
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage

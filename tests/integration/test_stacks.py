@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.oracle import grade
+from rig.sample.oracle import grade
 from runner.commands import reproduce
 from runner.commands import up as up_mod
 from runner.containers import stacks as stack

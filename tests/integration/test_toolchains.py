@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rig.oracle import SampleSpec, run_sample
-from rig.record import SampleRecord
+from rig.sample.oracle import run_sample
+from rig.sample.record import SampleRecord
+from rig.sample.spec import SampleSpec
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.samples import DockerSampleExecutor

@@ -19,15 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from runner.commands import run as loop
+from runner.commands import run as run_mod
 from runner.commands import up as up_mod
-from runner.commands.dispatch import ArmRecord, ArmState, dispatch, load_record, record_dir
+from runner.commands.dispatch.record import ArmRecord, ArmState, load_record, record_dir
+from runner.commands.dispatch.run import dispatch
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod
-from runner.store.files import experiment_dir
+from runner.store.layout import experiment_dir
 from tests.integration.helpers import CORE, cleanup, cli, git, make_target
 
 HONEST = "echo 'VALUE = 2' > app.py && git add app.py && git commit -qm 'honest fix'"
@@ -256,7 +257,7 @@ def test_agent_that_deletes_its_git_is_scored_on_the_base_and_run_goes_on(
     assert [c for c in vandal.caveats if c.startswith("no_work")] == [
         "no_work: the checkout has no .git directory; the arm stands on the base commit"]
     assert record(loaded, "honest").commits == 1
-    assert loop.dispatched(loaded, "first")  # `run` goes on to scoring
+    assert run_mod.dispatched(loaded, "first")  # `run` goes on to scoring
     again = dispatch(engine, loaded, environ={})
     assert [o.skipped for o in again.outcomes] == [True, True]
 

@@ -1,5 +1,5 @@
 """Observer records as the rig's hook writes them and its root reader keeps them, for unit
-tests of `rig.observer` and the verdict rules (the real ones come from a sample: the
+tests of `rig.guards.observer` and the verdict rules (the real ones come from a sample: the
 integration tests)."""
 
 from __future__ import annotations

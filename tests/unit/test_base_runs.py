@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from rig.oracle import SampleSpec
-from rig.record import SampleRecord
-from rig.tripwire import Finding
+from rig.guards.tripwire import Finding
+from rig.sample.record import SampleRecord
+from rig.sample.spec import SampleSpec
 from runner.commands import score
 from tests.unit.test_score import record
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from docker.types import Mount
 
-from rig.insample import browser_plugin
+from rig.guards.insample import browser_plugin
 from runner.containers import browser
 from runner.containers.engine import Labels, container_args
 
@@ -86,7 +86,8 @@ def test_the_rigs_plugin_loads_last_and_nothing_autoloads() -> None:
 def test_the_inputs_hold_the_rigs_plugin_and_the_criterion_read_only(tmp_path: Path) -> None:
     browser.write_inputs(tmp_path, {"ui/test_cap.py": b"def test(): pass\n"})
     plugin = tmp_path / "plugin" / "bakeoff_browser.py"
-    assert plugin.read_bytes() == (ROOT / "rig" / "insample" / "browser_plugin.py").read_bytes()
+    source = ROOT / "rig" / "guards" / "insample" / "browser_plugin.py"
+    assert plugin.read_bytes() == source.read_bytes()
     assert (tmp_path / "criterion" / "ui" / "test_cap.py").read_bytes() == b"def test(): pass\n"
     assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.rglob("*") if p.is_file()} == {
         "0o644"}

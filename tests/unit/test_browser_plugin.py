@@ -1,4 +1,4 @@
-"""The rig's browser plugin (`rig/insample/browser_plugin.py`), its pure parts on the host:
+"""The rig's browser plugin (`rig/guards/insample/browser_plugin.py`), its pure parts on the host:
 who answered a request, the caps of its records, one trace per run made of each test's,
 and the settings it fixes. Its behaviour against a real page is proved in
 tests/integration/test_browser.py."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rig import real_path
-from rig.insample import browser_plugin as plugin
+from rig.guards import real_path
+from rig.guards.insample import browser_plugin as plugin
 
 
 @pytest.mark.parametrize(("has_response", "from_sw", "from_network", "who"), [
@@ -173,7 +173,7 @@ def run_plugin(tmp_path: Path, source: str) -> tuple[int, str, list[dict[str, ob
            "PYTHONPATH": str(root)}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-c", "/dev/null", "--rootdir", str(tmp_path),
-         "-p", "no:cacheprovider", "-p", "rig.insample.browser_plugin", "test_cap.py"],
+         "-p", "no:cacheprovider", "-p", "rig.guards.insample.browser_plugin", "test_cap.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
     tests = out / "tests.jsonl"
     lines = [json.loads(x) for x in tests.read_text().splitlines()] if tests.exists() else []

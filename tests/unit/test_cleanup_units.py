@@ -7,8 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from rig.record import SampleRecord
-from rig.verdict import Verdict
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import Verdict
 from runner.commands import cleanup
 from runner.containers.engine import LABEL_BUILD_OF, LABEL_IDENTITY, LABEL_IMAGE
 from runner.containers.images.inventory import Image, Inventory, experiment_plan, gc_plan

@@ -16,7 +16,7 @@ from rig.errors import RigError
 from runner import workspace
 from runner.cli.app import main
 from runner.cli.terminal import declared_secrets
-from runner.commands import report as reporting
+from runner.commands import report as report_mod
 from tests.integration.helpers import make_target
 
 SECRET = "tok-9f8e7d6c5b4a3210/+="
@@ -49,7 +49,7 @@ def test_a_git_failure_whose_stderr_holds_the_secret_prints_stars(
     def fails(_loaded: object) -> None:
         workspace.run_git(manifest.parent, "show", f"{SECRET}:app.py")
 
-    monkeypatch.setattr(reporting, "report", fails)
+    monkeypatch.setattr(report_mod, "report", fails)
     assert main(["report", "-f", str(manifest)]) == 1
     _, err = printed(capsys)
     assert err.startswith("error: git show ***:app.py failed in ")
@@ -70,7 +70,7 @@ def test_rig_and_internal_errors_holding_an_encoded_secret_print_stars(
     def fails(_loaded: object) -> None:
         raise error
 
-    monkeypatch.setattr(reporting, "report", fails)
+    monkeypatch.setattr(report_mod, "report", fails)
     assert main(["report", "-f", str(manifest)]) == code
     assert printed(capsys) == ("", shown)
 
@@ -80,7 +80,7 @@ def test_the_debug_traceback_is_redacted_too(manifest: Path, monkeypatch: pytest
     def fails(_loaded: object) -> None:
         raise KeyError(SECRET)
 
-    monkeypatch.setattr(reporting, "report", fails)
+    monkeypatch.setattr(report_mod, "report", fails)
     monkeypatch.setenv("BAKEOFF_DEBUG", "1")
     assert main(["report", "-f", str(manifest)]) == 1
     _, err = printed(capsys)
@@ -97,11 +97,11 @@ def test_results_and_progress_lines_holding_the_secret_print_stars(
     class Observation:
         rounds: list[object] = []
 
-    def report(_loaded: object) -> reporting.Reported:
-        return reporting.Reported(Observation(), Path(f"/obs/{SECRET}.json"),  # a stand-in
+    def report(_loaded: object) -> report_mod.Reported:
+        return report_mod.Reported(Observation(), Path(f"/obs/{SECRET}.json"),  # a stand-in
                                   results, Path(f"/page/{SECRET}.html"))
 
-    monkeypatch.setattr(reporting, "report", report)
+    monkeypatch.setattr(report_mod, "report", report)
     assert main(["report", "-f", str(manifest)]) == 0
     assert printed(capsys) == ("# results\nthe agent printed ***\n\n",
                                f"report: {results}, /obs/***.json, /page/***.html "

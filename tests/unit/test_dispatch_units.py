@@ -15,22 +15,22 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from rig import harness
+from rig.guards import harness
 from runner import workspace
 from runner.cli.dispatch import dispatch_command
 from runner.cli.dispatch_view import DispatchView
 from runner.commands import demo
-from runner.commands.dispatch import (
-    GUARDRAILS,
-    ArmRecord,
-    ArmState,
-    Redactor,
-    StreamRedactor,
-    process,
-)
+from runner.commands.dispatch import process
 from runner.commands.dispatch.agents import ADAPTERS, AdapterError, adapter_for, render_template
-from runner.commands.dispatch.brief import BRIEF_PATH, brief_dir, compose_brief, write_brief
-from runner.commands.dispatch.record import apply_effort_probe
+from runner.commands.dispatch.brief import (
+    BRIEF_PATH,
+    GUARDRAILS,
+    brief_dir,
+    compose_brief,
+    write_brief,
+)
+from runner.commands.dispatch.record import ArmRecord, ArmState, apply_effort_probe
+from runner.commands.dispatch.redact import Redactor, StreamRedactor
 from runner.commands.dispatch.run import SecretMissingError, _secrets
 from runner.commands.dispatch.work import parse_shortstat
 from runner.containers.engine import Engine
@@ -213,7 +213,7 @@ def test_brief_is_the_brief_file_then_the_guardrails(horizon: LoadedManifest) ->
 
 def test_brief_states_what_is_the_base_s_at_scoring_for_this_repository(
         horizon: LoadedManifest) -> None:
-    """Issue 30: the brief ends with `rig.harness.stated` of the base's tree and the
+    """Issue 30: the brief ends with `rig.guards.harness.stated` of the base's tree and the
     change's protected files (the example's: its two protected tests, its pyproject and
     .gitignore), so no rule that decides a verdict is one the arms were not given."""
     base = workspace.resolve_commit(horizon.repo_path, horizon.manifest.experiment.base)

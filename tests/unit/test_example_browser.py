@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rig import real_path
 from runner.manifest import Manifest
+from runner.manifest.expectation import parse_expectation
 from runner.manifest.issues import validation_issues
 from tests.unit.test_example_repo import clean_env
 
@@ -61,7 +61,7 @@ def test_the_manifest_validates_with_its_browser_criteria() -> None:
         assert success.browser is not None and (EXAMPLE / success.browser).is_file()
         assert success.command == f"browser {success.browser}"
         for expectation in success.expect_requests:
-            real_path.parse_expectation(expectation)
+            parse_expectation(expectation)
 
 
 @pytest.mark.parametrize(("success", "problems"), [
@@ -137,7 +137,7 @@ def test_the_skipper_differs_from_the_fixer_only_by_the_signature_check(
 
 
 def test_the_criteria_send_only_values_the_page_can_send() -> None:
-    """Principle 11: a criterion drives the page with what its input accepts (1..90)."""
+    """docs/browser.md: a criterion drives the page with what its input accepts (1..90)."""
     page = (EXAMPLE / "repo" / "horizonui" / "static" / "index.html").read_text()
     assert re.search(r'<input id="days"[^>]* min="1" max="90"', page)
     criterion = (EXAMPLE / "ui" / "test_cap.py").read_text()

@@ -12,10 +12,9 @@ from gateway.errors import Provider
 from rig.rubric import describe_flag
 from runner.commands import demo
 from runner.commands import up as up_mod
-from runner.commands.dispatch import ArmState
 from runner.commands.dispatch.agents import ADAPTERS, CODEX_PROVIDER, cli_env, gateway_env
 from runner.commands.dispatch.brief import BRIEF_PATH
-from runner.commands.dispatch.record import ArmRecord, apply_gateway
+from runner.commands.dispatch.record import ArmRecord, ArmState, apply_gateway
 from runner.containers import gateway as gateway_mod
 from runner.containers.backend import Labels
 from runner.errors import BadInputError, ManifestError

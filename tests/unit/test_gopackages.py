@@ -1,12 +1,12 @@
-"""`rig.gopackages`: the Go packages a `go test` command builds, read from the tree (where
-the go canaries go), and where `rig.inprocess` plants them for each command shape."""
+"""`rig.guards.gopackages`: the Go packages a `go test` command builds, read from the tree (where
+the go canaries go), and where `rig.guards.inprocess` plants them for each command shape."""
 
 from __future__ import annotations
 
 import pytest
 
-from rig import canary, gopackages, harness, inprocess
-from rig.tree import Entry, Kind
+from rig.guards import canary, gopackages, harness, inprocess, plant
+from rig.sample.tree import Entry, Kind
 
 PATHS = ["go.mod", "calc/calc.go", "calc/calc_test.go", "calc/deep/deep.go",
          "other/other.go", "other/other_test.go", "calc/testdata/x.go", "_tools/t.go",
@@ -79,7 +79,7 @@ def test_a_go_work_root_naming_its_modules_directories() -> None:
 
 
 def plan(command: str, protected: tuple[str, ...] = ("calc/calc_test.go",)) -> canary.Canary:
-    found = canary.plan("go-test", "ab12cd34", PATHS, command, protected, TEXT)
+    found = plant.plan("go-test", "ab12cd34", PATHS, command, protected, TEXT)
     assert found is not None
     return found
 
@@ -128,7 +128,7 @@ def test_the_sentinel_reprints_the_package_s_status_for_test2json() -> None:
 
 
 def test_a_command_it_cannot_read_gets_no_canaries() -> None:
-    assert canary.plan("go-test", "ab12cd34", PATHS, "go test calc/calc_test.go",
+    assert plant.plan("go-test", "ab12cd34", PATHS, "go test calc/calc_test.go",
                        ["calc/calc_test.go"], TEXT) is None
 
 
@@ -166,6 +166,6 @@ def test_a_generator_file_behind_an_ignore_constraint_does_not_name_the_package(
     text = {**TEXT, "other/a_gen.go": "//go:build ignore\n\npackage main\n"}
     assert set(inprocess.sources_needed("go-test", paths, ["calc/calc_test.go"])) >= {
         "other/a_gen.go", "other/other.go"}
-    found = canary.plan("go-test", "ab12cd34", paths, "go test ./calc ./other",
+    found = plant.plan("go-test", "ab12cd34", paths, "go test ./calc ./other",
                         ["calc/calc_test.go"], text)
     assert found is not None and found.content.startswith(b"package other\n")

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from rig import graft, harness
-from rig.record import SampleCounts, SampleRecord
+from rig import graft
+from rig.guards import harness
 from rig.rubric import FLAG_FILES, describe_flag, flags, score_arm
-from rig.tree import Entry, Kind
-from runner.commands import merge as stage_merge
+from rig.sample.record import SampleCounts, SampleRecord
+from rig.sample.tree import Entry, Kind
+from runner.commands import merge as merge_mod
 from runner.errors import BadInputError
 from runner.workspace import merge
 from tests.trees import write_files
@@ -390,7 +391,7 @@ class Loaded:
         self.repo_path = repo
 
 
-RULES = stage_merge.Never(frozenset({"tests/test_app.py", "scripts/lint.sh"}))
+RULES = merge_mod.Never(frozenset({"tests/test_app.py", "scripts/lint.sh"}))
 
 
 @pytest.mark.parametrize(("path", "message"), [
@@ -411,7 +412,7 @@ def test_an_asked_graft_of_harness_protected_or_unchanged_path_is_exit_2(
                                    "tests/test_app.py": "def test_app(): 1\n"}, "B")
     with pytest.raises(BadInputError, match=message.replace("(", r"\(").replace(")", r"\)")
                        ) as error:
-        stage_merge.requested(Loaded(repo), "first", [f"B:{path}"],  # type: ignore[arg-type]
+        merge_mod.requested(Loaded(repo), "first", [f"B:{path}"],  # type: ignore[arg-type]
                               {"B": other}, base, RULES)
     assert error.value.exit_code == 2
 
@@ -424,13 +425,13 @@ def test_an_asked_commit_leaves_its_harness_and_protected_files_out(repo: Path) 
                                    "tests/test_app.py": "def test_app(): 1\n",
                                    "scripts/check.sh": "exit 0\n",
                                    "scripts/lint.sh": "exit 0\n", "lib.py": "z = 1\n"}, "B")
-    found, withheld = stage_merge.requested(
+    found, withheld = merge_mod.requested(
         Loaded(repo), "first", [f"B:{other}"], {"B": other}, base,  # type: ignore[arg-type]
         RULES)
     assert found == [merge.Candidate("B", other, "lib.py"),
                      merge.Candidate("B", other, "scripts/check.sh")]
-    assert withheld == [("B", "scripts/lint.sh", stage_merge.PROTECTED),
-                        ("B", "tests/test_app.py", stage_merge.PROTECTED),
+    assert withheld == [("B", "scripts/lint.sh", merge_mod.PROTECTED),
+                        ("B", "tests/test_app.py", merge_mod.PROTECTED),
                         ("B", "vitest.config.mts", graft.BY_NAME)]
 
 

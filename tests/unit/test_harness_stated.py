@@ -1,11 +1,11 @@
-"""What the brief states of the harness (`rig.harness.stated`, issue 30): concretely, for
+"""What the brief states of the harness (`rig.guards.harness.stated`, issue 30): concretely, for
 the base's own tree, what every sample will take from the base, from the very predicates
-`rig.harness.pin` applies; and every rule that decides a verdict is in it."""
+`rig.guards.harness.pin` applies; and every rule that decides a verdict is in it."""
 
 from __future__ import annotations
 
-from rig import harness
-from rig.tree import Entry, Kind, Tree
+from rig.guards import harness
+from rig.sample.tree import Entry, Kind, Tree
 
 
 def file(text: str) -> Entry:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rig.headroom import NEAR, ArmHeadroom, SampleUse, arm_headroom, sections, usage
-from rig.record import Allocation, SampleRecord, Usage
 from rig.rubric import ArmScore, describe_flag, flags
+from rig.sample.record import Allocation, SampleRecord, Usage
 from tests.unit.test_score import record, scored
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"

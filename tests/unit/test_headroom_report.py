@@ -17,7 +17,7 @@ from rig.report import (
 )
 from rig.report.page import render_page
 from rig.rubric import ArmScore, decide_winner, flags
-from rig.verdict import Verdict
+from rig.sample.verdict import Verdict
 from tests.unit.html_page import numbers_compared, parse, values
 from tests.unit.test_headroom import used, with_records
 from tests.unit.test_report import CONTRACT

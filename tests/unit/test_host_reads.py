@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.tree import Caps, UnsafeTreeError
+from rig.sample.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import work
 from runner.commands.dispatch.redact import forms_of

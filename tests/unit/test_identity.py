@@ -1,4 +1,4 @@
-"""One `ArmIdentity` (DESIGN.md principle 9) serves the manifest arm, the arm record, the
+"""One `ArmIdentity` (docs/design.md principle 9) serves the manifest arm, the arm record, the
 rubric's ArmScore and OBSERVATION.json's arms[]; records and observations written before
 it load, and dump, unchanged."""
 

@@ -1,5 +1,5 @@
 """The canaries of node --test, go test and cargo in the protected tests' own process
-(`rig.inprocess`), how they are read back (`rig.canary.split`, `observe`), the verdict
+(`rig.guards.inprocess`), how they are read back (`rig.guards.canary.split`, `observe`), the verdict
 rules that rest on them, the toolchains' harness by place, and the `unguarded` notes in
 the record and the reports (class 11)."""
 
@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from rig import canary, harness, inprocess, verdict
-from rig.canary import Seen
+from rig.guards import canary, harness, inprocess, plant, shell
+from rig.guards.canary import Seen
 from rig.parsers import get_parser
 from rig.parsers.base import Counts, LocatedCase, ParseResult, TestCase, TestStatus, where_of
 from rig.report.results import integrity_lines
 from rig.report.scorecard import unguarded_lines
-from rig.tree import Entry, Kind
+from rig.sample import verdict
+from rig.sample.evidence import Evidence
+from rig.sample.recorded import Base
+from rig.sample.tree import Entry, Kind
 from tests.unit.test_report import build, round_one
 
 NODE_TEST = """const test = require('node:test');
@@ -29,7 +32,7 @@ NODE_PATHS = ["package.json", "src/cart.js", "test/cart.test.js"]
 
 
 def node_plan(command: str = "node --test") -> canary.Canary:
-    plan = canary.plan("node-test", "ab12cd34", NODE_PATHS, command, ["test/cart.test.js"],
+    plan = plant.plan("node-test", "ab12cd34", NODE_PATHS, command, ["test/cart.test.js"],
                        {"test/cart.test.js": NODE_TEST})
     assert plan is not None
     return plan
@@ -111,7 +114,7 @@ GO_PATHS = ["go.mod", "mathx/mathx.go", "mathx/mathx_test.go"]
 
 
 def test_go_gets_a_test_main_sentinel_in_the_protected_package() -> None:
-    plan = canary.plan("go-test", "ab12cd34", GO_PATHS, "go test ./...",
+    plan = plant.plan("go-test", "ab12cd34", GO_PATHS, "go test ./...",
                        ["mathx/mathx_test.go"], {"mathx/mathx_test.go": GO_TEST})
     assert plan is not None and plan.twins == ()
     (path, content), = plan.files
@@ -123,7 +126,7 @@ def test_go_gets_a_test_main_sentinel_in_the_protected_package() -> None:
 
 def test_go_package_with_its_own_test_main_gets_no_sentinel_and_says_so() -> None:
     paths = [*GO_PATHS, "mathx/main_test.go"]
-    plan = canary.plan("go-test", "ab12cd34", paths, "go test ./...", ["mathx/mathx_test.go"],
+    plan = plant.plan("go-test", "ab12cd34", paths, "go test ./...", ["mathx/mathx_test.go"],
                        {"mathx/mathx_test.go": GO_TEST,
                         "mathx/main_test.go": "package mathx\n\nfunc TestMain(m *testing.M) {}\n"})
     assert plan is not None and (plan.files, plan.sentinels) == ((), ())
@@ -143,7 +146,7 @@ CARGO_PATHS = ["Cargo.toml", "src/lib.rs", "tests/it.rs", "tests/common/mod.rs"]
 
 def cargo_plan(test: str = RUST_TEST, manifest: str = CARGO,
                command: str = "cargo test --no-fail-fast") -> canary.Canary:
-    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+    plan = plant.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
                        {"Cargo.toml": manifest, "tests/it.rs": test})
     assert plan is not None
     return plan
@@ -178,7 +181,7 @@ def test_cargo_terse_output_keeps_only_the_sentinel_and_says_so(command: str) ->
     --no-fail-fast nothing that fails can be planted: no canary test; the sentinel stays
     in the protected binary so its header still counts one test more than a forger's
     report of the protected tests."""
-    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+    plan = plant.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
                        {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
     assert plan is not None
     assert (plan.fail_name, plan.twins, len(plan.sentinels)) == (None, (), 1)
@@ -196,7 +199,7 @@ def test_cargo_terse_output_with_no_fail_fast_plants_the_must_fail_canaries(
     `failures:` list, so with --no-fail-fast the twins and the canary binary's must-fail
     test are planted (read from that list); no sentinel and no must-pass canary (a passing
     test is never named; the twins already make the header count more)."""
-    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
+    plan = plant.plan("cargo", "ab12cd34", CARGO_PATHS, command, ["tests/it.rs"],
                        {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
     assert plan is not None and plan.fail_name is not None
     assert (plan.pass_name, len(plan.twins), plan.sentinels) == ("", 2, ())
@@ -222,7 +225,7 @@ def test_cargo_terse_twins_are_read_from_the_failures_list() -> None:
     """Issue 30: under `cargo test --no-fail-fast -q` the twins fail as planted only when
     libtest's failures list names them; a forger's consistent report that does not (all
     dots, `ok`, exit 0) leaves them absent. The counts lose the planted failures."""
-    plan = canary.plan("cargo", "ab12cd34", CARGO_PATHS, "cargo test --no-fail-fast -q",
+    plan = plant.plan("cargo", "ab12cd34", CARGO_PATHS, "cargo test --no-fail-fast -q",
                        ["tests/it.rs"], {"Cargo.toml": CARGO, "tests/it.rs": RUST_TEST})
     assert plan is not None and plan.fail_name is not None
     parser = get_parser("cargo")
@@ -283,24 +286,24 @@ def test_cargo_protected_file_the_rig_cannot_root_is_said(test: str, manifest: s
 ])
 def test_must_fail_canaries_for_and_lists_whose_last_step_is_the_runner(
         command: str, runner: str, planted: bool) -> None:
-    assert canary.may_fail(command, runner) is planted
+    assert shell.may_fail(command, runner) is planted
 
 
 # -- the verdict -----------------------------------------------------------------------
 
 
-def go_run(sentinel: TestStatus, plan: canary.Canary) -> verdict.Evidence:
+def go_run(sentinel: TestStatus, plan: canary.Canary) -> Evidence:
     cases = (TestCase("m::TestClamp", TestStatus.PASSED),
              TestCase(f"m::{plan.sentinels[0]}", sentinel),
              TestCase(f"m/t::{plan.pass_name}", TestStatus.PASSED),
              TestCase(f"m/t::{plan.fail_name}", TestStatus.FAILED))
-    return verdict.Evidence(parser="go-test", exit_code=1, canary=plan, parsed=ParseResult(
+    return Evidence(parser="go-test", exit_code=1, canary=plan, parsed=ParseResult(
         counts=Counts(passed=3, failed=1), summaries=2, summed=True, tests=cases))
 
 
 def test_a_go_sentinel_reading_fail_under_a_passing_report_is_tampered() -> None:
     """The binary's TestMain saw a test fail; its output says every test passed."""
-    plan = canary.plan("go-test", "ab12cd34", GO_PATHS, "go test ./...",
+    plan = plant.plan("go-test", "ab12cd34", GO_PATHS, "go test ./...",
                        ["mathx/mathx_test.go"], {"mathx/mathx_test.go": GO_TEST})
     assert plan is not None
     honest = verdict.judge(go_run(TestStatus.PASSED, plan)).outcome
@@ -321,10 +324,10 @@ def test_by_id_reads_the_protected_test_not_its_twin() -> None:
              LocatedCase(plan.sentinels[0], TestStatus.PASSED, plan.marker),
              TestCase(plan.pass_name, TestStatus.PASSED), TestCase(plan.fail_name or "",
                                                                     TestStatus.FAILED))
-    evidence = verdict.Evidence(parser="node-test", exit_code=1, canary=plan, by_id=True,
+    evidence = Evidence(parser="node-test", exit_code=1, canary=plan, by_id=True,
                                 parsed=ParseResult(counts=Counts(passed=4, failed=3),
                                                    summaries=1, tests=cases))
-    base = verdict.Base("c/@base/success/1", verdict.Verdict.FAIL, "tests_failed",
+    base = Base("c/@base/success/1", verdict.Verdict.FAIL, "tests_failed",
                         tests=(verdict_test("applies discount"),
                                verdict_test('keeps "small" totals')))
     got = verdict.judge(evidence, base).outcome
@@ -332,20 +335,20 @@ def test_by_id_reads_the_protected_test_not_its_twin() -> None:
 
 
 def verdict_test(test_id: str) -> object:
-    from rig.observer import Status, Test
+    from rig.guards.observer import Status, Test
     return Test(test_id, Status.FAILED)
 
 
 @pytest.mark.parametrize("parser", ["junit"])
 def test_a_runner_without_canaries_is_marked_unguarded(parser: str) -> None:
-    evidence = verdict.Evidence(parser=parser, exit_code=0, parsed=ParseResult(
+    evidence = Evidence(parser=parser, exit_code=0, parsed=ParseResult(
         counts=Counts(passed=2), summaries=1))
     assert verdict.judge(evidence).unguarded == (verdict.UNCANARIED[parser],)
 
 
 def test_a_shell_list_s_missing_must_fail_canary_is_marked_unguarded() -> None:
-    plan = canary.plan("go-test", "ab12cd34", GO_PATHS, "go test ./... | tee log", [], {})
-    evidence = verdict.Evidence(parser="go-test", exit_code=0, canary=plan,
+    plan = plant.plan("go-test", "ab12cd34", GO_PATHS, "go test ./... | tee log", [], {})
+    evidence = Evidence(parser="go-test", exit_code=0, canary=plan,
                                 command="go test ./... | tee log",
                                 parsed=ParseResult(counts=Counts(passed=1), summaries=1))
     assert verdict.judge(evidence).unguarded[0].startswith(
@@ -400,7 +403,7 @@ VITEST_TEST = "import { describe, test, expect } from 'vitest';\ntest('totals', 
 
 
 def js_plan(runner: str, command: str, config: str = "{}") -> canary.Canary | None:
-    return canary.plan(runner, "ab12cd34", JS_PATHS, command, ["test/cart.vitest.test.mjs"],
+    return plant.plan(runner, "ab12cd34", JS_PATHS, command, ["test/cart.vitest.test.mjs"],
                        {"test/cart.vitest.test.mjs": VITEST_TEST, "package.json": config})
 
 
@@ -421,7 +424,7 @@ def test_no_js_canary_where_its_failure_could_stop_the_run(command: str, config:
     unguarded."""
     runner = "jest" if "jest" in command else "vitest"
     assert js_plan(runner, command, config) is None
-    evidence = verdict.Evidence(parser=runner, exit_code=0, parsed=ParseResult(
+    evidence = Evidence(parser=runner, exit_code=0, parsed=ParseResult(
         counts=Counts(passed=1), summaries=1))
     assert verdict.judge(evidence).unguarded == (
         f"no canary could be planted for this {runner} command: {verdict.NO_CANARY[runner]}",)

@@ -1,18 +1,23 @@
 """The pure half of the grader's defences: trees, the pinned harness, canaries, the
-observer's records, the differential rule, and how `rig.oracle.assess` puts them
+observer's records, the differential rule, and how `rig.sample.oracle.assess` puts them
 together (no docker)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rig import canary, harness, inprocess, observer, preflight, verdict
-from rig import tree as tree_mod
-from rig.canary import Evidence, Seen
-from rig.oracle import Execution, SampleSpec, assess
+from rig import preflight
+from rig.guards import canary, harness, inprocess, observer, plant
+from rig.guards.canary import CanaryReading, Seen
 from rig.parsers.base import Counts, ParseResult
-from rig.tree import Entry, Kind, UnsafeTreeError
-from rig.verdict import FailReason, RigErrorReason, Verdict
+from rig.sample import tree as tree_mod
+from rig.sample import verdict
+from rig.sample.evidence import Evidence
+from rig.sample.oracle import assess
+from rig.sample.recorded import Base
+from rig.sample.spec import Execution, SampleSpec
+from rig.sample.tree import Entry, Kind, UnsafeTreeError
+from rig.sample.verdict import FailReason, RigErrorReason, Verdict
 from tests.unit import observed
 
 
@@ -292,7 +297,7 @@ PATHS = ["src/app.py", "tests/test_h.py", "tests/test_other.py"]
 
 
 def test_pytest_canaries_sit_next_to_the_protected_test() -> None:
-    plan = canary.plan("pytest", "ab12", PATHS, "pytest -q tests/test_h.py",
+    plan = plant.plan("pytest", "ab12", PATHS, "pytest -q tests/test_h.py",
                        ["tests/test_h.py"], {})
     assert plan is not None
     assert (plan.path, plan.pass_name, plan.fail_name, plan.fail_expect) == (
@@ -302,9 +307,9 @@ def test_pytest_canaries_sit_next_to_the_protected_test() -> None:
 
 def test_go_canaries_are_a_package_of_their_own_beside_the_tests() -> None:
     """A must-fail canary inside a protected package's binary would explain its failing
-    status (rig.inprocess): the canary file is a package of its own."""
+    status (rig.guards.inprocess): the canary file is a package of its own."""
     paths = ["go.mod", "calc/calc.go", "calc/calc_test.go"]
-    plan = canary.plan("go-test", "cd34", paths, "go test ./...", [],
+    plan = plant.plan("go-test", "cd34", paths, "go test ./...", [],
                        {"calc/calc_test.go": "package calc_test\n\nimport \"testing\"\n"})
     assert plan is not None
     package = f"t{inprocess.suffix('cd34', 'package')}"
@@ -318,8 +323,8 @@ def test_go_canaries_are_a_package_of_their_own_beside_the_tests() -> None:
 def test_cargo_gets_a_must_fail_canary_only_with_no_fail_fast() -> None:
     paths = ["Cargo.toml", "src/lib.rs", "tests/it.rs"]
     text = {"Cargo.toml": "[package]\nname = \"x\"\n"}
-    fast = canary.plan("cargo", "ef56", paths, "cargo test", [], text)
-    full = canary.plan("cargo", "ef56", paths, "cargo test --no-fail-fast", [], text)
+    fast = plant.plan("cargo", "ef56", paths, "cargo test", [], text)
+    full = plant.plan("cargo", "ef56", paths, "cargo test --no-fail-fast", [], text)
     assert fast is not None and full is not None
     assert (fast.path, fast.fail_name, full.fail_name) == (
         f"tests/zz{inprocess.suffix('ef56', 'binary')}.rs", None,
@@ -330,7 +335,7 @@ def test_cargo_gets_a_must_fail_canary_only_with_no_fail_fast() -> None:
                                      "node --test | tee out", "node --test || exit 0"])
 def test_a_shell_list_gets_no_must_fail_canary(command: str) -> None:
     """A failing canary must never keep the rest of a shell list from running."""
-    plan = canary.plan("node-test", "0a0b", ["test/a.test.js"], command, [], {})
+    plan = plant.plan("node-test", "0a0b", ["test/a.test.js"], command, [], {})
     assert plan is not None and plan.fail_name is None and plan.twins == ()
     assert b"strictEqual(1, 2)" not in plan.content and plan.pass_name.encode() in plan.content
 
@@ -340,11 +345,11 @@ def test_a_shell_list_gets_no_must_fail_canary(command: str) -> None:
 def test_an_and_list_whose_last_step_is_the_runner_gets_a_must_fail_canary(command: str) -> None:
     """Class 11: a failing canary in the LAST step of an `&&` list changes only the exit
     status (read back by `exit_without`), so it is planted (where the command runs it)."""
-    plan = canary.plan("node-test", "0a0b", ["sub/test/a.test.js"], command, [], {})
+    plan = plant.plan("node-test", "0a0b", ["sub/test/a.test.js"], command, [], {})
     assert plan is not None and plan.fail_name is not None
 
 
-PYTEST_CANARY = canary.plan("pytest", "ab12", PATHS, "pytest -q tests", ["tests/test_h.py"], {})
+PYTEST_CANARY = plant.plan("pytest", "ab12", PATHS, "pytest -q tests", ["tests/test_h.py"], {})
 
 
 def test_honest_canaries_are_as_planted_and_counted_out() -> None:
@@ -368,7 +373,7 @@ def test_a_must_fail_canary_that_did_not_run_is_not_one_that_failed_as_planted()
 
 
 def test_the_must_fail_canary_is_taken_out_of_the_exit_code() -> None:
-    evidence = Evidence(True, Seen.PASSED, Seen.FAILED)
+    evidence = CanaryReading(True, Seen.PASSED, Seen.FAILED)
     assert canary.exit_without("go-test", 1, Counts(passed=3), evidence) == 0
     assert canary.exit_without("go-test", 1, Counts(passed=3, failed=1), evidence) == 1
     assert canary.exit_without("cargo", 101, Counts(passed=3), evidence) == 0
@@ -378,43 +383,43 @@ def test_the_must_fail_canary_is_taken_out_of_the_exit_code() -> None:
 # -- the differential rule -----------------------------------------------------------------
 
 
-def no_tests(parser: str = "go-test") -> verdict.Evidence:
+def no_tests(parser: str = "go-test") -> Evidence:
     """A run whose output reads as "no test ran" (a rig error the arm's code can cause)."""
-    return verdict.Evidence(parser=parser, exit_code=0, parsed=ParseResult(
+    return Evidence(parser=parser, exit_code=0, parsed=ParseResult(
         counts=Counts(), summaries=1))
 
 
 def test_a_rig_error_the_base_does_not_reproduce_is_the_arm_s_fail() -> None:
     alone = verdict.judge(no_tests())
     assert (alone.outcome.verdict, alone.needs_base) == (Verdict.RIG_ERROR, True)
-    base = verdict.Base("c/@base/tests/1", Verdict.FAIL, "tests_failed")
+    base = Base("c/@base/tests/1", Verdict.FAIL, "tests_failed")
     got = verdict.judge(no_tests(), base).outcome
     assert (got.verdict, got.reason) == (Verdict.FAIL, FailReason.broke_harness)
     assert got.detail.startswith("FAIL broke_harness (was no_tests_ran)")
 
 
 def test_a_rig_error_the_base_reproduces_stays_the_rig_s() -> None:
-    base = verdict.Base("c/@base/tests/1", Verdict.RIG_ERROR, "no_tests_ran")
+    base = Base("c/@base/tests/1", Verdict.RIG_ERROR, "no_tests_ran")
     got = verdict.judge(no_tests(), base).outcome
     assert (got.verdict, got.reason) == (Verdict.RIG_ERROR, RigErrorReason.no_tests_ran)
 
 
-GO_CANARY = canary.plan("go-test", "cd34", ["go.mod", "calc/calc_test.go"], "go test ./calc",
+GO_CANARY = plant.plan("go-test", "cd34", ["go.mod", "calc/calc_test.go"], "go test ./calc",
                         [], {"calc/calc_test.go": "package calc\n"})
 
 
 def test_canaries_missing_on_the_base_too_say_nothing() -> None:
     """`-k`, `--test NAME`, `-run` deselect them on the base as well: not tampering."""
     assert GO_CANARY is not None
-    passed = verdict.Evidence(parser="go-test", exit_code=0, canary=GO_CANARY,
+    passed = Evidence(parser="go-test", exit_code=0, canary=GO_CANARY,
                               parsed=ParseResult(counts=Counts(passed=3), summaries=1,
                                                  summed=True))
-    missing = Evidence(True, Seen.ABSENT, Seen.ABSENT).signature()
-    planted = Evidence(True, Seen.PASSED, Seen.FAILED).signature()
+    missing = CanaryReading(True, Seen.ABSENT, Seen.ABSENT).signature()
+    planted = CanaryReading(True, Seen.PASSED, Seen.FAILED).signature()
     assert verdict.judge(passed).needs_base
-    same = verdict.Base("b", Verdict.FAIL, "tests_failed", missing)
+    same = Base("b", Verdict.FAIL, "tests_failed", missing)
     assert verdict.judge(passed, same).outcome.verdict is Verdict.PASS
-    tampered = verdict.judge(passed, verdict.Base("b", Verdict.FAIL, "tests_failed",
+    tampered = verdict.judge(passed, Base("b", Verdict.FAIL, "tests_failed",
                                                   planted)).outcome
     assert (tampered.verdict, tampered.reason) == (Verdict.FAIL, FailReason.tampered)
 
@@ -480,7 +485,7 @@ def test_records_under_another_key_or_out_of_order_are_forged() -> None:
 def test_the_success_criterion_waits_for_the_base_and_wants_every_protected_test() -> None:
     base_tests = (observer.Test("tests/test_h.py::test_h", observer.Status.FAILED, True, True,
                                 True),)
-    base = verdict.Base("c/@base/success/1", Verdict.FAIL, "tests_failed", observed=True,
+    base = Base("c/@base/success/1", Verdict.FAIL, "tests_failed", observed=True,
                         sessions=1, inipath="/work/pyproject.toml",
                         plugins=("bakeoff_observer",), tests=base_tests)
     skipped = observed.Stream().session().config().item("tests/test_h.py::test_h", True)
@@ -508,8 +513,8 @@ def test_a_pass_whose_harness_removed_a_test_file_of_the_arm_s_says_so() -> None
     files the base's harness removed (a Go test file defining TestMain in a package of the
     base's goes whole, with its tests); a conftest removed from a PASS is not a test file,
     and a failure keeps naming what was not obeyed."""
-    from rig import oracle
-    from rig.outcome import FailReason, Outcome, Verdict
+    from rig.sample import oracle
+    from rig.sample.outcome import FailReason, Outcome, Verdict
 
     passed = Outcome(Verdict.PASS, None, "exit 0: 4 passed")
     dropped = harness.Pinned(removed=("calc/main_test.go", "tests/conftest.py"))

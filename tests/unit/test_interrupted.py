@@ -12,8 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from rig.errors import SampleInterruptedError
-from rig.oracle import Execution, SampleSpec, run_sample, sample_paths
-from rig.record import SampleRecord
+from rig.sample.oracle import run_sample, sample_paths
+from rig.sample.record import SampleRecord
+from rig.sample.spec import Execution, SampleSpec
 from runner.commands import score
 from runner.errors import OutageError
 from runner.store import layout

@@ -1,4 +1,4 @@
-"""What a JavaScript runner's command selects (`rig.js_selection`), and the node --test
+"""What a JavaScript runner's command selects (`rig.guards.js_selection`), and the node --test
 canaries planted only where it goes (issue 30: a command naming one file never ran the
 canary file, and the twins' failing status read as `exit_mismatch`)."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rig import canary, js_selection
+from rig.guards import canary, js_selection, plant
 
 PACKAGE = json.dumps({"scripts": {"test": "node --test test/cart.test.js"}})
 CANARY_FILE = "test/cart.abc123.test.cjs"
@@ -63,7 +63,7 @@ TEST = "const test = require('node:test');\ntest('applies discount', () => {});\
 
 def plan(command: str, paths: tuple[str, ...] = ("test/cart.test.js", "package.json"),
          extra: dict[str, str] | None = None) -> canary.Canary | None:
-    return canary.plan("node-test", "ab12cd34", list(paths), command, ["test/cart.test.js"],
+    return plant.plan("node-test", "ab12cd34", list(paths), command, ["test/cart.test.js"],
                        {"test/cart.test.js": TEST, "package.json": PACKAGE, **(extra or {})})
 
 
@@ -113,7 +113,7 @@ JS_TEST = "import { test } from 'vitest';\ntest('totals', () => {});\n"
 
 
 def js_plan(runner: str, command: str) -> canary.Canary | None:
-    return canary.plan(runner, "ab12cd34", JS_PATHS, command, ["test/cart.test.mjs"],
+    return plant.plan(runner, "ab12cd34", JS_PATHS, command, ["test/cart.test.mjs"],
                        {"test/cart.test.mjs": JS_TEST, "package.json": "{}"})
 
 

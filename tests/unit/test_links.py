@@ -1,4 +1,4 @@
-"""In-tree symlinks laid out as what they lead to (`rig.links`, issue 20 class 9): what a
+"""In-tree symlinks laid out as what they lead to (`rig.sample.links`, issue 20 class 9): what a
 tool that skips links sees is what a runtime that follows them sees, or the tree is
 refused. Each test is one layout a tree can hold, with the exact result."""
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from rig import harness, links
-from rig.links import Caps, Where
-from rig.oracle import SampleSpec
-from rig.tree import Entry, Kind, Tree, UnsafeTreeError, directories
+from rig.guards import harness
+from rig.sample import links
+from rig.sample.links import Caps, Where
+from rig.sample.spec import SampleSpec
+from rig.sample.tree import Entry, Kind, Tree, UnsafeTreeError, directories
 from runner.containers.samples import tree as sample_tree
 
 BROKEN = b"def clamp(x:\n    return x\n"

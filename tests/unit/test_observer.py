@@ -1,4 +1,4 @@
-"""`rig.observer.read` and the verdict rules that rest on it (rules 7, 9, 12), pure: the
+"""`rig.guards.observer.read` and the verdict rules that rest on it (rules 7, 9, 12), pure: the
 records a sample's root reader kept (built here as the hook writes them,
 `tests/unit/observed.py`) in, an observation and a verdict out."""
 
@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
-from rig import observer, verdict
-from rig.observer import Status
+from rig.guards import observer
+from rig.guards.observer import Status
 from rig.parsers.base import Counts, ParseResult, TestCase, TestStatus
-from rig.verdict import Base, Evidence, FailReason, RigErrorReason, Verdict
+from rig.sample import verdict
+from rig.sample.evidence import Evidence
+from rig.sample.recorded import Base
+from rig.sample.verdict import FailReason, RigErrorReason, Verdict
 from tests.unit import observed
 
 H = "tests/test_h.py::test_h"

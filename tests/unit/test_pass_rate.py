@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rig.oracle import pass_rate, wilson
-from rig.verdict import Verdict
+from rig.sample.verdict import Verdict
+from rig.stats import BOUND_PLACES, pass_rate, wilson
 
 P, F, R = Verdict.PASS, Verdict.FAIL, Verdict.RIG_ERROR
 
@@ -18,15 +18,17 @@ P, F, R = Verdict.PASS, Verdict.FAIL, Verdict.RIG_ERROR
 ])
 def test_wilson_interval_matches_the_textbook_values(passed: int, n: int, low: float,
                                                      high: float) -> None:
-    got = wilson(passed, n)
+    got = wilson(passed, n, places=BOUND_PLACES)
     assert got == (pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4))
 
 
 @pytest.mark.parametrize("n", range(1, 31))
 def test_all_or_none_passed_has_a_bound_of_exactly_0_or_1(n: int) -> None:
     """0/3 gave a lower bound of 5.551115123125783e-17 in OBSERVATION.json."""
-    assert wilson(0, n)[0] == 0.0 and wilson(n, n)[1] == 1.0
-    assert all(0.0 <= b <= 1.0 and round(b, 6) == b for k in range(n + 1) for b in wilson(k, n))
+    assert wilson(0, n, places=BOUND_PLACES)[0] == 0.0
+    assert wilson(n, n, places=BOUND_PLACES)[1] == 1.0
+    assert all(0.0 <= b <= 1.0 and round(b, 6) == b for k in range(n + 1)
+               for b in wilson(k, n, places=BOUND_PLACES))
 
 
 def test_partial_pass_rate_is_flaky_and_full_or_none_is_not() -> None:

@@ -18,7 +18,7 @@ from runner.containers.images import BuiltImage
 from runner.errors import ManifestError
 from runner.manifest import LoadedManifest, load_manifest
 from runner.manifest.protected import compile_glob, expand
-from runner.store.files import experiment_dir, stage_dir
+from runner.store.layout import experiment_dir, stage_dir
 from tests.integration.helpers import git, make_target
 
 FILES = frozenset({

@@ -8,13 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from rig import ratchet, verdict
-from rig.oracle import Execution, SampleSpec, assess, grade, record_of, run_sample
-from rig.ratchet import Movement, Ratchet, RatchetError
-from rig.record import SampleRecord
+from rig import ratchet
+from rig.ratchet import Movement, RatchetError
 from rig.report.scorecard import metric_text
 from rig.rubric import check_result
-from rig.verdict import FailReason, Outcome, RigErrorReason, Verdict
+from rig.sample import metric, verdict
+from rig.sample.evidence import Evidence
+from rig.sample.metric import Ratchet
+from rig.sample.oracle import assess, grade, record_of, run_sample
+from rig.sample.record import SampleRecord
+from rig.sample.spec import Execution, SampleSpec
+from rig.sample.verdict import FailReason, Outcome, RigErrorReason, Verdict
 from runner.contract import _moved_to
 from runner.store.records import RatchetMove
 
@@ -50,22 +54,22 @@ def rec(check: str, verdict: Verdict, value: float | None = None, n: int = 1,
 # --- extraction ------------------------------------------------------------------------
 
 def test_a_regex_metric_reads_its_named_group() -> None:
-    assert ratchet.extract(LINT, "a.py:1: unused import 'os'\nlint: 3 findings\n", {}) == 3.0
-    assert ratchet.extract(r"TOTAL.* (?P<value>[0-9.]+)%", "TOTAL 188 57 69.68%", {}) == 69.68
+    assert metric.extract(LINT, "a.py:1: unused import 'os'\nlint: 3 findings\n", {}) == 3.0
+    assert metric.extract(r"TOTAL.* (?P<value>[0-9.]+)%", "TOTAL 188 57 69.68%", {}) == 69.68
 
 
 def test_a_regex_that_matches_nothing_reads_no_value() -> None:
-    assert ratchet.extract(LINT, "1 passed in 0.01s\n", {}) is None
-    assert ratchet.extract(r"n=(?P<value>\w+)", "n=abc", {}) is None  # not a number
+    assert metric.extract(LINT, "1 passed in 0.01s\n", {}) is None
+    assert metric.extract(r"n=(?P<value>\w+)", "n=abc", {}) is None  # not a number
 
 
 def test_a_value_reported_twice_differently_is_no_value_but_twice_the_same_is() -> None:
-    assert ratchet.extract(LINT, "lint: 0 findings\nlint: 3 findings\n", {}) is None
-    assert ratchet.extract(LINT, "lint: 3 findings\nlint: 3 findings\n", {}) == 3.0
+    assert metric.extract(LINT, "lint: 0 findings\nlint: 3 findings\n", {}) is None
+    assert metric.extract(LINT, "lint: 3 findings\nlint: 3 findings\n", {}) == 3.0
 
 
 def test_coverage_json_reads_totals_percent_covered_of_the_file_the_command_wrote() -> None:
-    assert ratchet.extract(COVERAGE, "", {"cov.json": COVERAGE_JSON}) == 69.68085106382979
+    assert metric.extract(COVERAGE, "", {"cov.json": COVERAGE_JSON}) == 69.68085106382979
     assert Ratchet(COVERAGE, "higher").collect == ("cov.json",)
     assert Ratchet(LINT, "lower").collect == ()
 
@@ -74,7 +78,7 @@ def test_coverage_json_reads_totals_percent_covered_of_the_file_the_command_wrot
                                    {"cov.json": '{"totals": {"percent_covered": "70"}}'},
                                    {"other.json": COVERAGE_JSON}])
 def test_coverage_json_without_a_readable_total_is_no_value(files: dict[str, str]) -> None:
-    assert ratchet.extract(COVERAGE, '{"totals": {"percent_covered": 99.0}}', files) is None
+    assert metric.extract(COVERAGE, '{"totals": {"percent_covered": 99.0}}', files) is None
 
 
 # --- tolerance and direction -------------------------------------------------------------
@@ -92,20 +96,20 @@ def test_coverage_json_without_a_readable_total_is_no_value(files: dict[str, str
     (80.2, 80.3, "higher", 0.1, True),  # 80.3 - 0.1 rounds below 80.2: noise is no regression
 ])
 def test_passes_within_the_tolerance_in_the_better_direction(
-        value: float, base: float, better: ratchet.Better, tolerance: float, ok: bool) -> None:
-    assert ratchet.passes(value, base, better, tolerance) is ok
+        value: float, base: float, better: metric.Better, tolerance: float, ok: bool) -> None:
+    assert metric.passes(value, base, better, tolerance) is ok
 
 
 def test_show_prints_counts_whole_and_percentages_to_two_places() -> None:
-    assert [ratchet.show(v) for v in (3.0, 80.31914893617021, None)] == ["3", "80.32", "?"]
+    assert [metric.show(v) for v in (3.0, 80.31914893617021, None)] == ["3", "80.32", "?"]
 
 
 # --- one sample's verdict ------------------------------------------------------------------
 
 def grade_ratchet(r: Ratchet, *, exit_code: int | None, log: str, files: dict[str, str],
                   **kw: bool) -> Outcome:
-    """`rig.verdict`'s ratchet rule (8) on one sample."""
-    return verdict.judge(verdict.Evidence(parser="metric", exit_code=exit_code, log=log,
+    """`rig.sample.verdict`'s ratchet rule (8) on one sample."""
+    return verdict.judge(Evidence(parser="metric", exit_code=exit_code, log=log,
                                           files=files, ratchet=r, **kw)).outcome
 
 

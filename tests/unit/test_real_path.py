@@ -11,12 +11,13 @@ import json
 
 import pytest
 
-from rig import real_path
-from rig.insample import browser_plugin
-from rig.real_path import AnsweredBy, Expectation, ExpectationError, RequestRecord
+from rig.guards import real_path
+from rig.guards.insample import browser_plugin
+from rig.guards.real_path import AnsweredBy, RequestRecord
+from runner.manifest.expectation import Expectation, ExpectationError, parse_expectation
 
 APP = "http://localhost:4321"
-POST = real_path.parse_expectation("POST /api/horizon")
+POST = parse_expectation("POST /api/horizon")
 
 
 def line(method: str, url: str, status: int | None, *, sw: bool = False,
@@ -45,7 +46,7 @@ def finding(*lines: str, expectation: Expectation = POST) -> real_path.Finding:
 ])
 def test_an_expectation_reads_as_method_path_and_status(text: str,
                                                         expected: Expectation) -> None:
-    assert real_path.parse_expectation(text) == expected
+    assert parse_expectation(text) == expected
 
 
 @pytest.mark.parametrize("text", ["post /api/horizon", "POST api/horizon", "POST /x 600",
@@ -53,7 +54,7 @@ def test_an_expectation_reads_as_method_path_and_status(text: str,
                                   "POST /a b"])
 def test_an_expectation_that_does_not_read_is_refused_with_the_form_to_write(text: str) -> None:
     with pytest.raises(ExpectationError, match=r"is not METHOD /path \[STATUS\]"):
-        real_path.parse_expectation(text)
+        parse_expectation(text)
 
 
 def test_a_status_class_or_an_exact_status_is_what_is_accepted() -> None:
@@ -125,7 +126,7 @@ def test_the_query_string_is_not_part_of_the_path_and_the_method_must_match() ->
 
 
 def test_a_named_status_is_met_by_that_status_only() -> None:
-    rejected = real_path.parse_expectation("POST /api/horizon 422")
+    rejected = parse_expectation("POST /api/horizon 422")
     assert finding(line("POST", f"{APP}/api/horizon", 422), expectation=rejected).met
     assert not finding(line("POST", f"{APP}/api/horizon", 200), expectation=rejected).met
 
@@ -133,8 +134,8 @@ def test_a_named_status_is_met_by_that_status_only() -> None:
 def test_each_expectation_is_decided_on_its_own() -> None:
     read = records(line("GET", f"{APP}/api/passkeys/options", 200),
                    line("POST", f"{APP}/api/passkeys/verify", 401))
-    found = real_path.check([real_path.parse_expectation("GET /api/passkeys/options"),
-                             real_path.parse_expectation("POST /api/passkeys/verify")],
+    found = real_path.check([parse_expectation("GET /api/passkeys/options"),
+                             parse_expectation("POST /api/passkeys/verify")],
                             read, APP + "/")
     assert [f.met for f in found] == [True, False]
 
@@ -170,9 +171,9 @@ def test_the_plugin_and_the_rig_agree_on_an_origin(url: str, origin: str) -> Non
 
 
 def test_decide_reads_a_samples_requests_and_says_what_the_records_lacked() -> None:
-    """What the verdict reads (`rig.real_path.decide`): unmet expectations, and how many
+    """What the verdict reads (`rig.guards.real_path.decide`): unmet expectations, and how many
     lines were not a request or were dropped by the plugin's cap (neither ever meets)."""
-    from rig.real_path import decide
+    from rig.guards.real_path import decide
 
     lines = (b'not json\n{"format": 1, "kind": "truncated", "dropped": 7}\n'
              b'{"format": 1, "kind": "request", "test": "t", "method": "POST", '
@@ -275,7 +276,7 @@ def test_test_lines_that_do_not_read_are_counted_never_trusted() -> None:
                                   "POST /x 600", "POST /x 2XX", "POST /a b", "/api/horizon"])
 def test_the_plugins_marker_and_the_rig_read_an_expectation_alike(text: str) -> None:
     try:
-        real_path.parse_expectation(text)
+        parse_expectation(text)
         rig_reads = True
     except ExpectationError:
         rig_reads = False

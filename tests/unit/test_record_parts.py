@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rig.record import PARTS, SCHEMA, Asked, BrowserAsked, Graded, Ran, SampleRecord
+from rig.sample.record import PARTS, SCHEMA, Asked, BrowserAsked, Graded, Ran, SampleRecord
 
 STORED = Path(__file__).parent / "stored"  # written flat (v1) by commit 8003889
 

@@ -12,8 +12,13 @@ from collections.abc import Callable
 
 import pytest
 
-from runner.commands.dispatch import Redactor, StreamRedactor
-from runner.commands.dispatch.redact import BASE64_MIN_BYTES, MASK, forms_of
+from runner.commands.dispatch.redact import (
+    BASE64_MIN_BYTES,
+    MASK,
+    Redactor,
+    StreamRedactor,
+    forms_of,
+)
 
 # Chosen so that every encoding differs: '>' and '?' make '+' and '/' in standard base64
 # ('-' and '_' URL-safe); ' ', '/', '+', '&' and 'é' are escaped differently by each quote.

@@ -21,7 +21,7 @@ from rig.report import (
 )
 from rig.report.scorecard import graft_lines
 from rig.rubric import JUDGE_NONE_CAVEAT, TIE_RULE, ArmScore, decide_winner, flags, winner
-from rig.verdict import Verdict
+from rig.sample.verdict import Verdict
 from tests.unit.test_score import WEIGHTS, judged, scored
 
 SHA = "ab" * 32

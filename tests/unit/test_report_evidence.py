@@ -16,7 +16,6 @@ from urllib.parse import unquote
 
 import pytest
 
-from rig.record import BrowserRan
 from rig.report.evidence import (
     DIFF_FLOOR,
     DIFF_LIMIT,
@@ -27,6 +26,7 @@ from rig.report.evidence import (
     picture,
 )
 from rig.report.page import render_page
+from rig.sample.record import BrowserRan
 from runner.commands import evidence
 from runner.store import layout
 from runner.store.records import MergeRecord, save_merge

@@ -12,9 +12,9 @@ from rig.report import JudgeUsage, Observation
 from rig.report.evidence import (
     ArmEvidence,
     Dispatch,
-    Evidence,
     LogExcerpt,
     MergeFacts,
+    PageEvidence,
     Picture,
     RoundEvidence,
     SampleEvidence,
@@ -148,8 +148,8 @@ PLACES = ("diff", "commit message", "test name", "log head", "log tail", "reason
           "withheld path", "picture name")
 
 
-def hostile() -> Evidence:
-    """Evidence of round cap where every contestant-written field holds the payload."""
+def hostile() -> PageEvidence:
+    """The page's evidence of round cap where every contestant-written field holds the payload."""
     obs, samples = observed(), {}
     for entry in obs.rounds[0].arms:
         for name in [*entry.results.success.samples,
@@ -176,7 +176,7 @@ def hostile() -> Evidence:
     withheld = Withheld.model_validate({"from": "fix", "paths": [hostile_text("withheld path")],
                                         "count": 1, "why": "harness"})
     merge = MergeFacts(head="abc", note=hostile_text("merge note"), withheld=[withheld])
-    return Evidence({"cap": RoundEvidence({e.arm: arm for e in obs.rounds[0].arms}, samples,
+    return PageEvidence({"cap": RoundEvidence({e.arm: arm for e in obs.rounds[0].arms}, samples,
                                           merge)})
 
 
@@ -204,7 +204,7 @@ def test_an_embedded_picture_is_a_data_uri_image() -> None:
     remote = Picture("remote.png", "https://example.com/x.png")  # never made by `picture`
     samples = {**cap.samples, name: SampleEvidence(cap.samples[name].record, "x.json", None,
                                                    (png, remote))}
-    evidence = Evidence({"cap": RoundEvidence(cap.arms, samples, cap.merge)})
+    evidence = PageEvidence({"cap": RoundEvidence(cap.arms, samples, cap.merge)})
     images = parse(render_page(observed(), evidence)).starts("img")
     assert images == [{"src": "data:image/png;base64,iVBORw0KGgo=", "alt": "end.png"}]
 

@@ -10,7 +10,7 @@ import json
 from rig.report import Observation, observation, render_results, round_of
 from rig.report.pairs import Pair, RankInterval
 from rig.rubric import winner
-from rig.verdict import Verdict
+from rig.sample.verdict import Verdict
 from tests.unit.test_report import build, round_one, scorecard, scored
 
 

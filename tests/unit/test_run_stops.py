@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rig import rubric
-from runner.commands import run as loop
+from runner.commands import run as run_mod
 from runner.errors import RigErrorRoundError
 from runner.store import layout
 
@@ -27,14 +27,14 @@ def steps(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
         errors = [("first/B/success/2", "infra")] if change == "first" else []
         return [SimpleNamespace(rig_errors=[]), SimpleNamespace(rig_errors=errors)], None
 
-    monkeypatch.setattr(loop.stage_merge, "load", lambda loaded, change: None)
-    monkeypatch.setattr(loop, "dispatched", lambda loaded, change: True)
-    monkeypatch.setattr(loop.score_mod, "score", score)
-    monkeypatch.setattr(loop.score_mod, "stage_path", lambda loaded, change: tmp_path / change)
-    monkeypatch.setattr(loop.stage_merge, "merge_change",
+    monkeypatch.setattr(run_mod.merge_mod, "load", lambda loaded, change: None)
+    monkeypatch.setattr(run_mod, "dispatched", lambda loaded, change: True)
+    monkeypatch.setattr(run_mod.score_mod, "score", score)
+    monkeypatch.setattr(run_mod.score_mod, "stage_path", lambda loaded, change: tmp_path / change)
+    monkeypatch.setattr(run_mod.merge_mod, "merge_change",
                         lambda engine, loaded, change, say, toolchain: done.append(
                             f"merge {change}"))
-    monkeypatch.setattr(loop.down_mod, "down", lambda engine, loaded, say: None)
+    monkeypatch.setattr(run_mod.down_mod, "down", lambda engine, loaded, say: None)
     return done
 
 
@@ -44,7 +44,7 @@ LOADED = SimpleNamespace(path=Path("/repo/bakeoff.toml"), repo_path=Path("/repo"
 
 def run_both(go_on: bool) -> None:
     for change in ("first", "second"):
-        loop.run_change(None, LOADED, change, lambda _: None, None, object(),  # type: ignore[arg-type]
+        run_mod.run_change(None, LOADED, change, lambda _: None, None, object(),  # type: ignore[arg-type]
                         go_on=go_on)
 
 

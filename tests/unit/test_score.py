@@ -9,7 +9,6 @@ from collections.abc import Mapping
 import pytest
 
 from rig.errors import RigError
-from rig.record import SampleRecord
 from rig.rubric import (
     JUDGE_NONE_CAVEAT,
     NO_CHECKS_CAVEAT,
@@ -30,7 +29,8 @@ from rig.rubric import (
     score_arm,
     winner,
 )
-from rig.verdict import Verdict
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import Verdict
 from runner.manifest.arms import Arm
 from runner.manifest.models import Weights
 
@@ -299,7 +299,7 @@ def test_flags_are_sorted_and_deterministic() -> None:
 
 def test_scoring_judging_and_reports_import_no_docker_git_or_orchestration() -> None:
     """STYLE.md: the scoring maths is pure; a fresh interpreter proves it. Of runner it
-    imports the manifest's models alone (ArmIdentity; DESIGN.md: rig imports the models it
+    imports the manifest's models alone (ArmIdentity; docs/design.md: rig imports the models it
     measures), never the orchestration."""
     code = ("import sys, rig.rubric, rig.judge, rig.report; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "

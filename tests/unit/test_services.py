@@ -10,9 +10,8 @@ import docker
 import pytest
 
 from runner.commands import demo, services
-from runner.commands.dispatch import ArmRecord, ArmState
 from runner.commands.dispatch.brief import BRIEF_PATH
-from runner.commands.dispatch.record import save_record
+from runner.commands.dispatch.record import ArmRecord, ArmState, save_record
 from runner.commands.dispatch.redact import Redactor
 from runner.commands.services import Found, Step
 from runner.containers.engine import Engine

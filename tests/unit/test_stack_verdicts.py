@@ -1,12 +1,14 @@
-"""A stack that never gets healthy (rig.verdict rule 6): FAIL server_unhealthy for
+"""A stack that never gets healthy (rig.sample.verdict rule 6): FAIL server_unhealthy for
 the arm whose code broke it, RIG_ERROR infra when it is the base's own stack or the
 base's stack fails the same way. No docker."""
 
 from __future__ import annotations
 
-from rig.oracle import Execution, SampleSpec, StackSpec, assess
-from rig.record import StackRecord
-from rig.verdict import Base, FailReason, RigErrorReason, Verdict
+from rig.sample.oracle import assess
+from rig.sample.record import StackRecord
+from rig.sample.recorded import Base
+from rig.sample.spec import Execution, SampleSpec, StackSpec
+from rig.sample.verdict import FailReason, RigErrorReason, Verdict
 
 STACK = StackSpec("/m/compose/web.yml", "ab" * 32, 30)
 RECORD = StackRecord(file=STACK.file, sha256=STACK.sha256, project="bakeoff-x-1",

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from rig import stats
-from rig.oracle import wilson as oracle_wilson
 
 # Newcombe RG (1998) Statistics in Medicine 17:873-890, Table II, method 10 (score
 # interval without continuity correction): (a) to (f), 95 % limits to 4 places.
@@ -56,10 +55,14 @@ def test_nothing_graded_is_the_whole_interval() -> None:
     assert stats.newcombe((0, 0), (3, 3)) == stats.Difference(0.0, -1.0, 1.0)
 
 
-def test_the_wilson_bounds_are_the_oracles_unrounded() -> None:
+def test_the_reported_wilson_bounds_are_the_unrounded_ones_rounded() -> None:
+    """One Wilson interval (issue 35: the oracle had its own copy): what a pass-rate
+    reports is `wilson`'s bounds to `BOUND_PLACES`."""
     for passed, n in [(0, 3), (1, 3), (2, 3), (3, 3), (7, 19), (0, 1)]:
         low, high = stats.wilson(passed, n)
-        assert (round(low, 6), round(high, 6)) == oracle_wilson(passed, n)
+        assert (round(low, 6), round(high, 6)) == stats.wilson(passed, n, places=6)
+        rate = stats.pass_rate(["PASS"] * passed + ["FAIL"] * (n - passed))
+        assert (rate.low, rate.high) == (round(low, 6), round(high, 6))
 
 
 @pytest.mark.parametrize(("wins", "losses", "p"), [

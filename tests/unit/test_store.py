@@ -13,9 +13,11 @@ import pytest
 
 from rig.contract import LockVersion
 from rig.errors import RigError
-from rig.oracle import SampleSpec, pass_rate, sample_paths
 from rig.ratchet import Movement
-from rig.verdict import Verdict
+from rig.sample.oracle import sample_paths
+from rig.sample.spec import SampleSpec
+from rig.sample.verdict import Verdict
+from rig.stats import pass_rate
 from runner.commands import up as up_mod
 from runner.contract import Baseline
 from runner.store import layout
@@ -249,7 +251,7 @@ NAMES = {".bakeoff", "stages", "arms", "samples", "judge", "proofs", "diagnosis"
 PATH_CALLS = {"glob", "rglob", "joinpath", "with_name", "Path"}
 OWNER = "runner/store/layout.py"
 ALLOWED = {  # (module, name): why it may spell it
-    ("rig/oracle.py", "samples"): "the rig's one sample-path helper (it writes the records)",
+    ("rig/sample/oracle.py", "samples"): "the rig's one sample-path helper (it writes the records)",
     ("runner/commands/dispatch/work.py", "base.bundle"):
         "a file inside the work keeper's scratch folder (layout.keep_dir)",
     ("runner/containers/checkout.py", "base.bundle"): "a path inside the keeper container",

@@ -1,5 +1,5 @@
 """Trees bounded and names handled (issue 20, classes 6 and 7), the pure parts: what the
-sample's filesystem cannot hold (`rig.tree.checked`), the caps a listing is counted
+sample's filesystem cannot hold (`rig.sample.tree.checked`), the caps a listing is counted
 against (`Caps`), names in git's quoted form (`shown`, `clean`, `unshown`), equality of
 held and unheld entries, the directory index that keeps pinning linear, and the bounds
 of what a record keeps. No git, no docker."""
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from rig import harness
-from rig import tree as tree_mod
-from rig.harness import Pinned
-from rig.oracle import PINNED_KEPT, _pinned
-from rig.ratchet import JSON_PARSED, extract
-from rig.record import SampleRecord
-from rig.tree import Caps, Entry, Indexed, Kind, UnsafeTreeError, clean, shown, unshown
+from rig.guards import harness
+from rig.guards.harness import Pinned
+from rig.sample import tree as tree_mod
+from rig.sample.metric import JSON_PARSED, extract
+from rig.sample.oracle import PINNED_KEPT, _pinned
+from rig.sample.record import SampleRecord
+from rig.sample.tree import Caps, Entry, Indexed, Kind, UnsafeTreeError, clean, shown, unshown
 
 
 def file(data: bytes = b"x") -> Entry:
@@ -263,7 +263,7 @@ def test_the_default_max_files_leaves_a_contract_s_hash_as_it_was() -> None:
 COVERAGE_BOMB = r"""
 import sys
 from pathlib import Path
-from rig.ratchet import extract
+from rig.sample.metric import extract
 
 def hwm():
     status = Path("/proc/self/status").read_text()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.tree import Caps, UnsafeTreeError
+from rig.sample.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.containers.images import prepared
 from runner.containers.samples import tree as sample_tree

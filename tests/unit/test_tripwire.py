@@ -1,6 +1,6 @@
-"""Tripwires, the exit-code check's canary (`rig.tripwire`, issue 20 class 9): where a
+"""Tripwires, the exit-code check's canary (`rig.guards.tripwire`, issue 20 class 9): where a
 file that must make the tool fail is planted for each command, what two runs of it say,
-and the verdict rule that reads it (`rig.verdict` rule 7b)."""
+and the verdict rule that reads it (`rig.sample.verdict` rule 7b)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import posixpath
 
 import pytest
 
-from rig import tripwire
-from rig.oracle import Execution, SampleSpec, assess, record_of
-from rig.tree import Entry, Kind
-from rig.tripwire import Finding, Run, Tripwire
-from rig.verdict import FailReason, Verdict
+from rig.guards import tripwire
+from rig.guards.tripwire import Finding, Run, Tripwire
+from rig.sample.oracle import assess, record_of
+from rig.sample.spec import Execution, SampleSpec
+from rig.sample.tree import Entry, Kind
+from rig.sample.verdict import FailReason, Verdict
 from runner.commands.reproduce import spec_of
 
 T = "c0ffee00"

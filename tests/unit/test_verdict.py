@@ -1,4 +1,4 @@
-"""`rig.verdict.decide`: one test per rule, named after the incident it pins.
+"""`rig.sample.verdict.decide`: one test per rule, named after the incident it pins.
 
 Where a real capture shows the situation it is used (tests/unit/parsers/fixtures/);
 container-level facts (timeout, OOM, preflight) are given as the flags the oracle sets.
@@ -12,12 +12,15 @@ from typing import Any
 
 import pytest
 
-from rig import verdict
-from rig.canary import Canary, Seen
-from rig.oracle import Execution, SampleSpec, assess
+from rig.guards.canary import Canary, Seen
 from rig.parsers import UnknownParserError, get_parser
 from rig.parsers.base import Counts, ParseResult
-from rig.verdict import Base, Evidence, FailReason, Outcome, RigErrorReason, Verdict, decide
+from rig.sample import verdict
+from rig.sample.evidence import Evidence
+from rig.sample.oracle import assess
+from rig.sample.recorded import Base
+from rig.sample.spec import Execution, SampleSpec
+from rig.sample.verdict import FailReason, Outcome, RigErrorReason, Verdict, decide
 
 FIXTURES = Path(__file__).parent / "parsers" / "fixtures"
 FORMAT_PARSER = {
@@ -569,7 +572,7 @@ def test_a_passing_browser_criterion_off_the_real_path_fails_without_asking_the_
     """Issue 22: the tests passed, but the flow never got the app server's 2xx for an
     expected endpoint: FAIL not_real_path, decided at once (a reproduction, which has no
     base run, grades it the same); a failing run keeps its own reason."""
-    from rig import real_path
+    from rig.guards import real_path
 
     passing = get_parser("pytest").parse(
         "ui/test_cap.py::test_summary[chromium-90] PASSED [100%]\n1 passed in 2.01s\n")

@@ -1,45 +1,11 @@
 """Dispatch: every arm's agent in its own sandbox, in parallel, on an identical brief.
 
-    dispatch(engine, loaded, arms=None, reporter=None) -> DispatchReport
+    runner.commands.dispatch.run.dispatch(engine, loaded, arms=None, reporter=None)
+        -> DispatchReport
 
-The adapters (how an arm's agent is started) are in `runner.agents`; the live view is
-`runner.dispatch.view.DispatchView`; `bakeoff-sandbox dispatch` is `runner.dispatch_cli`.
+The adapters (how an arm's agent is started) are in `runner.commands.dispatch.agents`;
+the live view is `runner.cli.dispatch_view.DispatchView`; `bakeoff-sandbox dispatch` is
+`runner.cli.dispatch`. Each module is imported by its own name (nothing is re-exported
+here: the package loads none of them, so `run` and `runner.commands.services` import each
+other's pieces without a cycle).
 """
-
-from runner.commands.dispatch.brief import BRIEF_PATH, GUARDRAILS, Brief, compose_brief
-from runner.commands.dispatch.record import (
-    DONE_STATES,
-    ArmRecord,
-    ArmState,
-    interrupted_branch,
-    load_record,
-    record_dir,
-)
-from runner.commands.dispatch.redact import Redactor, StreamRedactor
-from runner.commands.dispatch.run import (
-    ArmOutcome,
-    DispatchReport,
-    DispatchReporter,
-    SecretMissingError,
-    dispatch,
-)
-
-__all__ = [
-    "BRIEF_PATH",
-    "DONE_STATES",
-    "GUARDRAILS",
-    "ArmOutcome",
-    "ArmRecord",
-    "ArmState",
-    "Brief",
-    "DispatchReport",
-    "DispatchReporter",
-    "Redactor",
-    "SecretMissingError",
-    "StreamRedactor",
-    "compose_brief",
-    "dispatch",
-    "interrupted_branch",
-    "load_record",
-    "record_dir",
-]

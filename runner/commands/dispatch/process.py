@@ -8,7 +8,7 @@ comes (redacted by the sink), so a live view can show the last line.
 Stopping never goes by name: `kill -KILL -1` as the sandbox user ends every process the
 agent has, including ones that left its process group. The container's main process
 runs as root (with no capabilities) and survives it, so the container keeps running and
-its tmpfs checkout is never lost (`runner.sandbox`).
+its tmpfs checkout is never lost (`runner.containers.sandbox`).
 
 The log keeps the first `HEAD_BYTES` and the last `TAIL_BYTES` of the output with a
 marker line between them: an agent that prints forever costs bounded disk and memory.

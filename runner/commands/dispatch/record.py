@@ -2,7 +2,7 @@
 
 The record is written when an agent starts (state `running`) and again when it is done;
 it carries what the measurement needs: final commit, diffstat, duration, exit code,
-state, the brief's sha256 and the effort identity (DESIGN principle 9). Secrets are
+state, the brief's sha256 and the effort identity (docs/design.md principle 9). Secrets are
 redacted in the text written to disk, whatever field they might have reached.
 """
 
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rig import wire
 from rig.persist import write_text_atomic
-from rig.record import StackRecord
+from rig.sample.record import StackRecord
 from runner.commands.dispatch.redact import Redactor
 from runner.manifest import ArmIdentity, EffortProvenance
 from runner.store import layout

@@ -4,7 +4,7 @@ Everything that can be wrong with the input (an unknown adapter or arm, a missin
 secret, an unreadable brief) is found before any agent starts; the brief is written
 once, read-only for every sandbox. Then each arm runs in its own thread: sweep
 leftovers, stream the agent under its timeout, keep its work (stopped, paused, bundled
-in a fresh rig container and imported checked: `runner.dispatch.work`), write its
+in a fresh rig container and imported checked: `runner.commands.dispatch.work`), write its
 record. Arms whose record (from this `up`) says finished, failed or timed_out are
 skipped: a re-run after an interrupted dispatch finishes only the others, each redone
 from the base commit after the interrupted attempt's work is kept the same way.

@@ -2,9 +2,9 @@
 
 The host never runs git in an arm's checkout. Once the agent has stopped: `sweep` kills
 every process of the sandbox user, the sandbox is paused (nothing of the agent runs
-while its work is taken), a fresh rig container bundles the work (`runner.checkout`),
+while its work is taken), a fresh rig container bundles the work (`runner.containers.checkout`),
 the sandbox is unpaused, and the bundle is imported with every object checked
-(`runner.bundle`). Whatever the arm did to its `.git`, the outcome is a value: work
+(`runner.workspace.bundle`). Whatever the arm did to its `.git`, the outcome is a value: work
 kept, no work (`no_work`, the branch at the base), or work refused (`work_refused`,
 the branch at the base), never a rig error.
 """
@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from rig.tree import Caps, UnsafeTreeError
+from rig.sample.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import process
 from runner.containers import checkout, sandbox
@@ -104,7 +104,7 @@ def _import(how: Keeping, taken: Taken) -> KeptWork:
 
 
 def past_caps(how: Keeping, tip: str) -> str | None:
-    """Why the work's tree is past what a sample can lay out (`rig.tree.Caps`: its entries,
+    """Why the work's tree is past what a sample can lay out (`rig.sample.tree.Caps`: its entries,
     bytes and names, listed streamed and stopped at the first past them), or None: such
     work is refused at once (every sample would be FAIL unsafe_work), and nothing reads
     or diffs it whole."""

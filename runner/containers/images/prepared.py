@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from rig.tree import Kind, shown
+from rig.sample.tree import Kind, shown
 from runner import workspace
 from runner.containers import browser as browser_mod
 from runner.containers import images

@@ -37,13 +37,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from rig import canary as canary_mod
-from rig import headroom, inprocess, links
-from rig.canary import Canary
-from rig.oracle import Execution, SampleSpec
+from rig import headroom
+from rig.guards import canary as canary_mod
+from rig.guards import inprocess
+from rig.guards.canary import Canary
 from rig.preflight import program_of
-from rig.record import BrowserRan
-from rig.tree import Caps, Entry, Indexed, UnsafeTreeError
+from rig.sample import links
+from rig.sample.record import BrowserRan
+from rig.sample.spec import Execution, SampleSpec
+from rig.sample.tree import Caps, Entry, Indexed, UnsafeTreeError
 from runner.containers import browser, database, images, sandbox
 from runner.containers import stacks as stack
 from runner.containers.engine import (
@@ -413,7 +415,7 @@ class DockerSampleExecutor:
         return built, None
 
     def _observer_inputs(self, inputs: Path, built: sample_tree.SampleTree) -> None:
-        """The observer (`rig/insample/`): its hook as the sample's `sitecustomize`, its
+        """The observer (`rig/guards/insample/`): its hook as the sample's `sitecustomize`, its
         pytest plugin, the root reader, and what the hook checks against: the pinned
         files' sha256, the plugin's, where code is the tree's (writable) or the image's."""
         for target, source in OBSERVER_FILES.items():
@@ -592,7 +594,7 @@ class DockerSampleExecutor:
         code = self.engine.wait(str(container.id), deadline)
         if code is None:
             # The deadline inside is root's: only a frozen sample (or engine) gets here.
-            # Stopped, it is graded as a timeout the base decides (rig.verdict rule 7).
+            # Stopped, it is graded as a timeout the base decides (rig.sample.verdict rule 7).
             _kill(self.engine, container)
             return Ran(None, Outputs(), outlived=True)
         elapsed = time.monotonic() - began
@@ -709,8 +711,8 @@ def observed(spec: SampleSpec) -> bool:
 
 
 def insample(name: str) -> bytes:
-    """A program of `rig/insample/` (it runs inside the sample, never here)."""
-    return resources.files("rig.insample").joinpath(name).read_bytes()
+    """A program of `rig/guards/insample/` (it runs inside the sample, never here)."""
+    return resources.files("rig.guards.insample").joinpath(name).read_bytes()
 
 
 def _kill(engine: Engine, container: Any) -> None:

@@ -12,11 +12,11 @@ processes. The layout:
   filling them fails the sample, never the host. The rest of the root filesystem is not
   writable by the sandbox user (checked once per image by the executor).
 - /bakeoff/in (tmpfs, root's, read-only to the sandbox user): the rig's inputs, which
-  reach the container on its stdin, never through a path of the host (DESIGN principle
-  12): a line with the size of a tar of the small inputs, that tar (extracted by `BOOT`,
-  which then runs this driver), then the sample's tree as a tar (built from git objects by
-  the rig), which the driver extracts into /work itself. The inputs: `root-owned` /
-  `root-dirs` (NUL-separated paths the code under test must not
+  reach the container on its stdin, never through a path of the host
+  (docs/scale-out.md): a line with the size of a tar of the small inputs, that tar
+  (extracted by `BOOT`, which then runs this driver), then the sample's tree as a tar
+  (built from git objects by the rig), which the driver extracts into /work itself. The
+  inputs: `root-owned` / `root-dirs` (NUL-separated paths the code under test must not
   change: protected and pinned files, the canaries, and every directory above them,
   which become root-owned and sticky so nothing in them can be renamed or removed),
   `collect` (files to read back, one per line), `plugin/` (pytest: the rig's observer
@@ -24,7 +24,7 @@ processes. The layout:
   copied into the user site, whose `usercustomize` imports the hook too), `observe/` (its
   config and the root reader).
 - /bakeoff/obs (tmpfs, root's, 0755): a pytest sample's observer socket, bound by the
-  root reader (`rig/insample/observer_reader.py`) before the command starts; every
+  root reader (`rig/guards/insample/observer_reader.py`) before the command starts; every
   datagram is kept with its sender's pid and uid, and the reader stops at the driver's
   own stop datagram, sent once the sandbox user's processes are gone.
 - /bakeoff/run (tmpfs, root only): the command's output file. The command's stdout and
@@ -79,7 +79,7 @@ HEAD_BYTES = 1024 * 1024
 TAIL_BYTES = 1024 * 1024
 FILE_LIMIT = 32 * 1024 * 1024  # a file read back (coverage JSON); larger ones are left out
 COLLECTED_LIMIT = 32 * 1024 * 1024  # every file read back, together; past it one is left out
-OBSERVER_LIMIT = 16 * 1024 * 1024  # bytes of the observer's records kept (rig.observer.LIMIT)
+OBSERVER_LIMIT = 16 * 1024 * 1024  # of the observer's records kept (rig.guards.observer.LIMIT)
 TRUNCATED = "[bakeoff: output truncated: {} bytes omitted]"
 
 # The container's own cgroup, dumped for `rig.headroom.usage` (read-only inside: nothing

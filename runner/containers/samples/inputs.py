@@ -1,5 +1,5 @@
 """A sample's inputs on their way into its containers, through the engine's API only
-(DESIGN principle 12: no container of ours gets a path of this machine).
+(docs/scale-out.md: no container of ours gets a path of this machine).
 
 The executor stages a sample's inputs in a scratch directory of the orchestrator's
 (`tree.tar`, the driver, the observer's files, ...). They reach the sample's container,

@@ -2,16 +2,16 @@
 
 The commit's tree is read out of the object store (`ls-tree -z` + `cat-file --batch`:
 no checkout, no `.gitattributes` filter or export rule of the arm's, no working tree),
-streamed and capped as it is read (`rig.tree.Caps`: entries, bytes, bytes of names; git
+streamed and capped as it is read (`rig.sample.tree.Caps`: entries, bytes, bytes of names; git
 is stopped at the first entry past them, so a tree bomb is refused in the time it takes
-to list the caps' worth), checked (`rig.tree.checked`: no `..`, no `.git`, no duplicate
-entries, nothing the sample's filesystem cannot hold), then the rig's layer goes on top:
-committed bytecode out, the base's harness (for the success criterion), the base's
-protected files as regular files, the canaries. The result is a tar FILE the sample
-container extracts itself (`runner.sample_driver`): the host never writes a file of the
-tree, so no symlink of the arm's can ever point it anywhere.
+to list the caps' worth), checked (`rig.sample.tree.checked`: no `..`, no `.git`, no duplicate
+entries, nothing the sample's filesystem cannot hold), then the rig's layer goes on top
+(`rig.sample.layer`: what it is, decided there; this module only reads and writes). The
+result is a tar FILE the sample container extracts itself (`runner.containers.samples.driver`): the
+host never writes a file of the tree, so no symlink of the arm's can ever point it
+anywhere.
 
-Memory is bounded by construction: small blobs are held (each up to `rig.tree.INLINE`,
+Memory is bounded by construction: small blobs are held (each up to `rig.sample.tree.INLINE`,
 together up to HELD_BYTES: first the files the rig's planning reads, then the rest,
 smallest first), every other blob is left unheld and streamed from the object store
 into the tar when it is written, and hashed on the way where a digest is needed.
@@ -24,19 +24,19 @@ import io
 import secrets
 import tarfile
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from rig import canary as canary_mod
-from rig import harness, inprocess, links
-from rig import tree as tree_mod
-from rig.canary import Canary
 from rig.contract.content import ABSENT
-from rig.harness import Pinned
-from rig.oracle import SampleSpec
-from rig.tree import Caps, Entry, Kind, Tree
+from rig.guards.canary import Canary
+from rig.guards.harness import Pinned
+from rig.sample import layer as layer_mod
+from rig.sample import links
+from rig.sample import tree as tree_mod
+from rig.sample.spec import SampleSpec
+from rig.sample.tree import Caps, Entry, Kind, Tree
 from runner import workspace
 from runner.manifest import MAX_FILES
 
@@ -100,29 +100,24 @@ def listing(repo: Path, commit: str, caps: Caps) -> list[Row]:
 
 def _to_hold(rows: list[Row]) -> set[str]:
     """The blobs read into memory: every symlink's target, then files up to
-    `rig.tree.INLINE` each, HELD_BYTES together: first what the rig's planning reads (the
-    harness files, Go sources: `reads`), then the rest, the smallest first in each."""
+    `rig.sample.tree.INLINE` each, HELD_BYTES together: first what the rig's layer reads
+    (`rig.sample.layer.reads`: harness files, Go sources), then the rest, the smallest
+    first in each."""
     held = {row.oid for row in rows if row.kind is Kind.SYMLINK and
             row.size <= tree_mod.PATH_MAX}
     budget = HELD_BYTES
     files = sorted((r for r in rows if r.kind is not Kind.SYMLINK and r.size <= tree_mod.INLINE),
-                   key=lambda r: (not reads(r.path), r.size))
+                   key=lambda r: (not layer_mod.reads(r.path), r.size))
     for row in files:
         if row.oid in held:
             continue
         if row.size > budget:
-            if reads(row.path):
+            if layer_mod.reads(row.path):
                 continue  # a smaller file of the rest may still fit
             break
         held.add(row.oid)
         budget -= row.size
     return held
-
-
-def reads(path: str) -> bool:
-    """Whether the rig's planning reads the file's bytes (`rig.harness`: runner
-    configurations, conftests, Go test files; `rig.canary`: Go sources, Cargo.toml)."""
-    return harness.is_harness(path) or path.endswith(".go")
 
 
 class Trees:
@@ -171,42 +166,23 @@ class SampleTree:
 def build(spec: SampleSpec, tree: Tree, base: Tree | None, out: Path, repo: Path,
           token: str | None = None, canaries: bool = True, importable: Iterable[str] = (),
           caps: links.Caps = links.DEFAULT_CAPS) -> SampleTree:
-    """The rig's layer over the arm's tree (in place), written as a tar to `out` (blobs
-    not held stream from `repo`'s objects): its symlinks laid out as what they lead to
-    (`rig.links`, the base's too: `UnsafeTreeError` when they cannot be within `caps`),
-    bytecode out, the base's harness (spec.harness == "base"; `importable`: the image
-    python's top-level module names, which no module of the tree may shadow), the base's
-    protected files, the canaries."""
-    laid = links.lay_out(tree, base, caps)
-    if base is not None:
-        committed, base = base, tree_mod.Indexed(base)
-        links.lay_out(base, committed, caps)
-    bytecode = harness.drop_bytecode(tree)
-    pinned = Pinned(bytecode=bytecode, materialized=laid.materialized)
-    fixed: list[str] = []
-    if spec.harness == "base" and base is not None:
-        pinned = harness.pin(tree, base, importable)
-        pinned = Pinned(pinned.restored, pinned.removed, bytecode, laid.materialized)
-        fixed += [p for p in tree if harness.is_harness(p)]
-    _restore(tree, base or {}, spec.protected)
-    fixed += [p for p in spec.protected if p in tree]
-    canary = _canary(spec, tree, token or secrets.token_hex(4), repo) if canaries else None
-    if canary is not None:
-        planted = ((canary.path, canary.content),) if canary.path else ()  # none: unrun
-        for path, content in (*planted, *canary.files):
-            tree_mod.place(tree, path, content)
-            fixed.append(path)
-    if spec.tripwire is not None:  # an exit-code check's tripwire run (`rig.tripwire`):
-        for path in spec.tripwire.paths:  # the sandbox user's, like the files around it
-            tree_mod.place(tree, path, spec.tripwire.content)
-    owned = tuple(sorted(set(fixed)))
-    dirs = tuple(sorted(tree_mod.ancestors(owned)))
-    digests = write_tar(out, tree, repo, {*owned, *spec.protected})
+    """The rig's layer over the arm's tree (`rig.sample.layer.lay`, in place), written as
+    a tar to `out` (blobs not held stream from `repo`'s objects)."""
+    layer = layer_mod.lay(spec, tree, base, token or secrets.token_hex(4),
+                          lambda paths: _heads(repo, tree, paths), canaries, importable, caps)
+    digests = write_tar(out, tree, repo, {*layer.owned, *spec.protected})
     protected = {p: digests.get(p, ABSENT) for p in sorted(spec.protected)}
-    pinned_sha256 = {p: digests[p] for p in owned
+    pinned_sha256 = {p: digests[p] for p in layer.owned
                      if p in tree and tree[p].kind is not Kind.SYMLINK}
-    return SampleTree(protected, pinned, canary, owned, dirs, pinned_sha256,
-                      go_work="go.work" in tree)
+    return SampleTree(protected, layer.pinned, layer.canary, layer.owned, layer.dirs,
+                      pinned_sha256, go_work="go.work" in tree)
+
+
+def _heads(repo: Path, tree: Tree, paths: Sequence[str]) -> dict[str, str]:
+    """The head of each file of `paths` the tree does not hold, from `repo`'s objects."""
+    blobs = workspace.cat_blobs(repo, [tree[p].oid for p in paths])
+    return {path: part.read(tree_mod.INLINE).decode(errors="replace")
+            for path, (_, _, part) in zip(paths, blobs, strict=True)}
 
 
 def protected_hashes(repo: Path, base: str, protected: Iterable[str]) -> dict[str, str]:
@@ -216,31 +192,6 @@ def protected_hashes(repo: Path, base: str, protected: Iterable[str]) -> dict[st
     wanted = [p for p in protected if p in found]
     digests = sha256_of(repo, {p: found[p] for p in wanted})
     return {p: digests.get(p, ABSENT) for p in protected}
-
-
-def _restore(tree: Tree, base: Tree, protected: Iterable[str]) -> None:
-    for path in sorted(protected):
-        entry = base.get(path)
-        if entry is None:
-            tree_mod.remove(tree, path)
-        else:
-            harness.put(tree, path, entry)
-
-
-def _canary(spec: SampleSpec, tree: Tree, token: str, repo: Path) -> Canary | None:
-    if (spec.ratchet is not None or spec.parser not in canary_mod.CANARY_RUNNERS
-            or spec.browser is not None):  # the browser's canaries are in its own container
-        return None
-    paths = sorted(tree)
-    wanted = set() if spec.parser == "pytest" else set(
-        inprocess.sources_needed(spec.parser, paths, spec.protected))
-    text_of = {p: tree[p].data.decode(errors="replace") for p in wanted
-               if p in tree and tree[p].held}
-    unheld = sorted(p for p in wanted if p in tree and not tree[p].held)
-    for path, (_, _, part) in zip(unheld, workspace.cat_blobs(
-            repo, [tree[p].oid for p in unheld]), strict=True):  # the head of each is enough
-        text_of[path] = part.read(tree_mod.INLINE).decode(errors="replace")
-    return canary_mod.plan(spec.parser, token, paths, spec.command, spec.protected, text_of)
 
 
 class _Hashing:

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rig.oracle import SampleSpec, StackSpec
-from rig.record import StackRecord
+from rig.sample.record import StackRecord
+from rig.sample.spec import SampleSpec, StackSpec
 from runner.containers import images
 from runner.containers.database import DB_ALIAS
 from runner.containers.engine import Engine, Labels

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.contract import ContractStack
-from rig.oracle import StackSpec
 from rig.persist import write_text_atomic
-from rig.record import StackRecord
+from rig.sample.record import StackRecord
+from rig.sample.spec import StackSpec
 from runner.containers import stacks as stack
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, LABEL_RUN, Engine, Labels
 from runner.containers.sandbox import SandboxLimits

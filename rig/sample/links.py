@@ -33,7 +33,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rig.tree import Entry, Kind, Tree, UnsafeTreeError, directories, shown
+from rig.sample.tree import Entry, Kind, Tree, UnsafeTreeError, directories, shown
 
 MAX_HOPS = 40  # links followed to resolve one path (the kernel's own limit)
 MAX_NESTING = 16  # directory links inside copies of directory links

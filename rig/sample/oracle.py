@@ -4,7 +4,7 @@ The oracle decides nothing about containers: a `SampleExecutor` (runner's docker
 executor in practice) runs the sample and reports what happened; the oracle persists the
 log and the observer's records, then grades them: `evidence` gathers what the rules read
 (the parser's reading of the output, the rig's observer for pytest, the canaries) and
-`rig.verdict.judge` applies the rules in their order, asking for the base's run of the
+`rig.sample.verdict.judge` applies the rules in their order, asking for the base's run of the
 same check in the same image when a rule depends on it (the success criterion's tests by
 id, a would-be rig error, canaries or an observer that look wrong); then it writes the
 record.
@@ -12,221 +12,37 @@ record.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
-from rig import canary as canary_mod
-from rig import observer as observer_mod
-from rig import ratchet as ratchet_mod
-from rig import real_path
-from rig.canary import Canary
 from rig.errors import SampleInterruptedError
-from rig.harness import Pinned, is_test_file
-from rig.parsers import get_parser
+from rig.guards import canary as canary_mod
+from rig.guards import observer as observer_mod
+from rig.guards.harness import Pinned, is_test_file
 from rig.persist import write_bytes_atomic, write_text_atomic
-from rig.record import (
-    BrowserAsked,
+from rig.sample import metric
+from rig.sample.evidence import Evidence, evidence
+from rig.sample.record import (
     BrowserRan,
     RealPath,
     SampleCounts,
     SampleRecord,
-    StackRecord,
-    Usage,
 )
-from rig.tree import clean, shown
-from rig.tripwire import Finding, Tripwire
-from rig.verdict import Base, Evidence, FailReason, Judged, Outcome, Verdict, judge
-
-Z95 = 1.959963984540054
-BOUND_PLACES = 6  # a Wilson bound's decimals (`wilson`)
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    """A fresh server per sample: started on a port the sample chooses, health-checked
-    before the criterion runs, stopped after (`[changes.success].server`)."""
-
-    run: str
-    health: str = "/"
-    port_env: str = "PORT"
-    startup_timeout_s: float = 30
-
-
-@dataclass(frozen=True)
-class StackSpec:
-    """A fresh compose project per sample (`[changes.success] stack`): the file as the
-    contract froze it (its host path and sha256), and how long its health is awaited."""
-
-    file: str
-    sha256: str
-    timeout_s: float = 60
-    # service -> image ID, pinned (a reproduction: the record's); empty: resolved by name
-    images: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class SampleSpec:
-    """What to run: the identity of the sample and the command that grades it."""
-
-    change: str
-    arm: str
-    check: str
-    n: int
-    commit: str
-    base_commit: str
-    command: str
-    parser: str
-    timeout_s: float
-    protected: tuple[str, ...] = ()
-    requires: tuple[str, ...] = ()
-    contract: str | None = None  # "v<N>:<sha256>" of the frozen contract it was graded under
-    server: ServerSpec | None = None
-    stack: StackSpec | None = None
-    ratchet: ratchet_mod.Ratchet | None = None  # a ratchet check: graded on its metric
-    # "base": the sample runs under the base's harness (`rig.harness`: conftest, runner
-    # configuration, layout restored, the arm's additions removed), as every sample of
-    # `score` does; "arm" (records from before issue 20, tests of the tree as committed):
-    # the tree's own.
-    harness: Literal["base", "arm"] = "base"
-    refused: str | None = None  # the arm's work was refused at import: nothing to run
-    token: str | None = None  # the canaries' names (None: fresh random ones; reproduce
-    #                           re-plants the recorded ones)
-    # An exit-code check (`rig.tripwire`): this sample is its tripwire run (the file to
-    # plant), or what the check's tripwire run showed for the arm (`guard`).
-    tripwire: Tripwire | None = None
-    guard: Finding | None = None
-    # `[toolchain] build`: run on the arm's tree before the command (or the server), its
-    # output kept apart; a failure is the arm's FAIL build_failed.
-    build: tuple[str, ...] = ()
-    browser: BrowserAsked | None = None  # a browser criterion: the rig's pytest drives the page
-
-    @property
-    def sample(self) -> str:
-        return f"{self.change}/{self.arm}/{self.check}/{self.n}"
-
-    @property
-    def collect(self) -> tuple[str, ...]:
-        """Files (relative to /work) the executor reads back after the command."""
-        return () if self.ratchet is None else self.ratchet.collect
-
-
-@dataclass(frozen=True)
-class Execution:
-    """What happened in the container. `infra_error` set: the rig itself failed."""
-
-    exit_code: int | None
-    log: str
-    duration_s: float
-    timed_out: bool = False
-    oom_killed: bool = False
-    program_present: bool = True
-    missing_tools: tuple[str, ...] = ()
-    infra_error: str | None = None
-    image: str = ""
-    image_id: str = ""
-    image_identity: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
-    mounts: tuple[Mapping[str, str], ...] = ()
-    limits: Mapping[str, float | int] = field(default_factory=dict)
-    network: str = "none"
-    db_schema: str | None = None
-    protected: Mapping[str, str] = field(default_factory=dict)
-    server: str = "none"  # none | healthy | unhealthy | no_http_client
-    server_log: str = ""
-    files: Mapping[str, str] = field(default_factory=dict)  # `SampleSpec.collect`, as read
-    canary: Canary | None = None  # the canaries planted in the sample's tree
-    observed: bool = False  # the rig's observer was planted (pytest)
-    observation: str | None = None  # its root reader's records, as read back
-    outlived: bool = False  # the host stopped the container: it outlived its deadline
-    pinned: Pinned = field(default_factory=Pinned)  # what the rig changed in the tree
-    truncated: int = 0  # bytes of output left out between the kept head and tail
-    refused: str | None = None  # the tree (or the arm's work) could not be used safely
-    layout_failed: bool = False  # `infra_error` came while laying out the arm's tree
-    stack: StackRecord | None = None  # the sample's stack, when it has one
-    stack_detail: str = ""  # why the stack never got healthy
-    stack_log: str = ""  # its services' log: kept apart, never parsed
-    build_exit: int | None = None  # `[toolchain] build`'s exit status (None: none ran)
-    build_log: str = ""  # its output: kept apart, never parsed
-    browser_run: BrowserRan | None = None  # a browser criterion's browser, as recorded
-    engine: Mapping[str, str] = field(default_factory=dict)  # host, id, name
-    usage: Usage | None = None  # its container's cgroup, as the driver read it (rig.headroom)
-    server_usage: Usage | None = None  # its server's container's, when it has a server
-    browser_files: Mapping[str, bytes] = field(default_factory=dict)  # what it kept, by name
-    # The outage that cut the sample (the engine, or one of the experiment's services,
-    # failed under it), with `infra_error` set: not a result, run again on resume.
-    interrupted: str | None = None
-
-
-class SampleExecutor(Protocol):
-    """Where samples run, with a provider's lifecycle (as inspect_ai's sandboxes have):
-    `setup` before the first sample (networks, a database server), `execute` one sample
-    in a fresh environment (a failed command is a value; a broken rig an `infra_error`),
-    `teardown` after the last (everything it made is gone)."""
-
-    def setup(self) -> None: ...
-
-    def execute(self, spec: SampleSpec) -> Execution: ...
-
-    def teardown(self) -> None: ...
-
-
-class BaseReference(Protocol):
-    """The base's run of a sample's check in the same image (the differential rule)."""
-
-    def __call__(self, spec: SampleSpec) -> Base: ...
-
-
-def evidence(spec: SampleSpec, execution: Execution) -> Evidence:
-    """What the verdict rules read of one sample."""
-    parsed = get_parser(spec.parser).parse(execution.log) if spec.ratchet is None else \
-        get_parser("exit-code").parse("")
-    stack = "none" if execution.stack is None else execution.stack.health
-    return Evidence(
-        parser=spec.parser, exit_code=execution.exit_code, parsed=parsed, log=execution.log,
-        files=execution.files, timed_out=execution.timed_out,
-        oom_killed=execution.oom_killed, outlived=execution.outlived,
-        program_present=execution.program_present, missing_tools=execution.missing_tools,
-        image=execution.image or execution.image_id, refused=execution.refused,
-        infra_error=execution.infra_error, layout_failed=execution.layout_failed,
-        server=execution.server, server_log=execution.server_log, stack=stack,
-        stack_detail=execution.stack_detail, of_base=spec.commit == spec.base_commit,
-        build=" && ".join(spec.build), build_exit=execution.build_exit,
-        build_log=execution.build_log, real_path=_real_path(spec, execution),
-        ratchet=spec.ratchet, canary=execution.canary, observed=execution.observed,
-        observation=_named(observer_mod.read(execution.observation)),
-        by_id=spec.check == SUCCESS,
-        simple=canary_mod.simple(spec.command), command=spec.command,
-        blind=None if spec.guard is None else spec.guard.blind,
-        unguarded=() if spec.guard is None or spec.guard.unguarded is None
-        else (spec.guard.unguarded,))
-
-
-def _named(observed: observer_mod.Observation) -> observer_mod.Observation:
-    """The observation with its test ids as a record holds them (`rig.tree.clean`: a
-    file name that is not UTF-8 in git's quoted form), so an arm's ids compare with those
-    of the base's stored record."""
-    if all(clean(t.id) == t.id for t in observed.tests):
-        return observed
-    return dataclasses.replace(observed, tests=tuple(
-        dataclasses.replace(t, id=clean(t.id)) for t in observed.tests))
+from rig.sample.recorded import Base, BaseReference
+from rig.sample.spec import Execution, SampleExecutor, SampleSpec
+from rig.sample.tree import shown
+from rig.sample.verdict import FailReason, Judged, Outcome, Verdict, judge
 
 
 def assess(spec: SampleSpec, execution: Execution, base: Base | None = None) -> Judged:
-    """The verdict of an execution (`rig.verdict.judge`), with the base's run when given."""
+    """The verdict of an execution (`rig.sample.verdict.judge`), with the base's run when given."""
     return judge(evidence(spec, execution), base)
 
 
 def grade(spec: SampleSpec, execution: Execution) -> Outcome:
     """The verdict of an execution before the base is asked."""
     return assess(spec, execution).outcome
-
-
-SUCCESS = "success"
 
 
 def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at: str,
@@ -347,24 +163,10 @@ def _metric_fields(spec: SampleSpec, execution: Execution, log_name: str) -> dic
     """A ratchet's value, its frozen base and where the files it read are kept."""
     if spec.ratchet is None:
         return {}
-    return {"metric_value": ratchet_mod.extract(spec.ratchet.metric, execution.log,
+    return {"metric_value": metric.extract(spec.ratchet.metric, execution.log,
                                                 execution.files),
             "metric_base": spec.ratchet.base,
             "collected": {path: collected_name(log_name, path) for path in execution.files}}
-
-
-def _real_path(spec: SampleSpec, execution: Execution) -> real_path.Decided:
-    """A browser criterion's `expect_requests` (and its tests' own markers), decided on
-    the requests its page made, for the sample and for each passed test's own flow."""
-    if spec.browser is None:
-        return real_path.NOT_ASKED
-    ran, files = execution.browser_run, execution.browser_files
-    if not spec.browser.expect_requests and real_path.TESTS_FILE not in files:
-        return real_path.NOT_ASKED
-    return real_path.decide(spec.browser.expect_requests,
-                            files.get(real_path.REQUESTS_FILE, b""),
-                            "" if ran is None else ran.base_url,
-                            files.get(real_path.TESTS_FILE), Path(spec.browser.file).name)
 
 
 def _browser_run(execution: Execution, log_name: str) -> BrowserRan | None:
@@ -451,7 +253,7 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
     """Execute, persist the log, grade, persist the record. Never re-runs a stored sample.
 
     `base` (the base's run of the same check in the same image) is asked only when the
-    verdict depends on it (`rig.verdict.Judged.needs_base`): an arm can lose, never void.
+    verdict depends on it (`rig.sample.verdict.Judged.needs_base`): an arm can lose, never void.
     A sample an outage cut (or whose base's run one cut) is no result: its attempt is
     kept aside and `SampleInterruptedError` raised; no record, so it runs again."""
     record_path, log_path = sample_paths(stage_dir, spec)
@@ -483,69 +285,3 @@ def run_sample(executor: SampleExecutor, spec: SampleSpec, stage_dir: Path,
     record = record_of(spec, execution, graded, started, log_path.name, reference, seen)
     write_text_atomic(record_path, record.model_dump_json(indent=2) + "\n")
     return record
-
-
-def base_run(record: SampleRecord) -> Base:
-    """What a base's sample record says, for the differential rule."""
-    seen = (record.canaries or {}).get("seen")
-    signature = None
-    if isinstance(seen, dict):
-        signature = (str(seen.get("pass")), str(seen.get("fail")),
-                     bool(seen.get("exit_agrees", True)))
-    observed = record.observer or {}
-    anomalies = observed.get("anomalies")
-    kinds = frozenset(str(a.get("kind")) for a in anomalies if isinstance(a, dict)) \
-        if isinstance(anomalies, list) else frozenset()
-    if observed.get("overflow"):
-        kinds |= {"overflow"}
-    plugins = observed.get("plugins")
-    inipath = observed.get("inipath")
-    sessions = observed.get("sessions")
-    return Base(record.sample, record.verdict, record.reason, signature,
-                stack="none" if record.stack is None else record.stack.health,
-                outlived=record.outlived, observed=bool(observed.get("present")),
-                sessions=sessions if isinstance(sessions, int) else 0, anomalies=kinds,
-                plugins=tuple(str(p) for p in plugins) if isinstance(plugins, list) else (),
-                inipath=inipath if isinstance(inipath, str) else None,
-                tests=observer_mod.tests_of(record.tests), duplicates=record.duplicated,
-                build_failed=record.build_exit not in (None, 0))
-
-
-@dataclass(frozen=True)
-class PassRate:
-    passed: int
-    n: int
-    rate: float
-    low: float
-    high: float
-    flaky: bool
-    rig_errors: int
-
-    def text(self) -> str:
-        return f"{self.rate:.2f} [{self.low:.2f}, {self.high:.2f}] ({self.passed}/{self.n})"
-
-
-def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (95 % by default), each bound
-    in [0, 1] and rounded to 6 places: at 0 or n passed the formula's bound is 0 or 1 up
-    to a float's error (0/3 gave 5.55e-17), and a report must say 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = passed / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return (round(min(1.0, max(0.0, centre - spread)), BOUND_PLACES),
-            round(min(1.0, max(0.0, centre + spread)), BOUND_PLACES))
-
-
-def pass_rate(verdicts: Iterable[Verdict]) -> PassRate:
-    """Pass-rate over samples; RIG_ERROR samples are counted apart (they measure nothing)."""
-    seen = list(verdicts)
-    graded = [v for v in seen if v is not Verdict.RIG_ERROR]
-    passed = sum(1 for v in graded if v is Verdict.PASS)
-    n = len(graded)
-    rate = passed / n if n else 0.0
-    low, high = wilson(passed, n)
-    return PassRate(passed, n, rate, low, high, flaky=0 < passed < n,
-                    rig_errors=len(seen) - n)

@@ -1,13 +1,13 @@
-"""Canary tests: the rig's proof that a test runner reported honestly (principle 7).
+"""Canary tests read back: the rig's proof that a test runner reported honestly (principle 7).
 
 Every sample of a test runner (pytest, node --test, go test, cargo, vitest, jest) gets
 one rig-written test file next to the tests it runs (node, vitest, jest: only where the
-command's files and name filters select it, `rig.js_selection`), in the runner's own
+command's files and name filters select it, `rig.guards.js_selection`), in the runner's own
 language, with per-sample random names: one test that must pass and one that must fail (vitest and
 jest: the must-fail one only). node, go and cargo also get canaries inside the protected
-tests' own process or binary (`rig.inprocess`: twins, sentinels), read back with
+tests' own process or binary (`rig.guards.inprocess`: twins, sentinels), read back with
 `split` (a node twin shares its protected test's name). They are read back from
-per-test results (pytest: the rig's observer, `rig.observer`, which tells "did not run"
+per-test results (pytest: the rig's observer, `rig.guards.observer`, which tells "did not run"
 from "failed as planted"; the others: the runner's per-test lines). A run that forces
 outcomes (a conftest hook rewriting reports, code that patches the runner in-process, a
 fake summary) cannot keep both canaries as planted
@@ -18,26 +18,23 @@ A canary must not change what the command does. pytest's must-fail canary is a s
 xfail (reported `xfailed`, exit status untouched; forced to pass it reads `passed` or
 `XPASS(strict)`). The others really fail, which makes the runner exit non-zero: that
 is planted only when the command is one simple command or an `&&` list whose last step,
-and only that one, starts the runner (`may_fail`: a failing canary must never skip the
-rest of a shell list), and the exit status is read as if the canary had not failed
-(`exit_without`).
+and only that one, starts the runner (`rig.guards.shell.may_fail`: a failing canary
+must never skip the rest of a shell list), and the exit status is read as if the canary
+had not failed (`exit_without`).
 
 A command can also legitimately not run the canaries (`-k`, `--test NAME`, `-run`):
-whether it does is asked of the base in the same image (`rig.verdict`).
-Pure: planning needs the tree's paths (and a few files' text), never docker.
+whether it does is asked of the base in the same image (`rig.sample.verdict`).
+They are planted by `rig.guards.plant`. Pure: text and typed values in, never docker.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import posixpath
-import re
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rig.observer import NOTHING, Observation, Status
+from rig.guards.observer import NOTHING, ObserverReport, Status
 from rig.parsers import node_test
 from rig.parsers.base import (
     ID_SEPARATORS,
@@ -53,7 +50,7 @@ CANARY_RUNNERS = ("pytest", "node-test", "go-test", "cargo", "vitest", "jest")
 # The exit status each runner uses for "a test failed" (the must-fail canary's).
 FAILURE_EXIT = {"pytest": 1, "node-test": 1, "go-test": 1, "cargo": 101, "vitest": 1, "jest": 1}
 PLUGIN_DIR = "/bakeoff/in/plugin"  # the rig's inputs, read-only in the sample
-PLUGIN_MODULE = "bakeoff_observer"  # the observer's pytest plugin (rig/insample/)
+PLUGIN_MODULE = "bakeoff_observer"  # the observer's pytest plugin (rig/guards/insample/)
 
 
 class Seen(enum.StrEnum):
@@ -78,7 +75,7 @@ class Canary:
     fail_name: str | None  # None: no must-fail canary (a shell list; cargo without
     #                        --no-fail-fast)
     fail_expect: Seen = Seen.FAILED  # how the must-fail canary reads when honest
-    # In the protected tests' own process (`rig.inprocess`): more must-fail tests (node:
+    # In the protected tests' own process (`rig.guards.inprocess`): more must-fail tests (node:
     # twins named as the protected tests), more must-pass ones (sentinels), the files they
     # need, the sample env that loads them, and where their code sits (node's `location`).
     twins: tuple[str, ...] = ()
@@ -103,7 +100,7 @@ class Canary:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class CanaryReading:
     """The canaries as the run reported them."""
 
     planted: bool
@@ -143,138 +140,7 @@ class Evidence:
                 "exit_agrees": self.exit_agrees}
 
 
-NO_CANARIES = Evidence(planted=False)
-
-
-# -- planting ------------------------------------------------------------------------------
-
-
-def plan(runner: str, token: str, paths: Sequence[str], command: str,
-         protected: Sequence[str], text_of: Mapping[str, str]) -> Canary | None:
-    """The canaries for one sample of `runner`, or None when it gets none.
-
-    `paths` are the tree's files; `text_of` gives the text of the files a plan may need
-    (Go test files for their package clause, Cargo.toml files), keyed by path.
-    """
-    if runner not in CANARY_RUNNERS:
-        return None
-    anchor = _anchor(runner, paths, command, protected)
-    if runner == "pytest":
-        return _pytest(token, anchor)
-    from rig import inprocess  # it builds on this module's Canary
-    return inprocess.plan(runner, token, anchor, paths, command, protected, text_of)
-
-
-def may_fail(command: str, runner: str) -> bool:
-    """A must-fail canary can be planted: the command is one simple command, or a list of
-    `&&` steps of which only the LAST starts the runner (a failing canary then changes
-    only the exit status, which `exit_without` reads back; it never skips a later step)."""
-    steps = command.split("&&")
-    if not all(step.strip() and simple(step) for step in steps):
-        return False
-    return len(steps) == 1 or (_runs(steps[-1], runner)
-                               and not any(_runs(step, runner) for step in steps[:-1]))
-
-
-_SCRIPTS = ("npm", "yarn", "pnpm")
-
-
-def _runs(step: str, runner: str) -> bool:
-    """Whether one simple command starts `runner` (a package script named test counts)."""
-    try:
-        words = [w for w in shlex.split(step)
-                 if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w)]
-    except ValueError:
-        return False
-    if not words:
-        return False
-    program, rest = posixpath.basename(words[0]), words[1:]
-    script = program in _SCRIPTS and bool(rest) and (
-        rest[0] in ("test", "t") or (rest[0] == "run" and len(rest) > 1
-                                     and rest[1].startswith("test")))
-    if runner == "node-test":
-        return (program == "node" and "--test" in rest) or script
-    if runner == "go-test":
-        return program == "go" and rest[:1] == ["test"]
-    if runner == "cargo":
-        return program == "cargo" and bool(rest) and rest[0] in ("test", "t", "nextest")
-    return script or runner in (program, *rest[:2])
-
-
-_LIST = re.compile(r"&&|\|\||[;|&\n`]|\$\(")
-
-
-def simple(command: str) -> bool:
-    """One simple command: nothing a failing test could stop from running after it."""
-    return _LIST.search(command) is None
-
-
-def _is_test_file(runner: str, path: str) -> bool:
-    name = posixpath.basename(path)
-    if runner == "pytest":
-        return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-    if runner == "go-test":
-        return name.endswith("_test.go")
-    if runner == "cargo":
-        return path.endswith(".rs") and "tests" in path.split("/")[:-1]
-    if runner in ("vitest", "jest"):
-        return bool(re.search(r"[-_.](test|spec)\.[cm]?[jt]sx?$", name))
-    return bool(re.search(r"(^test[-_.]|[-_.]test\.[cm]?js$|\.test\.[cm]?js$)", name))
-
-
-def _anchor(runner: str, paths: Sequence[str], command: str,
-            protected: Sequence[str]) -> str:
-    """The directory next to the tests the command runs: a protected test file's, else a
-    path the command names, else the first test file's; else the root ("")."""
-    for path in protected:
-        if _is_test_file(runner, path) and path in paths:
-            return posixpath.dirname(path)
-    dirs = {posixpath.dirname(p) for p in paths}
-    for word in _words(command):
-        word = word.removeprefix("./").rstrip("/").removesuffix("/...")
-        if word in paths and _is_test_file(runner, word):
-            return posixpath.dirname(word)
-        if word and word in dirs and any(_is_test_file(runner, p) for p in paths
-                                         if p.startswith(word + "/")):
-            return word
-    tests = sorted(p for p in paths if _is_test_file(runner, p))
-    return posixpath.dirname(tests[0]) if tests else ""
-
-
-def _words(command: str) -> list[str]:
-    try:
-        return [w for w in shlex.split(command) if not w.startswith("-")]
-    except ValueError:
-        return []
-
-
-def _join(anchor: str, name: str) -> str:
-    return posixpath.join(anchor, name) if anchor else name
-
-
-def _pytest(token: str, anchor: str) -> Canary:
-    # Not named like a test module: only the observer's plugin collects it (never an
-    # argument: in pytest 8.0-8.3 a file argument inside a directory argument replaces the
-    # directory). The must-fail one is a strict xfail: it fails as planted without
-    # changing the exit status, and the observer tells that from "did not run".
-    path = _join(anchor, f"bakeoff_{token}.py")
-    passing, failing = f"test_{token}_pass", f"test_{token}_fail"
-    content = ("import pytest\n\n\n"
-               f"def {passing}():\n    assert True\n\n\n"
-               "@pytest.mark.xfail(strict=True, reason='bakeoff canary: must fail')\n"
-               f"def {failing}():\n    assert False\n")
-    return Canary("pytest", token, path, content.encode(), passing, failing, Seen.XFAILED)
-
-
-def browser(token: str) -> Canary:
-    """A browser criterion's canaries: a pytest file of the rig's beside the criterion in
-    the browser's container (nothing of the arm's runs there but the page), one test that
-    must pass and one that must fail, read from pytest's verbose lines (`runner` "browser":
-    no observer in that container)."""
-    passing, failing = f"test_{token}_pass", f"test_{token}_fail"
-    content = (f"def {passing}():\n    assert True\n\n\n"
-               f"def {failing}():\n    assert False, 'bakeoff canary: must fail'\n")
-    return Canary("browser", token, f"test_{token}.py", content.encode(), passing, failing)
+NO_CANARIES = CanaryReading(planted=False)
 
 
 # -- reading back ------------------------------------------------------------------------
@@ -297,7 +163,7 @@ def _seen(found: Sequence[Seen]) -> Seen:
     return Seen.ABSENT
 
 
-def _from_observer(observation: Observation, name: str) -> Seen:
+def _from_observer(observation: ObserverReport, name: str) -> Seen:
     """pytest's canaries as the rig's observer saw them: a pass counts only when the rig
     saw the call return, a strict xfail only when it saw the call raise."""
     found = []
@@ -312,7 +178,7 @@ def _from_observer(observation: Observation, name: str) -> Seen:
 
 
 def observe(canary: Canary | None, tests: Sequence[TestCase], exit_code: int | None,
-            observation: Observation | None = None) -> Evidence:
+            observation: ObserverReport | None = None) -> CanaryReading:
     """How the canaries came out: from the rig's observer (pytest) or the runner's
     per-test lines (the others, `_from_cases`)."""
     if canary is None:
@@ -329,7 +195,7 @@ def observe(canary: Canary | None, tests: Sequence[TestCase], exit_code: int | N
                  f", canary {canary.fail_name}: {fail_seen} (planted to read "
                  f"{canary.fail_expect})")
               + ("" if exit_agrees else f", but exit {exit_code}"))
-    return Evidence(True, pass_seen, fail_seen, exit_agrees, detail, canary.fail_expect)
+    return CanaryReading(True, pass_seen, fail_seen, exit_agrees, detail, canary.fail_expect)
 
 
 def split(canary: Canary | None,
@@ -368,7 +234,7 @@ def _name_of(test_id: str, names: set[str]) -> str | None:
     return None
 
 
-def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None) -> Evidence:
+def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None) -> CanaryReading:
     """A line-read runner's canaries: every must-pass one (the canary file's and the
     sentinels in the protected tests' process) passed, every must-fail one (the file's
     and the twins) failed; `removed` is what they add to the runner's counts."""
@@ -386,7 +252,7 @@ def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None
     worst = (Seen.ABSENT, Seen.FAILED) if canary.runner == "go-test" else \
         (Seen.FAILED, Seen.ABSENT)
     pass_seen = _all(musts, (*worst, Seen.SKIPPED, Seen.XFAILED)) \
-        if musts else Seen.PASSED  # vitest, jest: a must-fail canary alone (see rig.inprocess)
+        if musts else Seen.PASSED  # vitest, jest: a must-fail canary alone (rig.guards.inprocess)
     fail_seen = _all(fails, (Seen.PASSED, Seen.ABSENT, Seen.SKIPPED)) if fails else None
     exit_agrees = not (fail_seen is Seen.FAILED and exit_code == 0)
     shown = [canary.pass_name, *canary.sentinels]
@@ -396,7 +262,7 @@ def _from_cases(canary: Canary, tests: Sequence[TestCase], exit_code: int | None
                  f", must-fail canaries ({_few([canary.fail_name or '', *canary.twins])}): "
                  f"{fail_seen} (planted to read failed)")
               + ("" if exit_agrees else f", but exit {exit_code}"))
-    return Evidence(True, pass_seen, fail_seen, exit_agrees, detail,
+    return CanaryReading(True, pass_seen, fail_seen, exit_agrees, detail,
                     removed=count_statuses(ours))
 
 
@@ -424,7 +290,7 @@ def spared(parsed: ParseResult, canary: Canary | None) -> ParseResult:
     return parsed if kept == parsed.incomplete else dataclasses.replace(parsed, incomplete=kept)
 
 
-def discount(counts: Counts | None, evidence: Evidence) -> Counts | None:
+def discount(counts: Counts | None, evidence: CanaryReading) -> Counts | None:
     """The runner's counts without the canaries, as they came out."""
     if counts is None or not evidence.planted:
         return counts
@@ -442,7 +308,7 @@ def discount(counts: Counts | None, evidence: Evidence) -> Counts | None:
                   errors=counts.errors)
 
 
-def in_summary(summary: Counts, evidence: Evidence) -> bool:
+def in_summary(summary: Counts, evidence: CanaryReading) -> bool:
     """The runner's own summary holds the canaries as they came out (a fake printed
     after it, or a summary of a run that never reached them, does not)."""
     if evidence.removed is not None:
@@ -456,7 +322,7 @@ def in_summary(summary: Counts, evidence: Evidence) -> bool:
 
 
 def exit_without(runner: str, exit_code: int | None, counts: Counts | None,
-                 evidence: Evidence) -> int | None:
+                 evidence: CanaryReading) -> int | None:
     """The exit code the run would have had without the must-fail canary: the runner's
     failure status becomes 0 when the canary was the only failure. A must-fail canary
     that ran and failed counts even when another was left out by the command's selection

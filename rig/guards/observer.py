@@ -1,15 +1,15 @@
 """What the rig's observer saw in one pytest sample: sessions, tests by id, anomalies.
 
-The sample's root reader (`rig/insample/observer_reader.py`) writes one line per datagram
+The sample's root reader (`rig/guards/insample/observer_reader.py`) writes one line per datagram
 with the sender's pid and uid as the kernel gave them; each datagram is a record of the
-rig's audit hook (`rig/insample/observer_hook.py`) with a sequence number and an HMAC
+rig's audit hook (`rig/guards/insample/observer_hook.py`) with a sequence number and an HMAC
 under the key its process announced first. `read` checks all of that and folds the
-records into an `Observation`; nothing here trusts text the code under test printed.
+records into an `ObserverReport`; nothing here trusts text the code under test printed.
 
 What is anomalous (a record no hook of the rig wrote, a gap, a contradiction between
 pytest's report and the rig's own attestation of a call, a flag the hook raised) is
 kept as an `Anomaly` with its kind: the verdict rules compare the kinds with the base's
-(`rig.verdict`). Pure: text in, typed values out.
+(`rig.sample.verdict`). Pure: text in, typed values out.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Anomaly:
 
 
 @dataclass(frozen=True)
-class Observation:
+class ObserverReport:
     """Everything a pytest sample's observer saw. `present` False: no session at all."""
 
     present: bool
@@ -95,7 +95,7 @@ class Observation:
                       errors=count(Status.ERROR))
 
 
-NOTHING = Observation(present=False)
+NOTHING = ObserverReport(present=False)
 
 
 @dataclass
@@ -242,7 +242,7 @@ def _mac_ok(key: bytes, text: str, mac: str) -> bool:
     return hmac.compare_digest(digest[:32], mac)
 
 
-def read(text: str | None) -> Observation:
+def read(text: str | None) -> ObserverReport:
     """The observation in the reader's output (None or empty: no observer ran)."""
     if not text:
         return NOTHING
@@ -251,7 +251,7 @@ def read(text: str | None) -> Observation:
         if raw.strip():
             reader.line(raw)
     if not reader.sessions:
-        return Observation(present=False, anomalies=tuple(reader.anomalies),
+        return ObserverReport(present=False, anomalies=tuple(reader.anomalies),
                            overflow=reader.overflow)
     tests = _tests(reader)
     everyone = list(reader.sessions.values())
@@ -261,7 +261,7 @@ def read(text: str | None) -> Observation:
     config = next((s.config for s in controller if s.config), {})
     plugins = config.get("plugins")
     inipath = config.get("inipath")
-    return Observation(
+    return ObserverReport(
         present=True, sessions=len(sessions), tests=tests, nested=len(everyone) - len(sessions),
         anomalies=tuple(reader.anomalies), finished=all(s.finish is not None for s in everyone),
         status=controller[0].finish, collect_errors=tuple(reader.collect_errors),
@@ -342,7 +342,7 @@ def _status(phases: Mapping[str, tuple[str, bool]], started: bool,
     return Status.ABSENT
 
 
-def summary(observation: Observation, limit: int = 20000) -> list[dict[str, object]]:
+def summary(observation: ObserverReport, limit: int = 20000) -> list[dict[str, object]]:
     """The tests as a sample record keeps them (bounded)."""
     return [{"id": t.id, "status": str(t.status), "pinned": t.pinned, "attested": t.attested,
              "verified": t.verified} for t in observation.tests[:limit]]

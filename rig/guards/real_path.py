@@ -1,6 +1,6 @@
 """The real path: which of the app's endpoints a browser sample's flow really reached.
 
-The rig's browser plugin (`rig/insample/browser_plugin.py`, inside the browser's
+The rig's browser plugin (`rig/guards/insample/browser_plugin.py`, inside the browser's
 container) writes one JSON line per request the page made to `requests.jsonl`: method,
 URL, origin, path, status, and who answered it (`AnsweredBy`). This module reads those
 lines back and decides a criterion's `expect_requests`, such as `POST /api/horizon`:
@@ -38,15 +38,15 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["NOT_ASKED", "REQUESTS_FILE", "TESTS_FILE", "AnsweredBy", "Decided",
-           "Expectation", "ExpectationError", "Finding", "RequestRecord", "Requests",
-           "TestFlow", "check", "decide", "origin_of", "parse_expectation", "read_requests",
-           "read_tests"]
+from runner.manifest.expectation import Expectation, ExpectationError, parse_expectation
+
+__all__ = ["NOT_ASKED", "REQUESTS_FILE", "TESTS_FILE", "AnsweredBy", "Decided", "Finding",
+           "RequestRecord", "Requests", "TestFlow", "check", "decide", "origin_of",
+           "read_requests", "read_tests"]
 
 FORMAT = 1  # of a request line; the plugin writes the same number
 REQUESTS_FILE = "requests.jsonl"  # in the plugin's output directory
@@ -55,10 +55,6 @@ REQUEST = "request"  # a line's `kind`
 TEST = "test"
 TRUNCATED = "truncated"  # the plugin's last line when its cap dropped records
 
-_EXPECTATION = re.compile(
-    r"(?P<method>[A-Z]{1,16}) (?P<path>/[!-~]*?)(?: (?P<status>[1-5](?:\d\d|xx)))?")
-
-
 class AnsweredBy(enum.StrEnum):
     """Who produced a request's response, as the browser reported it."""
 
@@ -66,39 +62,6 @@ class AnsweredBy(enum.StrEnum):
     service_worker = "service_worker"  # a service worker's fetch handler
     page = "page"                      # no network: a route's fulfilment, a cache, data:
     none = "none"                      # no response: the request failed or was blocked
-
-
-class ExpectationError(ValueError):
-    """An `expect_requests` entry that does not read as `METHOD /path [STATUS]`."""
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """`METHOD /path [STATUS]`: a status is exact (`400`) or a class (`4xx`); 2xx if none."""
-
-    method: str
-    path: str
-    status: str = "2xx"
-
-    def __str__(self) -> str:
-        return f"{self.method} {self.path} {self.status}"
-
-    def accepts(self, status: int | None) -> bool:
-        if status is None:
-            return False
-        if self.status.endswith("xx"):
-            return status // 100 == int(self.status[0])
-        return status == int(self.status)
-
-
-def parse_expectation(text: str) -> Expectation:
-    """`POST /api/horizon` -> Expectation("POST", "/api/horizon", "2xx")."""
-    found = _EXPECTATION.fullmatch(text.strip())
-    if found is None:
-        raise ExpectationError(
-            f"{text!r} is not METHOD /path [STATUS]: write e.g. \"POST /api/horizon\" "
-            "(a 2xx answer from the app's server) or \"POST /api/horizon 400\"")
-    return Expectation(found["method"], found["path"], found["status"] or "2xx")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ source; a Go file with a type error in the named package; a Rust binary that doe
 compile). Its run must fail, and name the file where the base's run names it. When it
 does not while the base's does (the differential rule: the same check, the same image),
 the tool was made blind on the arm's tree: the check's passing samples are FAIL tampered
-(`rig.verdict`). Where no tripwire can be planted, or the base's run ignores it too, the
+(`rig.sample.verdict`). Where no tripwire can be planted, or the base's run ignores it too, the
 samples say so (`unguarded`).
 
 Pure: a command and a tree in, a plan out; two runs in, a finding out.
@@ -24,14 +24,13 @@ import fnmatch
 import hashlib
 import posixpath
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rig.record import SampleRecord
-from rig.tree import WORK, Entry, Kind, directories
+from rig.guards import shell
+from rig.sample.record import SampleRecord
+from rig.sample.tree import WORK, Entry, Kind, directories
 
-_STEPS = re.compile(r"&&|\|\||[;|&\n]")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 PY_TOOLS = ("compileall", "py_compile", "pyflakes", "flake8", "mypy", "ruff", "pylint",
             "pycodestyle", "pytest")
@@ -71,7 +70,7 @@ class Tripwire:
 
 def plan(command: str, tree: Mapping[str, Entry], token: str) -> Tripwire | str:
     """The tripwire for `command` on `tree` (as laid out), or why none can be planted."""
-    steps = [step for step in (_words(part) for part in _STEPS.split(command)) if step]
+    steps = [step for step in (_words(part) for part in shell.steps(command)) if step]
     why = "no step of the command is a tool the rig can plant a tripwire for"
     dirs = directories(tree)
     for n, step in enumerate(steps):
@@ -90,10 +89,7 @@ _SHELLS = ("sh", "bash", "dash", "zsh")
 
 def _words(part: str) -> list[str]:
     """A step's words without what only runs it (`VAR=x`, `env`, `npx`, `timeout 60`)."""
-    try:
-        words = shlex.split(part)
-    except ValueError:
-        return []
+    words = shell.split(part) or []
     while words:
         first = words[0]
         assignment = "=" in first and not first.startswith("-")

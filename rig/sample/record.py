@@ -1,7 +1,7 @@
 """The sample record: one JSON per sample, with everything `reproduce` needs.
 
 Execute, persist, then grade: a record's `ran` part is written from what ran, and its
-verdict can always be recomputed from the stored log (`rig.oracle.regrade`).
+verdict can always be recomputed from the stored log (`rig.sample.oracle.assess`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pydantic import (
     model_validator,
 )
 
-from rig.outcome import Verdict
-from rig.tree import clean
+from rig.sample.outcome import Verdict
+from rig.sample.tree import clean
 
 
 class SampleCounts(BaseModel):
@@ -49,7 +49,7 @@ class _Part(BaseModel):
 class BrowserAsked(_Part):
     """A browser criterion (`[changes.success] browser`): the pytest-playwright file as
     the contract froze it (its host path and sha256, the rig's input, never the arm's),
-    and the endpoints its flow must reach on the app's server (`rig.real_path`)."""
+    and the endpoints its flow must reach on the app's server (`rig.guards.real_path`)."""
 
     file: str
     sha256: str
@@ -75,7 +75,7 @@ class BrowserRan(_Part):
 
 
 class RealPath(_Part):
-    """One `expect_requests` entry as the requests decided it (`rig.real_path.check`)."""
+    """One `expect_requests` entry as the requests decided it (`rig.guards.real_path.check`)."""
 
     expectation: str
     met: bool
@@ -199,7 +199,7 @@ SCHEMA = "bakeoff-sample/v2"
 
 
 class SampleRecord(Asked, Ran, Graded):
-    """DESIGN.md, "Records": one sample of one check on one commit in one fresh container.
+    """docs/design.md, "Records": one sample of one check on one commit in one fresh container.
 
     Its facts are declared in three parts, each where it comes from: `Asked` (the sample
     and its command: what `reproduce` runs again), `Ran` (what the executor saw),
@@ -209,7 +209,7 @@ class SampleRecord(Asked, Ran, Graded):
     (`bakeoff-sample/v1`) loads as it was. In Python every fact is a field of the record.
 
     Any name git allows can reach a record (a protected path, a test id, a message that
-    names a file): one that is not UTF-8 is held in git's quoted form (`rig.tree.clean`),
+    names a file): one that is not UTF-8 is held in git's quoted form (`rig.sample.tree.clean`),
     so a record can always be written, read back and printed."""
 
     schema_version: str = SCHEMA
@@ -242,7 +242,7 @@ class SampleRecord(Asked, Ran, Graded):
 
 
 def cleaned(data: Any) -> Any:
-    """`data` with every string in it (keys too) as `rig.tree.clean` gives it."""
+    """`data` with every string in it (keys too) as `rig.sample.tree.clean` gives it."""
     if isinstance(data, str):
         return clean(data)
     if isinstance(data, dict):

@@ -1,7 +1,7 @@
 """The outcome of one sample: PASS, FAIL(reason) or RIG_ERROR(reason), and why.
 
 The vocabulary every part of the rig shares; the rules that choose one are in
-`rig.verdict`, in order.
+`rig.sample.verdict`, in order.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from rig.guards import canary as canary_mod
+from rig.guards.canary import CanaryReading
 from rig.parsers.base import Counts
 
 __all__ = ["Counts", "FailReason", "Outcome", "RigErrorReason", "Verdict"]
@@ -61,3 +63,15 @@ class Outcome:
     reason: RigErrorReason | FailReason | None
     detail: str
     counts: Counts | None = None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A verdict with what it rests on: `needs_base` when the base could still change it."""
+
+    outcome: Outcome
+    canaries: CanaryReading = canary_mod.NO_CANARIES
+    exit_code: int | None = None  # the exit status graded (the must-fail canary's out)
+    needs_base: bool = False
+    causable: bool = False  # a rig error the arm's code could have caused
+    unguarded: tuple[str, ...] = ()  # what this sample's grading could not check

@@ -1,4 +1,4 @@
-"""The harness around a run is the base's, not the tree's (DESIGN principle 7).
+"""The harness around a run is the base's, not the tree's (docs/design.md principle 7).
 
 What a runner loads by name or by location, without the tests importing it, is harness
 wherever it sits in the tree, for every runner the rig reads:
@@ -46,8 +46,8 @@ import textwrap
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from rig import tree as tree_mod
-from rig.tree import Entry, Kind, Tree
+from rig.sample import tree as tree_mod
+from rig.sample.tree import Entry, Kind, Tree
 
 NAMES = (
     # pytest and coverage
@@ -138,7 +138,7 @@ class Pinned:
     restored: tuple[str, ...] = ()  # the base's version put back over the arm's
     removed: tuple[str, ...] = ()   # harness files the arm added, taken out
     bytecode: tuple[str, ...] = ()  # compiled files dropped from the tree
-    # symlinks replaced by a copy of what they lead to (`rig.links`), already shown
+    # symlinks replaced by a copy of what they lead to (`rig.sample.links`), already shown
     materialized: tuple[str, ...] = ()
 
     def as_record(self) -> dict[str, list[str]]:

@@ -1,6 +1,6 @@
 """One sample's verdict, and the one place its rules live, in their order.
 
-`judge` takes what one sample gave (`Evidence`, built by `rig.oracle` from what ran) and,
+`judge` takes what one sample gave (`Evidence`, gathered by `rig.sample.evidence`) and,
 when a rule depends on it, what the base gave for the same check in the same image
 (`Base`: the differential rule, principle 7: a contestant can lose, never void a round).
 The first rule that applies decides; its evidence is named beside it.
@@ -19,11 +19,11 @@ Before any output is read (what the executor saw):
    -> FAIL server_unhealthy, RIG_ERROR infra when the base's fails the same way
 7. the container outlived its deadline (the host killed it) -> FAIL timeout, RIG_ERROR
    infra when the base's outlived it too
-7b. an exit-code check that exits 0 whose tripwire run (`rig.tripwire`: a planted file
+7b. an exit-code check that exits 0 whose tripwire run (`rig.guards.tripwire`: a planted file
    that must make the tool fail) did not fail as planted, while the base's did
                                                           -> FAIL tampered
 
-A ratchet (`rig.ratchet`: the metric, not the exit code, decides):
+A ratchet (`rig.sample.metric`: the metric, not the exit code, decides):
 
 8. no program / timeout / OOM / no exit code / 126-127   -> as rules 1-3 of `decide`;
    no value -> RIG_ERROR unparsed_output; two values -> FAIL spoofed_output; worse than
@@ -31,7 +31,7 @@ A ratchet (`rig.ratchet`: the metric, not the exit code, decides):
 
 A test run:
 
-9. the observer (pytest, `rig.observer`): no session although the base had one, a record
+9. the observer (pytest, `rig.guards.observer`): no session although the base had one, a record
    no hook of the rig wrote, a gap, a contradiction between pytest's report and the rig's
    own attestation, a flag of the hook, another number of sessions, an overflow, another
    ini or plugin set than the base's -> FAIL tampered (what the base shows too says
@@ -51,7 +51,8 @@ A test run:
 14. a rig error the arm's code could cause (126/127, no tests, unparsed, bad invocation,
    a broken layout)  -> FAIL broke_harness, unless the base gives a rig error too
 
-`rig.output.decide` (rule 10), pure, holds the output rules in their order: the program
+Rules 9 and 12 (what the run attests beyond its summary) are `rig.sample.attested`'s.
+`rig.sample.output.decide` (rule 10), pure, holds the output rules in their order: the program
 absent, timeout or OOM, 126/127, the `exit-code` parser, a build that failed, a rejected
 command line, output the runner cannot have printed, a process ended before reporting, no
 summary, no test ran, an exit code that disagrees with the counts, failures.
@@ -60,104 +61,26 @@ summary, no test ran, an exit code that disagrees with the counts, failures.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
-from rig import canary as canary_mod
-from rig import ratchet as ratchet_mod
-from rig import real_path as real_path_mod
-from rig.canary import Evidence as CanaryEvidence
-from rig.observer import NOTHING, RAN, Observation, Status, Test
-from rig.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
-from rig.output import before_parsing, decide, fail, rig_error, vouched
+from rig.guards import canary as canary_mod
+from rig.guards import shell
+from rig.guards.canary import CanaryReading
 from rig.parsers import exit_code as exit_code_parser
-from rig.parsers.base import ParseResult, TestCase, TestStatus
+from rig.parsers.base import ParseResult
+from rig.sample import attested, metric
+from rig.sample.evidence import Evidence
+from rig.sample.outcome import Counts, FailReason, Judged, Outcome, RigErrorReason, Verdict
+from rig.sample.output import before_parsing, decide, fail, rig_error, vouched
+from rig.sample.recorded import Base
 
-__all__ = ["Base", "Counts", "Evidence", "FailReason", "Judged", "Outcome", "RigErrorReason",
-           "Verdict", "decide", "judge"]
+__all__ = ["Counts", "FailReason", "Judged", "Outcome", "RigErrorReason", "Verdict", "decide",
+           "judge"]
 
 # Rig errors an arm's own code can cause; `infra` (the engine broke) and a tool missing
 # from the image itself are the rig's whatever the tree holds.
 ARM_CAUSABLE = frozenset({RigErrorReason.command_not_found, RigErrorReason.bad_invocation,
                           RigErrorReason.no_tests_ran, RigErrorReason.unparsed_output})
-SHOWN_IDS = 5  # test ids named in a detail
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What one sample gives the rules (`rig.oracle.evidence` builds it)."""
-
-    parser: str
-    exit_code: int | None = None
-    parsed: ParseResult = field(default_factory=lambda: ParseResult(counts=None))
-    log: str = ""
-    files: Mapping[str, str] = field(default_factory=dict)
-    timed_out: bool = False
-    oom_killed: bool = False
-    outlived: bool = False  # the host's wait expired: the container outlived its deadline
-    program_present: bool = True
-    missing_tools: tuple[str, ...] = ()
-    image: str = ""
-    refused: str | None = None
-    infra_error: str | None = None
-    layout_failed: bool = False
-    server: str = "none"  # none | healthy | unhealthy | no_http_client
-    server_log: str = ""
-    stack: str = "none"  # none | healthy | unhealthy
-    stack_detail: str = ""
-    of_base: bool = False  # the sample ran the base's own tree: it is the reference
-    ratchet: ratchet_mod.Ratchet | None = None
-    canary: canary_mod.Canary | None = None
-    observed: bool = False  # the rig's observer was planted (pytest)
-    observation: Observation = NOTHING
-    by_id: bool = False  # the success criterion: its protected tests are checked by id
-    simple: bool = True  # the command is one simple command (its exit code is the runner's)
-    command: str = ""
-    # An exit-code check: how its tripwire showed its tool blind on the arm's tree (rule
-    # 7b, `rig.tripwire`), and what the rig already knows it could not check.
-    blind: str | None = None
-    unguarded: tuple[str, ...] = ()
-    build: str = ""  # `[toolchain] build`, when the sample ran one
-    build_exit: int | None = None
-    build_log: str = ""
-    # A browser criterion's `expect_requests`, decided on the requests its page made.
-    real_path: real_path_mod.Decided = real_path_mod.NOT_ASKED
-
-
-@dataclass(frozen=True)
-class Base:
-    """What the base's run of the same check in the same image gave."""
-
-    sample: str
-    verdict: Verdict
-    reason: str | None
-    canaries: tuple[str, str, bool] | None = None  # `CanaryEvidence.signature()`
-    stack: str = "none"
-    outlived: bool = False
-    observed: bool = False  # an observer session was seen
-    sessions: int = 0
-    anomalies: frozenset[str] = frozenset()
-    plugins: tuple[str, ...] = ()
-    inipath: str | None = None
-    tests: tuple[Test, ...] = ()  # by id, canaries left out
-    duplicates: bool = False  # its per-test lines named one test twice
-    build_failed: bool = False  # its `[toolchain] build` failed
-
-    def against(self) -> str:
-        return (f"the base in the same image gives {self.verdict}"
-                + (f" {self.reason}" if self.reason else "") + f" ({self.sample})")
-
-
-@dataclass(frozen=True)
-class Judged:
-    """A verdict with what it rests on: `needs_base` when the base could still change it."""
-
-    outcome: Outcome
-    canaries: CanaryEvidence = canary_mod.NO_CANARIES
-    exit_code: int | None = None  # the exit status graded (the must-fail canary's out)
-    needs_base: bool = False
-    causable: bool = False  # a rig error the arm's code could have caused
-    unguarded: tuple[str, ...] = ()  # what this sample's grading could not check
 
 
 Rule = Callable[[Evidence, "Base | None"], "Judged | None"]
@@ -299,7 +222,7 @@ _BEFORE_OUTPUT: tuple[Rule, ...] = (_refused, _infra, _tools, _build, _server, _
 # -- rule 8: a ratchet ---------------------------------------------------------------------
 
 
-def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
+def _ratchet(ratchet: metric.Ratchet, e: Evidence) -> Outcome:
     """The metric's value against the frozen base. The exit code beyond 126/127 is not the
     verdict (a linter may exit 1 on findings): the value is."""
     early = before_parsing(e.timed_out, e.oom_killed, e.program_present)
@@ -310,25 +233,25 @@ def _ratchet(ratchet: ratchet_mod.Ratchet, e: Evidence) -> Outcome:
                      f"exit {e.exit_code}: the shell could not run the command")
     if early is not None:
         return early
-    found = ratchet_mod.readings(ratchet.metric, e.log, e.files)
+    found = metric.readings(ratchet.metric, e.log, e.files)
     if not found:
         return rig_error(RigErrorReason.unparsed_output,
-                         ratchet_mod.missing(ratchet.metric, e.files))
+                         metric.missing(ratchet.metric, e.files))
     if len(set(found)) > 1:
-        values = ", ".join(ratchet_mod.show(v) for v in dict.fromkeys(found))
+        values = ", ".join(metric.show(v) for v in dict.fromkeys(found))
         return fail(FailReason.spoofed_output,
-                     f"{ratchet_mod.describe(ratchet.metric)} reported different values: "
+                     f"{metric.describe(ratchet.metric)} reported different values: "
                      f"{values}", None)
     value = found[0]
     if ratchet.base is None:
-        return Outcome(Verdict.PASS, None, f"measured {ratchet_mod.show(value)} (the base's "
+        return Outcome(Verdict.PASS, None, f"measured {metric.show(value)} (the base's "
                                            "value)")
-    trend = (f"base {ratchet_mod.show(ratchet.base)} -> {ratchet_mod.show(value)} "
+    trend = (f"base {metric.show(ratchet.base)} -> {metric.show(value)} "
              f"({ratchet.better} is better, tolerance {ratchet.tolerance:g})")
-    if ratchet_mod.passes(value, ratchet.base, ratchet.better, ratchet.tolerance):
+    if metric.passes(value, ratchet.base, ratchet.better, ratchet.tolerance):
         return Outcome(Verdict.PASS, None, trend)
-    worse = ratchet_mod.worse_by(value, ratchet.base, ratchet.better)
-    return fail(FailReason.ratchet_regressed, f"{trend}: worse by {ratchet_mod.show(worse)}",
+    worse = metric.worse_by(value, ratchet.base, ratchet.better)
+    return fail(FailReason.ratchet_regressed, f"{trend}: worse by {metric.show(worse)}",
                  None)
 
 
@@ -341,13 +264,13 @@ def _test_run(e: Evidence, base: Base | None) -> Judged:
     canaries = canary_mod.observe(e.canary, (*parsed.tests, *parsed.terse_failed),
                                   e.exit_code, e.observation)
     if observed:
-        parsed = _observed(parsed, e.observation, e.canary)
+        parsed = attested.observed_counts(parsed, e.observation, e.canary)
     else:
         parsed = vouched(e.parser, parsed, canaries)
     counts = canary_mod.discount(parsed.counts, canaries)
     exit_code = canary_mod.exit_without(e.parser, e.exit_code, counts, canaries)
     unguarded = _unguarded(e, observed)
-    integrity = _observer_rules(e, base, exit_code) if e.observed else None
+    integrity = attested.observer_rules(e, base, exit_code) if e.observed else None
     if integrity is not None:
         return dataclasses.replace(integrity, canaries=canaries, exit_code=exit_code,
                                    unguarded=unguarded)
@@ -372,7 +295,8 @@ def _test_run(e: Evidence, base: Base | None) -> Judged:
             f"the flow did not take the real path: {e.real_path.detail()}", outcome.counts),
             needs_base=False)
     if e.by_id and not e.of_base and (outcome.verdict is Verdict.PASS or judged.causable):
-        by_id = _by_id(e, base, observed, _without_canaries(parsed, e, observed), outcome)
+        by_id = attested.by_id(e, base, observed, _without_canaries(parsed, e, observed),
+                              outcome)
         if by_id is not None and (by_id.outcome.verdict is Verdict.FAIL or by_id.needs_base):
             return dataclasses.replace(judged, outcome=by_id.outcome,
                                        needs_base=by_id.needs_base)
@@ -421,17 +345,17 @@ def _no_must_fail(e: Evidence) -> str:
     if e.canary is not None and not e.canary.path:
         return ("no canary file: the command's files, directories or name filter select "
                 "none beside its own tests")
-    if e.parser == "go-test" and canary_mod.may_fail(e.command, e.parser):
+    if e.parser == "go-test" and shell.may_fail(e.command, e.parser):
         return ("no must-fail canary: the command builds only go packages with protected "
                 "tests (a failing canary there would explain its binary's failing status)")
-    if e.parser == "cargo" and canary_mod.may_fail(e.command, e.parser):
+    if e.parser == "cargo" and shell.may_fail(e.command, e.parser):
         return ("no must-fail canary: without --no-fail-fast cargo stops at the first "
                 "failing test binary")
     return ("no must-fail canary: the command is a shell list whose last step is not the "
             "runner (a failing canary could change what runs)")
 
 
-def _contradicted(e: Evidence, canaries: CanaryEvidence, outcome: Outcome) -> Outcome | None:
+def _contradicted(e: Evidence, canaries: CanaryReading, outcome: Outcome) -> Outcome | None:
     """A line-read runner's must-pass canary in the protected tests' process failed while
     everything else passed (go: its TestMain saw a test fail): the output lied."""
     if (outcome.verdict is not Verdict.PASS or not canaries.contradicted
@@ -447,179 +371,6 @@ def _without_canaries(parsed: ParseResult, e: Evidence, observed: bool) -> Parse
     if observed or e.canary is None:
         return parsed
     return dataclasses.replace(parsed, tests=tuple(canary_mod.split(e.canary, parsed.tests)[1]))
-
-
-def _observed(parsed: ParseResult, observation: Observation,
-              canary: canary_mod.Canary | None) -> ParseResult:
-    """pytest's results as the rig's observer saw them: the counts from its records (the
-    canaries among them, as the parser would count them), never from printed text."""
-    counts = observation.counts()
-    notes = list(parsed.notes)
-    printed = parsed.counts
-    if printed is not None and printed != counts:
-        notes.append(f"the output's summary says {printed}; the observer saw {counts}")
-    failed_collecting = [c.removesuffix(": failed") for c in observation.collect_errors
-                         if c.endswith(": failed")]
-    said = {error.split(": ", 1)[0]: error for error in parsed.build_errors}  # pytest's words
-    incomplete = () if observation.finished else ("pytest's session never ended",)
-    return ParseResult(counts=counts, summaries=1, tests=tuple(
-        _as_case(t) for t in observation.tests), build_failed=bool(failed_collecting),
-        build_errors=tuple(said.get(c, c) for c in failed_collecting[:3]),
-        notes=tuple(notes), incomplete=incomplete,
-        usage_error=observation.status == 4)
-
-
-def _as_case(test: Test) -> TestCase:
-    status = {Status.PASSED: TestStatus.PASSED, Status.XPASSED: TestStatus.PASSED,
-              Status.FAILED: TestStatus.FAILED, Status.ABORTED: TestStatus.FAILED,
-              Status.ERROR: TestStatus.ERROR}.get(test.status, TestStatus.SKIPPED)
-    return TestCase(test.id, status)
-
-
-def _observer_rules(e: Evidence, base: Base | None, exit_code: int | None) -> Judged | None:
-    """Rule 9: the observer's own integrity, before its counts are believed."""
-    seen = e.observation
-    if not seen.present:
-        if e.of_base or e.exit_code in (4, 126, 127) or e.timed_out or e.oom_killed:
-            return None  # nothing to compare (or pytest never got as far as configuring)
-        if base is None:
-            return None  # read from the output; a pass or a rig error asks the base
-        if base.observed:
-            return Judged(Outcome(Verdict.FAIL, FailReason.tampered,
-                                  "the rig's observer heard nothing from pytest; "
-                                  f"{base.against()} with an observed session"))
-        return None
-    if e.of_base:
-        return None
-    kinds = _anomalies(e, base)
-    if kinds:
-        if base is None:
-            return Judged(_tampered(seen, kinds, canary=e.canary), needs_base=True)
-        return Judged(_tampered(seen, kinds, base, e.canary))
-    if e.timed_out or e.oom_killed:
-        return None  # the container's own account of why the session never ended
-    later = base is None and e.by_id  # the base's sessions could still make it tampered
-    if not seen.finished:
-        return Judged(Outcome(Verdict.FAIL, FailReason.aborted,
-                              "a pytest session never reported its end: the process stopped "
-                              "mid-run", _mine_counted(e)), needs_base=later)
-    if e.simple and seen.status is not None and exit_code is not None and \
-            e.exit_code != seen.status and not e.timed_out and not e.oom_killed:
-        return Judged(Outcome(Verdict.FAIL, FailReason.exit_mismatch,
-                              f"exit {e.exit_code}, but pytest's own session ended with "
-                              f"status {seen.status}", _mine_counted(e)), needs_base=later)
-    return None
-
-
-def _anomalies(e: Evidence, base: Base | None) -> list[str]:
-    """The observer's anomaly kinds (and differences from the base) the base does not
-    show: each one is a way the run did not happen as pytest reported it."""
-    seen = e.observation
-    kinds = sorted(seen.kinds() - (base.anomalies if base is not None else frozenset()))
-    if seen.overflow and not (base is not None and "overflow" in base.anomalies):
-        kinds.append("overflow")
-    if base is not None and base.observed:
-        if seen.sessions != base.sessions:
-            kinds.append(f"sessions ({seen.sessions}, the base had {base.sessions})")
-        if seen.inipath != base.inipath:
-            kinds.append(f"ini file ({seen.inipath}, the base's {base.inipath})")
-        extra = sorted(set(seen.plugins) - set(base.plugins))
-        if extra:
-            kinds.append(f"plugins the base did not load ({', '.join(extra[:5])})")
-    return kinds
-
-
-def _mine_counted(e: Evidence) -> Counts:
-    """The observer's counts of the arm's tests (the rig's canaries left out)."""
-    return e.observation.counts(None if e.canary is None else e.canary.token)
-
-
-def _tampered(seen: Observation, kinds: list[str], base: Base | None = None,
-              canary: canary_mod.Canary | None = None) -> Outcome:
-    details = [f"{a.kind}: {a.detail}" for a in seen.anomalies if a.kind in kinds][:5]
-    detail = ("the run did not happen as pytest reported it: " + "; ".join(
-        details or kinds))
-    if len(details) < len(kinds):
-        others = [k for k in kinds if not any(d.startswith(k + ":") for d in details)]
-        if others and details:
-            detail += "; " + "; ".join(others)
-    if base is not None:
-        detail += f"; {base.against()} without that"
-    return Outcome(Verdict.FAIL, FailReason.tampered, detail,
-                   seen.counts(None if canary is None else canary.token))
-
-
-def _by_id(e: Evidence, base: Base | None, observed: bool, parsed: ParseResult,
-           outcome: Outcome) -> Judged | None:
-    """Rule 12: every test the base ran from the protected files ran and passed here."""
-    if base is None:
-        return Judged(outcome, needs_base=True)
-    wanted = [t for t in base.tests if t.status in RAN and (t.pinned or not observed)]
-    if not wanted:
-        return None
-    mine = _mine(e, observed, parsed)
-    if not observed and _duplicated(parsed) and not base.duplicates:
-        return Judged(Outcome(Verdict.FAIL, FailReason.tampered,
-                              "the output names one test twice with different outcomes; "
-                              f"{base.against()} without that", outcome.counts))
-    failed, missing, unproven = [], [], []
-    for test in wanted:
-        got = mine.get(test.id)
-        if got is None or got.status not in RAN:
-            missing.append(f"{test.id} ({'absent' if got is None else got.status})")
-        elif got.status not in (Status.PASSED, Status.XPASSED):
-            failed.append(f"{test.id} ({got.status})")
-        elif observed and ((test.attested and not got.attested)
-                           or (test.verified and not got.verified)):
-            unproven.append(test.id)
-    if unproven:
-        return Judged(Outcome(Verdict.FAIL, FailReason.tampered,
-                              f"the rig did not see the pinned code of {_ids(unproven)} run "
-                              f"and return, as it did on the base ({base.sample})",
-                              outcome.counts))
-    if failed:
-        return Judged(Outcome(Verdict.FAIL, FailReason.tests_failed,
-                              f"protected tests did not pass: {_ids(failed)}", outcome.counts))
-    if missing:
-        return Judged(Outcome(Verdict.FAIL, FailReason.not_run,
-                              f"protected tests the base ran did not run: {_ids(missing)}",
-                              outcome.counts))
-    return None
-
-
-def _mine(e: Evidence, observed: bool, parsed: ParseResult) -> dict[str, Test]:
-    if observed:
-        return {t.id: t for t in e.observation.tests}
-    status = {TestStatus.PASSED: Status.PASSED, TestStatus.FAILED: Status.FAILED,
-              TestStatus.ERROR: Status.ERROR, TestStatus.SKIPPED: Status.SKIPPED}
-    found: dict[str, Test] = {}
-    for case in parsed.tests:
-        new = status[case.status]
-        old = found.get(case.id)
-        if old is None or _rank(new) > _rank(old.status):
-            found[case.id] = Test(case.id, new)
-    return found
-
-
-def _rank(status: Status) -> int:
-    return [Status.PASSED, Status.SKIPPED, Status.FAILED, Status.ERROR].index(status) \
-        if status in (Status.PASSED, Status.SKIPPED, Status.FAILED, Status.ERROR) else 0
-
-
-def _duplicated(parsed: ParseResult) -> bool:
-    """A test id the runner's lines give two different outcomes (a forged line beside the
-    runner's own)."""
-    seen: dict[str, TestStatus] = {}
-    for case in parsed.tests:
-        if case.id in seen and seen[case.id] is not case.status:
-            return True
-        seen[case.id] = case.status
-    return False
-
-
-def _ids(ids: list[str]) -> str:
-    shown = ", ".join(ids[:SHOWN_IDS])
-    return shown + (f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else "")
 
 
 def _differential(judged: Judged, base: Base | None) -> Judged:

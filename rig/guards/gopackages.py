@@ -1,6 +1,6 @@
 """The Go packages a `go test` command builds, resolved on the host from the tree.
 
-The canaries must go where the command goes (`rig.inprocess`): a test file in a package
+The canaries must go where the command goes (`rig.guards.inprocess`): a test file in a package
 the command never builds is absent on every honest run. This reads the command as the go
 tool would, enough to plant: the `cd DIR` steps before the `go test` step, the package
 patterns among its arguments (flags and their values skipped, `-args` ends them, none
@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
+
+from rig.guards import shell
 
 # go test's flags (build and test flags) that take a value as the next word.
 _VALUED = frozenset((
@@ -30,9 +31,7 @@ _VALUED = frozenset((
     "memprofilerate", "mutexprofile", "mutexprofilefraction", "outputdir", "parallel",
     "timeout", "trace", "shuffle", "fuzz", "fuzztime", "fuzzminimizetime", "list", "vet"))
 _MODULE = re.compile(r"^\s*module\s+\"?([^\s\"]+)\"?", re.MULTILINE)
-_STEPS = re.compile(r"&&|\|\||[;|\n]")
 _REDIRECT = re.compile(r"\d*(?:>>?|<)&?")  # `2>&1`, `> out.txt`, `>out.txt`
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
 @dataclass(frozen=True)
@@ -85,10 +84,9 @@ def _go_test_step(command: str) -> tuple[str, list[str]] | None:
     """(the working directory, the arguments after `go test`) of the last step of a shell
     list (or pipeline) that runs `go test`, the `cd` steps before it applied."""
     cwd, found = "", None
-    for step in _STEPS.split(command):
-        try:
-            words = [w for w in shlex.split(step) if not _ASSIGNMENT.fullmatch(w)]
-        except ValueError:
+    for step in shell.steps(command, background=False):
+        words = shell.words(step)
+        if words is None:
             return None
         if words[:1] == ["cd"] and len(words) == 2:
             target = words[1]

@@ -1,6 +1,6 @@
 """A sample's tree as data: the files of one commit, checked, then overlaid by the rig.
 
-The runner reads a commit's tree out of git (`runner.sample_tree`); everything here is
+The runner reads a commit's tree out of git (`runner.containers.samples.tree`); everything here is
 pure. A tree is a mapping of repo-relative paths to `Entry` (a regular file, an
 executable or a symlink). `checked` refuses what no honest checkout can hold and what
 could make an extraction write outside its directory: absolute paths, `..`, `.git`

@@ -21,10 +21,10 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rig.guards import shell
+
 WORK = "/work"  # the sample's tree root (runner.containers.sandbox.WORKDIR)
 _SCRIPTS = ("npm", "yarn", "pnpm")
-_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
-_SEPARATOR = re.compile(r"&&|\|\||[;|&\n]")
 # Options that take a value (as `--opt value` or `--opt=value`), per runner.
 _VALUED = {
     "node-test": {"--test-name-pattern", "--test-skip-pattern", "--test-reporter",
@@ -80,8 +80,8 @@ def read(runner: str, command: str, text_of: Mapping[str, str]) -> Selection | N
 def _steps(runner: str, command: str, cwd: str, text_of: Mapping[str, str],
            depth: int) -> Selection | None:
     found: Selection | None = None
-    for step in _SEPARATOR.split(command):  # `&&`, `||`, `;`, a pipe: each a command
-        words = _words(step)
+    for step in shell.steps(command):  # `&&`, `||`, `;`, a pipe: each a command
+        words = shell.words(step)
         if words is None:
             return None
         if words[:1] == ["cd"] and len(words) == 2:
@@ -90,13 +90,6 @@ def _steps(runner: str, command: str, cwd: str, text_of: Mapping[str, str],
         here = _invocation(runner, words, cwd, text_of, depth)
         found = here or found
     return found
-
-
-def _words(step: str) -> list[str] | None:
-    try:
-        return [w for w in shlex.split(step) if not _ENV.fullmatch(w)] or []
-    except ValueError:
-        return None
 
 
 def _invocation(runner: str, words: list[str], cwd: str, text_of: Mapping[str, str],

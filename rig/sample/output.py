@@ -1,7 +1,7 @@
-"""What a runner's own output says: `rig.verdict`'s rule 10 (`decide`), pure.
+"""What a runner's own output says: `rig.sample.verdict`'s rule 10 (`decide`), pure.
 
 The exit code, the container's flags and a `ParseResult` in, an `Outcome` out, in this
-order (the whole order of a sample's rules is `rig.verdict`'s):
+order (the whole order of a sample's rules is `rig.sample.verdict`'s):
 
 1. the program is absent (preflight)              -> RIG_ERROR tool_missing
 2. timed out / OOM-killed                         -> FAIL timeout / oom_killed
@@ -26,14 +26,14 @@ from __future__ import annotations
 import dataclasses
 import signal
 
-from rig import canary as canary_mod
-from rig.canary import Evidence as CanaryEvidence
-from rig.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
+from rig.guards import canary as canary_mod
+from rig.guards.canary import CanaryReading
 from rig.parsers import get_parser
 from rig.parsers.base import ParseResult
+from rig.sample.outcome import Counts, FailReason, Outcome, RigErrorReason, Verdict
 
 
-def vouched(parser: str, parsed: ParseResult, evidence: CanaryEvidence) -> ParseResult:
+def vouched(parser: str, parsed: ParseResult, evidence: CanaryReading) -> ParseResult:
     """With the canaries as planted, a single-summary runner's own summary is its LAST
     one when it holds them (the runner prints it last; a fake printed after it does not
     know them): summary-like text the tests printed before it is theirs, not a spoof.

@@ -1,0 +1,1 @@
+"""What proves a run honest."""

@@ -1,0 +1,1 @@
+"""One sample, in the order it happens."""
