@@ -28,7 +28,7 @@ from rig.tree import unshown
 from rig.tripwire import Finding
 from rig.verdict import Verdict
 from runner import workspace
-from runner.commands.score import METRIC_PARSER
+from runner.commands.sample_plan import METRIC_PARSER
 from runner.containers import database, images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage, prepared

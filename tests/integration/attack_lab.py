@@ -1,6 +1,6 @@
 """The set-up every adversarial grading test shares: a base whose protected success test
 fails, an attack commit on top, and samples through the real docker executor exactly as
-`runner.commands.score.run_all` runs them (`rig.oracle.run_sample` with `BaseRuns`).
+`runner.commands.sample_runs.run_all` runs them (`rig.oracle.run_sample` with `BaseRuns`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from rig import tree as tree_mod
 from rig.oracle import SampleSpec, ServerSpec, run_sample
 from rig.ratchet import Ratchet
 from rig.record import SampleRecord
-from runner.commands.score import BaseRuns
+from runner.commands.sample_runs import BaseRuns
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
 from runner.containers.images import BuiltImage
@@ -105,7 +105,7 @@ from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples import DockerSampleExecutor
-from runner.commands.score import BaseRuns
+from runner.commands.sample_runs import BaseRuns
 
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rig.oracle import SampleSpec, StackSpec, run_sample
 from rig.record import SampleRecord
-from runner.commands.score import BaseRuns
+from runner.commands.sample_runs import BaseRuns
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage

@@ -19,7 +19,7 @@ import pytest
 
 from rig.oracle import SampleSpec, ServerSpec, run_sample
 from rig.record import BrowserAsked, SampleRecord
-from runner.commands.score import BaseRuns
+from runner.commands.sample_runs import BaseRuns
 from runner.containers import sandbox
 from runner.containers.browser import BrowserLimits
 from runner.containers.engine import LABEL_EXPERIMENT, Engine

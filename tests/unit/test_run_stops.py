@@ -30,7 +30,7 @@ def steps(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
     monkeypatch.setattr(loop.stage_merge, "load", lambda loaded, change: None)
     monkeypatch.setattr(loop, "dispatched", lambda loaded, change: True)
     monkeypatch.setattr(loop.score_mod, "score", score)
-    monkeypatch.setattr(loop.score_mod, "stage_path", lambda loaded, change: tmp_path / change)
+    monkeypatch.setattr(loop.sample_plan, "stage_path", lambda loaded, change: tmp_path / change)
     monkeypatch.setattr(loop.stage_merge, "merge_change",
                         lambda engine, loaded, change, say, toolchain: done.append(
                             f"merge {change}"))
