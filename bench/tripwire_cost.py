@@ -61,8 +61,8 @@ def main() -> None:
                 for wired in (True, False):
                     stage = Path(tmp) / f"stage-{round_}-{wired}"
                     started = time.perf_counter()
-                    sample_runs.run_all(executor, specs(base, arms, round_), stage, lambda _: None,
-                                  diagnose=wired)
+                    sample_runs.run_all(executor, specs(base, arms, round_), stage,
+                                        lambda _: None, diagnose=wired)
                     walls[wired].append(time.perf_counter() - started)
                     print(f"round {round_ + 1}, tripwires {'on' if wired else 'off'}: "
                           f"{walls[wired][-1]:.2f}s", flush=True)

@@ -123,11 +123,11 @@ def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: st
     baselines = sample_plan.frozen_baselines(loaded, change)
     todo = [spec for plan in sample_plan.plans(loaded, change)
             for spec in sample_plan.plan_specs(loaded, change, label, plan, commit, base,
-                                             baselines)]
+                                               baselines)]
     with sample_runs.executor_for(toolchain, base) as executor:
         records = sample_runs.run_all(executor, todo, stage, say,
-                                    proofs=sample_plan.stage_path(loaded, change),
-                                    settled=settled)
+                                      proofs=sample_plan.stage_path(loaded, change),
+                                      settled=settled)
     grouped: Records = {}
     for record in records:
         grouped.setdefault(record.check, []).append(record)

@@ -24,13 +24,7 @@ from runner.contract import Baseline
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.store import layout
-from runner.store.records import (
-    BaselineProof,
-    RatchetBase,
-    ReferenceProof,
-    StageRecord,
-    save_stage,
-)
+from runner.store.records import BaselineProof, RatchetBase, ReferenceProof, StageRecord, save_stage
 
 Progress = Callable[[str], None]
 NO_SIGNAL = ("no signal: the task passes before any change; calibrate it until the "
@@ -94,10 +88,10 @@ def _samples(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str
     passes only where an honest arm's fix could."""
     plan = sample_plan.check_plan(loaded, change, sample_plan.SUCCESS)
     todo = sample_plan.specs(loaded, change, who, plan, commit, base,
-                         loaded.manifest.contract.samples)
+                             loaded.manifest.contract.samples)
     of_base = commit == base
     return sample_runs.run_all(executor, todo, stage, say, diagnose=not of_base,
-                             proofs=None if of_base else stage.parent.parent)
+                               proofs=None if of_base else stage.parent.parent)
 
 
 def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, base: str,

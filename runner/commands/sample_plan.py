@@ -2,8 +2,8 @@
 which arm, check and commit (`CheckPlan`, `plans`, `specs`, `plan_specs`: the success
 criterion, then every check; a ratchet's samples carry its frozen base value), each arm's
 final commit, why an arm's work was refused, and what a resume re-runs (`redo`: the
-stored RIG_ERROR samples set aside). No container is touched here: `runner.commands.sample_runs`
-runs what this plans.
+stored RIG_ERROR samples set aside). No container is touched here:
+`runner.commands.sample_runs` runs what this plans.
 """
 
 from __future__ import annotations
@@ -15,12 +15,7 @@ from pathlib import Path
 
 from rig import contract as contract_mod
 from rig import ratchet as ratchet_mod
-from rig.oracle import (
-    SampleSpec,
-    ServerSpec,
-    StackSpec,
-    set_aside,
-)
+from rig.oracle import SampleSpec, ServerSpec, StackSpec, set_aside
 from rig.record import BrowserAsked, SampleRecord
 from runner import contract, workspace
 from runner.commands.dispatch.record import load_record
@@ -31,8 +26,6 @@ from runner.store.layout import experiment_dir, stage_dir
 from runner.workspace import merge
 
 Say = Callable[[str], None]
-
-
 SUCCESS = "success"
 METRIC_PARSER = "metric"  # a ratchet's samples: read by rig.ratchet, not by a parser
 

@@ -17,11 +17,7 @@ from pathlib import Path
 
 from rig import links, tripwire
 from rig.errors import SampleInterruptedError
-from rig.oracle import (
-    SampleSpec,
-    base_run,
-    run_sample,
-)
+from rig.oracle import SampleSpec, base_run, run_sample
 from rig.record import SampleRecord
 from rig.tree import UnsafeTreeError
 from rig.verdict import Base

@@ -18,11 +18,7 @@ from rig import harness, rubric
 from rig import judge as judge_mod
 from rig import tree as tree_mod
 from rig.contract import LockVersion
-from rig.oracle import (
-    PassRate,
-    SampleSpec,
-    pass_rate,
-)
+from rig.oracle import PassRate, SampleSpec, pass_rate
 from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.report import render_scorecard

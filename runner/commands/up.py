@@ -148,7 +148,7 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
                                                           db.admin_password)
     if options.prove:
         with sample_runs.executor_for(plan.toolchain, plan.base_commit,
-                                    shared_db=shared) as executor:
+                                      shared_db=shared) as executor:
             proof = prove(executor, loaded, change, plan.base_commit, proofs, progress,
                           allow_passing_baseline=options.allow_passing_baseline)
     if proof is not None and proof.ratchets:  # the ratchets' base values, measured or carried
