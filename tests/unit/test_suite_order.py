@@ -1,7 +1,7 @@
 """`make test`'s two workers start the longest integration modules first (issue 35 item 5):
 xdist's default queue (`--loadscope-reorder`) puts the modules with the fewest tests
-last, and the longest here hold one to five tests, so the browser example's ten minutes
-started when the other worker had little left. These pin the order and what keeps it."""
+last, and the longest here hold one to five tests, so a long one could start late. These
+pin the order and what keeps it."""
 
 from __future__ import annotations
 
