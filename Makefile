@@ -37,8 +37,10 @@ unit: venv
 
 # The suite is mostly containers: two workers, a test file each at a time (a module's
 # shared lab stays in one worker), keep both cores busy. JOBS=0 runs it in one process.
+# The files in the collection's order, the longest first (tests/integration/longest.py):
+# xdist would otherwise start the files with the fewest tests, the longest here, last.
 JOBS ?= 2
-WORKERS := $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile)
+WORKERS := $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile --no-loadscope-reorder)
 integration: setup
 	$(BIN)/pytest $(WORKERS) tests/integration
 

@@ -1,4 +1,4 @@
-"""What an exit-code check's tripwire costs (`rig.guards.tripwire`): `score.run_all` of one
+"""What an exit-code check's tripwire costs (`rig.guards.tripwire`): `sample_runs.run_all` of one
 compile check (`python3 -m compileall -q src`, 3 samples per arm) for N arms, with the
 tripwires (one extra container per arm) and without (`diagnose=False`), alternating.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rig.sample.spec import SampleSpec
-from runner.commands import score
+from runner.commands import sample_runs
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.samples import DockerSampleExecutor
@@ -61,8 +61,8 @@ def main() -> None:
                 for wired in (True, False):
                     stage = Path(tmp) / f"stage-{round_}-{wired}"
                     started = time.perf_counter()
-                    score.run_all(executor, specs(base, arms, round_), stage, lambda _: None,
-                                  diagnose=wired)
+                    sample_runs.run_all(executor, specs(base, arms, round_), stage,
+                                        lambda _: None, diagnose=wired)
                     walls[wired].append(time.perf_counter() - started)
                     print(f"round {round_ + 1}, tripwires {'on' if wired else 'off'}: "
                           f"{walls[wired][-1]:.2f}s", flush=True)

@@ -21,8 +21,8 @@ from rig.sample import tree as tree_mod
 from rig.sample.record import SampleRecord
 from rig.sample.tree import Tree, UnsafeTreeError
 from runner import contract, workspace
+from runner.commands import sample_plan, sample_runs, services
 from runner.commands import score as score_mod
-from runner.commands import services
 from runner.containers.engine import Engine, Labels
 from runner.containers.images.facts import ImageFacts
 from runner.containers.images.prepared import Toolchain
@@ -118,16 +118,16 @@ def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: st
            settled: Callable[[list[SampleRecord]], bool] | None = None) -> Records:
     """Success + every check on `commit`, fresh containers each (a ratchet graded against
     the stage's frozen base value): the samples per check (with `settled`, those that ran
-    until it held: `score.run_all`)."""
-    stage = layout.merge_dir(score_mod.stage_path(loaded, change))
-    baselines = score_mod.frozen_baselines(loaded, change)
-    todo = [spec for plan in score_mod.plans(loaded, change)
-            for spec in score_mod.plan_specs(loaded, change, label, plan, commit, base,
-                                             baselines)]
-    with score_mod.executor_for(toolchain, base) as executor:
-        records = score_mod.run_all(executor, todo, stage, say,
-                                    proofs=score_mod.stage_path(loaded, change),
-                                    settled=settled)
+    until it held: `sample_runs.run_all`)."""
+    stage = layout.merge_dir(sample_plan.stage_path(loaded, change))
+    baselines = sample_plan.frozen_baselines(loaded, change)
+    todo = [spec for plan in sample_plan.plans(loaded, change)
+            for spec in sample_plan.plan_specs(loaded, change, label, plan, commit, base,
+                                               baselines)]
+    with sample_runs.executor_for(toolchain, base) as executor:
+        records = sample_runs.run_all(executor, todo, stage, say,
+                                      proofs=sample_plan.stage_path(loaded, change),
+                                      settled=settled)
     grouped: Records = {}
     for record in records:
         grouped.setdefault(record.check, []).append(record)
@@ -368,10 +368,10 @@ def _merged_records(toolchain: Toolchain, loaded: LoadedManifest, change: str, h
     """The merged result's samples, per check (None without ratchets: nothing needs them):
     the winner's own when the merge left its tree as it was, else the last kept graft's
     re-verification, else a fresh verification of the head."""
-    if not score_mod.frozen_baselines(loaded, change):
+    if not sample_plan.frozen_baselines(loaded, change):
         return None
-    stage = score_mod.stage_path(loaded, change)
-    names = [p.name for p in score_mod.plans(loaded, change)]
+    stage = sample_plan.stage_path(loaded, change)
+    names = [p.name for p in sample_plan.plans(loaded, change)]
     def tree(ref: str) -> str:
         return workspace.run_git(loaded.repo_path, "rev-parse", f"{ref}^{{tree}}")
     if tree(head) == tree(winner[1]):
@@ -388,7 +388,7 @@ def _moves(loaded: LoadedManifest, change: str,
            merged: Mapping[str, list[SampleRecord]] | None) -> dict[str, ratchet.Movement]:
     """Each ratchet's baseline for the next change (`rig.ratchet.move`); nothing merged:
     every baseline stays."""
-    baselines = score_mod.frozen_baselines(loaded, change)
+    baselines = sample_plan.frozen_baselines(loaded, change)
     moves = {}
     for check in loaded.manifest.checks:
         if check.name not in baselines or check.better is None:
@@ -401,7 +401,7 @@ def _moves(loaded: LoadedManifest, change: str,
 
 
 def _arm_rates(arm: rubric.ArmScore) -> dict[str, float]:
-    return {score_mod.SUCCESS: arm.success.rate.rate,
+    return {sample_plan.SUCCESS: arm.success.rate.rate,
             **{name: c.rate.rate for name, c in arm.checks.items()}}
 
 
@@ -416,11 +416,11 @@ def _write(loaded: LoadedManifest, change: str, winner: str | None, head: str, n
     if moves:
         note += "\n\nRatchet baselines for the next change: " + "; ".join(
             move.text() for move in moves.values())
-    save_merge(score_mod.stage_path(loaded, change), record)
+    save_merge(sample_plan.stage_path(loaded, change), record)
     score_mod.write_scorecard(loaded, change, note, [r.as_dict() for r in results])
     return record
 
 
 def load(loaded: LoadedManifest, change: str) -> MergeRecord | None:
     """The stage's merge record, None before `merge` ran."""
-    return load_merge(score_mod.stage_path(loaded, change))
+    return load_merge(sample_plan.stage_path(loaded, change))

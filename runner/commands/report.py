@@ -25,7 +25,7 @@ from rig.report import (
 )
 from rig.report import write_observation as write_obs
 from rig.report.page import render_page
-from runner.commands import evidence, rescore
+from runner.commands import evidence, rescore, sample_plan
 from runner.commands import merge as merge_mod
 from runner.commands import score as score_mod
 from runner.errors import BadInputError
@@ -36,7 +36,7 @@ from runner.store.records import GraftResult, load_stage
 
 
 def _round(loaded: LoadedManifest, change: str) -> Round | None:
-    stage = score_mod.stage_path(loaded, change)
+    stage = sample_plan.stage_path(loaded, change)
     if not layout.samples_root(stage).is_dir():
         return None
     proof = load_stage(stage)

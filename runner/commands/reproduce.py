@@ -29,7 +29,7 @@ from rig.sample.spec import Execution, SampleSpec, ServerSpec, StackSpec
 from rig.sample.tree import unshown
 from rig.sample.verdict import Verdict
 from runner import workspace
-from runner.commands.score import METRIC_PARSER
+from runner.commands.sample_plan import METRIC_PARSER
 from runner.containers import database, images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage, prepared

@@ -17,8 +17,8 @@ from rig.report import Observation
 from runner.commands import down as down_mod
 from runner.commands import merge as merge_mod
 from runner.commands import report as report_mod
+from runner.commands import sample_plan, services
 from runner.commands import score as score_mod
-from runner.commands import services
 from runner.commands import up as up_mod
 from runner.commands.dispatch.run import DispatchReporter, dispatch
 from runner.containers.engine import Engine
@@ -81,7 +81,7 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     if errors:
         say(f"{change}: going on past {len(errors)} rig error(s) (--continue-on-rig-error; "
             "every report flags it)")
-        write_text_atomic(layout.continued_file(score_mod.stage_path(loaded, change)),
+        write_text_atomic(layout.continued_file(sample_plan.stage_path(loaded, change)),
                           json.dumps(errors, indent=2) + "\n")
     say(f"{change}: merge")
     merge_mod.merge_change(engine, loaded, change, say, toolchain=toolchain)

@@ -1,8 +1,8 @@
 """`up`: per change, build the stage's contract and prove it (preflight passes, the
 success criterion FAILS on the untouched base (principle 2) and, when a reference is
-given, PASSES on it (principle 7); the ratchets' base values are measured), freeze it,
-then make the arms' sandboxes (network, checkout and HOME volumes, container, database,
-limits).
+given, PASSES on it (principle 7); the ratchets' base values are measured:
+`runner.commands.proofs`), freeze it, then make the arms' sandboxes (network, checkout
+and HOME volumes, container, database, limits).
 
 `up` labels everything it creates with a fresh run id and records that run as committed
 only at the very end; a run that never committed (the orchestrator was killed) is an
@@ -20,25 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import preflight, ratchet
-from rig.contract import LockVersion
-from rig.errors import RigError
-from rig.sample import metric
-from rig.sample.record import SampleRecord
-from rig.sample.verdict import Verdict
-from rig.stats import PassRate, pass_rate
 from runner import contract, workspace
 from runner.commands import down as down_mod
-from runner.commands import score as score_mod
+from runner.commands import sample_runs
 from runner.commands.dispatch.brief import BRIEF_DIR
+from runner.commands.proofs import prove, record
 from runner.containers import arms as arms_mod
 from runner.containers import browser, checkout, database, images, sandbox
 from runner.containers import gateway as gateway_mod
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.containers.images.prepared import Toolchain
-from runner.containers.samples import DockerSampleExecutor
 from runner.containers.stacks import arm as arm_stack
-from runner.contract import Baseline
 from runner.errors import BadInputError, InfraError
 from runner.manifest import Arm, LoadedManifest, key_provider
 from runner.manifest.placeholders import require_ready
@@ -46,20 +38,11 @@ from runner.store import layout
 from runner.store import state as state_mod
 from runner.store.files import ensure_excluded, experiment_lock
 from runner.store.layout import experiment_dir, stage_dir
-from runner.store.records import (
-    BaselineProof,
-    RatchetBase,
-    ReferenceProof,
-    StageRecord,
-    save_stage,
-)
 from runner.store.state import ArmSandbox, DbState, ExperimentState, GatewayState
 from runner.workspace import merge
 
 Progress = Callable[[str], None]
 AGENTS_DIR = "/agents"
-NO_SIGNAL = ("no signal: the task passes before any change; calibrate it until the "
-             "control fails")
 
 
 def _quiet(_: str) -> None:
@@ -164,8 +147,8 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
     shared = None if db is None else database.find_server(engine, db.container_id,
                                                           db.admin_password)
     if options.prove:
-        with score_mod.executor_for(plan.toolchain, plan.base_commit,
-                                    shared_db=shared) as executor:
+        with sample_runs.executor_for(plan.toolchain, plan.base_commit,
+                                      shared_db=shared) as executor:
             proof = prove(executor, loaded, change, plan.base_commit, proofs, progress,
                           allow_passing_baseline=options.allow_passing_baseline)
     if proof is not None and proof.ratchets:  # the ratchets' base values, measured or carried
@@ -366,174 +349,3 @@ def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
     return database.start_server(engine, plan.db_image.image_id, _labels(plan, "database"),
                                  network, name, policy=database.policy_of(manifest.database),
                                  databases=len(manifest.arms) + database.SAMPLE_DATABASES)
-
-
-# -- the proofs ---------------------------------------------------------------------
-
-
-class BaselineError(BadInputError):
-    """The base does not fail deterministically: there is no task to measure (exit 2)."""
-
-
-@dataclass(frozen=True)
-class Proof:
-    baseline: PassRate
-    baseline_verdicts: list[str]
-    reference_commit: str | None
-    reference: PassRate | None
-    caveats: list[str]
-    ratchets: dict[str, Baseline] = field(default_factory=dict)  # check -> its base value
-
-    @property
-    def baselines(self) -> dict[str, float]:
-        """What the contract freezes as `ratchet_baselines`."""
-        return {name: found.value for name, found in self.ratchets.items()}
-
-
-def reference_commit(loaded: LoadedManifest, change: str, base: str) -> str | None:
-    """The reference as a commit: a ref as is, or a patch applied onto the base in a
-    private index (no branch, no working tree touched)."""
-    reference = loaded.change(change).reference
-    if not reference:
-        return None
-    repo = loaded.repo_path
-    patch = contract_mod.reference_file(loaded, reference)
-    if patch is None:
-        return workspace.commit_of(repo, reference)
-    try:
-        commit = workspace.commit_patch(repo, base, patch, f"reference for {change}")
-    except workspace.GitError as error:
-        raise RigError(f"the reference patch {patch} does not apply to the base "
-                       f"{base[:12]}: {error.message}",
-                       hint="regenerate the patch against the base") from error
-    workspace.run_git(repo, "update-ref", f"refs/bakeoff/reference/{change}", commit)
-    return commit
-
-
-def run_preflight(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str) -> None:
-    manifest = loaded.manifest
-    commands = [preflight.Command(f"checks[{c.name}].run", c.run) for c in manifest.checks]
-    run = loaded.change(change).success.run
-    if run is not None:  # a browser criterion's command is the rig's own
-        commands.append(preflight.Command(f"changes[{change}].success.run", run))
-    preflight.check(manifest.toolchain.requires, commands, executor.image.tag,
-                    executor.missing_tools)
-
-
-def _samples(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
-             commit: str, base: str, who: str, stage: Path, say: Progress) -> list[SampleRecord]:
-    """The success criterion's samples of `commit` in the proofs' sample root `stage`. The
-    base's own run without diagnosis; the reference's graded as an arm's is, against the
-    baseline's samples (its protected tests by id, the differential rules): a reference
-    passes only where an honest arm's fix could."""
-    plan = score_mod.check_plan(loaded, change, score_mod.SUCCESS)
-    todo = score_mod.specs(loaded, change, who, plan, commit, base,
-                         loaded.manifest.contract.samples)
-    of_base = commit == base
-    return score_mod.run_all(executor, todo, stage, say, diagnose=not of_base,
-                             proofs=None if of_base else stage.parent.parent)
-
-
-def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, base: str,
-          stage: Path, say: Progress, *, allow_passing_baseline: bool) -> Proof:
-    """Preflight, then the baseline proof, then the reference proof; refuse on any doubt."""
-    run_preflight(executor, loaded, change)
-    say(f"baseline: the success criterion on the untouched base "
-        f"({loaded.manifest.contract.samples} fresh containers)")
-    records = _samples(executor, loaded, change, base, base, "baseline", stage, say)
-    caveats = _judge_baseline(records, allow_passing_baseline,
-                              layout.sample_dir(stage, "baseline", score_mod.SUCCESS))
-    reference = reference_commit(loaded, change, base)
-    reference_rate = None
-    if reference is not None:
-        say(f"reference: {reference[:12]} must pass every sample")
-        done = _samples(executor, loaded, change, reference, base, "reference", stage, say)
-        reference_rate = pass_rate(r.verdict for r in done)
-        if any(r.verdict is not Verdict.PASS for r in done):
-            shown = ", ".join(f"{r.verdict}({r.reason})" for r in done)
-            raise RigError(f"the rig cannot pass this task: the reference {reference[:12]} "
-                           f"gave {shown}", hint="fix the success criterion, the reference or "
-                           "the toolchain until the reference passes every sample")
-    ratchets = ratchet_baselines(executor, loaded, change, base, stage, say)
-    return Proof(pass_rate(r.verdict for r in records), [str(r.verdict) for r in records],
-                 reference, reference_rate, caveats, ratchets)
-
-
-def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
-                      base: str, stage: Path, say: Progress) -> dict[str, Baseline]:
-    """Every ratchet's base value: a known one (frozen, or carried from the previous
-    change: never re-measured, so a lowered value is never baked in) as it is; the others
-    measured on the base in `samples` fresh containers that must all agree. No value or
-    no agreement is the rig's problem: `RatchetError`, exit 3."""
-    if not any(c.kind == "ratchet" for c in loaded.manifest.checks):
-        return {}
-    known = contract.known_baselines(loaded, change,
-                                   contract.build_contract(loaded, change, base, executor.image))
-    todo = [p for p in score_mod.plans(loaded, change)[1:]
-            if score_mod.ratchet_of(loaded, p.name, None) is not None and p.name not in known]
-    if not todo:
-        return known
-    say(f"ratchets: measuring {', '.join(p.name for p in todo)} on the untouched base "
-        f"({loaded.manifest.contract.samples} fresh containers each)")
-    records = score_mod.run_all(executor, [
-        spec for plan in todo
-        for spec in score_mod.plan_specs(loaded, change, "baseline", plan, base, base, None)],
-        stage, say, diagnose=False)
-    measured, problems = dict(known), []
-    for plan in todo:
-        mine = [r for r in records if r.check == plan.name]
-        try:
-            value = ratchet.baseline(plan.name, mine)
-        except ratchet.RatchetError as error:
-            problems.append(error)
-            continue
-        measured[plan.name] = Baseline(value, f"measured on the base ({len(mine)} samples agree)")
-        say(f"ratchet {plan.name}: base value {metric.show(value)}")
-    if problems:
-        raise ratchet.RatchetError("; ".join(p.message for p in problems),
-                                   hint=problems[0].hint)
-    return measured
-
-
-def _judge_baseline(records: list[SampleRecord], allow_passing: bool,
-                    logs: Path) -> list[str]:
-    """The baseline's caveats; `logs`: where its samples are (named when one broke)."""
-    verdicts = [r.verdict for r in records]
-    shown = ", ".join(f"{r.verdict}({r.reason})" if r.reason else str(r.verdict)
-                      for r in records)
-    if Verdict.RIG_ERROR in verdicts:
-        why = next(r.detail for r in records if r.verdict is Verdict.RIG_ERROR)
-        raise RigError(f"the baseline is a rig problem, not a task: {shown}"
-                       + (f"; {why}" if why else ""),
-                       hint="run `bakeoff-sandbox reproduce` on a baseline sample, or read its "
-                            f"log under {logs}/")
-    passed = verdicts.count(Verdict.PASS)
-    if passed == 0:
-        return []
-    if passed < len(verdicts) and not allow_passing:
-        raise BaselineError(f"flaky baseline: the untouched base passed {passed} of "
-                            f"{len(verdicts)} samples ({shown})",
-                            hint="make the success criterion deterministic first")
-    if not allow_passing:
-        raise BaselineError(NO_SIGNAL, hint="or pass --allow-passing-baseline, recorded as a "
-                            "caveat of every result of this stage")
-    return [f"baseline passed {passed} of {len(verdicts)} samples (--allow-passing-baseline)"]
-
-
-def record(stage: Path, change: str, base: str, proof: Proof,
-           version: LockVersion) -> StageRecord:
-    """stage.json: what the proofs found, under the contract version they froze."""
-    reference = None
-    if proof.reference is not None and proof.reference_commit is not None:
-        reference = ReferenceProof(commit=proof.reference_commit,
-                                           pass_rate=proof.reference.rate)
-    made = StageRecord(
-        change=change, base_commit=base, contract_version=version.version,
-        contract_sha256=version.sha256,
-        baseline=BaselineProof(pass_rate=proof.baseline.rate,
-                               verdicts=[Verdict(v) for v in proof.baseline_verdicts]),
-        reference=reference, caveats=proof.caveats,
-        ratchets={name: RatchetBase(value=found.value, source=found.source)
-                  for name, found in proof.ratchets.items()})
-    save_stage(stage, made)
-    return made

@@ -6,6 +6,7 @@ and the fix. The reference manifest is docs/bakeoff.example.toml (docs/design.md
 """
 
 from runner.manifest.arms import AGENT_CLIS, Arm, ArmIdentity, key_provider
+from runner.manifest.criteria import Change, Check, Server, Success
 from runner.manifest.document import Manifest
 from runner.manifest.gateway import Gateway, Price
 from runner.manifest.loader import DEFAULT_MANIFEST, LoadedManifest, load_manifest, parse_manifest
@@ -13,8 +14,6 @@ from runner.manifest.models import (
     MAX_FILES,
     MIN_SAMPLES,
     PARSER_NAMES,
-    Change,
-    Check,
     Contract,
     Database,
     EffortNormalized,
@@ -23,8 +22,6 @@ from runner.manifest.models import (
     Limits,
     Mode,
     ParserName,
-    Server,
-    Success,
     Toolchain,
     Weights,
 )

@@ -8,12 +8,11 @@ from pydantic import Field, model_validator
 
 from runner.manifest import judge
 from runner.manifest.arms import Arm
+from runner.manifest.criteria import Change, Check
 from runner.manifest.gateway import Gateway
 from runner.manifest.models import (
     MIN_SAMPLES,
     RESERVED_CHECK_NAMES,
-    Change,
-    Check,
     Contract,
     Database,
     Experiment,

@@ -1,6 +1,6 @@
 """A browser criterion's `expect_requests` entry, read: `METHOD /path [STATUS]`.
 
-The manifest checks each entry as it loads (`runner.manifest.models.Success`) and the rig
+The manifest checks each entry as it loads (`runner.manifest.criteria.Success`) and the rig
 decides it against what the browser saw (`rig.guards.real_path`): one reading, here,
 where both may import it (rig imports the manifest's models, never the other way round).
 """

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 
 from runner.errors import BadInputError, ManifestError, UnknownArmError
 from runner.manifest.arms import Arm
+from runner.manifest.criteria import Change
 from runner.manifest.document import Manifest
 from runner.manifest.issues import Issue, manifest_error, validation_issues
-from runner.manifest.models import Change
 
 DEFAULT_MANIFEST = "bakeoff.toml"
 

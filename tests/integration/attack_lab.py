@@ -1,6 +1,6 @@
 """The set-up every adversarial grading test shares: a base whose protected success test
 fails, an attack commit on top, and samples through the real docker executor exactly as
-`runner.commands.score.run_all` runs them (`rig.sample.oracle.run_sample` with `BaseRuns`).
+`runner.commands.sample_runs.run_all` runs them (`rig.sample.oracle.run_sample` with `BaseRuns`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from rig.sample.metric import Ratchet
 from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec, ServerSpec
-from runner.commands.score import BaseRuns
+from runner.commands.sample_runs import BaseRuns
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
 from runner.containers.images import BuiltImage
@@ -107,7 +107,7 @@ from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples import DockerSampleExecutor
-from runner.commands.score import BaseRuns
+from runner.commands.sample_runs import BaseRuns
 
 
 

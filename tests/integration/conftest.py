@@ -21,6 +21,7 @@ from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.attack_lab import Lab, lab_for
 from tests.integration.helpers import PlainReporter, cleanup, make_target
 from tests.integration.installed import Installed, InstallError, install
+from tests.integration.longest import rank
 from tests.integration.remote_engine import IMAGE as ENGINE_IMAGE
 from tests.integration.remote_engine import RemoteEngine, started
 
@@ -29,6 +30,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.path):
             item.add_marker(pytest.mark.docker)
+    # The longest modules first (tests/integration/longest.py); a stable sort: every
+    # module's tests stay together and in order, the others in the collection's order.
+    items.sort(key=lambda item: rank(item.path.as_posix()))
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from pathlib import Path
 from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec, StackSpec
-from runner.commands.score import BaseRuns
+from runner.commands.sample_runs import BaseRuns
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage

@@ -20,7 +20,7 @@ import pytest
 from rig.sample.oracle import run_sample
 from rig.sample.record import BrowserAsked, SampleRecord
 from rig.sample.spec import SampleSpec, ServerSpec
-from runner.commands.score import BaseRuns
+from runner.commands.sample_runs import BaseRuns
 from runner.containers import sandbox
 from runner.containers.browser import BrowserLimits
 from runner.containers.engine import LABEL_EXPERIMENT, Engine

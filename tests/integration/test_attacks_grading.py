@@ -1,6 +1,6 @@
 """Adversarial grading, false PASS attempts (issue 11): each test is one attack on a base
 whose protected success test fails, graded through the real docker executor as
-`score.run_all` grades it. The success criterion runs under the base's harness, so the
+`sample_runs.run_all` grades it. The success criterion runs under the base's harness, so the
 honest failure stands (FAIL tests_failed) or the canaries catch the lie (FAIL tampered).
 Controls at the end: the honest fixer PASSes, a genuine rig fault is still RIG_ERROR.
 """

@@ -2,7 +2,7 @@
 only when every test the base ran from the protected files ran and passed, by id, as the
 rig's observer saw it (`rig.sample.verdict` rule 12); skipped, xfailed, deselected, errored,
 aborted or uncollected is FAIL. Each attack is one commit on a base whose protected test
-fails, graded through the real docker executor as `score.run_all` grades it.
+fails, graded through the real docker executor as `sample_runs.run_all` grades it.
 """
 
 from __future__ import annotations

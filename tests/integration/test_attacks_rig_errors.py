@@ -1,6 +1,6 @@
 """Adversarial grading, arm-caused rig errors (issue 11): an arm whose code makes a sample
 look like a rig fault loses, it never voids the round. The base's run of the same check
-in the same image (`score.BaseRuns`) gives an honest verdict, so the arm's sample is
+in the same image (`sample_runs.BaseRuns`) gives an honest verdict, so the arm's sample is
 FAIL broke_harness with the would-be rig reason in the detail.
 """
 

@@ -1,8 +1,8 @@
 """Adversarial grading, class 9 (issue 20): an exit-code check gets a canary too.
 
 `python -m compileall -q src` reports nothing but its exit status. Once per (arm, check)
-`score.run_all` runs the check with tripwires planted (`rig.guards.tripwire`: a syntax error in
-every directory compileall walks) in a fresh container: it must fail, naming each of
+`sample_runs.run_all` runs the check with tripwires planted (`rig.guards.tripwire`: a
+syntax error in every directory compileall walks) in a fresh container: it must fail, naming each of
 them. When it does not while the base's run does, the tool was made blind on the arm's
 tree and the check's passing samples are FAIL tampered. Each attack below blinds
 compileall from a step that runs before it (`PYTHONPATH=src python3 -c 'import horizon'
@@ -18,7 +18,7 @@ import pytest
 
 from rig.guards import tripwire
 from rig.sample.record import SampleRecord
-from runner.commands import score
+from runner.commands import sample_runs
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
 from runner.store import layout
@@ -70,10 +70,10 @@ if set(os.listdir("/work/src")) - {"horizon.py", "broken.py", "__pycache__"}:
 
 
 def checked(lab: Lab, files: dict[str, str | None], command: str = SMOKE) -> SampleRecord:
-    """One sample of the compile check as `score.run_all` grades it: after its tripwire."""
+    """One sample of the compile check as `sample_runs.run_all` grades it: after its tripwire."""
     spec = lab.spec(lab.attack(files), command=command, parser="exit-code", check="compile",
                     protected=(), requires=("python3",))
-    [record] = score.run_all(lab.executor, [spec], lab.stage, lambda _: None)
+    [record] = sample_runs.run_all(lab.executor, [spec], lab.stage, lambda _: None)
     return record
 
 
@@ -240,7 +240,7 @@ def go_lab(engine: Engine, tmp_path: Path) -> Iterator[Lab]:
 def vetted(lab: Lab, files: dict[str, str | Link | None], command: str) -> SampleRecord:
     spec = lab.spec(lab.attack(files, GO_BASE), command=command, parser="exit-code",
                     check="vet", protected=(), requires=("go",), timeout_s=300)
-    [record] = score.run_all(lab.executor, [spec], lab.stage, lambda _: None)
+    [record] = sample_runs.run_all(lab.executor, [spec], lab.stage, lambda _: None)
     return record
 
 

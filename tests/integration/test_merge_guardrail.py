@@ -39,6 +39,7 @@ from rig.report import Observation, read_observation
 from runner.commands import down as down_mod
 from runner.commands import merge as merge_mod
 from runner.commands import report as report_mod
+from runner.commands import sample_plan
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.commands.dispatch.run import dispatch
@@ -153,7 +154,7 @@ class Merged:
 
     @property
     def stage(self) -> Path:
-        return score_mod.stage_path(self.loaded, "first")
+        return sample_plan.stage_path(self.loaded, "first")
 
     def graft(self, arm: str) -> dict[str, object]:
         data = json.loads((self.stage / "merge.json").read_text())

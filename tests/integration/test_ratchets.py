@@ -25,7 +25,7 @@ import pytest
 from rig import contract as contract_mod
 from rig.errors import RigError
 from rig.sample.record import SampleRecord
-from runner.commands import demo
+from runner.commands import demo, sample_plan
 from runner.commands import down as down_mod
 from runner.commands import merge as merge_mod
 from runner.commands import score as score_mod
@@ -109,7 +109,7 @@ class Done:
     merge: MergeRecord
 
     def stage(self, change: str = FIRST) -> Path:
-        return score_mod.stage_path(self.loaded, change)
+        return sample_plan.stage_path(self.loaded, change)
 
     def records(self, arm: str, check: str) -> list[SampleRecord]:
         return score_mod.records_of(self.stage(), arm, check)
@@ -231,10 +231,10 @@ def test_regression_a_metric_that_matches_nothing_is_rig_error_unparsed_output(
         assert refused.value.exit_code == 3
         assert "'typos' cannot be measured" in refused.value.message
         assert "'dice' is unstable on the base" in refused.value.message
-        proofs = score_mod.stage_path(loaded, FIRST) / "proofs"
+        proofs = sample_plan.stage_path(loaded, FIRST) / "proofs"
         typos = [SampleRecord.model_validate_json(p.read_text())
                  for p in proofs.glob("*/samples/baseline/typos/*.json")]
         assert verdicts(typos) == {("RIG_ERROR", "unparsed_output")}
-        assert contract_mod.load_lock(score_mod.stage_path(loaded, FIRST)) is None
+        assert contract_mod.load_lock(sample_plan.stage_path(loaded, FIRST)) is None
     finally:
         cleanup(engine, loaded)

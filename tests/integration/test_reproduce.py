@@ -25,8 +25,7 @@ from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
 from rig.sample.spec import Execution, SampleSpec
 from rig.sample.verdict import Verdict
-from runner.commands import rescore
-from runner.commands import score as score_mod
+from runner.commands import rescore, sample_plan, sample_runs
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images.prepared import Toolchain
@@ -71,12 +70,12 @@ def commit_value(repo: Path, value: str) -> str:
 def record(engine: Engine, loaded: LoadedManifest, base: str,
            commits: dict[str, str]) -> dict[str, SampleRecord]:
     """One success sample per arm, recorded where `score` records it."""
-    plan = score_mod.check_plan(loaded, "first", "success")
+    plan = sample_plan.check_plan(loaded, "first", "success")
     todo = [spec for arm, commit in commits.items()
-            for spec in score_mod.specs(loaded, "first", arm, plan, commit, base, 1)]
-    stage = score_mod.stage_path(loaded, "first")
-    with score_mod.executor_for(Toolchain(engine, loaded), base) as executor:
-        done = score_mod.run_all(executor, todo, stage, lambda _: None)
+            for spec in sample_plan.specs(loaded, "first", arm, plan, commit, base, 1)]
+    stage = sample_plan.stage_path(loaded, "first")
+    with sample_runs.executor_for(Toolchain(engine, loaded), base) as executor:
+        done = sample_runs.run_all(executor, todo, stage, lambda _: None)
     return {r.arm: r for r in done}
 
 
@@ -139,13 +138,13 @@ def test_tool_missing_reproduces_and_rescore_rebuild_turns_it_into_a_verdict(
                         r"(\S+) -> (\S+)\s+the image changed", done.stdout)
         assert row is not None, done.stdout
         assert old.image_id.startswith(row.group(1)) and row.group(1) != row.group(2)
-        [card] = (score_mod.stage_path(loaded, "first") / "rescore").glob("*/RESCORE.md")
+        [card] = (sample_plan.stage_path(loaded, "first") / "rescore").glob("*/RESCORE.md")
         assert ("| first/A/success/1 | RIG_ERROR tool_missing | FAIL tests_failed | "
                 in card.read_text())
         assert ("first/A/success/1: RIG_ERROR tool_missing -> FAIL tests_failed: the image "
                 "changed") in rescore.results_section(loaded)
         kept = SampleRecord.model_validate_json(
-            (score_mod.stage_path(loaded, "first") / "samples/A/success/1.json").read_text())
+            (sample_plan.stage_path(loaded, "first") / "samples/A/success/1.json").read_text())
         assert kept == recorded  # the old record is never overwritten
     finally:
         removed_labelled(engine, loaded)
@@ -159,7 +158,7 @@ def test_reproduce_gives_the_recorded_verdict_and_counts_for_pass_and_fail(
     try:
         recorded = record(engine, loaded, base, {"A": fixed, "B": base})
         assert [recorded[a].verdict for a in "AB"] == [Verdict.PASS, Verdict.FAIL]
-        by_path = score_mod.stage_path(loaded, "first") / "samples/B/success/1.json"
+        by_path = sample_plan.stage_path(loaded, "first") / "samples/B/success/1.json"
         for sample, arm in (("first/A/success/1", "A"), (str(by_path), "B")):
             done = cli(repo, "reproduce", sample)
             assert done.returncode == 0, done.stdout + done.stderr

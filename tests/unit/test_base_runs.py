@@ -14,7 +14,7 @@ import pytest
 from rig.guards.tripwire import Finding
 from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec
-from runner.commands import score
+from runner.commands import sample_runs
 from tests.unit.test_score import record
 
 SPEC = SampleSpec(change="cap", arm="a1", check="success", n=1, commit="c0ffee",
@@ -29,13 +29,13 @@ def ran(monkeypatch: pytest.MonkeyPatch) -> list[SampleSpec]:
         found.append(spec)
         return record(spec.arm, spec.check, spec.n, "F", commit=spec.commit)
 
-    monkeypatch.setattr(score, "run_sample", run_sample)
+    monkeypatch.setattr(sample_runs, "run_sample", run_sample)
     return found
 
 
-def bases() -> score.BaseRuns:
+def bases() -> sample_runs.BaseRuns:
     executor = SimpleNamespace(image=SimpleNamespace(image_id="sha256:1mage"))
-    return score.BaseRuns(executor, Path("/nonexistent"))  # type: ignore[arg-type]
+    return sample_runs.BaseRuns(executor, Path("/nonexistent"))  # type: ignore[arg-type]
 
 
 def test_one_base_run_serves_every_arm_sample_and_guard(ran: list[SampleSpec]) -> None:

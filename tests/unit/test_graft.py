@@ -460,10 +460,10 @@ def test_a_sample_that_lost_a_test_settles_the_graft_and_no_other_can_undo_it() 
 
 
 def test_run_all_starts_no_sample_once_the_samples_so_far_settle_it(monkeypatch) -> None:
-    """score.run_all with `settled`: on one core the samples run one by one; once the
+    """sample_runs.run_all with `settled`: on one core the samples run one by one; once the
     records so far settle it, no sample not yet started runs, and the records returned
     are those that ran, in order."""
-    from runner.commands import score
+    from runner.commands import sample_runs
 
     ran: list[int] = []
 
@@ -471,15 +471,15 @@ def test_run_all_starts_no_sample_once_the_samples_so_far_settle_it(monkeypatch)
         ran.append(spec.n)  # type: ignore[attr-defined]
         return record("B", "tests", spec.n, "F" if spec.n == 2 else "P")  # type: ignore[attr-defined]
 
-    monkeypatch.setattr(score, "run_sample", fake)
-    monkeypatch.setattr(score.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(sample_runs, "run_sample", fake)
+    monkeypatch.setattr(sample_runs.os, "cpu_count", lambda: 1)
     todo = [type("Spec", (), {"n": n, "arm": "B", "check": "tests"})() for n in range(1, 6)]
     said: list[str] = []
-    found = score.run_all(None, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
+    found = sample_runs.run_all(None, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
                           diagnose=False,
                           settled=lambda records: any(r.verdict.value == "FAIL" for r in records))
     assert (ran, [r.n for r in found]) == ([1, 2], [1, 2])
     assert len(said) == 2
-    everything = score.run_all(None, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
+    everything = sample_runs.run_all(None, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
                                diagnose=False)
     assert [r.n for r in everything] == [1, 2, 3, 4, 5]

@@ -15,7 +15,7 @@ from rig.errors import SampleInterruptedError
 from rig.sample.oracle import run_sample, sample_paths
 from rig.sample.record import SampleRecord
 from rig.sample.spec import Execution, SampleSpec
-from runner.commands import score
+from runner.commands import sample_plan, sample_runs
 from runner.errors import OutageError
 from runner.store import layout
 
@@ -79,12 +79,12 @@ def specs(n: int) -> list[SampleSpec]:
 
 def test_run_all_stops_at_a_cut_and_a_second_run_redoes_only_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(score.os, "cpu_count", lambda: 1)  # one at a time: a fixed order
+    monkeypatch.setattr(sample_runs.os, "cpu_count", lambda: 1)  # one at a time: a fixed order
     todo = specs(3)
     executor = Scripted({"cap/a1/success/2"})
     said: list[str] = []
     with pytest.raises(OutageError) as raised:
-        score.run_all(executor, todo, tmp_path, said.append, diagnose=False)  # type: ignore[arg-type]
+        sample_runs.run_all(executor, todo, tmp_path, said.append, diagnose=False)  # type: ignore[arg-type]
     assert raised.value.samples == ["cap/a1/success/2"] and raised.value.exit_code == 3
     assert str(raised.value).startswith(
         f"an outage cut 1 sample(s), and no result was recorded for them "
@@ -92,7 +92,7 @@ def test_run_all_stops_at_a_cut_and_a_second_run_redoes_only_it(
     assert executor.ran == ["cap/a1/success/1", "cap/a1/success/2"]  # none started after
     assert f"cap/a1/success/2: cut by an outage ({OUTAGE}); it runs again on resume" in said
 
-    records = score.run_all(executor, todo, tmp_path, said.append, diagnose=False)  # type: ignore[arg-type]
+    records = sample_runs.run_all(executor, todo, tmp_path, said.append, diagnose=False)  # type: ignore[arg-type]
     assert [(r.sample, r.verdict) for r in records] == [(s.sample, "PASS") for s in todo]
     assert executor.ran[2:] == [s.sample for s in todo[1:]]  # the stored one is not re-run
     assert [len(layout.retried_attempts(tmp_path, arm)) for arm in ("a1", "a2")] == [1, 0]
@@ -116,7 +116,7 @@ def test_a_base_run_an_outage_cut_voids_the_arm_sample_that_asked_for_it(
 
     executor = Faulty({"cap/@base/success/1"})
     with pytest.raises(OutageError) as raised:
-        score.run_all(executor, [spec], tmp_path, lambda _: None)  # type: ignore[arg-type]
+        sample_runs.run_all(executor, [spec], tmp_path, lambda _: None)  # type: ignore[arg-type]
     assert raised.value.samples == ["cap/@base/success/1"]
     assert layout.sample_records(tmp_path, "a1", "success") == []
 
@@ -159,7 +159,7 @@ def test_redo_rig_errors_sets_only_the_rig_errors_aside(tmp_path: Path) -> None:
     loaded = SimpleNamespace(manifest=SimpleNamespace(arms=[SimpleNamespace(id=a)
                                                             for a in letters]))
     said: list[str] = []
-    assert score.redo(loaded, tmp_path, said.append) == [  # type: ignore[arg-type]
+    assert sample_plan.redo(loaded, tmp_path, said.append) == [  # type: ignore[arg-type]
         "cap/A/success/3", "cap/B/success/1", "cap/B/success/2"]
     assert said == ["set aside 3 rig-error sample(s) to run again: cap/A/success/3, "
                     "cap/B/success/1, cap/B/success/2"]

@@ -30,7 +30,7 @@ def steps(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
     monkeypatch.setattr(run_mod.merge_mod, "load", lambda loaded, change: None)
     monkeypatch.setattr(run_mod, "dispatched", lambda loaded, change: True)
     monkeypatch.setattr(run_mod.score_mod, "score", score)
-    monkeypatch.setattr(run_mod.score_mod, "stage_path", lambda loaded, change: tmp_path / change)
+    monkeypatch.setattr(run_mod.sample_plan, "stage_path", lambda loaded, change: tmp_path / change)
     monkeypatch.setattr(run_mod.merge_mod, "merge_change",
                         lambda engine, loaded, change, say, toolchain: done.append(
                             f"merge {change}"))

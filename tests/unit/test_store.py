@@ -18,7 +18,7 @@ from rig.sample.oracle import sample_paths
 from rig.sample.spec import SampleSpec
 from rig.sample.verdict import Verdict
 from rig.stats import pass_rate
-from runner.commands import up as up_mod
+from runner.commands import proofs
 from runner.contract import Baseline
 from runner.store import layout
 from runner.store.records import (
@@ -135,12 +135,12 @@ def test_a_graft_is_spelled_from_on_disk_and_in_the_scorecard() -> None:
 
 def test_up_writes_stage_json_with_the_keys_it_always_had(tmp_path: Path) -> None:
     """The typed writer gives the file the dict writer of commit 114cc25 gave."""
-    proof = up_mod.Proof(
+    proof = proofs.Proof(
         pass_rate([Verdict.FAIL] * 3), ["FAIL", "FAIL", "FAIL"], "ref0" * 10,
         pass_rate([Verdict.PASS] * 3), ["a caveat"],
         {"coverage": Baseline(80.5, "measured on the base (3 samples agree)")})
     version = LockVersion.model_construct(version=2, sha256=SHA)
-    up_mod.record(tmp_path, "cap", "ba5e" * 10, proof, version)
+    proofs.record(tmp_path, "cap", "ba5e" * 10, proof, version)
     assert json.loads(layout.stage_file(tmp_path).read_text()) == {
         "change": "cap", "base_commit": "ba5e" * 10, "contract_version": 2,
         "contract_sha256": SHA,
@@ -224,7 +224,7 @@ def test_regression_a_broken_baseline_names_where_its_logs_really_are(tmp_path: 
     the proofs of the contract (`proofs/<sha12>/samples/baseline/success/`)."""
     logs = layout.sample_dir(layout.proofs_dir(tmp_path, SHA), "baseline", "success")
     with pytest.raises(RigError) as caught:
-        up_mod._judge_baseline([record("baseline", "success", 1, "R")], False, logs)
+        proofs._judge_baseline([record("baseline", "success", 1, "R")], False, logs)
     assert caught.value.hint == ("run `bakeoff-sandbox reproduce` on a baseline sample, or "
                                  f"read its log under {logs}/")
 
@@ -236,7 +236,7 @@ def test_a_broken_baseline_says_what_broke_it(tmp_path: Path) -> None:
         "detail": "no node-test summary in the output: the command asks node for the `dot` "
                   "reporter, which the rig cannot read"})
     with pytest.raises(RigError) as caught:
-        up_mod._judge_baseline([broken], False, tmp_path)
+        proofs._judge_baseline([broken], False, tmp_path)
     assert str(caught.value).splitlines()[0] == (
         f"the baseline is a rig problem, not a task: {broken.verdict}({broken.reason}); "
         f"{broken.detail}")
