@@ -162,6 +162,20 @@ class Completed:
     duration_s: float
 
 
+@dataclass(frozen=True)
+class ContainerState:
+    """What the engine says of one container now: the typed answer of `inspect`."""
+
+    id: str
+    name: str
+    status: str                      # created, running, paused, exited, dead
+    exit_code: int | None            # None while it has not exited
+    oom_killed: bool                 # the memory limit ended it
+    image: str                       # the image's id
+    networks: Mapping[str, str] = field(default_factory=dict)  # name: its address there
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
 class ContainerEngine(Protocol):
     """What the commands ask of an engine, through the docker wing. Containers are named
     by id; every error is a `runner.errors.EngineError`."""
@@ -180,14 +194,32 @@ class ContainerEngine(Protocol):
         """Create (not start) the container of `spec`, the policy applied; its id."""
         ...
 
-    def start(self, container_id: str, stdin: IO[bytes] | None = None) -> None:
-        """Start it; `stdin` (a spec with `stdin`) streamed to it, then closed."""
+    def start(self, container_id: str, stdin: IO[bytes] | None = None, *,
+              what: str = "the container") -> None:
+        """Start it; `stdin` (a spec with `stdin`) streamed to it, then closed. `what`
+        names it in errors."""
         ...
 
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
              deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
         """Run `argv` in a running container; past `deadline_s` the engine is declared
         stuck (`SandboxUnavailableError`): a command's own timeout is the caller's."""
+        ...
+
+    def inspect(self, container_id: str) -> ContainerState:
+        """Its state now; `NotFoundError` when it is gone."""
+        ...
+
+    def pause(self, container_id: str, *, what: str = "a container") -> None:
+        """Freeze every process in it (an arm waiting its turn)."""
+        ...
+
+    def unpause(self, container_id: str, *, what: str = "a container") -> None:
+        """Thaw it."""
+        ...
+
+    def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
+        """A network of ours, with no way out unless `egress`; its id."""
         ...
 
     def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:

@@ -48,7 +48,7 @@ from runner.containers.backend import LABEL_ROLE as LABEL_ROLE
 from runner.containers.backend import LABEL_RUN as LABEL_RUN
 from runner.containers.backend import NO_NETWORK as NO_NETWORK
 from runner.containers.backend import Bind as Bind
-from runner.containers.backend import Capabilities, Completed
+from runner.containers.backend import Capabilities, Completed, ContainerState
 from runner.containers.backend import ContainerSpec as ContainerSpec
 from runner.containers.backend import Labels as Labels
 from runner.containers.backend import Resources as Resources
@@ -469,6 +469,21 @@ class Engine:
             raise translated(error, "wait for a container", self.address) from error
         return int(status.get("StatusCode", -1))
 
+    def inspect(self, container_id: str) -> ContainerState:
+        found: dict[str, Any] = self.call("inspect a container",
+                                          self.client.api.inspect_container, container_id,
+                                          retry=True)
+        return state_of(found)
+
+    def pause(self, container_id: str, *, what: str = "a container") -> None:
+        self.call(f"pause {what}", self.client.api.pause, container_id)
+
+    def unpause(self, container_id: str, *, what: str = "a container") -> None:
+        self.call(f"unpause {what}", self.client.api.unpause, container_id)
+
+    def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
+        return create_network(self, name, labels, egress=egress)
+
     def remove(self, container_id: str) -> bool:
         try:
             self.call("remove a container", self.client.api.remove_container, container_id,
@@ -476,6 +491,20 @@ class Engine:
         except NotFoundError:
             return False
         return True
+
+
+def state_of(found: Mapping[str, Any]) -> ContainerState:
+    """`ContainerState` from the engine's inspect answer."""
+    state, config = found.get("State") or {}, found.get("Config") or {}
+    networks = (found.get("NetworkSettings") or {}).get("Networks") or {}
+    exited = state.get("Status") in ("exited", "dead")
+    return ContainerState(
+        id=str(found.get("Id", "")), name=str(found.get("Name", "")).lstrip("/"),
+        status=str(state.get("Status", "")),
+        exit_code=int(state.get("ExitCode", -1)) if exited else None,
+        oom_killed=bool(state.get("OOMKilled")), image=str(found.get("Image", "")),
+        networks={str(k): str((v or {}).get("IPAddress") or "") for k, v in networks.items()},
+        labels={str(k): str(v) for k, v in (config.get("Labels") or {}).items()})
 
 
 def _labels_of(kind: str, item: Any) -> dict[str, str]:

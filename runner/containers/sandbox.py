@@ -136,11 +136,11 @@ def create(engine: Engine, spec: SandboxSpec) -> str:
 
 
 def pause(engine: Engine, container_id: str) -> None:
-    engine.call("pause sandbox", engine.client.api.pause, container_id)
+    engine.pause(container_id, what="sandbox")
 
 
 def unpause(engine: Engine, container_id: str) -> None:
-    engine.call("unpause sandbox", engine.client.api.unpause, container_id)
+    engine.unpause(container_id, what="sandbox")
 
 
 def resume_if_paused(engine: Engine, container_id: str) -> str:

@@ -27,6 +27,7 @@ from runner.containers.engine import (
     Tmpfs,
     Volume,
     container_args,
+    state_of,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,3 +235,18 @@ def test_an_archive_goes_into_the_container_once_it_runs_never_before() -> None:
                               archive=sandbox.Archive("/bakeoff/in", b"tar"))
     assert calls == ["create", "start", "put_archive /bakeoff/in b'tar'", "wait", "remove"]
     assert (done.exit_code, done.stdout) == (0, b"out")
+
+
+def test_an_inspect_answer_is_a_typed_state_with_an_exit_code_only_once_exited() -> None:
+    """`Engine.inspect` gives callers a `ContainerState`, never docker's dict."""
+    answer = {"Id": "abc", "Name": "/bakeoff-x", "Image": "sha256:img",
+              "State": {"Status": "exited", "ExitCode": 137, "OOMKilled": True},
+              "Config": {"Labels": {LABEL_EXPERIMENT: "it-abc"}},
+              "NetworkSettings": {"Networks": {"net": {"IPAddress": "10.0.0.2"}}}}
+    state = state_of(answer)
+    assert (state.id, state.name, state.status, state.exit_code, state.oom_killed) == (
+        "abc", "bakeoff-x", "exited", 137, True)
+    assert (dict(state.networks), dict(state.labels)) == ({"net": "10.0.0.2"},
+                                                          {LABEL_EXPERIMENT: "it-abc"})
+    running = state_of({**answer, "State": {"Status": "running", "ExitCode": 0}})
+    assert (running.exit_code, running.oom_killed) == (None, False)
