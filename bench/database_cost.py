@@ -107,7 +107,7 @@ class Code:
     def start(self, image_id: str, experiment: str, run: str, databases: int) -> Any:
         from runner.containers.engine import Labels
         network = self.sandbox.network_name(experiment, "db", run)
-        self.sandbox.create_network(self.engine, network,
+        self.engine.create_network(network,
                                     Labels(experiment, "database-network", run=run),
                                     egress=not self.after)  # a published port needs it
         return self.db.start_server(self.engine, image_id,
@@ -117,7 +117,7 @@ class Code:
     def network(self, experiment: str, name: str) -> str:
         from runner.containers.engine import Labels
         network = self.sandbox.network_name(experiment, name, "bench")
-        self.sandbox.create_network(self.engine, network, Labels(experiment, "bench-network"),
+        self.engine.create_network(network, Labels(experiment, "bench-network"),
                                     egress=False)
         return network
 

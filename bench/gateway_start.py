@@ -30,7 +30,6 @@ from runner.containers.engine import (
     LABEL_EXPERIMENT,
     Engine,
     Labels,
-    create_network,
     put_archive,
 )
 from runner.manifest import Gateway
@@ -45,7 +44,7 @@ def launched(engine: Engine, base_id: str, work: Path,
     experiment = f"gwbench-{secrets.token_hex(3)}"
     try:
         arm_network = f"{experiment}-arm"
-        create_network(engine, arm_network, Labels(experiment, "arm-network"), egress=False)
+        engine.create_network(arm_network, Labels(experiment, "arm-network"), egress=False)
         door = gateway.Door("a", arm_network, gateway.new_token(), ("m",), {"anthropic": "K"})
         plan = gateway.plan_launch(Gateway(), f"{experiment}-gateway", base_id,
                                    Labels(experiment, "gateway"), work / experiment, "s1",

@@ -27,7 +27,6 @@ from runner.containers.engine import (
     Engine,
     EngineFacts,
     Labels,
-    create_network,
     remove_network,
 )
 from runner.containers.images import present
@@ -242,7 +241,7 @@ def probe_network(engine: Engine) -> str | None:
     it cannot (its address pools exhausted, most often), else None."""
     name = f"bakeoff-doctor-{secrets.token_hex(4)}"
     try:
-        made = create_network(engine, name, PROBE_LABELS, egress=False)
+        made = engine.create_network(name, PROBE_LABELS, egress=False)
     except EngineError as error:
         return str(error).splitlines()[0]
     remove_network(engine, made)

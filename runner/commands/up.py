@@ -357,7 +357,7 @@ def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
     network = _db_network_name(plan)
     # Internal: the server is administered through the engine (psql by exec), never over
     # a network; arms reach it on their own networks (an egress arm's is routable).
-    sandbox.create_network(engine, network, _labels(plan, "database-network"), egress=False)
+    engine.create_network(network, _labels(plan, "database-network"), egress=False)
     manifest = plan.loaded.manifest
     assert manifest.database is not None
     name = f"bakeoff-{manifest.experiment.name}-db-{plan.run}"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from runner.containers import images, sandbox
 from runner.containers.checkout import ArmBox
-from runner.containers.engine import Engine, Labels, create_network, create_volume
+from runner.containers.engine import Engine, Labels
 from runner.containers.images import BuiltImage, agent_cli
 from runner.containers.images.agent_cli import InstalledCli
 from runner.manifest import Arm, Limits
@@ -95,11 +95,11 @@ def shared_inputs(engine: Engine, experiment: str, run: str, image_id: str,
     agents directory's files (filled now, through the engine) and the brief's (filled at
     dispatch, `put_brief`); (agents, brief), agents "" when there is none."""
     labels = Labels(experiment, SHARED_ROLE, "", run)
-    brief = create_volume(engine, shared_volume(experiment, run, "brief"), labels,
+    brief = engine.create_volume(shared_volume(experiment, run, "brief"), labels,
                           size_mb=None, owner=0)
     if agents is None:
         return "", brief
-    made = create_volume(engine, shared_volume(experiment, run, "agents"), labels,
+    made = engine.create_volume(shared_volume(experiment, run, "agents"), labels,
                          size_mb=None, owner=0)
     with tempfile.TemporaryFile() as archive:
         with tarfile.open(fileobj=archive, mode="w") as tar:
@@ -136,11 +136,11 @@ def prepare(engine: Engine, setup: ArmSetup, arm: Arm) -> PreparedArm:
     """The arm's network and its two volumes (checkout, HOME)."""
     egress = arm.network == "egress"  # a gateway arm's network is internal too
     network = sandbox.network_name(setup.experiment, arm.id, setup.run)
-    create_network(engine, network, setup.labels("arm-network", arm.id), egress=egress)
+    engine.create_network(network, setup.labels("arm-network", arm.id), egress=egress)
     disk, owner = setup.limits.disk_mb, sandbox.SANDBOX_UID
-    volume = create_volume(engine, f"{setup.name(arm.id)}-work",
+    volume = engine.create_volume(f"{setup.name(arm.id)}-work",
                            setup.labels("arm-checkout", arm.id), size_mb=disk, owner=owner)
-    home = create_volume(engine, f"{setup.name(arm.id)}-home",
+    home = engine.create_volume(f"{setup.name(arm.id)}-home",
                          setup.labels("arm-home", arm.id), size_mb=disk, owner=owner)
     box = ArmBox(setup.experiment, arm.id, setup.run, setup.image_id, volume, home, disk,
                  setup.limits.memory_mb)

@@ -172,13 +172,37 @@ class ContainerState:
     exit_code: int | None            # None while it has not exited
     oom_killed: bool                 # the memory limit ended it
     image: str                       # the image's id
+    command: tuple[str, ...] = ()    # as it was created
     networks: Mapping[str, str] = field(default_factory=dict)  # name: its address there
     labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecState:
+    """An exec's state now: running, or its exit code (None when the engine kept none)."""
+
+    running: bool
+    exit_code: int | None
+
+
+@dataclass(frozen=True)
+class ExecStream:
+    """A command started in a running container, its output as the engine streams it;
+    `close` frees the connection (a no-op once the output ended by itself)."""
+
+    exec_id: str
+    output: Iterator[bytes]
+    close: Callable[[], None]
 
 
 class ContainerEngine(Protocol):
     """What the commands ask of an engine, through the docker wing. Containers are named
     by id; every error is a `runner.errors.EngineError`."""
+
+    @property
+    def address(self) -> str:
+        """Where the engine is, as this machine reaches it (named in errors)."""
+        ...
 
     @property
     def capabilities(self) -> Capabilities:
@@ -218,8 +242,51 @@ class ContainerEngine(Protocol):
         """Thaw it."""
         ...
 
+    def kill(self, container_id: str, *, what: str = "a container") -> None:
+        """Stop it at once (SIGKILL): a container past its deadline."""
+        ...
+
+    def stop(self, container_id: str, *, grace_s: int, what: str = "a container") -> None:
+        """Stop it (SIGTERM, SIGKILL `grace_s` later)."""
+        ...
+
     def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
         """A network of ours, with no way out unless `egress`; its id."""
+        ...
+
+    def create_volume(self, name: str, labels: Labels, *, size_mb: int | None,
+                      owner: int) -> str:
+        """A volume of ours: a tmpfs of `size_mb` owned by `owner`, or (None) on the
+        engine's disk; its name."""
+        ...
+
+    def remove_volume(self, name: str) -> None:
+        """Remove one of our volumes (one already gone is fine)."""
+        ...
+
+    def find_network(self, name: str, *, what: str = "find network",
+                     retry: bool = True) -> str:
+        """The id of the network `name`; `NotFoundError` when there is none."""
+        ...
+
+    def connect(self, network: str, container_id: str, *, aliases: Sequence[str] = (),
+                what: str = "connect a container") -> None:
+        """Put a running container on `network` too, reachable there by `aliases`."""
+        ...
+
+    def disconnect(self, network: str, container_id: str, *,
+                   what: str = "disconnect a container") -> None:
+        """Take a container off `network`."""
+        ...
+
+    def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
+                    workdir: str, env: Mapping[str, str]) -> ExecStream:
+        """Start `argv` in a running container, its output streamed (no deadline: the
+        caller's)."""
+        ...
+
+    def exec_state(self, exec_id: str) -> ExecState:
+        """What the engine says of an exec now."""
         ...
 
     def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
@@ -233,6 +300,10 @@ class ContainerEngine(Protocol):
     def logs(self, container_id: str, *, stdout: bool = True, stderr: bool = False,
              tail: int | None = None) -> bytes:
         """What the container printed so far (the last `tail` lines)."""
+        ...
+
+    def follow_logs(self, container_id: str, *, follow: bool = True) -> Iterator[bytes]:
+        """Its stdout as it streams (to its end with `follow`)."""
         ...
 
     def wait(self, container_id: str, deadline_s: float) -> int | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runner.containers import sandbox
-from runner.containers.engine import Bind, Engine, Labels, Volume, create_volume
+from runner.containers.engine import Bind, Engine, Labels, Volume
 from runner.errors import InfraError
 
 GIT_STEP_TIMEOUT_S = 300
@@ -282,7 +282,7 @@ def _out_volume(engine: Engine, box: ArmBox) -> str:
     """A volume on the engine's disk that only the bundler mounts, its root the sandbox
     user's (a directory entry of the filler's tar), for what the bundler leaves."""
     name = box.job_name(BUNDLER_ROLE) + "-out"
-    made = create_volume(engine, name, box.labels(BUNDLER_ROLE), size_mb=None,
+    made = engine.create_volume(name, box.labels(BUNDLER_ROLE), size_mb=None,
                          owner=sandbox.SANDBOX_UID)
     owned = io.BytesIO()
     with tarfile.open(fileobj=owned, mode="w") as tar:

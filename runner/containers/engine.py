@@ -48,8 +48,9 @@ from runner.containers.backend import LABEL_ROLE as LABEL_ROLE
 from runner.containers.backend import LABEL_RUN as LABEL_RUN
 from runner.containers.backend import NO_NETWORK as NO_NETWORK
 from runner.containers.backend import Bind as Bind
-from runner.containers.backend import Capabilities, Completed, ContainerState
+from runner.containers.backend import Capabilities, Completed, ContainerState, ExecState
 from runner.containers.backend import ContainerSpec as ContainerSpec
+from runner.containers.backend import ExecStream as ExecStream
 from runner.containers.backend import Labels as Labels
 from runner.containers.backend import Resources as Resources
 from runner.containers.backend import Tmpfs as Tmpfs
@@ -481,8 +482,73 @@ class Engine:
     def unpause(self, container_id: str, *, what: str = "a container") -> None:
         self.call(f"unpause {what}", self.client.api.unpause, container_id)
 
+    def kill(self, container_id: str, *, what: str = "a container") -> None:
+        self.call(f"stop {what}", self.client.api.kill, container_id)
+
+    def stop(self, container_id: str, *, grace_s: int, what: str = "a container") -> None:
+        self.call(f"stop {what}", self.client.api.stop, container_id, timeout=grace_s)
+
     def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
-        return create_network(self, name, labels, egress=egress)
+        """A bridge network of its own; with no egress unless asked for.
+
+        `internal` alone still lets a container reach every service on the host through
+        the bridge's own address (INPUT, not FORWARD); with `inhibit_ipv4` the bridge has
+        no address, so nothing outside the network answers (tests/integration prove both).
+        """
+        require_labels(labels, f"network {name}")
+        options = {} if egress else {"com.docker.network.bridge.inhibit_ipv4": "true"}
+        network = self.call(f"create network {name}", self.client.networks.create, name,
+                            driver="bridge", internal=not egress, labels=labels.as_dict(),
+                            options=options, check_duplicate=True)
+        return str(network.id)
+
+    def create_volume(self, name: str, labels: Labels, *, size_mb: int | None,
+                      owner: int) -> str:
+        """A size-limited tmpfs volume owned by `owner` (uid = gid): its content lives only
+        while a container holds it, lost as soon as none has it mounted. `size_mb` None: a
+        volume on the engine's own disk, which keeps what it holds until it is removed (the
+        way files travel to and from containers through the engine, `fill` and `read`);
+        what it holds is bounded by whoever fills it."""
+        require_labels(labels, f"volume {name}")
+        options = {} if size_mb is None else {
+            "type": "tmpfs", "device": "tmpfs",
+            "o": f"size={size_mb}m,uid={owner},gid={owner},mode=0755"}
+        volume = self.call(f"create volume {name}", self.client.volumes.create, name,
+                           driver="local", driver_opts=options, labels=labels.as_dict())
+        return str(volume.name)
+
+    def find_network(self, name: str, *, what: str = "find network",
+                     retry: bool = True) -> str:
+        network = self.call(what, self.client.networks.get, name, retry=retry)
+        return str(network.id)
+
+    def connect(self, network: str, container_id: str, *, aliases: Sequence[str] = (),
+                what: str = "connect a container") -> None:
+        net = self.call("find network", self.client.networks.get, network, retry=True)
+        self.call(what, net.connect, container_id, aliases=list(aliases))
+
+    def disconnect(self, network: str, container_id: str, *,
+                   what: str = "disconnect a container") -> None:
+        net = self.call("find network", self.client.networks.get, network)
+        self.call(what, net.disconnect, container_id, force=True)
+
+    def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
+                    workdir: str, env: Mapping[str, str]) -> ExecStream:
+        api = self.client.api
+        exec_id = str(self.call("create an exec", api.exec_create, container_id, list(argv),
+                                environment=dict(env), workdir=workdir, user=user)["Id"])
+        output: Any = self.call("start the exec", api.exec_start, exec_id, stream=True)
+
+        def close() -> None:
+            with contextlib.suppress(OSError, EngineError), mapped("close an exec's output"):
+                output.close()
+        return ExecStream(exec_id, output, close)
+
+    def exec_state(self, exec_id: str) -> ExecState:
+        found = self.call("inspect an exec", self.client.api.exec_inspect, exec_id,
+                          retry=True)
+        code = found.get("ExitCode")
+        return ExecState(bool(found.get("Running")), None if code is None else int(code))
 
     def remove(self, container_id: str) -> bool:
         try:
@@ -503,6 +569,7 @@ def state_of(found: Mapping[str, Any]) -> ContainerState:
         status=str(state.get("Status", "")),
         exit_code=int(state.get("ExitCode", -1)) if exited else None,
         oom_killed=bool(state.get("OOMKilled")), image=str(found.get("Image", "")),
+        command=tuple(str(arg) for arg in config.get("Cmd") or ()),
         networks={str(k): str((v or {}).get("IPAddress") or "") for k, v in networks.items()},
         labels={str(k): str(v) for k, v in (config.get("Labels") or {}).items()})
 
@@ -632,37 +699,6 @@ def create_container(engine: Engine, spec: ContainerSpec) -> Any:
         raise InfraError(f"{spec.purpose} needs {', '.join(unmet)}, which the engine at "
                          f"{engine.address} cannot enforce", hint="run it on an engine that can")
     return engine.call(f"create {spec.purpose}", engine.client.containers.create, **args)
-
-
-def create_network(engine: Engine, name: str, labels: Labels, *, egress: bool) -> str:
-    """A bridge network of its own; with no egress unless asked for.
-
-    `internal` alone still lets a container reach every service on the host through the
-    bridge's own address (INPUT, not FORWARD); with `inhibit_ipv4` the bridge has no
-    address, so nothing outside the network answers (tests/integration prove both).
-    """
-    require_labels(labels, f"network {name}")
-    options = {} if egress else {"com.docker.network.bridge.inhibit_ipv4": "true"}
-    network = engine.call(f"create network {name}", engine.client.networks.create, name,
-                          driver="bridge", internal=not egress, labels=labels.as_dict(),
-                          options=options, check_duplicate=True)
-    return str(network.id)
-
-
-def create_volume(engine: Engine, name: str, labels: Labels, *, size_mb: int | None,
-                  owner: int) -> str:
-    """A size-limited tmpfs volume owned by `owner` (uid = gid): its content lives only
-    while a container holds it, lost as soon as none has it mounted. `size_mb` None: a
-    volume on the engine's own disk, which keeps what it holds until it is removed (the
-    way files travel to and from containers through the engine, `fill` and `read`); what
-    it holds is bounded by whoever fills it."""
-    require_labels(labels, f"volume {name}")
-    options = {} if size_mb is None else {
-        "type": "tmpfs", "device": "tmpfs",
-        "o": f"size={size_mb}m,uid={owner},gid={owner},mode=0755"}
-    volume = engine.call(f"create volume {name}", engine.client.volumes.create, name,
-                         driver="local", driver_opts=options, labels=labels.as_dict())
-    return str(volume.name)
 
 
 def end_of_input(raw: Any) -> None:

@@ -38,8 +38,6 @@ from runner.containers.engine import (
     Tmpfs,
     Volume,
     create_container,
-    create_network,
-    create_volume,
     get_archive,
     put_archive,
 )
@@ -143,7 +141,7 @@ def start(engine: Engine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
     """Create the gateway's volume and container, put its state in, start it; return the
     container's id (it is not healthy yet: `wait_healthy`)."""
     built = image(engine, spec.base_id)
-    volume = create_volume(engine, state_volume(spec.name), spec.labels, size_mb=None,
+    volume = engine.create_volume(state_volume(spec.name), spec.labels, size_mb=None,
                            owner=sandbox.SANDBOX_UID)
     container_spec = ContainerSpec(
         image=built.image_id, labels=spec.labels, resources=RESOURCES,
@@ -286,7 +284,7 @@ def launch(engine: Engine, plan: Launch, network_labels: Labels) -> str:
     """The gateway up and healthy on its networks; return its container id. Its own
     network (when it needs one) is made here, with egress, labelled `network_labels`."""
     if plan.own_network:
-        create_network(engine, plan.spec.network, network_labels, egress=True)
+        engine.create_network(plan.spec.network, network_labels, egress=True)
     else:
         require_network(engine, plan.spec.network)
     plan.spec.state_dir.mkdir(parents=True, exist_ok=True)

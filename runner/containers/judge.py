@@ -30,7 +30,6 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     create_container,
-    create_network,
     start_with,
 )
 from runner.manifest import Gateway
@@ -75,7 +74,7 @@ def session(engine: Engine, spec: SessionSpec, arms: list[str]) -> Iterator[Judg
     run = secrets.token_hex(3)
     network = sandbox.network_name(spec.experiment, "judge", run)
     try:
-        create_network(engine, network, Labels(spec.experiment, "judge-network", "", run),
+        engine.create_network(network, Labels(spec.experiment, "judge-network", "", run),
                        egress=False)
         doors = [gateway_mod.Door(arm, network, gateway_mod.new_token(), (spec.model,),
                                   {spec.provider: spec.key_name}, role="judge")

@@ -26,7 +26,6 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     create_container,
-    create_network,
 )
 from runner.containers.images import BuiltImage
 from runner.containers.samples.driver import Outputs
@@ -208,7 +207,7 @@ class BrowserLab:
         self.root = root
         self.experiment = f"it-browser-{secrets.token_hex(3)}"
         self.network = f"bakeoff-{self.experiment}"
-        create_network(engine, self.network, self.labels("sample-network"), egress=False)
+        engine.create_network(self.network, self.labels("sample-network"), egress=False)
 
     def labels(self, role: str) -> Labels:
         return Labels(self.experiment, role, "A", "r1")

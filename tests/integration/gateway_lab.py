@@ -26,7 +26,6 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     create_container,
-    create_network,
     get_archive,
     start_with,
 )
@@ -122,7 +121,7 @@ def gateway_lab(engine: Engine, image: str, tmp: Path, *, events: int = 3,
     experiment = f"it-{secrets.token_hex(4)}"
     try:
         network = f"{experiment}-net"
-        create_network(engine, network, Labels(experiment, "gateway-lab"), egress=False)
+        engine.create_network(network, Labels(experiment, "gateway-lab"), egress=False)
         state = tmp / "gateway-state"
         state.mkdir()
         upstream = _started(engine, _spec(

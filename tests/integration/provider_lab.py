@@ -22,7 +22,6 @@ from runner.containers.engine import (
     Labels,
     Resources,
     create_container,
-    create_network,
 )
 
 PROVIDER = Path(__file__).resolve().parents[1] / "fakes" / "scripted_provider.py"
@@ -62,7 +61,7 @@ def scripted_provider(engine: Engine, tmp_path: Path, script: dict[str, Any]
     found = Upstream(f"{lab}-net", f"{lab}-provider", state)
     labels = Labels(experiment=lab, role="provider")
     try:
-        create_network(engine, found.network, labels, egress=False)
+        engine.create_network(found.network, labels, egress=False)
         spec = ContainerSpec(
             image="bakeoff/python", labels=labels, resources=Resources(1.0, 256, 128),
             user=f"{sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}", purpose="scripted provider",

@@ -28,7 +28,6 @@ from runner.containers.engine import (
     Tmpfs,
     Volume,
     create_container,
-    create_volume,
 )
 from runner.errors import EngineRefusedError
 from tests.integration import remote_steps as steps
@@ -237,7 +236,7 @@ def test_put_archive_into_a_created_container_s_tmpfs_volume_is_lost_at_start(
     after it, and the started container gets a fresh one. Fill a tmpfs volume only while a
     container holds it (`steps.holder`)."""
     remote = remote_engine.engine
-    volume = create_volume(remote, f"bakeoff-{probe.labels.experiment}-lost-"
+    volume = remote.create_volume(f"bakeoff-{probe.labels.experiment}-lost-"
                            f"{secrets.token_hex(3)}", probe.labels, size_mb=16, owner=steps.UID)
     container = create_container(remote, _spec(probe.toolchain_id, probe.labels,
                                                mounts=(Volume(volume, "/work"),)))

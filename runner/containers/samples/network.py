@@ -23,7 +23,6 @@ from runner.containers.engine import (
     NO_NETWORK,
     Engine,
     Labels,
-    create_network,
     remove_network,
 )
 from runner.containers.images import BuiltImage
@@ -55,7 +54,7 @@ class SampleNetworks:
         if self.db_image is None or self.shared:
             return
         net = sandbox.network_name(self.experiment, "scoredb", self.run)
-        create_network(self.engine, net, self.labels("score-network"), egress=False)
+        self.engine.create_network(net, self.labels("score-network"), egress=False)
         self.server = database.start_server(
             self.engine, self.db_image.image_id, self.labels("score-database"), net,
             f"bakeoff-{self.experiment}-scoredb-{self.run}", policy=self.db_policy)
@@ -70,7 +69,7 @@ class SampleNetworks:
             if arm in self.networks:
                 return self.networks[arm]
             name = sandbox.network_name(self.experiment, f"{arm}-samples", self.run)
-            create_network(self.engine, name, self.labels("sample-network", arm), egress=False)
+            self.engine.create_network(name, self.labels("sample-network", arm), egress=False)
             database.attach(self.engine, self.server.container_id, name)
             self.networks[arm] = name
             return name
@@ -82,7 +81,7 @@ class SampleNetworks:
         attached when there is one; removed when the block ends."""
         name = sandbox.network_name(self.experiment, f"{arm}-stack-{secrets.token_hex(3)}",
                                     self.run)
-        network_id = create_network(self.engine, name, self.labels("stack-network", arm),
+        network_id = self.engine.create_network(name, self.labels("stack-network", arm),
                                     egress=False)
         try:
             if self.server is not None:
