@@ -30,7 +30,6 @@ from runner.containers.engine import (
     LABEL_EXPERIMENT,
     Engine,
     Labels,
-    put_archive,
 )
 from runner.manifest import Gateway
 from tests.integration.helpers import PlainReporter
@@ -69,9 +68,8 @@ def read_back(engine: Engine, container_id: str, megabytes: int, work: Path) -> 
     entries += [archive.Entry("s1", None, 0o755, owner),
                 archive.Entry("s1/bodies", None, 0o755, owner),
                 archive.Entry("s1/requests.jsonl", lines, 0o644, owner)]
-    container = engine.client.containers.get(container_id)
-    put_archive(engine, container, f"{gateway.STATE_MOUNT}/{gateway.RECORDS}",
-                archive.pack(sorted(entries, key=lambda e: e.name)))
+    engine.put_archive(container_id, f"{gateway.STATE_MOUNT}/{gateway.RECORDS}",
+                       archive.pack(sorted(entries, key=lambda e: e.name)))
     target = work / f"read-{secrets.token_hex(3)}"
     seconds = []
     for _ in range(2):

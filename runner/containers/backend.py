@@ -18,6 +18,7 @@ Everything here is plain Python: no client library is imported.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -120,7 +121,7 @@ class ContainerSpec:
     read_only: bool = False              # the root filesystem
     tty: bool = False                    # an interactive terminal (stdin open too)
     log_max_mb: int | None = None        # cap the container's log (None: the engine's)
-    stdin: bool = False                  # its inputs come on stdin (no TTY): `start_with`
+    stdin: bool = False                  # its inputs come on stdin (no TTY): `start`
 
 
 
@@ -173,6 +174,7 @@ class ContainerState:
     oom_killed: bool                 # the memory limit ended it
     image: str                       # the image's id
     command: tuple[str, ...] = ()    # as it was created
+    health: str | None = None        # its healthcheck's verdict, when it has one
     networks: Mapping[str, str] = field(default_factory=dict)  # name: its address there
     labels: Mapping[str, str] = field(default_factory=dict)
 
@@ -193,6 +195,37 @@ class ExecStream:
     exec_id: str
     output: Iterator[bytes]
     close: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class ExecOutput:
+    """What one exec left: its exit code (None while it runs) and both streams."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+
+
+class HeldProcess(Protocol):
+    """A process started by exec whose stdin stays open: scripts go in one after the other
+    (`send`), each answer read up to a marker line it prints (`until`). A broken stream
+    or a deadline passed is `SandboxUnavailableError`; the process ending is a value."""
+
+    @property
+    def ended(self) -> bool:
+        """Whether its output ended (the process with it)."""
+        ...
+
+    def send(self, data: bytes) -> None:
+        ...
+
+    def close_input(self) -> None:
+        """The end of its input."""
+        ...
+
+    def until(self, marker: bytes | None, timeout_s: float) -> ExecOutput:
+        """What it said up to a stdout line equal to `marker` (None: to its end)."""
+        ...
 
 
 class ContainerEngine(Protocol):
@@ -289,6 +322,13 @@ class ContainerEngine(Protocol):
         """What the engine says of an exec now."""
         ...
 
+    def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
+                  env: Mapping[str, str] | None = None,
+                  what: str = "exec") -> AbstractContextManager[HeldProcess]:
+        """Start `argv` in a running container with its stdin held open for the block:
+        one process to send many scripts to (an exec costs ~50 ms to start)."""
+        ...
+
     def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
         """A tar into `path` of the container."""
         ...
@@ -312,6 +352,11 @@ class ContainerEngine(Protocol):
 
     def remove(self, container_id: str) -> bool:
         """Remove one container and its anonymous volumes; False when it was gone."""
+        ...
+
+    def containers(self, filters: dict[str, str]) -> list[ContainerState]:
+        """Our containers (running or not) whose labels match every `filters` item (a
+        value "" matches any value of the key)."""
         ...
 
     def remove_labelled(self, filters: dict[str, str],

@@ -10,7 +10,7 @@ command imports `docker.errors`. Nothing is ever removed here unless it carries 
 labels (`remove_labelled`).
 
 Every container, network and volume the project makes is created here, from a typed
-spec (`create_container`, `create_network`, `create_volume`), as docker-py funnels every
+spec (`Engine.create`, `create_network`, `create_volume`), as docker-py funnels every
 option through one `_create_container_args`: the policy is applied by the choke point,
 so no caller can forget it. Every container gets `cap_drop=ALL` (a spec may add back only
 capabilities of `ADDABLE_CAPS`), `no-new-privileges`, docker's init as PID 1, our labels
@@ -48,7 +48,13 @@ from runner.containers.backend import LABEL_ROLE as LABEL_ROLE
 from runner.containers.backend import LABEL_RUN as LABEL_RUN
 from runner.containers.backend import NO_NETWORK as NO_NETWORK
 from runner.containers.backend import Bind as Bind
-from runner.containers.backend import Capabilities, Completed, ContainerState, ExecState
+from runner.containers.backend import (
+    Capabilities,
+    Completed,
+    ContainerState,
+    ExecState,
+    HeldProcess,
+)
 from runner.containers.backend import ContainerSpec as ContainerSpec
 from runner.containers.backend import ExecStream as ExecStream
 from runner.containers.backend import Labels as Labels
@@ -309,6 +315,9 @@ class Engine:
         result: list[Any] = self.call(f"list {kind}s", collection.list, retry=True, **query)
         return result
 
+    def containers(self, filters: dict[str, str]) -> list[ContainerState]:
+        return [state_of(item.attrs) for item in self.labelled("container", filters)]
+
     def remove_volume(self, name: str) -> None:
         """Remove one of our volumes by name (one without our labels is never touched; one
         already gone is fine)."""
@@ -373,7 +382,16 @@ class Engine:
         return DOCKER_CAPABILITIES
 
     def create(self, spec: ContainerSpec) -> str:
-        return str(create_container(self, spec).id)
+        """Create (not start) the container of `spec`; its id. Not retried: a create that
+        timed out may have happened."""
+        args = container_args(spec)
+        unmet = self.capabilities.unmet(spec)
+        if unmet:
+            raise InfraError(f"{spec.purpose} needs {', '.join(unmet)}, which the engine at "
+                             f"{self.address} cannot enforce",
+                             hint="run it on an engine that can")
+        container = self.call(f"create {spec.purpose}", self.client.containers.create, **args)
+        return str(container.id)
 
     def start(self, container_id: str, stdin: IO[bytes] | None = None, *,
               what: str = "the container") -> None:
@@ -544,6 +562,12 @@ class Engine:
                 output.close()
         return ExecStream(exec_id, output, close)
 
+    def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
+                  env: Mapping[str, str] | None = None,
+                  what: str = "exec") -> contextlib.AbstractContextManager[HeldProcess]:
+        from runner.containers import held_exec  # it builds on this module
+        return held_exec.hold_exec(self, container_id, argv, user=user, env=env, what=what)
+
     def exec_state(self, exec_id: str) -> ExecState:
         found = self.call("inspect an exec", self.client.api.exec_inspect, exec_id,
                           retry=True)
@@ -570,6 +594,7 @@ def state_of(found: Mapping[str, Any]) -> ContainerState:
         exit_code=int(state.get("ExitCode", -1)) if exited else None,
         oom_killed=bool(state.get("OOMKilled")), image=str(found.get("Image", "")),
         command=tuple(str(arg) for arg in config.get("Cmd") or ()),
+        health=(state.get("Health") or {}).get("Status"),
         networks={str(k): str((v or {}).get("IPAddress") or "") for k, v in networks.items()},
         labels={str(k): str(v) for k, v in (config.get("Labels") or {}).items()})
 
@@ -665,7 +690,7 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
     args.update({key: value for key, value in optional.items() if value is not None})
     if spec.tty:
         args.update(tty=True, stdin_open=True)
-    elif spec.stdin:  # a binary stream, closed once sent (`start_with`): docker-py
+    elif spec.stdin:  # a binary stream, closed once sent (`Engine.start`): docker-py
         args.update(stdin_open=True)  # sets StdinOnce itself for a stdin_open create
     if spec.log_max_mb is not None:
         args["log_config"] = LogConfig(type=LogConfig.types.JSON, config={
@@ -683,22 +708,11 @@ def disk_full(engine: Engine, image: str,
                           resources=Resources(cpus=1, memory_mb=16, pids=4),
                           user="65534:65534", purpose="a probe of the engine's disk")
     try:
-        made = create_container(engine, probe)
+        made = engine.create(probe)
     except errors.EngineDiskFullError as full:
         return full
-    engine.remove(str(made.id))
+    engine.remove(made)
     return None
-
-
-def create_container(engine: Engine, spec: ContainerSpec) -> Any:
-    """Create (not start) the container of `spec`; the docker-py container. Not retried:
-    a create that timed out may have happened."""
-    args = container_args(spec)
-    unmet = engine.capabilities.unmet(spec)
-    if unmet:
-        raise InfraError(f"{spec.purpose} needs {', '.join(unmet)}, which the engine at "
-                         f"{engine.address} cannot enforce", hint="run it on an engine that can")
-    return engine.call(f"create {spec.purpose}", engine.client.containers.create, **args)
 
 
 def end_of_input(raw: Any) -> None:
@@ -722,24 +736,6 @@ def _reap(proc: Any) -> None:
         with contextlib.suppress(Exception):
             proc.terminate()
             proc.wait(timeout=10)
-
-
-def start_with(engine: Engine, container: Any, source: IO[bytes], what: str) -> None:
-    """Start a container created with `stdin` and stream `source` to its stdin, then
-    close it: inputs that travel through the engine's API, never a path of this machine
-    (DESIGN principle 12). A container that stops reading (or dies) ends the stream."""
-    engine.start(str(container.id), source, what=what)
-
-
-def put_archive(engine: Engine, container: Any, path: str, data: bytes | IO[bytes]) -> None:
-    """A tar into `path` of a container (a volume's path, or a writable root): the way
-    in for files once a container exists."""
-    engine.put_archive(str(container.id), path, data)
-
-
-def get_archive(engine: Engine, container: Any, path: str) -> Iterator[bytes]:
-    """The tar of `path` in a container (running or stopped), as the engine streams it."""
-    return engine.get_archive(str(container.id), path)
 
 
 def iter_stream(stream: Iterator[T], what: str = "stream its answer",

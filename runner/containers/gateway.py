@@ -37,9 +37,6 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     Volume,
-    create_container,
-    get_archive,
-    put_archive,
 )
 from runner.containers.images import BuiltImage
 from runner.errors import BadInputError, InfraError, NotFoundError, SandboxUnavailableError
@@ -150,14 +147,14 @@ def start(engine: Engine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
         hostname=ALIAS, read_only=True, tmpfs=(Tmpfs("/tmp", 64),), network=spec.network,
         mounts=(Volume(volume, STATE_MOUNT),), env=dict(spec.keys), working_dir="/tmp",
         log_max_mb=8)
-    container: Any = create_container(engine, container_spec)
+    container_id = engine.create(container_spec)
     try:
-        put_archive(engine, container, STATE_MOUNT, state_archive(settings))
-        engine.call("start the model gateway", container.start)
+        engine.put_archive(container_id, STATE_MOUNT, state_archive(settings))
+        engine.start(container_id, what="the model gateway")
     except BaseException:
-        sandbox.remove(engine, str(container.id))
+        sandbox.remove(engine, container_id)
         raise
-    return str(container.id)
+    return container_id
 
 
 def read_records(engine: Engine, container_id: str, state_dir: Path) -> int:
@@ -167,29 +164,27 @@ def read_records(engine: Engine, container_id: str, state_dir: Path) -> int:
     gateway whose container is gone is a `SandboxUnavailableError`: what was read before
     stays, the rest is in its volume until `down`."""
     try:
-        container = engine.call("find the model gateway", engine.client.containers.get,
-                                container_id, retry=True)
+        container = engine.inspect(container_id)
     except NotFoundError:
         raise SandboxUnavailableError(
             f"the model gateway {container_id[:12]} is gone: its records cannot be read back",
             hint="its volume (named after it, `...-state`) keeps them until `down` or "
                  "`gc` removes it") from None
     with _READING:
-        chunks = get_archive(engine, container, f"{STATE_MOUNT}/{RECORDS}")
+        chunks = engine.get_archive(container_id, f"{STATE_MOUNT}/{RECORDS}")
         return archive.unpack(chunks, state_dir, RECORDS,
                               f"the records of model gateway {container.name}")
 
 
 def attach(engine: Engine, container_id: str, network: str) -> None:
     """Put the gateway on an arm's network, reachable there as `model-gateway`."""
-    net = engine.call("find network", engine.client.networks.get, network, retry=True)
-    engine.call("connect the model gateway", net.connect, container_id, aliases=[ALIAS])
+    engine.connect(network, container_id, aliases=[ALIAS], what="connect the model gateway")
 
 
 def require_network(engine: Engine, name: str) -> None:
     """`[gateway] upstream_network` must exist: it is the user's, never created here."""
     try:
-        engine.call("find the upstream network", engine.client.networks.get, name)
+        engine.find_network(name, what="find the upstream network", retry=False)
     except NotFoundError:
         raise BadInputError(f"[gateway] upstream_network {name!r} does not exist",
                             hint="create it (docker network create NAME) and attach the "
@@ -209,9 +204,8 @@ def wait_healthy(engine: Engine, container_id: str, timeout_s: float = HEALTH_TI
             return
         last = (result.stderr or result.stdout).strip()[-400:]
         time.sleep(0.2)
-    raw: Any = engine.call("read the gateway's log", engine.client.api.logs, container_id,
-                           tail=20)
-    logs = bytes(raw).decode(errors="replace")
+    logs = engine.logs(container_id, stdout=True, stderr=True, tail=20).decode(
+        errors="replace")
     raise InfraError(f"the model gateway did not answer /healthz within {timeout_s:.0f}s: "
                      f"{last}\n{logs}", hint="see its log: docker logs " + container_id[:12])
 

@@ -17,7 +17,6 @@ import secrets
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from runner.containers import gateway as gateway_mod
 from runner.containers import sandbox
@@ -29,8 +28,6 @@ from runner.containers.engine import (
     Labels,
     Resources,
     Tmpfs,
-    create_container,
-    start_with,
 )
 from runner.manifest import Gateway
 
@@ -119,15 +116,15 @@ def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
                Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
         env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
         log_max_mb=16)
-    container: Any = create_container(engine, spec)
+    container_id = engine.create(spec)
     try:
-        start_with(engine, container, io.BytesIO(prompt.encode()), spec.purpose)
-        status = engine.call(f"wait for {spec.purpose}", container.wait,
-                             timeout=sandbox.host_deadline(job.timeout_s))
-        out = engine.call("read the judge's answer", container.logs, stdout=True, stderr=False)
-        tail = engine.call("read its log", container.logs, stdout=False, stderr=True, tail=20)
+        engine.start(container_id, io.BytesIO(prompt.encode()), what=spec.purpose)
+        status = sandbox.waited(engine, container_id, sandbox.host_deadline(job.timeout_s),
+                                spec.purpose)
+        out = engine.logs(container_id, stdout=True, stderr=False)
+        tail = engine.logs(container_id, stdout=False, stderr=True, tail=20)
     finally:
-        sandbox.remove(engine, str(container.id))
-    return (int(status.get("StatusCode", -1)), bytes(out).decode(errors="replace"),
-            bytes(tail).decode(errors="replace").strip()[-2000:])
+        sandbox.remove(engine, container_id)
+    return (status, out.decode(errors="replace"),
+            tail.decode(errors="replace").strip()[-2000:])
 

@@ -25,10 +25,9 @@ from runner.containers.engine import (
     Labels,
     Resources,
     Tmpfs,
-    create_container,
     get_archive,
-    start_with,
 )
+from tests.integration.helpers import created
 
 UPSTREAM_SCRIPT = Path(__file__).resolve().parent / "sse_upstream.py"
 REAL_KEY = "sk-ant-it-REAL-" + "7" * 24
@@ -106,9 +105,9 @@ def _spec(lab_name: str, image: str, network: str, role: str, command: tuple[str
 
 
 def _started(engine: Engine, spec: ContainerSpec, script: Path) -> Any:
-    container = create_container(engine, spec)
+    container = created(engine, spec)
     with script.open("rb") as source:
-        start_with(engine, container, source, spec.purpose)
+        engine.start(container.id, source, what=spec.purpose)
     return container
 
 

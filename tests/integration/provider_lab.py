@@ -21,8 +21,8 @@ from runner.containers.engine import (
     Engine,
     Labels,
     Resources,
-    create_container,
 )
+from tests.integration.helpers import created
 
 PROVIDER = Path(__file__).resolve().parents[1] / "fakes" / "scripted_provider.py"
 PORT = 8000
@@ -70,7 +70,7 @@ def scripted_provider(engine: Engine, tmp_path: Path, script: dict[str, Any]
                      "/state/script.json", "--log", "/state/requests.jsonl", "--port",
                      str(PORT)),
             mounts=(Bind(PROVIDER.parent, "/provider"), Bind(state, "/state", False)))
-        container: Any = create_container(engine, spec)
+        container: Any = created(engine, spec)
         container.start()
         deadline = time.monotonic() + 30
         while b"scripted provider on" not in container.logs():

@@ -33,10 +33,10 @@ from runner.containers.engine import (
     Tmpfs,
     Volume,
     container_args,
-    create_container,
     iter_stream,
 )
 from runner.containers.images import tar_of
+from tests.integration.helpers import created
 
 LABEL = "remote-probe"  # the io.bakeoff.image label of every image the steps make
 BASE_TAG = "bakeoff/remote-probe:base"
@@ -171,7 +171,7 @@ def holder(engine: Engine, image: str, labels: Labels, size_mb: int = 64
     spec = ContainerSpec(image=image, command=("sleep", "600"), labels=labels,
                          resources=LIMITS, user=USER, purpose="the archive holder",
                          mounts=(Volume(volume, "/work"),), read_only=True)
-    container: Any = create_container(engine, spec)
+    container: Any = created(engine, spec)
     try:
         engine.call("start the holder", container.start)
         yield container

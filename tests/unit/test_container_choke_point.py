@@ -1,4 +1,4 @@
-"""Every container is made by `engine.create_container` from a typed spec, and the engine
+"""Every container is made by `Engine.create` from a typed spec, and the engine
 applies the policy whatever the spec says (issue 12): cap_drop=ALL, no-new-privileges,
 init, our labels, CPU/memory/pids limits with no swap. No docker needed: the translation
 (`container_args`) is pure, and the rest is proved by reading the source."""

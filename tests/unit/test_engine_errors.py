@@ -148,7 +148,7 @@ def test_a_spec_the_engine_cannot_enforce_is_refused_before_anything_is_created(
     client = SimpleNamespace(containers=SimpleNamespace(create=None))
     with pytest.raises(InfraError, match=r"^the browser of c/A/success/1 needs "
                                          r"shared_network_namespace, which the engine at"):
-        engine.create_container(Engine(client), spec)  # type: ignore[arg-type]
+        Engine(client).create(spec)  # type: ignore[arg-type]
     assert lacking.unmet(engine.ContainerSpec(**{**spec.__dict__, "joins": None})) == []
 
 

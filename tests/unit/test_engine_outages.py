@@ -317,22 +317,15 @@ class LostLog:
     def __init__(self, log: bytes, full: bool) -> None:
         self.log, self.full = log, full
         self.removed: list[str] = []
-        self.client = SimpleNamespace(containers=SimpleNamespace(create=self.create))
 
     def logs(self, container_id: str, **query: object) -> bytes:
         return self.log
 
-    def create(self, **args: object) -> object:
+    def create(self, spec: engine.ContainerSpec) -> str:
         if self.full:
-            raise server_error(FULL_CREATE)
-        return SimpleNamespace(id="probe")
-
-    def call(self, what: str, fn: Callable[..., object], *args: object,
-             **kwargs: object) -> object:
-        try:
-            return fn(*args, **kwargs)
-        except docker.errors.DockerException as error:
-            raise engine.translated(error, what, self.address) from error
+            raise engine.translated(server_error(FULL_CREATE), f"create {spec.purpose}",
+                                    self.address)
+        return "probe"
 
     def remove(self, container_id: str) -> bool:
         self.removed.append(container_id)
@@ -347,7 +340,7 @@ def lost(log: bytes, code: int, *, full: bool = False) -> Exception | None:
     executor.experiment, executor.run = "it-x", "r1"
     spec = SimpleNamespace(sample="c/A/success/1", arm="A")
     try:
-        executor._require_engine(spec, SimpleNamespace(id="c1"), code)  # type: ignore[arg-type]
+        executor._require_engine(spec, "c1", code)  # type: ignore[arg-type]
     except EngineError as error:
         return error
     return None

@@ -149,7 +149,5 @@ class SampleNetworks:
             return
         for name in self.networks.values():
             with contextlib.suppress(EngineError):
-                network = self.engine.call("find a sample network",
-                                           self.engine.client.networks.get, name)
-                self.engine.call("take Postgres off a sample network", network.disconnect,
-                                 self.server.container_id, force=True)
+                self.engine.disconnect(name, self.server.container_id,
+                                       what="take Postgres off a sample network")

@@ -144,14 +144,11 @@ def unhealthy(engine: Engine, experiment: str, project: str) -> list[str]:
     """Each service of the project that is not running healthy, with its state, as the
     engine has it (`service 'redis': unhealthy`, `service 'app': exited (1)`)."""
     found = []
-    for container in engine.labelled("container", {LABEL_EXPERIMENT: experiment,
-                                                   PROJECT_LABEL: project}):
-        state = container.attrs.get("State") or {}
-        health = (state.get("Health") or {}).get("Status")
-        status = str(state.get("Status") or "missing")
+    for container in engine.containers({LABEL_EXPERIMENT: experiment, PROJECT_LABEL: project}):
+        health, status = container.health, container.status or "missing"
         if status == "running" and health in (None, "healthy"):
             continue
-        said = (f"exited ({state.get('ExitCode')})" if status == "exited"
+        said = (f"exited ({container.exit_code})" if status == "exited"
                 else health if status == "running" else status)
         found.append(f"service {container.labels.get(SERVICE_LABEL, container.name)!r}: "
                      f"{said}")
@@ -191,8 +188,8 @@ def stop_all(arms: list[ArmSandbox], folders: Mapping[str, Path],
 def stop_orphans(engine: Engine, experiment: str, keep_run: str | None) -> list[str]:
     """`gc`: the arm stacks of every other run than `keep_run` down, by compose's own
     project label (the label sweep that follows removes whatever is left)."""
-    projects = sorted({str(c.labels[PROJECT_LABEL]) for c in engine.labelled(
-        "container", {LABEL_EXPERIMENT: experiment, LABEL_ROLE: ROLE})
+    projects = sorted({str(c.labels[PROJECT_LABEL]) for c in engine.containers(
+        {LABEL_EXPERIMENT: experiment, LABEL_ROLE: ROLE})
         if PROJECT_LABEL in c.labels and c.labels.get(LABEL_RUN) != keep_run})
     for project in projects:
         workdir = Path(tempfile.mkdtemp(prefix="bakeoff-arm-stack-"))
