@@ -25,7 +25,6 @@ from runner.containers.engine import (
     Labels,
     Resources,
     Tmpfs,
-    get_archive,
 )
 from tests.integration.helpers import created
 
@@ -72,8 +71,8 @@ class GatewayLab:
 
     def stored(self) -> list[StoredFile]:
         """Every file under the volume's records/, with its owner there."""
-        data = b"".join(get_archive(self.engine, self.gateway,
-                                    f"{gateway_mod.STATE_MOUNT}/{gateway_mod.RECORDS}"))
+        data = b"".join(self.engine.get_archive(
+            str(self.gateway.id), f"{gateway_mod.STATE_MOUNT}/{gateway_mod.RECORDS}"))
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             return [StoredFile(m.name, m.uid, _read(tar, m)) for m in tar if m.isfile()]
 
