@@ -47,7 +47,7 @@ from runner import contract, workspace
 from runner.commands import judges, services
 from runner.commands.dispatch.record import load_record
 from runner.containers import database, sandbox
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine
 from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.errors import BadInputError, DatabaseError, OutageError
@@ -103,7 +103,7 @@ def executor_for(toolchain: Toolchain, commit: str,
                                 db_policy=database.policy_of(manifest.database))
 
 
-def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
+def live_db(engine: ContainerEngine, loaded: LoadedManifest) -> database.DbServer | None:
     """The experiment's Postgres, when `up` left it running (found by its container)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = state.load(directory)
@@ -329,7 +329,7 @@ def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
     return [record for record in found if record is not None]
 
 
-def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples: int,
+def oracle(engine: ContainerEngine, loaded: LoadedManifest, ref: str, check: str, samples: int,
            change: str | None, say: Callable[[str], None]
            ) -> tuple[list[SampleRecord], PassRate, Path]:
     """`bakeoff-sandbox oracle`: score one commit; records go to a new directory."""
@@ -573,7 +573,7 @@ def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not 
     return path
 
 
-def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
+def score(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say,
           toolchain: Toolchain | None = None, *, redo_rig_errors: bool = False
           ) -> tuple[list[rubric.ArmScore], Path]:
     """Every arm's final commit through every check and the success criterion, the judge,

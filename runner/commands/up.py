@@ -33,7 +33,8 @@ from runner.commands.dispatch.brief import BRIEF_DIR
 from runner.containers import arms as arms_mod
 from runner.containers import browser, checkout, database, images, sandbox
 from runner.containers import gateway as gateway_mod
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Labels
 from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.containers.stacks import arm as arm_stack
@@ -94,7 +95,7 @@ class UpOptions:
     prove: bool = True
 
 
-def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
+def up(engine: ContainerEngine, loaded: LoadedManifest, change: str | None = None,
        progress: Progress = _quiet, options: UpOptions = UpOptions(),
        toolchain: Toolchain | None = None) -> ExperimentState:
     """Check and freeze the stage's contract, prove the base fails, then make one sandbox
@@ -153,7 +154,7 @@ def _contract(plan: UpPlan, directory: Path, options: UpOptions) -> contract_mod
     return current
 
 
-def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
+def _freeze(engine: ContainerEngine, plan: UpPlan, directory: Path, options: UpOptions,
             progress: Progress, current: contract_mod.Contract, db: DbState | None) -> None:
     """Prove the stage (preflight, baseline, reference, ratchets), then freeze it."""
     loaded, change = plan.loaded, plan.change
@@ -176,7 +177,7 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
         record(stage, change, plan.base_commit, proof, version)
 
 
-def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
+def _plan(engine: ContainerEngine, loaded: LoadedManifest, change: str | None,
           progress: Progress, toolchain: Toolchain | None) -> UpPlan:
     manifest = loaded.manifest
     change_ids = [c.id for c in manifest.changes]
@@ -221,7 +222,7 @@ def gateway_keys(loaded: LoadedManifest, environ: Mapping[str, str]) -> dict[str
     return found
 
 
-def _starting_state(plan: UpPlan, engine: Engine) -> ExperimentState:
+def _starting_state(plan: UpPlan, engine: ContainerEngine) -> ExperimentState:
     manifest = plan.loaded.manifest
     limits = manifest.limits
     return ExperimentState(
@@ -236,7 +237,7 @@ def _labels(plan: UpPlan, role: str, arm: str = "") -> Labels:
     return Labels(plan.loaded.manifest.experiment.name, role, arm, plan.run)
 
 
-def _arm_setup(engine: Engine, plan: UpPlan) -> arms_mod.ArmSetup:
+def _arm_setup(engine: ContainerEngine, plan: UpPlan) -> arms_mod.ArmSetup:
     """What every arm's sandbox shares; the agents directory and the brief reach them in
     volumes of the engine's (never a path of this machine)."""
     manifest = plan.loaded.manifest
@@ -249,7 +250,8 @@ def _arm_setup(engine: Engine, plan: UpPlan) -> arms_mod.ArmSetup:
         manifest.database.url_env if manifest.database else None, plan.agents)
 
 
-def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> ExperimentState:
+def _make(engine: ContainerEngine, plan: UpPlan, directory: Path,
+          progress: Progress) -> ExperimentState:
     manifest = plan.loaded.manifest
     experiment = manifest.experiment.name
     arms = manifest.arms
@@ -279,7 +281,7 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
         update={"phase": "up", "arms": sandboxes, "db": db_state, "gateway": gateway})
 
 
-def _start_gateway(engine: Engine, plan: UpPlan, directory: Path,
+def _start_gateway(engine: ContainerEngine, plan: UpPlan, directory: Path,
                    prepared: list[arms_mod.PreparedArm], progress: Progress
                    ) -> tuple[GatewayState | None, dict[str, str]]:
     """The model gateway, when an arm has network = "gateway": a token per such arm,
@@ -315,7 +317,7 @@ def _door(arm: Arm, network: str) -> gateway_mod.Door:
                             allow_server_tools=arm.allow_server_tools, upstream=arm.upstream)
 
 
-def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,
+def _start_arms(engine: ContainerEngine, setup: arms_mod.ArmSetup,
                 prepared: list[arms_mod.PreparedArm], schemas: dict[str, database.DbSchema],
                 tokens: dict[str, str], progress: Progress) -> list[ArmSandbox]:
     def one(item: arms_mod.PreparedArm) -> ArmSandbox:
@@ -331,7 +333,7 @@ def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,
         return list(pool.map(one, prepared))
 
 
-def _make_checkouts(engine: Engine, plan: UpPlan, directory: Path, made: ExperimentState,
+def _make_checkouts(engine: ContainerEngine, plan: UpPlan, directory: Path, made: ExperimentState,
                     progress: Progress) -> None:
     """Every arm's checkout, made inside its (held) volume from one bundle of the base."""
     bundle = layout.base_bundle(stage_dir(directory, plan.change))
@@ -352,7 +354,7 @@ def _db_network_name(plan: UpPlan) -> str:
     return sandbox.network_name(plan.loaded.manifest.experiment.name, "db", plan.run)
 
 
-def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
+def _start_db(engine: ContainerEngine, plan: UpPlan) -> database.DbServer:
     assert plan.db_image is not None
     network = _db_network_name(plan)
     # Internal: the server is administered through the engine (psql by exec), never over

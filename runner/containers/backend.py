@@ -6,7 +6,7 @@ Harbor's `BaseEnvironment` (start, exec, upload and download, stop, and what a b
 can do), kept to what this project uses: create and start (inputs on stdin), exec under a
 host deadline, a tar in and out (the archive API), logs, wait with a deadline, remove one
 container or everything carrying some of our labels; and `Capabilities`, the isolation a
-backend can enforce. The docker `Engine` (`runner.containers.engine`) is the one backend
+backend can enforce. The docker `ContainerEngine` (`runner.containers.engine`) is the one backend
 today; a second one (Kubernetes, a remote engine's own API) implements this protocol, or
 refuses a spec that asks for what it cannot enforce (`Capabilities.unmet`).
 
@@ -153,6 +153,37 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class EngineIdentity:
+    """Which engine the work ran on: its address as this machine reaches it (DOCKER_HOST,
+    else the local socket) and its own `docker info` ID and name."""
+
+    host: str
+    id: str
+    name: str
+
+    def as_record(self) -> dict[str, str]:
+        return {"host": self.host, "id": self.id, "name": self.name}
+
+    def shown(self) -> str:
+        return f"{self.host} ({self.name}, ID {self.id[:12]})"
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `doctor` asks of an engine: its versions (the server's and the API's), its
+    cgroup version and driver, the limits it can enforce, its storage driver and the
+    filesystem under it."""
+
+    server_version: str
+    api_version: str
+    cgroup_version: str
+    cgroup_driver: str
+    limits: dict[str, bool]  # memory, swap, pids, cpu: enforced or not
+    storage_driver: str
+    backing_filesystem: str
+
+
+@dataclass(frozen=True)
 class Completed:
     """A command run to its end in a container: a failed command is a value; a broken
     sandbox is an exception (`SandboxUnavailableError`)."""
@@ -238,6 +269,23 @@ class ContainerEngine(Protocol):
         ...
 
     @property
+    def identity(self) -> EngineIdentity:
+        """Which engine this is (asked once)."""
+        ...
+
+    def ping(self) -> None:
+        """The engine answers, or one `EngineUnreachableError` naming its address."""
+        ...
+
+    def down(self) -> str | None:
+        """Why the engine does not answer right now (one ping, no retry), or None."""
+        ...
+
+    def facts(self) -> EngineFacts:
+        """Its versions, cgroups, limits and storage, as `doctor` reads them."""
+        ...
+
+    @property
     def capabilities(self) -> Capabilities:
         """The isolation this engine enforces."""
         ...
@@ -295,6 +343,10 @@ class ContainerEngine(Protocol):
 
     def remove_volume(self, name: str) -> None:
         """Remove one of our volumes (one already gone is fine)."""
+        ...
+
+    def remove_network(self, network_id: str) -> None:
+        """Remove ONE network of ours, emptied first (one already gone is fine)."""
         ...
 
     def find_network(self, name: str, *, what: str = "find network",

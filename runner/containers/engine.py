@@ -28,7 +28,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import docker
@@ -52,6 +51,8 @@ from runner.containers.backend import (
     Capabilities,
     Completed,
     ContainerState,
+    EngineFacts,
+    EngineIdentity,
     ExecState,
     HeldProcess,
 )
@@ -160,37 +161,6 @@ def _is_transient(error: Exception) -> bool:
     if isinstance(error, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
         return True
     return isinstance(error, docker.errors.APIError) and error.is_server_error()
-
-
-@dataclass(frozen=True)
-class EngineIdentity:
-    """Which engine the work ran on: its address as this machine reaches it (DOCKER_HOST,
-    else the local socket) and its own `docker info` ID and name."""
-
-    host: str
-    id: str
-    name: str
-
-    def as_record(self) -> dict[str, str]:
-        return {"host": self.host, "id": self.id, "name": self.name}
-
-    def shown(self) -> str:
-        return f"{self.host} ({self.name}, ID {self.id[:12]})"
-
-
-@dataclass(frozen=True)
-class EngineFacts:
-    """What `doctor` asks of an engine: its versions (the server's and the API's), its
-    cgroup version and driver, the limits it can enforce, its storage driver and the
-    filesystem under it."""
-
-    server_version: str
-    api_version: str
-    cgroup_version: str
-    cgroup_driver: str
-    limits: dict[str, bool]  # memory, swap, pids, cpu: enforced or not
-    storage_driver: str
-    backing_filesystem: str
 
 
 def facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> EngineFacts:
@@ -574,6 +544,18 @@ class Engine:
         code = found.get("ExitCode")
         return ExecState(bool(found.get("Running")), None if code is None else int(code))
 
+    def remove_network(self, network_id: str) -> None:
+        """Remove ONE network of ours (a sample's own), emptied first; one without our
+        labels is refused, one already gone is fine."""
+        try:
+            network = self.call("find network", self.client.networks.get, network_id,
+                                retry=True)
+            if LABEL_EXPERIMENT not in (network.attrs.get("Labels") or {}):
+                raise ValueError(f"refusing to remove network {network.name}: it is not ours")
+            _remove(self, "network", network)
+        except NotFoundError:
+            return
+
     def remove(self, container_id: str) -> bool:
         try:
             self.call("remove a container", self.client.api.remove_container, container_id,
@@ -633,19 +615,6 @@ def _empty_network(engine: Engine, network: Any) -> None:
             continue
 
 
-def remove_network(engine: Engine, network_id: str) -> None:
-    """Remove ONE network of ours (a sample's own), emptied first; one without our labels
-    is refused, one already gone is fine."""
-    try:
-        network = engine.call("find network", engine.client.networks.get, network_id,
-                              retry=True)
-        if LABEL_EXPERIMENT not in (network.attrs.get("Labels") or {}):
-            raise ValueError(f"refusing to remove network {network.name}: it is not ours")
-        _remove(engine, "network", network)
-    except NotFoundError:
-        return
-
-
 def _mount(mount: Bind | Volume) -> Mount:
     if isinstance(mount, Bind):
         return Mount(mount.target, str(mount.source.resolve()), type="bind",
@@ -698,7 +667,17 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
     return args
 
 
-def disk_full(engine: Engine, image: str,
+def docker_engine(engine: ContainerEngine) -> Engine:
+    """The docker engine behind `engine`, for what only docker's API does today: the image
+    store (builds, tags, imports, the inventory). Another backend is refused, saying so."""
+    if isinstance(engine, Engine):
+        return engine
+    raise InfraError(f"the engine at {engine.address} has no docker image store: images are "
+                     "built, tagged and listed through docker's API only",
+                     hint="run this command against a docker engine (DOCKER_HOST)")
+
+
+def disk_full(engine: ContainerEngine, image: str,
               labels: Labels) -> errors.EngineDiskFullError | None:
     """The engine's disk full, in its own words, else None: a container created (never
     started) from `image` and removed. Asked when a container's output went missing: the

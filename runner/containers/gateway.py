@@ -30,14 +30,8 @@ from typing import Any
 
 from rig.persist import write_text_atomic
 from runner.containers import archive, images, sandbox
-from runner.containers.engine import (
-    ContainerSpec,
-    Engine,
-    Labels,
-    Resources,
-    Tmpfs,
-    Volume,
-)
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import ContainerSpec, Labels, Resources, Tmpfs, Volume
 from runner.containers.images import BuiltImage
 from runner.errors import BadInputError, InfraError, NotFoundError, SandboxUnavailableError
 from runner.install import resources
@@ -86,7 +80,7 @@ def image_identity(base_id: str, files: dict[str, bytes]) -> str:
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-def image(engine: Engine, base_id: str) -> BuiltImage:
+def image(engine: ContainerEngine, base_id: str) -> BuiltImage:
     """The image the gateway runs: `base_id` (the python toolchain) plus the package,
     built from a context streamed to `engine` when it has no image of this identity."""
     files = package_files()
@@ -134,7 +128,7 @@ def state_archive(settings: dict[str, Any]) -> bytes:
                          archive.Entry(RECORDS, None, 0o755, sandbox.SANDBOX_UID)])
 
 
-def start(engine: Engine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
+def start(engine: ContainerEngine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
     """Create the gateway's volume and container, put its state in, start it; return the
     container's id (it is not healthy yet: `wait_healthy`)."""
     built = image(engine, spec.base_id)
@@ -157,7 +151,7 @@ def start(engine: Engine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
     return container_id
 
 
-def read_records(engine: Engine, container_id: str, state_dir: Path) -> int:
+def read_records(engine: ContainerEngine, container_id: str, state_dir: Path) -> int:
     """The gateway's `records/` (running or stopped) into `state_dir`/records, where
     `layout.gateway_requests` names them; the number of files that changed. A line being
     written as it is read arrives torn, and readers skip it (`rig.wire.read_lines`). A
@@ -176,12 +170,12 @@ def read_records(engine: Engine, container_id: str, state_dir: Path) -> int:
                               f"the records of model gateway {container.name}")
 
 
-def attach(engine: Engine, container_id: str, network: str) -> None:
+def attach(engine: ContainerEngine, container_id: str, network: str) -> None:
     """Put the gateway on an arm's network, reachable there as `model-gateway`."""
     engine.connect(network, container_id, aliases=[ALIAS], what="connect the model gateway")
 
 
-def require_network(engine: Engine, name: str) -> None:
+def require_network(engine: ContainerEngine, name: str) -> None:
     """`[gateway] upstream_network` must exist: it is the user's, never created here."""
     try:
         engine.find_network(name, what="find the upstream network", retry=False)
@@ -191,7 +185,8 @@ def require_network(engine: Engine, name: str) -> None:
                                  "proxy the gateway should reach, or remove the key") from None
 
 
-def wait_healthy(engine: Engine, container_id: str, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
+def wait_healthy(engine: ContainerEngine, container_id: str,
+                 timeout_s: float = HEALTH_TIMEOUT_S) -> None:
     """Poll /healthz from inside the gateway's container until it answers."""
     probe = ["python3", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request."
              f"urlopen('http://127.0.0.1:{PORT}/healthz', timeout=2).status == 200 else 1)"]
@@ -274,7 +269,7 @@ def plan_launch(section: Gateway, name: str, base_id: str, labels: Labels, state
                   settings)
 
 
-def launch(engine: Engine, plan: Launch, network_labels: Labels) -> str:
+def launch(engine: ContainerEngine, plan: Launch, network_labels: Labels) -> str:
     """The gateway up and healthy on its networks; return its container id. Its own
     network (when it needs one) is made here, with egress, labelled `network_labels`."""
     if plan.own_network:

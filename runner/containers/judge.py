@@ -20,11 +20,11 @@ from pathlib import Path
 
 from runner.containers import gateway as gateway_mod
 from runner.containers import sandbox
+from runner.containers.backend import ContainerEngine
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
     ContainerSpec,
-    Engine,
     Labels,
     Resources,
     Tmpfs,
@@ -47,7 +47,7 @@ class JudgeGateway:
     state_dir: Path
     gateway: str
 
-    def read_records(self, engine: Engine) -> None:
+    def read_records(self, engine: ContainerEngine) -> None:
         gateway_mod.read_records(engine, self.gateway, self.state_dir)
 
 
@@ -65,7 +65,7 @@ class SessionSpec:
 
 
 @contextlib.contextmanager
-def session(engine: Engine, spec: SessionSpec, arms: list[str]) -> Iterator[JudgeGateway]:
+def session(engine: ContainerEngine, spec: SessionSpec, arms: list[str]) -> Iterator[JudgeGateway]:
     """A gateway for the judges of `arms`, removed (with its networks and its volume) at
     the end, its records read back first."""
     run = secrets.token_hex(3)
@@ -102,7 +102,7 @@ class JudgeRun:
     timeout_s: float
 
 
-def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
+def run(engine: ContainerEngine, judges: JudgeGateway, experiment: str, job: JudgeRun,
         prompt: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr's tail) of the judge's CLI on `prompt` (its stdin)."""
     argv = sandbox.under_timeout(("sh", "-c", job.command), job.timeout_s)

@@ -72,3 +72,18 @@ def test_the_module_level_duplicates_of_the_engine_are_gone() -> None:
     for gone in ("create_container", "start_with", "put_archive", "get_archive",
                  "create_network", "create_volume"):
         assert not hasattr(engine, gone), gone
+
+
+DOCKER_ENGINE = re.compile(r"(?<![\w.])Engine\b")
+
+
+def test_every_command_and_room_is_typed_against_the_interface_and_only_the_cli_builds() -> None:
+    """The docker `Engine` is named only where it is built (the CLI) and inside its own
+    backend: the commands, the executor and every room take a `ContainerEngine`."""
+    wrong = [hit for hit in outside_the_backend(DOCKER_ENGINE)
+             if not hit.startswith("runner/cli/")
+             and not re.search(r'^\S+:\d+: (#|""")', hit)]
+    assert not wrong, ("the docker Engine named outside the CLI and the backend: type it "
+                       "as runner.containers.backend.ContainerEngine:\n" + "\n".join(wrong))
+    assert DOCKER_ENGINE.search("def f(engine: Engine) -> None:")
+    assert not DOCKER_ENGINE.search("def f(engine: ContainerEngine) -> None:")

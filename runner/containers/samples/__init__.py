@@ -45,12 +45,12 @@ from rig.record import BrowserRan
 from rig.tree import Caps, Entry, Indexed, UnsafeTreeError
 from runner.containers import browser, database, images, sandbox
 from runner.containers import stacks as stack
+from runner.containers.backend import ContainerEngine
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
     NO_NETWORK,
     ContainerSpec,
-    Engine,
     Labels,
     Tmpfs,
     disk_full,
@@ -138,7 +138,7 @@ class Ran:
 class DockerSampleExecutor:
     """Runs samples for one experiment; owns its sample networks (and Postgres, if any)."""
 
-    def __init__(self, engine: Engine, repo: Path, experiment: str, image: BuiltImage,
+    def __init__(self, engine: ContainerEngine, repo: Path, experiment: str, image: BuiltImage,
                  limits: sandbox.SandboxLimits, url_env: str | None = None,
                  db_image: BuiltImage | None = None,
                  shared_db: database.DbServer | None = None,
@@ -709,7 +709,7 @@ def insample(name: str) -> bytes:
     return resources.files("rig.insample").joinpath(name).read_bytes()
 
 
-def _kill(engine: Engine, container: str) -> None:
+def _kill(engine: ContainerEngine, container: str) -> None:
     """Stop a container past its deadline (one that stopped meanwhile is fine)."""
     with contextlib.suppress(EngineError):
         engine.kill(container, what="a container past its deadline")
@@ -727,7 +727,7 @@ def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield rest
 
 
-def read_outputs(engine: Engine, container: str,
+def read_outputs(engine: ContainerEngine, container: str,
                  limit: int = sample_driver.OUTPUTS_LIMIT) -> Outputs:
     """The driver's output directory, from the one line it writes to its stdout (the
     container's log: nothing of the sample's command can write there), streamed

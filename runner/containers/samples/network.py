@@ -19,12 +19,8 @@ import time
 from collections.abc import Iterator
 
 from runner.containers import database, sandbox
-from runner.containers.engine import (
-    NO_NETWORK,
-    Engine,
-    Labels,
-    remove_network,
-)
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import NO_NETWORK, Labels
 from runner.containers.images import BuiltImage
 from runner.errors import DatabaseError, EngineError
 
@@ -34,7 +30,7 @@ DOWN_POLL_S = 0.5
 class SampleNetworks:
     """One executor's sample networks and its database server (if any)."""
 
-    def __init__(self, engine: Engine, experiment: str, run: str,
+    def __init__(self, engine: ContainerEngine, experiment: str, run: str,
                  db_image: BuiltImage | None = None,
                  shared_db: database.DbServer | None = None,
                  db_policy: database.DbPolicy | None = None) -> None:
@@ -89,7 +85,7 @@ class SampleNetworks:
                     database.attach(self.engine, self.server.container_id, name)
             yield name
         finally:
-            remove_network(self.engine, network_id)
+            self.engine.remove_network(network_id)
 
     @contextlib.contextmanager
     def fresh_database(self) -> Iterator[database.DbSchema | None]:
