@@ -15,7 +15,6 @@ them, with a RESCORE.md and a rescore.json that `report` summarises in RESULTS.m
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from rig.persist import write_text_atomic
 from rig.record import SampleRecord
 from rig.verdict import Verdict
 from runner.commands import reproduce as rep
-from runner.containers import images
+from runner.containers import images, sandbox
 from runner.containers.backend import ContainerEngine
 from runner.containers.images import BuildReporter, BuiltImage, prepared
 from runner.errors import BadInputError, EngineRefusedError, InfraError
@@ -193,7 +192,7 @@ def run_records(engine: ContainerEngine, loaded: LoadedManifest,
                 say(f"{done.sample}: {rep.verdict_text(record)} -> {rep.verdict_text(done)}")
                 return done
 
-            with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+            with ThreadPoolExecutor(max_workers=sandbox.workers(engine)) as pool:
                 for done in pool.map(one, [record for record, _ in members]):
                     new[done.sample] = done
     return new

@@ -313,7 +313,7 @@ def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
                     stopped.set()
         return record
 
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=sandbox.workers(executor.engine)) as pool:
         guards: dict[tuple[str, str], Future[tripwire.Finding | None]] = {}
         if wires is not None:
             for spec in todo:

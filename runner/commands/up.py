@@ -366,7 +366,7 @@ def _start_db(engine: ContainerEngine, plan: UpPlan) -> database.DbServer:
     # Room for every arm's database and for the samples that `score` runs on this server.
     return database.start_server(engine, plan.db_image.image_id, _labels(plan, "database"),
                                  network, name, policy=database.policy_of(manifest.database),
-                                 databases=len(manifest.arms) + database.SAMPLE_DATABASES)
+                                 databases=len(manifest.arms) + database.sample_databases(engine))
 
 
 # -- the proofs ---------------------------------------------------------------------

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import secrets
 import threading
 from dataclasses import dataclass
@@ -67,9 +66,6 @@ DB_ALIAS = "db"
 PORT = 5432
 # Slots only a superuser (the admin) may take: every arm role together can never use them.
 ADMIN_CONNECTIONS = 10
-# How many sample databases may exist at once on one server: an executor runs one sample
-# per core, and `score`, `oracle` and `reproduce` may share the experiment's server.
-SAMPLE_DATABASES = max(8, 4 * (os.cpu_count() or 1))
 # WAL_LOG (PG15's default) vs FILE_COPY on the tmpfs cluster: bench/database_cost.py.
 STRATEGY: Strategy = "WAL_LOG"
 USER = "postgres"  # the image's; the server and every psql of ours run as it
@@ -106,6 +102,13 @@ class DbPolicy:
     def defaults(self) -> psql.Defaults:
         return psql.Defaults(self.connection_limit, int(self.statement_timeout_s * 1000),
                              self.temp_file_limit_mb * 1024)
+
+
+def sample_databases(engine: ContainerEngine) -> int:
+    """How many sample databases may exist at once on one server: an executor runs one
+    sample per CPU of the engine (`sandbox.workers`), and `score`, `oracle` and
+    `reproduce` may share the experiment's server: four times that, never fewer than 8."""
+    return max(8, 4 * engine.cpus)
 
 
 def server_command(policy: DbPolicy, databases: int) -> list[str]:
@@ -202,13 +205,14 @@ def server_spec(image_id: str, labels: Labels, network: str, name: str, password
 
 def start_server(engine: ContainerEngine, image_id: str, labels: Labels, network: str, name: str,
                  *, policy: DbPolicy | None = None,
-                 databases: int = SAMPLE_DATABASES) -> DbServer:
+                 databases: int | None = None) -> DbServer:
     """Start Postgres on `network` (one of ours, internal) and wait until it answers.
 
     `policy` applies to every database created on it; `databases` is how many may exist at
     once (arms plus concurrent samples): `max_connections` is sized from both."""
     require_labels(labels, f"Postgres {name}")
     policy = policy or DbPolicy()
+    databases = sample_databases(engine) if databases is None else databases
     password = secrets.token_urlsafe(18)
     container_id = engine.create(server_spec(image_id, labels, network, name, password,
                                              policy, databases, engine.cpus))

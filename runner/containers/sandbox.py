@@ -161,10 +161,18 @@ def under_timeout(argv: Sequence[str], timeout_s: float) -> tuple[str, ...]:
     return ("timeout", "-k", str(KILL_GRACE_S), str(max(1, int(timeout_s))), *argv)
 
 
-def host_deadline(timeout_s: float) -> float:
+def host_deadline(timeout_s: float, grace_s: float = HOST_GRACE_S) -> float:
     """How long the host waits for what runs `under_timeout(..., timeout_s)` before it
-    declares the engine stuck."""
-    return timeout_s + KILL_GRACE_S + HOST_GRACE_S
+    declares the engine stuck: `timeout`'s own KILL, then `grace_s` more (the one place
+    the host's deadline is computed; a caller with more to wait for passes its grace)."""
+    return timeout_s + KILL_GRACE_S + grace_s
+
+
+def workers(engine: ContainerEngine) -> int:
+    """How many containers the host runs at once (samples, judges): one per CPU of the
+    engine (its `docker info` NCPU), never this machine's count, which says nothing of a
+    remote engine's."""
+    return max(1, engine.cpus)
 
 
 @dataclass(frozen=True)

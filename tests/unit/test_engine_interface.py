@@ -8,8 +8,10 @@ import inspect
 import re
 import typing
 from pathlib import Path
+from types import SimpleNamespace
 
-from runner.containers import backend, engine
+from runner.commands.dispatch import process
+from runner.containers import backend, database, engine, samples, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 # The docker backend: the engine, its held exec (docker's stdin framing) and its image
@@ -87,3 +89,34 @@ def test_every_command_and_room_is_typed_against_the_interface_and_only_the_cli_
                        "as runner.containers.backend.ContainerEngine:\n" + "\n".join(wrong))
     assert DOCKER_ENGINE.search("def f(engine: Engine) -> None:")
     assert not DOCKER_ENGINE.search("def f(engine: ContainerEngine) -> None:")
+
+
+def test_the_host_deadline_is_timeouts_kill_then_the_callers_grace() -> None:
+    """One computation for every caller (a one-shot job, an exec, a sample, an agent):
+    each keeps its own grace, so every deadline is what it was."""
+    assert sandbox.host_deadline(100) == 100 + 5 + 30
+    assert sandbox.host_deadline(100, samples.HOST_GRACE_S) == 100 + 5 + 60
+    assert sandbox.host_deadline(100, process.HOST_GRACE_S) == 100 + 5 + 15
+
+
+def test_the_pools_follow_the_engine_s_cpus_never_this_machine_s() -> None:
+    """A remote engine with 64 CPUs runs 64 samples at once, and its Postgres has room
+    for them, whatever this machine has."""
+    assert sandbox.workers(SimpleNamespace(cpus=64)) == 64  # type: ignore[arg-type]
+    assert sandbox.workers(SimpleNamespace(cpus=0)) == 1  # type: ignore[arg-type]
+    assert database.sample_databases(SimpleNamespace(cpus=64)) == 256  # type: ignore[arg-type]
+    assert database.sample_databases(SimpleNamespace(cpus=1)) == 8  # type: ignore[arg-type]
+
+
+HOST_COUNT = re.compile(r"os\.cpu_count\(")
+DEADLINE_SUM = re.compile(r"timeout_s \+ (5|KILL_GRACE_S)\b")
+
+
+def test_the_deadline_and_the_pool_are_computed_in_one_place_each() -> None:
+    """Pins: the host deadline was summed in 5 places and the sample pool sized by
+    `os.cpu_count()` (this machine, not the engine) in 3. Only the judges that run on
+    this machine (a judge command) count its CPUs."""
+    counted = [hit for hit in outside_the_backend(HOST_COUNT) if "# on this machine" not in hit]
+    summed = [hit for hit in outside_the_backend(DEADLINE_SUM)
+              if not hit.startswith("runner/containers/sandbox.py")]
+    assert (counted, summed) == ([], [])

@@ -131,7 +131,7 @@ def run_agent(engine: ContainerEngine, container_id: str, command: str, env: dic
     running = sandbox.start_exec(engine, container_id, argv, env)
     reader = _Reader(running.output, sink)
     reader.start()
-    deadline = started + timeout_s + KILL_GRACE_S + HOST_GRACE_S
+    deadline = started + sandbox.host_deadline(timeout_s, HOST_GRACE_S)
     stopped, interrupted = _await(engine, container_id, reader, running, deadline, cancel)
     duration = time.monotonic() - started
     running.close()  # frees the connection (a no-op when the stream ended by itself)

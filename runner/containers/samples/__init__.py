@@ -567,7 +567,8 @@ class DockerSampleExecutor:
     def _held(self, spec: SampleSpec, container: str) -> bool:
         """Whether a `hold` container laid its tree out (its driver's `bakeoff-held` line),
         within the sample's deadline."""
-        stop = threading.Timer(spec.timeout_s + 5 + HOST_GRACE_S, _kill, (self.engine, container))
+        stop = threading.Timer(sandbox.host_deadline(spec.timeout_s, HOST_GRACE_S), _kill,
+                               (self.engine, container))
         stop.start()
         try:
             return any(line.startswith(sample_driver.HELD) for line in _lines(
@@ -581,11 +582,11 @@ class DockerSampleExecutor:
         within the host's deadline; what it came to."""
         began = time.monotonic()
         self._start(container, inputs, f"sample {spec.sample}")
-        deadline = spec.timeout_s + 5 + HOST_GRACE_S
+        deadline = sandbox.host_deadline(spec.timeout_s, HOST_GRACE_S)
         if spec.server is not None:
             deadline += spec.server.startup_timeout_s
         if spec.build:  # the build runs first, under the same timeout
-            deadline += spec.timeout_s + 5
+            deadline += sandbox.host_deadline(spec.timeout_s, grace_s=0)
         code = self.engine.wait(container, deadline)
         if code is None:
             # The deadline inside is root's: only a frozen sample (or engine) gets here.
@@ -646,7 +647,8 @@ class DockerSampleExecutor:
         """Whether the server's build (run before the server starts) succeeded: its
         driver's one `bakeoff-built:` line, within the build's deadline (past it, the
         container is stopped and the build is what failed)."""
-        stop = threading.Timer(spec.timeout_s + 5 + HOST_GRACE_S, _kill, (self.engine, server))
+        stop = threading.Timer(sandbox.host_deadline(spec.timeout_s, HOST_GRACE_S), _kill,
+                               (self.engine, server))
         stop.start()
         try:
             for line in _lines(self.engine.follow_logs(server)):
