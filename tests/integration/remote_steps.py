@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.containers import sandbox
+from runner.containers.dockerspec import container_args
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
@@ -32,7 +33,6 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     Volume,
-    container_args,
     iter_stream,
 )
 from runner.containers.images import tar_of

@@ -13,6 +13,7 @@ from docker.models.containers import RUN_CREATE_KWARGS, RUN_HOST_CONFIG_KWARGS
 from docker.types import Mount
 
 from runner.containers import database, sandbox
+from runner.containers.dockerspec import container_args, state_of
 from runner.containers.engine import (
     LABEL_ARM,
     LABEL_EXPERIMENT,
@@ -25,8 +26,6 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     Volume,
-    container_args,
-    state_of,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
