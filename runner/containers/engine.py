@@ -35,7 +35,7 @@ import docker.errors
 import requests
 
 from runner import errors
-from runner.containers import failures
+from runner.containers import failures, sweep
 from runner.containers.backend import LABEL_ARM as LABEL_ARM
 from runner.containers.backend import LABEL_BUILD_OF as LABEL_BUILD_OF
 from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
@@ -70,7 +70,6 @@ from runner.errors import (
     EngineRefusedError,
     EngineUnreachableError,
     InfraError,
-    LeftoverError,
     NotFoundError,
     SandboxUnavailableError,
 )
@@ -82,7 +81,6 @@ T = TypeVar("T")
 STDIN_CHUNK = 1024 * 1024  # bytes sent to a container's stdin at a time
 SSH_REAP_S = 6 * 3600  # an ssh attach outliving this is ended (no sample lasts that)
 
-KINDS = ("container", "network", "volume")  # the order of removal: a network holds containers
 
 API_TIMEOUT_S = 120
 # Transient engine errors (a daemon restarting, a socket hiccup) are retried this many
@@ -90,7 +88,6 @@ API_TIMEOUT_S = 120
 # a create that timed out may have happened, and a duplicate would escape our bookkeeping.
 RETRIES = 2
 RETRY_BACKOFF_S = 0.5
-SWEEPS = 2
 WAIT_SLACK_S = 1.0  # a wait cut this much before its deadline is not the deadline
 ENGINE_HINT = ("check that `docker info` answers (`bakeoff-sandbox doctor --fix` starts an "
                "engine when none does)")
@@ -268,62 +265,20 @@ class Engine:
     def containers(self, filters: dict[str, str]) -> list[ContainerState]:
         return [state_of(item.attrs) for item in self.labelled("container", filters)]
 
+
     def remove_volume(self, name: str) -> None:
         """Remove one of our volumes by name (one without our labels is never touched; one
         already gone is fine)."""
-        try:
-            volume = self.call(f"inspect volume {name}", self.client.volumes.get, name)
-        except NotFoundError:
-            return
-        if LABEL_EXPERIMENT not in ((volume.attrs or {}).get("Labels") or {}):
-            raise ValueError(f"volume {name} does not carry our labels: never removed")
-        with contextlib.suppress(NotFoundError):
-            self.call(f"remove volume {name}", volume.remove, force=True)
+        sweep.remove_volume(self, name)
 
     def remove_labelled(self, filters: dict[str, str],
                         keep: Callable[[dict[str, str]], bool] | None = None) -> dict[str, int]:
-        """Remove our containers, then networks, then volumes matching `filters`.
+        """Remove our containers, then networks, then volumes matching `filters`
+        (`sweep.remove_labelled`)."""
+        return sweep.remove_labelled(self, filters, keep)
 
-        `filters` must name LABEL_EXPERIMENT (or at least the label key): we never remove
-        anything that does not carry our labels. `keep(labels)` spares a resource. A network
-        is emptied first (every container still attached is disconnected, not removed: a
-        kept container of a live run goes on running). One resource that vanished meanwhile
-        is skipped, one the engine refuses does not stop the sweep; if anything of ours is
-        still there at the end, `LeftoverError` names each with the engine's answer, or,
-        when the engine itself failed under a removal (going down, gone, its disk full),
-        that failure (`runner.containers.failures`) is raised instead: the one line that says why.
-        """
-        if not any(key.startswith(LABEL_PREFIX) for key in filters):
-            raise ValueError("refusing to remove resources without a bakeoff label filter")
-        removed = {kind: 0 for kind in KINDS}
-        refused: dict[str, str] = {}
-        outage: EngineError | None = None  # the engine's own failure: said instead
-        # A second sweep catches what the first could not yet remove (a container still
-        # being removed holds its network); both sweeps are bounded, and idempotent.
-        for _ in range(SWEEPS):
-            for kind, item in self._ours(filters, keep):
-                try:
-                    if _remove(self, kind, item):
-                        removed[kind] += 1
-                except EngineError as error:
-                    refused[f"{kind} {item.name}"] = str(error)
-                    if outage is None and isinstance(error, failures.NAMED):
-                        outage = error
-            left = [f"{kind} {item.name}" for kind, item in self._ours(filters, keep)]
-            if not left:
-                return removed
-            time.sleep(RETRY_BACKOFF_S)
-        if outage is not None:
-            raise outage
-        raise LeftoverError(left, refused)
-
-    def _ours(self, filters: dict[str, str],
-              keep: Callable[[dict[str, str]], bool] | None) -> Iterator[tuple[str, Any]]:
-        for kind in KINDS:
-            for item in self.labelled(kind, filters):
-                if keep is None or not keep(_labels_of(kind, item)):
-                    yield kind, item
-
+    def remove_network(self, network_id: str) -> None:
+        sweep.remove_network(self, network_id)
 
     # -- the engine interface (backend.ContainerEngine), containers named by id ----------
 
@@ -524,18 +479,6 @@ class Engine:
         code = found.get("ExitCode")
         return ExecState(bool(found.get("Running")), None if code is None else int(code))
 
-    def remove_network(self, network_id: str) -> None:
-        """Remove ONE network of ours (a sample's own), emptied first; one without our
-        labels is refused, one already gone is fine."""
-        try:
-            network = self.call("find network", self.client.networks.get, network_id,
-                                retry=True)
-            if LABEL_EXPERIMENT not in (network.attrs.get("Labels") or {}):
-                raise ValueError(f"refusing to remove network {network.name}: it is not ours")
-            _remove(self, "network", network)
-        except NotFoundError:
-            return
-
     def remove(self, container_id: str) -> bool:
         try:
             self.call("remove a container", self.client.api.remove_container, container_id,
@@ -543,40 +486,6 @@ class Engine:
         except NotFoundError:
             return False
         return True
-
-
-def _labels_of(kind: str, item: Any) -> dict[str, str]:
-    if kind == "container":
-        return dict(item.labels or {})
-    return dict(item.attrs.get("Labels") or {})
-
-
-def _remove(engine: Engine, kind: str, item: Any) -> bool:
-    """Remove one resource; False when it was already gone."""
-    try:
-        if kind == "container":
-            engine.call("remove container", item.remove, force=True, v=True)
-        elif kind == "network":
-            _empty_network(engine, item)
-            engine.call("remove network", item.remove)
-        else:
-            engine.call(f"remove {kind}", item.remove)
-    except NotFoundError:
-        return False
-    return True
-
-
-def _empty_network(engine: Engine, network: Any) -> None:
-    """Disconnect every container still attached (a network with endpoints is refused with
-    403 "has active endpoints"): e.g. the experiment's Postgres, kept for the live run,
-    still on a sample network of a run that was killed."""
-    engine.call("inspect network", network.reload, retry=True)  # a listing has no endpoints
-    for container_id in network.attrs.get("Containers") or {}:
-        try:
-            engine.call("disconnect from network", network.disconnect, container_id,
-                        force=True)
-        except NotFoundError:  # the container went meanwhile
-            continue
 
 
 def docker_engine(engine: ContainerEngine) -> Engine:

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # The docker backend: the engine, its held exec (docker's stdin framing) and its image
 # store (builds, tags, imports: docker's own; not behind the interface yet).
 BACKEND = ("runner/containers/engine.py", "runner/containers/dockerspec.py",
-           "runner/containers/held_exec.py", "runner/containers/images/")
+           "runner/containers/sweep.py", "runner/containers/held_exec.py",
+           "runner/containers/images/")
 # A docker client reached through an engine, or one of the backend's docker-level helpers.
 CLIENT = re.compile(r"\.client\.|\b(engine|self\.engine)\.(call|labelled)\(")
 

@@ -21,7 +21,7 @@ import docker.errors
 import pytest
 import requests
 
-from runner.containers import engine
+from runner.containers import engine, sweep
 from runner.containers.engine import Engine
 from runner.errors import (
     EngineDiskFullError,
@@ -248,6 +248,7 @@ def test_a_sweep_the_engine_failed_under_says_so_not_that_resources_are_left(
     "get VOLUME: database not open" (the daemon's volume store already closed): the run
     ended on "5 of our resources are still there after removal", hiding why."""
     monkeypatch.setattr(engine, "RETRY_BACKOFF_S", 0)
+    monkeypatch.setattr(sweep, "SWEEP_PAUSE_S", 0)
 
     def closed() -> None:
         raise server_error("get bakeoff-x-brief: database not open")
