@@ -23,7 +23,8 @@ from typing import Literal
 
 from runner.containers import images
 from runner.containers.backend import ContainerEngine, EngineFacts
-from runner.containers.engine import LOCAL_ENGINE, Labels
+from runner.containers.dockerclient import LOCAL_ENGINE
+from runner.containers.engine import Labels
 from runner.containers.images import present
 from runner.containers.images.present import ImageState
 from runner.errors import EngineError, RunnerError

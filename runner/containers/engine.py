@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import shutil
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,7 +32,7 @@ import docker.errors
 import requests
 
 from runner import errors
-from runner.containers import failures, sweep
+from runner.containers import sweep
 from runner.containers.backend import LABEL_ARM as LABEL_ARM
 from runner.containers.backend import LABEL_BUILD_OF as LABEL_BUILD_OF
 from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
@@ -62,12 +59,20 @@ from runner.containers.backend import Resources as Resources
 from runner.containers.backend import Tmpfs as Tmpfs
 from runner.containers.backend import Volume as Volume
 from runner.containers.backend import require_labels as require_labels
+from runner.containers.dockerclient import (
+    DOCKER_ERRORS,
+    ENGINE_HINT,
+    address,
+    client_options,
+    end_of_input,
+    is_transient,
+    iter_stream,
+    mapped,
+    translated,
+)
 from runner.containers.dockerspec import container_args, facts_of, state_of
 from runner.errors import (
-    ConflictError,
     EngineError,
-    EngineFailedError,
-    EngineRefusedError,
     EngineUnreachableError,
     InfraError,
     NotFoundError,
@@ -79,7 +84,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 STDIN_CHUNK = 1024 * 1024  # bytes sent to a container's stdin at a time
-SSH_REAP_S = 6 * 3600  # an ssh attach outliving this is ended (no sample lasts that)
 
 
 API_TIMEOUT_S = 120
@@ -89,72 +93,12 @@ API_TIMEOUT_S = 120
 RETRIES = 2
 RETRY_BACKOFF_S = 0.5
 WAIT_SLACK_S = 1.0  # a wait cut this much before its deadline is not the deadline
-ENGINE_HINT = ("check that `docker info` answers (`bakeoff-sandbox doctor --fix` starts an "
-               "engine when none does)")
-LOCAL_ENGINE = "unix:///var/run/docker.sock"
 
 # What a local docker engine enforces: internal networks with no address on the bridge,
 # `container:` network modes, pids limits, no-new-privileges, tmpfs volumes with a size.
 DOCKER_CAPABILITIES = Capabilities(no_egress=True, shared_network_namespace=True,
                                    pids_limit=True, no_new_privileges=True,
                                    sized_volumes=True)
-REFUSALS: dict[int, type[EngineRefusedError]] = {404: NotFoundError, 409: ConflictError}
-DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
-
-
-def address() -> str:
-    """The address a client from the environment talks to: DOCKER_HOST, else the socket."""
-    return os.environ.get("DOCKER_HOST") or LOCAL_ENGINE
-
-
-def client_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """How the SDK reaches DOCKER_HOST: `ssh://` through this machine's own `ssh` (its
-    config, keys, agent and known hosts, as the docker CLI and Compose do), not through
-    paramiko; tcp and the socket as the SDK does by itself."""
-    host = (os.environ if environ is None else environ).get("DOCKER_HOST", "")
-    if not host.startswith("ssh://"):
-        return {}
-    if shutil.which("ssh") is None:
-        raise EngineUnreachableError(f"DOCKER_HOST is {host}, but there is no ssh client here",
-                                     hint="install openssh-client (apt-get install "
-                                          "openssh-client), or use tcp://")
-    return {"use_ssh_client": True}
-
-
-def translated(error: Exception, what: str, where: str | None = None) -> EngineError:
-    """docker's (or its HTTP library's) exception as the project's own: the one mapping.
-    A refusal keeps the engine's words and status; anything else means the engine (or
-    the connection to it) broke. `where`: the engine's address (else the environment's)."""
-    where = where or address()
-    named = failures.named(error, what, where)
-    if named is not None:
-        return named
-    if isinstance(error, docker.errors.NotFound):
-        return NotFoundError(where, what, str(error.explanation or error),
-                             status=error.status_code or 404)
-    if isinstance(error, docker.errors.APIError) and error.is_client_error():
-        status = int(error.status_code or 400)
-        return REFUSALS.get(status, EngineRefusedError)(
-            where, what, str(error.explanation or error), status=status)
-    return EngineFailedError(f"the engine at {where} failed to {what}: {error}",
-                             hint=ENGINE_HINT)
-
-
-@contextlib.contextmanager
-def mapped(what: str, where: str | None = None) -> Iterator[None]:
-    """docker's exceptions raised in the block, as the project's own (`translated`)."""
-    try:
-        yield
-    except DOCKER_ERRORS as error:
-        raise translated(error, what, where) from error
-
-
-def _is_transient(error: Exception) -> bool:
-    if isinstance(error, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
-        return True
-    return isinstance(error, docker.errors.APIError) and error.is_server_error()
-
-
 class Engine:
     """A docker client behind one choke point. It talks to the engine DOCKER_HOST names
     (unix, tcp or ssh), or the local socket, as every docker client does."""
@@ -218,7 +162,7 @@ class Engine:
             try:
                 return fn(*args, **kwargs)
             except DOCKER_ERRORS as error:
-                if attempt + 1 < attempts and _is_transient(error):
+                if attempt + 1 < attempts and is_transient(error):
                     time.sleep(RETRY_BACKOFF_S * (attempt + 1))
                     continue
                 raise translated(error, what, self.address) from error
@@ -513,36 +457,6 @@ def disk_full(engine: ContainerEngine, image: str,
         return full
     engine.remove(made)
     return None
-
-
-def end_of_input(raw: Any) -> None:
-    """Tell the engine a container's stdin has ended, keeping what was sent. A socket is
-    half-closed. Over `ssh://` the SDK's socket is an `ssh` process (`docker system
-    dial-stdio` on the far side): its stdin closed is the end of input, and it must not
-    be terminated (its close() would: the bytes still in flight would be lost); it ends
-    by itself when the engine closes the attach, and a thread of ours reaps it."""
-    proc = getattr(raw, "proc", None)
-    if proc is None:
-        raw.shutdown(socket.SHUT_WR)
-        return
-    proc.stdin.close()
-    threading.Thread(target=_reap, args=(proc,), daemon=True).start()
-
-
-def _reap(proc: Any) -> None:
-    try:
-        proc.wait(timeout=SSH_REAP_S)
-    except Exception:  # still attached long past any sample: end it
-        with contextlib.suppress(Exception):
-            proc.terminate()
-            proc.wait(timeout=10)
-
-
-def iter_stream(stream: Iterator[T], what: str = "stream its answer",
-                where: str | None = None) -> Iterator[T]:
-    """Wrap a docker stream so a dropped connection becomes the project's error."""
-    with mapped(what, where):
-        yield from stream
 
 
 if TYPE_CHECKING:

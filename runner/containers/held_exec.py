@@ -19,7 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from runner.containers.backend import ContainerEngine, ExecOutput
-from runner.containers.engine import ENGINE_HINT, Engine, end_of_input
+from runner.containers.dockerclient import ENGINE_HINT, end_of_input
+from runner.containers.engine import Engine
 from runner.errors import SandboxUnavailableError
 
 FRAME_HEADER = 8

@@ -65,7 +65,8 @@ import requests
 from docker.types import Mount
 
 from runner.containers import images
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels, iter_stream
+from runner.containers.dockerclient import iter_stream
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.containers.images import BuiltImage
 
 IMAGE = "engine"  # images/engine

@@ -16,7 +16,8 @@ from runner.containers import backend, database, engine, samples, sandbox
 ROOT = Path(__file__).resolve().parents[2]
 # The docker backend: the engine, its held exec (docker's stdin framing) and its image
 # store (builds, tags, imports: docker's own; not behind the interface yet).
-BACKEND = ("runner/containers/engine.py", "runner/containers/dockerspec.py",
+BACKEND = ("runner/containers/engine.py", "runner/containers/dockerclient.py",
+           "runner/containers/dockerspec.py",
            "runner/containers/sweep.py", "runner/containers/held_exec.py",
            "runner/containers/images/")
 # A docker client reached through an engine, or one of the backend's docker-level helpers.

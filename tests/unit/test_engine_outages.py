@@ -1,7 +1,7 @@
 """The engine's own failures, named (issue 31, item 4): a full engine disk, no engine
 answering at its address, and an engine that stopped or restarted under a call are each
 one line naming the engine and the fix, exit 3, through the one mapping of docker's
-errors (`runner.containers.engine.translated`). Each exception here is the one docker-py
+errors (`runner.containers.dockerclient.translated`). Each exception here is the one docker-py
 really raises: made by a real client against a loopback socket that refuses, never
 answers, or cuts the connection, or (the engine's answers) with the words the tests'
 second engine gave (tests/integration/remote_engine.py, measured)."""
@@ -21,7 +21,7 @@ import docker.errors
 import pytest
 import requests
 
-from runner.containers import engine, sweep
+from runner.containers import dockerclient, engine, sweep
 from runner.containers.engine import Engine
 from runner.errors import (
     EngineDiskFullError,
@@ -92,7 +92,7 @@ def closed_port() -> int:
 
 def mapped(error: Exception, what: str = "create the container",
            where: str = "tcp://10.0.0.2:2375") -> EngineError:
-    return engine.translated(error, what, where)
+    return dockerclient.translated(error, what, where)
 
 
 def test_a_full_engine_disk_is_named_with_the_engine_and_the_fix() -> None:
@@ -212,7 +212,7 @@ def test_a_stream_cut_in_the_middle_is_an_engine_that_stopped_under_the_call() -
     with loopback(half) as url:
         got = client(url).get(f"{url.replace('tcp', 'http')}/v1.41/containers/x/archive",
                               stream=True)
-        chunks = engine.iter_stream(got.iter_content(5), "get the archive of /out", url)
+        chunks = dockerclient.iter_stream(got.iter_content(5), "get the archive of /out", url)
         assert next(chunks) == b"first"
         with pytest.raises(EngineRestartedError) as cut:
             list(chunks)
@@ -324,7 +324,7 @@ class LostLog:
 
     def create(self, spec: engine.ContainerSpec) -> str:
         if self.full:
-            raise engine.translated(server_error(FULL_CREATE), f"create {spec.purpose}",
+            raise dockerclient.translated(server_error(FULL_CREATE), f"create {spec.purpose}",
                                     self.address)
         return "probe"
 

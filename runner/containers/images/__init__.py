@@ -36,7 +36,8 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 from rig.parsers.base import plain
 from runner.containers.backend import ContainerEngine
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, docker_engine, iter_stream
+from runner.containers.dockerclient import iter_stream
+from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, docker_engine
 from runner.containers.images import host_trust
 from runner.errors import BadInputError, ImageMissingError, InfraError, NotFoundError
 from runner.install import compose, resources

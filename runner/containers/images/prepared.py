@@ -50,6 +50,7 @@ from runner.containers import browser as browser_mod
 from runner.containers import images
 from runner.containers import stacks as stack
 from runner.containers.backend import ContainerEngine
+from runner.containers.dockerclient import iter_stream
 from runner.containers.engine import (
     LABEL_BUILD_OF,
     LABEL_IDENTITY,
@@ -57,7 +58,6 @@ from runner.containers.engine import (
     Engine,
     Labels,
     docker_engine,
-    iter_stream,
 )
 from runner.containers.images import BuiltImage, host_trust, inspect
 from runner.containers.samples import tree as sample_tree
