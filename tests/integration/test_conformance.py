@@ -212,11 +212,16 @@ def test_an_archive_goes_in_and_comes_out_byte_exact(backend: Backend) -> None:
 
 
 def test_a_container_past_its_deadline_is_reported_and_stopped(backend: Backend) -> None:
+    """`wait` says the deadline (None, never a status) while it still runs; `kill` stops
+    it (as the executor stops a sample past its deadline); `remove` leaves nothing."""
     container_id = backend.running(backend.spec("deadline", "sleep 300"))
     began = time.monotonic()
-    assert backend.engine.wait(container_id, 3) is None  # the deadline, not a status
+    assert backend.engine.wait(container_id, 3) is None
     assert 2 <= time.monotonic() - began < 20
     assert backend.engine.inspect(container_id).status == "running"
+    backend.engine.kill(container_id)
+    assert backend.engine.wait(container_id, 20) == 137
+    assert backend.engine.inspect(container_id).status == "exited"
     assert backend.engine.remove(container_id) is True
     with pytest.raises(NotFoundError):
         backend.engine.inspect(container_id)
