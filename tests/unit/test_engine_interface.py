@@ -10,8 +10,11 @@ import typing
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from runner.commands.dispatch import process
 from runner.containers import backend, database, engine, samples, sandbox
+from runner.errors import InfraError
 
 ROOT = Path(__file__).resolve().parents[2]
 # The docker backend: the engine, its held exec (docker's stdin framing) and its image
@@ -122,3 +125,15 @@ def test_the_deadline_and_the_pool_are_computed_in_one_place_each() -> None:
     summed = [hit for hit in outside_the_backend(DEADLINE_SUM)
               if not hit.startswith("runner/containers/sandbox.py")]
     assert (counted, summed) == ([], [])
+
+
+def test_the_image_store_is_docker_s_and_another_backend_is_refused_saying_so() -> None:
+    """Images are built, tagged and listed through docker's API: the image store's entry
+    points narrow a `ContainerEngine` to the docker `Engine`, and refuse another backend
+    with a message that names the engine and what to do (never an AttributeError)."""
+    other = SimpleNamespace(address="https://k8s.example:6443")
+    with pytest.raises(InfraError, match=r"^the engine at https://k8s\.example:6443 has no "
+                                         r"docker image store"):
+        engine.docker_engine(other)  # type: ignore[arg-type]
+    docker_one = engine.Engine(SimpleNamespace())  # type: ignore[arg-type]
+    assert engine.docker_engine(docker_one) is docker_one
