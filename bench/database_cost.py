@@ -55,11 +55,11 @@ class Client:
     def __init__(self, engine: Any, image_id: str, network: str, experiment: str) -> None:
         from docker.utils.socket import frames_iter
 
-        from runner.containers.engine import ContainerSpec, Labels, Resources, create_container
-        self.container = create_container(engine, ContainerSpec(
+        from runner.containers.engine import ContainerSpec, Labels, Resources
+        self.container = engine.client.containers.get(engine.create(ContainerSpec(
             image=image_id, command=("sleep", "infinity"),
             labels=Labels(experiment, "bench-client"), resources=Resources(1.0, 256, 64),
-            user="1000:1000", purpose="bench client", network=network))
+            user="1000:1000", purpose="bench client", network=network)))
         self.container.start()
         api = engine.client.api
         exec_id = api.exec_create(self.container.id, ["python3", "-u", "-c", PROGRAM],
@@ -107,7 +107,7 @@ class Code:
     def start(self, image_id: str, experiment: str, run: str, databases: int) -> Any:
         from runner.containers.engine import Labels
         network = self.sandbox.network_name(experiment, "db", run)
-        self.sandbox.create_network(self.engine, network,
+        self.engine.create_network(network,
                                     Labels(experiment, "database-network", run=run),
                                     egress=not self.after)  # a published port needs it
         return self.db.start_server(self.engine, image_id,
@@ -117,7 +117,7 @@ class Code:
     def network(self, experiment: str, name: str) -> str:
         from runner.containers.engine import Labels
         network = self.sandbox.network_name(experiment, name, "bench")
-        self.sandbox.create_network(self.engine, network, Labels(experiment, "bench-network"),
+        self.engine.create_network(network, Labels(experiment, "bench-network"),
                                     egress=False)
         return network
 

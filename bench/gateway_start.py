@@ -30,8 +30,6 @@ from runner.containers.engine import (
     LABEL_EXPERIMENT,
     Engine,
     Labels,
-    create_network,
-    put_archive,
 )
 from runner.manifest import Gateway
 from tests.integration.helpers import PlainReporter
@@ -45,7 +43,7 @@ def launched(engine: Engine, base_id: str, work: Path,
     experiment = f"gwbench-{secrets.token_hex(3)}"
     try:
         arm_network = f"{experiment}-arm"
-        create_network(engine, arm_network, Labels(experiment, "arm-network"), egress=False)
+        engine.create_network(arm_network, Labels(experiment, "arm-network"), egress=False)
         door = gateway.Door("a", arm_network, gateway.new_token(), ("m",), {"anthropic": "K"})
         plan = gateway.plan_launch(Gateway(), f"{experiment}-gateway", base_id,
                                    Labels(experiment, "gateway"), work / experiment, "s1",
@@ -70,9 +68,8 @@ def read_back(engine: Engine, container_id: str, megabytes: int, work: Path) -> 
     entries += [archive.Entry("s1", None, 0o755, owner),
                 archive.Entry("s1/bodies", None, 0o755, owner),
                 archive.Entry("s1/requests.jsonl", lines, 0o644, owner)]
-    container = engine.client.containers.get(container_id)
-    put_archive(engine, container, f"{gateway.STATE_MOUNT}/{gateway.RECORDS}",
-                archive.pack(sorted(entries, key=lambda e: e.name)))
+    engine.put_archive(container_id, f"{gateway.STATE_MOUNT}/{gateway.RECORDS}",
+                       archive.pack(sorted(entries, key=lambda e: e.name)))
     target = work / f"read-{secrets.token_hex(3)}"
     seconds = []
     for _ in range(2):

@@ -22,7 +22,7 @@ from typing import Any
 
 from runner.commands import down as down_mod
 from runner.containers import gateway, images
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine
 from runner.containers.images import inventory
 from runner.containers.images.inventory import Image, Inventory, Plan
 from runner.manifest import LoadedManifest
@@ -52,7 +52,7 @@ class Cleaned:
     branches: list[Branch]
 
 
-def down(engine: Engine, loaded: LoadedManifest, progress: down_mod.Progress, *,
+def down(engine: ContainerEngine, loaded: LoadedManifest, progress: down_mod.Progress, *,
          keep_images: bool) -> Cleaned:
     """The `down` command: the sandboxes (`runner.commands.down.down`), then the
     experiment's images (its records read first: `down` clears `sandboxes.json`), then
@@ -93,7 +93,7 @@ def _values(data: Any, keys: tuple[str, ...]) -> Iterator[str]:
             yield from _values(item, keys)
 
 
-def _carry_out(engine: Engine, found: Inventory, plan: Plan, dry_run: bool) -> ImageReport:
+def _carry_out(engine: ContainerEngine, found: Inventory, plan: Plan, dry_run: bool) -> ImageReport:
     removed: list[tuple[Image, int]] = []
     kept = list(plan.kept)
     for image in plan.remove:
@@ -106,7 +106,7 @@ def _carry_out(engine: Engine, found: Inventory, plan: Plan, dry_run: bool) -> I
     return ImageReport(removed, kept, dry_run)
 
 
-def down_images(engine: Engine, recorded: set[str], *, keep: bool) -> ImageReport:
+def down_images(engine: ContainerEngine, recorded: set[str], *, keep: bool) -> ImageReport:
     """`down`: the experiment's prepared images and what was built on them, removed
     (kept, each said, with `--keep-images`)."""
     found = inventory.read(engine)
@@ -117,7 +117,7 @@ def down_images(engine: Engine, recorded: set[str], *, keep: bool) -> ImageRepor
     return _carry_out(engine, found, plan, dry_run=False)
 
 
-def gc_images(engine: Engine, *, dry_run: bool,
+def gc_images(engine: ContainerEngine, *, dry_run: bool,
               within: Callable[[Image], bool] | None = None) -> ImageReport:
     """`gc --images`: every image of ours no container uses and this version would not
     build as it is. `within` narrows what is looked at (a test's own images)."""
@@ -129,7 +129,7 @@ def gc_images(engine: Engine, *, dry_run: bool,
     return _carry_out(engine, found, plan, dry_run)
 
 
-def current_identities(engine: Engine) -> inventory.Current:
+def current_identities(engine: ContainerEngine) -> inventory.Current:
     """Whether a shared image is what this version builds: the base's tag; a toolchain
     (images/) by the identity its Dockerfile and the base give; the gateway by its
     package and the python image; an agent CLI's dist by its version (kept). None for a

@@ -22,14 +22,9 @@ from pathlib import Path
 from typing import Literal
 
 from runner.containers import images
-from runner.containers.engine import (
-    LOCAL_ENGINE,
-    Engine,
-    EngineFacts,
-    Labels,
-    create_network,
-    remove_network,
-)
+from runner.containers.backend import ContainerEngine, EngineFacts
+from runner.containers.dockerclient import LOCAL_ENGINE
+from runner.containers.engine import Labels
 from runner.containers.images import present
 from runner.containers.images.present import ImageState
 from runner.errors import EngineError, RunnerError
@@ -206,7 +201,7 @@ def manifest_path(given: Path | None) -> Path | None:
     return default if default.is_file() else None
 
 
-def diagnose(engine: Engine, manifest: Path | None) -> Report:
+def diagnose(engine: ContainerEngine, manifest: Path | None) -> Report:
     """Every check, on this machine and `engine`."""
     facts, error = _facts(engine)
     checks = [engine_check(engine.address, facts, error)]
@@ -224,28 +219,28 @@ def diagnose(engine: Engine, manifest: Path | None) -> Report:
     return Report(tuple(checks))
 
 
-def _facts(engine: Engine) -> tuple[EngineFacts | None, str]:
+def _facts(engine: ContainerEngine) -> tuple[EngineFacts | None, str]:
     try:
         return engine.facts(), ""
     except EngineError as error:
         return None, str(error)
 
 
-def _image_checks(engine: Engine, manifest: Path | None) -> list[Check]:
+def _image_checks(engine: ContainerEngine, manifest: Path | None) -> list[Check]:
     if manifest is None:
         return [no_manifest_check()]
     return [image_check(s) for s in present.states(engine, images.needed_by_file(manifest))]
 
 
-def probe_network(engine: Engine) -> str | None:
+def probe_network(engine: ContainerEngine) -> str | None:
     """Make one internal network with our labels and remove it; the engine's words when
     it cannot (its address pools exhausted, most often), else None."""
     name = f"bakeoff-doctor-{secrets.token_hex(4)}"
     try:
-        made = create_network(engine, name, PROBE_LABELS, egress=False)
+        made = engine.create_network(name, PROBE_LABELS, egress=False)
     except EngineError as error:
         return str(error).splitlines()[0]
-    remove_network(engine, made)
+    engine.remove_network(made)
     return None
 
 
@@ -261,7 +256,7 @@ def _git() -> Check:
 
 # -- the fixes -----------------------------------------------------------------------------
 
-def fix(engine: Engine, manifest: Path | None, report: Report,
+def fix(engine: ContainerEngine, manifest: Path | None, report: Report,
         reporter: images.BuildReporter, progress: Callable[[str], None]) -> Report:
     """Do what can be done for what `report` found not ok, then check everything again.
     A fix that fails is said (one line) and the others still run."""
@@ -280,7 +275,7 @@ def fix(engine: Engine, manifest: Path | None, report: Report,
     return after
 
 
-def _engine(engine: Engine, report: Report, progress: Callable[[str], None]) -> None:
+def _engine(engine: ContainerEngine, report: Report, progress: Callable[[str], None]) -> None:
     """The engine script when no engine answers here, or when a tool it installs is
     missing (mmdebstrap bootstraps the base image, ssh reaches a DOCKER_HOST=ssh://
     engine): with an engine answering it installs those and touches nothing else."""

@@ -29,7 +29,8 @@ from runner.commands.dispatch.record import (
 )
 from runner.containers import arms as arms_mod
 from runner.containers import database, gateway, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN
 from runner.containers.stacks import arm as arm_stack
 from runner.errors import (
     DatabaseError,
@@ -60,7 +61,8 @@ class DownReport:
     roles_left: list[str]
 
 
-def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) -> DownReport:
+def down(engine: ContainerEngine, loaded: LoadedManifest,
+         progress: Progress = _quiet) -> DownReport:
     """Keep the arms' work not kept yet, drop databases and roles, remove by label.
 
     Whatever state an arm left its checkout in, everything of the experiment is removed:
@@ -89,7 +91,7 @@ def down(engine: Engine, loaded: LoadedManifest, progress: Progress = _quiet) ->
     return DownReport(removed, dropped, *left)
 
 
-def _keep_gateway_records(engine: Engine, directory: Path, current: ExperimentState,
+def _keep_gateway_records(engine: ContainerEngine, directory: Path, current: ExperimentState,
                           progress: Progress) -> None:
     """The gateway's last records, read back from its volume before it is removed."""
     if current.gateway is None:
@@ -102,7 +104,7 @@ def _keep_gateway_records(engine: Engine, directory: Path, current: ExperimentSt
                  "removing it anyway")
 
 
-def _drop_databases(engine: Engine, current: ExperimentState,
+def _drop_databases(engine: ContainerEngine, current: ExperimentState,
                     progress: Progress) -> tuple[list[str], tuple[list[str], list[str]]]:
     """Drop every arm's database and role, then any other of the experiment's (a sample's,
     orphaned by a killed `score`); then list what is left under our prefix."""
@@ -129,7 +131,7 @@ def _drop_databases(engine: Engine, current: ExperimentState,
     return dropped, left
 
 
-def gc(engine: Engine, loaded: LoadedManifest | None) -> dict[str, int]:
+def gc(engine: ContainerEngine, loaded: LoadedManifest | None) -> dict[str, int]:
     """Remove orphans: labelled resources of a run that never finished `up`.
 
     Without a manifest (`--all`), every resource carrying our experiment label goes.
@@ -146,7 +148,7 @@ def gc(engine: Engine, loaded: LoadedManifest | None) -> dict[str, int]:
         return remove_orphans(engine, directory, name, keep_run=keep)
 
 
-def _drop_orphan_databases(engine: Engine, current: ExperimentState) -> list[str]:
+def _drop_orphan_databases(engine: ContainerEngine, current: ExperimentState) -> list[str]:
     """The databases and roles in the live Postgres that no arm owns: a killed `score`'s
     samples left them (an arm's stays)."""
     if current.db is None:
@@ -166,7 +168,7 @@ def _drop_orphan_databases(engine: Engine, current: ExperimentState) -> list[str
     return orphans
 
 
-def remove_orphans(engine: Engine, directory: Path, name: str,
+def remove_orphans(engine: ContainerEngine, directory: Path, name: str,
                     keep_run: str | None) -> dict[str, int]:
     arm_stack.stop_orphans(engine, name, keep_run)  # compose down, then the label sweep
     removed = engine.remove_labelled(
@@ -180,7 +182,7 @@ def remove_orphans(engine: Engine, directory: Path, name: str,
 NOT_DISPATCHED = "not dispatched"
 
 
-def status_rows(engine: Engine, loaded: LoadedManifest) -> list[dict[str, Any]]:
+def status_rows(engine: ContainerEngine, loaded: LoadedManifest) -> list[dict[str, Any]]:
     """One row per arm: sandbox state, dispatch state, image, commit, schema (and
     verdicts, once scored). `dispatch` is the state of the arm record of the run that is
     up (running, finished, failed, timed_out, interrupted, rig_error, or "not dispatched");
@@ -235,7 +237,7 @@ def verdicts(directory: Path, change: str, arm: str) -> dict[str, str]:
     return shown
 
 
-def exec_arm(engine: Engine, loaded: LoadedManifest, arm_id: str,
+def exec_arm(engine: ContainerEngine, loaded: LoadedManifest, arm_id: str,
              command: list[str]) -> sandbox.ExecResult:
     _, current = require_up(loaded)
     arm = current.arm(arm_id)
@@ -246,7 +248,7 @@ def exec_arm(engine: Engine, loaded: LoadedManifest, arm_id: str,
                            timeout_s=loaded.manifest.limits.check_timeout_s)
 
 
-def keep_all(engine: Engine, loaded: LoadedManifest, directory: Path,
+def keep_all(engine: ContainerEngine, loaded: LoadedManifest, directory: Path,
              current: ExperimentState, progress: Progress) -> None:
     """`down`: keep every arm's work not kept yet. An arm whose work cannot be kept is
     reported and never stops the others, nor the removal that follows."""
@@ -263,7 +265,7 @@ def keep_all(engine: Engine, loaded: LoadedManifest, directory: Path,
         list(pool.map(one, current.arms))
 
 
-def _keep_one(engine: Engine, loaded: LoadedManifest, directory: Path,
+def _keep_one(engine: ContainerEngine, loaded: LoadedManifest, directory: Path,
               current: ExperimentState, arm: ArmSandbox, progress: Progress,
               lock: threading.Lock) -> None:
     folder = layout.arm_dir(directory, current.change, arm.arm)

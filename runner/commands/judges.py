@@ -27,6 +27,7 @@ from rig.sample.tree import shown
 from runner import contract, workspace
 from runner.commands.dispatch.agents import CLI_ENV, gateway_env, judge_command
 from runner.containers import judge as judge_box
+from runner.containers import sandbox
 from runner.containers.images import agent_cli
 from runner.containers.images.prepared import Toolchain
 from runner.errors import BadInputError
@@ -60,13 +61,14 @@ def run_judges(toolchain: Toolchain, change: str, commits: dict[str, str], base:
             scores = judge_mod.run_judge(spec.template, docs[arm], loaded.root, JUDGE_TIMEOUT_S)
             _keep(stage, arm, scores, say)
 
-        failed = _each(by_command, list(docs))
+        failed = _each(by_command, list(docs), max(1, os.cpu_count() or 1))  # on this machine
     else:
         failed = _by_agent(toolchain, spec, change, stage, docs, say)
     _settle(stage, failed, judged=len(commits) - len(failed), say=say)
 
 
-def _each(work: Callable[[str], None], arms: list[str]) -> dict[str, judge_mod.JudgeError]:
+def _each(work: Callable[[str], None], arms: list[str],
+          workers: int) -> dict[str, judge_mod.JudgeError]:
     """Judges are independent (one arm each, blind to the others): ask them concurrently,
     each twice at most (a model's answer can be a fluke); the arms still without an
     answer, with the judge's last error."""
@@ -80,7 +82,7 @@ def _each(work: Callable[[str], None], arms: list[str]) -> dict[str, judge_mod.J
                 error = caught
         return error
 
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         outcomes = dict(zip(arms, pool.map(attempt, arms), strict=True))
     return {arm: error for arm, error in outcomes.items() if error is not None}
 
@@ -175,7 +177,7 @@ def _by_agent(toolchain: Toolchain, spec: JudgeSpec, change: str, stage: Path,
             _keep(stage, arm, judge_mod.parse_judgement(judge_mod.agent_answer(spec.cli, out)),
                   say)
 
-        return _each(by_agent, list(docs))
+        return _each(by_agent, list(docs), sandbox.workers(engine))
 
 
 def _keep_wire(stage: Path, change: str, arm: str, spec: JudgeSpec) -> None:

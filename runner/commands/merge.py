@@ -23,7 +23,8 @@ from rig.sample.tree import Tree, UnsafeTreeError
 from runner import contract, workspace
 from runner.commands import sample_plan, sample_runs, services
 from runner.commands import score as score_mod
-from runner.containers.engine import Engine, Labels
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import Labels
 from runner.containers.images.facts import ImageFacts
 from runner.containers.images.prepared import Toolchain
 from runner.containers.samples.tree import read_tree
@@ -134,7 +135,7 @@ def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: st
     return grouped
 
 
-def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *,
+def merge_stage(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say, *,
                 base_arm: str | None = None, grafts: list[str] | None = None,
                 toolchain: Toolchain | None = None) -> dict[str, object]:
     """`merge_change`, its record as merge.json spells it (for callers that index it)."""
@@ -142,7 +143,7 @@ def merge_stage(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *
                         toolchain=toolchain).model_dump(mode="json", by_alias=True)
 
 
-def merge_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say, *,
+def merge_change(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say, *,
                  base_arm: str | None = None, grafts: list[str] | None = None,
                  toolchain: Toolchain | None = None) -> MergeRecord:
     """The winner (or `base_arm`) onto the branch, then the grafts; merge.json written."""

@@ -31,7 +31,7 @@ from rig.sample.verdict import Verdict
 from runner import workspace
 from runner.commands.sample_plan import METRIC_PARSER
 from runner.containers import database, images, sandbox
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine
 from runner.containers.images import BuiltImage, prepared
 from runner.containers.samples import DockerSampleExecutor
 from runner.containers.samples.tree import protected_hashes
@@ -175,7 +175,7 @@ def manifest_for(located: Located, loaded: LoadedManifest | None) -> LoadedManif
 # -- re-creating a sample's setting ------------------------------------------------------
 
 
-def recorded_image(engine: Engine, record: SampleRecord) -> BuiltImage:
+def recorded_image(engine: ContainerEngine, record: SampleRecord) -> BuiltImage:
     """The exact image of a record; `ImageGoneError` when that image ID is gone."""
     attrs = images.inspect(engine, record.image_id) if record.image_id else None
     if attrs is None:
@@ -338,7 +338,7 @@ def verify_protected(repo: Path, record: SampleRecord) -> None:
             hint="the record or the repository was altered; re-score instead")
 
 
-def executor_for(engine: Engine, located: Located, loaded: LoadedManifest | None,
+def executor_for(engine: ContainerEngine, located: Located, loaded: LoadedManifest | None,
                  image: BuiltImage) -> DockerSampleExecutor:
     """An executor like the original: same image, limits and (with a schema) database."""
     record = located.record
@@ -378,7 +378,7 @@ class RecordedEnvExecutor:
 # -- the three ways in -------------------------------------------------------------------
 
 
-def rerun(engine: Engine, located: Located, loaded: LoadedManifest | None,
+def rerun(engine: ContainerEngine, located: Located, loaded: LoadedManifest | None,
           say: Say) -> Reproduction:
     """Re-run the sample's command in a re-created container; keep the new record apart."""
     record = located.record
@@ -401,7 +401,7 @@ def rerun(engine: Engine, located: Located, loaded: LoadedManifest | None,
                         layout.sample_dir(out, record.arm, record.check) / new.log)
 
 
-def enter(engine: Engine, located: Located, loaded: LoadedManifest | None,
+def enter(engine: ContainerEngine, located: Located, loaded: LoadedManifest | None,
           command: list[str] | None, say: Say) -> int:
     """`--shell` (command None): an interactive shell in the re-created container; else
     run `command` there. Returns its exit code."""

@@ -15,7 +15,6 @@ them, with a RESCORE.md and a rescore.json that `report` summarises in RESULTS.m
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,8 +25,8 @@ from rig.sample.oracle import run_sample
 from rig.sample.record import SampleRecord
 from rig.sample.verdict import Verdict
 from runner.commands import reproduce as rep
-from runner.containers import images
-from runner.containers.engine import Engine
+from runner.containers import images, sandbox
+from runner.containers.backend import ContainerEngine
 from runner.containers.images import BuildReporter, BuiltImage, prepared
 from runner.errors import BadInputError, EngineRefusedError, InfraError
 from runner.manifest import LoadedManifest
@@ -94,7 +93,7 @@ def recorded(loaded: LoadedManifest, change: str, arm: str | None) -> list[Sampl
     return sorted(found, key=lambda r: (r.arm, r.check, r.n))
 
 
-def rescore(engine: Engine, loaded: LoadedManifest, change: str | None, arm: str | None,
+def rescore(engine: ContainerEngine, loaded: LoadedManifest, change: str | None, arm: str | None,
             rebuild: bool, reporter: BuildReporter, say: Say) -> list[Rescore]:
     """Re-score every recorded sample of the chosen stages; write RESCORE.md per stage."""
     todo = to_rescore(loaded, change, arm, say)
@@ -135,7 +134,7 @@ def to_rescore(loaded: LoadedManifest, change: str | None, arm: str | None,
             if (kept := [r for r in found if rep.gradable(r)])}
 
 
-def rebuilt_images(engine: Engine, loaded: LoadedManifest, commits: list[str],
+def rebuilt_images(engine: ContainerEngine, loaded: LoadedManifest, commits: list[str],
                    reporter: BuildReporter, say: Say) -> dict[str, BuiltImage]:
     """The toolchain built again without cache; each commit's prepared image made again
     from it (the old prepared tag is removed first: its key would otherwise reuse it)."""
@@ -163,7 +162,7 @@ def rebuilt_images(engine: Engine, loaded: LoadedManifest, commits: list[str],
     return fresh
 
 
-def _remove_prepared(engine: Engine, tag: str) -> None:
+def _remove_prepared(engine: ContainerEngine, tag: str) -> None:
     try:
         images.remove_ours(engine, tag)
     except EngineRefusedError as error:
@@ -172,7 +171,7 @@ def _remove_prepared(engine: Engine, tag: str) -> None:
                          ) from error
 
 
-def run_records(engine: Engine, loaded: LoadedManifest,
+def run_records(engine: ContainerEngine, loaded: LoadedManifest,
                 chosen: list[tuple[SampleRecord, BuiltImage]], directory: Path,
                 say: Say) -> dict[str, SampleRecord]:
     """Each record's sample again, one executor per (image, limits, database) group."""
@@ -193,7 +192,7 @@ def run_records(engine: Engine, loaded: LoadedManifest,
                 say(f"{done.sample}: {rep.verdict_text(record)} -> {rep.verdict_text(done)}")
                 return done
 
-            with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+            with ThreadPoolExecutor(max_workers=sandbox.workers(engine)) as pool:
                 for done in pool.map(one, [record for record, _ in members]):
                     new[done.sample] = done
     return new

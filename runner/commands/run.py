@@ -21,7 +21,7 @@ from runner.commands import sample_plan, services
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.commands.dispatch.run import DispatchReporter, dispatch
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine
 from runner.containers.images.prepared import Toolchain
 from runner.errors import RigErrorRoundError
 from runner.manifest import LoadedManifest
@@ -49,7 +49,7 @@ def pending(loaded: LoadedManifest, change: str) -> list[str]:
     return [arm.id for arm in loaded.manifest.arms if arm.id not in done]
 
 
-def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
+def run_change(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say,
                reporter: DispatchReporter | None = None,
                toolchain: Toolchain | None = None, *, go_on: bool = False) -> None:
     """One change, from wherever an interrupted run left it. `toolchain`: the images of
@@ -88,7 +88,7 @@ def run_change(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
     down_mod.down(engine, loaded, say)
 
 
-def run(engine: Engine, loaded: LoadedManifest, say: Say,
+def run(engine: ContainerEngine, loaded: LoadedManifest, say: Say,
         reporter: DispatchReporter | None = None, *, go_on: bool = False) -> Observation:
     toolchain = Toolchain(engine, loaded, say)
     for change in loaded.manifest.changes:

@@ -8,7 +8,6 @@ samples against its tripwire run (`Tripwires`).
 from __future__ import annotations
 
 import dataclasses
-import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from rig.sample.recorded import Base, base_run
 from rig.sample.spec import SampleSpec
 from rig.sample.tree import UnsafeTreeError
 from runner.containers import database, sandbox
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine
 from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor
 from runner.errors import DatabaseError, OutageError
@@ -53,7 +52,7 @@ def executor_for(toolchain: Toolchain, commit: str,
                                 db_policy=database.policy_of(manifest.database))
 
 
-def live_db(engine: Engine, loaded: LoadedManifest) -> database.DbServer | None:
+def live_db(engine: ContainerEngine, loaded: LoadedManifest) -> database.DbServer | None:
     """The experiment's Postgres, when `up` left it running (found by its container)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     current = state.load(directory)
@@ -225,7 +224,7 @@ def run_all(executor: DockerSampleExecutor, todo: list[SampleSpec], stage: Path,
                     stopped.set()
         return record
 
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=sandbox.workers(executor.engine)) as pool:
         guards: dict[tuple[str, str], Future[tripwire.Finding | None]] = {}
         if wires is not None:
             for spec in todo:

@@ -40,7 +40,7 @@ from runner.commands.sample_plan import (
     work_refused,
 )
 from runner.commands.sample_runs import executor_for, run_all
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine
 from runner.containers.images.prepared import Toolchain
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout
@@ -51,7 +51,7 @@ from runner.workspace import merge
 Say = Callable[[str], None]
 
 
-def oracle(engine: Engine, loaded: LoadedManifest, ref: str, check: str, samples: int,
+def oracle(engine: ContainerEngine, loaded: LoadedManifest, ref: str, check: str, samples: int,
            change: str | None, say: Callable[[str], None]
            ) -> tuple[list[SampleRecord], PassRate, Path]:
     """`bakeoff-sandbox oracle`: score one commit; records go to a new directory."""
@@ -213,7 +213,7 @@ def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not 
     return path
 
 
-def score(engine: Engine, loaded: LoadedManifest, change: str, say: Say,
+def score(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say,
           toolchain: Toolchain | None = None, *, redo_rig_errors: bool = False
           ) -> tuple[list[rubric.ArmScore], Path]:
     """Every arm's final commit through every check and the success criterion, the judge,

@@ -46,7 +46,7 @@ from runner.commands.dispatch.work import reset_to_base
 from runner.containers import arms as arms_mod
 from runner.containers import database, sandbox
 from runner.containers import gateway as gateway_mod
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine
 from runner.errors import InfraError
 from runner.manifest import LoadedManifest
 from runner.store import layout
@@ -167,7 +167,7 @@ def gone_error(gone: list[Service], address: str, manifest: Path) -> GoneError:
              f"{manifest}` (an arm whose work is kept is not dispatched again)")
 
 
-def restore(engine: Engine, loaded: LoadedManifest, say: Say) -> list[str]:
+def restore(engine: ContainerEngine, loaded: LoadedManifest, say: Say) -> list[str]:
     """The experiment's services as `up` left them, before a command starts work on them:
     stopped ones started, what they lost made again; the lines said (one per service
     restored). Nothing when the experiment is not up. `GoneError` when a container is gone,
@@ -194,7 +194,7 @@ def restore(engine: Engine, loaded: LoadedManifest, say: Say) -> list[str]:
     return lines
 
 
-def _restored(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
+def _restored(engine: ContainerEngine, loaded: LoadedManifest, current: ExperimentState,
               service: Service, start: bool, done: set[str]) -> str | None:
     """One service brought back (`start`: it was stopped); its line, None when it was
     as `up` left it."""
@@ -220,7 +220,7 @@ def _restored(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
             f"{current.base_commit[:12]})")
 
 
-def _postgres(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
+def _postgres(engine: ContainerEngine, loaded: LoadedManifest, current: ExperimentState,
               start: bool) -> list[str]:
     """The Postgres answering, with every recorded arm database; the names re-made. A
     stopped one is made again (`database.recreated`: it cannot start again), its new
@@ -252,7 +252,7 @@ def done_arms(loaded: LoadedManifest, change: str) -> set[str]:
             and record.state in DONE_STATES}
 
 
-def _remake_checkout(engine: Engine, loaded: LoadedManifest, current: ExperimentState,
+def _remake_checkout(engine: ContainerEngine, loaded: LoadedManifest, current: ExperimentState,
                      arm_id: str) -> None:
     """The arm's checkout (its tmpfs volume came back empty) made again at the base."""
     arm = current.arm(arm_id)

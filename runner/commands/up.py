@@ -28,7 +28,8 @@ from runner.commands.proofs import prove, record
 from runner.containers import arms as arms_mod
 from runner.containers import browser, checkout, database, images, sandbox
 from runner.containers import gateway as gateway_mod
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Labels
 from runner.containers.images.prepared import Toolchain
 from runner.containers.stacks import arm as arm_stack
 from runner.errors import BadInputError, InfraError
@@ -78,7 +79,7 @@ class UpOptions:
     prove: bool = True
 
 
-def up(engine: Engine, loaded: LoadedManifest, change: str | None = None,
+def up(engine: ContainerEngine, loaded: LoadedManifest, change: str | None = None,
        progress: Progress = _quiet, options: UpOptions = UpOptions(),
        toolchain: Toolchain | None = None) -> ExperimentState:
     """Check and freeze the stage's contract, prove the base fails, then make one sandbox
@@ -137,7 +138,7 @@ def _contract(plan: UpPlan, directory: Path, options: UpOptions) -> contract_mod
     return current
 
 
-def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
+def _freeze(engine: ContainerEngine, plan: UpPlan, directory: Path, options: UpOptions,
             progress: Progress, current: contract_mod.Contract, db: DbState | None) -> None:
     """Prove the stage (preflight, baseline, reference, ratchets), then freeze it."""
     loaded, change = plan.loaded, plan.change
@@ -160,7 +161,7 @@ def _freeze(engine: Engine, plan: UpPlan, directory: Path, options: UpOptions,
         record(stage, change, plan.base_commit, proof, version)
 
 
-def _plan(engine: Engine, loaded: LoadedManifest, change: str | None,
+def _plan(engine: ContainerEngine, loaded: LoadedManifest, change: str | None,
           progress: Progress, toolchain: Toolchain | None) -> UpPlan:
     manifest = loaded.manifest
     change_ids = [c.id for c in manifest.changes]
@@ -205,7 +206,7 @@ def gateway_keys(loaded: LoadedManifest, environ: Mapping[str, str]) -> dict[str
     return found
 
 
-def _starting_state(plan: UpPlan, engine: Engine) -> ExperimentState:
+def _starting_state(plan: UpPlan, engine: ContainerEngine) -> ExperimentState:
     manifest = plan.loaded.manifest
     limits = manifest.limits
     return ExperimentState(
@@ -220,7 +221,7 @@ def _labels(plan: UpPlan, role: str, arm: str = "") -> Labels:
     return Labels(plan.loaded.manifest.experiment.name, role, arm, plan.run)
 
 
-def _arm_setup(engine: Engine, plan: UpPlan) -> arms_mod.ArmSetup:
+def _arm_setup(engine: ContainerEngine, plan: UpPlan) -> arms_mod.ArmSetup:
     """What every arm's sandbox shares; the agents directory and the brief reach them in
     volumes of the engine's (never a path of this machine)."""
     manifest = plan.loaded.manifest
@@ -233,7 +234,8 @@ def _arm_setup(engine: Engine, plan: UpPlan) -> arms_mod.ArmSetup:
         manifest.database.url_env if manifest.database else None, plan.agents)
 
 
-def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> ExperimentState:
+def _make(engine: ContainerEngine, plan: UpPlan, directory: Path,
+          progress: Progress) -> ExperimentState:
     manifest = plan.loaded.manifest
     experiment = manifest.experiment.name
     arms = manifest.arms
@@ -263,7 +265,7 @@ def _make(engine: Engine, plan: UpPlan, directory: Path, progress: Progress) -> 
         update={"phase": "up", "arms": sandboxes, "db": db_state, "gateway": gateway})
 
 
-def _start_gateway(engine: Engine, plan: UpPlan, directory: Path,
+def _start_gateway(engine: ContainerEngine, plan: UpPlan, directory: Path,
                    prepared: list[arms_mod.PreparedArm], progress: Progress
                    ) -> tuple[GatewayState | None, dict[str, str]]:
     """The model gateway, when an arm has network = "gateway": a token per such arm,
@@ -299,7 +301,7 @@ def _door(arm: Arm, network: str) -> gateway_mod.Door:
                             allow_server_tools=arm.allow_server_tools, upstream=arm.upstream)
 
 
-def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,
+def _start_arms(engine: ContainerEngine, setup: arms_mod.ArmSetup,
                 prepared: list[arms_mod.PreparedArm], schemas: dict[str, database.DbSchema],
                 tokens: dict[str, str], progress: Progress) -> list[ArmSandbox]:
     def one(item: arms_mod.PreparedArm) -> ArmSandbox:
@@ -315,7 +317,7 @@ def _start_arms(engine: Engine, setup: arms_mod.ArmSetup,
         return list(pool.map(one, prepared))
 
 
-def _make_checkouts(engine: Engine, plan: UpPlan, directory: Path, made: ExperimentState,
+def _make_checkouts(engine: ContainerEngine, plan: UpPlan, directory: Path, made: ExperimentState,
                     progress: Progress) -> None:
     """Every arm's checkout, made inside its (held) volume from one bundle of the base."""
     bundle = layout.base_bundle(stage_dir(directory, plan.change))
@@ -336,16 +338,16 @@ def _db_network_name(plan: UpPlan) -> str:
     return sandbox.network_name(plan.loaded.manifest.experiment.name, "db", plan.run)
 
 
-def _start_db(engine: Engine, plan: UpPlan) -> database.DbServer:
+def _start_db(engine: ContainerEngine, plan: UpPlan) -> database.DbServer:
     assert plan.db_image is not None
     network = _db_network_name(plan)
     # Internal: the server is administered through the engine (psql by exec), never over
     # a network; arms reach it on their own networks (an egress arm's is routable).
-    sandbox.create_network(engine, network, _labels(plan, "database-network"), egress=False)
+    engine.create_network(network, _labels(plan, "database-network"), egress=False)
     manifest = plan.loaded.manifest
     assert manifest.database is not None
     name = f"bakeoff-{manifest.experiment.name}-db-{plan.run}"
     # Room for every arm's database and for the samples that `score` runs on this server.
     return database.start_server(engine, plan.db_image.image_id, _labels(plan, "database"),
                                  network, name, policy=database.policy_of(manifest.database),
-                                 databases=len(manifest.arms) + database.SAMPLE_DATABASES)
+                                 databases=len(manifest.arms) + database.sample_databases(engine))

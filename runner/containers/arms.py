@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.containers import images, sandbox
+from runner.containers.backend import ContainerEngine
 from runner.containers.checkout import ArmBox
-from runner.containers.engine import Engine, Labels, create_network, create_volume
+from runner.containers.engine import Labels
 from runner.containers.images import BuiltImage, agent_cli
 from runner.containers.images.agent_cli import InstalledCli
 from runner.manifest import Arm, Limits
@@ -36,7 +37,7 @@ class AgentImage:
     cli: InstalledCli
 
 
-def agent_images(engine: Engine, base: BuiltImage, arms: list[Arm],
+def agent_images(engine: ContainerEngine, base: BuiltImage, arms: list[Arm],
                  labels: Labels) -> dict[str, AgentImage]:
     """The agent layer of every arm that installs a CLI, one per (CLI, version)."""
     made: dict[tuple[str, str], AgentImage] = {}
@@ -89,17 +90,17 @@ def shared_volume(experiment: str, run: str, what: str) -> str:
     return f"bakeoff-{experiment}-{run}-{what}".lower()
 
 
-def shared_inputs(engine: Engine, experiment: str, run: str, image_id: str,
+def shared_inputs(engine: ContainerEngine, experiment: str, run: str, image_id: str,
                   agents: Path | None) -> tuple[str, str]:
     """The volumes of `up` that every arm's sandbox reads (no host path in a sandbox): the
     agents directory's files (filled now, through the engine) and the brief's (filled at
     dispatch, `put_brief`); (agents, brief), agents "" when there is none."""
     labels = Labels(experiment, SHARED_ROLE, "", run)
-    brief = create_volume(engine, shared_volume(experiment, run, "brief"), labels,
+    brief = engine.create_volume(shared_volume(experiment, run, "brief"), labels,
                           size_mb=None, owner=0)
     if agents is None:
         return "", brief
-    made = create_volume(engine, shared_volume(experiment, run, "agents"), labels,
+    made = engine.create_volume(shared_volume(experiment, run, "agents"), labels,
                          size_mb=None, owner=0)
     with tempfile.TemporaryFile() as archive:
         with tarfile.open(fileobj=archive, mode="w") as tar:
@@ -119,7 +120,7 @@ def shared_inputs(engine: Engine, experiment: str, run: str, image_id: str,
     return made, brief
 
 
-def put_brief(engine: Engine, experiment: str, run: str, image_id: str, name: str,
+def put_brief(engine: ContainerEngine, experiment: str, run: str, image_id: str, name: str,
               text: bytes) -> None:
     """The stage's brief into the volume every sandbox mounts read-only: they see the new
     file at once."""
@@ -132,22 +133,22 @@ def put_brief(engine: Engine, experiment: str, run: str, image_id: str, name: st
                  Labels(experiment, SHARED_ROLE, "", run), out.getvalue())
 
 
-def prepare(engine: Engine, setup: ArmSetup, arm: Arm) -> PreparedArm:
+def prepare(engine: ContainerEngine, setup: ArmSetup, arm: Arm) -> PreparedArm:
     """The arm's network and its two volumes (checkout, HOME)."""
     egress = arm.network == "egress"  # a gateway arm's network is internal too
     network = sandbox.network_name(setup.experiment, arm.id, setup.run)
-    create_network(engine, network, setup.labels("arm-network", arm.id), egress=egress)
+    engine.create_network(network, setup.labels("arm-network", arm.id), egress=egress)
     disk, owner = setup.limits.disk_mb, sandbox.SANDBOX_UID
-    volume = create_volume(engine, f"{setup.name(arm.id)}-work",
+    volume = engine.create_volume(f"{setup.name(arm.id)}-work",
                            setup.labels("arm-checkout", arm.id), size_mb=disk, owner=owner)
-    home = create_volume(engine, f"{setup.name(arm.id)}-home",
+    home = engine.create_volume(f"{setup.name(arm.id)}-home",
                          setup.labels("arm-home", arm.id), size_mb=disk, owner=owner)
     box = ArmBox(setup.experiment, arm.id, setup.run, setup.image_id, volume, home, disk,
                  setup.limits.memory_mb)
     return PreparedArm(arm.id, network, egress, box)
 
 
-def start(engine: Engine, setup: ArmSetup, arm: PreparedArm, db_url: str | None,
+def start(engine: ContainerEngine, setup: ArmSetup, arm: PreparedArm, db_url: str | None,
           progress: Progress, token: str | None = None) -> ArmSandbox:
     """The arm's container, holding its volumes (the checkout is made in them later:
     `checkout.make`)."""

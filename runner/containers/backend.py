@@ -6,7 +6,7 @@ Harbor's `BaseEnvironment` (start, exec, upload and download, stop, and what a b
 can do), kept to what this project uses: create and start (inputs on stdin), exec under a
 host deadline, a tar in and out (the archive API), logs, wait with a deadline, remove one
 container or everything carrying some of our labels; and `Capabilities`, the isolation a
-backend can enforce. The docker `Engine` (`runner.containers.engine`) is the one backend
+backend can enforce. The docker `ContainerEngine` (`runner.containers.engine`) is the one backend
 today; a second one (Kubernetes, a remote engine's own API) implements this protocol, or
 refuses a spec that asks for what it cannot enforce (`Capabilities.unmet`).
 
@@ -18,6 +18,7 @@ Everything here is plain Python: no client library is imported.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -120,7 +121,7 @@ class ContainerSpec:
     read_only: bool = False              # the root filesystem
     tty: bool = False                    # an interactive terminal (stdin open too)
     log_max_mb: int | None = None        # cap the container's log (None: the engine's)
-    stdin: bool = False                  # its inputs come on stdin (no TTY): `start_with`
+    stdin: bool = False                  # its inputs come on stdin (no TTY): `start`
 
 
 
@@ -152,6 +153,37 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class EngineIdentity:
+    """Which engine the work ran on: its address as this machine reaches it (DOCKER_HOST,
+    else the local socket) and its own `docker info` ID and name."""
+
+    host: str
+    id: str
+    name: str
+
+    def as_record(self) -> dict[str, str]:
+        return {"host": self.host, "id": self.id, "name": self.name}
+
+    def shown(self) -> str:
+        return f"{self.host} ({self.name}, ID {self.id[:12]})"
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `doctor` asks of an engine: its versions (the server's and the API's), its
+    cgroup version and driver, the limits it can enforce, its storage driver and the
+    filesystem under it."""
+
+    server_version: str
+    api_version: str
+    cgroup_version: str
+    cgroup_driver: str
+    limits: dict[str, bool]  # memory, swap, pids, cpu: enforced or not
+    storage_driver: str
+    backing_filesystem: str
+
+
+@dataclass(frozen=True)
 class Completed:
     """A command run to its end in a container: a failed command is a value; a broken
     sandbox is an exception (`SandboxUnavailableError`)."""
@@ -162,9 +194,96 @@ class Completed:
     duration_s: float
 
 
+@dataclass(frozen=True)
+class ContainerState:
+    """What the engine says of one container now: the typed answer of `inspect`."""
+
+    id: str
+    name: str
+    status: str                      # created, running, paused, exited, dead
+    exit_code: int | None            # None while it has not exited
+    oom_killed: bool                 # the memory limit ended it
+    image: str                       # the image's id
+    command: tuple[str, ...] = ()    # as it was created
+    health: str | None = None        # its healthcheck's verdict, when it has one
+    networks: Mapping[str, str] = field(default_factory=dict)  # name: its address there
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecState:
+    """An exec's state now: running, or its exit code (None when the engine kept none)."""
+
+    running: bool
+    exit_code: int | None
+
+
+@dataclass(frozen=True)
+class ExecStream:
+    """A command started in a running container, its output as the engine streams it;
+    `close` frees the connection (a no-op once the output ended by itself)."""
+
+    exec_id: str
+    output: Iterator[bytes]
+    close: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class ExecOutput:
+    """What one exec left: its exit code (None while it runs) and both streams."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+
+
+class HeldProcess(Protocol):
+    """A process started by exec whose stdin stays open: scripts go in one after the other
+    (`send`), each answer read up to a marker line it prints (`until`). A broken stream
+    or a deadline passed is `SandboxUnavailableError`; the process ending is a value."""
+
+    @property
+    def ended(self) -> bool:
+        """Whether its output ended (the process with it)."""
+        ...
+
+    def send(self, data: bytes) -> None:
+        ...
+
+    def close_input(self) -> None:
+        """The end of its input."""
+        ...
+
+    def until(self, marker: bytes | None, timeout_s: float) -> ExecOutput:
+        """What it said up to a stdout line equal to `marker` (None: to its end)."""
+        ...
+
+
 class ContainerEngine(Protocol):
     """What the commands ask of an engine, through the docker wing. Containers are named
     by id; every error is a `runner.errors.EngineError`."""
+
+    @property
+    def address(self) -> str:
+        """Where the engine is, as this machine reaches it (named in errors)."""
+        ...
+
+    @property
+    def identity(self) -> EngineIdentity:
+        """Which engine this is (asked once)."""
+        ...
+
+    def ping(self) -> None:
+        """The engine answers, or one `EngineUnreachableError` naming its address."""
+        ...
+
+    def down(self) -> str | None:
+        """Why the engine does not answer right now (one ping, no retry), or None."""
+        ...
+
+    def facts(self) -> EngineFacts:
+        """Its versions, cgroups, limits and storage, as `doctor` reads them."""
+        ...
 
     @property
     def capabilities(self) -> Capabilities:
@@ -180,14 +299,86 @@ class ContainerEngine(Protocol):
         """Create (not start) the container of `spec`, the policy applied; its id."""
         ...
 
-    def start(self, container_id: str, stdin: IO[bytes] | None = None) -> None:
-        """Start it; `stdin` (a spec with `stdin`) streamed to it, then closed."""
+    def start(self, container_id: str, stdin: IO[bytes] | None = None, *,
+              what: str = "the container") -> None:
+        """Start it; `stdin` (a spec with `stdin`) streamed to it, then closed. `what`
+        names it in errors."""
         ...
 
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
              deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
         """Run `argv` in a running container; past `deadline_s` the engine is declared
         stuck (`SandboxUnavailableError`): a command's own timeout is the caller's."""
+        ...
+
+    def inspect(self, container_id: str) -> ContainerState:
+        """Its state now; `NotFoundError` when it is gone."""
+        ...
+
+    def pause(self, container_id: str, *, what: str = "a container") -> None:
+        """Freeze every process in it (an arm waiting its turn)."""
+        ...
+
+    def unpause(self, container_id: str, *, what: str = "a container") -> None:
+        """Thaw it."""
+        ...
+
+    def kill(self, container_id: str, *, what: str = "a container") -> None:
+        """Stop it at once (SIGKILL): a container past its deadline."""
+        ...
+
+    def stop(self, container_id: str, *, grace_s: int, what: str = "a container") -> None:
+        """Stop it (SIGTERM, SIGKILL `grace_s` later)."""
+        ...
+
+    def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
+        """A network of ours, with no way out unless `egress`; its id."""
+        ...
+
+    def create_volume(self, name: str, labels: Labels, *, size_mb: int | None,
+                      owner: int) -> str:
+        """A volume of ours: a tmpfs of `size_mb` owned by `owner`, or (None) on the
+        engine's disk; its name."""
+        ...
+
+    def remove_volume(self, name: str) -> None:
+        """Remove one of our volumes (one already gone is fine)."""
+        ...
+
+    def remove_network(self, network_id: str) -> None:
+        """Remove ONE network of ours, emptied first (one already gone is fine)."""
+        ...
+
+    def find_network(self, name: str, *, what: str = "find network",
+                     retry: bool = True) -> str:
+        """The id of the network `name`; `NotFoundError` when there is none."""
+        ...
+
+    def connect(self, network: str, container_id: str, *, aliases: Sequence[str] = (),
+                what: str = "connect a container") -> None:
+        """Put a running container on `network` too, reachable there by `aliases`."""
+        ...
+
+    def disconnect(self, network: str, container_id: str, *,
+                   what: str = "disconnect a container") -> None:
+        """Take a container off `network`."""
+        ...
+
+    def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
+                    workdir: str, env: Mapping[str, str]) -> ExecStream:
+        """Start `argv` in a running container, its output streamed (no deadline: the
+        caller's)."""
+        ...
+
+    def exec_state(self, exec_id: str) -> ExecState:
+        """What the engine says of an exec now."""
+        ...
+
+    def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
+                  env: Mapping[str, str] | None = None,
+                  what: str = "exec") -> AbstractContextManager[HeldProcess]:
+        """Start `argv` in a running container with its stdin held open for the block:
+        one process to send many scripts to (an exec costs ~50 ms to start)."""
         ...
 
     def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
@@ -203,12 +394,21 @@ class ContainerEngine(Protocol):
         """What the container printed so far (the last `tail` lines)."""
         ...
 
+    def follow_logs(self, container_id: str, *, follow: bool = True) -> Iterator[bytes]:
+        """Its stdout as it streams (to its end with `follow`)."""
+        ...
+
     def wait(self, container_id: str, deadline_s: float) -> int | None:
         """The container's exit status, or None when it still runs at the deadline."""
         ...
 
     def remove(self, container_id: str) -> bool:
         """Remove one container and its anonymous volumes; False when it was gone."""
+        ...
+
+    def containers(self, filters: dict[str, str]) -> list[ContainerState]:
+        """Our containers (running or not) whose labels match every `filters` item (a
+        value "" matches any value of the key)."""
         ...
 
     def remove_labelled(self, filters: dict[str, str],

@@ -42,7 +42,7 @@ from rig.guards.canary import Canary
 from rig.sample.record import BrowserAsked, BrowserRan
 from runner.containers import images, sandbox
 from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Bind, ContainerSpec, Engine, Labels, Resources, Tmpfs, Volume
+from runner.containers.engine import Bind, ContainerSpec, Labels, Resources, Tmpfs, Volume
 from runner.containers.images import BuildReporter, BuiltImage
 from runner.containers.samples import driver as sample_driver
 from runner.containers.samples.driver import Outputs
@@ -113,7 +113,7 @@ class BrowserIdentity:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-def installed(engine: Engine, image: BuiltImage, labels: Labels) -> BrowserIdentity:
+def installed(engine: ContainerEngine, image: BuiltImage, labels: Labels) -> BrowserIdentity:
     """The identity of the browser image `image` (its `identity.json`)."""
     return BrowserIdentity(**sandbox.identity_file(
         engine, image.image_id, IDENTITY, tuple(BrowserIdentity.__dataclass_fields__), labels,
@@ -368,7 +368,7 @@ LAYER_FORMAT = 1
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def layer(engine: Engine, base: BuiltImage, reporter: BuildReporter) -> BuiltImage:
+def layer(engine: ContainerEngine, base: BuiltImage, reporter: BuildReporter) -> BuiltImage:
     """`base` (an arm's image) with the browser the samples use: Debian's chromium at the
     browser image's own version, its fonts, python3, the image's Playwright, pytest and
     pytest-playwright (/opt/browser, on PATH), the rig's plugin and `bakeoff-browser-test`

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runner.containers import sandbox
-from runner.containers.engine import Bind, Engine, Labels, Volume, create_volume
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import Bind, Labels, Volume
 from runner.errors import InfraError
 
 GIT_STEP_TIMEOUT_S = 300
@@ -205,7 +206,7 @@ class Taken:
     caveats: list[str] = field(default_factory=list)
 
 
-def make(engine: Engine, box: ArmBox, bundle: Path, base: str, ref: str) -> None:
+def make(engine: ContainerEngine, box: ArmBox, bundle: Path, base: str, ref: str) -> None:
     """Make (or re-make) the arm's checkout at the base, inside its volume."""
     mounts: list[Bind | Volume] = [Volume(box.volume, sandbox.WORKDIR)]
     if box.home is not None:
@@ -220,14 +221,14 @@ def make(engine: Engine, box: ArmBox, bundle: Path, base: str, ref: str) -> None
                                  "in [limits].disk_mb; then run `up` again")
 
 
-def head_in_sandbox(engine: Engine, container_id: str) -> str | None:
+def head_in_sandbox(engine: ContainerEngine, container_id: str) -> str | None:
     """The checkout's HEAD as the sandbox user sees it (never read on the host)."""
     probed = sandbox.exec_in(engine, container_id, HEAD_PROBE, timeout_s=60)
     head = probed.stdout.strip()
     return head if probed.exit_code == 0 and SHA.fullmatch(head) else None
 
 
-def take(engine: Engine, box: ArmBox, base: str, message: str, force_add: list[str],
+def take(engine: ContainerEngine, box: ArmBox, base: str, message: str, force_add: list[str],
          scratch: Path) -> Taken:
     """Bundle the arm's work (stranded edits committed) in a fresh rig container."""
     out = _fresh_out(scratch)
@@ -278,11 +279,11 @@ def _fresh_out(scratch: Path) -> Path:
     return out
 
 
-def _out_volume(engine: Engine, box: ArmBox) -> str:
+def _out_volume(engine: ContainerEngine, box: ArmBox) -> str:
     """A volume on the engine's disk that only the bundler mounts, its root the sandbox
     user's (a directory entry of the filler's tar), for what the bundler leaves."""
     name = box.job_name(BUNDLER_ROLE) + "-out"
-    made = create_volume(engine, name, box.labels(BUNDLER_ROLE), size_mb=None,
+    made = engine.create_volume(name, box.labels(BUNDLER_ROLE), size_mb=None,
                          owner=sandbox.SANDBOX_UID)
     owned = io.BytesIO()
     with tarfile.open(fileobj=owned, mode="w") as tar:
@@ -297,7 +298,7 @@ def _out_volume(engine: Engine, box: ArmBox) -> str:
 OUT_NAMES = ("why", "head", "tip", "commit", "add", "size", "work.bundle")
 
 
-def _take_out(engine: Engine, box: ArmBox, volume: str, out: Path) -> None:
+def _take_out(engine: ContainerEngine, box: ArmBox, volume: str, out: Path) -> None:
     """What the bundler left in its volume, read through the engine into `out`: only the
     regular files it writes, each at most the bundle cap."""
     with tempfile.TemporaryFile() as archive:

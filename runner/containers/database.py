@@ -29,28 +29,27 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import secrets
 import threading
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
 
 from runner.containers import psql
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_ARM,
     LABEL_EXPERIMENT,
     LABEL_ROLE,
     LABEL_RUN,
+    ContainerEngine,
     ContainerSpec,
-    Engine,
+    ExecOutput,
+    HeldProcess,
     Labels,
     Resources,
     Tmpfs,
-    create_container,
     require_labels,
 )
-from runner.containers.held_exec import ExecOutput, HeldExec, exec_with_input, hold_exec
+from runner.containers.held_exec import exec_with_input
 from runner.containers.psql import (  # noqa: F401  (the names callers and tests use)
     ADMIN_LOCK,
     ADMIN_USER,
@@ -67,9 +66,6 @@ DB_ALIAS = "db"
 PORT = 5432
 # Slots only a superuser (the admin) may take: every arm role together can never use them.
 ADMIN_CONNECTIONS = 10
-# How many sample databases may exist at once on one server: an executor runs one sample
-# per core, and `score`, `oracle` and `reproduce` may share the experiment's server.
-SAMPLE_DATABASES = max(8, 4 * (os.cpu_count() or 1))
 # WAL_LOG (PG15's default) vs FILE_COPY on the tmpfs cluster: bench/database_cost.py.
 STRATEGY: Strategy = "WAL_LOG"
 USER = "postgres"  # the image's; the server and every psql of ours run as it
@@ -106,6 +102,13 @@ class DbPolicy:
     def defaults(self) -> psql.Defaults:
         return psql.Defaults(self.connection_limit, int(self.statement_timeout_s * 1000),
                              self.temp_file_limit_mb * 1024)
+
+
+def sample_databases(engine: ContainerEngine) -> int:
+    """How many sample databases may exist at once on one server: an executor runs one
+    sample per CPU of the engine (`sandbox.workers`), and `score`, `oracle` and
+    `reproduce` may share the experiment's server: four times that, never fewer than 8."""
+    return max(8, 4 * engine.cpus)
 
 
 def server_command(policy: DbPolicy, databases: int) -> list[str]:
@@ -200,31 +203,32 @@ def server_spec(image_id: str, labels: Labels, network: str, name: str, password
              "POSTGRES_DB": DB_NAME, "PGDATA": PGDATA})
 
 
-def start_server(engine: Engine, image_id: str, labels: Labels, network: str, name: str,
+def start_server(engine: ContainerEngine, image_id: str, labels: Labels, network: str, name: str,
                  *, policy: DbPolicy | None = None,
-                 databases: int = SAMPLE_DATABASES) -> DbServer:
+                 databases: int | None = None) -> DbServer:
     """Start Postgres on `network` (one of ours, internal) and wait until it answers.
 
     `policy` applies to every database created on it; `databases` is how many may exist at
     once (arms plus concurrent samples): `max_connections` is sized from both."""
     require_labels(labels, f"Postgres {name}")
     policy = policy or DbPolicy()
+    databases = sample_databases(engine) if databases is None else databases
     password = secrets.token_urlsafe(18)
-    container = create_container(engine, server_spec(image_id, labels, network, name,
-                                                     password, policy, databases, engine.cpus))
+    container_id = engine.create(server_spec(image_id, labels, network, name, password,
+                                             policy, databases, engine.cpus))
     try:
-        engine.call(f"start Postgres {name}", container.start)
-        _wait_ready(engine, container, password)
+        engine.start(container_id, what=f"Postgres {name}")
+        _wait_ready(engine, container_id, password)
     except Exception as error:
         with contextlib.suppress(Exception):  # `gc` catches anything left
-            container.remove(force=True, v=True)
+            engine.remove(container_id)
         raise DatabaseError(
             f"Postgres ({image_id[:19]}) did not start: {error}",
             hint="check `bakeoff-sandbox images build postgres` succeeded") from error
-    return DbServer(str(container.id), password, policy)
+    return DbServer(container_id, password, policy)
 
 
-def _wait_ready(engine: Engine, container: Any, password: str) -> None:
+def _wait_ready(engine: ContainerEngine, container_id: str, password: str) -> None:
     """Until psql logs in over TCP with the password, inside the container (the server
     that listens on TCP starts only once the entrypoint's init is done): one exec that
     polls in there, so the wait costs no exec start per attempt."""
@@ -232,40 +236,39 @@ def _wait_ready(engine: Engine, container: Any, password: str) -> None:
     tries = int(READY_S / POLL_S)
     script = (f"i=0; while [ $i -lt {tries} ]; do {probe} >/dev/null 2>&1 && exit 0; "
               f"i=$((i+1)); sleep {POLL_S}; done; {probe}")
-    out = exec_with_input(engine, container.id, ["sh", "-c", script], b"", user=USER,
+    out = exec_with_input(engine, container_id, ["sh", "-c", script], b"", user=USER,
                           timeout_s=READY_S * 2, what="Postgres' readiness check",
                           env={"PGPASSWORD": password, "PGCONNECT_TIMEOUT": "5"})
     if out.exit_code == 0:
         return
-    engine.call("inspect Postgres", container.reload, retry=True)
-    if container.status != "running":
-        tail = bytes(container.logs(tail=20)).decode(errors="replace")
-        raise DatabaseError(f"the server exited ({container.status}): {tail.strip()}")
+    status = engine.inspect(container_id).status
+    if status != "running":
+        tail = engine.logs(container_id, stdout=True, stderr=True, tail=20)
+        raise DatabaseError(f"the server exited ({status}): "
+                            f"{tail.decode(errors='replace').strip()}")
     raise DatabaseError(f"no answer within {READY_S:.0f}s: "
                         f"{out.stderr.decode(errors='replace').strip()}")
 
 
-def find_server(engine: Engine, container_id: str, admin_password: str = "") -> DbServer:
+def find_server(engine: ContainerEngine, container_id: str, admin_password: str = "") -> DbServer:
     """The server of ours in `container_id`, its policy read back from its settings.
     DatabaseError when it is gone, not ours, or not running."""
     try:
-        container = engine.call("inspect Postgres", engine.client.containers.get,
-                                container_id, retry=True)
+        container = engine.inspect(container_id)
     except NotFoundError as error:
         raise DatabaseError(f"the experiment's Postgres (container {container_id[:12]}) is "
                             "gone", hint=CANNOT_REACH) from error
-    labels = container.labels or {}
+    labels = container.labels
     if LABEL_EXPERIMENT not in labels or labels.get(LABEL_ROLE) not in ROLES:
         raise DatabaseError(f"container {container_id[:12]} is not a Postgres of ours",
                             hint="run `bakeoff-sandbox gc`, then `up` again")
     if container.status != "running":
         raise DatabaseError(f"the experiment's Postgres (container {container_id[:12]}) is "
                             f"{container.status}", hint=CANNOT_REACH)
-    command = list(container.attrs.get("Config", {}).get("Cmd") or [])
-    return DbServer(str(container.id), admin_password, policy_from(command))
+    return DbServer(container.id, admin_password, policy_from(list(container.command)))
 
 
-def recreated(engine: Engine, container_id: str, admin_password: str,
+def recreated(engine: ContainerEngine, container_id: str, admin_password: str,
               network: str) -> DbServer:
     """The stopped server of ours in `container_id` made again, as it was made (image,
     command, labels, name, admin password, on `network` first and, as `db`, on every
@@ -273,26 +276,25 @@ def recreated(engine: Engine, container_id: str, admin_password: str,
     keeping (its cluster was a tmpfs), and it cannot simply be started again: a tmpfs of
     a restarted container comes back root's, mode 0755 (docker/for-linux#138,
     moby/moby#20437), where initdb as the image's postgres user cannot write."""
-    old = engine.call("inspect Postgres", engine.client.containers.get, container_id,
-                      retry=True)
-    command = list(old.attrs.get("Config", {}).get("Cmd") or [])
+    old = engine.inspect(container_id)
+    command = list(old.command)
     policy = policy_from(command)
     room = int(settings_of(command).get("max_connections", 0)) - ADMIN_CONNECTIONS
-    labels = old.labels or {}
-    spec = server_spec(str(old.attrs["Image"]),
+    labels = old.labels
+    spec = server_spec(old.image,
                        Labels(labels.get(LABEL_EXPERIMENT, ""), labels.get(LABEL_ROLE, ""),
                               labels.get(LABEL_ARM, ""), labels.get(LABEL_RUN, "")),
-                       network, str(old.name), admin_password, policy,
+                       network, old.name, admin_password, policy,
                        max(1, room // policy.connection_limit), engine.cpus)
-    others = [name for name in old.attrs["NetworkSettings"]["Networks"] if name != network]
+    others = [name for name in old.networks if name != network]
     engine.remove(container_id)
-    container = create_container(engine, spec)
-    engine.call("start Postgres", container.start)
+    made = engine.create(spec)
+    engine.start(made, what="Postgres")
     for name in others:
         with contextlib.suppress(NotFoundError):  # a killed score's network, since removed
-            attach(engine, str(container.id), name)
-    _wait_ready(engine, container, admin_password)
-    return DbServer(str(container.id), admin_password, policy)
+            attach(engine, made, name)
+    _wait_ready(engine, made, admin_password)
+    return DbServer(made, admin_password, policy)
 
 
 # -- the administration: psql in the server's container ---------------------------------
@@ -320,7 +322,7 @@ class Admin:
     """The admin's session as one `psql` exec per script (a one-off; the tests use it:
     every command holds one psql, `HeldAdmin`)."""
 
-    def __init__(self, engine: Engine, server: DbServer) -> None:
+    def __init__(self, engine: ContainerEngine, server: DbServer) -> None:
         self.engine, self.server = engine, server
 
     def run(self, script: str) -> str:
@@ -339,10 +341,10 @@ class HeldAdmin:
     ends that psql (ON_ERROR_STOP), and with it the session's advisory lock; the next
     script starts another."""
 
-    def __init__(self, engine: Engine, server: DbServer) -> None:
+    def __init__(self, engine: ContainerEngine, server: DbServer) -> None:
         self.engine, self.server = engine, server
         self._stack = contextlib.ExitStack()
-        self._held: HeldExec | None = None
+        self._held: HeldProcess | None = None
         self._lock = threading.Lock()
         self._marker = f"bakeoff-done-{secrets.token_hex(8)}"
         self.started = 0  # psql processes started: one, unless a script failed
@@ -370,10 +372,10 @@ class HeldAdmin:
                                     hint=CANNOT_REACH)
             return _answer(self.server, out)
 
-    def _open(self) -> HeldExec:
+    def _open(self) -> HeldProcess:
         if self._held is None:
-            self._held = self._stack.enter_context(hold_exec(
-                self.engine, self.server.container_id, list(psql.ARGV), user=USER,
+            self._held = self._stack.enter_context(self.engine.hold_exec(
+                self.server.container_id, list(psql.ARGV), user=USER,
                 what="the database admin's psql"))
             self.started += 1
         return self._held
@@ -452,7 +454,6 @@ def list_owned(admin: Session, prefix: str) -> tuple[list[str], list[str]]:
     return psql.owned(admin.run(psql.list_owned(prefix)))
 
 
-def attach(engine: Engine, server: str, network: str) -> None:
+def attach(engine: ContainerEngine, server: str, network: str) -> None:
     """Put the Postgres container `server` on `network`, reachable there as `db`."""
-    net = engine.call("find network", engine.client.networks.get, network, retry=True)
-    engine.call("connect db", net.connect, server, aliases=[DB_ALIAS])
+    engine.connect(network, server, aliases=[DB_ALIAS], what="connect db")

@@ -10,7 +10,7 @@ command imports `docker.errors`. Nothing is ever removed here unless it carries 
 labels (`remove_labelled`).
 
 Every container, network and volume the project makes is created here, from a typed
-spec (`create_container`, `create_network`, `create_volume`), as docker-py funnels every
+spec (`Engine.create`, `create_network`, `create_volume`), as docker-py funnels every
 option through one `_create_container_args`: the policy is applied by the choke point,
 so no caller can forget it. Every container gets `cap_drop=ALL` (a spec may add back only
 capabilities of `ADDABLE_CAPS`), `no-new-privileges`, docker's init as PID 1, our labels
@@ -22,22 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import shutil
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import docker
 import docker.errors
 import requests
-from docker.types import LogConfig, Mount
 
 from runner import errors
-from runner.containers import failures
+from runner.containers import sweep
 from runner.containers.backend import LABEL_ARM as LABEL_ARM
 from runner.containers.backend import LABEL_BUILD_OF as LABEL_BUILD_OF
 from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
@@ -48,21 +43,38 @@ from runner.containers.backend import LABEL_ROLE as LABEL_ROLE
 from runner.containers.backend import LABEL_RUN as LABEL_RUN
 from runner.containers.backend import NO_NETWORK as NO_NETWORK
 from runner.containers.backend import Bind as Bind
-from runner.containers.backend import Capabilities, Completed
+from runner.containers.backend import (
+    Capabilities,
+    Completed,
+    ContainerState,
+    EngineFacts,
+    EngineIdentity,
+    ExecState,
+    HeldProcess,
+)
 from runner.containers.backend import ContainerSpec as ContainerSpec
+from runner.containers.backend import ExecStream as ExecStream
 from runner.containers.backend import Labels as Labels
 from runner.containers.backend import Resources as Resources
 from runner.containers.backend import Tmpfs as Tmpfs
 from runner.containers.backend import Volume as Volume
 from runner.containers.backend import require_labels as require_labels
+from runner.containers.dockerclient import (
+    DOCKER_ERRORS,
+    ENGINE_HINT,
+    address,
+    client_options,
+    end_of_input,
+    is_transient,
+    iter_stream,
+    mapped,
+    translated,
+)
+from runner.containers.dockerspec import container_args, facts_of, state_of
 from runner.errors import (
-    ConflictError,
     EngineError,
-    EngineFailedError,
-    EngineRefusedError,
     EngineUnreachableError,
     InfraError,
-    LeftoverError,
     NotFoundError,
     SandboxUnavailableError,
 )
@@ -72,9 +84,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 STDIN_CHUNK = 1024 * 1024  # bytes sent to a container's stdin at a time
-SSH_REAP_S = 6 * 3600  # an ssh attach outliving this is ended (no sample lasts that)
 
-KINDS = ("container", "network", "volume")  # the order of removal: a network holds containers
 
 API_TIMEOUT_S = 120
 # Transient engine errors (a daemon restarting, a socket hiccup) are retried this many
@@ -82,125 +92,13 @@ API_TIMEOUT_S = 120
 # a create that timed out may have happened, and a duplicate would escape our bookkeeping.
 RETRIES = 2
 RETRY_BACKOFF_S = 0.5
-SWEEPS = 2
 WAIT_SLACK_S = 1.0  # a wait cut this much before its deadline is not the deadline
-ENGINE_HINT = ("check that `docker info` answers (`bakeoff-sandbox doctor --fix` starts an "
-               "engine when none does)")
-LOCAL_ENGINE = "unix:///var/run/docker.sock"
-
-# The only capabilities a spec may add back on top of cap_drop=ALL: what the sample
-# driver needs, as root, to lay a tree out and drop to the sandbox user (`setpriv`).
-# A new one is a decision taken here, where a reviewer sees it.
-ADDABLE_CAPS = frozenset({"CHOWN", "SETUID", "SETGID", "KILL"})
 
 # What a local docker engine enforces: internal networks with no address on the bridge,
 # `container:` network modes, pids limits, no-new-privileges, tmpfs volumes with a size.
 DOCKER_CAPABILITIES = Capabilities(no_egress=True, shared_network_namespace=True,
                                    pids_limit=True, no_new_privileges=True,
                                    sized_volumes=True)
-REFUSALS: dict[int, type[EngineRefusedError]] = {404: NotFoundError, 409: ConflictError}
-DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
-
-
-def address() -> str:
-    """The address a client from the environment talks to: DOCKER_HOST, else the socket."""
-    return os.environ.get("DOCKER_HOST") or LOCAL_ENGINE
-
-
-def client_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """How the SDK reaches DOCKER_HOST: `ssh://` through this machine's own `ssh` (its
-    config, keys, agent and known hosts, as the docker CLI and Compose do), not through
-    paramiko; tcp and the socket as the SDK does by itself."""
-    host = (os.environ if environ is None else environ).get("DOCKER_HOST", "")
-    if not host.startswith("ssh://"):
-        return {}
-    if shutil.which("ssh") is None:
-        raise EngineUnreachableError(f"DOCKER_HOST is {host}, but there is no ssh client here",
-                                     hint="install openssh-client (apt-get install "
-                                          "openssh-client), or use tcp://")
-    return {"use_ssh_client": True}
-
-
-def translated(error: Exception, what: str, where: str | None = None) -> EngineError:
-    """docker's (or its HTTP library's) exception as the project's own: the one mapping.
-    A refusal keeps the engine's words and status; anything else means the engine (or
-    the connection to it) broke. `where`: the engine's address (else the environment's)."""
-    where = where or address()
-    named = failures.named(error, what, where)
-    if named is not None:
-        return named
-    if isinstance(error, docker.errors.NotFound):
-        return NotFoundError(where, what, str(error.explanation or error),
-                             status=error.status_code or 404)
-    if isinstance(error, docker.errors.APIError) and error.is_client_error():
-        status = int(error.status_code or 400)
-        return REFUSALS.get(status, EngineRefusedError)(
-            where, what, str(error.explanation or error), status=status)
-    return EngineFailedError(f"the engine at {where} failed to {what}: {error}",
-                             hint=ENGINE_HINT)
-
-
-@contextlib.contextmanager
-def mapped(what: str, where: str | None = None) -> Iterator[None]:
-    """docker's exceptions raised in the block, as the project's own (`translated`)."""
-    try:
-        yield
-    except DOCKER_ERRORS as error:
-        raise translated(error, what, where) from error
-
-
-def _is_transient(error: Exception) -> bool:
-    if isinstance(error, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
-        return True
-    return isinstance(error, docker.errors.APIError) and error.is_server_error()
-
-
-@dataclass(frozen=True)
-class EngineIdentity:
-    """Which engine the work ran on: its address as this machine reaches it (DOCKER_HOST,
-    else the local socket) and its own `docker info` ID and name."""
-
-    host: str
-    id: str
-    name: str
-
-    def as_record(self) -> dict[str, str]:
-        return {"host": self.host, "id": self.id, "name": self.name}
-
-    def shown(self) -> str:
-        return f"{self.host} ({self.name}, ID {self.id[:12]})"
-
-
-@dataclass(frozen=True)
-class EngineFacts:
-    """What `doctor` asks of an engine: its versions (the server's and the API's), its
-    cgroup version and driver, the limits it can enforce, its storage driver and the
-    filesystem under it."""
-
-    server_version: str
-    api_version: str
-    cgroup_version: str
-    cgroup_driver: str
-    limits: dict[str, bool]  # memory, swap, pids, cpu: enforced or not
-    storage_driver: str
-    backing_filesystem: str
-
-
-def facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> EngineFacts:
-    """`EngineFacts` from `docker info` and `docker version` as the API returns them."""
-    status = {str(k): str(v) for k, v in (info.get("DriverStatus") or [])}
-    limits = {"memory": "MemoryLimit", "swap": "SwapLimit", "pids": "PidsLimit",
-              "cpu": "CpuCfsQuota"}
-    return EngineFacts(
-        server_version=str(version.get("Version") or info.get("ServerVersion") or ""),
-        api_version=str(version.get("ApiVersion") or ""),
-        cgroup_version=str(info.get("CgroupVersion") or ""),
-        cgroup_driver=str(info.get("CgroupDriver") or ""),
-        limits={name: bool(info.get(key)) for name, key in limits.items()},
-        storage_driver=str(info.get("Driver") or ""),
-        backing_filesystem=status.get("Backing Filesystem", ""))
-
-
 class Engine:
     """A docker client behind one choke point. It talks to the engine DOCKER_HOST names
     (unix, tcp or ssh), or the local socket, as every docker client does."""
@@ -264,7 +162,7 @@ class Engine:
             try:
                 return fn(*args, **kwargs)
             except DOCKER_ERRORS as error:
-                if attempt + 1 < attempts and _is_transient(error):
+                if attempt + 1 < attempts and is_transient(error):
                     time.sleep(RETRY_BACKOFF_S * (attempt + 1))
                     continue
                 raise translated(error, what, self.address) from error
@@ -308,62 +206,23 @@ class Engine:
         result: list[Any] = self.call(f"list {kind}s", collection.list, retry=True, **query)
         return result
 
+    def containers(self, filters: dict[str, str]) -> list[ContainerState]:
+        return [state_of(item.attrs) for item in self.labelled("container", filters)]
+
+
     def remove_volume(self, name: str) -> None:
         """Remove one of our volumes by name (one without our labels is never touched; one
         already gone is fine)."""
-        try:
-            volume = self.call(f"inspect volume {name}", self.client.volumes.get, name)
-        except NotFoundError:
-            return
-        if LABEL_EXPERIMENT not in ((volume.attrs or {}).get("Labels") or {}):
-            raise ValueError(f"volume {name} does not carry our labels: never removed")
-        with contextlib.suppress(NotFoundError):
-            self.call(f"remove volume {name}", volume.remove, force=True)
+        sweep.remove_volume(self, name)
 
     def remove_labelled(self, filters: dict[str, str],
                         keep: Callable[[dict[str, str]], bool] | None = None) -> dict[str, int]:
-        """Remove our containers, then networks, then volumes matching `filters`.
+        """Remove our containers, then networks, then volumes matching `filters`
+        (`sweep.remove_labelled`)."""
+        return sweep.remove_labelled(self, filters, keep)
 
-        `filters` must name LABEL_EXPERIMENT (or at least the label key): we never remove
-        anything that does not carry our labels. `keep(labels)` spares a resource. A network
-        is emptied first (every container still attached is disconnected, not removed: a
-        kept container of a live run goes on running). One resource that vanished meanwhile
-        is skipped, one the engine refuses does not stop the sweep; if anything of ours is
-        still there at the end, `LeftoverError` names each with the engine's answer, or,
-        when the engine itself failed under a removal (going down, gone, its disk full),
-        that failure (`runner.containers.failures`) is raised instead: the one line that says why.
-        """
-        if not any(key.startswith(LABEL_PREFIX) for key in filters):
-            raise ValueError("refusing to remove resources without a bakeoff label filter")
-        removed = {kind: 0 for kind in KINDS}
-        refused: dict[str, str] = {}
-        outage: EngineError | None = None  # the engine's own failure: said instead
-        # A second sweep catches what the first could not yet remove (a container still
-        # being removed holds its network); both sweeps are bounded, and idempotent.
-        for _ in range(SWEEPS):
-            for kind, item in self._ours(filters, keep):
-                try:
-                    if _remove(self, kind, item):
-                        removed[kind] += 1
-                except EngineError as error:
-                    refused[f"{kind} {item.name}"] = str(error)
-                    if outage is None and isinstance(error, failures.NAMED):
-                        outage = error
-            left = [f"{kind} {item.name}" for kind, item in self._ours(filters, keep)]
-            if not left:
-                return removed
-            time.sleep(RETRY_BACKOFF_S)
-        if outage is not None:
-            raise outage
-        raise LeftoverError(left, refused)
-
-    def _ours(self, filters: dict[str, str],
-              keep: Callable[[dict[str, str]], bool] | None) -> Iterator[tuple[str, Any]]:
-        for kind in KINDS:
-            for item in self.labelled(kind, filters):
-                if keep is None or not keep(_labels_of(kind, item)):
-                    yield kind, item
-
+    def remove_network(self, network_id: str) -> None:
+        sweep.remove_network(self, network_id)
 
     # -- the engine interface (backend.ContainerEngine), containers named by id ----------
 
@@ -372,7 +231,16 @@ class Engine:
         return DOCKER_CAPABILITIES
 
     def create(self, spec: ContainerSpec) -> str:
-        return str(create_container(self, spec).id)
+        """Create (not start) the container of `spec`; its id. Not retried: a create that
+        timed out may have happened."""
+        args = container_args(spec)
+        unmet = self.capabilities.unmet(spec)
+        if unmet:
+            raise InfraError(f"{spec.purpose} needs {', '.join(unmet)}, which the engine at "
+                             f"{self.address} cannot enforce",
+                             hint="run it on an engine that can")
+        container = self.call(f"create {spec.purpose}", self.client.containers.create, **args)
+        return str(container.id)
 
     def start(self, container_id: str, stdin: IO[bytes] | None = None, *,
               what: str = "the container") -> None:
@@ -469,6 +337,92 @@ class Engine:
             raise translated(error, "wait for a container", self.address) from error
         return int(status.get("StatusCode", -1))
 
+    def inspect(self, container_id: str) -> ContainerState:
+        found: dict[str, Any] = self.call("inspect a container",
+                                          self.client.api.inspect_container, container_id,
+                                          retry=True)
+        return state_of(found)
+
+    def pause(self, container_id: str, *, what: str = "a container") -> None:
+        self.call(f"pause {what}", self.client.api.pause, container_id)
+
+    def unpause(self, container_id: str, *, what: str = "a container") -> None:
+        self.call(f"unpause {what}", self.client.api.unpause, container_id)
+
+    def kill(self, container_id: str, *, what: str = "a container") -> None:
+        self.call(f"stop {what}", self.client.api.kill, container_id)
+
+    def stop(self, container_id: str, *, grace_s: int, what: str = "a container") -> None:
+        self.call(f"stop {what}", self.client.api.stop, container_id, timeout=grace_s)
+
+    def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
+        """A bridge network of its own; with no egress unless asked for.
+
+        `internal` alone still lets a container reach every service on the host through
+        the bridge's own address (INPUT, not FORWARD); with `inhibit_ipv4` the bridge has
+        no address, so nothing outside the network answers (tests/integration prove both).
+        """
+        require_labels(labels, f"network {name}")
+        options = {} if egress else {"com.docker.network.bridge.inhibit_ipv4": "true"}
+        network = self.call(f"create network {name}", self.client.networks.create, name,
+                            driver="bridge", internal=not egress, labels=labels.as_dict(),
+                            options=options, check_duplicate=True)
+        return str(network.id)
+
+    def create_volume(self, name: str, labels: Labels, *, size_mb: int | None,
+                      owner: int) -> str:
+        """A size-limited tmpfs volume owned by `owner` (uid = gid): its content lives only
+        while a container holds it, lost as soon as none has it mounted. `size_mb` None: a
+        volume on the engine's own disk, which keeps what it holds until it is removed (the
+        way files travel to and from containers through the engine, `fill` and `read`);
+        what it holds is bounded by whoever fills it."""
+        require_labels(labels, f"volume {name}")
+        options = {} if size_mb is None else {
+            "type": "tmpfs", "device": "tmpfs",
+            "o": f"size={size_mb}m,uid={owner},gid={owner},mode=0755"}
+        volume = self.call(f"create volume {name}", self.client.volumes.create, name,
+                           driver="local", driver_opts=options, labels=labels.as_dict())
+        return str(volume.name)
+
+    def find_network(self, name: str, *, what: str = "find network",
+                     retry: bool = True) -> str:
+        network = self.call(what, self.client.networks.get, name, retry=retry)
+        return str(network.id)
+
+    def connect(self, network: str, container_id: str, *, aliases: Sequence[str] = (),
+                what: str = "connect a container") -> None:
+        net = self.call("find network", self.client.networks.get, network, retry=True)
+        self.call(what, net.connect, container_id, aliases=list(aliases))
+
+    def disconnect(self, network: str, container_id: str, *,
+                   what: str = "disconnect a container") -> None:
+        net = self.call("find network", self.client.networks.get, network)
+        self.call(what, net.disconnect, container_id, force=True)
+
+    def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
+                    workdir: str, env: Mapping[str, str]) -> ExecStream:
+        api = self.client.api
+        exec_id = str(self.call("create an exec", api.exec_create, container_id, list(argv),
+                                environment=dict(env), workdir=workdir, user=user)["Id"])
+        output: Any = self.call("start the exec", api.exec_start, exec_id, stream=True)
+
+        def close() -> None:
+            with contextlib.suppress(OSError, EngineError), mapped("close an exec's output"):
+                output.close()
+        return ExecStream(exec_id, output, close)
+
+    def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
+                  env: Mapping[str, str] | None = None,
+                  what: str = "exec") -> contextlib.AbstractContextManager[HeldProcess]:
+        from runner.containers import held_exec  # it builds on this module
+        return held_exec.hold_exec(self, container_id, argv, user=user, env=env, what=what)
+
+    def exec_state(self, exec_id: str) -> ExecState:
+        found = self.call("inspect an exec", self.client.api.exec_inspect, exec_id,
+                          retry=True)
+        code = found.get("ExitCode")
+        return ExecState(bool(found.get("Running")), None if code is None else int(code))
+
     def remove(self, container_id: str) -> bool:
         try:
             self.call("remove a container", self.client.api.remove_container, container_id,
@@ -478,106 +432,17 @@ class Engine:
         return True
 
 
-def _labels_of(kind: str, item: Any) -> dict[str, str]:
-    if kind == "container":
-        return dict(item.labels or {})
-    return dict(item.attrs.get("Labels") or {})
+def docker_engine(engine: ContainerEngine) -> Engine:
+    """The docker engine behind `engine`, for what only docker's API does today: the image
+    store (builds, tags, imports, the inventory). Another backend is refused, saying so."""
+    if isinstance(engine, Engine):
+        return engine
+    raise InfraError(f"the engine at {engine.address} has no docker image store: images are "
+                     "built, tagged and listed through docker's API only",
+                     hint="run this command against a docker engine (DOCKER_HOST)")
 
 
-def _remove(engine: Engine, kind: str, item: Any) -> bool:
-    """Remove one resource; False when it was already gone."""
-    try:
-        if kind == "container":
-            engine.call("remove container", item.remove, force=True, v=True)
-        elif kind == "network":
-            _empty_network(engine, item)
-            engine.call("remove network", item.remove)
-        else:
-            engine.call(f"remove {kind}", item.remove)
-    except NotFoundError:
-        return False
-    return True
-
-
-def _empty_network(engine: Engine, network: Any) -> None:
-    """Disconnect every container still attached (a network with endpoints is refused with
-    403 "has active endpoints"): e.g. the experiment's Postgres, kept for the live run,
-    still on a sample network of a run that was killed."""
-    engine.call("inspect network", network.reload, retry=True)  # a listing has no endpoints
-    for container_id in network.attrs.get("Containers") or {}:
-        try:
-            engine.call("disconnect from network", network.disconnect, container_id,
-                        force=True)
-        except NotFoundError:  # the container went meanwhile
-            continue
-
-
-def remove_network(engine: Engine, network_id: str) -> None:
-    """Remove ONE network of ours (a sample's own), emptied first; one without our labels
-    is refused, one already gone is fine."""
-    try:
-        network = engine.call("find network", engine.client.networks.get, network_id,
-                              retry=True)
-        if LABEL_EXPERIMENT not in (network.attrs.get("Labels") or {}):
-            raise ValueError(f"refusing to remove network {network.name}: it is not ours")
-        _remove(engine, "network", network)
-    except NotFoundError:
-        return
-
-
-def _mount(mount: Bind | Volume) -> Mount:
-    if isinstance(mount, Bind):
-        return Mount(mount.target, str(mount.source.resolve()), type="bind",
-                     read_only=mount.read_only)
-    return Mount(mount.target, mount.name, type="volume", read_only=mount.read_only,
-                 no_copy=True)
-
-
-def _network_args(spec: ContainerSpec) -> dict[str, str]:
-    if spec.joins is not None:
-        if spec.network != NO_NETWORK:
-            raise ValueError(f"{spec.purpose}: a container joins another's network "
-                             f"namespace or has a network ({spec.network}), not both")
-        return {"network_mode": f"container:{spec.joins}"}
-    if spec.network == NO_NETWORK:
-        return {"network_mode": NO_NETWORK}
-    return {"network": spec.network}
-
-
-def container_args(spec: ContainerSpec) -> dict[str, Any]:
-    """The keyword arguments of `containers.create` for `spec`: the one translation, with
-    the policy every container gets whatever the spec says."""
-    require_labels(spec.labels, spec.purpose)
-    extra = sorted(set(spec.cap_add) - ADDABLE_CAPS)
-    if extra:
-        raise ValueError(f"{spec.purpose}: capabilities {extra} may not be added "
-                         f"(only {sorted(ADDABLE_CAPS)})")
-    targets = [t.target for t in spec.tmpfs]
-    if len(set(targets)) != len(targets):
-        raise ValueError(f"{spec.purpose}: two tmpfs mounts at one path: {targets}")
-    limits, memory = spec.resources, f"{spec.resources.memory_mb}m"
-    args: dict[str, Any] = dict(
-        image=spec.image, command=list(spec.command), labels=spec.labels.as_dict(),
-        user=spec.user, cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
-        nano_cpus=int(limits.cpus * 1e9), mem_limit=memory, memswap_limit=memory,
-        pids_limit=limits.pids, read_only=spec.read_only, environment=dict(spec.env),
-        tmpfs={t.target: t.options() for t in spec.tmpfs},
-        mounts=[_mount(m) for m in spec.mounts], **_network_args(spec))
-    if spec.cap_add:
-        args["cap_add"] = list(spec.cap_add)
-    optional = {"name": spec.name, "working_dir": spec.working_dir, "hostname": spec.hostname}
-    args.update({key: value for key, value in optional.items() if value is not None})
-    if spec.tty:
-        args.update(tty=True, stdin_open=True)
-    elif spec.stdin:  # a binary stream, closed once sent (`start_with`): docker-py
-        args.update(stdin_open=True)  # sets StdinOnce itself for a stdin_open create
-    if spec.log_max_mb is not None:
-        args["log_config"] = LogConfig(type=LogConfig.types.JSON, config={
-            "max-size": f"{spec.log_max_mb}m", "max-file": "1"})
-    return args
-
-
-def disk_full(engine: Engine, image: str,
+def disk_full(engine: ContainerEngine, image: str,
               labels: Labels) -> errors.EngineDiskFullError | None:
     """The engine's disk full, in its own words, else None: a container created (never
     started) from `image` and removed. Asked when a container's output went missing: the
@@ -587,101 +452,11 @@ def disk_full(engine: Engine, image: str,
                           resources=Resources(cpus=1, memory_mb=16, pids=4),
                           user="65534:65534", purpose="a probe of the engine's disk")
     try:
-        made = create_container(engine, probe)
+        made = engine.create(probe)
     except errors.EngineDiskFullError as full:
         return full
-    engine.remove(str(made.id))
+    engine.remove(made)
     return None
-
-
-def create_container(engine: Engine, spec: ContainerSpec) -> Any:
-    """Create (not start) the container of `spec`; the docker-py container. Not retried:
-    a create that timed out may have happened."""
-    args = container_args(spec)
-    unmet = engine.capabilities.unmet(spec)
-    if unmet:
-        raise InfraError(f"{spec.purpose} needs {', '.join(unmet)}, which the engine at "
-                         f"{engine.address} cannot enforce", hint="run it on an engine that can")
-    return engine.call(f"create {spec.purpose}", engine.client.containers.create, **args)
-
-
-def create_network(engine: Engine, name: str, labels: Labels, *, egress: bool) -> str:
-    """A bridge network of its own; with no egress unless asked for.
-
-    `internal` alone still lets a container reach every service on the host through the
-    bridge's own address (INPUT, not FORWARD); with `inhibit_ipv4` the bridge has no
-    address, so nothing outside the network answers (tests/integration prove both).
-    """
-    require_labels(labels, f"network {name}")
-    options = {} if egress else {"com.docker.network.bridge.inhibit_ipv4": "true"}
-    network = engine.call(f"create network {name}", engine.client.networks.create, name,
-                          driver="bridge", internal=not egress, labels=labels.as_dict(),
-                          options=options, check_duplicate=True)
-    return str(network.id)
-
-
-def create_volume(engine: Engine, name: str, labels: Labels, *, size_mb: int | None,
-                  owner: int) -> str:
-    """A size-limited tmpfs volume owned by `owner` (uid = gid): its content lives only
-    while a container holds it, lost as soon as none has it mounted. `size_mb` None: a
-    volume on the engine's own disk, which keeps what it holds until it is removed (the
-    way files travel to and from containers through the engine, `fill` and `read`); what
-    it holds is bounded by whoever fills it."""
-    require_labels(labels, f"volume {name}")
-    options = {} if size_mb is None else {
-        "type": "tmpfs", "device": "tmpfs",
-        "o": f"size={size_mb}m,uid={owner},gid={owner},mode=0755"}
-    volume = engine.call(f"create volume {name}", engine.client.volumes.create, name,
-                         driver="local", driver_opts=options, labels=labels.as_dict())
-    return str(volume.name)
-
-
-def end_of_input(raw: Any) -> None:
-    """Tell the engine a container's stdin has ended, keeping what was sent. A socket is
-    half-closed. Over `ssh://` the SDK's socket is an `ssh` process (`docker system
-    dial-stdio` on the far side): its stdin closed is the end of input, and it must not
-    be terminated (its close() would: the bytes still in flight would be lost); it ends
-    by itself when the engine closes the attach, and a thread of ours reaps it."""
-    proc = getattr(raw, "proc", None)
-    if proc is None:
-        raw.shutdown(socket.SHUT_WR)
-        return
-    proc.stdin.close()
-    threading.Thread(target=_reap, args=(proc,), daemon=True).start()
-
-
-def _reap(proc: Any) -> None:
-    try:
-        proc.wait(timeout=SSH_REAP_S)
-    except Exception:  # still attached long past any sample: end it
-        with contextlib.suppress(Exception):
-            proc.terminate()
-            proc.wait(timeout=10)
-
-
-def start_with(engine: Engine, container: Any, source: IO[bytes], what: str) -> None:
-    """Start a container created with `stdin` and stream `source` to its stdin, then
-    close it: inputs that travel through the engine's API, never a path of this machine
-    (docs/scale-out.md). A container that stops reading (or dies) ends the stream."""
-    engine.start(str(container.id), source, what=what)
-
-
-def put_archive(engine: Engine, container: Any, path: str, data: bytes | IO[bytes]) -> None:
-    """A tar into `path` of a container (a volume's path, or a writable root): the way
-    in for files once a container exists."""
-    engine.put_archive(str(container.id), path, data)
-
-
-def get_archive(engine: Engine, container: Any, path: str) -> Iterator[bytes]:
-    """The tar of `path` in a container (running or stopped), as the engine streams it."""
-    return engine.get_archive(str(container.id), path)
-
-
-def iter_stream(stream: Iterator[T], what: str = "stream its answer",
-                where: str | None = None) -> Iterator[T]:
-    """Wrap a docker stream so a dropped connection becomes the project's error."""
-    with mapped(what, where):
-        yield from stream
 
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The engine's own failures, named (issue 31): its disk full, no engine answering at its
 address, and the engine stopping under a call, each an `runner.errors.EngineError` that
-names the engine and the fix (exit 3). `runner.containers.engine.translated`, the one
+names the engine and the fix (exit 3). `runner.containers.dockerclient.translated`, the one
 mapping of docker's exceptions, asks `named` first. The rules read what docker-py,
 requests and urllib3 really raise (and the engine's own words), as measured on the
 tests' second engine stopped, restarted and filled (tests/integration/remote_engine.py).

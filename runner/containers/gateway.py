@@ -30,19 +30,8 @@ from typing import Any
 
 from rig.persist import write_text_atomic
 from runner.containers import archive, images, sandbox
-from runner.containers.engine import (
-    ContainerSpec,
-    Engine,
-    Labels,
-    Resources,
-    Tmpfs,
-    Volume,
-    create_container,
-    create_network,
-    create_volume,
-    get_archive,
-    put_archive,
-)
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import ContainerSpec, Labels, Resources, Tmpfs, Volume
 from runner.containers.images import BuiltImage
 from runner.errors import BadInputError, InfraError, NotFoundError, SandboxUnavailableError
 from runner.install import resources
@@ -91,7 +80,7 @@ def image_identity(base_id: str, files: dict[str, bytes]) -> str:
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-def image(engine: Engine, base_id: str) -> BuiltImage:
+def image(engine: ContainerEngine, base_id: str) -> BuiltImage:
     """The image the gateway runs: `base_id` (the python toolchain) plus the package,
     built from a context streamed to `engine` when it has no image of this identity."""
     files = package_files()
@@ -139,11 +128,11 @@ def state_archive(settings: dict[str, Any]) -> bytes:
                          archive.Entry(RECORDS, None, 0o755, sandbox.SANDBOX_UID)])
 
 
-def start(engine: Engine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
+def start(engine: ContainerEngine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
     """Create the gateway's volume and container, put its state in, start it; return the
     container's id (it is not healthy yet: `wait_healthy`)."""
     built = image(engine, spec.base_id)
-    volume = create_volume(engine, state_volume(spec.name), spec.labels, size_mb=None,
+    volume = engine.create_volume(state_volume(spec.name), spec.labels, size_mb=None,
                            owner=sandbox.SANDBOX_UID)
     container_spec = ContainerSpec(
         image=built.image_id, labels=spec.labels, resources=RESOURCES,
@@ -152,53 +141,52 @@ def start(engine: Engine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
         hostname=ALIAS, read_only=True, tmpfs=(Tmpfs("/tmp", 64),), network=spec.network,
         mounts=(Volume(volume, STATE_MOUNT),), env=dict(spec.keys), working_dir="/tmp",
         log_max_mb=8)
-    container: Any = create_container(engine, container_spec)
+    container_id = engine.create(container_spec)
     try:
-        put_archive(engine, container, STATE_MOUNT, state_archive(settings))
-        engine.call("start the model gateway", container.start)
+        engine.put_archive(container_id, STATE_MOUNT, state_archive(settings))
+        engine.start(container_id, what="the model gateway")
     except BaseException:
-        sandbox.remove(engine, str(container.id))
+        sandbox.remove(engine, container_id)
         raise
-    return str(container.id)
+    return container_id
 
 
-def read_records(engine: Engine, container_id: str, state_dir: Path) -> int:
+def read_records(engine: ContainerEngine, container_id: str, state_dir: Path) -> int:
     """The gateway's `records/` (running or stopped) into `state_dir`/records, where
     `layout.gateway_requests` names them; the number of files that changed. A line being
     written as it is read arrives torn, and readers skip it (`rig.wire.read_lines`). A
     gateway whose container is gone is a `SandboxUnavailableError`: what was read before
     stays, the rest is in its volume until `down`."""
     try:
-        container = engine.call("find the model gateway", engine.client.containers.get,
-                                container_id, retry=True)
+        container = engine.inspect(container_id)
     except NotFoundError:
         raise SandboxUnavailableError(
             f"the model gateway {container_id[:12]} is gone: its records cannot be read back",
             hint="its volume (named after it, `...-state`) keeps them until `down` or "
                  "`gc` removes it") from None
     with _READING:
-        chunks = get_archive(engine, container, f"{STATE_MOUNT}/{RECORDS}")
+        chunks = engine.get_archive(container_id, f"{STATE_MOUNT}/{RECORDS}")
         return archive.unpack(chunks, state_dir, RECORDS,
                               f"the records of model gateway {container.name}")
 
 
-def attach(engine: Engine, container_id: str, network: str) -> None:
+def attach(engine: ContainerEngine, container_id: str, network: str) -> None:
     """Put the gateway on an arm's network, reachable there as `model-gateway`."""
-    net = engine.call("find network", engine.client.networks.get, network, retry=True)
-    engine.call("connect the model gateway", net.connect, container_id, aliases=[ALIAS])
+    engine.connect(network, container_id, aliases=[ALIAS], what="connect the model gateway")
 
 
-def require_network(engine: Engine, name: str) -> None:
+def require_network(engine: ContainerEngine, name: str) -> None:
     """`[gateway] upstream_network` must exist: it is the user's, never created here."""
     try:
-        engine.call("find the upstream network", engine.client.networks.get, name)
+        engine.find_network(name, what="find the upstream network", retry=False)
     except NotFoundError:
         raise BadInputError(f"[gateway] upstream_network {name!r} does not exist",
                             hint="create it (docker network create NAME) and attach the "
                                  "proxy the gateway should reach, or remove the key") from None
 
 
-def wait_healthy(engine: Engine, container_id: str, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
+def wait_healthy(engine: ContainerEngine, container_id: str,
+                 timeout_s: float = HEALTH_TIMEOUT_S) -> None:
     """Poll /healthz from inside the gateway's container until it answers."""
     probe = ["python3", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request."
              f"urlopen('http://127.0.0.1:{PORT}/healthz', timeout=2).status == 200 else 1)"]
@@ -211,9 +199,8 @@ def wait_healthy(engine: Engine, container_id: str, timeout_s: float = HEALTH_TI
             return
         last = (result.stderr or result.stdout).strip()[-400:]
         time.sleep(0.2)
-    raw: Any = engine.call("read the gateway's log", engine.client.api.logs, container_id,
-                           tail=20)
-    logs = bytes(raw).decode(errors="replace")
+    logs = engine.logs(container_id, stdout=True, stderr=True, tail=20).decode(
+        errors="replace")
     raise InfraError(f"the model gateway did not answer /healthz within {timeout_s:.0f}s: "
                      f"{last}\n{logs}", hint="see its log: docker logs " + container_id[:12])
 
@@ -282,11 +269,11 @@ def plan_launch(section: Gateway, name: str, base_id: str, labels: Labels, state
                   settings)
 
 
-def launch(engine: Engine, plan: Launch, network_labels: Labels) -> str:
+def launch(engine: ContainerEngine, plan: Launch, network_labels: Labels) -> str:
     """The gateway up and healthy on its networks; return its container id. Its own
     network (when it needs one) is made here, with egress, labelled `network_labels`."""
     if plan.own_network:
-        create_network(engine, plan.spec.network, network_labels, egress=True)
+        engine.create_network(plan.spec.network, network_labels, egress=True)
     else:
         require_network(engine, plan.spec.network)
     plan.spec.state_dir.mkdir(parents=True, exist_ok=True)

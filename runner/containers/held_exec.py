@@ -15,24 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from runner.containers.engine import ENGINE_HINT, Engine, end_of_input
+from runner.containers.backend import ContainerEngine, ExecOutput
+from runner.containers.dockerclient import ENGINE_HINT, end_of_input
+from runner.containers.engine import Engine
 from runner.errors import SandboxUnavailableError
 
 FRAME_HEADER = 8
 STDOUT, STDERR = 1, 2
-
-
-@dataclass(frozen=True)
-class ExecOutput:
-    """What one exec left: its exit code (None while it runs) and both streams."""
-
-    exit_code: int | None
-    stdout: bytes
-    stderr: bytes
 
 
 class HeldExec:
@@ -129,12 +121,13 @@ def _line_at(buffer: bytearray, line: bytes) -> int:
 
 
 @contextlib.contextmanager
-def hold_exec(engine: Engine, container_id: str, argv: list[str], *, user: str,
+def hold_exec(engine: Engine, container_id: str, argv: Sequence[str], *, user: str,
               env: Mapping[str, str] | None = None, what: str = "exec") -> Iterator[HeldExec]:
     """Start `argv` in a running container with its stdin held open for the block: one
-    process to send many scripts to (an exec costs ~50 ms to start)."""
+    process to send many scripts to (an exec costs ~50 ms to start). The docker engine's
+    `Engine.hold_exec`."""
     api = engine.client.api
-    exec_id = str(engine.call(f"create {what}", api.exec_create, container_id, argv,
+    exec_id = str(engine.call(f"create {what}", api.exec_create, container_id, list(argv),
                               stdin=True, user=user, environment=dict(env or {}))["Id"])
     sock = engine.call(f"start {what}", api.exec_start, exec_id, socket=True)
     held = HeldExec(engine, exec_id, sock, what)
@@ -144,13 +137,14 @@ def hold_exec(engine: Engine, container_id: str, argv: list[str], *, user: str,
         held.close()
 
 
-def exec_with_input(engine: Engine, container_id: str, argv: list[str], stdin: bytes, *,
+def exec_with_input(engine: ContainerEngine, container_id: str, argv: list[str], stdin: bytes,
+                    *,
                     user: str, timeout_s: float, env: Mapping[str, str] | None = None,
                     what: str = "exec") -> ExecOutput:
     """Run `argv` in a running container with `stdin` as its whole input; its exit code
     and output. A deadline passed is `SandboxUnavailableError` (the process is left to
     the container: its stdin is closed, so a reader of it ends)."""
-    with hold_exec(engine, container_id, argv, user=user, env=env, what=what) as held:
+    with engine.hold_exec(container_id, argv, user=user, env=env, what=what) as held:
         # A program that stops reading (psql at its first error) ends the input, not the
         # exec: what it said and its exit code are read all the same.
         with contextlib.suppress(SandboxUnavailableError):

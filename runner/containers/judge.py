@@ -17,21 +17,17 @@ import secrets
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from runner.containers import gateway as gateway_mod
 from runner.containers import sandbox
+from runner.containers.backend import ContainerEngine
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
     ContainerSpec,
-    Engine,
     Labels,
     Resources,
     Tmpfs,
-    create_container,
-    create_network,
-    start_with,
 )
 from runner.manifest import Gateway
 
@@ -51,7 +47,7 @@ class JudgeGateway:
     state_dir: Path
     gateway: str
 
-    def read_records(self, engine: Engine) -> None:
+    def read_records(self, engine: ContainerEngine) -> None:
         gateway_mod.read_records(engine, self.gateway, self.state_dir)
 
 
@@ -69,13 +65,13 @@ class SessionSpec:
 
 
 @contextlib.contextmanager
-def session(engine: Engine, spec: SessionSpec, arms: list[str]) -> Iterator[JudgeGateway]:
+def session(engine: ContainerEngine, spec: SessionSpec, arms: list[str]) -> Iterator[JudgeGateway]:
     """A gateway for the judges of `arms`, removed (with its networks and its volume) at
     the end, its records read back first."""
     run = secrets.token_hex(3)
     network = sandbox.network_name(spec.experiment, "judge", run)
     try:
-        create_network(engine, network, Labels(spec.experiment, "judge-network", "", run),
+        engine.create_network(network, Labels(spec.experiment, "judge-network", "", run),
                        egress=False)
         doors = [gateway_mod.Door(arm, network, gateway_mod.new_token(), (spec.model,),
                                   {spec.provider: spec.key_name}, role="judge")
@@ -106,7 +102,7 @@ class JudgeRun:
     timeout_s: float
 
 
-def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
+def run(engine: ContainerEngine, judges: JudgeGateway, experiment: str, job: JudgeRun,
         prompt: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr's tail) of the judge's CLI on `prompt` (its stdin)."""
     argv = sandbox.under_timeout(("sh", "-c", job.command), job.timeout_s)
@@ -120,15 +116,15 @@ def run(engine: Engine, judges: JudgeGateway, experiment: str, job: JudgeRun,
                Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
         env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
         log_max_mb=16)
-    container: Any = create_container(engine, spec)
+    container_id = engine.create(spec)
     try:
-        start_with(engine, container, io.BytesIO(prompt.encode()), spec.purpose)
-        status = engine.call(f"wait for {spec.purpose}", container.wait,
-                             timeout=sandbox.host_deadline(job.timeout_s))
-        out = engine.call("read the judge's answer", container.logs, stdout=True, stderr=False)
-        tail = engine.call("read its log", container.logs, stdout=False, stderr=True, tail=20)
+        engine.start(container_id, io.BytesIO(prompt.encode()), what=spec.purpose)
+        status = sandbox.waited(engine, container_id, sandbox.host_deadline(job.timeout_s),
+                                spec.purpose)
+        out = engine.logs(container_id, stdout=True, stderr=False)
+        tail = engine.logs(container_id, stdout=False, stderr=True, tail=20)
     finally:
-        sandbox.remove(engine, str(container.id))
-    return (int(status.get("StatusCode", -1)), bytes(out).decode(errors="replace"),
-            bytes(tail).decode(errors="replace").strip()[-2000:])
+        sandbox.remove(engine, container_id)
+    return (status, out.decode(errors="replace"),
+            tail.decode(errors="replace").strip()[-2000:])
 

@@ -26,22 +26,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from runner.containers.engine import (
+from runner.containers.backend import (
     Bind,
+    ContainerEngine,
     ContainerSpec,
-    Engine,
+    ContainerState,
+    ExecState,
+    ExecStream,
     Labels,
     Resources,
     Tmpfs,
     Volume,
-    create_container,
-    get_archive,
-    mapped,
-    put_archive,
-    start_with,
 )
-from runner.containers.engine import create_network as create_network  # `up` and tests
-from runner.errors import EngineError, InfraError, NotFoundError, SandboxUnavailableError
+from runner.errors import (
+    EngineNotAnsweringError,
+    InfraError,
+    NotFoundError,
+    SandboxUnavailableError,
+)
 from runner.manifest import MAX_FILES
 
 WORKDIR = "/work"
@@ -124,29 +126,29 @@ def container_spec(spec: SandboxSpec) -> ContainerSpec:
         tmpfs=tuple(tmpfs), mounts=tuple(mounts), network=spec.network, env=spec.env)
 
 
-def create(engine: Engine, spec: SandboxSpec) -> str:
+def create(engine: ContainerEngine, spec: SandboxSpec) -> str:
     """Create and start the sandbox container; return its id."""
-    container: Any = create_container(engine, container_spec(spec))
+    container_id = engine.create(container_spec(spec))
     try:
-        engine.call(f"start sandbox {spec.name}", container.start)
+        engine.start(container_id, what=f"sandbox {spec.name}")
     except BaseException:
-        remove(engine, str(container.id))
+        remove(engine, container_id)
         raise
-    return str(container.id)
+    return container_id
 
 
-def pause(engine: Engine, container_id: str) -> None:
-    engine.call("pause sandbox", engine.client.api.pause, container_id)
+def pause(engine: ContainerEngine, container_id: str) -> None:
+    engine.pause(container_id, what="sandbox")
 
 
-def unpause(engine: Engine, container_id: str) -> None:
-    engine.call("unpause sandbox", engine.client.api.unpause, container_id)
+def unpause(engine: ContainerEngine, container_id: str) -> None:
+    engine.unpause(container_id, what="sandbox")
 
 
-def resume_if_paused(engine: Engine, container_id: str) -> str:
+def resume_if_paused(engine: ContainerEngine, container_id: str) -> str:
     """Unpause a sandbox left paused (the orchestrator was stopped while it took an arm's
     work); return its state as it is now."""
-    status = str(_container(engine, container_id).status)
+    status = _container(engine, container_id).status
     if status == "paused":
         unpause(engine, container_id)
         return "running"
@@ -159,10 +161,18 @@ def under_timeout(argv: Sequence[str], timeout_s: float) -> tuple[str, ...]:
     return ("timeout", "-k", str(KILL_GRACE_S), str(max(1, int(timeout_s))), *argv)
 
 
-def host_deadline(timeout_s: float) -> float:
+def host_deadline(timeout_s: float, grace_s: float = HOST_GRACE_S) -> float:
     """How long the host waits for what runs `under_timeout(..., timeout_s)` before it
-    declares the engine stuck."""
-    return timeout_s + KILL_GRACE_S + HOST_GRACE_S
+    declares the engine stuck: `timeout`'s own KILL, then `grace_s` more (the one place
+    the host's deadline is computed; a caller with more to wait for passes its grace)."""
+    return timeout_s + KILL_GRACE_S + grace_s
+
+
+def workers(engine: ContainerEngine) -> int:
+    """How many containers the host runs at once (samples, judges): one per CPU of the
+    engine (its `docker info` NCPU), never this machine's count, which says nothing of a
+    remote engine's."""
+    return max(1, engine.cpus)
 
 
 @dataclass(frozen=True)
@@ -224,34 +234,37 @@ class Archive:
     data: bytes
 
 
-def run_to_end(engine: Engine, spec: ContainerSpec, deadline_s: float, *,
+def run_to_end(engine: ContainerEngine, spec: ContainerSpec, deadline_s: float, *,
                stdout: bool = False, archive: Archive | None = None,
                stdin: IO[bytes] | None = None) -> Finished:
     """Create, start and wait for a one-shot container (at most `deadline_s` on the host),
     read its output, and remove it, whatever happened; `archive` goes in once it runs,
     `stdin` (a spec with `stdin`) is streamed to it as it starts."""
-    container: Any = create_container(engine, spec)
+    container_id = engine.create(spec)
     try:
         started = time.monotonic()
-        if stdin is not None:
-            start_with(engine, container, stdin, spec.purpose)
-        else:
-            engine.call(f"start {spec.purpose}", container.start)
+        engine.start(container_id, stdin, what=spec.purpose)
         if archive is not None:
-            engine.call(f"put the inputs of {spec.purpose}", container.put_archive,
-                        archive.path, archive.data)
-        status = engine.call(f"wait for {spec.purpose}", container.wait, timeout=deadline_s)
+            engine.put_archive(container_id, archive.path, archive.data)
+        status = waited(engine, container_id, deadline_s, spec.purpose)
         duration = time.monotonic() - started
-        out = (engine.call("read its output", container.logs, stdout=True, stderr=False)
-               if stdout else b"")
-        tail = engine.call("read its log", container.logs, stdout=False, stderr=True, tail=20)
+        out = engine.logs(container_id, stdout=True, stderr=False) if stdout else b""
+        tail = engine.logs(container_id, stdout=False, stderr=True, tail=20)
     finally:
-        remove(engine, str(container.id))
-    return Finished(int(status.get("StatusCode", -1)), duration, bytes(out),
-                    bytes(tail).decode(errors="replace").strip()[-2000:])
+        remove(engine, container_id)
+    return Finished(status, duration, out, tail.decode(errors="replace").strip()[-2000:])
 
 
-def run_job(engine: Engine, job: RigJob) -> RigResult:
+def waited(engine: ContainerEngine, container_id: str, deadline_s: float, what: str) -> int:
+    """A one-shot container's exit status; past `deadline_s` (whatever runs inside has
+    its own `timeout`, well before) the engine is declared not answering."""
+    status = engine.wait(container_id, deadline_s)
+    if status is None:
+        raise EngineNotAnsweringError(engine.address, f"wait for {what}", "no answer in time")
+    return status
+
+
+def run_job(engine: ContainerEngine, job: RigJob) -> RigResult:
     """Run `job` to its end and remove its container, whatever happened."""
     with contextlib.ExitStack() as stack:
         source = None if job.stdin is None else stack.enter_context(job.stdin.open("rb"))
@@ -264,29 +277,29 @@ def run_job(engine: Engine, job: RigJob) -> RigResult:
 FILL_TARGET = "/bakeoff/fill"  # where a filler or a reader mounts a volume
 
 
-def fill(engine: Engine, volume: str, image_id: str, labels: Labels,
+def fill(engine: ContainerEngine, volume: str, image_id: str, labels: Labels,
          data: bytes | IO[bytes]) -> None:
     """Put a tar into one of our volumes on the engine's disk, through a container of
     `image_id` that mounts it and never starts (docs/scale-out.md: files reach a
     container through the engine, never a path of this machine). A running container
     that mounts the volume read-only sees them at once."""
-    keeper: Any = create_container(engine, _holder(volume, image_id, labels, "the filler"))
+    keeper = engine.create(_holder(volume, image_id, labels, "the filler"))
     try:
-        put_archive(engine, keeper, FILL_TARGET, data)
+        engine.put_archive(keeper, FILL_TARGET, data)
     finally:
-        remove(engine, str(keeper.id))
+        remove(engine, keeper)
 
 
-def read_volume(engine: Engine, volume: str, image_id: str, labels: Labels,
+def read_volume(engine: ContainerEngine, volume: str, image_id: str, labels: Labels,
                 out: IO[bytes]) -> None:
     """The tar of one of our volumes' content written to `out` (its members under the
     volume's own name: `FILL_TARGET`'s last part), through a container that never starts."""
-    keeper: Any = create_container(engine, _holder(volume, image_id, labels, "the reader"))
+    keeper = engine.create(_holder(volume, image_id, labels, "the reader"))
     try:
-        for chunk in get_archive(engine, keeper, FILL_TARGET):
+        for chunk in engine.get_archive(keeper, FILL_TARGET):
             out.write(chunk)
     finally:
-        remove(engine, str(keeper.id))
+        remove(engine, keeper)
 
 
 def _holder(volume: str, image_id: str, labels: Labels, what: str) -> ContainerSpec:
@@ -296,7 +309,7 @@ def _holder(volume: str, image_id: str, labels: Labels, what: str) -> ContainerS
                          mounts=(Volume(volume, FILL_TARGET),))
 
 
-def check_image(engine: Engine, image_id: str, command: list[str], labels: Labels,
+def check_image(engine: ContainerEngine, image_id: str, command: list[str], labels: Labels,
                 env: Mapping[str, str] | None = None) -> str:
     """What `command` prints on stdout in a throwaway container of the image: the
     sandbox user, no network, no capability (a probe of what the image allows)."""
@@ -307,7 +320,7 @@ def check_image(engine: Engine, image_id: str, command: list[str], labels: Label
     return done.stdout.decode(errors="replace")
 
 
-def identity_file(engine: Engine, image_id: str, path: str, fields: Sequence[str],
+def identity_file(engine: ContainerEngine, image_id: str, path: str, fields: Sequence[str],
                   labels: Labels, *, what: str) -> dict[str, str]:
     """The JSON object an image's build wrote at `path` (what it installed), read in a
     throwaway container (`check_image`): each of `fields` as text. A file that is missing
@@ -322,17 +335,16 @@ def identity_file(engine: Engine, image_id: str, path: str, fields: Sequence[str
                          ) from error
 
 
-def _container(engine: Engine, container_id: str) -> Any:
+def _container(engine: ContainerEngine, container_id: str) -> ContainerState:
     try:
-        return engine.call("inspect sandbox", engine.client.containers.get, container_id,
-                           retry=True)
+        return engine.inspect(container_id)
     except NotFoundError as error:
         raise SandboxUnavailableError(
             f"sandbox container {container_id[:12]} has vanished",
             hint="run `bakeoff-sandbox up` again (or `gc` to clear leftovers)") from error
 
 
-def exec_in(engine: Engine, container_id: str, command: list[str] | str, *,
+def exec_in(engine: ContainerEngine, container_id: str, command: list[str] | str, *,
             timeout_s: float, env: Mapping[str, str] | None = None,
             user: str = SANDBOX_USER, workdir: str = WORKDIR) -> ExecResult:
     """Run a command in a running sandbox under `timeout`, with a host-side deadline too.
@@ -347,66 +359,45 @@ def exec_in(engine: Engine, container_id: str, command: list[str] | str, *,
                  "services are restored; if the sandbox is gone, `bakeoff-sandbox down`, "
                  "then `run` again")
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
-    done = engine.exec(str(container.id), under_timeout(argv, timeout_s), user=user,
+    done = engine.exec(container.id, under_timeout(argv, timeout_s), user=user,
                        workdir=workdir, deadline_s=host_deadline(timeout_s), env=env)
     timed_out = done.exit_code in TIMEOUT_EXIT_CODES and done.duration_s >= timeout_s - 0.5
     return ExecResult(done.exit_code, done.stdout, done.stderr, done.duration_s, timed_out)
 
 
-@dataclass(frozen=True)
-class ExecStream:
-    """A command started in a running sandbox, its output as a stream of bytes."""
-
-    exec_id: str
-    output: Any  # an iterator of chunks
-
-    def close(self) -> None:
-        """Free the connection (a no-op when the output ended by itself)."""
-        with contextlib.suppress(OSError, EngineError), mapped("close an exec's output"):
-            self.output.close()
-
-
-def start_exec(engine: Engine, container_id: str, argv: list[str],
+def start_exec(engine: ContainerEngine, container_id: str, argv: list[str],
                env: Mapping[str, str]) -> ExecStream:
     """Start `argv` in the sandbox as the sandbox user, in /work, streaming its output
     (stdout and stderr, as the engine sends them)."""
-    api = engine.client.api
-    exec_id = engine.call("create an exec", api.exec_create, container_id, argv,
-                          environment=dict(env), workdir=WORKDIR, user=SANDBOX_USER)["Id"]
-    return ExecStream(str(exec_id), engine.call("start the exec", api.exec_start, exec_id,
-                                                stream=True))
+    return engine.exec_stream(container_id, argv, user=SANDBOX_USER, workdir=WORKDIR,
+                              env=env)
 
 
-def exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:
-    """What the engine says of an exec now (`Running`, `ExitCode`)."""
-    found: dict[str, Any] = engine.call("inspect an exec", engine.client.api.exec_inspect,
-                                        exec_id, retry=True)
-    return found
+def exec_state(engine: ContainerEngine, exec_id: str) -> ExecState:
+    """What the engine says of an exec now."""
+    return engine.exec_state(exec_id)
 
 
-def kill_all(engine: Engine, container_id: str) -> None:
+def kill_all(engine: ContainerEngine, container_id: str) -> None:
     """Kill every process of the sandbox user in the container (`kill -KILL -1` as that
     user: the root keeper and the init survive, so does the checkout)."""
-    api = engine.client.api
-    exec_id = engine.call("create kill exec", api.exec_create, container_id,
-                          ["kill", "-KILL", "-1"], user=SANDBOX_USER)["Id"]
-    engine.call("kill the sandbox user's processes", api.exec_start, exec_id)
+    engine.exec(container_id, ["kill", "-KILL", "-1"], user=SANDBOX_USER, workdir=WORKDIR,
+                deadline_s=host_deadline(KILL_GRACE_S))
 
 
-def remove(engine: Engine, container_id: str) -> None:
+def remove(engine: ContainerEngine, container_id: str) -> None:
     """Remove a container of ours and its anonymous volumes (one already gone is fine)."""
     engine.remove(container_id)
 
 
-def describe(engine: Engine, container_id: str) -> dict[str, Any]:
+def describe(engine: ContainerEngine, container_id: str) -> dict[str, Any]:
     """State, image and network of a sandbox, for `status`; `missing` when gone."""
     try:
-        container = engine.call("inspect a sandbox", engine.client.containers.get,
-                                container_id, retry=True)
+        container = engine.inspect(container_id)
     except NotFoundError:
         return {"state": "missing"}
-    return {"state": container.status, "image": container.attrs.get("Image", ""),
-            "networks": sorted(container.attrs["NetworkSettings"]["Networks"])}
+    return {"state": container.status, "image": container.image,
+            "networks": sorted(container.networks)}
 
 
 def shell_join(argv: list[str]) -> str:

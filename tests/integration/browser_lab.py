@@ -25,11 +25,10 @@ from runner.containers.engine import (
     Labels,
     Resources,
     Tmpfs,
-    create_container,
-    create_network,
 )
 from runner.containers.images import BuiltImage
 from runner.containers.samples.driver import Outputs
+from tests.integration.helpers import created
 
 PORT = 4321
 BASE_URL = f"http://localhost:{PORT}"
@@ -208,7 +207,7 @@ class BrowserLab:
         self.root = root
         self.experiment = f"it-browser-{secrets.token_hex(3)}"
         self.network = f"bakeoff-{self.experiment}"
-        create_network(engine, self.network, self.labels("sample-network"), egress=False)
+        engine.create_network(self.network, self.labels("sample-network"), egress=False)
 
     def labels(self, role: str) -> Labels:
         return Labels(self.experiment, role, "A", "r1")
@@ -252,7 +251,7 @@ class BrowserLab:
     def app(self, app: App) -> Iterator[Any]:
         """The app's container on its internal network: the sandbox user, a read-only
         root, the app's files read-only."""
-        container = create_container(self.engine, ContainerSpec(
+        container = created(self.engine, ContainerSpec(
             image=self.app_image.image_id, command=app.command, env=app.env,
             labels=self.labels("sample-server"), resources=Resources(1.0, 256, 64),
             user=sandbox.SANDBOX_USER, purpose="the lab's app", read_only=True,

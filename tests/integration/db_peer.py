@@ -26,9 +26,9 @@ from runner.containers.engine import (
     Labels,
     Resources,
     Tmpfs,
-    create_container,
 )
 from runner.containers.held_exec import hold_exec
+from tests.integration.helpers import created
 
 ANSWER_S = 60.0
 MARKER = "peer-answered"
@@ -138,7 +138,7 @@ def peer(engine: Engine, image_id: str, network: str, experiment: str,
         labels=Labels(experiment, "test-db-peer", arm, secrets.token_hex(3)),
         resources=Resources(1.0, 256, 128), user="1000:1000", purpose=f"db peer {arm}",
         tmpfs=(Tmpfs("/tmp", 16),), network=network, read_only=True)
-    container = create_container(engine, spec)
+    container = created(engine, spec)
     try:
         engine.call("start the db peer", container.start)
         with hold_exec(engine, container.id, ["python3", "-u", "-c", PROGRAM],

@@ -25,11 +25,8 @@ from runner.containers.engine import (
     Labels,
     Resources,
     Tmpfs,
-    create_container,
-    create_network,
-    get_archive,
-    start_with,
 )
+from tests.integration.helpers import created
 
 UPSTREAM_SCRIPT = Path(__file__).resolve().parent / "sse_upstream.py"
 REAL_KEY = "sk-ant-it-REAL-" + "7" * 24
@@ -74,8 +71,8 @@ class GatewayLab:
 
     def stored(self) -> list[StoredFile]:
         """Every file under the volume's records/, with its owner there."""
-        data = b"".join(get_archive(self.engine, self.gateway,
-                                    f"{gateway_mod.STATE_MOUNT}/{gateway_mod.RECORDS}"))
+        data = b"".join(self.engine.get_archive(
+            str(self.gateway.id), f"{gateway_mod.STATE_MOUNT}/{gateway_mod.RECORDS}"))
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             return [StoredFile(m.name, m.uid, _read(tar, m)) for m in tar if m.isfile()]
 
@@ -107,9 +104,9 @@ def _spec(lab_name: str, image: str, network: str, role: str, command: tuple[str
 
 
 def _started(engine: Engine, spec: ContainerSpec, script: Path) -> Any:
-    container = create_container(engine, spec)
+    container = created(engine, spec)
     with script.open("rb") as source:
-        start_with(engine, container, source, spec.purpose)
+        engine.start(container.id, source, what=spec.purpose)
     return container
 
 
@@ -122,7 +119,7 @@ def gateway_lab(engine: Engine, image: str, tmp: Path, *, events: int = 3,
     experiment = f"it-{secrets.token_hex(4)}"
     try:
         network = f"{experiment}-net"
-        create_network(engine, network, Labels(experiment, "gateway-lab"), egress=False)
+        engine.create_network(network, Labels(experiment, "gateway-lab"), egress=False)
         state = tmp / "gateway-state"
         state.mkdir()
         upstream = _started(engine, _spec(

@@ -12,7 +12,7 @@ from typing import Any
 
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.engine import LABEL_EXPERIMENT, ContainerSpec, Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest
 
@@ -198,3 +198,9 @@ def flat_record(path: Path) -> dict[str, Any]:
     for part in ("asked", "ran", "graded"):
         flat.update(found.get(part) or {})
     return flat
+
+
+def created(engine: Engine, spec: ContainerSpec) -> Any:
+    """The docker container the engine created for `spec` (through the choke point), for
+    a test that inspects the engine directly."""
+    return engine.client.containers.get(engine.create(spec))

@@ -21,9 +21,8 @@ from runner.containers.engine import (
     Engine,
     Labels,
     Resources,
-    create_container,
-    create_network,
 )
+from tests.integration.helpers import created
 
 PROVIDER = Path(__file__).resolve().parents[1] / "fakes" / "scripted_provider.py"
 PORT = 8000
@@ -62,7 +61,7 @@ def scripted_provider(engine: Engine, tmp_path: Path, script: dict[str, Any]
     found = Upstream(f"{lab}-net", f"{lab}-provider", state)
     labels = Labels(experiment=lab, role="provider")
     try:
-        create_network(engine, found.network, labels, egress=False)
+        engine.create_network(found.network, labels, egress=False)
         spec = ContainerSpec(
             image="bakeoff/python", labels=labels, resources=Resources(1.0, 256, 128),
             user=f"{sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}", purpose="scripted provider",
@@ -71,7 +70,7 @@ def scripted_provider(engine: Engine, tmp_path: Path, script: dict[str, Any]
                      "/state/script.json", "--log", "/state/requests.jsonl", "--port",
                      str(PORT)),
             mounts=(Bind(PROVIDER.parent, "/provider"), Bind(state, "/state", False)))
-        container: Any = create_container(engine, spec)
+        container: Any = created(engine, spec)
         container.start()
         deadline = time.monotonic() + 30
         while b"scripted provider on" not in container.logs():

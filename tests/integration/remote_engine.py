@@ -10,7 +10,7 @@ container fails with "mkdir /sys/fs/cgroup/cpuset/docker: read-only file system"
 /var/lib/docker is a tmpfs; the inner engine's cgroup parent is a child of its own
 container's cgroup, so what it runs stays within that container and goes with it.
 
-Why the docker SDK here and not `runner.containers.engine.create_container` /
+Why the docker SDK here and not `runner.containers.engine.Engine.create` /
 `create_network` (docs/scale-out.md, "A second engine"): the choke point cannot express
 what dockerd needs, by design. It drops every capability and adds back only
 `ADDABLE_CAPS` (dockerd needs SYS_ADMIN and NET_ADMIN beside docker's default set: we
@@ -65,7 +65,8 @@ import requests
 from docker.types import Mount
 
 from runner.containers import images
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels, iter_stream
+from runner.containers.dockerclient import iter_stream
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
 from runner.containers.images import BuiltImage
 
 IMAGE = "engine"  # images/engine

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.containers import sandbox
+from runner.containers.dockerspec import container_args
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
@@ -32,13 +33,10 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     Volume,
-    container_args,
-    create_container,
-    create_network,
-    create_volume,
     iter_stream,
 )
 from runner.containers.images import tar_of
+from tests.integration.helpers import created
 
 LABEL = "remote-probe"  # the io.bakeoff.image label of every image the steps make
 BASE_TAG = "bakeoff/remote-probe:base"
@@ -128,7 +126,7 @@ def hardened_spec(image: str, labels: Labels, network: str) -> ContainerSpec:
 def run_hardened(engine: Engine, image: str, labels: Labels) -> Facts:
     """The hardened container on an internal network of ours (no egress), run to its end."""
     network = f"bakeoff-{labels.experiment}-probe-{secrets.token_hex(3)}"
-    create_network(engine, network, labels, egress=False)
+    engine.create_network(network, labels, egress=False)
     done = sandbox.run_to_end(engine, hardened_spec(image, labels, network), DEADLINE_S,
                               stdout=True)
     if done.exit_code != 0:
@@ -168,12 +166,12 @@ def holder(engine: Engine, image: str, labels: Labels, size_mb: int = 64
            ) -> Iterator[Any]:
     """A running, hardened container holding a fresh tmpfs volume of ours at /work (a
     tmpfs volume keeps its content only while a container holds it), no network."""
-    volume = create_volume(engine, f"bakeoff-{labels.experiment}-work-{secrets.token_hex(3)}",
+    volume = engine.create_volume(f"bakeoff-{labels.experiment}-work-{secrets.token_hex(3)}",
                            labels, size_mb=size_mb, owner=UID)
     spec = ContainerSpec(image=image, command=("sleep", "600"), labels=labels,
                          resources=LIMITS, user=USER, purpose="the archive holder",
                          mounts=(Volume(volume, "/work"),), read_only=True)
-    container: Any = create_container(engine, spec)
+    container: Any = created(engine, spec)
     try:
         engine.call("start the holder", container.start)
         yield container

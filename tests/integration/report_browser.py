@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.containers import browser, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels, create_volume
+from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
 from runner.containers.images import BuiltImage
 
 CHECK = Path(__file__).with_name("report_check.py")
@@ -66,7 +66,7 @@ def open_report(engine: Engine, image: BuiltImage, html: bytes, charts: Sequence
         ["python", f"{browser.CRITERION_DIR}/{CHECK.name}",
          f"{browser.CRITERION_DIR}/query.json"], timeout_s), INPUTS_WAIT_S)
     try:
-        volume = create_volume(engine, f"bakeoff-{labelled}-in", Labels(labelled, "inputs"),
+        volume = engine.create_volume(f"bakeoff-{labelled}-in", Labels(labelled, "inputs"),
                                size_mb=INPUTS_MB, owner=sandbox.SANDBOX_UID)
         spec = browser.container_spec(image.image_id, None, argv, Labels(labelled, "browser"),
                                       volume, limits=browser.BrowserLimits().on(engine),

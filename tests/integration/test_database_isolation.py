@@ -187,7 +187,7 @@ def test_connection_flood_stops_at_the_limit_and_the_rival_still_connects(
     finally:
         for conn in held:
             conn.close()
-    rooms = 2 + database.SAMPLE_DATABASES
+    rooms = 2 + database.sample_databases(engine)
     assert b_side == ["True", str(rooms * LIMIT + database.ADMIN_CONNECTIONS)]
     assert f'53300 {a}@{a} FATAL:  too many connections for role "{a}"' in up.db_log(engine)
 
@@ -280,7 +280,7 @@ def test_the_server_publishes_no_port_binds_nothing_and_sits_on_internal_network
     assert all(engine.client.networks.get(name).attrs["Internal"] for name in networks)
     assert (host["Memory"], host["PidsLimit"]) == (
         (database.DATA_MB + database.HEADROOM_MB) * 1024 * 1024,
-        (2 + database.SAMPLE_DATABASES) * LIMIT + database.ADMIN_CONNECTIONS + 64)
+        (2 + database.sample_databases(engine)) * LIMIT + database.ADMIN_CONNECTIONS + 64)
 
 
 def test_two_executors_create_and_drop_databases_at_once_without_error(up: Up) -> None:
@@ -308,12 +308,13 @@ def test_two_executors_create_and_drop_databases_at_once_without_error(up: Up) -
         arms, arms)
 
 
-def test_a_database_past_the_server_room_is_refused_and_leaves_nothing(up: Up) -> None:
+def test_a_database_past_the_server_room_is_refused_and_leaves_nothing(engine: Engine,
+                                                                     up: Up) -> None:
     """The sum of every role's CONNECTION LIMIT stays below max_connections: when the
     server has room for no more roles, create_schema refuses (a clear DatabaseError)."""
     prefix = database.role_name(up.state.experiment, "")
     made = [database.role_name(up.state.experiment, f"fill{n}")
-            for n in range(database.SAMPLE_DATABASES)]
+            for n in range(database.sample_databases(engine))]
     try:
         for name in made:
             database.create_schema(up.admin, name)
@@ -322,7 +323,7 @@ def test_a_database_past_the_server_room_is_refused_and_leaves_nothing(up: Up) -
     finally:
         for name in made:
             database.drop_schema(up.admin, name)
-    room = (2 + database.SAMPLE_DATABASES) * LIMIT
+    room = (2 + database.sample_databases(engine)) * LIMIT
     assert refused.value.message == (
         f"the experiment's Postgres in container {up.server.container_id[:12]} is full: "
         "its roles "

@@ -1,4 +1,4 @@
-"""The choke point against a real engine: what `create_container` asks for is what the
+"""The choke point against a real engine: what `Engine.create` asks for is what the
 engine runs, and one-shot rig containers under docker's init keep their exit codes and
 timeouts (issue 12 added init to rig jobs and image checks)."""
 
@@ -17,9 +17,9 @@ from runner.containers.engine import (
     Labels,
     Resources,
     Tmpfs,
-    create_container,
 )
 from runner.containers.images import BuiltImage
+from tests.integration.helpers import created
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_the_engine_runs_a_container_with_the_policy_the_spec_did_not_state(
                          labels=Labels(experiment, "policy-probe", "A", "r1"),
                          resources=Resources(0.5, 256, 32), user="1000:1000",
                          purpose="the policy probe", tmpfs=(Tmpfs("/tmp", 16),))
-    container = create_container(engine, spec)
+    container = created(engine, spec)
     container.reload()
     host = container.attrs["HostConfig"]
     assert {key: host[key] for key in ("CapDrop", "CapAdd", "SecurityOpt", "Init",

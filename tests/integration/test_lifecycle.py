@@ -181,7 +181,7 @@ def test_gc_after_run_killed_in_scoring_removes_a_sample_network_the_live_db_is_
     live = up_mod.up(engine, target, options=CORE)
     assert live.db is not None
     orphan = sandbox.network_name(name, "A-samples", "deadbe")
-    sandbox.create_network(engine, orphan, Labels(name, "sample-network", "A", "deadbe"),
+    engine.create_network(orphan, Labels(name, "sample-network", "A", "deadbe"),
                            egress=False)
     engine.client.networks.get(orphan).connect(live.db.container_id,
                                                aliases=[database.DB_ALIAS])
@@ -214,7 +214,7 @@ def test_gc_goes_on_past_a_refused_resource_and_names_it_when_it_stays(
             labels=Labels(name, "arm", "A", live.run).as_dict(),
             volumes={volume.name: {"bind": "/scratch", "mode": "rw"}})
         orphan = sandbox.network_name(name, "A-samples", "deadbe")
-        sandbox.create_network(engine, orphan, Labels(name, "sample-network", "A", "deadbe"),
+        engine.create_network(orphan, Labels(name, "sample-network", "A", "deadbe"),
                                egress=False)
         swept = cli(loaded.repo_path, "gc", timeout=300)
         assert swept.returncode == 3

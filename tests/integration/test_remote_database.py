@@ -23,7 +23,7 @@ import docker.errors
 import pytest
 
 from runner.containers import database, images, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels, create_network
+from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
 from runner.containers.samples.network import SampleNetworks
 from tests.integration.db_peer import PeerError, peer
 from tests.integration.remote_engine import RemoteEngine, copy_image
@@ -51,12 +51,12 @@ def remote(engine: Engine, remote_engine: RemoteEngine) -> Iterator[Remote]:
     client_image = copy_image(engine, other, images.resolve(engine, "python").tag)
     try:
         own = sandbox.network_name(experiment, "db", "r1")
-        create_network(other, own, Labels(experiment, "database-network"), egress=False)
+        other.create_network(own, Labels(experiment, "database-network"), egress=False)
         server = database.start_server(other, image_id, Labels(experiment, "database"), own,
                                        f"bakeoff-{experiment}-db", databases=4)
         networks = {arm: sandbox.network_name(experiment, arm, "r1") for arm in ("a", "b")}
         for name in networks.values():
-            create_network(other, name, Labels(experiment, "arm-network"), egress=False)
+            other.create_network(name, Labels(experiment, "arm-network"), egress=False)
             database.attach(other, server.container_id, name)
         with database.HeldAdmin(other, server) as admin:
             database.lock_down(admin)

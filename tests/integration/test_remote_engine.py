@@ -27,11 +27,10 @@ from runner.containers.engine import (
     Labels,
     Tmpfs,
     Volume,
-    create_container,
-    create_volume,
 )
 from runner.errors import EngineRefusedError
 from tests.integration import remote_steps as steps
+from tests.integration.helpers import created
 from tests.integration.remote_engine import (
     CGROUP,
     STORE_MB,
@@ -225,7 +224,7 @@ def test_put_archive_into_a_created_container_with_a_read_only_root_is_refused(
     """Even into a tmpfs path: the engine refuses an archive on a read-only root unless
     the path is on a volume (the sample's and the sandbox's shape today)."""
     remote = remote_engine.engine
-    container = create_container(remote, _spec(probe.toolchain_id, probe.labels,
+    container = created(remote, _spec(probe.toolchain_id, probe.labels,
                                                tmpfs=(Tmpfs("/tmp", 16),)))
     with pytest.raises(docker.errors.APIError, match="container rootfs is marked read-only"):
         container.put_archive("/tmp", steps.tar_bytes({"a.txt": b"in\n"}))
@@ -237,9 +236,9 @@ def test_put_archive_into_a_created_container_s_tmpfs_volume_is_lost_at_start(
     after it, and the started container gets a fresh one. Fill a tmpfs volume only while a
     container holds it (`steps.holder`)."""
     remote = remote_engine.engine
-    volume = create_volume(remote, f"bakeoff-{probe.labels.experiment}-lost-"
+    volume = remote.create_volume(f"bakeoff-{probe.labels.experiment}-lost-"
                            f"{secrets.token_hex(3)}", probe.labels, size_mb=16, owner=steps.UID)
-    container = create_container(remote, _spec(probe.toolchain_id, probe.labels,
+    container = created(remote, _spec(probe.toolchain_id, probe.labels,
                                                mounts=(Volume(volume, "/work"),)))
     assert container.put_archive("/work", steps.tar_bytes({"a.txt": b"in\n"})) is True
     assert _started_output(remote, container) == "cat: /work/a.txt: No such file or directory"
@@ -250,7 +249,7 @@ def test_put_archive_into_a_created_container_with_a_writable_root_arrives(
     """The one shape where an archive put before start is there at start: a writable
     root filesystem (a rig container's, never an arm's)."""
     remote = remote_engine.engine
-    container = create_container(remote, _spec(probe.toolchain_id, probe.labels,
+    container = created(remote, _spec(probe.toolchain_id, probe.labels,
                                                read_only=False, user="0:0"))
     assert container.put_archive("/", steps.tar_bytes({"work/a.txt": b"in\n"})) is True
     assert _started_output(remote, container) == "in"
@@ -265,11 +264,11 @@ def test_a_disk_volume_filled_through_a_never_started_container_is_there_read_on
     remote, client = remote_engine.engine, remote_engine.client
     volume = client.volumes.create(f"bakeoff-{probe.labels.experiment}-in-"
                                    f"{secrets.token_hex(3)}", labels=probe.labels.as_dict())
-    filler = create_container(remote, _spec(probe.toolchain_id, probe.labels,
+    filler = created(remote, _spec(probe.toolchain_id, probe.labels,
                                             mounts=(Volume(volume.name, "/work"),)))
     assert filler.put_archive("/work", steps.tar_bytes({"a.txt": b"in\n"})) is True
     filler.remove()
-    reader = create_container(remote, _spec(probe.toolchain_id, probe.labels, mounts=(
+    reader = created(remote, _spec(probe.toolchain_id, probe.labels, mounts=(
         Volume(volume.name, "/work", read_only=True),)))
     with pytest.raises(docker.errors.APIError, match="marked read-only"):
         reader.put_archive("/work", steps.tar_bytes({"b.txt": b"no\n"}))
@@ -284,11 +283,11 @@ def test_a_running_container_sees_what_a_filler_puts_into_its_read_only_disk_vol
     remote, client = remote_engine.engine, remote_engine.client
     volume = client.volumes.create(f"bakeoff-{probe.labels.experiment}-brief-"
                                    f"{secrets.token_hex(3)}", labels=probe.labels.as_dict())
-    reader = create_container(remote, _spec(
+    reader = created(remote, _spec(
         probe.toolchain_id, probe.labels, command=("sleep", "600"),
         mounts=(Volume(volume.name, "/work", read_only=True),)))
     remote.call("start the reader", reader.start)
-    filler = create_container(remote, _spec(probe.toolchain_id, probe.labels,
+    filler = created(remote, _spec(probe.toolchain_id, probe.labels,
                                             mounts=(Volume(volume.name, "/work"),)))
     for version in (b"first\n", b"second\n"):
         assert filler.put_archive("/work", steps.tar_bytes({"a.txt": version})) is True
@@ -303,7 +302,7 @@ def test_a_host_path_bound_on_the_remote_engine_is_refused_by_a_mount(
     (tmp_path / "input.txt").write_text("from this machine\n")
     spec = _spec(probe.toolchain_id, probe.labels, mounts=(Bind(tmp_path, "/in"),))
     with pytest.raises(EngineRefusedError) as refused:
-        create_container(remote_engine.engine, spec)
+        created(remote_engine.engine, spec)
     assert refused.value.status == 400
     assert refused.value.engine == remote_engine.url
     assert (f'invalid mount config for type "bind": bind source path does not exist: '

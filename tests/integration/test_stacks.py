@@ -24,8 +24,9 @@ from rig.sample.oracle import grade
 from runner.commands import reproduce
 from runner.commands import up as up_mod
 from runner.containers import stacks as stack
-from runner.containers.engine import KINDS, LABEL_EXPERIMENT, Engine
+from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
+from runner.containers.sweep import KINDS
 from runner.errors import StackRefusedError
 from runner.manifest import load_manifest
 from tests.integration.helpers import CORE, cleanup, cli, flat_record, git, make_target

@@ -431,7 +431,7 @@ def imported(path: Path) -> list[tuple[int, str]]:
 def test_no_module_outside_the_docker_wing_imports_a_docker_library() -> None:
     """Pins: five commands imported `docker.errors` to catch what the engine raised, so
     every command knew which client the wing used. The wing maps docker's exceptions to
-    runner.errors (`runner.containers.engine.translated`); the commands, the CLI, the
+    runner.errors (`runner.containers.dockerclient.translated`); the commands, the CLI, the
     store, the workspace, the manifest, rig and runner's own top-level modules import
     neither docker nor testcontainers, at any depth of the file."""
     files = [p for folder in NO_DOCKER for p in sorted((ROOT / folder).rglob("*.py"))]

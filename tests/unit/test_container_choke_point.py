@@ -1,4 +1,4 @@
-"""Every container is made by `engine.create_container` from a typed spec, and the engine
+"""Every container is made by `Engine.create` from a typed spec, and the engine
 applies the policy whatever the spec says (issue 12): cap_drop=ALL, no-new-privileges,
 init, our labels, CPU/memory/pids limits with no swap. No docker needed: the translation
 (`container_args`) is pure, and the rest is proved by reading the source."""
@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from docker.models.containers import RUN_CREATE_KWARGS, RUN_HOST_CONFIG_KWARGS
 from docker.types import Mount
 
 from runner.containers import database, sandbox
+from runner.containers.dockerspec import container_args, state_of
 from runner.containers.engine import (
     LABEL_ARM,
     LABEL_EXPERIMENT,
@@ -26,7 +26,6 @@ from runner.containers.engine import (
     Resources,
     Tmpfs,
     Volume,
-    container_args,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,59 +177,58 @@ def test_label_keys_are_spelled_only_in_the_engine_interface() -> None:
     assert found == []
 
 
-class FakeContainer:
-    """What `run_to_end` calls on a container, in the order it calls it."""
+class RecordingEngine:
+    """The part of `ContainerEngine` a one-shot container uses, each call recorded."""
 
-    id = "c1"
+    address = "unix:///fake.sock"
 
-    def __init__(self, calls: list[str]) -> None:
-        self.calls = calls
+    def __init__(self) -> None:
+        self.calls: list[str] = []
 
-    def start(self) -> None:
+    def create(self, spec: ContainerSpec) -> str:
+        self.calls.append("create")
+        return "c1"
+
+    def start(self, container_id: str, stdin: object = None, *, what: str = "") -> None:
         self.calls.append("start")
 
-    def put_archive(self, path: str, data: bytes) -> bool:
+    def put_archive(self, container_id: str, path: str, data: bytes) -> None:
         self.calls.append(f"put_archive {path} {data!r}")
-        return True
 
-    def wait(self, timeout: float) -> dict[str, int]:
+    def wait(self, container_id: str, deadline_s: float) -> int | None:
         self.calls.append("wait")
-        return {"StatusCode": 0}
+        return 0
 
-    def logs(self, **kwargs: object) -> bytes:
-        return b"out" if kwargs.get("stdout") else b""
+    def logs(self, container_id: str, *, stdout: bool = True, stderr: bool = False,
+             tail: int | None = None) -> bytes:
+        return b"out" if stdout else b""
 
-
-class FakeApi:
-    """The low-level calls the engine makes by container id."""
-
-    def __init__(self, container: FakeContainer) -> None:
-        self.container = container
-
-    def remove_container(self, container_id: str, **kwargs: object) -> None:
-        self.container.calls.append("remove")
-
-
-class FakeContainers:
-    def __init__(self, container: FakeContainer) -> None:
-        self.container = container
-
-    def create(self, **kwargs: object) -> FakeContainer:
-        self.container.calls.append("create")
-        return self.container
-
-    def get(self, container_id: str) -> FakeContainer:
-        return self.container
+    def remove(self, container_id: str) -> bool:
+        self.calls.append("remove")
+        return True
 
 
 def test_an_archive_goes_into_the_container_once_it_runs_never_before() -> None:
     """A tmpfs volume holds what it is given only while a container holds it: put into a
     created container that has not started, the inputs vanish before it runs (seen on
     engine 20.10). So: start, then the archive, then the wait."""
-    calls: list[str] = []
-    container = FakeContainer(calls)
-    client = SimpleNamespace(containers=FakeContainers(container), api=FakeApi(container))
-    done = sandbox.run_to_end(Engine(client), spec(), 60, stdout=True,  # type: ignore[arg-type]
+    engine = RecordingEngine()
+    done = sandbox.run_to_end(engine, spec(), 60, stdout=True,  # type: ignore[arg-type]
                               archive=sandbox.Archive("/bakeoff/in", b"tar"))
-    assert calls == ["create", "start", "put_archive /bakeoff/in b'tar'", "wait", "remove"]
+    assert engine.calls == ["create", "start", "put_archive /bakeoff/in b'tar'", "wait", "remove"]
     assert (done.exit_code, done.stdout) == (0, b"out")
+
+
+def test_an_inspect_answer_is_a_typed_state_with_an_exit_code_only_once_exited() -> None:
+    """`Engine.inspect` gives callers a `ContainerState`, never docker's dict."""
+    answer = {"Id": "abc", "Name": "/bakeoff-x", "Image": "sha256:img",
+              "State": {"Status": "exited", "ExitCode": 137, "OOMKilled": True},
+              "Config": {"Labels": {LABEL_EXPERIMENT: "it-abc"}},
+              "NetworkSettings": {"Networks": {"net": {"IPAddress": "10.0.0.2"}}}}
+    state = state_of(answer)
+    assert (state.id, state.name, state.status, state.exit_code, state.oom_killed) == (
+        "abc", "bakeoff-x", "exited", 137, True)
+    assert (dict(state.networks), dict(state.labels)) == ({"net": "10.0.0.2"},
+                                                          {LABEL_EXPERIMENT: "it-abc"})
+    running = state_of({**answer, "State": {"Status": "running", "ExitCode": 0}})
+    assert (running.exit_code, running.oom_killed) == (None, False)

@@ -10,7 +10,9 @@ import pytest
 
 from runner.commands import doctor
 from runner.commands.doctor import Check, Report
-from runner.containers.engine import Engine, EngineFacts, facts_of
+from runner.containers.backend import EngineFacts
+from runner.containers.dockerspec import facts_of
+from runner.containers.engine import Engine
 from runner.containers.images.present import ImageState
 from runner.install import compose
 

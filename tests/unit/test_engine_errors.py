@@ -12,7 +12,7 @@ import docker.errors
 import pytest
 import requests
 
-from runner.containers import backend, engine
+from runner.containers import backend, dockerclient, engine
 from runner.containers.engine import Engine, Labels, Resources
 from runner.errors import (
     ConflictError,
@@ -70,7 +70,7 @@ def test_an_engine_handed_a_remote_client_names_that_engine_not_the_environment_
     with pytest.raises(NotFoundError, match=r"^the engine at tcp://172\.30\.0\.2:2375 "):
         remote.call("find network n", raising(api_error(404, "network n not found")))
     assert Engine(SimpleNamespace(api=SimpleNamespace(  # type: ignore[arg-type]
-        base_url="http+docker://localhost"))).address == engine.LOCAL_ENGINE
+        base_url="http+docker://localhost"))).address == dockerclient.LOCAL_ENGINE
 
 
 def test_a_conflict_and_another_refusal_keep_their_status() -> None:
@@ -120,7 +120,7 @@ def test_a_broken_stream_ends_as_the_project_s_error() -> None:
     def stream() -> object:
         yield b"first"
         raise requests.exceptions.ChunkedEncodingError("connection broken")
-    chunks = engine.iter_stream(stream(), "read the sample's outputs")  # type: ignore[arg-type]
+    chunks = dockerclient.iter_stream(stream(), "read the sample's outputs")  # type: ignore[arg-type]
     assert next(chunks) == b"first"
     with pytest.raises(SandboxUnavailableError, match="read the sample's outputs"):
         next(chunks)
@@ -148,7 +148,7 @@ def test_a_spec_the_engine_cannot_enforce_is_refused_before_anything_is_created(
     client = SimpleNamespace(containers=SimpleNamespace(create=None))
     with pytest.raises(InfraError, match=r"^the browser of c/A/success/1 needs "
                                          r"shared_network_namespace, which the engine at"):
-        engine.create_container(Engine(client), spec)  # type: ignore[arg-type]
+        Engine(client).create(spec)  # type: ignore[arg-type]
     assert lacking.unmet(engine.ContainerSpec(**{**spec.__dict__, "joins": None})) == []
 
 
@@ -156,13 +156,13 @@ def test_a_spec_the_engine_cannot_enforce_is_refused_before_anything_is_created(
 
 def test_an_ssh_docker_host_goes_through_this_machines_ssh_client(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    assert engine.client_options({"DOCKER_HOST": "ssh://me@box:2222"}) == {
+    assert dockerclient.client_options({"DOCKER_HOST": "ssh://me@box:2222"}) == {
         "use_ssh_client": True}
-    assert engine.client_options({"DOCKER_HOST": "tcp://10.0.0.2:2375"}) == {}
-    assert engine.client_options({}) == {}
-    monkeypatch.setattr(engine.shutil, "which", lambda name: None)
+    assert dockerclient.client_options({"DOCKER_HOST": "tcp://10.0.0.2:2375"}) == {}
+    assert dockerclient.client_options({}) == {}
+    monkeypatch.setattr(dockerclient.shutil, "which", lambda name: None)
     with pytest.raises(EngineUnreachableError) as refused:
-        engine.client_options({"DOCKER_HOST": "ssh://me@box"})
+        dockerclient.client_options({"DOCKER_HOST": "ssh://me@box"})
     assert refused.value.message == "DOCKER_HOST is ssh://me@box, but there is no ssh client here"
 
 
@@ -171,7 +171,7 @@ def test_an_ssh_client_for_an_ssh_docker_host_shells_out_to_ssh(
     """The SDK's client for ssh:// runs this machine's `ssh` (the adapter's `shell_out`),
     and only when it first connects (an API version given: nothing is asked here)."""
     monkeypatch.setenv("DOCKER_HOST", "ssh://me@127.0.0.1:1")
-    made = docker.from_env(version="1.41", **engine.client_options())
+    made = docker.from_env(version="1.41", **dockerclient.client_options())
     adapter = made.api.get_adapter("http+docker://ssh")
     assert (made.api.base_url, type(adapter).__name__) == ("http+docker://ssh", "SSHHTTPAdapter")
     assert adapter.ssh_client is None and adapter.ssh_host == "me@127.0.0.1:1"
@@ -189,13 +189,13 @@ def test_the_end_of_a_containers_stdin_over_ssh_keeps_what_is_in_flight() -> Non
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     ssh_like = SimpleNamespace(proc=proc)
     proc.stdin.write(b"x" * 65536)
-    engine.end_of_input(ssh_like)
+    dockerclient.end_of_input(ssh_like)
     assert proc.stdin.closed
     assert proc.stdout.read() == b"done\n" and proc.wait(timeout=10) == 0
 
     ends: list[int] = []
-    engine.end_of_input(SimpleNamespace(shutdown=ends.append))
-    assert ends == [engine.socket.SHUT_WR]
+    dockerclient.end_of_input(SimpleNamespace(shutdown=ends.append))
+    assert ends == [dockerclient.socket.SHUT_WR]
 
 
 READ_TIMEOUT = requests.exceptions.ConnectionError(

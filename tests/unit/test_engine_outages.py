@@ -1,7 +1,7 @@
 """The engine's own failures, named (issue 31, item 4): a full engine disk, no engine
 answering at its address, and an engine that stopped or restarted under a call are each
 one line naming the engine and the fix, exit 3, through the one mapping of docker's
-errors (`runner.containers.engine.translated`). Each exception here is the one docker-py
+errors (`runner.containers.dockerclient.translated`). Each exception here is the one docker-py
 really raises: made by a real client against a loopback socket that refuses, never
 answers, or cuts the connection, or (the engine's answers) with the words the tests'
 second engine gave (tests/integration/remote_engine.py, measured)."""
@@ -21,7 +21,7 @@ import docker.errors
 import pytest
 import requests
 
-from runner.containers import engine
+from runner.containers import dockerclient, engine, sweep
 from runner.containers.engine import Engine
 from runner.errors import (
     EngineDiskFullError,
@@ -92,7 +92,7 @@ def closed_port() -> int:
 
 def mapped(error: Exception, what: str = "create the container",
            where: str = "tcp://10.0.0.2:2375") -> EngineError:
-    return engine.translated(error, what, where)
+    return dockerclient.translated(error, what, where)
 
 
 def test_a_full_engine_disk_is_named_with_the_engine_and_the_fix() -> None:
@@ -212,7 +212,7 @@ def test_a_stream_cut_in_the_middle_is_an_engine_that_stopped_under_the_call() -
     with loopback(half) as url:
         got = client(url).get(f"{url.replace('tcp', 'http')}/v1.41/containers/x/archive",
                               stream=True)
-        chunks = engine.iter_stream(got.iter_content(5), "get the archive of /out", url)
+        chunks = dockerclient.iter_stream(got.iter_content(5), "get the archive of /out", url)
         assert next(chunks) == b"first"
         with pytest.raises(EngineRestartedError) as cut:
             list(chunks)
@@ -248,6 +248,7 @@ def test_a_sweep_the_engine_failed_under_says_so_not_that_resources_are_left(
     "get VOLUME: database not open" (the daemon's volume store already closed): the run
     ended on "5 of our resources are still there after removal", hiding why."""
     monkeypatch.setattr(engine, "RETRY_BACKOFF_S", 0)
+    monkeypatch.setattr(sweep, "SWEEP_PAUSE_S", 0)
 
     def closed() -> None:
         raise server_error("get bakeoff-x-brief: database not open")
@@ -317,22 +318,15 @@ class LostLog:
     def __init__(self, log: bytes, full: bool) -> None:
         self.log, self.full = log, full
         self.removed: list[str] = []
-        self.client = SimpleNamespace(containers=SimpleNamespace(create=self.create))
 
     def logs(self, container_id: str, **query: object) -> bytes:
         return self.log
 
-    def create(self, **args: object) -> object:
+    def create(self, spec: engine.ContainerSpec) -> str:
         if self.full:
-            raise server_error(FULL_CREATE)
-        return SimpleNamespace(id="probe")
-
-    def call(self, what: str, fn: Callable[..., object], *args: object,
-             **kwargs: object) -> object:
-        try:
-            return fn(*args, **kwargs)
-        except docker.errors.DockerException as error:
-            raise engine.translated(error, what, self.address) from error
+            raise dockerclient.translated(server_error(FULL_CREATE), f"create {spec.purpose}",
+                                    self.address)
+        return "probe"
 
     def remove(self, container_id: str) -> bool:
         self.removed.append(container_id)
@@ -347,7 +341,7 @@ def lost(log: bytes, code: int, *, full: bool = False) -> Exception | None:
     executor.experiment, executor.run = "it-x", "r1"
     spec = SimpleNamespace(sample="c/A/success/1", arm="A")
     try:
-        executor._require_engine(spec, SimpleNamespace(id="c1"), code)  # type: ignore[arg-type]
+        executor._require_engine(spec, "c1", code)  # type: ignore[arg-type]
     except EngineError as error:
         return error
     return None

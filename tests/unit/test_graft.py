@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -459,6 +460,9 @@ def test_a_sample_that_lost_a_test_settles_the_graft_and_no_other_can_undo_it() 
     assert graft.judge({"tests": 1.0, "success": 1.0}, before, {"tests": [lost]}).kept is False
 
 
+ONE_CPU = SimpleNamespace(engine=SimpleNamespace(cpus=1))  # an executor on a 1-CPU engine
+
+
 def test_run_all_starts_no_sample_once_the_samples_so_far_settle_it(monkeypatch) -> None:
     """sample_runs.run_all with `settled`: on one core the samples run one by one; once the
     records so far settle it, no sample not yet started runs, and the records returned
@@ -472,14 +476,13 @@ def test_run_all_starts_no_sample_once_the_samples_so_far_settle_it(monkeypatch)
         return record("B", "tests", spec.n, "F" if spec.n == 2 else "P")  # type: ignore[attr-defined]
 
     monkeypatch.setattr(sample_runs, "run_sample", fake)
-    monkeypatch.setattr(sample_runs.os, "cpu_count", lambda: 1)
     todo = [type("Spec", (), {"n": n, "arm": "B", "check": "tests"})() for n in range(1, 6)]
     said: list[str] = []
-    found = sample_runs.run_all(None, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
+    found = sample_runs.run_all(ONE_CPU, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
                           diagnose=False,
                           settled=lambda records: any(r.verdict.value == "FAIL" for r in records))
     assert (ran, [r.n for r in found]) == ([1, 2], [1, 2])
     assert len(said) == 2
-    everything = sample_runs.run_all(None, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
+    everything = sample_runs.run_all(ONE_CPU, todo, Path("/nowhere"), said.append,  # type: ignore[arg-type]
                                diagnose=False)
     assert [r.n for r in everything] == [1, 2, 3, 4, 5]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from runner.containers import database, psql
-from runner.containers.held_exec import ExecOutput, HeldExec
+from runner.containers.backend import ExecOutput
+from runner.containers.held_exec import HeldExec
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.store.state import DbState
 

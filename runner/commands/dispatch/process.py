@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from runner.commands.dispatch.redact import Redactor, StreamRedactor
 from runner.containers import sandbox
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine, ExecState, ExecStream
 from runner.errors import EngineError, SandboxUnavailableError
 
 KILL_GRACE_S = sandbox.KILL_GRACE_S
@@ -122,7 +122,7 @@ class _Reader(threading.Thread):
             self.error = error
 
 
-def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, str],
+def run_agent(engine: ContainerEngine, container_id: str, command: str, env: dict[str, str],
               timeout_s: float, sink: LogSink, cancel: threading.Event) -> AgentRun:
     """Run `command` (sh -c, cwd /work) until it exits, times out or `cancel` is set."""
     argv = ["timeout", "-k", str(KILL_GRACE_S), str(max(1, math.ceil(timeout_s))),
@@ -131,24 +131,24 @@ def run_agent(engine: Engine, container_id: str, command: str, env: dict[str, st
     running = sandbox.start_exec(engine, container_id, argv, env)
     reader = _Reader(running.output, sink)
     reader.start()
-    deadline = started + timeout_s + KILL_GRACE_S + HOST_GRACE_S
+    deadline = started + sandbox.host_deadline(timeout_s, HOST_GRACE_S)
     stopped, interrupted = _await(engine, container_id, reader, running, deadline, cancel)
     duration = time.monotonic() - started
     running.close()  # frees the connection (a no-op when the stream ended by itself)
     info = _exec_state(engine, running.exec_id)
-    if (reader.error is not None or info.get("Running")) and not (stopped or interrupted):
+    if (reader.error is not None or info.running) and not (stopped or interrupted):
         # The output ended but the agent did not: we lost it, the agent did not fail.
         sweep(engine, container_id, force=True)
         raise SandboxUnavailableError(f"the agent's output stream ended while it was still "
                                       f"running ({reader.error or 'connection lost'})")
-    code = None if info.get("Running") or info.get("ExitCode") is None else int(info["ExitCode"])
+    code = None if info.running else info.exit_code
     if not (stopped or interrupted):
         _require_running(engine, container_id, signalled=code is None or code >= SIGNALLED)
     timed_out = stopped or (code in sandbox.TIMEOUT_EXIT_CODES and duration >= timeout_s - 0.5)
     return AgentRun(code, round(duration, 3), timed_out, stopped, interrupted)
 
 
-def _require_running(engine: Engine, container_id: str, *, signalled: bool) -> None:
+def _require_running(engine: ContainerEngine, container_id: str, *, signalled: bool) -> None:
     """The sandbox outlived its agent (its main process is root's: no agent ends it); a
     sandbox that stopped under it was stopped by the engine (a restart, a `docker stop`),
     and the agent's exit is the outage's, never the model's failure. An agent killed by
@@ -167,17 +167,17 @@ def _require_running(engine: Engine, container_id: str, *, signalled: bool) -> N
             "experiment's services are restored and the arm is dispatched again from the base")
 
 
-def _exec_state(engine: Engine, exec_id: str) -> dict[str, Any]:
+def _exec_state(engine: ContainerEngine, exec_id: str) -> ExecState:
     """The exec's state once it has stopped (the engine may lag the end of the output)."""
     for _ in range(int(EXIT_LAG_S / POLL_S)):
         info = sandbox.exec_state(engine, exec_id)
-        if not info.get("Running"):
+        if not info.running:
             break
         time.sleep(POLL_S)
     return info
 
 
-def _await(engine: Engine, container_id: str, reader: _Reader, running: sandbox.ExecStream,
+def _await(engine: ContainerEngine, container_id: str, reader: _Reader, running: ExecStream,
            deadline: float, cancel: threading.Event) -> tuple[bool, bool]:
     """Wait for the output to end; (stopped at the host deadline, interrupted)."""
     while reader.is_alive():
@@ -194,7 +194,7 @@ def _await(engine: Engine, container_id: str, reader: _Reader, running: sandbox.
     return False, False
 
 
-def leftovers(engine: Engine, container_id: str) -> list[str]:
+def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
     """Processes in the sandbox other than its init, its main process and this probe."""
     listed = sandbox.exec_in(engine, container_id, PROCESS_LIST, timeout_s=30)
     lines = listed.stdout.splitlines()
@@ -215,7 +215,7 @@ def parse_stat(line: str) -> tuple[int, int, str]:
     return int(pid), int(tail.split()[1]), name
 
 
-def sweep(engine: Engine, container_id: str, *, force: bool = False) -> list[str]:
+def sweep(engine: ContainerEngine, container_id: str, *, force: bool = False) -> list[str]:
     """Kill every process of the sandbox user (the agent's and anything it left behind);
     return the ones found besides ours. The container keeps running (its main process
     is root's), and so does its checkout."""

@@ -51,7 +51,7 @@ from runner.commands.dispatch.record import (
 from runner.commands.dispatch.redact import MASK, Redactor, forms_of
 from runner.containers import arms, checkout, gateway, sandbox
 from runner.containers.arms import put_brief
-from runner.containers.engine import Engine
+from runner.containers.backend import ContainerEngine
 from runner.containers.images.prepared import Toolchain
 from runner.errors import BadInputError, InfraError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
@@ -96,7 +96,7 @@ class ArmPlan:
 
 @dataclass
 class DispatchContext:
-    engine: Engine
+    engine: ContainerEngine
     loaded: LoadedManifest
     current: ExperimentState
     brief: Brief
@@ -160,7 +160,7 @@ class DispatchReport:
                  "again")
 
 
-def dispatch(engine: Engine, loaded: LoadedManifest, arms: Sequence[str] | None = None,
+def dispatch(engine: ContainerEngine, loaded: LoadedManifest, arms: Sequence[str] | None = None,
              reporter: DispatchReporter | None = None,
              environ: Mapping[str, str] | None = None,
              toolchain: Toolchain | None = None,

@@ -21,8 +21,8 @@ from rig.sample.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import process
 from runner.containers import checkout, sandbox
+from runner.containers.backend import ContainerEngine
 from runner.containers.checkout import ArmBox, Taken
-from runner.containers.engine import Engine
 from runner.containers.samples import tree as sample_tree
 from runner.manifest import MAX_FILES
 from runner.workspace import bundle
@@ -66,7 +66,7 @@ class Keeping:
     max_files: int = MAX_FILES  # `[limits].max_files`: a larger tree is refused
 
 
-def keep(engine: Engine, how: Keeping) -> KeptWork:
+def keep(engine: ContainerEngine, how: Keeping) -> KeptWork:
     """Stop the arm, take its work out, import it checked; the branch always exists."""
     left = process.sweep(engine, how.container_id)
     sandbox.pause(engine, how.container_id)
@@ -131,7 +131,7 @@ def measure(repo: Path, base: str, head: str, branch: str,
     return KeptWork(head, branch, count, orchestrator_commit, stat, files, added, deleted)
 
 
-def reset_to_base(engine: Engine, box: ArmBox, repo: Path, base: str, scratch: Path,
+def reset_to_base(engine: ContainerEngine, box: ArmBox, repo: Path, base: str, scratch: Path,
                   repo_lock: threading.Lock) -> None:
     """A redo starts where every arm started: the checkout made again from the base."""
     path = scratch / "base.bundle"

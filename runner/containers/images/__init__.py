@@ -35,7 +35,9 @@ from types import TracebackType
 from typing import IO, Any, Protocol, runtime_checkable
 
 from rig.parsers.base import plain
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, iter_stream
+from runner.containers.backend import ContainerEngine
+from runner.containers.dockerclient import iter_stream
+from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, docker_engine
 from runner.containers.images import host_trust
 from runner.errors import BadInputError, ImageMissingError, InfraError, NotFoundError
 from runner.install import compose, resources
@@ -293,7 +295,8 @@ def identity_of(base_layers: str, context: str, build_args: dict[str, str]) -> s
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-def inspect(engine: Engine, ref: str) -> dict[str, Any] | None:
+def inspect(engine: ContainerEngine, ref: str) -> dict[str, Any] | None:
+    engine = docker_engine(engine)
     try:
         image = engine.call(f"inspect image {ref}", engine.client.images.get, ref, retry=True)
     except NotFoundError:
@@ -347,7 +350,7 @@ def needed_by_file(path: Path, directory: Path | None = None) -> list[str]:
     return needed(manifest_at(path), directory)
 
 
-def resolve(engine: Engine, name_or_ref: str, reporter: BuildReporter | None = None,
+def resolve(engine: ContainerEngine, name_or_ref: str, reporter: BuildReporter | None = None,
             variant: str | None = None) -> BuiltImage:
     """The local image for a toolchain name (or any reference), in `variant` when the
     image has variants (`node` 22). Never pulls.
@@ -355,6 +358,7 @@ def resolve(engine: Engine, name_or_ref: str, reporter: BuildReporter | None = N
     A missing project image (a directory under images/) is built here, on first use,
     exactly as `images build NAME[:VARIANT]` would (reported to `reporter`, else to the
     one `reporting` installed); any other missing image is an `ImageMissingError`."""
+    engine = docker_engine(engine)
     ref = ref_for(name_or_ref, variant)
     attrs = inspect(engine, ref)
     if attrs is None:
@@ -519,8 +523,9 @@ def build_image(engine: Engine, name: str, base: BuiltImage, reporter: BuildRepo
         return built
 
 
-def cached(engine: Engine, tag: str, identity: str) -> BuiltImage | None:
+def cached(engine: ContainerEngine, tag: str, identity: str) -> BuiltImage | None:
     """The image at `tag` when it was built with `identity` (our label), else None."""
+    engine = docker_engine(engine)
     attrs = inspect(engine, tag)
     labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
     if attrs is None or labels.get(LABEL_IDENTITY) != identity:
@@ -528,11 +533,12 @@ def cached(engine: Engine, tag: str, identity: str) -> BuiltImage | None:
     return BuiltImage(tag, tag, attrs["Id"], identity, cached=True)
 
 
-def cached_or_built(engine: Engine, name: str, tag: str, identity: str,
+def cached_or_built(engine: ContainerEngine, name: str, tag: str, identity: str,
                     context: Callable[[], bytes], reporter: BuildReporter,
                     hint: str) -> BuiltImage:
     """The image of `identity` at `tag`: found (`cached`), else built from `context()`
     (`build_context`), one build of the tag at a time on this host (`build_lock`)."""
+    engine = docker_engine(engine)
     with build_lock(tag):
         found = cached(engine, tag, identity)
         if found is not None:
@@ -540,11 +546,12 @@ def cached_or_built(engine: Engine, name: str, tag: str, identity: str,
         return build_context(engine, name, tag, identity, context(), reporter, hint)
 
 
-def build_context(engine: Engine, name: str, tag: str, identity: str, context: bytes,
+def build_context(engine: ContainerEngine, name: str, tag: str, identity: str, context: bytes,
                   reporter: BuildReporter, hint: str) -> BuiltImage:
     """A small image of ours (an agent CLI's dist or layer, an arm's browser layer) from
     a context in memory: the host's proxy as build arguments, its output to a log of its
     own, a failure raised with the log's tail and `hint`."""
+    engine = docker_engine(engine)
     reporter.start(name)
     with open_log(name, reporter) as log:
         stream = engine.call(f"build {name}", engine.client.api.build,
@@ -594,9 +601,11 @@ def _emit(log: BuildLog, reporter: BuildReporter, name: str, text: str) -> None:
             reporter.line(name, line.rstrip())
 
 
-def build(engine: Engine, names: list[str], reporter: BuildReporter, *, nocache: bool = False,
+def build(engine: ContainerEngine, names: list[str], reporter: BuildReporter, *,
+          nocache: bool = False,
           base_ref: str | None = None) -> list[BuiltImage]:
     """Build the named images (all when empty), base first."""
+    engine = docker_engine(engine)
     known = known_names()
     wanted = names or known
     unknown = [n for n in wanted if not _buildable(n, known)]
@@ -641,8 +650,9 @@ def name_of(tag: str, directory: Path | None = None) -> str | None:
     return f"{folder}:{version}" if version in variants_of(folder, directory).values else None
 
 
-def remove_ours(engine: Engine, ref: str) -> bool:
+def remove_ours(engine: ContainerEngine, ref: str) -> bool:
     """Remove an image only when it carries our image label; False when it was absent."""
+    engine = docker_engine(engine)
     attrs = inspect(engine, ref)
     if attrs is None:
         return False

@@ -25,7 +25,8 @@ import os
 from dataclasses import dataclass
 
 from runner.containers import images, sandbox
-from runner.containers.engine import Engine, Labels
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import Engine, Labels, docker_engine
 from runner.containers.images import BuildReporter, BuiltImage, QuietReporter, host_trust, inspect
 from runner.errors import InfraError
 
@@ -222,9 +223,10 @@ def layer_identity(base: BuiltImage, dist_image: BuiltImage) -> str:
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
+def layer(engine: ContainerEngine, base: BuiltImage, cli: AgentCli, version: str,
           reporter: BuildReporter | None = None) -> BuiltImage:
     """The arm's image with the CLI added: `base` + the dist's files, on PATH."""
+    engine = docker_engine(engine)
     chosen = reporter or QuietReporter()
     dist_image = dist(engine, cli, version, chosen)
     identity = layer_identity(base, dist_image)
@@ -245,8 +247,9 @@ def layer(engine: Engine, base: BuiltImage, cli: AgentCli, version: str,
         hint="the agent layer is the arm's image plus the CLI's files")
 
 
-def installed(engine: Engine, image: BuiltImage, labels: Labels) -> InstalledCli:
+def installed(engine: ContainerEngine, image: BuiltImage, labels: Labels) -> InstalledCli:
     """The identity of the CLI in an agent layer, as its build recorded it."""
+    engine = docker_engine(engine)
     return InstalledCli(**sandbox.identity_file(
         engine, image.image_id, f"{AGENT_ROOT}/identity.json",
         tuple(InstalledCli.__dataclass_fields__), labels, what=f"image {image.tag}"))

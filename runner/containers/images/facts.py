@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from runner.containers import sandbox
-from runner.containers.engine import Engine, Labels
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import Labels
 from runner.containers.images import BuiltImage
 from runner.store import layout
 from runner.store.records import ImageFact, load_fact, save_fact
@@ -41,7 +42,7 @@ class ImageFacts:
     """The answers for one image, asked once each (per process, and per experiment on
     disk). Safe to share between threads."""
 
-    def __init__(self, engine: Engine, repo: Path, experiment: str, image: BuiltImage,
+    def __init__(self, engine: ContainerEngine, repo: Path, experiment: str, image: BuiltImage,
                  labels: Labels) -> None:
         self.engine, self.image, self.labels = engine, image, labels
         self.directory = layout.experiment_dir(repo, experiment)
@@ -107,7 +108,7 @@ class ImageFacts:
         return found
 
 
-def tools_missing(engine: Engine, image_id: str, tools: tuple[str, ...],
+def tools_missing(engine: ContainerEngine, image_id: str, tools: tuple[str, ...],
                   labels: Labels) -> tuple[str, ...]:
     """Run `command -v` for each tool in a throwaway container of the image."""
     if not tools:
@@ -118,7 +119,7 @@ def tools_missing(engine: Engine, image_id: str, tools: tuple[str, ...],
     return tuple(t for t in tools if t in found)
 
 
-def writable(engine: Engine, image_id: str, labels: Labels) -> list[str]:
+def writable(engine: ContainerEngine, image_id: str, labels: Labels) -> list[str]:
     """The top-level paths the sandbox user can write outside the standard tmpfs mounts,
     `d /path` for a directory (it gets a tmpfs), `f /path` for anything else (a file no
     tmpfs can cover: the image is refused)."""

@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.containers.backend import ContainerEngine
 from runner.containers.engine import (
     LABEL_BUILD_OF,
     LABEL_EXPERIMENT,
     LABEL_IDENTITY,
     LABEL_IMAGE,
-    Engine,
+    docker_engine,
 )
 from runner.errors import EngineError, NotFoundError
 
@@ -120,8 +121,9 @@ def _tags(entry: dict[str, Any]) -> tuple[str, ...]:
     return tuple(t for t in entry.get("RepoTags") or () if t != "<none>:<none>")
 
 
-def read(engine: Engine) -> Inventory:
+def read(engine: ContainerEngine) -> Inventory:
     """Every image on the engine and the containers of ours using them."""
+    engine = docker_engine(engine)
     listed: list[dict[str, Any]] = engine.call("list images", engine.client.api.images,
                                                all=True, retry=True)
     found = {e["Id"]: Image(e["Id"], _tags(e), e.get("Labels") or {}, int(e.get("Size") or 0),
@@ -138,9 +140,10 @@ def read(engine: Engine) -> Inventory:
     return Inventory(found, {k: tuple(v) for k, v in users.items()})
 
 
-def remove(engine: Engine, image: Image) -> str | None:
+def remove(engine: ContainerEngine, image: Image) -> str | None:
     """Remove one image of ours (each tag, or the id of an untagged one); None when
     removed (or already gone), else the engine's refusal in one line."""
+    engine = docker_engine(engine)
     if image.kind is None:
         raise ValueError(f"refusing to remove image {image.id}: it is not ours")
     try:

@@ -49,13 +49,15 @@ from runner import workspace
 from runner.containers import browser as browser_mod
 from runner.containers import images
 from runner.containers import stacks as stack
+from runner.containers.backend import ContainerEngine
+from runner.containers.dockerclient import iter_stream
 from runner.containers.engine import (
     LABEL_BUILD_OF,
     LABEL_IDENTITY,
     LABEL_IMAGE,
     Engine,
     Labels,
-    iter_stream,
+    docker_engine,
 )
 from runner.containers.images import BuiltImage, host_trust, inspect
 from runner.containers.samples import tree as sample_tree
@@ -182,9 +184,10 @@ def tag_of(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup) -> tupl
     return f"bakeoff/{PREPARED}:{digest[:16]}", digest
 
 
-def prepare(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup: Setup,
+def prepare(engine: ContainerEngine, repo: Path, commit: str, toolchain: BuiltImage, setup: Setup,
             say: Callable[[str], None]) -> BuiltImage:
     """The prepared image for a commit (the toolchain itself when there is no setup)."""
+    engine = docker_engine(engine)
     if not setup.commands:
         return toolchain
     tag, digest = tag_of(repo, commit, toolchain, setup)
@@ -321,7 +324,7 @@ class Toolchain:
     the functions it calls): the toolchain image, the database image, and each commit's
     prepared image, made (or found) once per set of dependency files."""
 
-    def __init__(self, engine: Engine, loaded: LoadedManifest,
+    def __init__(self, engine: ContainerEngine, loaded: LoadedManifest,
                  say: Callable[[str], None] = _quiet) -> None:
         self.engine, self.loaded, self.say = engine, loaded, say
         self.lock = threading.Lock()

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.containers import images
-from runner.containers.engine import LABEL_IDENTITY, Engine
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import LABEL_IDENTITY, Engine, docker_engine
 
 Status = Literal["ok", "missing", "wrong"]
 
@@ -31,8 +32,9 @@ class ImageState:
     wanted: str = ""
 
 
-def states(engine: Engine, names: list[str]) -> list[ImageState]:
+def states(engine: ContainerEngine, names: list[str]) -> list[ImageState]:
     """The state of each image of `names` (`images.needed`: base first)."""
+    engine = docker_engine(engine)
     attrs = images.inspect(engine, images.BASE_TAG)
     base = None if attrs is None else images.BuiltImage(
         images.BASE, images.BASE_TAG, attrs["Id"], images.layers_digest(attrs), cached=True)

@@ -14,7 +14,7 @@ host's disk but the rig's own inputs.
 The executor composes what the image allows (`image_facts.ImageFacts`: missing tools,
 writable paths, the user site) and where samples reach their database
 (`sample_network.SampleNetworks`); every container it makes goes through
-`engine.create_container`.
+`ContainerEngine.create`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from rig import headroom
 from rig.guards import canary as canary_mod
@@ -48,17 +47,15 @@ from rig.sample.spec import Execution, SampleSpec
 from rig.sample.tree import Caps, Entry, Indexed, UnsafeTreeError
 from runner.containers import browser, database, images, sandbox
 from runner.containers import stacks as stack
+from runner.containers.backend import ContainerEngine
 from runner.containers.engine import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
     NO_NETWORK,
     ContainerSpec,
-    Engine,
     Labels,
     Tmpfs,
-    create_container,
     disk_full,
-    start_with,
 )
 from runner.containers.images import BuiltImage
 from runner.containers.images.facts import TMPFS_DIRS, ImageFacts
@@ -143,7 +140,7 @@ class Ran:
 class DockerSampleExecutor:
     """Runs samples for one experiment; owns its sample networks (and Postgres, if any)."""
 
-    def __init__(self, engine: Engine, repo: Path, experiment: str, image: BuiltImage,
+    def __init__(self, engine: ContainerEngine, repo: Path, experiment: str, image: BuiltImage,
                  limits: sandbox.SandboxLimits, url_env: str | None = None,
                  db_image: BuiltImage | None = None,
                  shared_db: database.DbServer | None = None,
@@ -313,7 +310,7 @@ class DockerSampleExecutor:
     def _attached(self, spec: SampleSpec, setting: SampleSetting, command: list[str] | None,
                   say: Callable[[str], None], docker_cli: str) -> int:
         """`interactive`'s container, attached to this terminal; removed after."""
-        container: Any = create_container(self.engine, self.container_spec(
+        container = self.engine.create(self.container_spec(
             spec, setting, self.driver("hold", spec, setting),
             purpose=f"a reproduction of {spec.sample}"))
         try:
@@ -327,12 +324,12 @@ class DockerSampleExecutor:
                 f"{spec.commit[:12]}, network {setting.network}{database}; /work is a "
                 "fresh copy: what you change here is discarded")
             timeout = str(max(1, int(spec.timeout_s)))
-            run = (["-it", container.id, "bash"] if command is None else
-                   [container.id, "timeout", "-k", "5", timeout, *command])
+            run = (["-it", container, "bash"] if command is None else
+                   [container, "timeout", "-k", "5", timeout, *command])
             return subprocess.run([docker_cli, "exec", "-u", sandbox.SANDBOX_USER, "-w",
                                    sandbox.WORKDIR, *run], check=False).returncode
         finally:
-            self.engine.remove(str(container.id))
+            self.engine.remove(container)
 
     def mounts_record(self, spec: SampleSpec) -> tuple[Mapping[str, str], ...]:
         return ({"type": "tmpfs", "target": sandbox.WORKDIR,
@@ -509,15 +506,15 @@ class DockerSampleExecutor:
         """The sample's container (and its server's, if any), run and removed."""
         port = random.randint(*SERVER_PORTS) if spec.server is not None else None
         server = None if port is None else self._server(spec, setting, port)
-        container: Any = None
+        container: str | None = None
         try:
             if server is not None and spec.build and not self._built(spec, server):
                 return Ran(None, Outputs(self._server_outputs(server)))
             if spec.browser is not None and server is not None and port is not None:
                 return self._browse(spec, setting, server, port)
-            container = create_container(self.engine, self.container_spec(
+            container = self.engine.create(self.container_spec(
                 spec, setting, self.driver("run", spec, setting, port=port),
-                purpose=f"sample {spec.sample}", joins=None if server is None else server.id))
+                purpose=f"sample {spec.sample}", joins=None if server is None else server))
             ran = self._wait(spec, container, setting.inputs)
             if server is not None:
                 ran.outputs.files.update(self._server_outputs(server))
@@ -525,9 +522,9 @@ class DockerSampleExecutor:
         finally:
             for made in (container, server):
                 if made is not None:
-                    self.engine.remove(str(made.id))
+                    self.engine.remove(made)
 
-    def _browse(self, spec: SampleSpec, setting: SampleSetting, server: Any,
+    def _browse(self, spec: SampleSpec, setting: SampleSetting, server: str,
                 port: int) -> Ran:
         """A browser criterion: the rig's pytest in the browser's own container, which
         joins the server's network namespace and opens http://localhost:PORT (a secure
@@ -543,15 +540,15 @@ class DockerSampleExecutor:
             wait_s=max(1, int(spec.server.startup_timeout_s)),
             timeout_s=max(1, int(spec.timeout_s)), extra=(canary.path,))
         limits = browser.BrowserLimits().on(self.engine)
-        container: Any = create_container(self.engine, browser.container_spec(
-            image.image_id, server.id, browser.from_stdin(argv),
+        container = self.engine.create(browser.container_spec(
+            image.image_id, server, browser.from_stdin(argv),
             self._labels("sample-browser", spec.arm), None, limits=limits,
             test_timeout_s=min(browser.TEST_TIMEOUT_S, spec.timeout_s),
             purpose=f"the browser of {spec.sample}"))
         try:
             ran = self._wait(spec, container, inputs, ready=None, limit=browser.OUTPUTS_LIMIT)
         finally:
-            self.engine.remove(str(container.id))
+            self.engine.remove(container)
         ran.outputs.files.update(self._server_outputs(server))
         found = browser.facts(browser.kept(ran.outputs), image, identity, base_url, limits)
         return dataclasses.replace(ran, browser=found, canary=canary)
@@ -564,53 +561,53 @@ class DockerSampleExecutor:
                                                       self._labels("tool-check")))
         return self._browser
 
-    def _start(self, container: Any, inputs: Path, what: str) -> None:
+    def _start(self, container: str, inputs: Path, what: str) -> None:
         """Start a sample's container with its inputs (staged in `inputs`) on its stdin."""
         with sample_inputs.stream(inputs) as source:
-            start_with(self.engine, container, source, what)
+            self.engine.start(container, source, what=what)
 
-    def _held(self, spec: SampleSpec, container: Any) -> bool:
+    def _held(self, spec: SampleSpec, container: str) -> bool:
         """Whether a `hold` container laid its tree out (its driver's `bakeoff-held` line),
         within the sample's deadline."""
-        stop = threading.Timer(spec.timeout_s + 5 + HOST_GRACE_S, _kill, (self.engine, container))
+        stop = threading.Timer(sandbox.host_deadline(spec.timeout_s, HOST_GRACE_S), _kill,
+                               (self.engine, container))
         stop.start()
         try:
             return any(line.startswith(sample_driver.HELD) for line in _lines(
-                self.engine.follow_logs(str(container.id))))
+                self.engine.follow_logs(container)))
         finally:
             stop.cancel()
 
-    def _wait(self, spec: SampleSpec, container: Any, inputs: Path,
+    def _wait(self, spec: SampleSpec, container: str, inputs: Path,
               ready: str | None = "ready", limit: int = sample_driver.OUTPUTS_LIMIT) -> Ran:
         """Start `container` (its inputs, staged in `inputs`, on its stdin) and wait for it,
         within the host's deadline; what it came to."""
         began = time.monotonic()
         self._start(container, inputs, f"sample {spec.sample}")
-        deadline = spec.timeout_s + 5 + HOST_GRACE_S
+        deadline = sandbox.host_deadline(spec.timeout_s, HOST_GRACE_S)
         if spec.server is not None:
             deadline += spec.server.startup_timeout_s
         if spec.build:  # the build runs first, under the same timeout
-            deadline += spec.timeout_s + 5
-        code = self.engine.wait(str(container.id), deadline)
+            deadline += sandbox.host_deadline(spec.timeout_s, grace_s=0)
+        code = self.engine.wait(container, deadline)
         if code is None:
             # The deadline inside is root's: only a frozen sample (or engine) gets here.
             # Stopped, it is graded as a timeout the base decides (rig.sample.verdict rule 7).
             _kill(self.engine, container)
             return Ran(None, Outputs(), outlived=True)
         elapsed = time.monotonic() - began
-        self.engine.call("inspect a sample's container", container.reload, retry=True)
-        oom = bool(container.attrs["State"].get("OOMKilled"))
+        oom = self.engine.inspect(container).oom_killed
         outputs = read_outputs(self.engine, container, limit)
         if ready is not None and ready not in outputs.files and not oom:
             self._require_engine(spec, container, code)
-            tail = self.engine.logs(str(container.id), stdout=False, stderr=True,
+            tail = self.engine.logs(container, stdout=False, stderr=True,
                                     tail=20).decode(errors="replace").strip()
             return Ran(code, outputs, layout_failed=(
                 f"the sample's tree could not be laid out (exit {code}): {tail}"))
         timed_out = code in sandbox.TIMEOUT_EXIT_CODES and elapsed >= spec.timeout_s - 0.5
         return Ran(code, outputs, timed_out, oom and not timed_out)
 
-    def _require_engine(self, spec: SampleSpec, container: Any, code: int) -> None:
+    def _require_engine(self, spec: SampleSpec, container: str, code: int) -> None:
         """A sample with no outputs whose log is EMPTY, though its driver (root's) always
         ends on its outputs line and no process of the sample may signal it: the engine
         lost it. Its disk full (the log is written there, and a full disk loses it with no
@@ -619,7 +616,7 @@ class DockerSampleExecutor:
         (`EngineFailedError`). An outage each time: the sample is cut and runs again,
         never graded as the arm's. A layout the driver refused (exit 125) or an OOM is
         the driver's own account, as before."""
-        if code == LAYOUT_EXIT or self.engine.logs(str(container.id), stdout=True,
+        if code == LAYOUT_EXIT or self.engine.logs(container, stdout=True,
                                                    stderr=True, tail=1).strip():
             return
         full = disk_full(self.engine, self.image.image_id, self._labels("disk-probe", spec.arm))
@@ -635,38 +632,39 @@ class DockerSampleExecutor:
                                 hint="check the engine's disk and its log, then run the "
                                      "same command again: the sample runs again")
 
-    def _server(self, spec: SampleSpec, setting: SampleSetting, port: int) -> Any:
+    def _server(self, spec: SampleSpec, setting: SampleSetting, port: int) -> str:
         """The sample's server, started in a container of its own (its own tree, HOME and
         /tmp): the criterion's container shares only its network namespace."""
-        server: Any = create_container(self.engine, self.container_spec(
+        server = self.engine.create(self.container_spec(
             spec, setting, self.driver("serve", spec, setting, port=port),
             purpose=f"the server of {spec.sample}", role="sample-server"))
         try:
             self._start(server, setting.inputs, f"the server of {spec.sample}")
         except BaseException:
-            self.engine.remove(str(server.id))
+            self.engine.remove(server)
             raise
         return server
 
-    def _built(self, spec: SampleSpec, server: Any) -> bool:
+    def _built(self, spec: SampleSpec, server: str) -> bool:
         """Whether the server's build (run before the server starts) succeeded: its
         driver's one `bakeoff-built:` line, within the build's deadline (past it, the
         container is stopped and the build is what failed)."""
-        stop = threading.Timer(spec.timeout_s + 5 + HOST_GRACE_S, _kill, (self.engine, server))
+        stop = threading.Timer(sandbox.host_deadline(spec.timeout_s, HOST_GRACE_S), _kill,
+                               (self.engine, server))
         stop.start()
         try:
-            for line in _lines(self.engine.follow_logs(str(server.id))):
+            for line in _lines(self.engine.follow_logs(server)):
                 if line.startswith(sample_driver.BUILT):
                     return line[len(sample_driver.BUILT):].strip() == b"0"
             return False
         finally:
             stop.cancel()
 
-    def _server_outputs(self, server: Any) -> dict[str, bytes]:
+    def _server_outputs(self, server: str) -> dict[str, bytes]:
         """The server's log, once its driver was told to stop (it keeps head and tail), and
         its container's cgroup dump (`SERVER_CGROUP`)."""
         with contextlib.suppress(EngineError):
-            self.engine.call("stop the server", server.stop, timeout=10)
+            self.engine.stop(server, grace_s=10, what="the server")
         found = read_outputs(self.engine, server).files
         names = ("server.log", "build", "build.log")
         kept: dict[str, bytes] = {name: found[name] for name in names if name in found}
@@ -715,10 +713,10 @@ def insample(name: str) -> bytes:
     return resources.files("rig.guards.insample").joinpath(name).read_bytes()
 
 
-def _kill(engine: Engine, container: Any) -> None:
+def _kill(engine: ContainerEngine, container: str) -> None:
     """Stop a container past its deadline (one that stopped meanwhile is fine)."""
     with contextlib.suppress(EngineError):
-        engine.call("stop a container past its deadline", container.kill)
+        engine.kill(container, what="a container past its deadline")
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -733,10 +731,10 @@ def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield rest
 
 
-def read_outputs(engine: Engine, container: Any,
+def read_outputs(engine: ContainerEngine, container: str,
                  limit: int = sample_driver.OUTPUTS_LIMIT) -> Outputs:
     """The driver's output directory, from the one line it writes to its stdout (the
     container's log: nothing of the sample's command can write there), streamed
     (`sample_driver.read_outputs`: decoded as it comes, bounded)."""
-    chunks = engine.follow_logs(str(container.id), follow=False)
+    chunks = engine.follow_logs(container, follow=False)
     return sample_driver.read_outputs(chunks, limit)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from runner.containers import sandbox
-from runner.containers.engine import Engine, Labels, create_volume
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import Labels
 
 TREE = "tree.tar"  # in the staging directory: the sample's tree, streamed last
 FILLER = "sample-inputs"  # the role label of a stack's inputs' volume and its filler
@@ -88,10 +89,10 @@ def stream(inputs: Path) -> Iterator[IO[bytes]]:
         chained.close()
 
 
-def volume(engine: Engine, image_id: str, inputs: Path, labels: Labels, name: str) -> str:
+def volume(engine: ContainerEngine, image_id: str, inputs: Path, labels: Labels, name: str) -> str:
     """A volume on the engine's disk holding the staging directory (the tree included),
     filled through a container that never starts (`sandbox.fill`); its name."""
-    made = create_volume(engine, name, labels, size_mb=None, owner=0)
+    made = engine.create_volume(name, labels, size_mb=None, owner=0)
     with tempfile.TemporaryFile() as staged:  # on disk: a tree is never held here
         write(staged, inputs, tree=True)
         staged.seek(0)

@@ -19,13 +19,8 @@ import time
 from collections.abc import Iterator
 
 from runner.containers import database, sandbox
-from runner.containers.engine import (
-    NO_NETWORK,
-    Engine,
-    Labels,
-    create_network,
-    remove_network,
-)
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import NO_NETWORK, Labels
 from runner.containers.images import BuiltImage
 from runner.errors import DatabaseError, EngineError
 
@@ -35,7 +30,7 @@ DOWN_POLL_S = 0.5
 class SampleNetworks:
     """One executor's sample networks and its database server (if any)."""
 
-    def __init__(self, engine: Engine, experiment: str, run: str,
+    def __init__(self, engine: ContainerEngine, experiment: str, run: str,
                  db_image: BuiltImage | None = None,
                  shared_db: database.DbServer | None = None,
                  db_policy: database.DbPolicy | None = None) -> None:
@@ -55,7 +50,7 @@ class SampleNetworks:
         if self.db_image is None or self.shared:
             return
         net = sandbox.network_name(self.experiment, "scoredb", self.run)
-        create_network(self.engine, net, self.labels("score-network"), egress=False)
+        self.engine.create_network(net, self.labels("score-network"), egress=False)
         self.server = database.start_server(
             self.engine, self.db_image.image_id, self.labels("score-database"), net,
             f"bakeoff-{self.experiment}-scoredb-{self.run}", policy=self.db_policy)
@@ -70,7 +65,7 @@ class SampleNetworks:
             if arm in self.networks:
                 return self.networks[arm]
             name = sandbox.network_name(self.experiment, f"{arm}-samples", self.run)
-            create_network(self.engine, name, self.labels("sample-network", arm), egress=False)
+            self.engine.create_network(name, self.labels("sample-network", arm), egress=False)
             database.attach(self.engine, self.server.container_id, name)
             self.networks[arm] = name
             return name
@@ -82,7 +77,7 @@ class SampleNetworks:
         attached when there is one; removed when the block ends."""
         name = sandbox.network_name(self.experiment, f"{arm}-stack-{secrets.token_hex(3)}",
                                     self.run)
-        network_id = create_network(self.engine, name, self.labels("stack-network", arm),
+        network_id = self.engine.create_network(name, self.labels("stack-network", arm),
                                     egress=False)
         try:
             if self.server is not None:
@@ -90,7 +85,7 @@ class SampleNetworks:
                     database.attach(self.engine, self.server.container_id, name)
             yield name
         finally:
-            remove_network(self.engine, network_id)
+            self.engine.remove_network(network_id)
 
     @contextlib.contextmanager
     def fresh_database(self) -> Iterator[database.DbSchema | None]:
@@ -150,7 +145,5 @@ class SampleNetworks:
             return
         for name in self.networks.values():
             with contextlib.suppress(EngineError):
-                network = self.engine.call("find a sample network",
-                                           self.engine.client.networks.get, name)
-                self.engine.call("take Postgres off a sample network", network.disconnect,
-                                 self.server.container_id, force=True)
+                self.engine.disconnect(name, self.server.container_id,
+                                       what="take Postgres off a sample network")

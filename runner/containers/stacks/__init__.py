@@ -36,8 +36,9 @@ from typing import Any
 from rig.sample.record import StackRecord
 from rig.sample.spec import SampleSpec, StackSpec
 from runner.containers import images
+from runner.containers.backend import ContainerEngine
 from runner.containers.database import DB_ALIAS
-from runner.containers.engine import Engine, Labels
+from runner.containers.engine import Labels
 from runner.containers.gateway import ALIAS as GATEWAY_ALIAS
 from runner.containers.images import BuiltImage
 from runner.containers.sandbox import SandboxLimits
@@ -92,7 +93,7 @@ def load(content: bytes, file: str, workdir: Path) -> dict[str, Any]:
     return model
 
 
-def check(engine: Engine, content: bytes, file: str, workdir: Path | None = None, *,
+def check(engine: ContainerEngine, content: bytes, file: str, workdir: Path | None = None, *,
           reserved: Sequence[str] | None = None) -> dict[str, BuiltImage]:
     """What `up` asks of a stack: its model refused or accepted, and each service's local
     image (one of images/ is built on first use; any other must be local: nothing is
@@ -116,7 +117,7 @@ def check(engine: Engine, content: bytes, file: str, workdir: Path | None = None
     return resolved
 
 
-def _local_image(engine: Engine, ref: str) -> BuiltImage | None:
+def _local_image(engine: ContainerEngine, ref: str) -> BuiltImage | None:
     if images.project_name(ref) is not None:
         return images.resolve(engine, ref)
     attrs = images.inspect(engine, ref)
@@ -125,7 +126,7 @@ def _local_image(engine: Engine, ref: str) -> BuiltImage | None:
     return BuiltImage(ref, ref, str(attrs["Id"]), images.layers_digest(attrs), cached=True)
 
 
-def pinned_images(engine: Engine, stack: StackSpec, model: Mapping[str, Any]
+def pinned_images(engine: ContainerEngine, stack: StackSpec, model: Mapping[str, Any]
                   ) -> dict[str, str]:
     """The recorded image ID of each service; a service set that differs from the file's,
     or an image that no longer exists, is `ComposeError` (never pulled, never rebuilt)."""
@@ -198,7 +199,7 @@ class StackRun:
 class Stacks:
     """One executor's stacks: one project per sample, on the sample's network."""
 
-    def __init__(self, engine: Engine, experiment: str, run: str) -> None:
+    def __init__(self, engine: ContainerEngine, experiment: str, run: str) -> None:
         self.engine, self.experiment, self.run = engine, experiment, run
 
     def start(self, spec: SampleSpec, stack: StackSpec, inputs: str, scratch: Path,
@@ -242,7 +243,7 @@ class Stacks:
 RENDERED = "stack.json"  # the file a project runs out of, in its scratch directory
 
 
-def render_run(engine: Engine, stack: StackSpec, workdir: Path, project: str,
+def render_run(engine: ContainerEngine, stack: StackSpec, workdir: Path, project: str,
                policy: stack_file.Policy,
                refusals: Callable[[Mapping[str, Any]], list[str]]) -> StackRun:
     """The frozen file's model, refused (`refusals`) or rendered with `policy` into
@@ -261,7 +262,8 @@ def render_run(engine: Engine, stack: StackSpec, workdir: Path, project: str,
     return StackRun(stack.file, stack.sha256, project, workdir, ids, stack.timeout_s)
 
 
-def image_ids(engine: Engine, stack: StackSpec, model: Mapping[str, Any]) -> dict[str, str]:
+def image_ids(engine: ContainerEngine, stack: StackSpec,
+              model: Mapping[str, Any]) -> dict[str, str]:
     """service -> the ID of its local image (`up` checked they are all local), or the
     IDs `stack.images` pins (a reproduction: the exact images, or an error)."""
     if stack.images:

@@ -32,7 +32,8 @@ from rig.persist import write_text_atomic
 from rig.sample.record import StackRecord
 from rig.sample.spec import StackSpec
 from runner.containers import stacks as stack
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, LABEL_RUN, Engine, Labels
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, LABEL_RUN, Labels
 from runner.containers.sandbox import SandboxLimits
 from runner.containers.stacks import file as stack_file
 from runner.errors import ArmStackError, ComposeError, RunnerError
@@ -60,7 +61,7 @@ class ArmStacks:
     folders: Mapping[str, Path]
 
 
-def start_for(engine: Engine, loaded: LoadedManifest, made: ExperimentState,
+def start_for(engine: ContainerEngine, loaded: LoadedManifest, made: ExperimentState,
               frozen: ContractStack | None, directory: Path,
               progress: Progress) -> ExperimentState:
     """`up`, once the checkouts are made: every arm's stack as the contract froze its
@@ -82,7 +83,7 @@ def project_name(experiment: str, arm: str, run: str) -> str:
     return stack.valid_project(f"bakeoff-{experiment}-{arm}-{run}-stack")
 
 
-def start_all(engine: Engine, stacks: ArmStacks, arms: list[ArmSandbox],
+def start_all(engine: ContainerEngine, stacks: ArmStacks, arms: list[ArmSandbox],
               progress: Progress) -> list[ArmSandbox]:
     """Every arm's stack up and healthy (all at once), recorded in its sandbox's state;
     when one fails, the others are brought down before its error is raised."""
@@ -103,7 +104,7 @@ def start_all(engine: Engine, stacks: ArmStacks, arms: list[ArmSandbox],
     return made
 
 
-def start(engine: Engine, stacks: ArmStacks, arm: ArmSandbox) -> StackRecord:
+def start(engine: ContainerEngine, stacks: ArmStacks, arm: ArmSandbox) -> StackRecord:
     """One arm's project up, its health awaited; never healthy: `ArmStackError`, the
     project down and its log kept first."""
     run = _render(engine, stacks, arm)
@@ -126,7 +127,7 @@ def start(engine: Engine, stacks: ArmStacks, arm: ArmSandbox) -> StackRecord:
     return run.as_record()
 
 
-def _render(engine: Engine, stacks: ArmStacks, arm: ArmSandbox) -> stack.StackRun:
+def _render(engine: ContainerEngine, stacks: ArmStacks, arm: ArmSandbox) -> stack.StackRun:
     """The frozen file's model, refused or rendered with the arm's policy into a scratch
     directory of its own."""
     limits = stacks.limits
@@ -140,18 +141,15 @@ def _render(engine: Engine, stacks: ArmStacks, arm: ArmSandbox) -> stack.StackRu
                             lambda model: stack_file.arm_refusals(model, RESERVED))
 
 
-def unhealthy(engine: Engine, experiment: str, project: str) -> list[str]:
+def unhealthy(engine: ContainerEngine, experiment: str, project: str) -> list[str]:
     """Each service of the project that is not running healthy, with its state, as the
     engine has it (`service 'redis': unhealthy`, `service 'app': exited (1)`)."""
     found = []
-    for container in engine.labelled("container", {LABEL_EXPERIMENT: experiment,
-                                                   PROJECT_LABEL: project}):
-        state = container.attrs.get("State") or {}
-        health = (state.get("Health") or {}).get("Status")
-        status = str(state.get("Status") or "missing")
+    for container in engine.containers({LABEL_EXPERIMENT: experiment, PROJECT_LABEL: project}):
+        health, status = container.health, container.status or "missing"
         if status == "running" and health in (None, "healthy"):
             continue
-        said = (f"exited ({state.get('ExitCode')})" if status == "exited"
+        said = (f"exited ({container.exit_code})" if status == "exited"
                 else health if status == "running" else status)
         found.append(f"service {container.labels.get(SERVICE_LABEL, container.name)!r}: "
                      f"{said}")
@@ -188,11 +186,11 @@ def stop_all(arms: list[ArmSandbox], folders: Mapping[str, Path],
                      "removing it by label")
 
 
-def stop_orphans(engine: Engine, experiment: str, keep_run: str | None) -> list[str]:
+def stop_orphans(engine: ContainerEngine, experiment: str, keep_run: str | None) -> list[str]:
     """`gc`: the arm stacks of every other run than `keep_run` down, by compose's own
     project label (the label sweep that follows removes whatever is left)."""
-    projects = sorted({str(c.labels[PROJECT_LABEL]) for c in engine.labelled(
-        "container", {LABEL_EXPERIMENT: experiment, LABEL_ROLE: ROLE})
+    projects = sorted({str(c.labels[PROJECT_LABEL]) for c in engine.containers(
+        {LABEL_EXPERIMENT: experiment, LABEL_ROLE: ROLE})
         if PROJECT_LABEL in c.labels and c.labels.get(LABEL_RUN) != keep_run})
     for project in projects:
         workdir = Path(tempfile.mkdtemp(prefix="bakeoff-arm-stack-"))
