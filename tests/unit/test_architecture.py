@@ -29,7 +29,13 @@ DOCUMENTS = (ARCHITECTURE, DESIGN)
 NOT_ENTRIES = {"__pycache__", "__init__.py", "py.typed"}
 RUNNER_MAX_ENTRIES = 9
 HEADING = re.compile(r"^### `([^`]+)`")
-ENTRY = re.compile(r"^- `([^`]+)`")
+# An entry line names one or more entries before its colon: "- `a.py`, `b/`: what".
+ENTRY = re.compile(r"^- ((?:`[^`]+`(?:, )?)+)(?::|$)")
+NAME = re.compile(r"`([^`]+)`")
+ARCHITECTURE_MAX_LINES = 300
+ENTRY_POINTS = ("runner.cli.app.main", "runner.commands.run.run",
+                "rig.sample.oracle.run_sample", "rig.sample.verdict.judge",
+                "gateway.server.Gateway")
 DOTTED = re.compile(r"`((?:runner|rig)(?:\.\w+)+)`")
 CITED_TEST = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
 MD_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
@@ -55,15 +61,26 @@ def code_map() -> dict[str, list[str]]:
     end = text.find("\n## ", start + 1)
     found: dict[str, list[str]] = {}
     current: str | None = None
-    for line in text[start:None if end == -1 else end].splitlines():
+    for line in logical_lines(text[start:None if end == -1 else end]):
         heading = HEADING.match(line)
         if heading:
             current = heading.group(1).removeprefix("./").rstrip("/")
             assert current not in found, f"ARCHITECTURE.md: two headings for {heading.group(1)}"
             found[current] = []
         elif current is not None and (entry := ENTRY.match(line)):
-            found[current].append(entry.group(1))
+            found[current] += NAME.findall(entry.group(1))
     return found
+
+
+def logical_lines(text: str) -> list[str]:
+    """Lines with their indented continuations joined: an entry's names may wrap."""
+    joined: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("  ") and joined and joined[-1].startswith("- "):
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line)
+    return joined
 
 
 def gitignored(name: str) -> bool:
@@ -118,6 +135,35 @@ def test_the_code_map_lists_exactly_each_folder_s_entries() -> None:
                      "(remove or rename its line)" for name in sorted(set(listed) - real)]
     assert not problems, "ARCHITECTURE.md's code map does not match the tree:\n" + "\n".join(
         problems)
+
+
+def test_architecture_md_is_a_first_read_with_its_entry_points() -> None:
+    """Under 300 lines (issue 35: a first read in minutes, rust-analyzer's the model), a
+    section per folder (above), and an Entry points section naming the CLI's main, the
+    loop, one sample's oracle, the verdict and the gateway, before the code map."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert text.count("\n") < ARCHITECTURE_MAX_LINES, (
+        f"ARCHITECTURE.md is {text.count(chr(10))} lines: keep it under "
+        f"{ARCHITECTURE_MAX_LINES} (the detail of one sample is docs/one-sample.md)")
+    start, end = text.index("\n## Entry points\n"), text.index("\n## Code map\n")
+    assert start < end
+    section = text[start:end]
+    missing = [name for name in ENTRY_POINTS if f"`{name}`" not in section]
+    assert not missing, f"ARCHITECTURE.md's Entry points do not name: {', '.join(missing)}"
+    for name in ENTRY_POINTS:
+        assert callable(resolve(name)), name
+
+
+def test_an_entry_line_may_name_several_entries() -> None:
+    """The markup the code map is read with: one name, several before the colon, a
+    folder; prose that merely starts with a dash and backticks mid-sentence is not one."""
+    assert NAME.findall(ENTRY.match("- `a.py`, `b/`: what they own").group(1)) == [
+        "a.py", "b/"]
+    assert NAME.findall(ENTRY.match("- `rig/`: the rig").group(1)) == ["rig/"]
+    assert ENTRY.match("- `a.py` and then `b.py` in prose") is None
+    wrapped = logical_lines("- `a.py`, `b.py`,\n  `c.py`: what they own\n- `d/`: more")
+    assert [NAME.findall(ENTRY.match(line).group(1)) for line in wrapped] == [
+        ["a.py", "b.py", "c.py"], ["d/"]]
 
 
 def test_runner_top_level_holds_at_most_nine_entries() -> None:
