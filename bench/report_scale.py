@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rig import rubric
+from rig import rubric, standings
 from rig.report import Observation, Round, observation, round_of
 from rig.report.page import render_page
 from rig.sample.record import SampleCounts, SampleRecord
@@ -174,11 +174,11 @@ def stage(directory: Path, rng: random.Random, change: str, arms: list[str],
         layout.arm_dir(directory, change, arm).mkdir(parents=True, exist_ok=True)
         layout.arm_record(directory, change, arm).write_text(_arm_json(change, arm, commits))
         layout.dispatch_log(directory, change, arm).write_text(f"{arm}: working\n" * 30)
-    decision = rubric.decide_winner(scored, 1.0)
+    decision = standings.decide_winner(scored, 1.0)
     save_merge(stage_dir, MergeRecord(change=change, winner=decision.winner, head=commits["base"],
                                       note=f"{decision.winner} merged", grafts=[]))
     return round_of(change, commits["base"], 0.0, [Verdict.FAIL] * samples, scored,
-                    decision.winner, [], rubric.flags(scored, decision), decision.tie)
+                    decision.winner, [], standings.flags(scored, decision), decision.tie)
 
 
 def _arm_json(change: str, arm: str, commits: dict[str, str]) -> str:

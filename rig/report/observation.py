@@ -35,8 +35,9 @@ from pydantic import (
 from rig.persist import write_text_atomic
 from rig.report import pairs as pairs_mod
 from rig.report.pairs import Pair, Paired, RankInterval
-from rig.rubric import TIE_RULE, ArmScore, CheckResult, Tie, TieBreaker
+from rig.rubric import ArmScore, CheckResult
 from rig.sample.verdict import Verdict
+from rig.standings import TIE_RULE, Tie, TieBreaker
 from rig.stats import PassRate
 from rig.wire import WireSummary
 from runner.manifest import ArmIdentity
@@ -158,7 +159,7 @@ class Graft(_Model):
 
 
 class TieBreak(_Model):
-    """Arms of equal total competed for the win: how `rig.rubric.TIE_RULE` settled it."""
+    """Arms of equal total competed for the win: how `rig.standings.TIE_RULE` settled it."""
 
     arms: list[str] = Field(min_length=2)  # in the tie-break's order: the first won, if any
     total: float = Field(ge=0)
@@ -299,7 +300,7 @@ def round_of(change: str, base_commit: str, baseline_rate: float,
              flags: Sequence[str], tie: Tie | None = None,
              judge_usage: Sequence[JudgeUsage] = ()) -> Round:
     """One change's round. `grafts`: {from, what, rationale, verified} each; `tie`: the
-    tie `rubric.decide_winner` broke (or could not); `judge_usage`: an agent judge's."""
+    tie `standings.decide_winner` broke (or could not); `judge_usage`: an agent judge's."""
     return Round(
         change=change, base_commit=base_commit,
         baseline=Baseline(pass_rate=baseline_rate,

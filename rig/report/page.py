@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from rig.report import charts, heatmap
 from rig.report.evidence import PageEvidence, RoundEvidence
 from rig.report.observation import Observation, Round
-from rig.rubric import DIMENSIONS, OBJECTIVE, TIE_RULE, describe_flag
+from rig.rubric import DIMENSIONS, OBJECTIVE
 from rig.sample.record import SampleRecord
+from rig.standings import TIE_RULE, describe_flag
 
 CSP: Final = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 TESTS_SHOWN: Final = 20  # a sample's tests that did not pass, listed by id

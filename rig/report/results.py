@@ -12,7 +12,7 @@ from rig.report import headroom
 from rig.report.observation import ArmEntry, Observation, Round
 from rig.report.pairs import Pair, Paired
 from rig.report.scorecard import PAIRS_INTRO, cell, interval_text, pair_table, signed
-from rig.rubric import TIE_BREAKER_TEXT, TIE_RULE, describe_flag, total_key
+from rig.standings import TIE_BREAKER_TEXT, TIE_RULE, describe_flag, total_key
 from rig.wire import ModelUsage
 
 

@@ -14,19 +14,10 @@ from typing import Any
 from rig.report import headroom
 from rig.report import pairs as pairs_mod
 from rig.report.pairs import Pair
-from rig.rubric import (
-    SUBJECTIVE,
-    TIE_BREAKER_TEXT,
-    TIE_RULE,
-    ArmScore,
-    CheckResult,
-    RubricWeights,
-    WinnerDecision,
-    describe_flag,
-    places,
-)
+from rig.rubric import SUBJECTIVE, ArmScore, CheckResult, RubricWeights
 from rig.sample.metric import show
 from rig.sample.verdict import Verdict
+from rig.standings import TIE_BREAKER_TEXT, TIE_RULE, WinnerDecision, describe_flag, places
 
 
 def cell(text: str) -> str:
@@ -249,7 +240,7 @@ def render_scorecard(change: str, arms: Sequence[ArmScore], weights: RubricWeigh
                      flags: Sequence[str], decision: WinnerDecision, merge_note: str,
                      grafts: Sequence[Mapping[str, Any]],
                      browser: Sequence[BrowserEvidence] = (), playwright: str = "") -> str:
-    """SCORECARD.md of `change`; `decision`: `rubric.decide_winner` of `arms`; `browser`:
+    """SCORECARD.md of `change`; `decision`: `standings.decide_winner` of `arms`; `browser`:
     the browser samples' evidence (`playwright`: the version that wrote the traces)."""
     top = 5 * (weights.success + weights.checks + sum(getattr(weights, d) for d in SUBJECTIVE))
     parts = [

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rig import graft as graft_mod
-from rig import ratchet, rubric
+from rig import ratchet, rubric, standings
 from rig.sample import tree as tree_mod
 from rig.sample.record import SampleRecord
 from rig.sample.tree import Tree, UnsafeTreeError
@@ -153,7 +153,7 @@ def merge_change(engine: ContainerEngine, loaded: LoadedManifest, change: str, s
     base = frozen.contract.base_commit
     arms = score_mod.stage_scores(loaded, change)
     commits = {a.arm: a.commit for a in arms}
-    decision = rubric.decide_winner(arms, loaded.manifest.contract.threshold)
+    decision = standings.decide_winner(arms, loaded.manifest.contract.threshold)
     winner = base_arm or decision.winner
     branch = loaded.manifest.experiment.branch
     onto = merge.branch_head(loaded.repo_path, branch) or base

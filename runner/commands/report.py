@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig import contract as contract_mod
-from rig import rubric
+from rig import standings
 from rig.persist import write_text_atomic
 from rig.report import (
     Graft,
@@ -46,7 +46,7 @@ def _round(loaded: LoadedManifest, change: str) -> Round | None:
     merged = merge_mod.load(loaded, change)
     winner = None if merged is None else merged.winner
     grafts = [] if merged is None else [_graft(g) for g in merged.grafts]
-    decision = rubric.decide_winner(arms, loaded.manifest.contract.threshold)
+    decision = standings.decide_winner(arms, loaded.manifest.contract.threshold)
     if winner is None:
         winner = decision.winner
     return round_of(change, proof.base_commit, proof.baseline.pass_rate,

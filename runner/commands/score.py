@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rig import judge as judge_mod
-from rig import rubric
+from rig import rubric, standings
 from rig.contract import LockVersion
 from rig.guards import harness
 from rig.persist import write_text_atomic
@@ -190,10 +190,10 @@ CONTINUED = "continued_past_rig_errors"
 
 
 def round_flags(loaded: LoadedManifest, change: str, arms: list[rubric.ArmScore],
-                decision: rubric.WinnerDecision) -> list[str]:
-    """The round's flags (`rubric.flags`), and `continued_past_rig_errors` when `run
+                decision: standings.WinnerDecision) -> list[str]:
+    """The round's flags (`standings.flags`), and `continued_past_rig_errors` when `run
     --continue-on-rig-error` went on past its rig errors."""
-    flags = rubric.flags(arms, decision)
+    flags = standings.flags(arms, decision)
     if layout.continued_file(stage_path(loaded, change)).is_file():
         flags = sorted([*flags, CONTINUED])
     return flags
@@ -203,7 +203,7 @@ def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not 
                     grafts: list[dict[str, object]] | None = None) -> Path:
     arms = stage_scores(loaded, change)
     terms = loaded.manifest.contract
-    decision = rubric.decide_winner(arms, terms.threshold)
+    decision = standings.decide_winner(arms, terms.threshold)
     evidence, playwright = browser_evidence(loaded, change)
     flags = round_flags(loaded, change, arms, decision)
     text = render_scorecard(change, arms, terms.weights, flags, decision, merge_note,

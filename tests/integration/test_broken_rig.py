@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rig import rubric
+from rig import standings
 from runner.commands import score as score_mod
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
@@ -37,8 +37,8 @@ def test_missing_tool_in_a_check_makes_every_arm_invalid_and_unranked(
         assert scored.returncode == 3, scored.stderr[-2000:]
         arms = score_mod.stage_scores(loaded, "first")
         assert [(a.arm, a.valid) for a in arms] == [("A", False), ("B", False)]
-        assert rubric.rank(arms) == []
-        assert rubric.winner(arms, 1.0) is None
+        assert standings.rank(arms) == []
+        assert standings.winner(arms, 1.0) is None
         fmt = {a.arm: {(r.verdict.value, r.reason) for r in a.checks["fmt"].records}
                for a in arms}
         assert fmt == {"A": {("RIG_ERROR", "command_not_found")},

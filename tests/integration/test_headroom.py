@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from rig.rubric import check_result, flags, score_arm
+from rig.rubric import check_result, score_arm
 from rig.sample.record import SampleRecord
 from rig.sample.spec import ServerSpec
+from rig.standings import flags
 from tests.integration.attack_lab import FIX, Lab, attacking
 from tests.unit.test_score import WEIGHTS, arm_of
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rig.rubric import flags, score_arm
+from rig.rubric import score_arm
+from rig.standings import flags
 from runner.commands.dispatch.agents import ADAPTERS, render_template
 from runner.commands.dispatch.record import ArmState
 from runner.commands.dispatch.run import ArmOutcome, DispatchReport, NoAgentStartedError

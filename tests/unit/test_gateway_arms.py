@@ -9,7 +9,7 @@ import pytest
 
 from gateway import config as gateway_config
 from gateway.errors import Provider
-from rig.rubric import describe_flag
+from rig.standings import describe_flag
 from runner.commands import demo
 from runner.commands import up as up_mod
 from runner.commands.dispatch.agents import ADAPTERS, CODEX_PROVIDER, cli_env, gateway_env

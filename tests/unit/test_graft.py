@@ -13,9 +13,10 @@ import pytest
 
 from rig import graft
 from rig.guards import harness
-from rig.rubric import FLAG_FILES, describe_flag, flags, score_arm
+from rig.rubric import score_arm
 from rig.sample.record import SampleCounts, SampleRecord
 from rig.sample.tree import Entry, Kind
+from rig.standings import FLAG_FILES, describe_flag, flags
 from runner.commands import merge as merge_mod
 from runner.errors import BadInputError
 from runner.workspace import merge

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from rig.headroom import NEAR, ArmHeadroom, SampleUse, arm_headroom, sections, usage
-from rig.rubric import ArmScore, describe_flag, flags
+from rig.rubric import ArmScore
 from rig.sample.record import Allocation, SampleRecord, Usage
+from rig.standings import describe_flag, flags
 from tests.unit.test_score import record, scored
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cgroup"

@@ -16,8 +16,9 @@ from rig.report import (
     write_observation,
 )
 from rig.report.page import render_page
-from rig.rubric import ArmScore, decide_winner, flags
+from rig.rubric import ArmScore
 from rig.sample.verdict import Verdict
+from rig.standings import decide_winner, flags
 from tests.unit.html_page import numbers_compared, parse, values
 from tests.unit.test_headroom import used, with_records
 from tests.unit.test_report import CONTRACT

@@ -20,8 +20,9 @@ from rig.report import (
     write_observation,
 )
 from rig.report.scorecard import graft_lines
-from rig.rubric import JUDGE_NONE_CAVEAT, TIE_RULE, ArmScore, decide_winner, flags, winner
+from rig.rubric import JUDGE_NONE_CAVEAT, ArmScore
 from rig.sample.verdict import Verdict
+from rig.standings import TIE_RULE, decide_winner, flags, winner
 from tests.unit.test_score import WEIGHTS, judged, scored
 
 SHA = "ab" * 32

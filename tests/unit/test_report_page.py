@@ -22,7 +22,7 @@ from rig.report.evidence import (
     Work,
 )
 from rig.report.page import CSP, flag_lines, flag_summary, render_page
-from rig.rubric import describe_flag
+from rig.standings import describe_flag
 from rig.wire import WireSummary
 from tests.unit.html_page import numbers_compared, parse
 from tests.unit.test_report import build

@@ -9,8 +9,8 @@ import json
 
 from rig.report import Observation, observation, render_results, round_of
 from rig.report.pairs import Pair, RankInterval
-from rig.rubric import winner
 from rig.sample.verdict import Verdict
+from rig.standings import winner
 from tests.unit.test_report import build, round_one, scorecard, scored
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rig import rubric
+from rig import standings
 from runner.commands import run as run_mod
 from runner.errors import RigErrorRoundError
 from runner.store import layout
@@ -73,6 +73,6 @@ def test_continue_on_rig_error_goes_on_and_the_stage_says_so(steps: list[str],
 
 
 def test_the_flag_has_a_meaning_every_report_prints() -> None:
-    assert rubric.describe_flag("continued_past_rig_errors").startswith(
+    assert standings.describe_flag("continued_past_rig_errors").startswith(
         "continued_past_rig_errors: `run --continue-on-rig-error` went on past this round's "
         "rig errors")

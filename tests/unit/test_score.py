@@ -12,25 +12,27 @@ from rig.errors import RigError
 from rig.rubric import (
     JUDGE_NONE_CAVEAT,
     NO_CHECKS_CAVEAT,
-    TIE_RULE,
     ArmScore,
     CheckResult,
     DimScore,
     JudgeScores,
     ScoreError,
+    check_result,
+    score_arm,
+)
+from rig.sample.record import SampleRecord
+from rig.sample.verdict import Verdict
+from rig.standings import (
+    TIE_RULE,
     Tie,
     WinnerDecision,
-    check_result,
     decide_winner,
     describe_flag,
     flags,
     places,
     rank,
-    score_arm,
     winner,
 )
-from rig.sample.record import SampleRecord
-from rig.sample.verdict import Verdict
 from runner.manifest.arms import Arm
 from runner.manifest.models import Weights
 
