@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from rig.guards import harness
+from rig.guards import harness_stated
 from runner import workspace
 from runner.cli.dispatch import dispatch_command
 from runner.cli.dispatch_view import DispatchView
@@ -213,12 +213,12 @@ def test_brief_is_the_brief_file_then_the_guardrails(horizon: LoadedManifest) ->
 
 def test_brief_states_what_is_the_base_s_at_scoring_for_this_repository(
         horizon: LoadedManifest) -> None:
-    """Issue 30: the brief ends with `rig.guards.harness.stated` of the base's tree and the
+    """Issue 30: the brief ends with `rig.guards.harness_stated.stated` of the base's tree and the
     change's protected files (the example's: its two protected tests, its pyproject and
     .gitignore), so no rule that decides a verdict is one the arms were not given."""
     base = workspace.resolve_commit(horizon.repo_path, horizon.manifest.experiment.base)
     brief = compose_brief(horizon, "cap-horizon", base)
-    assert brief.text.endswith(harness.stated(
+    assert brief.text.endswith(harness_stated.stated(
         read_tree(horizon.repo_path, base), ("tests/test_horizon.py", "tests/test_units.py")))
     assert ("- Protected (restored to the base's version): `tests/test_horizon.py`,\n"
             "  `tests/test_units.py`.\n"

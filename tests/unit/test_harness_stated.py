@@ -1,10 +1,11 @@
-"""What the brief states of the harness (`rig.guards.harness.stated`, issue 30): concretely, for
-the base's own tree, what every sample will take from the base, from the very predicates
-`rig.guards.harness.pin` applies; and every rule that decides a verdict is in it."""
+"""What the brief states of the harness (`rig.guards.harness_stated.stated`, issue 30):
+concretely, for the base's own tree, what every sample will take from the base, from the
+very predicates `rig.guards.harness.pin` applies; and every rule that decides a verdict
+is in it."""
 
 from __future__ import annotations
 
-from rig.guards import harness
+from rig.guards import harness, harness_stated
 from rig.sample.tree import Entry, Kind, Tree
 
 
@@ -31,7 +32,7 @@ def test_the_statement_for_a_small_tree() -> None:
     harness files by path (pytest.ini, the conftest, the plugin the ini names, the Go
     TestMain file, go.mod; never bytecode, nor the test package's marker, whose content
     is code), then the rules."""
-    text = harness.stated(SMALL, ("tests/test_app.py",))
+    text = harness_stated.stated(SMALL, ("tests/test_app.py",))
     assert text.startswith(
         "## What is the base's at scoring\n\n"
         "Your last commit is scored in fresh containers. What is listed here is the base's "
@@ -40,14 +41,14 @@ def test_the_statement_for_a_small_tree() -> None:
         "- The base's harness files here: `calc/main_test.go`, `go.mod`, `pytest.ini`,\n"
         "  `tests/conftest.py`, `tools/plug.py`.\n"
         "- Harness, by file name or place anywhere in the tree: ")
-    rules = [harness.RULE_BY_NAME, harness.RULE_NAMED, harness.RULE_GO_TEST_MAIN,
-             harness.RULE_LAYOUT, harness.RULE_RUNTIME, harness.RULE_DEPENDENCIES,
-             harness.RULE_BYTECODE, harness.RULE_COMMANDS]
+    said = harness_stated
+    rules = [said.RULE_BY_NAME, said.RULE_NAMED, said.RULE_GO_TEST_MAIN, said.RULE_LAYOUT,
+             said.RULE_RUNTIME, said.RULE_DEPENDENCIES, said.RULE_BYTECODE, said.RULE_COMMANDS]
     # every rule sentence of the module: a new one must be stated (and listed here)
-    assert set(rules) == {v for k, v in vars(harness).items() if k.startswith("RULE_")}
+    assert set(rules) == {v for k, v in vars(harness_stated).items() if k.startswith("RULE_")}
     flat = " ".join(text.split())
     assert [flat.find(" ".join(rule.split())) > 0 for rule in rules] == [True] * len(rules)
-    assert harness.stated(dict(SMALL), ("tests/test_app.py",)) == text  # deterministic
+    assert harness_stated.stated(dict(SMALL), ("tests/test_app.py",)) == text  # deterministic
 
 
 def test_every_rule_that_decides_a_verdict_is_stated() -> None:
@@ -56,7 +57,7 @@ def test_every_rule_that_decides_a_verdict_is_stated() -> None:
     TestMain, go.mod's language version, a new dependency, a test package marker, a
     shadowing module, a file a config names, bytecode and caches, a cargo target/),
     and that a file a check's command names is the arm's unless protected."""
-    flat = " ".join(harness.stated(SMALL).split())
+    flat = " ".join(harness_stated.stated(SMALL).split())
     for words in ("`conftest.py`", "a fixture or hook added to a conftest.py the base has",
                   "conftest.py of a new test directory", "pytest marker",
                   "declared in pyproject.toml", "`TestMain`", "removed whole",
@@ -73,7 +74,7 @@ def test_every_rule_that_decides_a_verdict_is_stated() -> None:
 
 def test_language_rules_appear_only_where_the_base_has_the_language() -> None:
     js: Tree = {"package.json": file("{}"), "src/a.js": file("1"), "test/a.test.js": file("")}
-    text = harness.stated(js)
+    text = harness_stated.stated(js)
     assert "TestMain" not in text and "Python:" not in text
     assert "Protected" not in text  # nothing protected: no line for it
     assert "- The base's harness files here: `package.json`.\n" in text
@@ -84,7 +85,7 @@ def test_a_long_list_is_grouped_by_directory() -> None:
     directory is one entry with its count, then at most 30 entries, then how many more."""
     tree: Tree = {f"node_modules/p{i}/package.json": file("{}") for i in range(500)}
     tree.update({f"tsconfig.{i:02}.json": file("{}") for i in range(40)})
-    shown = harness.grouped(harness.harness_of(tree))
+    shown = harness_stated.grouped(harness.harness_of(tree))
     entries = shown.split(", ")
     assert entries[0] == "`node_modules/` (500 files)"
     assert entries[1:3] == ["`tsconfig.00.json`", "`tsconfig.01.json`"]
@@ -92,11 +93,11 @@ def test_a_long_list_is_grouped_by_directory() -> None:
 
 
 def test_a_short_list_is_every_path() -> None:
-    assert harness.grouped(["b/conftest.py", "a/conftest.py", "a/conftest.py"]) == (
+    assert harness_stated.grouped(["b/conftest.py", "a/conftest.py", "a/conftest.py"]) == (
         "`a/conftest.py`, `b/conftest.py`")
     many = [f"pkg{i}/conftest.py" for i in range(3)] + [f"tests/t{i}/conftest.py"
                                                          for i in range(40)]
-    assert harness.grouped(many) == ("`pkg0/conftest.py`, `pkg1/conftest.py`, "
+    assert harness_stated.grouped(many) == ("`pkg0/conftest.py`, `pkg1/conftest.py`, "
                                      "`pkg2/conftest.py`, `tests/` (40 files)")
 
 

@@ -2,7 +2,7 @@
 
 Its text is the change's brief file (symptom + acceptance criteria) followed by the
 repository guardrails, then what will be the base's at scoring, concretely for this
-repository and change (`rig.guards.harness.stated`: the protected files, the base's harness
+repository and change (`rig.guards.harness_stated.stated`: the protected files, the base's harness
 files, the rules that decide what a sample takes from the base), so no rule that decides
 a verdict is one the arms were not given. Nothing in it names an arm, so it is
 byte-identical across arms (its sha256 is recorded with every arm; the contract hashes the
@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.guards import harness
+from rig.guards import harness_stated
 from runner import contract
 from runner.containers.samples.tree import read_tree
 from runner.errors import BadInputError
@@ -72,10 +72,11 @@ def compose_brief(loaded: LoadedManifest, change_id: str, base: str) -> Brief:
 
 
 def scoring(loaded: LoadedManifest, change_id: str, base: str) -> str:
-    """What a sample takes from the base instead of the arm's tree (`rig.guards.harness.stated`,
-    the very predicates `rig.guards.harness.pin` applies, so the statement cannot drift)."""
+    """What a sample takes from the base instead of the arm's tree
+    (`rig.guards.harness_stated.stated`, the very predicates `rig.guards.harness.pin`
+    applies, so the statement cannot drift)."""
     tree = read_tree(loaded.repo_path, base)
-    return harness.stated(tree, contract.protected_paths(loaded, change_id, base))
+    return harness_stated.stated(tree, contract.protected_paths(loaded, change_id, base))
 
 
 def arm_test_user(experiment: str, arm: str) -> str:
