@@ -19,7 +19,6 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from runner.containers import images
 from runner.containers.backend import ContainerEngine, EngineFacts
@@ -33,7 +32,7 @@ from runner.install import engine as engine_install
 from runner.manifest import DEFAULT_MANIFEST
 from runner.workspace.git import GitError, run_git
 
-Status = Literal["ok", "missing", "wrong"]
+Status = compose.Status  # ok, missing or wrong: a check says what Compose's cache does
 FIX = "bakeoff-sandbox doctor --fix"
 MIN_API = (1, 41)  # docker-py 7 needs 1.24; the oldest engine this project runs on: 20.10
 SUPPORTED_STORAGE = ("overlay2",)

@@ -119,7 +119,7 @@ def install(version: str = VERSION) -> Path:
     the cache already holds it; one that prints another version is replaced."""
     root = cache_root() / "compose"
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f".{version}.lock"):
+    with locked(root / f".{version}.lock"):
         if inspect(version).status == "ok":
             return path(version)
         for leftover in root.glob(f".{version}-*"):  # an install killed midway (the lock
@@ -189,7 +189,9 @@ def _verify(sdist: Path, version: str) -> None:
 
 
 @contextlib.contextmanager
-def _locked(lock: Path) -> Iterator[None]:
+def locked(lock: Path) -> Iterator[None]:
+    """This host's exclusive lock on the file `lock` (the kernel's flock: a killed holder
+    releases it), held for the block."""
     with lock.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -14,7 +14,6 @@ file of its own (`logs_dir()`); a failed build's error carries the last lines an
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import json
@@ -403,8 +402,7 @@ def build_lock(tag: str) -> Iterator[None]:
     releases it."""
     locks = cache_dir() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with compose.locked(locks / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".lock")):
         yield
 
 
