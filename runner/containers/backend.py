@@ -17,6 +17,7 @@ Everything here is plain Python: no client library is imported.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -52,6 +53,8 @@ class Labels:
 
 
 NO_NETWORK = "none"  # a container with no network at all
+EXIT_LAG_S = 3.0     # how long an engine may still call an exec running once its output ended
+EXIT_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -417,3 +420,17 @@ class ContainerEngine(Protocol):
         """Remove our containers, networks and volumes matching `filters` (never one
         without our labels); how many of each kind."""
         ...
+
+
+def exit_after_output(engine: ContainerEngine, exec_id: str) -> ExecState:
+    """An exec's state once its output ended. The engine records the exit a moment after
+    the output closes, longer under load or on a remote engine (a second engine once said
+    `running` there, and a process listing read as failed), so it is asked again for up
+    to EXIT_LAG_S; what it says then is the answer, and the caller decides what a process
+    still running means."""
+    until = time.monotonic() + EXIT_LAG_S
+    state = engine.exec_state(exec_id)
+    while state.running and time.monotonic() < until:
+        time.sleep(EXIT_POLL_S)
+        state = engine.exec_state(exec_id)
+    return state

@@ -51,6 +51,7 @@ from runner.containers.backend import (
     EngineIdentity,
     ExecState,
     HeldProcess,
+    exit_after_output,
 )
 from runner.containers.backend import ContainerSpec as ContainerSpec
 from runner.containers.backend import ExecStream as ExecStream
@@ -268,8 +269,9 @@ class Engine:
         started = time.monotonic()
         stdout, stderr = self._exec_output(exec_id, deadline_s)
         duration = time.monotonic() - started
-        code = self.call("inspect an exec", api.exec_inspect, exec_id, retry=True)["ExitCode"]
-        return Completed(-1 if code is None else int(code), stdout, stderr, round(duration, 3))
+        state = exit_after_output(self, exec_id)
+        code = -1 if state.running or state.exit_code is None else state.exit_code
+        return Completed(code, stdout, stderr, round(duration, 3))
 
     def _exec_output(self, exec_id: str, deadline_s: float) -> tuple[str, str]:
         """The exec's output, on a thread of its own: past `deadline_s` the engine is

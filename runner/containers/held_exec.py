@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from runner.containers.backend import ContainerEngine, ExecOutput
+from runner.containers.backend import ContainerEngine, ExecOutput, exit_after_output
 from runner.containers.dockerclient import ENGINE_HINT, end_of_input
 from runner.containers.engine import Engine
 from runner.errors import SandboxUnavailableError
@@ -70,10 +70,9 @@ class HeldExec:
         return ExecOutput(self.exit_code(), out, err)
 
     def exit_code(self) -> int | None:
-        found = self.engine.call(f"inspect {self.what}", self.engine.client.api.exec_inspect,
-                                 self.exec_id, retry=True)
-        code = found.get("ExitCode")
-        return None if found.get("Running") or code is None else int(code)
+        state = (exit_after_output(self.engine, self.exec_id) if self.ended
+                 else self.engine.exec_state(self.exec_id))
+        return None if state.running else state.exit_code
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

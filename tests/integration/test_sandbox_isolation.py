@@ -243,3 +243,24 @@ def test_sweep_kills_every_process_of_the_sandbox_user_and_the_checkout_survives
     assert process.leftovers(engine, a.container_id) == []
     assert sh(engine, target, "A", "cat mine.txt; git status --porcelain").stdout == (
         "mine\n?? mine.txt\n")
+
+
+def test_a_sandbox_churning_processes_is_listed_every_time_and_swept(
+        engine: Engine, target: LoadedManifest) -> None:
+    """Pins: a process that ended between the listing's glob of /proc and its read made
+    the listing's exit status nonzero, read as "cannot list the sandbox's processes": 5 of
+    60 listings under a loop of short-lived processes (measured; when it bites depends on
+    the pids, so tests/unit/test_exec_exit.py pins the script itself), and the arm's
+    dispatch stopped the round. Every listing succeeds and names the loop; the sweep ends
+    it."""
+    up_mod.up(engine, target, options=CORE)
+    _, current = state_mod.require_up(target)
+    a = current.arm("A")
+    assert a is not None
+    started = sh(engine, target, "A", "setsid sh -c 'while :; do /bin/true; done' "
+                 "</dev/null >/dev/null 2>&1 & echo ok")
+    assert started.stdout == "ok\n"
+    listed = [process.leftovers(engine, a.container_id) for _ in range(20)]
+    assert all("sh" in found and set(found) <= {"sh", "true"} for found in listed)
+    assert "sh" in process.sweep(engine, a.container_id)
+    assert process.leftovers(engine, a.container_id) == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from runner.containers import database, psql
-from runner.containers.backend import ExecOutput
+from runner.containers.backend import ExecOutput, ExecState
 from runner.containers.held_exec import HeldExec
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.store.state import DbState
@@ -166,6 +166,11 @@ class FakeEngine:
 
     def call(self, what: str, fn: object, *args: object, **kwargs: object) -> object:
         return self.inspected
+
+    def exec_state(self, exec_id: str) -> ExecState:
+        code = self.inspected.get("ExitCode")
+        return ExecState(bool(self.inspected.get("Running")),
+                         None if code is None else int(str(code)))
 
 
 def test_a_held_exec_reads_each_answer_up_to_its_marker_across_split_frames() -> None:

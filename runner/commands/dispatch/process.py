@@ -27,19 +27,21 @@ from typing import BinaryIO
 
 from runner.commands.dispatch.redact import Redactor, StreamRedactor
 from runner.containers import sandbox
-from runner.containers.backend import ContainerEngine, ExecState, ExecStream
+from runner.containers.backend import EXIT_LAG_S, ContainerEngine, ExecStream, exit_after_output
 from runner.errors import EngineError, SandboxUnavailableError
 
 KILL_GRACE_S = sandbox.KILL_GRACE_S
 HOST_GRACE_S = 15   # after timeout's own KILL, the host waits this much more
 STOP_WAIT_S = 10    # after a forced stop, how long the output may take to end
 POLL_S = 0.25
-EXIT_LAG_S = 3      # how long the engine may still say "running" once the output ended
 SIGNALLED = 128     # an exit code from here on: killed by a signal (128 + its number)
 # Shell builtins only (no `ps`: any image has sh and /proc): this shell's pid, then one
-# /proc/<pid>/stat line per process: `pid (comm) state ppid ...`.
+# /proc/<pid>/stat line per process: `pid (comm) state ppid ...`. A process that ends
+# between the glob and its read is no leftover: skipped, silently (the loop's stderr),
+# and the listing still succeeds (`exit 0`: the loop's status was its last read's, so a
+# sandbox that spawned short-lived processes failed ~1 listing in 12, a round stopped).
 PROCESS_LIST = ["sh", "-c", 'echo $$; for d in /proc/[0-9]*; do '
-                'read -r s < "$d/stat" 2>/dev/null && echo "$s"; done']
+                'read -r s < "$d/stat" && echo "$s"; done 2>/dev/null; exit 0']
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def run_agent(engine: ContainerEngine, container_id: str, command: str, env: dic
     stopped, interrupted = _await(engine, container_id, reader, running, deadline, cancel)
     duration = time.monotonic() - started
     running.close()  # frees the connection (a no-op when the stream ended by itself)
-    info = _exec_state(engine, running.exec_id)
+    info = exit_after_output(engine, running.exec_id)
     if (reader.error is not None or info.running) and not (stopped or interrupted):
         # The output ended but the agent did not: we lost it, the agent did not fail.
         sweep(engine, container_id, force=True)
@@ -167,16 +169,6 @@ def _require_running(engine: ContainerEngine, container_id: str, *, signalled: b
             "experiment's services are restored and the arm is dispatched again from the base")
 
 
-def _exec_state(engine: ContainerEngine, exec_id: str) -> ExecState:
-    """The exec's state once it has stopped (the engine may lag the end of the output)."""
-    for _ in range(int(EXIT_LAG_S / POLL_S)):
-        info = sandbox.exec_state(engine, exec_id)
-        if not info.running:
-            break
-        time.sleep(POLL_S)
-    return info
-
-
 def _await(engine: ContainerEngine, container_id: str, reader: _Reader, running: ExecStream,
            deadline: float, cancel: threading.Event) -> tuple[bool, bool]:
     """Wait for the output to end; (stopped at the host deadline, interrupted)."""
@@ -199,7 +191,9 @@ def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
     listed = sandbox.exec_in(engine, container_id, PROCESS_LIST, timeout_s=30)
     lines = listed.stdout.splitlines()
     if listed.exit_code != 0 or not lines:
-        raise SandboxUnavailableError(f"cannot list the sandbox's processes: {listed.stderr}")
+        said = (listed.stderr or listed.stdout).strip()[:300] or "it printed nothing"
+        raise SandboxUnavailableError(f"cannot list the sandbox's processes (exit "
+                                      f"{listed.exit_code}): {said}")
     probe = int(lines[0].strip())
     procs = [parse_stat(line) for line in lines[1:] if line.strip()]
     main = min((pid for pid, ppid, _ in procs if ppid == 1), default=None)
