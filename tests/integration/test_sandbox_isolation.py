@@ -252,7 +252,7 @@ def test_a_sandbox_churning_processes_is_listed_every_time_and_swept(
     60 listings under a loop of short-lived processes (measured; when it bites depends on
     the pids, so tests/unit/test_exec_exit.py pins the script itself), and the arm's
     dispatch stopped the round. Every listing succeeds and names the loop; the sweep ends
-    it."""
+    it. And a process named with a newline is a leftover the sweep ends, not a crash."""
     up_mod.up(engine, target, options=CORE)
     _, current = state_mod.require_up(target)
     a = current.arm("A")
@@ -263,4 +263,13 @@ def test_a_sandbox_churning_processes_is_listed_every_time_and_swept(
     listed = [process.leftovers(engine, a.container_id) for _ in range(20)]
     assert all("sh" in found and set(found) <= {"sh", "true"} for found in listed)
     assert "sh" in process.sweep(engine, a.container_id)
+    assert process.leftovers(engine, a.container_id) == []
+    # The attack: a process that names itself with a newline (its stat line cut there)
+    # made the listing crash; it is a leftover, and the sweep ends it.
+    renamed = sh(engine, target, "A", "setsid sh -c 'printf \"a\\n9 (b\" > /proc/$$/comm; "
+                 "while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & p=$!; sleep 0.5; echo $p")
+    odd = f"{renamed.stdout.strip()} (a"
+    found = process.leftovers(engine, a.container_id)
+    assert odd in found and set(found) <= {odd, "sleep"}
+    assert odd in process.sweep(engine, a.container_id)
     assert process.leftovers(engine, a.container_id) == []

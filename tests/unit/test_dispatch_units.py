@@ -311,6 +311,13 @@ def test_parse_stat_reads_pid_ppid_and_a_name_with_spaces_and_parens() -> None:
     assert process.parse_stat("42 (my (odd) name) R 18 42 42") == (42, 18, "my (odd) name")
 
 
+@pytest.mark.parametrize("line", ["9 (a", "9 (b) S", "x (b) S 1", "(b) S 1 2", "9 b) S 1 2",
+                                  "9 (b) S x 2"])
+def test_parse_stat_reads_no_pid_from_what_is_not_a_stat_line(line: str) -> None:
+    """The first line of a process whose name holds a newline, and other such."""
+    assert process.parse_stat(line) is None
+
+
 def test_parse_shortstat() -> None:
     assert parse_shortstat(" 3 files changed, 10 insertions(+), 2 deletions(-)") == (3, 10, 2)
     assert parse_shortstat(" 1 file changed, 1 deletion(-)") == (1, 0, 1)

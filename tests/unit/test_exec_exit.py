@@ -122,3 +122,13 @@ def test_a_process_that_ends_during_the_listing_is_skipped_and_the_listing_succe
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout.splitlines()[1:], done.stderr) == (
         0, ["1 (init) S 0 1"], "")
+
+
+def test_a_process_named_with_a_newline_is_a_leftover_never_a_crash_or_hidden(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process may write its own /proc/self/comm, newline and all; its stat line is cut
+    at the newline. Before, the listing raised ValueError and the arm's dispatch failed."""
+    listing = Listing(0, "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n"
+                         "30 (sh) R 29 30\n12 (a\n", "")
+    monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: listing)
+    assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["12 (a"]

@@ -195,18 +195,27 @@ def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
         raise SandboxUnavailableError(f"cannot list the sandbox's processes (exit "
                                       f"{listed.exit_code}): {said}")
     probe = int(lines[0].strip())
-    procs = [parse_stat(line) for line in lines[1:] if line.strip()]
+    read = [(line, parse_stat(line)) for line in lines[1:] if line.strip()]
+    procs = [found for _, found in read if found is not None]
     main = min((pid for pid, ppid, _ in procs if ppid == 1), default=None)
     # The probe is the sh under exec_in's `timeout`: that `timeout` is ours too.
     ours = {1, main, probe, *(ppid for pid, ppid, _ in procs if pid == probe)}
-    return [name for pid, _, name in procs if pid not in ours]
+    # A line that does not read as a stat line is a process whose name holds a newline
+    # (a process may write its own /proc/self/comm): a leftover, so the sweep kills it,
+    # never a crash of the listing, never a process hidden from it.
+    odd = [line[:40] for line, found in read if found is None]
+    return [name for pid, _, name in procs if pid not in ours] + odd
 
 
-def parse_stat(line: str) -> tuple[int, int, str]:
-    """`12 (sleep) S 1 ...` -> (12, 1, "sleep"); the name may hold spaces and parens."""
+def parse_stat(line: str) -> tuple[int, int, str] | None:
+    """`12 (sleep) S 1 ...` -> (12, 1, "sleep"); the name may hold spaces and parens.
+    None for what is not such a line (the first line of a name with a newline in it)."""
     head, _, tail = line.rpartition(")")
-    pid, _, name = head.partition(" (")
-    return int(pid), int(tail.split()[1]), name
+    pid, paren, name = head.partition(" (")
+    fields = tail.split()
+    if not (paren and pid.isdigit() and len(fields) > 1 and fields[1].isdigit()):
+        return None
+    return int(pid), int(fields[1]), name
 
 
 def sweep(engine: ContainerEngine, container_id: str, *, force: bool = False) -> list[str]:
