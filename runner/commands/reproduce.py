@@ -32,7 +32,7 @@ from runner import workspace
 from runner.commands.sample_plan import METRIC_PARSER
 from runner.containers import database, images, sandbox
 from runner.containers.backend import ContainerEngine
-from runner.containers.images import BuiltImage, prepared
+from runner.containers.images import BuiltImage, catalog, prepared
 from runner.containers.samples import DockerSampleExecutor
 from runner.containers.samples.tree import protected_hashes
 from runner.errors import BadInputError, InfraError
@@ -99,10 +99,10 @@ def rebuild_command(record: SampleRecord) -> str:
     rescore = f"`{CLI} rescore --change {record.change} --arm {record.arm} --rebuild`"
     if record.image.startswith(f"bakeoff/{prepared.PREPARED}:"):
         return rescore
-    name = images.name_of(record.image)
+    name = catalog.name_of(record.image)
     if name is None:
         return f"`docker load` (or a build of) {record.image}, then {rescore}"
-    return (f"`{images.BUILD_CMD} {name}` (or rebuild and re-score in one step: "
+    return (f"`{catalog.BUILD_CMD} {name}` (or rebuild and re-score in one step: "
             f"{rescore})")
 
 
@@ -182,7 +182,7 @@ def recorded_image(engine: ContainerEngine, record: SampleRecord) -> BuiltImage:
         now = images.inspect(engine, record.image) if record.image else None
         raise ImageGoneError(record, None if now is None else str(now["Id"]))
     name = (prepared.PREPARED if record.image.startswith(f"bakeoff/{prepared.PREPARED}:")
-            else images.name_of(record.image) or record.image)
+            else catalog.name_of(record.image) or record.image)
     return BuiltImage(name, record.image, str(attrs["Id"]), record.image_identity, cached=True)
 
 

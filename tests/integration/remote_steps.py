@@ -35,7 +35,7 @@ from runner.containers.engine import (
     Volume,
     iter_stream,
 )
-from runner.containers.images import tar_of
+from runner.containers.images.identity import tar_of
 from tests.integration.helpers import created
 
 LABEL = "remote-probe"  # the io.bakeoff.image label of every image the steps make
