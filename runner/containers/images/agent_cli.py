@@ -29,7 +29,7 @@ from runner.containers.backend import ContainerEngine
 from runner.containers.engine import Engine, Labels, docker_engine
 from runner.containers.images import BuiltImage, host_trust, inspect
 from runner.containers.images.identity import HOST_CA, tar_of
-from runner.containers.images.reporters import BuildReporter, QuietReporter
+from runner.containers.images.reporters import BuildReporter, QuietBuildReporter
 from runner.errors import InfraError
 
 FORMAT = 1  # of the recipe below
@@ -228,7 +228,7 @@ def layer(engine: ContainerEngine, base: BuiltImage, cli: AgentCli, version: str
           reporter: BuildReporter | None = None) -> BuiltImage:
     """The arm's image with the CLI added: `base` + the dist's files, on PATH."""
     engine = docker_engine(engine)
-    chosen = reporter or QuietReporter()
+    chosen = reporter or QuietBuildReporter()
     dist_image = dist(engine, cli, version, chosen)
     identity = layer_identity(base, dist_image)
 

@@ -252,7 +252,7 @@ def _built(engine: Engine, commit: str, tag: str, stream: Any, log: buildlog.Bui
     """The image id a build's stream ends with; every line to the log. `InfraError` when
     setup failed: its last lines, the log, the likely cause."""
     image_id = images.read_build_stream(PREPARED, iter_stream(stream),
-                                        reporters.QuietReporter(), log,
+                                        reporters.QuietBuildReporter(), log,
                                         failed=f"toolchain setup failed for {commit[:12]}",
                                         hint=likely_cause)
     return image_id or str(inspect(engine, tag)["Id"])  # type: ignore[index]

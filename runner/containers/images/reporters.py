@@ -29,7 +29,7 @@ class LogReporter(BuildReporter, Protocol):
     def log_opened(self, name: str, path: Path) -> None: ...
 
 
-class QuietReporter:
+class QuietBuildReporter:
     """Reports nothing (the build log still has everything)."""
 
     def start(self, name: str) -> None: ...
@@ -54,7 +54,7 @@ def reporting(reporter: BuildReporter) -> Iterator[BuildReporter]:
 
 def current_reporter() -> BuildReporter:
     """The reporter `reporting` installed (a build on first use shows there), else quiet."""
-    return _FIRST_USE.get() or QuietReporter()
+    return _FIRST_USE.get() or QuietBuildReporter()
 
 
 def open_log(name: str, reporter: BuildReporter) -> BuildLog:
