@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.containers import images
-from runner.containers.backend import ContainerEngine, EngineFacts
+from runner.containers.backend import ContainerEngine, EngineFacts, Labels
 from runner.containers.dockerclient import LOCAL_ENGINE
-from runner.containers.engine import Labels
 from runner.containers.images import catalog, present, reporters
 from runner.containers.images.present import ImageState
 from runner.errors import EngineError, RunnerError

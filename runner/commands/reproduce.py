@@ -23,7 +23,7 @@ from pathlib import Path
 from rig.guards.tripwire import Finding
 from rig.parsers import UnknownParserError, get_parser
 from rig.sample.metric import Ratchet
-from rig.sample.oracle import run_sample
+from rig.sample.oracle import run_sample, sample_dir
 from rig.sample.record import SampleRecord
 from rig.sample.spec import Execution, SampleSpec, ServerSpec, StackSpec
 from rig.sample.tree import unshown
@@ -398,7 +398,7 @@ def rerun(engine: ContainerEngine, located: Located, loaded: LoadedManifest | No
         wrapped = RecordedEnvExecutor(executor, env, secret_keys(record), record.env)
         new = run_sample(wrapped, spec, out)
     return Reproduction(record, new, located.path.with_name(record.log),
-                        layout.sample_dir(out, record.arm, record.check) / new.log)
+                        sample_dir(out, record.arm, record.check) / new.log)
 
 
 def enter(engine: ContainerEngine, located: Located, loaded: LoadedManifest | None,

@@ -28,8 +28,7 @@ from runner.commands.proofs import prove, record
 from runner.containers import arms as arms_mod
 from runner.containers import browser, checkout, database, images, sandbox
 from runner.containers import gateway as gateway_mod
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, ContainerEngine, Labels
 from runner.containers.images import reporters
 from runner.containers.images.prepared import Toolchain
 from runner.containers.stacks import arm as arm_stack

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.containers import sandbox
-from runner.containers.backend import ContainerEngine
+from runner.containers.backend import ContainerEngine, Labels
 from runner.containers.checkout import ArmBox
-from runner.containers.engine import Labels
 from runner.containers.images import BuiltImage, agent_cli, reporters
 from runner.containers.images.agent_cli import InstalledCli
 from runner.manifest import Arm, Limits

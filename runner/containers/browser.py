@@ -41,8 +41,15 @@ from rig.guards import plant
 from rig.guards.canary import Canary
 from rig.sample.record import BrowserAsked, BrowserRan
 from runner.containers import images, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Bind, ContainerSpec, Labels, Resources, Tmpfs, Volume
+from runner.containers.backend import (
+    Bind,
+    ContainerEngine,
+    ContainerSpec,
+    Labels,
+    Resources,
+    Tmpfs,
+    Volume,
+)
 from runner.containers.images import BuiltImage
 from runner.containers.images.identity import tar_of
 from runner.containers.images.reporters import BuildReporter

@@ -30,8 +30,14 @@ from typing import Any
 
 from rig.persist import write_text_atomic
 from runner.containers import archive, images, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import ContainerSpec, Labels, Resources, Tmpfs, Volume
+from runner.containers.backend import (
+    ContainerEngine,
+    ContainerSpec,
+    Labels,
+    Resources,
+    Tmpfs,
+    Volume,
+)
 from runner.containers.images import BuiltImage, catalog, reporters
 from runner.containers.images.identity import tar_of
 from runner.errors import BadInputError, InfraError, NotFoundError, SandboxUnavailableError

@@ -40,8 +40,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from rig.sample.oracle import RETRIED_DIR, SAMPLES_DIR
-from rig.sample.oracle import sample_dir as sample_dir  # the rig writes the records: its helper
+from rig.sample.oracle import RETRIED_DIR, SAMPLES_DIR, sample_dir
 
 STATE_ROOT = ".bakeoff"
 STAGES = "stages"

@@ -64,8 +64,9 @@ import docker.errors
 import requests
 from docker.types import Mount
 
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, Labels
 from runner.containers.dockerclient import iter_stream
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage, buildlog, rootfs
 
 IMAGE = "engine"  # images/engine

@@ -16,7 +16,8 @@ from rich.console import Console
 
 from runner.cli.progress import ImageBuildView
 from runner.containers import images
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine
+from runner.containers.backend import LABEL_IDENTITY, LABEL_IMAGE
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage, catalog, reporters
 from runner.containers.images.identity import context_hash, identity_of
 from runner.errors import ImageMissingError

@@ -19,15 +19,8 @@ import docker.errors
 import pytest
 
 from runner.containers import images
-from runner.containers.engine import (
-    LABEL_EXPERIMENT,
-    Bind,
-    ContainerSpec,
-    Engine,
-    Labels,
-    Tmpfs,
-    Volume,
-)
+from runner.containers.backend import LABEL_EXPERIMENT, Bind, ContainerSpec, Labels, Tmpfs, Volume
+from runner.containers.engine import Engine
 from runner.containers.images import catalog
 from runner.containers.images.identity import layers_digest
 from runner.errors import EngineRefusedError

@@ -27,7 +27,8 @@ from rig.sample.spec import Execution, SampleSpec
 from rig.sample.verdict import Verdict
 from runner.commands import rescore, sample_plan, sample_runs
 from runner.containers import images, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import catalog
 from runner.containers.images.prepared import Toolchain
 from runner.containers.samples import DockerSampleExecutor

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from rig.parsers.base import plain
-from runner.containers.backend import ContainerEngine
+from runner.containers.backend import LABEL_IDENTITY, LABEL_IMAGE, ContainerEngine
 from runner.containers.dockerclient import iter_stream
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, docker_engine
+from runner.containers.engine import Engine, docker_engine
 from runner.containers.images import host_trust
 from runner.containers.images.buildlog import BuildLog, cache_dir
 from runner.containers.images.catalog import (

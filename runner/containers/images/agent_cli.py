@@ -25,8 +25,8 @@ import os
 from dataclasses import dataclass
 
 from runner.containers import images, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Engine, Labels, docker_engine
+from runner.containers.backend import ContainerEngine, Labels
+from runner.containers.engine import Engine, docker_engine
 from runner.containers.images import BuiltImage, host_trust, inspect
 from runner.containers.images.identity import HOST_CA, tar_of
 from runner.containers.images.reporters import BuildReporter, QuietBuildReporter

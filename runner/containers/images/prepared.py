@@ -49,16 +49,15 @@ from runner import workspace
 from runner.containers import browser as browser_mod
 from runner.containers import images
 from runner.containers import stacks as stack
-from runner.containers.backend import ContainerEngine
-from runner.containers.dockerclient import iter_stream
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_BUILD_OF,
     LABEL_IDENTITY,
     LABEL_IMAGE,
-    Engine,
+    ContainerEngine,
     Labels,
-    docker_engine,
 )
+from runner.containers.dockerclient import iter_stream
+from runner.containers.engine import Engine, docker_engine
 from runner.containers.images import BuiltImage, buildlog, host_trust, inspect, reporters
 from runner.containers.images.identity import HOST_CA
 from runner.containers.samples import tree as sample_tree

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.containers import images
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import LABEL_IDENTITY, Engine, docker_engine
+from runner.containers.backend import LABEL_IDENTITY, ContainerEngine
+from runner.containers.engine import Engine, docker_engine
 from runner.containers.images import catalog
 from runner.containers.images.identity import layers_digest
 

@@ -47,16 +47,16 @@ from rig.sample.spec import Execution, SampleSpec
 from rig.sample.tree import Caps, Entry, Indexed, UnsafeTreeError
 from runner.containers import browser, database, images, sandbox
 from runner.containers import stacks as stack
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
     NO_NETWORK,
+    ContainerEngine,
     ContainerSpec,
     Labels,
     Tmpfs,
-    disk_full,
 )
+from runner.containers.engine import disk_full
 from runner.containers.images import BuiltImage
 from runner.containers.images.facts import TMPFS_DIRS, ImageFacts
 from runner.containers.samples import driver as sample_driver

@@ -36,9 +36,8 @@ from typing import Any
 from rig.sample.record import StackRecord
 from rig.sample.spec import SampleSpec, StackSpec
 from runner.containers import images
-from runner.containers.backend import ContainerEngine
+from runner.containers.backend import ContainerEngine, Labels
 from runner.containers.database import DB_ALIAS
-from runner.containers.engine import Labels
 from runner.containers.gateway import ALIAS as GATEWAY_ALIAS
 from runner.containers.images import BuiltImage, catalog
 from runner.containers.images.identity import layers_digest
