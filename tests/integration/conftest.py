@@ -20,7 +20,7 @@ from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.attack_lab import Lab, lab_for
 from tests.integration.helpers import PlainReporter, cleanup, make_target
-from tests.integration.installed import Installed, InstallError, install
+from tests.integration.installed import Installed, InstallError, install_once
 from tests.integration.longest import rank
 from tests.integration.remote_engine import IMAGE as ENGINE_IMAGE
 from tests.integration.remote_engine import RemoteEngine, started
@@ -101,14 +101,16 @@ def remote_engine(engine: Engine, engine_image: BuiltImage) -> Iterator[RemoteEn
 
 
 @pytest.fixture(scope="session")
-def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+def installed_tool(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Installed:
     """The wheel built from HEAD and installed into a fresh virtualenv outside the source
-    tree (tests/integration/installed.py), once per session. A failed build or install is
-    a failure, never a skip: the install path is what a user takes."""
+    tree (tests/integration/installed.py), once per run: the workers of `pytest -n N`
+    share one (the first to need it builds it, in the run's temporary directory they all
+    sit in; the tests only read it). A failed build or install is a failure, never a skip:
+    the install path is what a user takes."""
+    run = tmp_path_factory.getbasetemp()
     try:
-        found = install(tmp_path_factory.mktemp("installed"))
+        found = install_once((run if worker_id == "master" else run.parent) / "installed")
     except InstallError as error:
         pytest.fail(f"the installed tool could not be made: {error}")
     print(f"\ninstalled {found.wheel.name}: {found.seconds} seconds")  # with -s / -rP
     return found
-

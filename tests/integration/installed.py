@@ -6,20 +6,25 @@ registry's users take), the wheel installed into a fresh virtualenv outside the 
 tree; its `bakeoff-sandbox` run from a new directory with no PYTHONPATH and no BAKEOFF_*
 variable, so nothing of the checkout can be found.
 
-Built once per session (tests/integration/conftest.py `installed_tool`); a failed build or
-install fails the tests that need it (never a skip).
+Built once per run (tests/integration/conftest.py `installed_tool`: `install_once`, the
+workers of `pytest -n N` share it); a failed build or install fails the tests that need it
+(never a skip).
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = "bakeoff-sandbox"
@@ -125,3 +130,26 @@ def install(root: Path) -> Installed:
     _step(seconds, "install", [str(venv / "bin" / "pip"), "install", "-q", "--no-compile",
                                str(wheel)], root)
     return Installed(root, source, wheel, sdist, venv, seconds)
+
+
+def install_once(folder: Path) -> Installed:
+    """`install` made once for every process that asks with the same `folder` (the
+    workers of one `pytest -n N` run): the first builds it under a lock, the others wait
+    for it and take what it made (`made.json`). A failed build is not recorded: the next
+    process to ask tries again, in a folder of its own."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        made = folder / "made.json"
+        if made.exists():
+            return _read(json.loads(made.read_text()))
+        found = install(Path(tempfile.mkdtemp(prefix="tool-", dir=folder)))
+        made.write_text(json.dumps({"paths": [str(p) for p in (
+            found.root, found.source, found.wheel, found.sdist, found.venv)],
+            "seconds": found.seconds}))
+        return found
+
+
+def _read(made: dict[str, Any]) -> Installed:
+    root, source, wheel, sdist, venv = map(Path, made["paths"])
+    return Installed(root, source, wheel, sdist, venv, made["seconds"])

@@ -255,8 +255,12 @@ def import_rootfs(engine: Engine, tarball: IO[bytes], tag: str, label: str) -> s
 def copy_image(source: Engine, target: Engine, ref: str) -> str:
     """`docker save REF | docker load` through both engines' APIs, streamed chunk by chunk
     (no file); the image ID on `target`, the same as on `source` (save/load keeps the
-    image's config, so its ID)."""
+    image's config, so its ID). An image `target` already holds under `ref` with that ID
+    is not sent again: the session's second engine (`remote_engine`) serves a worker's
+    modules one after another, and each copies what it needs."""
     image = source.call(f"find {ref}", source.client.images.get, ref, retry=True)
+    if image.id in held(target, ref):
+        return str(image.id)
     chunks = source.call(f"save {ref}", image.save, named=True)
     said = target.call(f"load {ref}", target.client.api.load_image, chunks, quiet=True)
     for line in iter_stream(said):
@@ -264,6 +268,12 @@ def copy_image(source: Engine, target: Engine, ref: str) -> str:
             raise AssertionError(f"loading {ref} into the second engine failed: {line['error']}")
     loaded = target.call(f"inspect {ref}", target.client.images.get, ref, retry=True)
     return str(loaded.id)
+
+
+def held(engine: Engine, ref: str) -> set[str]:
+    """The IDs of the images `engine` holds under `ref` (none, or the one)."""
+    found = engine.call(f"list {ref}", engine.client.images.list, name=ref, retry=True)
+    return {str(image.id) for image in found}
 
 
 # -- an outage of the second engine: dockerd stopped and started in place ----------------

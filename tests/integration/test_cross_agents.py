@@ -17,6 +17,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,19 +175,26 @@ def _probe(engine: Engine, current: state_mod.ExperimentState, upstream: Upstrea
 
 
 def _leaks(engine: Engine, current: state_mod.ExperimentState) -> dict[str, str]:
-    """Per arm, what of the real keys its container holds (environment, files, processes)."""
+    """Per arm, what of the real keys its container holds (environment, files, processes):
+    every arm's whole filesystem read at once (the sandboxes stand side by side; one at a
+    time took 19-21 s of the module's run, at once 9-11 s)."""
+    with ThreadPoolExecutor(max_workers=len(current.arms)) as pool:
+        found = pool.map(lambda arm: (arm.arm, _held(engine, arm.container_id)), current.arms)
+        return dict(found)
+
+
+def _held(engine: Engine, container_id: str) -> str:
+    """The real keys in one container: in its environment, then in its files and
+    processes' environments."""
     pattern = " ".join(f"-e {key}" for key in KEYS.values())
-    found = {}
-    for arm in current.arms:
-        env = engine.client.containers.get(arm.container_id).attrs["Config"]["Env"]
-        inside = sandbox.exec_in(
-            engine, arm.container_id,
-            ["sh", "-c", f"grep -rlsF {pattern} / --exclude-dir=proc --exclude-dir=sys; "
-                         f"cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -cF {pattern}"],
-            timeout_s=120)
-        in_env = [e for e in env if any(key in e for key in KEYS.values())]
-        found[arm.arm] = f"{len(in_env)} {inside.stdout.strip()}"
-    return found
+    env = engine.client.containers.get(container_id).attrs["Config"]["Env"]
+    inside = sandbox.exec_in(
+        engine, container_id,
+        ["sh", "-c", f"grep -rlsF {pattern} / --exclude-dir=proc --exclude-dir=sys; "
+                     f"cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -cF {pattern}"],
+        timeout_s=120)
+    in_env = [e for e in env if any(key in e for key in KEYS.values())]
+    return f"{len(in_env)} {inside.stdout.strip()}"
 
 
 def _arm(run: Run, arm: str) -> dict[str, Any]:
