@@ -135,7 +135,7 @@ def needed(service: Service, current: ExperimentState, done: set[str]) -> bool:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RestorePlan:
     """What `restore` does: each service with its step."""
 
     steps: list[tuple[Service, Step]]
@@ -149,12 +149,12 @@ class Plan:
         return [service for service, step in self.steps if step is Step.START]
 
 
-def plan(current: ExperimentState, states: dict[str, str], done: set[str]) -> Plan:
+def plan(current: ExperimentState, states: dict[str, str], done: set[str]) -> RestorePlan:
     """Each recorded service's step, from the engine's state of its container (by id;
     a container not in `states` is gone) and the arms whose dispatch is `done`."""
-    return Plan([(service, decide(found(states.get(service.container_id, "missing")),
-                                  needed(service, current, done)))
-                 for service in services(current)])
+    return RestorePlan([(service, decide(found(states.get(service.container_id, "missing")),
+                                         needed(service, current, done)))
+                        for service in services(current)])
 
 
 class GoneError(InfraError):
