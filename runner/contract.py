@@ -14,7 +14,7 @@ from rig.contract import LockVersion
 from rig.sample import metric
 from runner import workspace
 from runner.containers.images import BuiltImage
-from runner.containers.images.prepared import Toolchain, node_for
+from runner.containers.images.prepared import ResolvedImages, node_for
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
 from runner.store import records
@@ -27,10 +27,10 @@ def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltI
                    browser: Mapping[str, str] | None = None) -> contract_mod.Contract:
     """The grading of this stage; only this change's criterion is part of it, with its
     `protected` entries frozen as the files they name at `base`, and its stack's service
-    images by identity (`stack_images`, from `Toolchain.stack_images`; the arms' own
-    stack's: `arm_stack_images`, from `Toolchain.arm_stack_images`), and a browser
+    images by identity (`stack_images`, from `ResolvedImages.stack_images`; the arms' own
+    stack's: `arm_stack_images`, from `ResolvedImages.arm_stack_images`), and a browser
     criterion's browser (`browser`: its image's identity and versions, from
-    `Toolchain.browser`)."""
+    `ResolvedImages.browser`)."""
     node = node_for(loaded)
     full = contract_mod.build_contract(
         loaded, base_commit=base, image_identity=image.identity,
@@ -176,7 +176,7 @@ def _moved_to(move: records.RatchetMove, frozen: float, better: str | None) -> f
     return move.after if metric.worse_by(move.after, frozen, direction) < 0 else None
 
 
-def verify(toolchain: Toolchain, change: str) -> LockVersion | None:
+def verify(toolchain: ResolvedImages, change: str) -> LockVersion | None:
     """A later command's check: the stage's frozen contract must still match (exit 4).
     The base's image identity is part of it: `toolchain` knows (or makes) that image."""
     loaded = toolchain.loaded
@@ -192,7 +192,7 @@ def verify(toolchain: Toolchain, change: str) -> LockVersion | None:
                                                      toolchain.browser(change)))
 
 
-def require(toolchain: Toolchain, change: str) -> LockVersion:
+def require(toolchain: ResolvedImages, change: str) -> LockVersion:
     """`verify`, for commands that cannot work without a frozen contract."""
     frozen = verify(toolchain, change)
     if frozen is None:
