@@ -59,12 +59,12 @@ def read_back(engine: Engine, container_id: str, megabytes: int, work: Path) -> 
     """Seconds of reading `megabytes` of records back into an empty directory, then again."""
     body = b"x" * (megabytes * 1024 * 1024 // BODIES)
     owner = sandbox.SANDBOX_UID
-    entries = [archive.Entry(f"s1/bodies/a-{n}.response", body, 0o644, owner)
+    entries = [archive.Member(f"s1/bodies/a-{n}.response", body, 0o644, owner)
                for n in range(BODIES)]
     lines = b"".join(b'{"seq": %d}\n' % n for n in range(BODIES))
-    entries += [archive.Entry("s1", None, 0o755, owner),
-                archive.Entry("s1/bodies", None, 0o755, owner),
-                archive.Entry("s1/requests.jsonl", lines, 0o644, owner)]
+    entries += [archive.Member("s1", None, 0o755, owner),
+                archive.Member("s1/bodies", None, 0o755, owner),
+                archive.Member("s1/requests.jsonl", lines, 0o644, owner)]
     engine.put_archive(container_id, f"{gateway.STATE_MOUNT}/{gateway.RECORDS}",
                        archive.pack(sorted(entries, key=lambda e: e.name)))
     target = work / f"read-{secrets.token_hex(3)}"

@@ -14,7 +14,7 @@ from rig.contract import LockVersion
 from rig.sample import metric
 from runner import workspace
 from runner.containers.images import BuiltImage
-from runner.containers.images.prepared import Toolchain, node_for
+from runner.containers.images.prepared import ResolvedImages, node_for
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, protected
 from runner.store import records
@@ -27,10 +27,10 @@ def build_contract(loaded: LoadedManifest, change: str, base: str, image: BuiltI
                    browser: Mapping[str, str] | None = None) -> contract_mod.Contract:
     """The grading of this stage; only this change's criterion is part of it, with its
     `protected` entries frozen as the files they name at `base`, and its stack's service
-    images by identity (`stack_images`, from `Toolchain.stack_images`; the arms' own
-    stack's: `arm_stack_images`, from `Toolchain.arm_stack_images`), and a browser
+    images by identity (`stack_images`, from `ResolvedImages.stack_images`; the arms' own
+    stack's: `arm_stack_images`, from `ResolvedImages.arm_stack_images`), and a browser
     criterion's browser (`browser`: its image's identity and versions, from
-    `Toolchain.browser`)."""
+    `ResolvedImages.browser`)."""
     node = node_for(loaded)
     full = contract_mod.build_contract(
         loaded, base_commit=base, image_identity=image.identity,
@@ -111,7 +111,7 @@ def unprotected_named(loaded: LoadedManifest, change: str, base: str) -> list[st
 
 
 @dataclass(frozen=True)
-class Baseline:
+class RatchetBaseline:
     """A ratchet's frozen base value and where it came from."""
 
     value: float
@@ -119,7 +119,7 @@ class Baseline:
 
 
 def known_baselines(loaded: LoadedManifest, change: str,
-                    current: contract_mod.Contract) -> dict[str, Baseline]:
+                    current: contract_mod.Contract) -> dict[str, RatchetBaseline]:
     """The ratchet base values a stage needs no measurement for, per ratchet defined the
     same way: the stage's own frozen value (same base commit and toolchain), else, for a
     later change, the previous change's: as its merge moved it, else as it was frozen.
@@ -127,13 +127,13 @@ def known_baselines(loaded: LoadedManifest, change: str,
     are measured on the base at `up` (`runner.commands.up.prove`)."""
     directory = experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     ids = [c.id for c in loaded.manifest.changes]
-    found: dict[str, Baseline] = {}
+    found: dict[str, RatchetBaseline] = {}
     if ids.index(change) > 0:
         found = _carried(directory, ids[ids.index(change) - 1], current)
     own = contract_mod.load_lock(stage_dir(directory, change))
     if own is not None and (own.latest.contract.base_commit, own.latest.contract.toolchain) == (
             current.base_commit, current.toolchain):
-        found.update({name: Baseline(own.latest.contract.ratchet_baselines[name],
+        found.update({name: RatchetBaseline(own.latest.contract.ratchet_baselines[name],
                                      "frozen in this stage's contract")
                       for name in _same_ratchets(own.latest.contract, current)})
     return found
@@ -147,7 +147,7 @@ def _same_ratchets(frozen: contract_mod.Contract, current: contract_mod.Contract
 
 
 def _carried(directory: Path, previous: str,
-             current: contract_mod.Contract) -> dict[str, Baseline]:
+             current: contract_mod.Contract) -> dict[str, RatchetBaseline]:
     lock = contract_mod.load_lock(stage_dir(directory, previous))
     if lock is None:
         return {}
@@ -162,9 +162,9 @@ def _carried(directory: Path, previous: str,
         to = None if move is None else _moved_to(move, value, better[name])
         if move is None or to is None:
             why = (move.why if move is not None else "") or "its merge recorded no move"
-            found[name] = Baseline(value, f"as frozen for {previous} ({why})")
+            found[name] = RatchetBaseline(value, f"as frozen for {previous} ({why})")
         else:
-            found[name] = Baseline(to, f"moved by {previous}'s merge: {move.why}")
+            found[name] = RatchetBaseline(to, f"moved by {previous}'s merge: {move.why}")
     return found
 
 
@@ -176,7 +176,7 @@ def _moved_to(move: records.RatchetMove, frozen: float, better: str | None) -> f
     return move.after if metric.worse_by(move.after, frozen, direction) < 0 else None
 
 
-def verify(toolchain: Toolchain, change: str) -> LockVersion | None:
+def verify(toolchain: ResolvedImages, change: str) -> LockVersion | None:
     """A later command's check: the stage's frozen contract must still match (exit 4).
     The base's image identity is part of it: `toolchain` knows (or makes) that image."""
     loaded = toolchain.loaded
@@ -192,7 +192,7 @@ def verify(toolchain: Toolchain, change: str) -> LockVersion | None:
                                                      toolchain.browser(change)))
 
 
-def require(toolchain: Toolchain, change: str) -> LockVersion:
+def require(toolchain: ResolvedImages, change: str) -> LockVersion:
     """`verify`, for commands that cannot work without a frozen contract."""
     frozen = verify(toolchain, change)
     if frozen is None:

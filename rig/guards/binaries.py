@@ -81,7 +81,7 @@ def go(token: str, anchor: str, paths: Sequence[str], command: str,
                   files=tuple(extra), notes=tuple(notes))
 
 
-def _go_home(token: str, anchor: str, paths: frozenset[str], chosen: gopackages.Selection,
+def _go_home(token: str, anchor: str, paths: frozenset[str], chosen: gopackages.PackageSelection,
              protected: Sequence[str], text_of: Mapping[str, str]
              ) -> tuple[str, str, bool] | None:
     """(the canary file, its package clause, whether it is a package of its own)."""

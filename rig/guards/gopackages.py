@@ -35,7 +35,7 @@ _REDIRECT = re.compile(r"\d*(?:>>?|<)&?")  # `2>&1`, `> out.txt`, `>out.txt`
 
 
 @dataclass(frozen=True)
-class Selection:
+class PackageSelection:
     """What one `go test` command builds: package directories (repo-relative, "" the
     root), and the directories a `/...` pattern walks (a new package under one of them,
     in its module, is built too)."""
@@ -49,7 +49,8 @@ class Selection:
                    _module_of(root, paths) for root in self.walked)
 
 
-def select(command: str, paths: Sequence[str], text_of: Mapping[str, str]) -> Selection | None:
+def select(command: str, paths: Sequence[str],
+           text_of: Mapping[str, str]) -> PackageSelection | None:
     """The packages the command's (last) `go test` step builds, or None when it cannot
     be read."""
     found = _go_test_step(command)
@@ -77,7 +78,7 @@ def select(command: str, paths: Sequence[str], text_of: Mapping[str, str]) -> Se
                      _module_of(d, present) == home}
         elif directory in packages:
             dirs.add(directory)
-    return Selection(frozenset(dirs), tuple(walked))
+    return PackageSelection(frozenset(dirs), tuple(walked))
 
 
 def _go_test_step(command: str) -> tuple[str, list[str]] | None:

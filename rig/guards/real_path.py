@@ -44,9 +44,9 @@ from urllib.parse import urlsplit
 
 from runner.manifest.expectation import Expectation, ExpectationError, parse_expectation
 
-__all__ = ["NOT_ASKED", "REQUESTS_FILE", "TESTS_FILE", "AnsweredBy", "Decided", "Finding",
-           "RequestRecord", "Requests", "TestFlow", "check", "decide", "origin_of",
-           "read_requests", "read_tests"]
+__all__ = ["NOT_ASKED", "REQUESTS_FILE", "TESTS_FILE", "AnsweredBy", "Decided",
+           "ExpectationFinding", "RequestRecord", "Requests", "TestFlow", "check", "decide",
+           "origin_of", "read_requests", "read_tests"]
 
 FORMAT = 1  # of a request line; the plugin writes the same number
 REQUESTS_FILE = "requests.jsonl"  # in the plugin's output directory
@@ -200,7 +200,7 @@ def _flow(data: object) -> TestFlow | None:
 
 
 @dataclass(frozen=True)
-class Finding:
+class ExpectationFinding:
     """One expectation against the records: met or not, the records that met it, the
     ones for the same method and path that did not, and a sentence saying which (`test`:
     a test's own flow; empty: the sample's)."""
@@ -214,7 +214,7 @@ class Finding:
 
 
 def check(expectations: Iterable[Expectation], records: Iterable[RequestRecord],
-          origin: str) -> tuple[Finding, ...]:
+          origin: str) -> tuple[ExpectationFinding, ...]:
     """Each expectation decided on the records of the app at `origin` (the base URL)."""
     app = origin_of(origin)
     mine = tuple(r for r in records if origin_of(r.origin) == app)
@@ -222,7 +222,7 @@ def check(expectations: Iterable[Expectation], records: Iterable[RequestRecord],
 
 
 def _finding(expectation: Expectation, records: tuple[RequestRecord, ...],
-             test: str = "") -> Finding:
+             test: str = "") -> ExpectationFinding:
     same = tuple(r for r in records
                  if r.method == expectation.method and (r.path or "/") == expectation.path)
     matched = tuple(r for r in same if _meets(expectation, r))
@@ -237,18 +237,18 @@ def _finding(expectation: Expectation, records: tuple[RequestRecord, ...],
         shown = "; ".join(r.shown() for r in near[:3])
         more = f" and {len(near) - 3} more" if len(near) > 3 else ""
         detail = f"{named}: no matching answer from the app's server: {shown}{more}"
-    return Finding(expectation, bool(matched), matched, near, detail, test)
+    return ExpectationFinding(expectation, bool(matched), matched, near, detail, test)
 
 
 def check_tests(expectations: Iterable[Expectation], flows: Iterable[TestFlow],
                 records: Iterable[RequestRecord], origin: str,
-                criterion: str) -> tuple[Finding, ...]:
+                criterion: str) -> tuple[ExpectationFinding, ...]:
     """Each passed test of the criterion file `criterion` (its ids begin `criterion::`;
     the rig's canaries are other files) decided on its own requests: its marker's
     expectations, else `expectations`. Only what a test did not meet is a finding."""
     app = origin_of(origin)
     default = tuple(expectations)
-    found: list[Finding] = []
+    found: list[ExpectationFinding] = []
     for flow in flows:
         if flow.outcome != "passed" or not flow.test.startswith(f"{criterion}::"):
             continue
@@ -270,12 +270,12 @@ class Decided:
     how many lines were not a request (`malformed`) or were left out by the plugin's cap
     (`dropped`): neither ever meets an expectation."""
 
-    findings: tuple[Finding, ...] = ()
+    findings: tuple[ExpectationFinding, ...] = ()
     malformed: int = 0
     dropped: int = 0
 
     @property
-    def unmet(self) -> tuple[Finding, ...]:
+    def unmet(self) -> tuple[ExpectationFinding, ...]:
         return tuple(f for f in self.findings if not f.met)
 
     def detail(self) -> str:
@@ -300,16 +300,16 @@ def decide(expectations: Iterable[str], data: bytes, base_url: str, tests: bytes
     asked = [parse_expectation(e) for e in expectations]
     found = check(asked, read.records, base_url)
     if asked and tests is None:
-        nothing = Finding(asked[0], False, (), (),
-                          f"no test's own flow was recorded ({TESTS_FILE} missing)")
+        nothing = ExpectationFinding(asked[0], False, (), (),
+                                     f"no test's own flow was recorded ({TESTS_FILE} missing)")
         return Decided((*found, nothing), read.malformed, read.dropped)
     flows, malformed = read_tests(
         "" if tests is None else tests.decode("utf-8", errors="replace"))
     try:
         per_test = check_tests(asked, flows, read.records, base_url, criterion)
     except ExpectationError as error:
-        per_test = (Finding(Expectation("?", "/"), False, (), (),
-                            f"a test's expect_requests marker: {error}"),)
+        per_test = (ExpectationFinding(Expectation("?", "/"), False, (), (),
+                                       f"a test's expect_requests marker: {error}"),)
     # What no test met is said once, for the sample, not again for every test.
     unmet = {f.expectation for f in found if not f.met}
     return Decided(found + tuple(f for f in per_test if f.expectation not in unmet),

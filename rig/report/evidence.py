@@ -149,7 +149,7 @@ class Dispatch(_Facts):
     caveats: list[str] = []
 
 
-class Withheld(_Facts):
+class WithheldFacts(_Facts):
     """Harness files of one arm the merge kept off the branch (merge.json spells `from`)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
@@ -164,7 +164,7 @@ class MergeFacts(_Facts):
 
     head: str
     note: str
-    withheld: list[Withheld] = []
+    withheld: list[WithheldFacts] = []
     ratchets: dict[str, dict[str, object]] = {}
 
 

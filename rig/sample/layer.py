@@ -43,7 +43,7 @@ class Layer:
 
 def lay(spec: SampleSpec, tree: Tree, base: Tree | None, token: str, heads: Heads,
         canaries: bool = True, importable: Iterable[str] = (),
-        caps: links.Caps = links.DEFAULT_CAPS) -> Layer:
+        caps: links.LayoutCaps = links.DEFAULT_CAPS) -> Layer:
     """The rig's layer over the arm's `tree` (changed in place): `UnsafeTreeError` when
     its symlinks (or the base's) cannot be laid out within `caps`. `importable`: the
     image python's top-level module names, which no module of the tree may shadow."""

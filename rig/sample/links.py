@@ -21,7 +21,7 @@ the kernel would in the sample (the tree is /work; `..` above it is `/`):
   same link at the same path (the project's own layout: kept as it is).
 
 The laid-out tree must fit the sample: copies count against the bytes (`[limits].disk_mb`)
-and the entries (`Caps.entries`) a sample may hold, and a path that a copy makes too long
+and the entries (`LayoutCaps.entries`) a sample may hold, and a path that a copy makes too long
 or too deep is refused, as is a committed path deeper than any tool walks (`MAX_DEPTH`).
 Pure: a tree in, the same tree laid out (in place) and what was done out.
 """
@@ -40,7 +40,7 @@ MAX_NESTING = 16  # directory links inside copies of directory links
 MAX_PATH = 4000  # bytes of a laid-out path (/work/ + it stays under PATH_MAX, 4096)
 MAX_TARGET = 4095  # bytes of a link's target (the kernel's limit)
 MAX_DEPTH = 256  # directories deep: compileall stops at 1000 levels, a runtime does not
-# The default of `Caps.entries`; a sample passes `[limits].max_files` (the manifest's cap).
+# The default of `LayoutCaps.entries`; a sample passes `[limits].max_files` (the manifest's cap).
 MAX_ENTRIES = 100_000
 MAX_NOTED = 100  # materialized links named in a record
 WORK = "work"  # the tree's mount point below `/`
@@ -65,14 +65,14 @@ class Resolved:
 
 
 @dataclass(frozen=True)
-class Caps:
+class LayoutCaps:
     """What a laid-out tree may hold (None: no byte cap)."""
 
     bytes: int | None = None
     entries: int = MAX_ENTRIES
 
 
-DEFAULT_CAPS = Caps()
+DEFAULT_CAPS = LayoutCaps()
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ class Laid:
     kept: tuple[str, ...] = ()
 
 
-def lay_out(tree: Tree, base: Mapping[str, Entry] | None = None, caps: Caps = DEFAULT_CAPS) -> Laid:
+def lay_out(tree: Tree, base: Mapping[str, Entry] | None = None,
+            caps: LayoutCaps = DEFAULT_CAPS) -> Laid:
     """Replace every link of `tree` that leads into it by a copy (in place), keep the ones
     that cannot hide the tree's files, refuse the rest (`UnsafeTreeError`). `base`: the
     base's tree as committed (`tree` itself when it is the base's); a link it holds
@@ -201,7 +202,7 @@ def within(path: str, directory: str) -> bool:
 class _Layout:
     """The copies one tree's links make, computed from the tree as committed."""
 
-    def __init__(self, tree: Tree, base: Mapping[str, Entry], caps: Caps) -> None:
+    def __init__(self, tree: Tree, base: Mapping[str, Entry], caps: LayoutCaps) -> None:
         self.tree, self.base, self.caps = tree, base, caps
         self.paths = sorted(tree)
         self.dirs = directories(tree)

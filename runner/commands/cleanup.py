@@ -25,7 +25,7 @@ from runner.containers import gateway, images
 from runner.containers.backend import ContainerEngine
 from runner.containers.images import catalog, inventory
 from runner.containers.images.identity import context_hash, identity_of, layers_digest
-from runner.containers.images.inventory import Image, Inventory, Plan
+from runner.containers.images.inventory import Image, Inventory, RemovalPlan
 from runner.manifest import LoadedManifest
 from runner.store import state as state_mod
 from runner.store.layout import experiment_dir
@@ -94,7 +94,8 @@ def _values(data: Any, keys: tuple[str, ...]) -> Iterator[str]:
             yield from _values(item, keys)
 
 
-def _carry_out(engine: ContainerEngine, found: Inventory, plan: Plan, dry_run: bool) -> ImageReport:
+def _carry_out(engine: ContainerEngine, found: Inventory, plan: RemovalPlan,
+               dry_run: bool) -> ImageReport:
     removed: list[tuple[Image, int]] = []
     kept = list(plan.kept)
     for image in plan.remove:
@@ -125,8 +126,8 @@ def gc_images(engine: ContainerEngine, *, dry_run: bool,
     found = inventory.read(engine)
     plan = inventory.gc_plan(found, current_identities(engine))
     if within is not None:
-        plan = Plan([i for i in plan.remove if within(i)],
-                    [(i, why) for i, why in plan.kept if within(i)])
+        plan = RemovalPlan([i for i in plan.remove if within(i)],
+                           [(i, why) for i, why in plan.kept if within(i)])
     return _carry_out(engine, found, plan, dry_run)
 
 

@@ -54,7 +54,7 @@ STORAGE_FIX = ('set "storage-driver": "overlay2" in /etc/docker/daemon.json, res
 
 
 @dataclass(frozen=True)
-class Check:
+class DoctorCheck:
     name: str
     status: Status
     found: str
@@ -67,7 +67,7 @@ class Check:
 
 @dataclass(frozen=True)
 class Report:
-    checks: tuple[Check, ...]
+    checks: tuple[DoctorCheck, ...]
 
     @property
     def ok(self) -> bool:
@@ -89,104 +89,105 @@ def engine_fix(address: str) -> str:
     return f"start the engine at {address}, or: unset DOCKER_HOST && {FIX}"
 
 
-def engine_check(address: str, facts: EngineFacts | None, error: str = "") -> Check:
+def engine_check(address: str, facts: EngineFacts | None, error: str = "") -> DoctorCheck:
     if facts is not None:
-        return Check("engine", "ok", f"Docker {facts.server_version} answers at {address}")
+        return DoctorCheck("engine", "ok", f"Docker {facts.server_version} answers at {address}")
     if "Permission denied" in error:
-        return Check("engine", "wrong", f"the engine at {address} refuses this user "
-                     "(permission denied)", "usermod -aG docker $USER, then log in again")
-    return Check("engine", "missing", f"no Docker engine answers at {address}",
-                 engine_fix(address))
+        return DoctorCheck("engine", "wrong", f"the engine at {address} refuses this user "
+                           "(permission denied)", "usermod -aG docker $USER, then log in again")
+    return DoctorCheck("engine", "missing", f"no Docker engine answers at {address}",
+                       engine_fix(address))
 
 
-def api_check(facts: EngineFacts) -> Check:
+def api_check(facts: EngineFacts) -> DoctorCheck:
     needed = ".".join(map(str, MIN_API))
     try:
         version = tuple(int(part) for part in facts.api_version.split("."))
     except ValueError:
         version = ()
     if version >= MIN_API:
-        return Check("api", "ok", f"API {facts.api_version} (needs {needed} or later)")
-    return Check("api", "wrong", f"API {facts.api_version or '?'}, older than the {needed} "
-                 "bakeoff-sandbox needs", "apt-get install -y docker.io (Debian 12's "
-                 "Docker 20.10 speaks API 1.41), then restart the engine")
+        return DoctorCheck("api", "ok", f"API {facts.api_version} (needs {needed} or later)")
+    return DoctorCheck("api", "wrong", f"API {facts.api_version or '?'}, older than the {needed} "
+                       "bakeoff-sandbox needs", "apt-get install -y docker.io (Debian 12's "
+                       "Docker 20.10 speaks API 1.41), then restart the engine")
 
 
-def cgroup_check(facts: EngineFacts) -> Check:
+def cgroup_check(facts: EngineFacts) -> DoctorCheck:
     version = f"cgroup v{facts.cgroup_version}"
     if facts.cgroup_version not in ("1", "2"):
-        return Check("cgroup", "wrong", f"the engine reports no cgroup version "
-                     f"({facts.cgroup_version!r}): no limit can be enforced",
-                     "run the engine on Linux with cgroups (v2 preferred)")
+        return DoctorCheck("cgroup", "wrong", f"the engine reports no cgroup version "
+                           f"({facts.cgroup_version!r}): no limit can be enforced",
+                           "run the engine on Linux with cgroups (v2 preferred)")
     unenforced = [name for name in LIMITS if not facts.limits.get(name)]
     if unenforced:
-        return Check("cgroup", "wrong", f"{version}: the engine cannot enforce "
-                     f"{', '.join(unenforced)} limits, which every sample's container gets",
-                     "boot with the memory, pids and cpu controllers (on cgroup v1 add "
-                     "`cgroup_enable=memory swapaccount=1` to the kernel command line), "
-                     "then restart the engine")
-    return Check("cgroup", "ok", f"{version} ({facts.cgroup_driver}): memory, swap, pids "
-                 "and CPU limits enforced")
+        return DoctorCheck("cgroup", "wrong", f"{version}: the engine cannot enforce "
+                           f"{', '.join(unenforced)} limits, which every sample's container gets",
+                           "boot with the memory, pids and cpu controllers (on cgroup v1 add "
+                           "`cgroup_enable=memory swapaccount=1` to the kernel command line), "
+                           "then restart the engine")
+    return DoctorCheck("cgroup", "ok", f"{version} ({facts.cgroup_driver}): memory, swap, pids "
+                       "and CPU limits enforced")
 
 
-def storage_check(facts: EngineFacts) -> Check:
+def storage_check(facts: EngineFacts) -> DoctorCheck:
     driver = facts.storage_driver or "?"
     if driver in SUPPORTED_STORAGE:
         on = f" on {facts.backing_filesystem}" if facts.backing_filesystem else ""
-        return Check("storage", "ok", f"{driver}{on}")
-    return Check("storage", "wrong", f"{driver}: {STORAGE_BREAKS.get(driver, STORAGE_UNMEASURED)}",
-                 STORAGE_FIX)
+        return DoctorCheck("storage", "ok", f"{driver}{on}")
+    return DoctorCheck("storage", "wrong",
+                       f"{driver}: {STORAGE_BREAKS.get(driver, STORAGE_UNMEASURED)}", STORAGE_FIX)
 
 
-def compose_check(found: compose.Found, version: str = compose.VERSION) -> Check:
+def compose_check(found: compose.Found, version: str = compose.VERSION) -> DoctorCheck:
     if found.status == "ok":
-        return Check("compose", "ok", f"Docker Compose v{version} at {found.path}")
+        return DoctorCheck("compose", "ok", f"Docker Compose v{version} at {found.path}")
     if found.status == "missing":
-        return Check("compose", "missing", f"no Docker Compose {version} at {found.path}", FIX)
-    return Check("compose", "wrong", f"{found.path} prints {found.printed!r}, not "
-                 f"{compose.expected(version)!r}", FIX)
+        return DoctorCheck("compose", "missing", f"no Docker Compose {version} at {found.path}",
+                           FIX)
+    return DoctorCheck("compose", "wrong", f"{found.path} prints {found.printed!r}, not "
+                       f"{compose.expected(version)!r}", FIX)
 
 
-def no_manifest_check() -> Check:
-    return Check("images", "ok", "no manifest here: -f FILE checks the images one needs")
+def no_manifest_check() -> DoctorCheck:
+    return DoctorCheck("images", "ok", "no manifest here: -f FILE checks the images one needs")
 
 
-def image_check(state: ImageState) -> Check:
+def image_check(state: ImageState) -> DoctorCheck:
     name, fix = f"image {state.name}", f"{catalog.BUILD_CMD} {state.name}"
     if state.status == "ok":
-        return Check(name, "ok", f"{state.tag} {state.image_id[:19]} identity "
-                     f"{state.identity[:19]}")
+        return DoctorCheck(name, "ok", f"{state.tag} {state.image_id[:19]} identity "
+                           f"{state.identity[:19]}")
     if state.status == "missing":
-        return Check(name, "missing", f"{state.tag} is not built", fix)
+        return DoctorCheck(name, "missing", f"{state.tag} is not built", fix)
     if not state.wanted:
-        return Check(name, "wrong", f"{state.tag} is built FROM a base that is missing", fix)
-    return Check(name, "wrong", f"{state.tag} is identity {state.identity[:19] or 'none'}, "
-                 f"images/{catalog.split_name(state.name)[0]} now makes {state.wanted[:19]}",
-                 fix)
+        return DoctorCheck(name, "wrong", f"{state.tag} is built FROM a base that is missing", fix)
+    return DoctorCheck(name, "wrong", f"{state.tag} is identity {state.identity[:19] or 'none'}, "
+                       f"images/{catalog.split_name(state.name)[0]} now makes {state.wanted[:19]}",
+                       fix)
 
 
-def network_check(address: str, error: str | None) -> Check:
+def network_check(address: str, error: str | None) -> DoctorCheck:
     if error is None:
-        return Check("networks", "ok", "made and removed an internal network with our labels")
+        return DoctorCheck("networks", "ok", "made and removed an internal network with our labels")
     found = f"the engine cannot make an internal network: {error}"
     if "address pool" in error or "non-overlapping" in error:
-        return Check("networks", "wrong", found, "bakeoff-sandbox gc --all (our leftovers; "
-                     "else `docker network prune`, or more default-address-pools in "
-                     "/etc/docker/daemon.json)")
-    return Check("networks", "wrong", found,
-                 f"docker network create --internal probe (on the engine at {address}), "
-                 "and fix what it says")
+        return DoctorCheck("networks", "wrong", found, "bakeoff-sandbox gc --all (our leftovers; "
+                           "else `docker network prune`, or more default-address-pools in "
+                           "/etc/docker/daemon.json)")
+    return DoctorCheck("networks", "wrong", found,
+                       f"docker network create --internal probe (on the engine at {address}), "
+                       "and fix what it says")
 
 
-def git_check(where: str | None, version: str) -> Check:
+def git_check(where: str | None, version: str) -> DoctorCheck:
     if where is None:
-        return Check("git", "missing", "git is not on PATH", "apt-get install -y git")
-    return Check("git", "ok", f"{version} at {where}")
+        return DoctorCheck("git", "missing", "git is not on PATH", "apt-get install -y git")
+    return DoctorCheck("git", "ok", f"{version} at {where}")
 
 
-def unchecked(name: str) -> Check:
+def unchecked(name: str) -> DoctorCheck:
     """A check that needs the engine, when none answers (its fix is the engine's)."""
-    return Check(name, "missing", "not checked: no engine answers (fix the engine first)")
+    return DoctorCheck(name, "missing", "not checked: no engine answers (fix the engine first)")
 
 
 # -- the facts -----------------------------------------------------------------------------
@@ -224,7 +225,7 @@ def _facts(engine: ContainerEngine) -> tuple[EngineFacts | None, str]:
         return None, str(error)
 
 
-def _image_checks(engine: ContainerEngine, manifest: Path | None) -> list[Check]:
+def _image_checks(engine: ContainerEngine, manifest: Path | None) -> list[DoctorCheck]:
     if manifest is None:
         return [no_manifest_check()]
     return [image_check(s) for s in present.states(engine, catalog.needed_by_file(manifest))]
@@ -242,14 +243,15 @@ def probe_network(engine: ContainerEngine) -> str | None:
     return None
 
 
-def _git() -> Check:
+def _git() -> DoctorCheck:
     where = shutil.which("git")
     if where is None:
         return git_check(None, "")
     try:
         return git_check(where, run_git(Path.cwd(), "--version"))
     except (GitError, OSError) as error:
-        return Check("git", "wrong", f"{where} does not run: {error}", "apt-get install -y git")
+        return DoctorCheck("git", "wrong", f"{where} does not run: {error}",
+                           "apt-get install -y git")
 
 
 # -- the fixes -----------------------------------------------------------------------------

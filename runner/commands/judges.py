@@ -29,7 +29,7 @@ from runner.commands.dispatch.agents import CLI_ENV, gateway_env, judge_command
 from runner.containers import judge as judge_box
 from runner.containers import sandbox
 from runner.containers.images import agent_cli
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.manifest.judge import JudgeSpec, spec_of
@@ -44,7 +44,7 @@ JUDGE_DIFF_COUNTED = 16 * 1024 * 1024  # bytes of the rest counted; then git is 
 OUTPUT_TAIL = 4000
 
 
-def run_judges(toolchain: Toolchain, change: str, commits: dict[str, str], base: str,
+def run_judges(toolchain: ResolvedImages, change: str, commits: dict[str, str], base: str,
                stage: Path, checks: list[str], say: Say) -> None:
     """Judge every arm of `commits` not judged yet (`checks`: the names whose first
     sample's log tail the judge reads)."""
@@ -146,7 +146,7 @@ def judge_key(loaded: LoadedManifest, environ: Mapping[str, str]) -> str | None:
     return value
 
 
-def _by_agent(toolchain: Toolchain, spec: JudgeSpec, change: str, stage: Path,
+def _by_agent(toolchain: ResolvedImages, spec: JudgeSpec, change: str, stage: Path,
               docs: dict[str, dict[str, Any]], say: Say) -> dict[str, judge_mod.JudgeError]:
     loaded, engine = toolchain.loaded, toolchain.engine
     manifest = loaded.manifest

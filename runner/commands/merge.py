@@ -25,7 +25,7 @@ from runner.commands import sample_plan, sample_runs, services
 from runner.commands import score as score_mod
 from runner.containers.backend import ContainerEngine, Labels
 from runner.containers.images.facts import ImageFacts
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.containers.samples.tree import read_tree
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -113,7 +113,7 @@ def _graftable(ask: str, path: str, why: str | None, changed: set[str]) -> None:
                             "graft", hint="name a file the arm changed, or one of its commits")
 
 
-def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: str, label: str,
+def verify(toolchain: ResolvedImages, loaded: LoadedManifest, change: str, commit: str, label: str,
            base: str, say: Say,
            settled: Callable[[list[SampleRecord]], bool] | None = None) -> Records:
     """Success + every check on `commit`, fresh containers each (a ratchet graded against
@@ -136,7 +136,7 @@ def verify(toolchain: Toolchain, loaded: LoadedManifest, change: str, commit: st
 
 def merge_stage(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say, *,
                 base_arm: str | None = None, grafts: list[str] | None = None,
-                toolchain: Toolchain | None = None) -> dict[str, object]:
+                toolchain: ResolvedImages | None = None) -> dict[str, object]:
     """`merge_change`, its record as merge.json spells it (for callers that index it)."""
     return merge_change(engine, loaded, change, say, base_arm=base_arm, grafts=grafts,
                         toolchain=toolchain).model_dump(mode="json", by_alias=True)
@@ -144,9 +144,9 @@ def merge_stage(engine: ContainerEngine, loaded: LoadedManifest, change: str, sa
 
 def merge_change(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say, *,
                  base_arm: str | None = None, grafts: list[str] | None = None,
-                 toolchain: Toolchain | None = None) -> MergeRecord:
+                 toolchain: ResolvedImages | None = None) -> MergeRecord:
     """The winner (or `base_arm`) onto the branch, then the grafts; merge.json written."""
-    toolchain = toolchain or Toolchain(engine, loaded, say)
+    toolchain = toolchain or ResolvedImages(engine, loaded, say)
     services.restore(engine, loaded, say)  # the graft verification's Postgres
     frozen = contract.require(toolchain, change)
     base = frozen.contract.base_commit
@@ -219,7 +219,7 @@ def _sources(merging: Merging, arms: Sequence[rubric.ArmScore], winner: str,
 class Merging:
     """One merge under way: what grafts are verified against, and what was withheld."""
 
-    toolchain: Toolchain
+    toolchain: ResolvedImages
     loaded: LoadedManifest
     change: str
     base: str
@@ -363,7 +363,7 @@ def _records_of(arm: rubric.ArmScore) -> Records:
     return {result.name: list(result.records) for result in arm.all_checks}
 
 
-def _merged_records(toolchain: Toolchain, loaded: LoadedManifest, change: str, head: str,
+def _merged_records(toolchain: ResolvedImages, loaded: LoadedManifest, change: str, head: str,
                     winner: tuple[str, str], base: str, say: Say) -> Records | None:
     """The merged result's samples, per check (None without ratchets: nothing needs them):
     the winner's own when the merge left its tree as it was, else the last kept graft's

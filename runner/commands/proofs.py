@@ -22,7 +22,7 @@ from rig.stats import PassRate, pass_rate
 from runner import contract, workspace
 from runner.commands import sample_plan, sample_runs
 from runner.containers.samples import DockerSampleExecutor
-from runner.contract import Baseline
+from runner.contract import RatchetBaseline
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
 from runner.store.records import BaselineProof, RatchetBase, ReferenceProof, StageRecord, save_stage
@@ -43,7 +43,7 @@ class Proof:
     reference_commit: str | None
     reference: PassRate | None
     caveats: list[str]
-    ratchets: dict[str, Baseline] = field(default_factory=dict)  # check -> its base value
+    ratchets: dict[str, RatchetBaseline] = field(default_factory=dict)  # check -> its base value
 
     @property
     def baselines(self) -> dict[str, float]:
@@ -121,7 +121,7 @@ def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, b
 
 
 def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str,
-                      base: str, stage: Path, say: Progress) -> dict[str, Baseline]:
+                      base: str, stage: Path, say: Progress) -> dict[str, RatchetBaseline]:
     """Every ratchet's base value: a known one (frozen, or carried from the previous
     change: never re-measured, so a lowered value is never baked in) as it is; the others
     measured on the base in `samples` fresh containers that must all agree. No value or
@@ -148,7 +148,8 @@ def ratchet_baselines(executor: DockerSampleExecutor, loaded: LoadedManifest, ch
         except ratchet.RatchetError as error:
             problems.append(error)
             continue
-        measured[plan.name] = Baseline(value, f"measured on the base ({len(mine)} samples agree)")
+        measured[plan.name] = RatchetBaseline(
+            value, f"measured on the base ({len(mine)} samples agree)")
         say(f"ratchet {plan.name}: base value {metric.show(value)}")
     if problems:
         raise ratchet.RatchetError("; ".join(p.message for p in problems),

@@ -47,7 +47,7 @@ IMAGE_CHANGED = "the image changed"
 
 
 @dataclass(frozen=True)
-class Pair:
+class RecordPair:
     """A recorded sample and its re-score."""
 
     old: SampleRecord
@@ -75,14 +75,14 @@ class Rescore:
     change: str
     directory: Path
     rebuild: bool
-    pairs: list[Pair]
+    pairs: list[RecordPair]
 
     @property
-    def changed(self) -> list[Pair]:
+    def changed(self) -> list[RecordPair]:
         return [p for p in self.pairs if p.changed]
 
     @property
-    def nondeterministic(self) -> list[Pair]:
+    def nondeterministic(self) -> list[RecordPair]:
         return [p for p in self.changed if p.same_image]
 
 
@@ -114,7 +114,7 @@ def rescore(engine: ContainerEngine, loaded: LoadedManifest, change: str | None,
                       change_id), stamp)
         new = run_records(engine, loaded, chosen, directory, say)
         result = Rescore(change_id, directory, rebuild,
-                         [Pair(old, new[old.sample]) for old, _ in chosen])
+                         [RecordPair(old, new[old.sample]) for old, _ in chosen])
         write(result)
         results.append(result)
     return results

@@ -22,7 +22,7 @@ from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.commands.dispatch.run import DispatchReporter, dispatch
 from runner.containers.backend import ContainerEngine
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.errors import RigErrorRoundError
 from runner.manifest import LoadedManifest
 from runner.store import layout, state
@@ -51,12 +51,12 @@ def pending(loaded: LoadedManifest, change: str) -> list[str]:
 
 def run_change(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say,
                reporter: DispatchReporter | None = None,
-               toolchain: Toolchain | None = None, *, go_on: bool = False) -> None:
+               toolchain: ResolvedImages | None = None, *, go_on: bool = False) -> None:
     """One change, from wherever an interrupted run left it. `toolchain`: the images of
     the whole `run`, resolved once (each commit's prepared image made once). A round
     with rig errors stops here (`RigErrorRoundError`, before its merge) unless `go_on`
     (`--continue-on-rig-error`: recorded in the stage, flagged in every report)."""
-    toolchain = toolchain or Toolchain(engine, loaded, say)
+    toolchain = toolchain or ResolvedImages(engine, loaded, say)
     if merge_mod.load(loaded, change) is not None:
         say(f"{change}: already merged; skipping")
         return
@@ -90,7 +90,7 @@ def run_change(engine: ContainerEngine, loaded: LoadedManifest, change: str, say
 
 def run(engine: ContainerEngine, loaded: LoadedManifest, say: Say,
         reporter: DispatchReporter | None = None, *, go_on: bool = False) -> Observation:
-    toolchain = Toolchain(engine, loaded, say)
+    toolchain = ResolvedImages(engine, loaded, say)
     for change in loaded.manifest.changes:
         run_change(engine, loaded, change.id, say, reporter, toolchain, go_on=go_on)
     return report_mod.report(loaded).observation

@@ -24,7 +24,7 @@ from rig.sample.spec import SampleSpec
 from rig.sample.tree import UnsafeTreeError
 from runner.containers import database, sandbox
 from runner.containers.backend import ContainerEngine
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.containers.samples import DockerSampleExecutor
 from runner.errors import DatabaseError, OutageError
 from runner.manifest import LoadedManifest
@@ -34,7 +34,7 @@ from runner.store.layout import experiment_dir
 Say = Callable[[str], None]
 
 
-def executor_for(toolchain: Toolchain, commit: str,
+def executor_for(toolchain: ResolvedImages, commit: str,
                  shared_db: database.DbServer | None = None) -> DockerSampleExecutor:
     """An executor in `commit`'s prepared image (`toolchain` made it once for this
     command; samples pass the base: its dependency files are the harness), on the

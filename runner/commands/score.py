@@ -42,7 +42,7 @@ from runner.commands.sample_plan import (
 )
 from runner.commands.sample_runs import executor_for, run_all
 from runner.containers.backend import ContainerEngine
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout
 from runner.store.files import ensure_excluded
@@ -60,7 +60,7 @@ def oracle(engine: ContainerEngine, loaded: LoadedManifest, ref: str, check: str
     change_id = change or loaded.manifest.changes[0].id
     plan = check_plan(loaded, change_id, check)
     commit = workspace.resolve_commit(repo, ref)
-    toolchain = Toolchain(engine, loaded, say)
+    toolchain = ResolvedImages(engine, loaded, say)
     frozen = contract.verify(toolchain, change_id)
     graded_under = None if frozen is None else f"v{frozen.version}:{frozen.sha256}"
     base = merge.stage_base(loaded, change_id)
@@ -76,7 +76,7 @@ def oracle(engine: ContainerEngine, loaded: LoadedManifest, ref: str, check: str
     return records, pass_rate(r.verdict for r in records), stage
 
 
-def run_samples(toolchain: Toolchain, change: str, commits: dict[str, str], say: Say,
+def run_samples(toolchain: ResolvedImages, change: str, commits: dict[str, str], say: Say,
                 stage: Path, frozen: LockVersion) -> None:
     """Every (arm, check, n) sample, in the base's prepared image: the dependency files
     are harness (a sample runs under the base's, and the arm's setup code never runs),
@@ -215,13 +215,13 @@ def write_scorecard(loaded: LoadedManifest, change: str, merge_note: str = "not 
 
 
 def score(engine: ContainerEngine, loaded: LoadedManifest, change: str, say: Say,
-          toolchain: Toolchain | None = None, *, redo_rig_errors: bool = False
+          toolchain: ResolvedImages | None = None, *, redo_rig_errors: bool = False
           ) -> tuple[list[rubric.ArmScore], Path]:
     """Every arm's final commit through every check and the success criterion, the judge,
     SCORECARD.md. `toolchain`: the images of the command that calls it (`run`).
     `redo_rig_errors`: the stored RIG_ERROR samples are set aside first, so they run
     again (once the rig is fixed)."""
-    toolchain = toolchain or Toolchain(engine, loaded, say)
+    toolchain = toolchain or ResolvedImages(engine, loaded, say)
     stage = stage_path(loaded, change)
     services.require_dispatched(loaded, change)
     services.restore(engine, loaded, say)  # the experiment's Postgres, after an outage

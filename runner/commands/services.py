@@ -58,7 +58,7 @@ Say = Callable[[str], None]
 POSTGRES, GATEWAY, SANDBOX = "postgres", "gateway", "sandbox"
 
 
-class Found(StrEnum):
+class ServiceState(StrEnum):
     """What became of a recorded container."""
 
     RUNNING = "running"
@@ -76,18 +76,20 @@ class Step(StrEnum):
 # The engine's container states (`docker inspect` .State.Status), and `missing` for a
 # container it does not know. A paused sandbox is dispatch's to unpause; a dead or
 # half-removed container cannot be started.
-FOUND = {"running": Found.RUNNING, "paused": Found.RUNNING, "restarting": Found.RUNNING,
-         "created": Found.STOPPED, "exited": Found.STOPPED,
-         "dead": Found.GONE, "removing": Found.GONE, "missing": Found.GONE}
-STEPS = {Found.RUNNING: Step.KEEP, Found.STOPPED: Step.START, Found.GONE: Step.REFUSE}
+FOUND = {"running": ServiceState.RUNNING, "paused": ServiceState.RUNNING,
+         "restarting": ServiceState.RUNNING,
+         "created": ServiceState.STOPPED, "exited": ServiceState.STOPPED,
+         "dead": ServiceState.GONE, "removing": ServiceState.GONE, "missing": ServiceState.GONE}
+STEPS = {ServiceState.RUNNING: Step.KEEP, ServiceState.STOPPED: Step.START,
+         ServiceState.GONE: Step.REFUSE}
 
 
-def found(engine_state: str) -> Found:
+def found(engine_state: str) -> ServiceState:
     """The engine's word for a container as one of ours (an unknown word: gone)."""
-    return FOUND.get(engine_state, Found.GONE)
+    return FOUND.get(engine_state, ServiceState.GONE)
 
 
-def decide(state: Found, needed: bool = True) -> Step:
+def decide(state: ServiceState, needed: bool = True) -> Step:
     """What to do with a service whose container is in `state`; `needed`: an arm still
     to dispatch relies on it (a gone one that none does is spared, not refused)."""
     step = STEPS[state]
@@ -133,7 +135,7 @@ def needed(service: Service, current: ExperimentState, done: set[str]) -> bool:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RestorePlan:
     """What `restore` does: each service with its step."""
 
     steps: list[tuple[Service, Step]]
@@ -147,12 +149,12 @@ class Plan:
         return [service for service, step in self.steps if step is Step.START]
 
 
-def plan(current: ExperimentState, states: dict[str, str], done: set[str]) -> Plan:
+def plan(current: ExperimentState, states: dict[str, str], done: set[str]) -> RestorePlan:
     """Each recorded service's step, from the engine's state of its container (by id;
     a container not in `states` is gone) and the arms whose dispatch is `done`."""
-    return Plan([(service, decide(found(states.get(service.container_id, "missing")),
-                                  needed(service, current, done)))
-                 for service in services(current)])
+    return RestorePlan([(service, decide(found(states.get(service.container_id, "missing")),
+                                         needed(service, current, done)))
+                        for service in services(current)])
 
 
 class GoneError(InfraError):

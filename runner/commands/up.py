@@ -30,7 +30,7 @@ from runner.containers import browser, checkout, database, images, sandbox
 from runner.containers import gateway as gateway_mod
 from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, ContainerEngine, Labels
 from runner.containers.images import reporters
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.containers.stacks import arm as arm_stack
 from runner.errors import BadInputError, InfraError
 from runner.manifest import Arm, LoadedManifest, key_provider
@@ -58,7 +58,7 @@ class UpPlan:
     base_commit: str
     image: images.BuiltImage
     db_image: images.BuiltImage | None
-    toolchain: Toolchain  # the images of this `up`, resolved once
+    toolchain: ResolvedImages  # the images of this `up`, resolved once
     agents: dict[str, arms_mod.AgentImage] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)  # the gateway arms' real keys
     arm_image: images.BuiltImage | None = None  # the arms' (the image + a browser); None: image
@@ -81,7 +81,7 @@ class UpOptions:
 
 def up(engine: ContainerEngine, loaded: LoadedManifest, change: str | None = None,
        progress: Progress = _quiet, options: UpOptions = UpOptions(),
-       toolchain: Toolchain | None = None) -> ExperimentState:
+       toolchain: ResolvedImages | None = None) -> ExperimentState:
     """Check and freeze the stage's contract, prove the base fails, then make one sandbox
     per arm: network, checkout and HOME volumes, container, database, limits.
     `toolchain`: the images of the command that calls it (`run`), else its own."""
@@ -162,7 +162,7 @@ def _freeze(engine: ContainerEngine, plan: UpPlan, directory: Path, options: UpO
 
 
 def _plan(engine: ContainerEngine, loaded: LoadedManifest, change: str | None,
-          progress: Progress, toolchain: Toolchain | None) -> UpPlan:
+          progress: Progress, toolchain: ResolvedImages | None) -> UpPlan:
     manifest = loaded.manifest
     change_ids = [c.id for c in manifest.changes]
     chosen = change or change_ids[0]
@@ -171,7 +171,7 @@ def _plan(engine: ContainerEngine, loaded: LoadedManifest, change: str | None,
                             hint=f"choose one of: {', '.join(change_ids)}")
     # The first change starts from the manifest's base, later ones from the last merge.
     base = merge.stage_base(loaded, chosen)
-    toolchain = toolchain or Toolchain(engine, loaded, progress)
+    toolchain = toolchain or ResolvedImages(engine, loaded, progress)
     keys = gateway_keys(loaded, os.environ)  # missing keys fail before anything is built
     # The same prepared image (setup baked in) that scores the base serves the sandboxes;
     # an arm that runs a pinned CLI gets that image plus the CLI (its agent layer).

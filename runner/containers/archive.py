@@ -28,7 +28,7 @@ COPY_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
-class Entry:
+class Member:
     """One member of a tar the engine extracts: a file (`data`) or a directory (None)."""
 
     name: str
@@ -39,7 +39,7 @@ class Entry:
                                   # (mtime, size) sees every new version)
 
 
-def pack(entries: Iterable[Entry]) -> bytes:
+def pack(entries: Iterable[Member]) -> bytes:
     """A PAX tar of `entries` (PAX keeps a fractional mtime, which ustar would round)."""
     now = time.time()
     out = io.BytesIO()

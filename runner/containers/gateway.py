@@ -131,8 +131,8 @@ def state_archive(settings: dict[str, Any]) -> bytes:
     gateway (a fresh mtime: the gateway re-reads it when its mtime or size moves), and
     `records/`, the only place the gateway (the sandbox user) can write."""
     text = json.dumps(settings, indent=2, sort_keys=True).encode()
-    return archive.pack([archive.Entry(CONFIG_FILE, text, 0o644, 0, time.time()),
-                         archive.Entry(RECORDS, None, 0o755, sandbox.SANDBOX_UID)])
+    return archive.pack([archive.Member(CONFIG_FILE, text, 0o644, 0, time.time()),
+                         archive.Member(RECORDS, None, 0o755, sandbox.SANDBOX_UID)])
 
 
 def start(engine: ContainerEngine, spec: GatewaySpec, settings: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from runner.manifest.gateway import Gateway
 from runner.manifest.models import (
     MIN_SAMPLES,
     RESERVED_CHECK_NAMES,
-    Contract,
+    ContractSection,
     Database,
     Experiment,
     Limits,
@@ -32,7 +32,7 @@ class Manifest(Section):
     """bakeoff.toml. Sections as in the reference manifest; see `bakeoff-sandbox init`."""
 
     experiment: Experiment = Field(description="what is compared, where, from which base")
-    contract: Contract = Field(description="the grading, frozen at `up`")
+    contract: ContractSection = Field(description="the grading, frozen at `up`")
     toolchain: Toolchain = Field(description="the image every container runs")
     limits: Limits = Field(default_factory=Limits, description="per-container limits")
     database: Database | None = Field(default=None, description="optional per-arm Postgres")

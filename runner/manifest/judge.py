@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.manifest.arms import key_provider
-from runner.manifest.models import Contract
+from runner.manifest.models import ContractSection
 from runner.manifest.rules import RuleViolation
 
 NONE = "none"
@@ -47,7 +47,7 @@ class JudgeSpec:
         return PROVIDERS.get(self.cli, "")
 
 
-def parse(contract: Contract) -> tuple[JudgeSpec, list[RuleViolation]]:
+def parse(contract: ContractSection) -> tuple[JudgeSpec, list[RuleViolation]]:
     """The judge the contract names, and what is wrong with it (every problem at once)."""
     text = contract.judge.strip()
     if text == NONE:
@@ -68,7 +68,7 @@ def parse(contract: Contract) -> tuple[JudgeSpec, list[RuleViolation]]:
     return spec, _agent_problems(spec, contract)
 
 
-def _agent_problems(spec: JudgeSpec, contract: Contract) -> list[RuleViolation]:
+def _agent_problems(spec: JudgeSpec, contract: ContractSection) -> list[RuleViolation]:
     problems = []
     if not spec.version:
         problems.append(RuleViolation(
@@ -83,7 +83,7 @@ def _agent_problems(spec: JudgeSpec, contract: Contract) -> list[RuleViolation]:
     return problems
 
 
-def _stray(contract: Contract) -> list[RuleViolation]:
+def _stray(contract: ContractSection) -> list[RuleViolation]:
     """judge_version / judge_key mean something only for an agent judge."""
     return [RuleViolation(("contract", key), "applies to an agent judge only",
                           'remove it, or set judge = "claude-code:<model>@<effort>"',
@@ -92,6 +92,6 @@ def _stray(contract: Contract) -> list[RuleViolation]:
                                ("judge_key", contract.judge_key)) if value is not None]
 
 
-def spec_of(contract: Contract) -> JudgeSpec:
+def spec_of(contract: ContractSection) -> JudgeSpec:
     """The judge of a contract that validated (its problems were refused at load)."""
     return parse(contract)[0]

@@ -199,9 +199,10 @@ class Weights(Section):
         return self
 
 
-class Contract(Section):
+class ContractSection(Section):
     """``[contract]``: the grading, frozen at ``up`` and verified by every later command."""
 
+    model_config = ConfigDict(title="Contract")  # the schema's title, as it was
     metric: NonBlank = Field(description="what is measured, in words")
     threshold: float = Field(
         default=1.0, ge=0.0, le=1.0,
@@ -228,7 +229,7 @@ class Contract(Section):
     )
 
     @model_validator(mode="after")
-    def _enough_samples(self) -> Contract:
+    def _enough_samples(self) -> ContractSection:
         if self.samples < MIN_SAMPLES and not self.allow_fewer_samples:
             raise rule_error([RuleViolation(
                 ("samples",), f"must be >= {MIN_SAMPLES} (one sample cannot show flakiness)",

@@ -23,7 +23,7 @@ from runner.commands import demo, judges
 from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import layout
 from runner.store.layout import experiment_dir, stage_dir
@@ -85,7 +85,7 @@ def _judge(engine: Engine, loaded: LoadedManifest, monkeypatch: pytest.MonkeyPat
     stage = stage_dir(experiment_dir(loaded.repo_path, name), CHANGE)
     said: list[str] = []
     try:
-        judges.run_judges(Toolchain(engine, loaded), CHANGE, commits, base, stage,
+        judges.run_judges(ResolvedImages(engine, loaded), CHANGE, commits, base, stage,
                           ["success"], said.append)
     finally:
         left = [c.name for c in engine.labelled("container", {LABEL_EXPERIMENT: name})]

@@ -30,7 +30,7 @@ from runner.containers import images, sandbox
 from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.engine import Engine
 from runner.containers.images import catalog
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.containers.samples import DockerSampleExecutor
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import PlainReporter, cli, git, make_target
@@ -76,7 +76,7 @@ def record(engine: Engine, loaded: LoadedManifest, base: str,
     todo = [spec for arm, commit in commits.items()
             for spec in sample_plan.specs(loaded, "first", arm, plan, commit, base, 1)]
     stage = sample_plan.stage_path(loaded, "first")
-    with sample_runs.executor_for(Toolchain(engine, loaded), base) as executor:
+    with sample_runs.executor_for(ResolvedImages(engine, loaded), base) as executor:
         done = sample_runs.run_all(executor, todo, stage, lambda _: None)
     return {r.arm: r for r in done}
 

@@ -26,8 +26,8 @@ def members(data: bytes) -> dict[str, tarfile.TarInfo]:
 
 
 def test_a_packed_entry_carries_its_owner_mode_and_a_fractional_mtime() -> None:
-    data = archive.pack([archive.Entry("records", None, 0o755, 1000),
-                         archive.Entry("config.json", b"{}", 0o644, 0, 1700000000.25)])
+    data = archive.pack([archive.Member("records", None, 0o755, 1000),
+                         archive.Member("config.json", b"{}", 0o644, 0, 1700000000.25)])
     found = members(data)
     assert (found["records"].isdir(), found["records"].uid, found["records"].gid,
             found["records"].mode) == (True, 1000, 1000, 0o755)
@@ -48,18 +48,18 @@ def test_the_gateway_s_state_is_its_config_root_s_and_records_the_sandbox_user_s
 
 def test_what_comes_back_lands_under_its_folder_and_unchanged_files_are_left_alone(
         tmp_path: Path) -> None:
-    data = archive.pack([archive.Entry("records", None, 0o755, 1000),
-                         archive.Entry("records/s1", None, 0o755, 1000),
-                         archive.Entry("records/s1/requests.jsonl", b'{"seq": 1}\n', 0o600,
-                                       1000, 1700000000)])
+    data = archive.pack([archive.Member("records", None, 0o755, 1000),
+                         archive.Member("records/s1", None, 0o755, 1000),
+                         archive.Member("records/s1/requests.jsonl", b'{"seq": 1}\n', 0o600,
+                                        1000, 1700000000)])
     assert archive.unpack(chunked(data), tmp_path, "records", "the test") == 1
     lines = tmp_path / "records" / "s1" / "requests.jsonl"
     assert lines.read_bytes() == b'{"seq": 1}\n'
     assert int(lines.stat().st_mtime) == 1700000000
     os.utime(lines, (1700000000, 1700000000))
     assert archive.unpack(chunked(data), tmp_path, "records", "the test") == 0
-    grown = archive.pack([archive.Entry("records/s1/requests.jsonl",
-                                        b'{"seq": 1}\n{"seq": 2}\n', 0o600, 1000, 1700000000)])
+    grown = archive.pack([archive.Member("records/s1/requests.jsonl",
+                                         b'{"seq": 1}\n{"seq": 2}\n', 0o600, 1000, 1700000000)])
     assert archive.unpack(chunked(grown), tmp_path, "records", "the test") == 1
     assert lines.read_bytes().count(b"\n") == 2
     assert sorted(p.name for p in lines.parent.iterdir()) == ["requests.jsonl"]  # no .part
@@ -69,7 +69,7 @@ def test_what_comes_back_lands_under_its_folder_and_unchanged_files_are_left_alo
                                   "other/file", "records/../other"])
 def test_a_member_outside_the_folder_is_refused_and_nothing_is_written(
         tmp_path: Path, name: str) -> None:
-    data = archive.pack([archive.Entry(name, b"x")])
+    data = archive.pack([archive.Member(name, b"x")])
     destination = tmp_path / "run"
     destination.mkdir()
     with pytest.raises(InfraError, match="which is not under records/"):
@@ -89,6 +89,6 @@ def test_a_link_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_broken_stream_is_an_infra_error(tmp_path: Path) -> None:
-    data = archive.pack([archive.Entry("records/a", b"y" * 2000)])
+    data = archive.pack([archive.Member("records/a", b"y" * 2000)])
     with pytest.raises(InfraError, match="does not read"):
         archive.unpack(chunked(data[:700]), tmp_path, "records", "the test")

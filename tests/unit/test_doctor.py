@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runner.commands import doctor
-from runner.commands.doctor import Check, Report
+from runner.commands.doctor import DoctorCheck, Report
 from runner.containers.backend import EngineFacts
 from runner.containers.dockerspec import facts_of
 from runner.containers.engine import Engine
@@ -27,7 +27,7 @@ VERSION = {"Version": "20.10.24+dfsg1", "ApiVersion": "1.41", "MinAPIVersion": "
 FACTS = facts_of(INFO, VERSION)
 
 
-def lines(check: Check) -> list[str]:
+def lines(check: DoctorCheck) -> list[str]:
     return check.lines()
 
 
@@ -217,7 +217,7 @@ def test_fix_runs_the_engine_script_only_when_no_engine_answers_here_or_a_tool_i
                         lambda tool: None if tool in absent else f"/usr/bin/{tool}")
     ran: list[bool] = []
     monkeypatch.setattr(doctor.engine_install, "ensure", lambda: ran.append(True))
-    report = Report((Check("engine", engine_status, "", ""),))  # type: ignore[arg-type]
+    report = Report((DoctorCheck("engine", engine_status, "", ""),))  # type: ignore[arg-type]
     progress: list[str] = []
     doctor._engine(Engine(), report, progress.append)
     assert (ran == [True], progress) == (runs, said)

@@ -13,7 +13,7 @@ import pytest
 from rig.judge import JudgeError, parse_judgement
 from runner.commands import demo, judges
 from runner.containers.engine import Engine
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import layout
 from runner.store.layout import experiment_dir, stage_dir
@@ -57,7 +57,7 @@ def _setup(tmp_path: Path, judge: str = JUDGE) -> tuple[LoadedManifest, str, dic
 
 def _run(loaded: LoadedManifest, base: str, commits: dict[str, str]) -> Path:
     stage = stage_dir(experiment_dir(loaded.repo_path, loaded.manifest.experiment.name), CHANGE)
-    toolchain = Toolchain(cast(Engine, None), loaded)  # a command judge touches no docker
+    toolchain = ResolvedImages(cast(Engine, None), loaded)  # a command judge touches no docker
     judges.run_judges(toolchain, CHANGE, commits, base, stage, ["success"], lambda _: None)
     return stage
 

@@ -12,7 +12,7 @@ import pytest
 
 from rig.guards import harness
 from rig.sample import links
-from rig.sample.links import Caps, Where
+from rig.sample.links import LayoutCaps, Where
 from rig.sample.spec import SampleSpec
 from rig.sample.tree import Entry, Kind, Tree, UnsafeTreeError, directories
 from runner.containers.samples import tree as sample_tree
@@ -28,7 +28,7 @@ def ln(target: str) -> Entry:
     return Entry(Kind.SYMLINK, target.encode())
 
 
-def laid(tree: Tree, base: Tree | None = None, caps: Caps = links.DEFAULT_CAPS) -> Tree:
+def laid(tree: Tree, base: Tree | None = None, caps: LayoutCaps = links.DEFAULT_CAPS) -> Tree:
     """`tree` laid out as an arm's (against `base`, none by default)."""
     links.lay_out(tree, base, caps)
     return tree
@@ -168,7 +168,7 @@ def test_link_copies_count_against_the_entry_cap() -> None:
     tree.update({f"farm/{n}": ln("../big") for n in range(200)})
     began = time.monotonic()
     with pytest.raises(UnsafeTreeError, match="more than 50000 entries"):
-        laid(tree, caps=Caps(entries=50_000))
+        laid(tree, caps=LayoutCaps(entries=50_000))
     assert time.monotonic() - began < 2
 
 
@@ -176,7 +176,7 @@ def test_link_copies_count_against_the_byte_cap() -> None:
     tree: Tree = {"big.bin": Entry(Kind.FILE, b"", "ab" * 20, 600_000_000),
                   "copy.bin": ln("big.bin")}
     with pytest.raises(UnsafeTreeError, match="1000000000 bytes"):
-        laid(tree, caps=Caps(bytes=1_000_000_000))
+        laid(tree, caps=LayoutCaps(bytes=1_000_000_000))
 
 
 def test_doubling_links_are_stopped_by_the_cap_not_by_memory() -> None:
@@ -187,7 +187,7 @@ def test_doubling_links_are_stopped_by_the_cap_not_by_memory() -> None:
         tree[f"d{n}/b"] = ln(f"../d{n - 1}")
     began = time.monotonic()
     with pytest.raises(UnsafeTreeError, match=r"entries|nests"):
-        laid(tree, caps=Caps(entries=10_000))
+        laid(tree, caps=LayoutCaps(entries=10_000))
     assert time.monotonic() - began < 2
 
 

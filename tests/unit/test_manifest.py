@@ -434,6 +434,15 @@ def test_json_schema_rejects_an_unknown_key() -> None:
         jsonschema.validate(broken, json_schema())
 
 
+def test_json_schema_titles_the_contract_table_contract_whatever_its_class() -> None:
+    """Pins issue 35's rename of the `[contract]` model to `ContractSection` (one class
+    per name: `rig.contract.Contract` is the frozen content): the published schema still
+    titles the table `Contract`; only its $defs key follows the class."""
+    schema = json_schema()
+    key = schema["properties"]["contract"]["$ref"].rsplit("/", 1)[1]
+    assert schema["$defs"][key]["title"] == "Contract"
+
+
 def test_init_writes_a_manifest_that_loads_once_committed(tmp_path: Path) -> None:
     target = tmp_path / "My Repo"
     written = write_init(target)

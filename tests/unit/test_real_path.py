@@ -33,7 +33,7 @@ def records(*lines: str) -> tuple[RequestRecord, ...]:
     return read.records
 
 
-def finding(*lines: str, expectation: Expectation = POST) -> real_path.Finding:
+def finding(*lines: str, expectation: Expectation = POST) -> real_path.ExpectationFinding:
     (found,) = real_path.check([expectation], records(*lines), APP)
     return found
 

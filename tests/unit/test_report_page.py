@@ -18,7 +18,7 @@ from rig.report.evidence import (
     Picture,
     RoundEvidence,
     SampleEvidence,
-    Withheld,
+    WithheldFacts,
     Work,
 )
 from rig.report.page import CSP, flag_lines, flag_summary, render_page
@@ -173,8 +173,9 @@ def hostile() -> PageEvidence:
     arm = ArmEvidence(dispatch, LogExcerpt("stages/cap/arms/fix/dispatch.log", 10,
                                            hostile_text("dispatch log"), "", 0),
                       Work(diff=hostile_text("diff"), messages=hostile_text("commit message")))
-    withheld = Withheld.model_validate({"from": "fix", "paths": [hostile_text("withheld path")],
-                                        "count": 1, "why": "harness"})
+    withheld = WithheldFacts.model_validate({"from": "fix",
+                                             "paths": [hostile_text("withheld path")],
+                                             "count": 1, "why": "harness"})
     merge = MergeFacts(head="abc", note=hostile_text("merge note"), withheld=[withheld])
     return PageEvidence({"cap": RoundEvidence({e.arm: arm for e in obs.rounds[0].arms}, samples,
                                           merge)})

@@ -13,7 +13,7 @@ from runner.commands import demo, services
 from runner.commands.dispatch.brief import BRIEF_PATH
 from runner.commands.dispatch.record import ArmRecord, ArmState, save_record
 from runner.commands.dispatch.redact import Redactor
-from runner.commands.services import Found, Step
+from runner.commands.services import ServiceState, Step
 from runner.containers.engine import Engine
 from runner.errors import EngineUnreachableError, InfraError
 from runner.manifest import LoadedManifest, load_manifest
@@ -22,18 +22,20 @@ from runner.store.state import ArmSandbox, DbState, ExperimentState, GatewayStat
 
 
 @pytest.mark.parametrize(("engine_state", "expected"), [
-    ("running", Found.RUNNING), ("paused", Found.RUNNING), ("restarting", Found.RUNNING),
-    ("created", Found.STOPPED), ("exited", Found.STOPPED),
-    ("dead", Found.GONE), ("removing", Found.GONE), ("missing", Found.GONE),
-    ("something-new", Found.GONE)])
+    ("running", ServiceState.RUNNING), ("paused", ServiceState.RUNNING),
+    ("restarting", ServiceState.RUNNING),
+    ("created", ServiceState.STOPPED), ("exited", ServiceState.STOPPED),
+    ("dead", ServiceState.GONE), ("removing", ServiceState.GONE), ("missing", ServiceState.GONE),
+    ("something-new", ServiceState.GONE)])
 def test_each_engine_state_of_a_container_is_running_stopped_or_gone(
-        engine_state: str, expected: Found) -> None:
+        engine_state: str, expected: ServiceState) -> None:
     assert services.found(engine_state) is expected
 
 
 def test_running_is_kept_stopped_is_started_gone_is_refused_unless_nothing_needs_it() -> None:
-    assert [services.decide(state) for state in Found] == [Step.KEEP, Step.START, Step.REFUSE]
-    assert [services.decide(state, needed=False) for state in Found] == [
+    assert [services.decide(state) for state in ServiceState] == [
+        Step.KEEP, Step.START, Step.REFUSE]
+    assert [services.decide(state, needed=False) for state in ServiceState] == [
         Step.KEEP, Step.START, Step.SPARE]
 
 

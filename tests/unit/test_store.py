@@ -19,7 +19,7 @@ from rig.sample.spec import SampleSpec
 from rig.sample.verdict import Verdict
 from rig.stats import pass_rate
 from runner.commands import proofs
-from runner.contract import Baseline
+from runner.contract import RatchetBaseline
 from runner.store import layout
 from runner.store.records import (
     GraftResult,
@@ -138,7 +138,7 @@ def test_up_writes_stage_json_with_the_keys_it_always_had(tmp_path: Path) -> Non
     proof = proofs.Proof(
         pass_rate([Verdict.FAIL] * 3), ["FAIL", "FAIL", "FAIL"], "ref0" * 10,
         pass_rate([Verdict.PASS] * 3), ["a caveat"],
-        {"coverage": Baseline(80.5, "measured on the base (3 samples agree)")})
+        {"coverage": RatchetBaseline(80.5, "measured on the base (3 samples agree)")})
     version = LockVersion.model_construct(version=2, sha256=SHA)
     proofs.record(tmp_path, "cap", "ba5e" * 10, proof, version)
     assert json.loads(layout.stage_file(tmp_path).read_text()) == {

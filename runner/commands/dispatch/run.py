@@ -52,7 +52,7 @@ from runner.commands.dispatch.redact import MASK, Redactor, forms_of
 from runner.containers import arms, checkout, gateway, sandbox
 from runner.containers.arms import put_brief
 from runner.containers.backend import ContainerEngine
-from runner.containers.images.prepared import Toolchain
+from runner.containers.images.prepared import ResolvedImages
 from runner.errors import BadInputError, InfraError, NotUpError, RunnerError
 from runner.manifest import Arm, LoadedManifest
 from runner.store import layout
@@ -163,7 +163,7 @@ class DispatchReport:
 def dispatch(engine: ContainerEngine, loaded: LoadedManifest, arms: Sequence[str] | None = None,
              reporter: DispatchReporter | None = None,
              environ: Mapping[str, str] | None = None,
-             toolchain: Toolchain | None = None,
+             toolchain: ResolvedImages | None = None,
              say: Callable[[str], None] | None = None) -> DispatchReport:
     """Run the selected arms (all when None) in parallel; skip the ones already done.
     `toolchain`: the images of the command that calls it (`run`), else its own. The
@@ -175,7 +175,7 @@ def dispatch(engine: ContainerEngine, loaded: LoadedManifest, arms: Sequence[str
         services.restore(engine, loaded, say or _quiet)
         directory, current = state_mod.require_up(loaded)
         # A changed contract: exit 4.
-        contract.verify(toolchain or Toolchain(engine, loaded), current.change)
+        contract.verify(toolchain or ResolvedImages(engine, loaded), current.change)
         selected = _select(loaded, current, arms)
         previous = {arm.id: _previous(directory, current, arm.id) for arm in selected}
         pending = [arm for arm in selected if not _done(previous[arm.id])]

@@ -112,7 +112,7 @@ class Inventory:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RemovalPlan:
     remove: list[Image]
     kept: list[tuple[Image, str]]  # an image of ours kept, and why
 
@@ -164,7 +164,7 @@ def _ordered(inventory: Inventory, chosen: dict[str, Image]) -> list[Image]:
 
 
 def _split(inventory: Inventory, wanted: dict[str, Image],
-           kept: list[tuple[Image, str]]) -> Plan:
+           kept: list[tuple[Image, str]]) -> RemovalPlan:
     """`wanted` less what a container uses (kept, the containers named)."""
     going: dict[str, Image] = {}
     for image in wanted.values():
@@ -173,10 +173,11 @@ def _split(inventory: Inventory, wanted: dict[str, Image],
             kept.append((image, f"in use by {', '.join(users)}"))
         else:
             going[image.id] = image
-    return Plan(_ordered(inventory, going), sorted(kept, key=lambda k: (k[0].shown, k[0].id)))
+    return RemovalPlan(_ordered(inventory, going),
+                       sorted(kept, key=lambda k: (k[0].shown, k[0].id)))
 
 
-def experiment_plan(inventory: Inventory, recorded: set[str]) -> Plan:
+def experiment_plan(inventory: Inventory, recorded: set[str]) -> RemovalPlan:
     """`down`: the prepared images `recorded` names (by tag or id), the images of ours
     built on them (an arm's agent or browser layer: made for this dependency set), and
     the build stages their builds left dangling (`LABEL_BUILD_OF`)."""
@@ -195,7 +196,7 @@ def experiment_plan(inventory: Inventory, recorded: set[str]) -> Plan:
 Current = Callable[[Image], bool | None]  # True: what this version builds; None: not known
 
 
-def gc_plan(inventory: Inventory, current: Current) -> Plan:
+def gc_plan(inventory: Inventory, current: Current) -> RemovalPlan:
     """`gc --images`: every image of ours no container uses that this version would not
     build as it is: dangling ones, prepared images, an older identity of a shared image,
     and layers built on any of these. A shared image of the current identity is kept;

@@ -62,8 +62,7 @@ from runner.containers.images import BuiltImage, buildlog, host_trust, inspect, 
 from runner.containers.images.identity import HOST_CA
 from runner.containers.samples import tree as sample_tree
 from runner.errors import BadInputError
-from runner.manifest import LoadedManifest
-from runner.manifest import Toolchain as ToolchainSection
+from runner.manifest import LoadedManifest, Toolchain
 from runner.manifest import node as node_mod
 from runner.manifest.node import NodeChoice
 
@@ -168,7 +167,7 @@ class Setup:
     keep: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, toolchain: ToolchainSection) -> Setup:
+    def of(cls, toolchain: Toolchain) -> Setup:
         return cls(tuple(toolchain.setup), tuple(toolchain.keep))
 
 
@@ -304,7 +303,7 @@ def _quiet(_: str) -> None:
 
 
 def node_for(loaded: LoadedManifest) -> NodeChoice | None:
-    """`Toolchain.node`: the pin files read at `[experiment] base` (one Node for every
+    """`ResolvedImages.node`: the pin files read at `[experiment] base` (one Node for every
     stage); a pin no build honours is bad input naming the file and the fix."""
     section = loaded.manifest.toolchain
     if section.image != "node":
@@ -320,7 +319,7 @@ def node_for(loaded: LoadedManifest) -> NodeChoice | None:
                                  f"{loaded.path}") from None
 
 
-class Toolchain:
+class ResolvedImages:
     """The images one command uses, resolved once and passed down (never re-resolved in
     the functions it calls): the toolchain image, the database image, and each commit's
     prepared image, made (or found) once per set of dependency files."""

@@ -392,8 +392,8 @@ class DockerSampleExecutor:
         try:  # the arm's links that cannot be laid out within the sample's caps
             built = sample_tree.build(spec, tree, base, inputs / "tree.tar", self.repo,
                                       spec.token, importable=self.facts.python_modules(),
-                                      caps=links.Caps(self.limits.disk_mb * 1024 * 1024,
-                                                      self.limits.max_files))
+                                      caps=links.LayoutCaps(self.limits.disk_mb * 1024 * 1024,
+                                                            self.limits.max_files))
         except UnsafeTreeError as error:
             return None, error.message
         (inputs / "root-owned").write_bytes(sample_tree.nul_list(built.root_owned))

@@ -165,7 +165,7 @@ class SampleTree:
 
 def build(spec: SampleSpec, tree: Tree, base: Tree | None, out: Path, repo: Path,
           token: str | None = None, canaries: bool = True, importable: Iterable[str] = (),
-          caps: links.Caps = links.DEFAULT_CAPS) -> SampleTree:
+          caps: links.LayoutCaps = links.DEFAULT_CAPS) -> SampleTree:
     """The rig's layer over the arm's tree (`rig.sample.layer.lay`, in place), written as
     a tar to `out` (blobs not held stream from `repo`'s objects)."""
     layer = layer_mod.lay(spec, tree, base, token or secrets.token_hex(4),
