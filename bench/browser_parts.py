@@ -31,8 +31,7 @@ from runner.containers import browser, images
 from runner.containers.engine import Engine
 from tests.integration.helpers import PlainReporter
 
-PLUGIN = (Path(__file__).resolve().parent.parent / "rig" / "guards" / "insample"
-          / browser.PLUGIN_SOURCE)
+HOOKS = f"{browser.PLUGIN_MODULE}/__init__.py"  # the plugin's hooks and fixtures
 # The plugin with one part turned off: (what is replaced, by what).
 OFF = {
     "trace": ("context.tracing.start(title=session.test, screenshots=True, snapshots=True,"
@@ -48,15 +47,18 @@ VARIANTS = ("bare", "rig", "rig-no-trace", "rig-no-route", "rig-no-screenshot",
 
 
 def plugins(root: Path) -> None:
-    """The rig's plugin as it is (`root/rig`) and with each part off (`root/rig-no-X`)."""
-    source = PLUGIN.read_text()
+    """The rig's plugin (a package) as it is (`root/rig`) and with each part off
+    (`root/rig-no-X`: its hooks' module changed)."""
+    files = browser.plugin_files()
+    source = files[HOOKS].decode()
     for name, (part, replacement) in {"rig": ("", ""), **OFF}.items():
         text = source.replace(part, replacement) if part else source
         if part and text == source:
             raise SystemExit(f"the plugin changed: {name!r} is no longer where this looks")
         folder = root / (name if name == "rig" else f"rig-no-{name}")
-        folder.mkdir(parents=True)
-        (folder / f"{browser.PLUGIN_MODULE}.py").write_text(text)
+        for file, data in {**files, HOOKS: text.encode()}.items():
+            (folder / file).parent.mkdir(parents=True, exist_ok=True)
+            (folder / file).write_bytes(data)
 
 
 def run(variant: str, app_image: str, browser_image: str, tmp: Path) -> tuple[float, float]:

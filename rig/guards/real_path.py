@@ -1,6 +1,6 @@
 """The real path: which of the app's endpoints a browser sample's flow really reached.
 
-The rig's browser plugin (`rig/guards/insample/browser_plugin.py`, inside the browser's
+The rig's browser plugin (`rig/guards/insample/browser_plugin/`, inside the browser's
 container) writes one JSON line per request the page made to `requests.jsonl`: method,
 URL, origin, path, status, and who answered it (`AnsweredBy`). This module reads those
 lines back and decides a criterion's `expect_requests`, such as `POST /api/horizon`:

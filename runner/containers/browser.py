@@ -12,11 +12,11 @@ so WebAuthn works, and no HSTS-preloaded TLD), reaches nothing the app's network
 and nothing of the rig listens there (Playwright talks to Chromium over a pipe). It runs
 as the sandbox user with no capability, a read-only root, size-capped tmpfs for /tmp,
 HOME and the plugin's output directory, and a pids limit a browser can live in. Its
-command (`SCRIPT`) waits for the app's health, runs pytest with the rig's plugin
-(`rig/guards/insample/browser_plugin.py`, loaded as `bakeoff_browser`, after pytest-base-url and
-pytest-playwright and with no other plugin autoloaded) under a deadline, keeps the
-output's head and tail, and hands the output directory back as one `bakeoff-out:` line on
-its stdout, read with `read_outputs`, as the sample driver does.
+command (`SCRIPT`) waits for the app's health, runs pytest with the rig's plugin (the
+package `rig/guards/insample/browser_plugin/`, shipped and loaded as `bakeoff_browser`,
+after pytest-base-url and pytest-playwright and with no other plugin autoloaded) under a
+deadline, keeps the output's head and tail, and hands the output directory back as one
+`bakeoff-out:` line on its stdout, read with `read_outputs`, as the sample driver does.
 
 With no app (`container_spec(..., app=None, ...)`) the browser has no network at all,
 and its inputs need no host path: a tmpfs volume of ours at IN that the engine fills once
@@ -62,7 +62,7 @@ IMAGE = "browser"
 ROOT = "/opt/browser"
 IDENTITY = f"{ROOT}/identity.json"
 PLUGIN_MODULE = "bakeoff_browser"
-PLUGIN_SOURCE = "browser_plugin.py"  # of rig/guards/insample
+PLUGIN_SOURCE = "browser_plugin"  # a package of rig/guards/insample
 IN = "/bakeoff/in"                   # the rig's inputs: a read-only bind, or a volume
 PLUGIN_DIR = f"{IN}/plugin"
 CRITERION_DIR = f"{IN}/criterion"
@@ -218,15 +218,20 @@ def command(criterion: str, base_url: str, *, health: str = "/", wait_s: int = 3
             str(timeout_s), *pytest_argv(criterion, base_url, extra))
 
 
-def plugin_source() -> bytes:
-    """The rig's browser plugin (it runs inside the browser's container, never here)."""
-    return resources.files("rig.guards.insample").joinpath(PLUGIN_SOURCE).read_bytes()
+def plugin_files() -> dict[str, bytes]:
+    """The rig's browser plugin, a package (it runs inside the browser's container, never
+    here): each module's bytes by its name in `PLUGIN_MODULE/`. Read as files, never
+    imported (the package imports pytest)."""
+    package = resources.files("rig.guards.insample").joinpath(PLUGIN_SOURCE)
+    return {f"{PLUGIN_MODULE}/{f.name}": f.read_bytes()
+            for f in sorted(package.iterdir(), key=lambda f: f.name)
+            if f.is_file() and f.name.endswith(".py")}
 
 
 def input_files(criterion: Mapping[str, bytes]) -> dict[str, bytes]:
     """The browser container's inputs by their path under IN: the rig's plugin and the
     criterion's files (relative paths under CRITERION_DIR; one that leaves it is refused)."""
-    files = {f"plugin/{PLUGIN_MODULE}.py": plugin_source()}
+    files = {f"plugin/{name}": data for name, data in plugin_files().items()}
     for name, data in criterion.items():
         path = PurePosixPath(name)
         if path.is_absolute() or ".." in path.parts or not path.parts:
@@ -395,12 +400,12 @@ def layer(engine: ContainerEngine, base: BuiltImage, reporter: BuildReporter) ->
         f"--no-install-recommends chromium={found.chromium_package} fonts-dejavu-core "
         "fonts-liberation libatomic1 python3 && rm -rf /var/lib/apt/lists/*\n"
         f"COPY --from={image.image_id} {ROOT} {ROOT}\n"
-        f"COPY {PLUGIN_MODULE}.py {ROOT}/rig/{PLUGIN_MODULE}.py\n"
+        f"COPY {PLUGIN_MODULE} {ROOT}/rig/{PLUGIN_MODULE}\n"
         f"COPY {VERIFY} {ROOT}/bin/{VERIFY}\n"
         f"RUN chmod 0755 {ROOT}/bin/{VERIFY}\n"
         f"ENV PATH={ROOT}/bin:{path} PYTHONPATH={ROOT}/rig {OUT_ENV}=/tmp/bakeoff-browser\n"
         f"USER {config.get('User') or sandbox.SANDBOX_UID}\n")
-    context = {"Dockerfile": dockerfile.encode(), f"{PLUGIN_MODULE}.py": plugin_source(),
+    context = {"Dockerfile": dockerfile.encode(), **plugin_files(),
                VERIFY: verify_script().encode()}
     identity = "sha256:" + hashlib.sha256(json.dumps(
         {"base": base.identity, "browser": image.identity, "format": LAYER_FORMAT,

@@ -97,6 +97,7 @@ def test_summary(page: Page, name, days):
 CONTROL = '''import json, sys, time
 from playwright.sync_api import sync_playwright
 import bakeoff_browser as plugin
+from bakeoff_browser import records
 
 seen = []
 with sync_playwright() as p:
@@ -107,9 +108,9 @@ with sync_playwright() as p:
     def finished(request):
         r = request.response()
         sw = bool(r and r.from_service_worker)
-        seen.append(plugin.request_record("control", request.method, request.url,
-                                          request.resource_type, r.status if r else None,
-                                          sw, bool(r and not sw and r.server_addr())))
+        seen.append(records.request_record("control", request.method, request.url,
+                                           request.resource_type, r.status if r else None,
+                                           sw, bool(r and not sw and r.server_addr())))
 
     context.on("requestfinished", finished)
     page = context.new_page()

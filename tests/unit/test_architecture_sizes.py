@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("runner", "rig", "gateway")
 MAX_LINES = 500
 KNOWN_OVER = {
-    "rig/guards/insample/browser_plugin.py",
     "runner/containers/samples/__init__.py",
 }
 

@@ -21,6 +21,7 @@ from runner.containers.backend import Labels
 from runner.containers.dockerspec import container_args
 
 ROOT = Path(__file__).resolve().parents[2]
+PLUGIN_PACKAGE = ROOT / "rig" / "guards" / "insample" / browser.PLUGIN_SOURCE
 IMAGE_DIR = ROOT / "images" / "browser"
 LABELS = Labels("it-abc", "browser", "A", "r1")
 
@@ -86,9 +87,8 @@ def test_the_rigs_plugin_loads_last_and_nothing_autoloads() -> None:
 
 def test_the_inputs_hold_the_rigs_plugin_and_the_criterion_read_only(tmp_path: Path) -> None:
     browser.write_inputs(tmp_path, {"ui/test_cap.py": b"def test(): pass\n"})
-    plugin = tmp_path / "plugin" / "bakeoff_browser.py"
-    source = ROOT / "rig" / "guards" / "insample" / "browser_plugin.py"
-    assert plugin.read_bytes() == source.read_bytes()
+    shipped = {p.name: p.read_bytes() for p in (tmp_path / "plugin" / "bakeoff_browser").iterdir()}
+    assert shipped == {p.name: p.read_bytes() for p in PLUGIN_PACKAGE.glob("*.py")}
     assert (tmp_path / "criterion" / "ui" / "test_cap.py").read_bytes() == b"def test(): pass\n"
     assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.rglob("*") if p.is_file()} == {
         "0o644"}
@@ -120,7 +120,7 @@ def test_the_inputs_archive_holds_the_same_files_and_says_ready_last() -> None:
                    for m in tar]
     assert archive.path == "/bakeoff/in"
     assert members == [
-        ("plugin/bakeoff_browser.py", 0o644, 0, browser.plugin_source()),
+        *((f"plugin/{name}", 0o644, 0, data) for name, data in browser.plugin_files().items()),
         ("criterion/ui/test_cap.py", 0o644, 0, b"def test(): pass\n"),
         (".ready", 0o644, 0, b"")]
 
@@ -174,4 +174,19 @@ def test_the_hosts_ca_is_used_only_in_the_stage_that_fetches() -> None:
 def test_the_plugin_and_the_runner_name_the_same_directory_module_and_deadline() -> None:
     assert (browser_plugin.OUT_ENV, browser_plugin.DEADLINE_ENV) == (browser.OUT_ENV,
                                                                      browser.DEADLINE_ENV)
-    assert Path(browser_plugin.__file__).name == browser.PLUGIN_SOURCE
+    assert Path(browser_plugin.__file__).parent == PLUGIN_PACKAGE
+
+
+def test_every_module_of_the_plugin_package_ships_and_none_else() -> None:
+    """The plugin is a package (`bakeoff_browser` in the browser's container): every
+    module of it goes into a sample's inputs and an arm's browser layer (whose identity
+    hashes each), never a cache file; the package imports only its own modules, pytest and
+    the standard library (the container has nothing of the rig)."""
+    files = browser.plugin_files()
+    assert sorted(files) == sorted(f"bakeoff_browser/{p.name}"
+                                   for p in PLUGIN_PACKAGE.glob("*.py"))
+    assert {"bakeoff_browser/__init__.py", "bakeoff_browser/records.py",
+            "bakeoff_browser/session.py"} <= set(files)
+    for name, data in files.items():
+        imported = re.findall(r"^(?:from|import) ([\w.]+)", data.decode(), re.MULTILINE)
+        assert not [m for m in imported if m.split(".")[0] in {"rig", "runner", "gateway"}], name

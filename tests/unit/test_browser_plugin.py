@@ -1,4 +1,4 @@
-"""The rig's browser plugin (`rig/guards/insample/browser_plugin.py`), its pure parts on the host:
+"""The rig's browser plugin (`rig/guards/insample/browser_plugin/`), its pure parts on the host:
 who answered a request, the caps of its records, one trace per run made of each test's,
 and the settings it fixes. Its behaviour against a real page is proved in
 tests/integration/test_browser.py."""
@@ -13,6 +13,7 @@ import pytest
 
 from rig.guards import real_path
 from rig.guards.insample import browser_plugin as plugin
+from rig.guards.insample.browser_plugin import records
 
 
 @pytest.mark.parametrize(("has_response", "from_sw", "from_network", "who"), [
@@ -22,22 +23,22 @@ from rig.guards.insample import browser_plugin as plugin
 ])
 def test_who_answered_a_request(has_response: bool, from_sw: bool, from_network: bool,
                                 who: str) -> None:
-    assert plugin.answered_by(has_response, from_sw, from_network) == who
+    assert records.answered_by(has_response, from_sw, from_network) == who
     assert who in {member.value for member in real_path.AnsweredBy}
 
 
 def test_a_long_url_is_clipped_in_the_record_but_its_origin_is_the_urls() -> None:
     url = "http://localhost:4321/" + "a" * 5000 + "?q=" + "b" * 10
-    record = plugin.request_record("t", "GET", url, "document", 200, False, True)
-    assert len(record["url"]) == len(record["path"]) == plugin.TEXT_CHARS + 3
+    record = records.request_record("t", "GET", url, "document", 200, False, True)
+    assert len(record["url"]) == len(record["path"]) == records.TEXT_CHARS + 3
     assert record["url"].endswith("...") and record["origin"] == "http://localhost:4321"
 
 
 def test_a_sink_past_its_cap_counts_what_it_left_out_on_its_last_line(tmp_path: Path) -> None:
-    sink = plugin.Sink(tmp_path / "requests.jsonl", limit=1000)
+    sink = records.Sink(tmp_path / "requests.jsonl", limit=1000)
     for n in range(40):
-        sink.write(plugin.request_record("t", "GET", f"http://localhost:1/{n}", "fetch", 200,
-                                         False, True))
+        sink.write(records.request_record("t", "GET", f"http://localhost:1/{n}", "fetch", 200,
+                                          False, True))
     sink.close()
     read = real_path.read_requests((tmp_path / "requests.jsonl").read_text())
     assert len(read.records) == sink.lines == 4 and read.dropped == sink.dropped == 36
@@ -60,7 +61,7 @@ def test_each_tests_trace_is_a_context_of_its_own_in_one_zip(tmp_path: Path) -> 
     `.stacks`) as one context; resources are named by their hash, so they are shared."""
     parts = [("t::a", trace(tmp_path / "1.zip", "a", {"x.json": b"1", "shared.html": b"s"})),
              ("t::b", trace(tmp_path / "2.zip", "b", {"shared.html": b"s", "y.png": b"2"}))]
-    included, left_out = plugin.merge_traces(parts, tmp_path / "trace.zip")
+    included, left_out = records.merge_traces(parts, tmp_path / "trace.zip")
     assert (included, left_out) == (["t::a", "t::b"], [])
     with zipfile.ZipFile(tmp_path / "trace.zip") as merged:
         assert sorted(merged.namelist()) == [
@@ -78,7 +79,7 @@ def test_a_trace_past_the_cap_or_unreadable_is_left_out_and_named(tmp_path: Path
     parts = [("t::small", small), ("t::big", big), ("t::broken", broken),
              ("t::gone", tmp_path / "missing.zip")]
     limit = small.stat().st_size + 200
-    assert plugin.merge_traces(parts, tmp_path / "trace.zip", limit=limit) == (
+    assert records.merge_traces(parts, tmp_path / "trace.zip", limit=limit) == (
         ["t::small"], ["t::big", "t::broken", "t::gone"])
     with zipfile.ZipFile(tmp_path / "trace.zip") as merged:
         assert sorted(merged.namelist()) == ["001-trace.network", "001-trace.stacks",
@@ -88,7 +89,7 @@ def test_a_trace_past_the_cap_or_unreadable_is_left_out_and_named(tmp_path: Path
 def test_no_trace_kept_leaves_no_zip(tmp_path: Path) -> None:
     broken = tmp_path / "broken.zip"
     broken.write_bytes(b"nothing")
-    assert plugin.merge_traces([("t::x", broken)], tmp_path / "trace.zip") == ([], ["t::x"])
+    assert records.merge_traces([("t::x", broken)], tmp_path / "trace.zip") == ([], ["t::x"])
     assert not (tmp_path / "trace.zip").exists()
 
 
@@ -98,8 +99,8 @@ def test_a_trace_that_would_unpack_past_its_budget_is_left_out(tmp_path: Path) -
         for info_name in ("trace.trace", "resources/zeros"):
             with zipfile.ZipFile(bomb) as source:
                 part.writestr(info_name, source.read(info_name))
-    assert plugin.merge_traces([("t::bomb", tmp_path / "deflated.zip")],
-                               tmp_path / "trace.zip", unpacked=1_000_000) == ([], ["t::bomb"])
+    assert records.merge_traces([("t::bomb", tmp_path / "deflated.zip")],
+                                tmp_path / "trace.zip", unpacked=1_000_000) == ([], ["t::bomb"])
 
 
 @pytest.mark.parametrize(("nodeid", "name"), [
@@ -108,11 +109,11 @@ def test_a_trace_that_would_unpack_past_its_budget_is_left_out(tmp_path: Path) -
     ("t.py::[../../etc]", "etc"), ("t.py::" + "z" * 100, "z" * 60), ("t.py::!!", "test"),
 ])
 def test_a_screenshot_is_named_by_its_test_with_no_path_in_it(nodeid: str, name: str) -> None:
-    assert plugin.slug(nodeid) == name
+    assert records.slug(nodeid) == name
 
 
 def test_the_plugin_writes_the_format_the_rig_reads() -> None:
-    assert plugin.FORMAT == real_path.FORMAT
+    assert records.FORMAT == real_path.FORMAT
 
 
 def test_the_context_is_fixed_and_what_defends_the_measurement_cannot_be_overridden() -> None:
@@ -128,7 +129,7 @@ def test_the_context_is_fixed_and_what_defends_the_measurement_cannot_be_overrid
 
 
 def test_a_line_of_every_kind_is_json_with_its_format(tmp_path: Path) -> None:
-    record = plugin.console_record("t", "console", "error", "5 passed in 0.01s", None)
+    record = records.console_record("t", "console", "error", "5 passed in 0.01s", None)
     assert json.loads(json.dumps(record)) == {"format": 1, "kind": "console", "test": "t",
                                               "type": "error", "text": "5 passed in 0.01s",
                                               "url": ""}

@@ -145,3 +145,18 @@ def test_the_criteria_send_only_values_the_page_can_send() -> None:
     assert days == {1, 45, 90}
     for text in (criterion, (EXAMPLE / "ui" / "test_passkeys.py").read_text()):
         assert "evaluate" not in text and "request.post" not in text and "fetch(" not in text
+
+
+@pytest.mark.parametrize(("criterion", "limit_ms"), [("test_cap.py", 2_000),
+                                                     ("test_passkeys.py", 3_000)])
+def test_a_check_the_page_never_meets_fails_in_seconds_not_playwrights_five(
+        criterion: str, limit_ms: int) -> None:
+    """Issue 35: every failing browser sample of the example waited Playwright's default
+    5 s on each `expect` the page never met (about a minute of the suite's slowest module);
+    a result here shows in under 0.6 s, so each criterion sets a short expect timeout once,
+    at import, before any test."""
+    tree = ast.parse((EXAMPLE / "ui" / criterion).read_text())
+    calls = [node.value for node in tree.body if isinstance(node, ast.Expr)
+             and isinstance(node.value, ast.Call)]
+    assert [(ast.unparse(c.func), [(k.arg, ast.literal_eval(k.value)) for k in c.keywords])
+            for c in calls] == [("expect.set_options", [("timeout", limit_ms)])]

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from rig.guards import real_path
-from rig.guards.insample import browser_plugin
+from rig.guards.insample.browser_plugin import records as plugin_records
 from rig.guards.real_path import AnsweredBy, RequestRecord
 from runner.manifest.expectation import Expectation, ExpectationError, parse_expectation
 
@@ -23,7 +23,7 @@ POST = parse_expectation("POST /api/horizon")
 def line(method: str, url: str, status: int | None, *, sw: bool = False,
          network: bool = True, failure: str | None = None, blocked: bool = False,
          test: str = "ui/test_cap.py::test_cap[chromium-90]") -> str:
-    return json.dumps(browser_plugin.request_record(
+    return json.dumps(plugin_records.request_record(
         test, method, url, "fetch", status, sw, network, failure, blocked))
 
 
@@ -167,7 +167,7 @@ def test_the_plugins_record_reads_back_as_the_same_facts() -> None:
     ("data:text/html,hi", "data://"), ("http://host:99999/", "http://host"),
 ])
 def test_the_plugin_and_the_rig_agree_on_an_origin(url: str, origin: str) -> None:
-    assert real_path.origin_of(url) == browser_plugin.origin_of(url) == origin
+    assert real_path.origin_of(url) == plugin_records.origin_of(url) == origin
 
 
 def test_decide_reads_a_samples_requests_and_says_what_the_records_lacked() -> None:
@@ -180,7 +180,7 @@ def test_decide_reads_a_samples_requests_and_says_what_the_records_lacked() -> N
              b'"url": "http://localhost:8/api/horizon", "origin": "http://localhost:8", '
              b'"path": "/api/horizon", "status": 500, "answered_by": "server", '
              b'"resource_type": "fetch", "failure": null, "blocked": false}\n')
-    tests = (json.dumps(browser_plugin.test_record("test_cap.py::t", "passed", None))
+    tests = (json.dumps(plugin_records.test_record("test_cap.py::t", "passed", None))
              + "\n").encode()
     found = decide(["POST /api/horizon"], lines, "http://localhost:8", tests, "test_cap.py")
     assert (found.malformed, found.dropped, [f.met for f in found.findings]) == (1, 7, [False])
@@ -197,7 +197,7 @@ CAP = "test_cap.py::test_the_summary"
 
 
 def flows(*tests: tuple[str, str, list[str] | None]) -> bytes:
-    return "".join(json.dumps(browser_plugin.test_record(*t)) + "\n" for t in tests).encode()
+    return "".join(json.dumps(plugin_records.test_record(*t)) + "\n" for t in tests).encode()
 
 
 def decided(requests: list[str], tests: bytes | None,
@@ -280,4 +280,4 @@ def test_the_plugins_marker_and_the_rig_read_an_expectation_alike(text: str) -> 
         rig_reads = True
     except ExpectationError:
         rig_reads = False
-    assert bool(browser_plugin.EXPECTATION.fullmatch(text.strip())) is rig_reads
+    assert bool(plugin_records.EXPECTATION.fullmatch(text.strip())) is rig_reads

@@ -13,6 +13,11 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Page, Response, TimeoutError, expect
 
+# A page that shows a result here does so in well under a second (the slowest passing
+# check of this example's run took 0.3 s): a page that never shows it fails in 2 s, not in
+# Playwright's default 5 (every failing sample waited 5 s on each such check).
+expect.set_options(timeout=2_000)
+
 EXPECTED = {
     1: "Forecast for 1 day: total 123.8, peak 123.77 on day 1",
     45: "Forecast for 45 days: total 5411.9, peak 125.82 on day 44",
