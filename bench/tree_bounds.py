@@ -4,7 +4,7 @@
 
 For each tree (built once from git objects in a temporary repository, as an attacker
 would: nested trees sharing one blob), a FRESH process does what the executor does before
-a sample's container starts (`DockerSampleExecutor._tree`): read the arm's and the base's
+a sample's container starts (`SettingMaker._tree`): read the arm's and the base's
 trees (`sample_tree.read_tree`, capped by the default `[limits]`), lay the rig's layer on
 top (`sample_tree.build`: pinning, the protected file, the canaries) and write the tar.
 It prints the wall time, the outcome, and the process's peak RSS (VmHWM) before and after.

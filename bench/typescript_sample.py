@@ -30,7 +30,7 @@ from rig.sample.spec import SampleSpec
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine, Labels
 from runner.containers.images import prepared
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "ts-router"

@@ -35,7 +35,7 @@ from runner.commands.sample_runs import BaseRuns
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, cli, git, make_target
 
 BUG = "def clamp(x):\n    return x\n"
@@ -106,7 +106,7 @@ from rig.sample.oracle import run_sample
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.commands.sample_runs import BaseRuns
 
 

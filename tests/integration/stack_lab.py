@@ -18,7 +18,7 @@ from runner.commands.sample_runs import BaseRuns
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import git
 
 CACHEY = Path(__file__).resolve().parents[2] / "examples" / "cachey"

@@ -25,7 +25,7 @@ from runner.containers import sandbox
 from runner.containers.browser import BrowserLimits
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.browser_lab import (
     ON_CLICK,
     PAGES,

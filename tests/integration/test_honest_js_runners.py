@@ -20,7 +20,7 @@ from rig.sample.record import SampleRecord
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images import prepared
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.attack_lab import Lab, commit, verdict
 from tests.integration.helpers import PlainReporter, git
 

@@ -25,7 +25,7 @@ from rig.sample.spec import SampleSpec
 from runner.containers import sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.store import layout
 from tests.integration.helpers import git
 from tests.trees import write_files

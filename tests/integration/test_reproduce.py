@@ -29,7 +29,7 @@ from runner.commands import rescore, sample_plan, sample_runs
 from runner.containers import images, sandbox
 from runner.containers.engine import LABEL_EXPERIMENT, Engine
 from runner.containers.images.prepared import Toolchain
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import PlainReporter, cli, git, make_target
 

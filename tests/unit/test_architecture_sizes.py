@@ -18,7 +18,6 @@ MAX_LINES = 500
 KNOWN_OVER = {
     "rig/guards/insample/browser_plugin.py",
     "runner/containers/images/__init__.py",
-    "runner/containers/samples/__init__.py",
 }
 
 
