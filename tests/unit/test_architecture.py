@@ -617,6 +617,20 @@ def test_no_import_cycle_among_runner_and_rig_modules() -> None:
         " -> ".join(cycle) for cycle in found)
 
 
+def test_the_samples_package_init_is_only_its_docstring() -> None:
+    """Pins: `runner/containers/samples/__init__.py` held the whole docker executor (740
+    lines), so `runner.containers.browser`, importing the driver under the package, loaded
+    the executor that imports browser: a cycle hidden behind the package (issue 35). The
+    `__init__` is its docstring: each module is imported by its own name, none re-exported
+    under the package's."""
+    path = ROOT / "runner/containers/samples/__init__.py"
+    body = ast.parse(path.read_text(encoding="utf-8"), str(path)).body
+    extra = [f"line {node.lineno}: {ast.unparse(node)[:60]}" for node in body
+             if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+    assert not extra, (f"{path.relative_to(ROOT)} holds more than its docstring ("
+                       + "; ".join(extra) + "): put it in a module of the package")
+
+
 def test_the_cycle_finder_names_a_cycle(tmp_path: Path) -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c", "a"]]
