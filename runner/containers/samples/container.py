@@ -28,16 +28,16 @@ from rig.guards.canary import Canary
 from rig.sample.record import BrowserRan
 from rig.sample.spec import SampleSpec
 from runner.containers import browser, images, sandbox
-from runner.containers import stacks as stack
 from runner.containers.backend import ContainerEngine
 from runner.containers.engine import NO_NETWORK, ContainerSpec, Labels, Tmpfs, disk_full
 from runner.containers.images import BuiltImage
 from runner.containers.images.facts import TMPFS_DIRS, ImageFacts
-from runner.containers.samples import driver as sample_driver
-from runner.containers.samples import inputs as sample_inputs
+from runner.containers.samples import driver
 from runner.containers.samples.driver import Outputs
+from runner.containers.samples.inputs import FILLER, stream, volume
 from runner.containers.samples.setting import HOME, IN_DIR, SampleSetting, observed
-from runner.containers.stacks import file as stack_file
+from runner.containers.stacks import StackRun, Stacks
+from runner.containers.stacks.file import STACK_ENTRY
 from runner.errors import (
     EngineDiskFullError,
     EngineError,
@@ -46,12 +46,12 @@ from runner.errors import (
     InfraError,
 )
 
-RUN_DIR = sample_driver.RUN
+RUN_DIR = driver.RUN
 # A sample container's exit when something outside stopped it (SIGTERM, SIGKILL to its
 # driver): measured, every container a dockerd going down stops exits 143 under docker's
 # init (137 when its PID 1 ignores SIGTERM for 10 s).
 STOPPED_FROM_OUTSIDE = frozenset({128 + 15, 128 + 9})
-LAYOUT_EXIT = 125  # the driver's: a layout that never happened (sample_driver.BOOT)
+LAYOUT_EXIT = 125  # the driver's: a layout that never happened (driver.BOOT)
 RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head and tail
 HOST_GRACE_S = 60
 LINE_KEPT = 4096  # of a line of a server's driver read while it runs
@@ -73,10 +73,11 @@ class ContainerResult:
     timed_out: bool = False
     oom_killed: bool = False
     layout_failed: str | None = None  # why the tree could not be laid out
-    stack: stack.StackRun | None = None  # the sample's stack, stopped
+    stack: StackRun | None = None  # the sample's stack, stopped
     outlived: bool = False  # the host's wait expired and it stopped the container
     browser: BrowserRan | None = None  # a browser criterion's browser
     canary: Canary | None = None  # a browser criterion's canaries (not the tree's)
+
 
 class SampleContainers:
     """Runs one executor's sample containers: its image, limits and labels (`experiment`,
@@ -85,7 +86,7 @@ class SampleContainers:
 
     def __init__(self, engine: ContainerEngine, experiment: str, run: str, image: BuiltImage,
                  limits: sandbox.SandboxLimits, facts: ImageFacts,
-                 stacks: stack.Stacks) -> None:
+                 stacks: Stacks) -> None:
         self.engine, self.experiment, self.run = engine, experiment, run
         self.image, self.limits, self.facts, self.stacks = image, limits, facts, stacks
         self._browser: tuple[BuiltImage, browser.BrowserIdentity] | None = None
@@ -98,7 +99,7 @@ class SampleContainers:
         """The container of `DockerSampleExecutor.interactive`, attached to this terminal;
         removed after."""
         container = self.engine.create(self.container_spec(
-            spec, setting, self.driver("hold", spec, setting),
+            spec, setting, self.driver_argv("hold", spec, setting),
             purpose=f"a reproduction of {spec.sample}"))
         try:
             self._start(container, setting.inputs, f"a reproduction of {spec.sample}")
@@ -129,8 +130,8 @@ class SampleContainers:
         tmpfs = (*(Tmpfs(path, disk) for path in TMPFS_DIRS[1:]),
                  Tmpfs(sandbox.WORKDIR, disk, "0755"), Tmpfs(HOME, disk, "0755"),
                  Tmpfs(RUN_DIR, RUN_TMPFS_MB, "0700", executable=False),
-                 Tmpfs(sample_driver.OBS, 1, "0755", executable=False),
-                 Tmpfs(IN_DIR, sample_driver.IN_MB, "0755", executable=False),
+                 Tmpfs(driver.OBS, 1, "0755", executable=False),
+                 Tmpfs(IN_DIR, driver.IN_MB, "0755", executable=False),
                  *(Tmpfs(path, disk, "0755") for path in self.facts.writable_dirs()))
         return ContainerSpec(
             image=self.image.image_id, command=tuple(command), purpose=purpose,
@@ -139,12 +140,12 @@ class SampleContainers:
             network=NO_NETWORK if joins is not None else setting.network, env=setting.env,
             working_dir=sandbox.WORKDIR, stdin=True)
 
-    def driver(self, mode: str, spec: SampleSpec, setting: SampleSetting,
+    def driver_argv(self, mode: str, spec: SampleSpec, setting: SampleSetting,
                command: str | None = None, port: int | None = None) -> list[str]:
         """The container's command: its inputs from stdin, then the driver in `mode` (run |
         serve | hold)."""
         watch = "observe" if setting.tree is not None and observed(spec) else ""
-        argv = ["sh", "-c", sample_driver.BOOT, "bakeoff-boot", mode, sandbox.SANDBOX_USER,
+        argv = ["sh", "-c", driver.BOOT, "bakeoff-boot", mode, sandbox.SANDBOX_USER,
                 str(max(1, int(spec.timeout_s))), command or spec.command, watch]
         if spec.server is not None:
             server = spec.server
@@ -163,23 +164,22 @@ class SampleContainers:
         return dataclasses.replace(ran, stack=run)
 
     @contextlib.contextmanager
-    def stack_up(self, spec: SampleSpec, setting: SampleSetting) -> Iterator[stack.StackRun]:
+    def stack_up(self, spec: SampleSpec, setting: SampleSetting) -> Iterator[StackRun]:
         """The sample's stack, up (healthy or not) for the block, down after it."""
         assert spec.stack is not None  # only asked for a sample with a stack
-        (setting.inputs / "stack-entry.sh").write_text(stack_file.STACK_ENTRY)
-        labels = Labels(self.experiment, sample_inputs.FILLER, spec.arm, self.run)
-        volume = sample_inputs.volume(self.engine, self.image.image_id, setting.inputs, labels,
-                                      f"bakeoff-{self.experiment}-{self.run}-"
-                                      f"{secrets.token_hex(4)}-inputs")
+        (setting.inputs / "stack-entry.sh").write_text(STACK_ENTRY)
+        labels = Labels(self.experiment, FILLER, spec.arm, self.run)
+        filled = volume(self.engine, self.image.image_id, setting.inputs, labels,
+                        f"bakeoff-{self.experiment}-{self.run}-{secrets.token_hex(4)}-inputs")
         try:
-            run = self.stacks.start(spec, spec.stack, volume, setting.inputs.parent,
+            run = self.stacks.start(spec, spec.stack, filled, setting.inputs.parent,
                                     setting.network, self.limits)
             try:
                 yield run
             finally:
                 self.stacks.stop(run)
         finally:
-            self.engine.remove_volume(volume)
+            self.engine.remove_volume(filled)
 
     def _run_containers(self, spec: SampleSpec, setting: SampleSetting) -> ContainerResult:
         """The sample's container (and its server's, if any), run and removed."""
@@ -192,7 +192,7 @@ class SampleContainers:
             if spec.browser is not None and server is not None and port is not None:
                 return self._browse(spec, setting, server, port)
             container = self.engine.create(self.container_spec(
-                spec, setting, self.driver("run", spec, setting, port=port),
+                spec, setting, self.driver_argv("run", spec, setting, port=port),
                 purpose=f"sample {spec.sample}", joins=None if server is None else server))
             ran = self._wait(spec, container, setting.inputs)
             if server is not None:
@@ -242,7 +242,7 @@ class SampleContainers:
 
     def _start(self, container: str, inputs: Path, what: str) -> None:
         """Start a sample's container with its inputs (staged in `inputs`) on its stdin."""
-        with sample_inputs.stream(inputs) as source:
+        with stream(inputs) as source:
             self.engine.start(container, source, what=what)
 
     def _held(self, spec: SampleSpec, container: str) -> bool:
@@ -252,14 +252,14 @@ class SampleContainers:
                                (self.engine, container))
         stop.start()
         try:
-            return any(line.startswith(sample_driver.HELD) for line in _lines(
+            return any(line.startswith(driver.HELD) for line in _lines(
                 self.engine.follow_logs(container)))
         finally:
             stop.cancel()
 
     def _wait(self, spec: SampleSpec, container: str, inputs: Path,
               ready: str | None = "ready",
-              limit: int = sample_driver.OUTPUTS_LIMIT) -> ContainerResult:
+              limit: int = driver.OUTPUTS_LIMIT) -> ContainerResult:
         """Start `container` (its inputs, staged in `inputs`, on its stdin) and wait for it,
         within the host's deadline; what it came to."""
         began = time.monotonic()
@@ -316,7 +316,7 @@ class SampleContainers:
         """The sample's server, started in a container of its own (its own tree, HOME and
         /tmp): the criterion's container shares only its network namespace."""
         server = self.engine.create(self.container_spec(
-            spec, setting, self.driver("serve", spec, setting, port=port),
+            spec, setting, self.driver_argv("serve", spec, setting, port=port),
             purpose=f"the server of {spec.sample}", role="sample-server"))
         try:
             self._start(server, setting.inputs, f"the server of {spec.sample}")
@@ -334,8 +334,8 @@ class SampleContainers:
         stop.start()
         try:
             for line in _lines(self.engine.follow_logs(server)):
-                if line.startswith(sample_driver.BUILT):
-                    return line[len(sample_driver.BUILT):].strip() == b"0"
+                if line.startswith(driver.BUILT):
+                    return line[len(driver.BUILT):].strip() == b"0"
             return False
         finally:
             stop.cancel()
@@ -373,9 +373,9 @@ def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def read_outputs(engine: ContainerEngine, container: str,
-                 limit: int = sample_driver.OUTPUTS_LIMIT) -> Outputs:
+                 limit: int = driver.OUTPUTS_LIMIT) -> Outputs:
     """The driver's output directory, from the one line it writes to its stdout (the
     container's log: nothing of the sample's command can write there), streamed
-    (`sample_driver.read_outputs`: decoded as it comes, bounded)."""
+    (`driver.read_outputs`: decoded as it comes, bounded)."""
     chunks = engine.follow_logs(container, follow=False)
-    return sample_driver.read_outputs(chunks, limit)
+    return driver.read_outputs(chunks, limit)

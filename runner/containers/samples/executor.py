@@ -29,15 +29,15 @@ from rig.preflight import program_of
 from rig.sample.spec import Execution, SampleSpec
 from rig.sample.tree import Caps, Entry
 from runner.containers import browser, database, sandbox
-from runner.containers import stacks as stack
 from runner.containers.backend import ContainerEngine
 from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Labels
 from runner.containers.images import BuiltImage
 from runner.containers.images.facts import ImageFacts
-from runner.containers.samples import tree as sample_tree
 from runner.containers.samples.container import SERVER_CGROUP, ContainerResult, SampleContainers
 from runner.containers.samples.network import SampleNetworks
 from runner.containers.samples.setting import IN_DIR, SampleSetting, SettingMaker, observed
+from runner.containers.samples.tree import SampleTree, Trees
+from runner.containers.stacks import Stacks
 from runner.errors import (
     ComposeError,
     DatabaseError,
@@ -75,11 +75,11 @@ class DockerSampleExecutor:
         self.run = secrets.token_hex(3)
         self.networks = SampleNetworks(engine, experiment, self.run, db_image, shared_db,
                                        db_policy)
-        self.stacks = stack.Stacks(engine, experiment, self.run)
+        self.stacks = Stacks(engine, experiment, self.run)
         self.facts = ImageFacts(engine, repo, experiment, image, self._labels("tool-check"))
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
         self.scratch.chmod(0o755)
-        self.trees = sample_tree.Trees(repo, Caps(limits.max_files, limits.disk_mb * 1024 * 1024))
+        self.trees = Trees(repo, Caps(limits.max_files, limits.disk_mb * 1024 * 1024))
         self.settings = SettingMaker(repo, limits, url_env, self.networks, self.facts,
                                      self.trees, self.scratch)
         self.containers = SampleContainers(engine, experiment, self.run, image, limits,
@@ -177,7 +177,7 @@ class DockerSampleExecutor:
         return done[0]
 
     def _execution(self, spec: SampleSpec, setting: SampleSetting,
-                   tree: sample_tree.SampleTree, ran: ContainerResult, missing: tuple[str, ...],
+                   tree: SampleTree, ran: ContainerResult, missing: tuple[str, ...],
                    started: float) -> Execution:
         """The sample's record of what ran, as the oracle grades it."""
         program = _program(spec)

@@ -24,13 +24,13 @@ from rig.sample.spec import SampleSpec
 from rig.sample.tree import Indexed, UnsafeTreeError
 from runner.containers import database, sandbox
 from runner.containers.images.facts import TMPFS_DIRS, ImageFacts
-from runner.containers.samples import driver as sample_driver
-from runner.containers.samples import tree as sample_tree
+from runner.containers.samples import driver
 from runner.containers.samples.network import SampleNetworks
+from runner.containers.samples.tree import SampleTree, Trees, build, nul_list
 from runner.errors import SandboxUnavailableError
 
 HOME = sandbox.HOME
-IN_DIR = sample_driver.IN
+IN_DIR = driver.IN
 EMPTY = f"{IN_DIR}/empty"  # a root-owned empty file of the rig's inputs
 OBSERVER_FILES = {"plugin/bakeoff_hook.py": "observer_hook.py",
                   "plugin/sitecustomize.py": "observer_site.py",
@@ -46,7 +46,7 @@ class SampleSetting:
     env: dict[str, str]
     network: str
     schema: database.DbSchema | None
-    tree: sample_tree.SampleTree | None  # None: the tree was refused
+    tree: SampleTree | None  # None: the tree was refused
     refused: str | None = None
 
 
@@ -56,7 +56,7 @@ class SettingMaker:
     its env (`url_env`: the variable that carries the database's URL)."""
 
     def __init__(self, repo: Path, limits: sandbox.SandboxLimits, url_env: str | None,
-                 networks: SampleNetworks, facts: ImageFacts, trees: sample_tree.Trees,
+                 networks: SampleNetworks, facts: ImageFacts, trees: Trees,
                  scratch: Path) -> None:
         self.repo, self.limits, self.url_env = repo, limits, url_env
         self.networks, self.facts, self.trees, self.scratch = networks, facts, trees, scratch
@@ -80,7 +80,7 @@ class SettingMaker:
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
 
-    def _env(self, spec: SampleSpec, tree: sample_tree.SampleTree | None,
+    def _env(self, spec: SampleSpec, tree: SampleTree | None,
              schema: database.DbSchema | None,
              extra_env: Mapping[str, str] | None) -> dict[str, str]:
         """The sample's env: the rig's, the canary's, the database URL, then `extra_env`
@@ -99,7 +99,7 @@ class SettingMaker:
         return env
 
     def _tree(self, spec: SampleSpec,
-              inputs: Path) -> tuple[sample_tree.SampleTree | None, str | None]:
+              inputs: Path) -> tuple[SampleTree | None, str | None]:
         """The sample's tree, written to `inputs`; (None, why) when it is unsafe. The base's
         tree past the limits (or unreadable) is the rig's problem, never an arm's."""
         try:
@@ -114,19 +114,19 @@ class SettingMaker:
         except UnsafeTreeError as error:
             raise base_unsafe(spec, error) from error
         try:  # the arm's links that cannot be laid out within the sample's caps
-            built = sample_tree.build(spec, tree, base, inputs / "tree.tar", self.repo,
-                                      spec.token, importable=self.facts.python_modules(),
-                                      caps=links.Caps(self.limits.disk_mb * 1024 * 1024,
-                                                      self.limits.max_files))
+            built = build(spec, tree, base, inputs / "tree.tar", self.repo, spec.token,
+                          importable=self.facts.python_modules(),
+                          caps=links.Caps(self.limits.disk_mb * 1024 * 1024,
+                                          self.limits.max_files))
         except UnsafeTreeError as error:
             return None, error.message
-        (inputs / "root-owned").write_bytes(sample_tree.nul_list(built.root_owned))
-        (inputs / "root-dirs").write_bytes(sample_tree.nul_list(built.root_dirs))
+        (inputs / "root-owned").write_bytes(nul_list(built.root_owned))
+        (inputs / "root-dirs").write_bytes(nul_list(built.root_dirs))
         (inputs / "collect").write_text("".join(f"{p}\n" for p in spec.collect))
-        (inputs / "driver.sh").write_text(sample_driver.script())
+        (inputs / "driver.sh").write_text(driver.script())
         if spec.build:  # one command a line, the first failure ends it
             (inputs / "build.sh").write_text("set -e\n" + "".join(f"{c}\n" for c in spec.build))
-        (inputs / "usercustomize.py").write_text(sample_driver.USERCUSTOMIZE)
+        (inputs / "usercustomize.py").write_text(driver.USERCUSTOMIZE)
         (inputs / "user-site").write_text(self.facts.user_site())
         (inputs / "empty").write_bytes(b"")
         if observed(spec):
@@ -135,7 +135,7 @@ class SettingMaker:
             path.chmod(0o755 if path.is_dir() else 0o644)
         return built, None
 
-    def _observer_inputs(self, inputs: Path, built: sample_tree.SampleTree) -> None:
+    def _observer_inputs(self, inputs: Path, built: SampleTree) -> None:
         """The observer (`rig/guards/insample/`): its hook as the sample's `sitecustomize`, its
         pytest plugin, the root reader, and what the hook checks against: the pinned
         files' sha256, the plugin's, where code is the tree's (writable) or the image's."""
@@ -146,7 +146,7 @@ class SettingMaker:
         site = self.facts.user_site()
         canary = built.canary
         config = {
-            "socket": f"{sample_driver.OBS}/sock",
+            "socket": f"{driver.OBS}/sock",
             "plugin_paths": [f"{canary_mod.PLUGIN_DIR}/{plugin}",
                              *([f"{site}/{plugin}"] if site else [])],
             "plugin_sha256": hashlib.sha256(insample("observer_plugin.py")).hexdigest(),
@@ -159,7 +159,7 @@ class SettingMaker:
         (inputs / "observe" / "config.json").write_text(json.dumps(config, indent=1))
 
 
-def toolchain_env(tree: sample_tree.SampleTree) -> dict[str, str]:
+def toolchain_env(tree: SampleTree) -> dict[str, str]:
     """The toolchains' per-user configuration is the rig's empty file, so a step before
     the runner cannot write one the runner then reads (`go env -w`, `~/.npmrc`); and
     without a go.work at the root, no workspace file anyone writes is read either."""
