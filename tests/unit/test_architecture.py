@@ -631,6 +631,26 @@ def test_the_samples_package_init_is_only_its_docstring() -> None:
                        + "; ".join(extra) + "): put it in a module of the package")
 
 
+# The names the samples package's modules had before they moved under it (issue 24: the
+# docker wing in rooms); an alias back to one keeps the old name alive (issue 35 item 3).
+SAMPLES_OLD_NAMES = {"sample_driver", "sample_inputs", "sample_network", "sample_tree"}
+
+
+def test_no_import_names_a_samples_module_by_its_old_name() -> None:
+    """Pins: `from runner.containers.samples import driver as sample_driver` (and
+    `inputs`, `tree` the same) kept the flat modules' names alive after the move, in the
+    product, its tests and its benchmarks alike."""
+    found = []
+    for folder in ("runner", "rig", "gateway", "tests", "bench"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {alias.name} as {alias.asname}"
+                      for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+                      for alias in node.names if alias.asname in SAMPLES_OLD_NAMES]
+    assert not found, "an old module name kept alive (name the module, or import what " \
+        "you use from it):\n" + "\n".join(found)
+
+
 def test_the_cycle_finder_names_a_cycle(tmp_path: Path) -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c", "a"]]
