@@ -55,7 +55,7 @@ class Client:
     def __init__(self, engine: Any, image_id: str, network: str, experiment: str) -> None:
         from docker.utils.socket import frames_iter
 
-        from runner.containers.engine import ContainerSpec, Labels, Resources
+        from runner.containers.backend import ContainerSpec, Labels, Resources
         self.container = engine.client.containers.get(engine.create(ContainerSpec(
             image=image_id, command=("sleep", "infinity"),
             labels=Labels(experiment, "bench-client"), resources=Resources(1.0, 256, 64),
@@ -105,7 +105,7 @@ class Code:
             yield self.db.refresh_port(self.engine, server)  # attach may re-publish
 
     def start(self, image_id: str, experiment: str, run: str, databases: int) -> Any:
-        from runner.containers.engine import Labels
+        from runner.containers.backend import Labels
         network = self.sandbox.network_name(experiment, "db", run)
         self.engine.create_network(network,
                                     Labels(experiment, "database-network", run=run),
@@ -115,7 +115,7 @@ class Code:
                                     f"bakeoff-{experiment}-db-{run}", databases=databases)
 
     def network(self, experiment: str, name: str) -> str:
-        from runner.containers.engine import Labels
+        from runner.containers.backend import Labels
         network = self.sandbox.network_name(experiment, name, "bench")
         self.engine.create_network(network, Labels(experiment, "bench-network"),
                                     egress=False)
@@ -135,7 +135,7 @@ def sample_round(code: Code, admin: Any, client: Client, name: str) -> tuple[flo
 def up_step(code: Code, image_id: str, experiment: str, arms: int) -> float:
     """`up`'s database lines for `arms` arms whose networks exist; the server removed
     after (not timed)."""
-    from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN
+    from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN
     networks = [code.network(experiment, f"arm{i}-{secrets.token_hex(2)}") for i in range(arms)]
     run = secrets.token_hex(3)
     started = time.perf_counter()
@@ -179,7 +179,8 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(args.tree.resolve()))
     from runner.containers import images
-    from runner.containers.engine import LABEL_EXPERIMENT, Engine
+    from runner.containers.backend import LABEL_EXPERIMENT
+    from runner.containers.engine import Engine
 
     engine = Engine()
     code = Code(engine)

@@ -26,11 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from runner.containers import archive, gateway, images, sandbox
-from runner.containers.engine import (
-    LABEL_EXPERIMENT,
-    Engine,
-    Labels,
-)
+from runner.containers.backend import LABEL_EXPERIMENT, Labels
+from runner.containers.engine import Engine
 from runner.manifest import Gateway
 from tests.integration.helpers import PlainReporter
 

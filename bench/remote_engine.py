@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 from runner.containers import images
-from runner.containers.engine import Engine, Labels
+from runner.containers.backend import Labels
+from runner.containers.engine import Engine
 from runner.errors import EngineRefusedError
 from tests.integration import remote_steps as steps
 from tests.integration.helpers import PlainReporter

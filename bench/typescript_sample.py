@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rig.sample.oracle import run_sample
 from rig.sample.spec import SampleSpec
 from runner.containers import images, sandbox
-from runner.containers.engine import Engine, Labels
+from runner.containers.backend import Labels
+from runner.containers.engine import Engine
 from runner.containers.images import prepared
 from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git

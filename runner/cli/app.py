@@ -38,6 +38,7 @@ from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.containers import images
 from runner.containers.engine import Engine
+from runner.containers.images import catalog, reporters
 from runner.errors import RunnerError
 from runner.manifest import (
     DEFAULT_MANIFEST,
@@ -115,11 +116,11 @@ def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]
         return names
     manifest = file or (Path(DEFAULT_MANIFEST) if Path(DEFAULT_MANIFEST).is_file()
                         else demo_mod.examples_dir() / demo_mod.EXAMPLE / DEFAULT_MANIFEST)
-    parsed = images.manifest_at(manifest)
-    wanted = images.needed(parsed)
+    parsed = catalog.manifest_at(manifest)
+    wanted = catalog.needed(parsed)
     _say(f"images for {manifest}: {', '.join(wanted)} (--all builds every one; the others "
          "are built on first use)")
-    for ref in images.not_built_here(parsed):
+    for ref in catalog.not_built_here(parsed):
         _say(f"  not built here: {ref} is not one of the bundled images (a local image of "
              "your own: `docker build -t REF DIR` or `docker load`)")
     return wanted
@@ -394,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         # Outside standalone mode, click returns an Exit's code instead of raising it.
         # An image of images/ that a command needs and nobody built is built on first
         # use (images.resolve), shown like `images build` shows it.
-        with ImageBuildView(err) as view, images.reporting(view):
+        with ImageBuildView(err) as view, reporters.reporting(view):
             code = app(args=argv, standalone_mode=False)
     except (RunnerError, RigError) as error:
         err.print(f"error: {error}", markup=False)

@@ -33,7 +33,7 @@ class _Build:
 
 
 class ImageBuildView:
-    """Reports image builds (an `images.LogReporter`).
+    """Reports image builds (a `reporters.LogReporter`).
 
     On a terminal: one live line per image being built (a spinner, its name, the current
     build step, the elapsed time), replaced by one `built ...` line when it is done. Else

@@ -23,7 +23,8 @@ from typing import Any
 from runner.commands import down as down_mod
 from runner.containers import gateway, images
 from runner.containers.backend import ContainerEngine
-from runner.containers.images import inventory
+from runner.containers.images import catalog, inventory
+from runner.containers.images.identity import context_hash, identity_of, layers_digest
 from runner.containers.images.inventory import Image, Inventory, Plan
 from runner.manifest import LoadedManifest
 from runner.store import state as state_mod
@@ -134,16 +135,16 @@ def current_identities(engine: ContainerEngine) -> inventory.Current:
     (images/) by the identity its Dockerfile and the base give; the gateway by its
     package and the python image; an agent CLI's dist by its version (kept). None for a
     kind this version does not build."""
-    base = images.inspect(engine, images.BASE_TAG)
-    base_identity = images.layers_digest(base) if base else ""
-    python = images.inspect(engine, images.tag_for("python"))
+    base = images.inspect(engine, catalog.BASE_TAG)
+    base_identity = layers_digest(base) if base else ""
+    python = images.inspect(engine, catalog.tag_for("python"))
     gateway_identity = (gateway.image_identity(python["Id"], gateway.package_files())
                         if python else "")
-    known = set(images.known_names())
+    known = set(catalog.known_names())
 
     def current(image: Image) -> bool | None:
-        if image.kind == images.BASE:
-            return images.BASE_TAG in image.tags
+        if image.kind == catalog.BASE:
+            return catalog.BASE_TAG in image.tags
         if image.kind == "gateway":
             return image.identity == gateway_identity
         if image.kind == "agent-dist":
@@ -157,14 +158,14 @@ def current_identities(engine: ContainerEngine) -> inventory.Current:
 
 
 def _toolchain_identity(tag: str, base_identity: str) -> str | None:
-    name = images.name_of(tag)
+    name = catalog.name_of(tag)
     if name is None:
         return None
-    folder, variant = images.split_name(name)
-    context = images.images_dir() / folder
-    args = {"BASE_IMAGE": images.BASE_TAG,
-            **images.variants_of(folder).args(variant)}
-    return images.identity_of(base_identity, images.context_hash(context), args)
+    folder, variant = catalog.split_name(name)
+    context = catalog.images_dir() / folder
+    args = {"BASE_IMAGE": catalog.BASE_TAG,
+            **catalog.variants_of(folder).args(variant)}
+    return identity_of(base_identity, context_hash(context), args)
 
 
 def size_text(size: int) -> str:

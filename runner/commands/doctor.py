@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.containers import images
-from runner.containers.backend import ContainerEngine, EngineFacts
+from runner.containers.backend import ContainerEngine, EngineFacts, Labels
 from runner.containers.dockerclient import LOCAL_ENGINE
-from runner.containers.engine import Labels
-from runner.containers.images import present
+from runner.containers.images import catalog, present, reporters
 from runner.containers.images.present import ImageState
 from runner.errors import EngineError, RunnerError
 from runner.install import compose
@@ -153,7 +152,7 @@ def no_manifest_check() -> Check:
 
 
 def image_check(state: ImageState) -> Check:
-    name, fix = f"image {state.name}", f"{images.BUILD_CMD} {state.name}"
+    name, fix = f"image {state.name}", f"{catalog.BUILD_CMD} {state.name}"
     if state.status == "ok":
         return Check(name, "ok", f"{state.tag} {state.image_id[:19]} identity "
                      f"{state.identity[:19]}")
@@ -162,7 +161,7 @@ def image_check(state: ImageState) -> Check:
     if not state.wanted:
         return Check(name, "wrong", f"{state.tag} is built FROM a base that is missing", fix)
     return Check(name, "wrong", f"{state.tag} is identity {state.identity[:19] or 'none'}, "
-                 f"images/{images.split_name(state.name)[0]} now makes {state.wanted[:19]}",
+                 f"images/{catalog.split_name(state.name)[0]} now makes {state.wanted[:19]}",
                  fix)
 
 
@@ -228,7 +227,7 @@ def _facts(engine: ContainerEngine) -> tuple[EngineFacts | None, str]:
 def _image_checks(engine: ContainerEngine, manifest: Path | None) -> list[Check]:
     if manifest is None:
         return [no_manifest_check()]
-    return [image_check(s) for s in present.states(engine, images.needed_by_file(manifest))]
+    return [image_check(s) for s in present.states(engine, catalog.needed_by_file(manifest))]
 
 
 def probe_network(engine: ContainerEngine) -> str | None:
@@ -256,7 +255,7 @@ def _git() -> Check:
 # -- the fixes -----------------------------------------------------------------------------
 
 def fix(engine: ContainerEngine, manifest: Path | None, report: Report,
-        reporter: images.BuildReporter, progress: Callable[[str], None]) -> Report:
+        reporter: reporters.BuildReporter, progress: Callable[[str], None]) -> Report:
     """Do what can be done for what `report` found not ok, then check everything again.
     A fix that fails is said (one line) and the others still run."""
     _attempt(progress, "start an engine", lambda: _engine(engine, report, progress))

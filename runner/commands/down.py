@@ -29,8 +29,7 @@ from runner.commands.dispatch.record import (
 )
 from runner.containers import arms as arms_mod
 from runner.containers import database, gateway, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, ContainerEngine
 from runner.containers.stacks import arm as arm_stack
 from runner.errors import (
     DatabaseError,

@@ -40,6 +40,7 @@ from rig.report.evidence import (
     printable,
 )
 from rig.report.observation import ArmEntry, Observation, Round
+from rig.sample.oracle import sample_dir
 from rig.sample.outcome import Verdict
 from rig.sample.record import SampleRecord
 from runner import workspace
@@ -109,7 +110,7 @@ def _samples(directory: Path, root: Path, arm: str) -> list[SampleEvidence]:
     found = []
     for check in layout.sample_checks(root, arm):
         for record in records_of(root, arm, check):
-            folder = layout.sample_dir(root, arm, check)
+            folder = sample_dir(root, arm, check)
             found.append(SampleEvidence(
                 record=record, link=link(directory, layout.sample_record(root, arm, check,
                                                                          record.n)),

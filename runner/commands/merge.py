@@ -23,8 +23,7 @@ from rig.sample.tree import Tree, UnsafeTreeError
 from runner import contract, workspace
 from runner.commands import sample_plan, sample_runs, services
 from runner.commands import score as score_mod
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Labels
+from runner.containers.backend import ContainerEngine, Labels
 from runner.containers.images.facts import ImageFacts
 from runner.containers.images.prepared import Toolchain
 from runner.containers.samples.tree import read_tree

@@ -15,6 +15,7 @@ from rig import preflight, ratchet
 from rig.contract import LockVersion
 from rig.errors import RigError
 from rig.sample import metric
+from rig.sample.oracle import sample_dir
 from rig.sample.record import SampleRecord
 from rig.sample.verdict import Verdict
 from rig.stats import PassRate, pass_rate
@@ -24,7 +25,6 @@ from runner.containers.samples.executor import DockerSampleExecutor
 from runner.contract import Baseline
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
-from runner.store import layout
 from runner.store.records import BaselineProof, RatchetBase, ReferenceProof, StageRecord, save_stage
 
 Progress = Callable[[str], None]
@@ -103,7 +103,7 @@ def prove(executor: DockerSampleExecutor, loaded: LoadedManifest, change: str, b
         f"({loaded.manifest.contract.samples} fresh containers)")
     records = _samples(executor, loaded, change, base, base, "baseline", stage, say)
     caveats = _judge_baseline(records, allow_passing_baseline,
-                              layout.sample_dir(stage, "baseline", sample_plan.SUCCESS))
+                              sample_dir(stage, "baseline", sample_plan.SUCCESS))
     reference = reference_commit(loaded, change, base)
     reference_rate = None
     if reference is not None:

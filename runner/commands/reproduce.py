@@ -23,7 +23,7 @@ from pathlib import Path
 from rig.guards.tripwire import Finding
 from rig.parsers import UnknownParserError, get_parser
 from rig.sample.metric import Ratchet
-from rig.sample.oracle import run_sample
+from rig.sample.oracle import run_sample, sample_dir
 from rig.sample.record import SampleRecord
 from rig.sample.spec import Execution, SampleSpec, ServerSpec, StackSpec
 from rig.sample.tree import unshown
@@ -32,7 +32,7 @@ from runner import workspace
 from runner.commands.sample_plan import METRIC_PARSER
 from runner.containers import database, images, sandbox
 from runner.containers.backend import ContainerEngine
-from runner.containers.images import BuiltImage, prepared
+from runner.containers.images import BuiltImage, catalog, prepared
 from runner.containers.samples.executor import DockerSampleExecutor
 from runner.containers.samples.tree import protected_hashes
 from runner.errors import BadInputError, InfraError
@@ -99,10 +99,10 @@ def rebuild_command(record: SampleRecord) -> str:
     rescore = f"`{CLI} rescore --change {record.change} --arm {record.arm} --rebuild`"
     if record.image.startswith(f"bakeoff/{prepared.PREPARED}:"):
         return rescore
-    name = images.name_of(record.image)
+    name = catalog.name_of(record.image)
     if name is None:
         return f"`docker load` (or a build of) {record.image}, then {rescore}"
-    return (f"`{images.BUILD_CMD} {name}` (or rebuild and re-score in one step: "
+    return (f"`{catalog.BUILD_CMD} {name}` (or rebuild and re-score in one step: "
             f"{rescore})")
 
 
@@ -182,7 +182,7 @@ def recorded_image(engine: ContainerEngine, record: SampleRecord) -> BuiltImage:
         now = images.inspect(engine, record.image) if record.image else None
         raise ImageGoneError(record, None if now is None else str(now["Id"]))
     name = (prepared.PREPARED if record.image.startswith(f"bakeoff/{prepared.PREPARED}:")
-            else images.name_of(record.image) or record.image)
+            else catalog.name_of(record.image) or record.image)
     return BuiltImage(name, record.image, str(attrs["Id"]), record.image_identity, cached=True)
 
 
@@ -398,7 +398,7 @@ def rerun(engine: ContainerEngine, located: Located, loaded: LoadedManifest | No
         wrapped = RecordedEnvExecutor(executor, env, secret_keys(record), record.env)
         new = run_sample(wrapped, spec, out)
     return Reproduction(record, new, located.path.with_name(record.log),
-                        layout.sample_dir(out, record.arm, record.check) / new.log)
+                        sample_dir(out, record.arm, record.check) / new.log)
 
 
 def enter(engine: ContainerEngine, located: Located, loaded: LoadedManifest | None,

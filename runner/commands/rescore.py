@@ -27,7 +27,8 @@ from rig.sample.verdict import Verdict
 from runner.commands import reproduce as rep
 from runner.containers import images, sandbox
 from runner.containers.backend import ContainerEngine
-from runner.containers.images import BuildReporter, BuiltImage, prepared
+from runner.containers.images import BuiltImage, catalog, prepared
+from runner.containers.images.reporters import BuildReporter
 from runner.errors import BadInputError, EngineRefusedError, InfraError
 from runner.manifest import LoadedManifest
 from runner.store import layout
@@ -139,12 +140,12 @@ def rebuilt_images(engine: ContainerEngine, loaded: LoadedManifest, commits: lis
     """The toolchain built again without cache; each commit's prepared image made again
     from it (the old prepared tag is removed first: its key would otherwise reuse it)."""
     name = loaded.manifest.toolchain.image
-    if name not in images.known_names():
+    if name not in catalog.known_names():
         raise BadInputError(f"{loaded.path}: toolchain.image {name!r} is not built from "
-                            f"{images.images_dir()}, so --rebuild cannot rebuild it",
+                            f"{catalog.images_dir()}, so --rebuild cannot rebuild it",
                             hint="rebuild that image yourself, then rescore without --rebuild")
     node = prepared.node_for(loaded)
-    wanted = images.with_variant(name, None if node is None else node.major)
+    wanted = catalog.with_variant(name, None if node is None else node.major)
     toolchain = next(b for b in images.build(engine, [wanted], reporter, nocache=True)
                      if b.name == wanted)
     say(f"rebuilt {toolchain.tag} without cache: {toolchain.image_id}")

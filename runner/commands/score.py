@@ -22,6 +22,7 @@ from rig.persist import write_text_atomic
 from rig.report import render_scorecard
 from rig.report.scorecard import BrowserEvidence
 from rig.sample import tree as tree_mod
+from rig.sample.oracle import sample_dir
 from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec
 from rig.stats import PassRate, pass_rate
@@ -110,7 +111,7 @@ def browser_evidence(loaded: LoadedManifest, change: str
             ran = record.browser_run
             if ran is None:
                 continue
-            folder = layout.sample_dir(stage, record.arm, record.check).relative_to(stage)
+            folder = sample_dir(stage, record.arm, record.check).relative_to(stage)
             playwright = ran.identity.get("playwright", playwright)
             found.append(BrowserEvidence(
                 record.sample, str(record.verdict) + (f" {record.reason}" if record.reason

@@ -28,8 +28,8 @@ from runner.commands.proofs import prove, record
 from runner.containers import arms as arms_mod
 from runner.containers import browser, checkout, database, images, sandbox
 from runner.containers import gateway as gateway_mod
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, ContainerEngine, Labels
+from runner.containers.images import reporters
 from runner.containers.images.prepared import Toolchain
 from runner.containers.stacks import arm as arm_stack
 from runner.errors import BadInputError, InfraError
@@ -178,7 +178,7 @@ def _plan(engine: ContainerEngine, loaded: LoadedManifest, change: str | None,
     image = toolchain.for_commit(base)
     run = secrets.token_hex(3)
     # With `[toolchain] browser`, every arm's image also holds the criteria's browser.
-    arm_image = (browser.layer(engine, image, images.current_reporter())
+    arm_image = (browser.layer(engine, image, reporters.current_reporter())
                  if manifest.toolchain.browser else image)
     agents = arms_mod.agent_images(engine, arm_image, list(manifest.arms),
                                    Labels(manifest.experiment.name, "image-check", "", run))

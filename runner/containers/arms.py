@@ -17,11 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.containers import images, sandbox
-from runner.containers.backend import ContainerEngine
+from runner.containers import sandbox
+from runner.containers.backend import ContainerEngine, Labels
 from runner.containers.checkout import ArmBox
-from runner.containers.engine import Labels
-from runner.containers.images import BuiltImage, agent_cli
+from runner.containers.images import BuiltImage, agent_cli, reporters
 from runner.containers.images.agent_cli import InstalledCli
 from runner.manifest import Arm, Limits
 from runner.store.state import ArmSandbox, ExperimentState
@@ -48,7 +47,7 @@ def agent_images(engine: ContainerEngine, base: BuiltImage, arms: list[Arm],
         key = (arm.installs, arm.agent_version)
         if key not in made:
             image = agent_cli.layer(engine, base, agent_cli.cli_for(arm.installs),
-                                    arm.agent_version, images.current_reporter())
+                                    arm.agent_version, reporters.current_reporter())
             made[key] = AgentImage(image, agent_cli.installed(engine, image, labels))
         found[arm.id] = made[key]
     return found

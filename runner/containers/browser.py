@@ -41,9 +41,18 @@ from rig.guards import plant
 from rig.guards.canary import Canary
 from rig.sample.record import BrowserAsked, BrowserRan
 from runner.containers import images, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Bind, ContainerSpec, Labels, Resources, Tmpfs, Volume
-from runner.containers.images import BuildReporter, BuiltImage
+from runner.containers.backend import (
+    Bind,
+    ContainerEngine,
+    ContainerSpec,
+    Labels,
+    Resources,
+    Tmpfs,
+    Volume,
+)
+from runner.containers.images import BuiltImage
+from runner.containers.images.identity import tar_of
+from runner.containers.images.reporters import BuildReporter
 from runner.containers.samples import driver
 from runner.containers.samples.driver import Outputs
 from runner.containers.sandbox import Archive
@@ -239,7 +248,7 @@ def write_inputs(directory: Path, criterion: Mapping[str, bytes]) -> None:
 def inputs_archive(criterion: Mapping[str, bytes]) -> Archive:
     """`input_files` as the tar the engine puts at IN once the container runs (no host
     path: `container_spec` with a volume), READY its last file."""
-    return Archive(IN, images.tar_of(input_files(criterion) | {READY: b""}))
+    return Archive(IN, tar_of(input_files(criterion) | {READY: b""}))
 
 
 def after_inputs(argv: Iterable[str], wait_s: int = 30) -> tuple[str, ...]:
@@ -404,7 +413,7 @@ def layer(engine: ContainerEngine, base: BuiltImage, reporter: BuildReporter) ->
         if cached is not None:
             return cached
         return images.build_context(
-            engine, f"{LAYER} on {base.tag}", tag, identity, images.tar_of(context), reporter,
+            engine, f"{LAYER} on {base.tag}", tag, identity, tar_of(context), reporter,
             hint=f"the arm's browser is its image plus Debian's chromium "
                  f"{found.chromium_package} and {IMAGE}'s {ROOT}: check the Debian mirror "
                  "still has that version, or rebuild the browser image")

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runner.containers import sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Bind, Labels, Volume
+from runner.containers.backend import Bind, ContainerEngine, Labels, Volume
 from runner.errors import InfraError
 
 GIT_STEP_TIMEOUT_S = 300

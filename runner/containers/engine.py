@@ -33,33 +33,21 @@ import requests
 
 from runner import errors
 from runner.containers import sweep
-from runner.containers.backend import LABEL_ARM as LABEL_ARM
-from runner.containers.backend import LABEL_BUILD_OF as LABEL_BUILD_OF
-from runner.containers.backend import LABEL_EXPERIMENT as LABEL_EXPERIMENT
-from runner.containers.backend import LABEL_IDENTITY as LABEL_IDENTITY
-from runner.containers.backend import LABEL_IMAGE as LABEL_IMAGE
-from runner.containers.backend import LABEL_PREFIX as LABEL_PREFIX
-from runner.containers.backend import LABEL_ROLE as LABEL_ROLE
-from runner.containers.backend import LABEL_RUN as LABEL_RUN
-from runner.containers.backend import NO_NETWORK as NO_NETWORK
-from runner.containers.backend import Bind as Bind
 from runner.containers.backend import (
     Capabilities,
     Completed,
+    ContainerSpec,
     ContainerState,
     EngineFacts,
     EngineIdentity,
     ExecState,
+    ExecStream,
     HeldProcess,
+    Labels,
+    Resources,
     exit_after_output,
+    require_labels,
 )
-from runner.containers.backend import ContainerSpec as ContainerSpec
-from runner.containers.backend import ExecStream as ExecStream
-from runner.containers.backend import Labels as Labels
-from runner.containers.backend import Resources as Resources
-from runner.containers.backend import Tmpfs as Tmpfs
-from runner.containers.backend import Volume as Volume
-from runner.containers.backend import require_labels as require_labels
 from runner.containers.dockerclient import (
     DOCKER_ERRORS,
     ENGINE_HINT,

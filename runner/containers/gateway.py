@@ -30,9 +30,16 @@ from typing import Any
 
 from rig.persist import write_text_atomic
 from runner.containers import archive, images, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import ContainerSpec, Labels, Resources, Tmpfs, Volume
-from runner.containers.images import BuiltImage
+from runner.containers.backend import (
+    ContainerEngine,
+    ContainerSpec,
+    Labels,
+    Resources,
+    Tmpfs,
+    Volume,
+)
+from runner.containers.images import BuiltImage, catalog, reporters
+from runner.containers.images.identity import tar_of
 from runner.errors import BadInputError, InfraError, NotFoundError, SandboxUnavailableError
 from runner.install import resources
 from runner.manifest import Gateway
@@ -90,14 +97,14 @@ def image(engine: ContainerEngine, base_id: str) -> BuiltImage:
         dockerfile = (f"FROM {base_id}\nCOPY {IMAGE} {PACKAGE_ROOT}/{IMAGE}\n"
                       f"ENV PYTHONPATH={PACKAGE_ROOT} PYTHONDONTWRITEBYTECODE=1\n"
                       f"USER {sandbox.SANDBOX_UID}\nWORKDIR /tmp\n")
-        return images.tar_of({"Dockerfile": dockerfile.encode(),
-                              **{f"{IMAGE}/{name}": data for name, data in files.items()}})
+        return tar_of({"Dockerfile": dockerfile.encode(),
+                       **{f"{IMAGE}/{name}": data for name, data in files.items()}})
 
     return images.cached_or_built(
         engine, IMAGE, f"bakeoff/{IMAGE}:{identity.removeprefix('sha256:')[:16]}", identity,
-        context, images.current_reporter(),
+        context, reporters.current_reporter(),
         hint="the gateway's image is bakeoff/python plus gateway/: rebuild it with "
-             f"`{images.BUILD_CMD} python`")
+             f"`{catalog.BUILD_CMD} python`")
 
 
 def new_token() -> str:

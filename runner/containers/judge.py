@@ -20,10 +20,10 @@ from pathlib import Path
 
 from runner.containers import gateway as gateway_mod
 from runner.containers import sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
+    ContainerEngine,
     ContainerSpec,
     Labels,
     Resources,

@@ -31,7 +31,8 @@
         rescore/<stamp>/           a `rescore`, with rescore.json, RESCORE.md (a sample root)
 
 A sample root holds `samples/<arm>/<check>/<n>.{json,log}` as `rig.sample.oracle.sample_paths`
-writes them (the rig writes the sample records, so it owns that one helper). No other
+writes them (the rig writes the sample records, so it owns those names: `sample_dir` too,
+which this module takes from there rather than spelling them twice). No other
 module spells a name of this tree (`tests/unit/test_store.py` greps for them).
 """
 
@@ -40,8 +41,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from rig.sample.oracle import RETRIED_DIR, SAMPLES_DIR
-from rig.sample.oracle import sample_dir as sample_dir  # the rig writes the records: its helper
+from rig.sample.oracle import RETRIED_DIR, SAMPLES_DIR, sample_dir
 
 STATE_ROOT = ".bakeoff"
 STAGES = "stages"

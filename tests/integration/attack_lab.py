@@ -33,7 +33,8 @@ from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec, ServerSpec
 from runner.commands.sample_runs import BaseRuns
 from runner.containers import images, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, Labels
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, cli, git, make_target

@@ -17,15 +17,15 @@ from typing import Any
 
 from rig.guards import real_path
 from runner.containers import browser, sandbox
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_EXPERIMENT,
     Bind,
     ContainerSpec,
-    Engine,
     Labels,
     Resources,
     Tmpfs,
 )
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples.driver import Outputs
 from tests.integration.helpers import created

@@ -20,13 +20,8 @@ from typing import Any, NamedTuple
 
 import docker.errors
 
-from runner.containers.engine import (
-    ContainerSpec,
-    Engine,
-    Labels,
-    Resources,
-    Tmpfs,
-)
+from runner.containers.backend import ContainerSpec, Labels, Resources, Tmpfs
+from runner.containers.engine import Engine
 from runner.containers.held_exec import hold_exec
 from tests.integration.helpers import created
 

@@ -18,14 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.containers import gateway as gateway_mod
-from runner.containers.engine import (
-    LABEL_EXPERIMENT,
-    ContainerSpec,
-    Engine,
-    Labels,
-    Resources,
-    Tmpfs,
-)
+from runner.containers.backend import LABEL_EXPERIMENT, ContainerSpec, Labels, Resources, Tmpfs
+from runner.containers.engine import Engine
 from tests.integration.helpers import created
 
 UPSTREAM_SCRIPT = Path(__file__).resolve().parent / "sse_upstream.py"

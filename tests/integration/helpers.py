@@ -12,7 +12,8 @@ from typing import Any
 
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
-from runner.containers.engine import LABEL_EXPERIMENT, ContainerSpec, Engine
+from runner.containers.backend import LABEL_EXPERIMENT, ContainerSpec
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest
 

@@ -14,14 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.containers import sandbox
-from runner.containers.engine import (
-    LABEL_EXPERIMENT,
-    Bind,
-    ContainerSpec,
-    Engine,
-    Labels,
-    Resources,
-)
+from runner.containers.backend import LABEL_EXPERIMENT, Bind, ContainerSpec, Labels, Resources
+from runner.containers.engine import Engine
 from tests.integration.helpers import created
 
 PROVIDER = Path(__file__).resolve().parents[1] / "fakes" / "scripted_provider.py"

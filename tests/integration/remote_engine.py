@@ -64,10 +64,10 @@ import docker.errors
 import requests
 from docker.types import Mount
 
-from runner.containers import images
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, Labels
 from runner.containers.dockerclient import iter_stream
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
-from runner.containers.images import BuiltImage
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage, buildlog, rootfs
 
 IMAGE = "engine"  # images/engine
 PORT = 2375
@@ -237,8 +237,8 @@ def not_ready(host: Engine, container_id: str, within_s: float,
 # -- images into the second engine, through its API -------------------------------------
 
 def rootfs_tarball() -> Path:
-    """Where `images.bootstrap_rootfs` keeps the base's mmdebstrap tarball."""
-    return images.cache_dir() / f"base-{images.SUITE}.tar"
+    """Where `rootfs.bootstrap_rootfs` keeps the base's mmdebstrap tarball."""
+    return buildlog.cache_dir() / f"base-{rootfs.SUITE}.tar"
 
 
 def import_rootfs(engine: Engine, tarball: IO[bytes], tag: str, label: str) -> str:

@@ -22,20 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.containers import sandbox
-from runner.containers.dockerspec import container_args
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
     NO_NETWORK,
     ContainerSpec,
-    Engine,
     Labels,
     Resources,
     Tmpfs,
     Volume,
-    iter_stream,
 )
-from runner.containers.images import tar_of
+from runner.containers.dockerspec import container_args
+from runner.containers.engine import Engine, iter_stream
+from runner.containers.images.identity import tar_of
 from tests.integration.helpers import created
 
 LABEL = "remote-probe"  # the io.bakeoff.image label of every image the steps make

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.containers import browser, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, Labels
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 
 CHECK = Path(__file__).with_name("report_check.py")

@@ -16,7 +16,8 @@ from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec, StackSpec
 from runner.commands.sample_runs import BaseRuns
 from runner.containers import sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import git

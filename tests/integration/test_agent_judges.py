@@ -20,7 +20,8 @@ from docker.models.containers import ContainerCollection
 from rig import judge as judge_mod
 from rig.errors import RigError
 from runner.commands import demo, judges
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.images.prepared import Toolchain
 from runner.manifest import LoadedManifest, load_manifest

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from rig.report import read_observation
 from runner.commands import demo
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from tests.integration.helpers import cli, flat_record, git
 

@@ -22,8 +22,9 @@ from rig.sample.record import BrowserAsked, SampleRecord
 from rig.sample.spec import SampleSpec, ServerSpec
 from runner.commands.sample_runs import BaseRuns
 from runner.containers import sandbox
+from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.browser import BrowserLimits
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.browser_lab import (

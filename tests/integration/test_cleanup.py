@@ -17,13 +17,8 @@ from runner.commands import cleanup
 from runner.commands import up as up_mod
 from runner.commands.reproduce import ImageGoneError, recorded_image
 from runner.containers import gateway, images
-from runner.containers.engine import (
-    LABEL_BUILD_OF,
-    LABEL_EXPERIMENT,
-    LABEL_IDENTITY,
-    LABEL_IMAGE,
-    Engine,
-)
+from runner.containers.backend import LABEL_BUILD_OF, LABEL_EXPERIMENT, LABEL_IDENTITY, LABEL_IMAGE
+from runner.containers.engine import Engine
 from runner.manifest import load_manifest
 from tests.integration.helpers import CORE, cli, git, make_target
 from tests.integration.helpers import cleanup as sweep

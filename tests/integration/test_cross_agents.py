@@ -36,7 +36,8 @@ from runner.commands.dispatch.agents import (
     QWEN_CODE_TEMPLATE,
 )
 from runner.containers import sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, Labels
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage, agent_cli
 from runner.manifest import Arm, LoadedManifest, load_manifest
 from runner.store import state as state_mod

@@ -17,7 +17,8 @@ import pytest
 from rig.report import read_observation
 from rig.report.page import CSP, flag_summary
 from rig.report.pairs import Pair, RankInterval
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from tests.integration import create_spy
 from tests.integration.helpers import flat_record, git

@@ -10,14 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from runner.containers import sandbox
-from runner.containers.engine import (
-    LABEL_EXPERIMENT,
-    ContainerSpec,
-    Engine,
-    Labels,
-    Resources,
-    Tmpfs,
-)
+from runner.containers.backend import LABEL_EXPERIMENT, ContainerSpec, Labels, Resources, Tmpfs
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from tests.integration.helpers import created
 

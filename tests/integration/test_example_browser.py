@@ -19,7 +19,8 @@ import pytest
 from rig.report import read_observation
 from rig.sample.record import SampleRecord
 from runner.commands import demo
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from tests.integration.helpers import cli
 

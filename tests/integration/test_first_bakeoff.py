@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from rig.report.observation import read_observation
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
 from runner.workspace import arm_branch

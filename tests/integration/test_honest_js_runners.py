@@ -18,7 +18,8 @@ import pytest
 from rig.sample.outcome import Counts
 from rig.sample.record import SampleRecord
 from runner.containers import images, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import prepared
 from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.attack_lab import Lab, commit, verdict

@@ -16,8 +16,10 @@ from rich.console import Console
 
 from runner.cli.progress import ImageBuildView
 from runner.containers import images
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine
-from runner.containers.images import BuiltImage
+from runner.containers.backend import LABEL_IDENTITY, LABEL_IMAGE
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage, catalog, reporters
+from runner.containers.images.identity import context_hash, identity_of
 from runner.errors import ImageMissingError
 from runner.manifest import load_manifest
 from tests.integration.helpers import PlainReporter, cleanup, cli, git, make_target
@@ -38,7 +40,7 @@ def tiny(engine: Engine, built_images: dict[str, BuiltImage], tmp_path: Path,
     monkeypatch.setenv("BAKEOFF_IMAGES_DIR", str(context.parent))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     yield name, context
-    images.remove_ours(engine, images.tag_for(name))
+    images.remove_ours(engine, catalog.tag_for(name))
 
 
 def test_a_missing_project_image_is_built_on_first_use_then_reused(
@@ -48,10 +50,10 @@ def test_a_missing_project_image_is_built_on_first_use_then_reused(
     assert images.inspect(engine, tag) is None
     printed = io.StringIO()
     with ImageBuildView(Console(file=printed, force_terminal=False, width=300)) as view, \
-            images.reporting(view):
+            reporters.reporting(view):
         first = images.resolve(engine, name)
-    identity = images.identity_of(built_images["base"].identity, images.context_hash(context),
-                                  {"BASE_IMAGE": images.BASE_TAG})
+    identity = identity_of(built_images["base"].identity, context_hash(context),
+                           {"BASE_IMAGE": catalog.BASE_TAG})
     assert (first.name, first.tag, first.identity, first.cached) == (name, tag, identity, False)
     attrs = images.inspect(engine, tag)
     assert attrs is not None and attrs["Id"] == first.image_id
@@ -87,7 +89,7 @@ def test_a_missing_image_not_built_from_images_dir_is_a_clear_error(
         f"  fix: build it with: bakeoff-sandbox images build {name}-nodir, after adding "
         f"{context.parent / (name + '-nodir')}/Dockerfile (FROM bakeoff/base:bookworm); "
         f"the images/ there are: base, {name}")
-    assert images.inspect(engine, images.tag_for(name)) is None
+    assert images.inspect(engine, catalog.tag_for(name)) is None
 
 
 def test_up_builds_a_missing_toolchain_image_and_shows_two_lines_for_it(
@@ -106,7 +108,7 @@ def test_up_builds_a_missing_toolchain_image_and_shows_two_lines_for_it(
         assert re.fullmatch(rf"built {name} in \d+\.\ds: sha256:[0-9a-f]{{12}}, log \S+\.log",
                             lines[1]), done.stderr
         assert not any("first-use" in line or line.startswith("Step ") for line in lines)
-        assert images.inspect(engine, images.tag_for(name)) is not None
+        assert images.inspect(engine, catalog.tag_for(name)) is not None
         # The image is the one built (FROM the bare base): preflight refuses it, exit 3.
         assert done.returncode == 3, done.stderr
         assert f"error: preflight failed for image bakeoff/{name}:latest:" in lines

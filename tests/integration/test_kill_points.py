@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from runner.containers import database
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import load_manifest
 from runner.store import state as state_mod

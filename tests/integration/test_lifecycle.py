@@ -18,7 +18,8 @@ from runner.commands import up as up_mod
 from runner.commands.dispatch.record import RECORD_FILE, ArmState, record_dir, save_record
 from runner.commands.dispatch.redact import Redactor
 from runner.containers import database, images, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Engine, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, Labels
+from runner.containers.engine import Engine
 from runner.errors import ImageMissingError, SandboxUnavailableError
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod

@@ -43,7 +43,8 @@ from runner.commands import sample_plan
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.commands.dispatch.run import dispatch
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store.records import MergeRecord

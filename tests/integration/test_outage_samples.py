@@ -23,7 +23,8 @@ from rig.sample.oracle import run_sample, sample_paths
 from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec
 from runner.containers import sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, Engine
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_ROLE
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples.executor import DockerSampleExecutor
 from runner.store import layout

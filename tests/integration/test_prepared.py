@@ -14,7 +14,8 @@ import pytest
 from rig.sample.verdict import Verdict
 from runner.commands import score as score_mod
 from runner.containers import images, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, Labels
+from runner.containers.engine import Engine
 from runner.containers.images import host_trust, prepared
 from runner.errors import InfraError
 from runner.manifest import load_manifest

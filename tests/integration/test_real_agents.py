@@ -35,12 +35,8 @@ from runner.commands.dispatch.agents import (
 )
 from runner.containers import gateway as gateway_mod
 from runner.containers import sandbox
-from runner.containers.backend import LABEL_IDENTITY
-from runner.containers.engine import (
-    LABEL_EXPERIMENT,
-    Engine,
-    Labels,
-)
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_IDENTITY, Labels
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage, agent_cli
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod

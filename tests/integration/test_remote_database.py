@@ -23,7 +23,8 @@ import docker.errors
 import pytest
 
 from runner.containers import database, images, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, Labels
+from runner.containers.engine import Engine
 from runner.containers.samples.network import SampleNetworks
 from tests.integration.db_peer import PeerError, peer
 from tests.integration.remote_engine import RemoteEngine, copy_image

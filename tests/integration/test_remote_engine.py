@@ -19,15 +19,10 @@ import docker.errors
 import pytest
 
 from runner.containers import images
-from runner.containers.engine import (
-    LABEL_EXPERIMENT,
-    Bind,
-    ContainerSpec,
-    Engine,
-    Labels,
-    Tmpfs,
-    Volume,
-)
+from runner.containers.backend import LABEL_EXPERIMENT, Bind, ContainerSpec, Labels, Tmpfs, Volume
+from runner.containers.engine import Engine
+from runner.containers.images import catalog
+from runner.containers.images.identity import layers_digest
 from runner.errors import EngineRefusedError
 from tests.integration import remote_steps as steps
 from tests.integration.helpers import created
@@ -143,8 +138,8 @@ def test_the_rootfs_streamed_through_the_api_is_the_host_s_base(
     """The mmdebstrap tarball sent as a stream (no path on the engine) gives the same
     layer as this machine's base: the identity the records carry holds across engines."""
     remote = remote_engine.client.images.get(steps.BASE_TAG)
-    local = engine.client.images.get(images.BASE_TAG)
-    assert images.layers_digest(remote.attrs) == images.layers_digest(local.attrs)
+    local = engine.client.images.get(catalog.BASE_TAG)
+    assert layers_digest(remote.attrs) == layers_digest(local.attrs)
     assert remote.labels == {"io.bakeoff.image": steps.LABEL}
     record_property("seconds", probe.seconds)
 

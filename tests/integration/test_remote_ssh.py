@@ -18,7 +18,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from tests.integration.helpers import flat_record, make_target
 from tests.integration.remote_engine import RemoteEngine, copy_image

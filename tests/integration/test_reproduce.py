@@ -27,7 +27,9 @@ from rig.sample.spec import Execution, SampleSpec
 from rig.sample.verdict import Verdict
 from runner.commands import rescore, sample_plan, sample_runs
 from runner.containers import images, sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
+from runner.containers.images import catalog
 from runner.containers.images.prepared import Toolchain
 from runner.containers.samples.executor import DockerSampleExecutor
 from runner.manifest import LoadedManifest, load_manifest
@@ -99,7 +101,7 @@ def throwaway(engine: Engine, tmp_path: Path,
 
 
 def _tagged(engine: Engine, name: str) -> list[str]:
-    attrs = images.inspect(engine, images.tag_for(name))
+    attrs = images.inspect(engine, catalog.tag_for(name))
     return [] if attrs is None else [str(attrs["Id"])]
 
 

@@ -24,7 +24,8 @@ from rig.sample.oracle import grade
 from runner.commands import reproduce
 from runner.commands import up as up_mod
 from runner.containers import stacks as stack
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.sweep import KINDS
 from runner.errors import StackRefusedError

@@ -19,7 +19,8 @@ import pytest
 
 from rig.report import read_observation
 from runner.containers import sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, Labels
+from runner.containers.engine import Engine
 from tests.integration.helpers import cli, flat_record, git
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "ts-router"

@@ -23,7 +23,8 @@ from runner.commands import demo
 from runner.commands import down as down_mod
 from runner.commands import up as up_mod
 from runner.commands.dispatch import run as dispatch_mod
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import layout

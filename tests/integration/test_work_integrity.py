@@ -24,7 +24,8 @@ from runner.commands import up as up_mod
 from runner.commands.dispatch.record import ArmRecord, ArmState, load_record, record_dir
 from runner.commands.dispatch.run import dispatch
 from runner.containers import sandbox
-from runner.containers.engine import LABEL_EXPERIMENT, Engine
+from runner.containers.backend import LABEL_EXPERIMENT
+from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest import LoadedManifest, load_manifest
 from runner.store import state as state_mod

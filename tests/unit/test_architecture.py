@@ -185,8 +185,7 @@ def test_rig_top_level_holds_at_most_sixteen_entries() -> None:
 # Names two classes still share (issue 35 renamed `Evidence` and `Observation`, three
 # classes each); nothing may join them, and each pair that goes leaves this set.
 SHARED_CLASS_NAMES = {"Baseline", "Caps", "Check", "Contract", "Entry", "Finding", "Found",
-                      "Pair", "Plan", "QuietReporter", "Selection", "Toolchain",
-                      "Withheld"}
+                      "Pair", "Plan", "Selection", "Toolchain", "Withheld"}
 
 
 def test_one_class_per_name() -> None:
@@ -500,6 +499,48 @@ def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
     assert imported(source) == [(1, "docker.errors"), (2, "docker"),
                                 (4, "testcontainers.core")]
 
+
+
+# -- no re-export aliases ------------------------------------------------------------------
+
+def re_exports(path: Path) -> list[str]:
+    """`line: the import` of each name a module imports under its own name (`import a as
+    a`, `from m import X as X`, at any depth): mypy's explicit re-export, a name kept
+    importable from a module that does not define it."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {alias.name} as {alias.asname}"
+                      for alias in node.names if alias.asname == alias.name]
+        elif isinstance(node, ast.ImportFrom):
+            found += [f"{node.lineno}: from {'.' * node.level}{node.module or ''} import "
+                      f"{alias.name} as {alias.asname}"
+                      for alias in node.names if alias.asname == alias.name]
+    return found
+
+
+def test_no_module_re_exports_a_name_it_imports() -> None:
+    """Pins: `runner/containers/engine.py` re-exported 17 names of the engine interface
+    (`from runner.containers.backend import Labels as Labels`, ...) once they lived in
+    runner.containers.backend, and `runner/store/layout.py` rig's `sample_dir` (issue 35:
+    no aliases of old names). A name is imported from the module that defines it."""
+    files = [p for folder in ("runner", "rig", "gateway")
+             for p in sorted((ROOT / folder).rglob("*.py")) if "_bundle" not in p.parts]
+    assert ROOT / "runner/containers/engine.py" in files and ROOT / "gateway/server.py" in files
+    wrong = [f"{path.relative_to(ROOT)}:{found}" for path in files for found in re_exports(path)]
+    assert not wrong, ("a name re-exported under its own alias: import it from the module "
+                       "that defines it, in every importer, and drop the alias:\n"
+                       + "\n".join(wrong))
+
+
+def test_the_re_export_scan_sees_both_forms(tmp_path: Path) -> None:
+    """The scan above would pass vacuously if it missed a form; a real rename is no alias."""
+    source = tmp_path / "m.py"
+    source.write_text("import a as a\nfrom m import X as X, Y\nfrom m import Z as W\n"
+                      "import b.c as c\ndef f():\n    from .n import V as V\n",
+                      encoding="utf-8")
+    assert re_exports(source) == ["1: import a as a", "2: from m import X as X",
+                                  "6: from .n import V as V"]
 
 # -- no import cycle -----------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ PRODUCT = ("runner", "rig", "gateway")
 MAX_LINES = 500
 KNOWN_OVER = {
     "rig/guards/insample/browser_plugin.py",
-    "runner/containers/images/__init__.py",
 }
 
 

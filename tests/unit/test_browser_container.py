@@ -17,8 +17,8 @@ from docker.types import Mount
 
 from rig.guards.insample import browser_plugin
 from runner.containers import browser
+from runner.containers.backend import Labels
 from runner.containers.dockerspec import container_args
-from runner.containers.engine import Labels
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE_DIR = ROOT / "images" / "browser"

@@ -10,7 +10,7 @@ from pathlib import Path
 from rig.sample.record import SampleRecord
 from rig.sample.verdict import Verdict
 from runner.commands import cleanup
-from runner.containers.engine import LABEL_BUILD_OF, LABEL_IDENTITY, LABEL_IMAGE
+from runner.containers.backend import LABEL_BUILD_OF, LABEL_IDENTITY, LABEL_IMAGE
 from runner.containers.images.inventory import Image, Inventory, experiment_plan, gc_plan
 from runner.manifest import load_manifest
 from runner.store.layout import experiment_dir

@@ -13,20 +13,20 @@ from docker.models.containers import RUN_CREATE_KWARGS, RUN_HOST_CONFIG_KWARGS
 from docker.types import Mount
 
 from runner.containers import database, sandbox
-from runner.containers.dockerspec import container_args, state_of
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_ARM,
     LABEL_EXPERIMENT,
     LABEL_ROLE,
     LABEL_RUN,
     Bind,
     ContainerSpec,
-    Engine,
     Labels,
     Resources,
     Tmpfs,
     Volume,
 )
+from runner.containers.dockerspec import container_args, state_of
+from runner.containers.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "runner" / "containers" / "engine.py"

@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from runner.containers import backend, dockerclient, engine
-from runner.containers.engine import Engine, Labels, Resources
+from runner.containers.backend import Labels, Resources
+from runner.containers.engine import Engine
 from runner.errors import (
     ConflictError,
     EngineError,
@@ -141,7 +142,7 @@ def test_a_spec_the_engine_cannot_enforce_is_refused_before_anything_is_created(
                                    pids_limit=True, no_new_privileges=True,
                                    sized_volumes=True)
     monkeypatch.setattr(engine, "DOCKER_CAPABILITIES", lacking)
-    spec = engine.ContainerSpec(image="sha256:img", command=("true",),
+    spec = backend.ContainerSpec(image="sha256:img", command=("true",),
                                 labels=Labels("it-x", "sample-browser"),
                                 resources=Resources(1, 256, 64), user="1000:1000",
                                 purpose="the browser of c/A/success/1", joins="abc123")
@@ -149,7 +150,7 @@ def test_a_spec_the_engine_cannot_enforce_is_refused_before_anything_is_created(
     with pytest.raises(InfraError, match=r"^the browser of c/A/success/1 needs "
                                          r"shared_network_namespace, which the engine at"):
         Engine(client).create(spec)  # type: ignore[arg-type]
-    assert lacking.unmet(engine.ContainerSpec(**{**spec.__dict__, "joins": None})) == []
+    assert lacking.unmet(backend.ContainerSpec(**{**spec.__dict__, "joins": None})) == []
 
 
 # --- how the SDK reaches DOCKER_HOST ---------------------------------------------------

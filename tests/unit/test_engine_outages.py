@@ -21,7 +21,7 @@ import docker.errors
 import pytest
 import requests
 
-from runner.containers import dockerclient, engine, sweep
+from runner.containers import backend, dockerclient, engine, sweep
 from runner.containers.engine import Engine
 from runner.errors import (
     EngineDiskFullError,
@@ -292,7 +292,7 @@ def test_the_engine_s_disk_is_asked_in_its_own_words_by_a_container_never_starte
         containers=SimpleNamespace(create=create),
         api=SimpleNamespace(base_url="http://10.0.0.2:2375",
                             remove_container=lambda cid, **kw: removed.append(cid))))
-    labels = engine.Labels("it-x", "disk-probe", "A", "r1")
+    labels = backend.Labels("it-x", "disk-probe", "A", "r1")
     assert engine.disk_full(roomy, "sha256:img", labels) is None
     assert removed == ["c0ffee"] and made[0]["command"] == ["true"]
     assert made[0]["labels"] == labels.as_dict()
@@ -322,7 +322,7 @@ class LostLog:
     def logs(self, container_id: str, **query: object) -> bytes:
         return self.log
 
-    def create(self, spec: engine.ContainerSpec) -> str:
+    def create(self, spec: backend.ContainerSpec) -> str:
         if self.full:
             raise dockerclient.translated(server_error(FULL_CREATE), f"create {spec.purpose}",
                                     self.address)

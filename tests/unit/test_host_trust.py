@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.containers import images
-from runner.containers.images import host_trust, prepared
+from runner.containers.images import buildlog, host_trust, prepared
 from runner.errors import InfraError
 
 PEM = "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n"
@@ -91,7 +90,7 @@ def test_a_failed_setup_shows_its_last_lines_without_escapes_and_keeps_its_log(
     stream = [{"stream": "Step 7/11 : RUN npm ci\n"},
               *({"stream": f"\x1b[91m{line}\n\x1b[0m"} for line in NPM_TLS),
               {"error": "The command '/bin/sh -c npm ci' returned a non-zero code: 1"}]
-    with images.BuildLog("prepared-test", tmp_path) as log, \
+    with buildlog.BuildLog("prepared-test", tmp_path) as log, \
             pytest.raises(InfraError) as failed:
         prepared._built(None, "c" * 40, "bakeoff/prepared:x", stream, log)  # type: ignore[arg-type]
     message, hint = str(failed.value), failed.value.hint or ""

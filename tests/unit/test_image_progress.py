@@ -16,7 +16,7 @@ from rich.console import Console
 from rig.parsers.base import plain as without_escapes
 from runner.cli.progress import ImageBuildView
 from runner.containers import images
-from runner.containers.images import BuiltImage
+from runner.containers.images import BuiltImage, buildlog, catalog, reporters
 from runner.errors import InfraError
 
 STREAM = Path(__file__).parent / "build_streams" / "postgres-no-cache.txt"
@@ -49,7 +49,7 @@ def printed(console: Console) -> list[str]:
 
 
 def built(name: str, *, cached: bool = False) -> BuiltImage:
-    return BuiltImage(name, images.tag_for(name), IMAGE_ID, "sha256:identity", cached)
+    return BuiltImage(name, catalog.tag_for(name), IMAGE_ID, "sha256:identity", cached)
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +61,7 @@ def logs_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def build(view: ImageBuildView, name: str, lines: list[str]) -> tuple[str, Path]:
     """One image's build as images.build_image reports it: start, log, stream, done."""
     view.start(name)
-    with images.open_log(name, view) as log:
+    with reporters.open_log(name, view) as log:
         image_id = images.read_build_stream(name, chunks(lines), view, log)
     view.done(built(name))
     return image_id, log.path
@@ -104,7 +104,7 @@ def test_terminal_view_shows_the_current_step_never_the_apt_output() -> None:
     apt = next(i for i, line in enumerate(lines) if line.startswith("Get:6 "))
     with ImageBuildView(console) as view:
         view.start("postgres")
-        with images.open_log("postgres", view) as log:
+        with reporters.open_log("postgres", view) as log:
             images.read_build_stream("postgres", chunks(lines[:apt + 1]), view, log)
             assert view.progress is not None
             [task] = view.progress.tasks
@@ -141,7 +141,7 @@ def test_a_failed_build_shows_the_last_20_lines_and_the_log_path() -> None:
         "errorDetail": {"code": 100}}]
     with ImageBuildView(console) as view:
         view.start("postgres")
-        with pytest.raises(InfraError) as caught, images.open_log("postgres", view) as log:
+        with pytest.raises(InfraError) as caught, reporters.open_log("postgres", view) as log:
             images.read_build_stream("postgres", iter(failing), view, log)
     what = ("building image postgres failed: The command '/bin/sh -c apt-get update' "
             "returned a non-zero code: 100")
@@ -161,7 +161,7 @@ def test_only_the_newest_ten_logs_of_an_image_are_kept(logs_in_tmp: Path) -> Non
     for age, path in enumerate([*old, other]):
         path.write_text("old\n")
         os.utime(path, (1_700_000_000 + age, 1_700_000_000 + age))
-    with images.BuildLog("go") as log:
+    with buildlog.BuildLog("go") as log:
         log.write("Step 1/2 : FROM bakeoff/base:bookworm")
     kept = sorted(p.name for p in logs_in_tmp.glob("go-*.log"))
     assert kept == sorted([*(p.name for p in old[3:]), log.path.name])
@@ -170,7 +170,7 @@ def test_only_the_newest_ten_logs_of_an_image_are_kept(logs_in_tmp: Path) -> Non
 
 def test_builds_started_on_first_use_go_to_the_installed_reporter() -> None:
     view = ImageBuildView(plain())
-    assert images._FIRST_USE.get() is None
-    with images.reporting(view):
-        assert images._FIRST_USE.get() is view
-    assert images._FIRST_USE.get() is None
+    assert reporters._FIRST_USE.get() is None
+    with reporters.reporting(view):
+        assert reporters._FIRST_USE.get() is view
+    assert reporters._FIRST_USE.get() is None

@@ -11,6 +11,8 @@ import pytest
 
 from runner.cli.app import _images_wanted, main
 from runner.containers import images
+from runner.containers.images import catalog
+from runner.containers.images.identity import HOST_CA, context_hash, directory_context
 from runner.errors import BadInputError
 from runner.manifest import parse_manifest
 
@@ -25,22 +27,22 @@ def example_data() -> dict[str, Any]:
 def test_the_bundled_example_needs_base_python_and_postgres_only() -> None:
     """`make setup` / `make demo` build these three, not go, node and rust (issue 12: the
     demo spent 90 s building images it never used)."""
-    assert images.needed_by_file(EXAMPLE) == ["base", "postgres", "python"]
+    assert catalog.needed_by_file(EXAMPLE) == ["base", "postgres", "python"]
 
 
 def test_a_go_manifest_without_a_database_needs_base_and_go() -> None:
     data = example_data()
     data["toolchain"]["image"] = "go"
     del data["database"]
-    assert images.needed(parse_manifest(data, EXAMPLE)) == ["base", "go"]
+    assert catalog.needed(parse_manifest(data, EXAMPLE)) == ["base", "go"]
 
 
 def test_an_image_not_built_from_images_dir_needs_only_the_base() -> None:
     data = example_data()
     data["toolchain"]["image"] = "myorg/tool:1"
     data["database"]["image"] = "bakeoff/postgres:latest"  # our tag counts as ours
-    assert images.needed(parse_manifest(data, EXAMPLE)) == ["base", "postgres"]
-    assert images.not_built_here(parse_manifest(data, EXAMPLE)) == ["myorg/tool:1"]
+    assert catalog.needed(parse_manifest(data, EXAMPLE)) == ["base", "postgres"]
+    assert catalog.not_built_here(parse_manifest(data, EXAMPLE)) == ["myorg/tool:1"]
 
 
 def test_images_build_with_a_manifest_names_what_it_cannot_build(
@@ -64,7 +66,7 @@ def test_images_build_with_a_manifest_names_what_it_cannot_build(
 def test_the_defaults_are_python_and_no_database() -> None:
     data = example_data()
     del data["toolchain"]["image"], data["database"]
-    assert images.needed(parse_manifest(data, EXAMPLE)) == ["base", "python"]
+    assert catalog.needed(parse_manifest(data, EXAMPLE)) == ["base", "python"]
 
 
 @pytest.mark.parametrize(("given", "project"), [
@@ -73,14 +75,14 @@ def test_the_defaults_are_python_and_no_database() -> None:
     ("myorg/go:latest", None), ("bakeoff/prepared:0123456789abcdef", None)])
 def test_project_name_is_a_directory_under_images_or_none(given: str,
                                                           project: str | None) -> None:
-    assert images.project_name(given) == project
+    assert catalog.project_name(given) == project
 
 
 def test_a_manifest_that_is_not_toml_is_bad_input_naming_it(tmp_path: Path) -> None:
     broken = tmp_path / "bakeoff.toml"
     broken.write_text("[toolchain\n")
     with pytest.raises(BadInputError) as caught:
-        images.needed_by_file(broken)
+        catalog.needed_by_file(broken)
     assert str(caught.value).startswith(f"{broken}: cannot read the manifest: ")
     assert caught.value.hint == "pass -f FILE, name the images, or use --all"
 
@@ -97,7 +99,7 @@ def test_missing_other_images_name_how_to_get_them(monkeypatch: pytest.MonkeyPat
     what to do (nothing is ever pulled), and never to edit the installed package's own
     folder (issue 34: the hint told a user to add a Dockerfile inside site-packages)."""
     monkeypatch.delenv("BAKEOFF_IMAGES_DIR", raising=False)
-    known = ", ".join(images.known_names())
+    known = ", ".join(catalog.known_names())
     assert known == "base, browser, engine, go, node, postgres, python, redis, rust"
     assert images._how_to_get("nosuchtool", "bakeoff/nosuchtool:latest") == (
         "name a local image in [toolchain] image (`docker build -t myorg/nosuchtool DIR`, "
@@ -106,8 +108,8 @@ def test_missing_other_images_name_how_to_get_them(monkeypatch: pytest.MonkeyPat
         "BAKEOFF_IMAGES_DIR=DIR (it replaces the bundled images: copy the ones you use "
         "there too) and run `bakeoff-sandbox images build nosuchtool`; the bundled images "
         f"are: {known}")
-    assert str(images.images_dir()) not in images._how_to_get("nosuchtool",
-                                                               "bakeoff/nosuchtool:latest")
+    assert str(catalog.images_dir()) not in images._how_to_get("nosuchtool",
+                                                                "bakeoff/nosuchtool:latest")
     assert images._how_to_get("myorg/tool:1", "myorg/tool:1") == (
         "`docker build -t myorg/tool:1 DIR` or `docker load`: it is not one of images/ "
         f"({known}), so `bakeoff-sandbox images build` cannot make it")
@@ -163,11 +165,11 @@ def test_an_images_build_context_holds_its_files_with_modes_and_the_hosts_ca(
     (context / "Dockerfile").write_text("FROM x\n")
     (context / "sub" / "entry.sh").write_text("#!/bin/sh\n")
     (context / "sub" / "entry.sh").chmod(0o755)
-    before = images.context_hash(context)
-    with tarfile.open(fileobj=io.BytesIO(images.directory_context(context))) as tar:
+    before = context_hash(context)
+    with tarfile.open(fileobj=io.BytesIO(directory_context(context))) as tar:
         members = {m.name: m for m in tar.getmembers()}
-        assert sorted(members) == ["Dockerfile", images.HOST_CA, "sub/entry.sh"]
+        assert sorted(members) == ["Dockerfile", HOST_CA, "sub/entry.sh"]
         assert members["sub/entry.sh"].mode & 0o777 == 0o755
-        handle = tar.extractfile(members[images.HOST_CA])
+        handle = tar.extractfile(members[HOST_CA])
         assert handle is not None and handle.read().startswith(ca.read_bytes())
-    assert images.context_hash(context) == before
+    assert context_hash(context) == before

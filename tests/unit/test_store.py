@@ -14,7 +14,7 @@ import pytest
 from rig.contract import LockVersion
 from rig.errors import RigError
 from rig.ratchet import Movement
-from rig.sample.oracle import sample_paths
+from rig.sample.oracle import sample_dir, sample_paths
 from rig.sample.spec import SampleSpec
 from rig.sample.verdict import Verdict
 from rig.stats import pass_rate
@@ -181,7 +181,7 @@ def test_the_sample_paths_are_the_rigs() -> None:
     stage = Path("/r/.bakeoff/e/stages/c")
     assert sample_paths(stage, spec) == (layout.sample_record(stage, "A", "tests", 2),
                                          layout.sample_log(stage, "A", "tests", 2))
-    assert layout.sample_dir(stage, "A", "tests") == stage / "samples" / "A" / "tests"
+    assert sample_dir(stage, "A", "tests") == stage / "samples" / "A" / "tests"
 
 
 def test_the_run_directory_paths() -> None:
@@ -205,13 +205,13 @@ def test_a_path_inside_a_run_directory_names_its_repository_and_experiment() -> 
 
 
 def test_sample_records_lists_records_only(tmp_path: Path) -> None:
-    folder = layout.sample_dir(tmp_path, "A", "coverage")
+    folder = sample_dir(tmp_path, "A", "coverage")
     (folder / "1.files").mkdir(parents=True)
     for name in ("1.json", "1.log", "1.server.log", "1.canary.jsonl", "1.files/cov.json",
                  "2.json"):
         (folder / name).write_text("{}")
-    layout.sample_dir(tmp_path, "B", "tests").mkdir(parents=True)
-    (layout.sample_dir(tmp_path, "B", "tests") / "1.json").write_text("{}")
+    sample_dir(tmp_path, "B", "tests").mkdir(parents=True)
+    (sample_dir(tmp_path, "B", "tests") / "1.json").write_text("{}")
     assert layout.sample_records(tmp_path, "A", "coverage") == [folder / "1.json",
                                                                 folder / "2.json"]
     assert len(layout.sample_records(tmp_path)) == 3
@@ -222,7 +222,7 @@ def test_sample_records_lists_records_only(tmp_path: Path) -> None:
 def test_regression_a_broken_baseline_names_where_its_logs_really_are(tmp_path: Path) -> None:
     """The hint said `stages/<change>/samples/baseline/`; the baseline's samples are under
     the proofs of the contract (`proofs/<sha12>/samples/baseline/success/`)."""
-    logs = layout.sample_dir(layout.proofs_dir(tmp_path, SHA), "baseline", "success")
+    logs = sample_dir(layout.proofs_dir(tmp_path, SHA), "baseline", "success")
     with pytest.raises(RigError) as caught:
         proofs._judge_baseline([record("baseline", "success", 1, "R")], False, logs)
     assert caught.value.hint == ("run `bakeoff-sandbox reproduce` on a baseline sample, or "

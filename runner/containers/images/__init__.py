@@ -1,57 +1,57 @@
 """Images without a registry: bootstrap the base rootfs locally, build toolchains FROM it.
 
 Nothing here ever pulls. Every image is identified by its image ID *and* a stable content
-identity: importing the same rootfs twice gives two image IDs, so the identity is the
-sha256 of the base's layer digests plus the hash of the image's build directory and build
-arguments (FIELD-NOTES, "Engine and images").
+identity (`identity`: the base's layers, the build directory, the build arguments); an
+image at its tag carrying the identity it would be built with is a cache hit.
 
 Only what is needed is built: `make setup` builds what the bundled example uses, and a
-project image (a directory under images/) that a manifest names is built on first use by
-`resolve`, with the same identity and cache rules. Every build's full output goes to a log
-file of its own (`logs_dir()`); a failed build's error carries the last lines and the path.
+project image (a directory under images/, `catalog`) that a manifest names is built on
+first use by `resolve`, with the same identity and cache rules. Every build's full output
+goes to a log file of its own (`buildlog`); a failed build's error carries the last lines
+and the path; who hears about a build is a reporter (`reporters`). The base's rootfs is
+bootstrapped by mmdebstrap (`rootfs`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
-import json
 import os
 import re
-import shutil
-import subprocess
-import tarfile
-import tempfile
-import time
-import tomllib
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import Any
 
 from rig.parsers.base import plain
-from runner.containers.backend import ContainerEngine
+from runner.containers.backend import LABEL_IDENTITY, LABEL_IMAGE, ContainerEngine
 from runner.containers.dockerclient import iter_stream
-from runner.containers.engine import LABEL_IDENTITY, LABEL_IMAGE, Engine, docker_engine
+from runner.containers.engine import Engine, docker_engine
 from runner.containers.images import host_trust
-from runner.errors import BadInputError, ImageMissingError, InfraError, NotFoundError
-from runner.install import compose, resources
-from runner.manifest import Manifest, parse_manifest
-
-BASE = "base"
-BASE_TAG = "bakeoff/base:bookworm"
-SUITE = "bookworm"
-# A fixed epoch makes the rootfs tarball reproducible for the same mirror state.
-SOURCE_DATE_EPOCH = "1700000000"
-MMDEBSTRAP_TIMEOUT_S = 900
-BUILD_CMD = "bakeoff-sandbox images build"
-TAIL_LINES = 20  # of a failed build's output, in its error
-LOGS_KEPT = 10  # per image: older build logs are removed
-HOST_CA = "host-ca.crt"  # the host's CA bundle, in every build context that fetches
+from runner.containers.images.buildlog import BuildLog, cache_dir
+from runner.containers.images.catalog import (
+    BASE,
+    BASE_TAG,
+    BUILD_CMD,
+    IMAGES_ENV,
+    images_dir,
+    known_names,
+    name_of,
+    ref_for,
+    split_name,
+    tag_for,
+    variants_of,
+)
+from runner.containers.images.identity import (
+    context_hash,
+    directory_context,
+    identity_of,
+    layers_digest,
+)
+from runner.containers.images.reporters import BuildReporter, current_reporter, emit, open_log
+from runner.containers.images.rootfs import bootstrap_rootfs
+from runner.errors import ImageMissingError, InfraError, NotFoundError
+from runner.install import compose
 
 
 @dataclass(frozen=True)
@@ -63,237 +63,6 @@ class BuiltImage:
     cached: bool
 
 
-class BuildReporter(Protocol):
-    def start(self, name: str) -> None: ...
-    def line(self, name: str, text: str) -> None: ...
-    def done(self, image: BuiltImage) -> None: ...
-
-
-@runtime_checkable
-class LogReporter(BuildReporter, Protocol):
-    """A reporter that also wants to know where an image's full build output goes."""
-
-    def log_opened(self, name: str, path: Path) -> None: ...
-
-
-class QuietReporter:
-    """Reports nothing (the build log still has everything)."""
-
-    def start(self, name: str) -> None: ...
-    def line(self, name: str, text: str) -> None: ...
-    def done(self, image: BuiltImage) -> None: ...
-
-
-# Who hears about a build that `resolve` starts on first use (the command line installs
-# its progress view here with `reporting`); a caller may also pass one explicitly.
-_FIRST_USE: ContextVar[BuildReporter | None] = ContextVar("first_use_reporter", default=None)
-
-
-@contextlib.contextmanager
-def reporting(reporter: BuildReporter) -> Iterator[BuildReporter]:
-    """Builds started by `resolve` without a reporter are reported to `reporter` here."""
-    token = _FIRST_USE.set(reporter)
-    try:
-        yield reporter
-    finally:
-        _FIRST_USE.reset(token)
-
-
-def current_reporter() -> BuildReporter:
-    """The reporter `reporting` installed (a build on first use shows there), else quiet."""
-    return _FIRST_USE.get() or QuietReporter()
-
-
-def logs_dir() -> Path:
-    return cache_dir() / "logs"
-
-
-class BuildLog:
-    """One image build's full output in a file of its own, and its last lines for an error."""
-
-    def __init__(self, name: str, directory: Path | None = None) -> None:
-        root = directory or logs_dir()
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.name = name
-        self.path = root / f"{file_name(name)}-{stamp}-{os.getpid()}.log"
-        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            self._file: IO[str] = self.path.open("w", encoding="utf-8")
-        except OSError as error:
-            raise InfraError(f"cannot write the build log of image {name}: {error}",
-                             hint="make ~/.cache writable, or set XDG_CACHE_HOME") from error
-        _prune(root, file_name(name), keep=self.path)
-
-    def __enter__(self) -> BuildLog:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._file.close()
-
-    def write(self, text: str) -> None:
-        """Every line goes to the file as it comes (so `tail -f` follows a build); a chunk
-        that is only a line break (the builder sends many) is not a line."""
-        if not text.strip():
-            return
-        for line in text.splitlines():
-            self.tail.append(line)
-            self._file.write(line + "\n")
-        self._file.flush()
-
-    def failure(self, what: str, hint: str) -> InfraError:
-        """`what` with the build's last lines and the log's path, as one error."""
-        self._file.write(f"error: {what}\n")  # the log ends with why; the tail is the build's
-        self._file.flush()
-        shown = "\n".join(f"    {line}" for line in self.tail)
-        return InfraError(f"{what}\n  last {len(self.tail)} lines of the build:\n{shown}\n"
-                          f"  full log: {self.path}", hint=hint)
-
-
-def file_name(name: str) -> str:
-    """A build's name as a log file's (`node:22` -> node-22, `x on bakeoff/y` -> x-on-bakeoff-y)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "-", name)
-
-
-def _prune(root: Path, name: str, keep: Path) -> None:
-    """Only the newest LOGS_KEPT logs of an image stay (another process may prune too)."""
-    pattern = re.compile(rf"{re.escape(name)}-\d{{8}}-\d{{6}}-\d+\.log")
-    logs = sorted((p for p in root.iterdir() if pattern.fullmatch(p.name) and p != keep),
-                  key=_mtime)
-    for old in logs[:max(0, len(logs) - (LOGS_KEPT - 1))]:
-        old.unlink(missing_ok=True)
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return 0.0
-
-
-def open_log(name: str, reporter: BuildReporter) -> BuildLog:
-    log = BuildLog(name)
-    if isinstance(reporter, LogReporter):
-        reporter.log_opened(name, log.path)
-    return log
-
-
-IMAGES_ENV = "BAKEOFF_IMAGES_DIR"
-
-
-def images_dir() -> Path:
-    """The images' build contexts the tool ships, or BAKEOFF_IMAGES_DIR (a folder of one's
-    own laid out the same way: one folder per image, its Dockerfile `FROM` the base)."""
-    configured = os.environ.get(IMAGES_ENV)
-    if configured:
-        return Path(configured)
-    return resources.images_dir()
-
-
-def tag_for(name: str, directory: Path | None = None) -> str:
-    """The tag of a buildable name: `node` -> bakeoff/node:latest, `node:22` (a variant,
-    `variants.toml`) -> bakeoff/node:22, the default variant's is `latest`."""
-    if name == BASE:
-        return BASE_TAG
-    folder, variant = split_name(name)
-    if variant is None or variant == variants_of(folder, directory).default:
-        return f"bakeoff/{folder}:latest"
-    return f"bakeoff/{folder}:{variant}"
-
-
-@dataclass(frozen=True)
-class Variants:
-    """The variants of an images/ image (`variants.toml` beside its Dockerfile): one build
-    argument, its default (the `latest` tag) and the values it may take."""
-
-    arg: str = ""
-    default: str = ""
-    values: tuple[str, ...] = ()
-
-    def args(self, variant: str | None) -> dict[str, str]:
-        """The build arguments of a variant (none for the default: its identity is the
-        image's without variants)."""
-        return {} if variant in (None, self.default) else {self.arg: str(variant)}
-
-
-def variants_of(name: str, directory: Path | None = None) -> Variants:
-    path = (directory or images_dir()) / name / "variants.toml"
-    if not path.is_file():
-        return Variants()
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return Variants(str(data["arg"]), str(data["default"]),
-                    tuple(str(v) for v in data["values"]))
-
-
-def split_name(name: str) -> tuple[str, str | None]:
-    """`node:22` -> (node, 22); `node` -> (node, None)."""
-    directory, colon, variant = name.partition(":")
-    return directory, (variant if colon else None)
-
-
-def with_variant(name: str, variant: str | None) -> str:
-    return name if variant is None else f"{name}:{variant}"
-
-
-def known_names(directory: Path | None = None) -> list[str]:
-    """`base` first, then every directory under images/ holding a Dockerfile."""
-    root = directory or images_dir()
-    built = sorted(p.parent.name for p in root.glob("*/Dockerfile") if p.parent.name != BASE)
-    return [BASE, *built]
-
-
-def context_hash(directory: Path) -> str:
-    """sha256 over every file's relative path and bytes in a build directory."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def directory_context(directory: Path) -> bytes:
-    """An images/ build's context: the files of its directory (modes kept) and the host's
-    CA bundle as `host-ca.crt`, for a RUN that fetches over TLS (pip behind a
-    TLS-intercepting proxy): the Dockerfile copies it, names it to the client on that RUN
-    line only and removes it, as a prepared image's setup does (`host_trust`). The bundle
-    is the host's, not the image's: it is not part of the identity."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-            tar.add(path, arcname=path.relative_to(directory).as_posix(), recursive=False)
-        add_file(tar, HOST_CA, host_trust.ca_bundle())
-    return out.getvalue()
-
-
-def tar_of(files: dict[str, bytes]) -> bytes:
-    """A build context (or any small archive) holding `files`, mode 0644."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, data in files.items():
-            add_file(tar, name, data)
-    return out.getvalue()
-
-
-def add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    tar.addfile(info, io.BytesIO(data))
-
-
-def layers_digest(attrs: dict[str, Any]) -> str:
-    layers = attrs.get("RootFS", {}).get("Layers") or []
-    if len(layers) == 1:
-        return str(layers[0])
-    return "sha256:" + hashlib.sha256("\n".join(layers).encode()).hexdigest()
-
-
-def identity_of(base_layers: str, context: str, build_args: dict[str, str]) -> str:
-    blob = json.dumps({"base": base_layers, "context": context, "args": build_args},
-                      sort_keys=True)
-    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
-
-
 def inspect(engine: ContainerEngine, ref: str) -> dict[str, Any] | None:
     engine = docker_engine(engine)
     try:
@@ -302,51 +71,6 @@ def inspect(engine: ContainerEngine, ref: str) -> dict[str, Any] | None:
         return None
     attrs: dict[str, Any] = image.attrs
     return attrs
-
-
-def ref_for(name_or_ref: str, variant: str | None = None) -> str:
-    """The tag a toolchain/database name stands for (`go` -> bakeoff/go:latest; `node`
-    with variant 22 -> bakeoff/node:22); a reference (anything with `/` or `:`) is
-    itself."""
-    if "/" in name_or_ref or ":" in name_or_ref:
-        return name_or_ref
-    return tag_for(with_variant(name_or_ref, variant))
-
-
-def project_name(name_or_ref: str, directory: Path | None = None) -> str | None:
-    """The images/ directory a name or tag of ours is built from, else None (not ours)."""
-    name = name_of(ref_for(name_or_ref), directory)
-    return None if name is None else split_name(name)[0]
-
-
-def needed(manifest: Manifest, directory: Path | None = None) -> list[str]:
-    """The project images a manifest runs (its toolchain, its database), base first."""
-    refs = [manifest.toolchain.image, *([manifest.database.image] if manifest.database else [])]
-    names = {BASE, *(n for n in (project_name(r, directory) for r in refs) if n)}
-    return [n for n in known_names(directory) if n in names]
-
-
-def not_built_here(manifest: Manifest, directory: Path | None = None) -> list[str]:
-    """The references a manifest runs that `images build` cannot make: a local image of
-    the user's own, or a name that is not one of images/ (`resolve` says how to get it)."""
-    refs = [manifest.toolchain.image, *([manifest.database.image] if manifest.database else [])]
-    return [ref_for(r) for r in refs if project_name(r, directory) is None]
-
-
-def manifest_at(path: Path) -> Manifest:
-    """The manifest at `path`, only its TOML and models read, so the bundled example's
-    (whose repo/ is not a git repository yet) answers too."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise BadInputError(f"{path}: cannot read the manifest: {error}",
-                            hint="pass -f FILE, name the images, or use --all") from None
-    return parse_manifest(data, path)
-
-
-def needed_by_file(path: Path, directory: Path | None = None) -> list[str]:
-    """`needed` for the manifest at `path` (`manifest_at`)."""
-    return needed(manifest_at(path), directory)
 
 
 def resolve(engine: ContainerEngine, name_or_ref: str, reporter: BuildReporter | None = None,
@@ -364,7 +88,7 @@ def resolve(engine: ContainerEngine, name_or_ref: str, reporter: BuildReporter |
         name = name_of(ref)
         if name is None:
             raise ImageMissingError(ref, _how_to_get(name_or_ref, ref))
-        chosen = reporter or _FIRST_USE.get() or QuietReporter()
+        chosen = reporter or current_reporter()
         built = next(b for b in build(engine, [name], chosen) if b.name == name)
         return replace(built, name=name_or_ref)
     labels = (attrs.get("Config") or {}).get("Labels") or {}
@@ -389,11 +113,6 @@ def _how_to_get(name_or_ref: str, ref: str) -> str:
             f"({known}), so `{BUILD_CMD}` cannot make it")
 
 
-def cache_dir() -> Path:
-    """The tool's per-user cache (the rootfs tarball, build logs), Compose's too."""
-    return compose.cache_root()
-
-
 @contextlib.contextmanager
 def build_lock(tag: str) -> Iterator[None]:
     """One build of `tag` at a time on this host: a second command (or test worker) that
@@ -404,39 +123,6 @@ def build_lock(tag: str) -> Iterator[None]:
     locks.mkdir(parents=True, exist_ok=True)
     with compose.locked(locks / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".lock")):
         yield
-
-
-def bootstrap_rootfs(reporter: BuildReporter, log: BuildLog) -> Path:
-    """mmdebstrap a minbase rootfs tarball once; later builds reuse the cached tarball."""
-    tarball = cache_dir() / f"base-{SUITE}.tar"
-    if tarball.exists():
-        _emit(log, reporter, BASE, f"reusing rootfs {tarball}")
-        return tarball
-    if shutil.which("mmdebstrap") is None:
-        raise InfraError("mmdebstrap is not installed, so the base image cannot be bootstrapped",
-                         hint="apt-get install mmdebstrap (`bakeoff-sandbox doctor --fix` "
-                              "does), or set BAKEOFF_BASE_IMAGE to a local image")
-    tarball.parent.mkdir(parents=True, exist_ok=True)
-    _emit(log, reporter, BASE, f"mmdebstrap --variant=minbase {SUITE} (about 15 s)")
-    # mmdebstrap picks the output format from the name: keep the partial file a `.tar`.
-    partial = Path(tempfile.mkdtemp(dir=tarball.parent, prefix="partial-")) / "base.tar"
-    env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
-    try:
-        done = subprocess.run(
-            ["mmdebstrap", "--variant=minbase", "--quiet", SUITE, str(partial)],
-            env=env, capture_output=True, text=True, timeout=MMDEBSTRAP_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as error:
-        shutil.rmtree(partial.parent, ignore_errors=True)
-        raise log.failure(f"mmdebstrap took over {MMDEBSTRAP_TIMEOUT_S}s",
-                          hint="check the Debian mirror is reachable") from error
-    log.write(plain("\n".join((done.stdout, done.stderr))))
-    if done.returncode != 0:
-        shutil.rmtree(partial.parent, ignore_errors=True)
-        raise log.failure(f"mmdebstrap failed (exit {done.returncode})",
-                          hint="check the Debian mirror is reachable and we run as root")
-    partial.replace(tarball)
-    shutil.rmtree(partial.parent, ignore_errors=True)
-    return tarball
 
 
 def build_base(engine: Engine, reporter: BuildReporter, base_ref: str | None = None) -> BuiltImage:
@@ -462,11 +148,11 @@ def _make_base(engine: Engine, reporter: BuildReporter, log: BuildLog,
                base_ref: str | None) -> dict[str, Any] | None:
     """Tag the user's local base image, or bootstrap and import one."""
     if base_ref:
-        _emit(log, reporter, BASE, f"using {base_ref} as the base")
+        emit(log, reporter, BASE, f"using {base_ref} as the base")
         engine.call("tag base", engine.client.images.get(base_ref).tag, BASE_TAG)
         return inspect(engine, BASE_TAG)
     tarball = bootstrap_rootfs(reporter, log)
-    _emit(log, reporter, BASE, f"docker import {tarball.name} {BASE_TAG}")
+    emit(log, reporter, BASE, f"docker import {tarball.name} {BASE_TAG}")
     repository, tag = BASE_TAG.split(":")
     engine.call("import base", engine.client.api.import_image_from_file, str(tarball),
                 repository=repository, tag=tag, changes=[f"LABEL {LABEL_IMAGE}={BASE}"])
@@ -582,21 +268,11 @@ def read_build_stream(name: str, chunks: Iterable[dict[str, Any]], reporter: Bui
             raise log.failure(f"{failed or f'building image {name} failed'}: {error}",
                               hint=hint(list(log.tail)) if hint else
                               f"fix images/{name}/Dockerfile, then {BUILD_CMD} {name}")
-        _emit(log, reporter, name, str(chunk.get("stream", "")))
+        emit(log, reporter, name, str(chunk.get("stream", "")))
         aux = chunk.get("aux")
         if isinstance(aux, dict) and "ID" in aux:
             image_id = str(aux["ID"])
     return image_id
-
-
-def _emit(log: BuildLog, reporter: BuildReporter, name: str, text: str) -> None:
-    """`text` of a build, without terminal escapes (npm's colours), to the log and the
-    reporter."""
-    text = plain(text)
-    log.write(text)
-    for line in text.splitlines():
-        if line.strip():
-            reporter.line(name, line.rstrip())
 
 
 def build(engine: ContainerEngine, names: list[str], reporter: BuildReporter, *,
@@ -629,23 +305,6 @@ def _variants_text(known: list[str]) -> str:
     found = [f"{name}:{'|'.join(v.values)}" for name in known
              if (v := variants_of(name)).values]
     return ", ".join(found) or "none"
-
-
-def name_of(tag: str, directory: Path | None = None) -> str | None:
-    """The buildable name a tag of ours stands for (`bakeoff/python:latest` -> python;
-    `bakeoff/python`, as a compose file writes it, is docker's `:latest` too;
-    `bakeoff/node:22` -> node:22, a variant of images/node), else None (not ours)."""
-    if tag == BASE_TAG:
-        return BASE
-    repository, _, version = tag.partition(":")
-    if not repository.startswith("bakeoff/"):
-        return None
-    folder = repository.removeprefix("bakeoff/")
-    if folder not in known_names(directory):
-        return None
-    if version in ("latest", ""):
-        return folder
-    return f"{folder}:{version}" if version in variants_of(folder, directory).values else None
 
 
 def remove_ours(engine: ContainerEngine, ref: str) -> bool:

@@ -25,9 +25,11 @@ import os
 from dataclasses import dataclass
 
 from runner.containers import images, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Engine, Labels, docker_engine
-from runner.containers.images import BuildReporter, BuiltImage, QuietReporter, host_trust, inspect
+from runner.containers.backend import ContainerEngine, Labels
+from runner.containers.engine import Engine, docker_engine
+from runner.containers.images import BuiltImage, host_trust, inspect
+from runner.containers.images.identity import HOST_CA, tar_of
+from runner.containers.images.reporters import BuildReporter, QuietBuildReporter
 from runner.errors import InfraError
 
 FORMAT = 1  # of the recipe below
@@ -164,7 +166,7 @@ def _dist_dockerfile(cli: AgentCli, version: str, node: BuiltImage) -> str:
                 "version_output:fs.readFileSync(\"/tmp/version.txt\",\"utf8\").trim()}))'")
     return (
         f"FROM {node.image_id} AS fetch\nUSER root\n"
-        f"COPY {images.HOST_CA} {host_trust.CA_IN_BUILD}\n"
+        f"COPY {HOST_CA} {host_trust.CA_IN_BUILD}\n"
         f"ENV NODE_EXTRA_CA_CERTS={host_trust.CA_IN_BUILD} npm_config_update_notifier=false "
         "npm_config_fund=false npm_config_audit=false\n"
         f"RUN mkdir -p /opt/npm /opt/agent/bin && cd /opt/npm && npm install --no-save "
@@ -186,7 +188,7 @@ def _pypi_dockerfile(cli: AgentCli, version: str, python: BuiltImage) -> str:
     module = cli.package.replace("-", "_")
     return (
         f"FROM {python.image_id} AS fetch\nUSER root\n"
-        f"COPY {images.HOST_CA} {host_trust.CA_IN_BUILD}\n"
+        f"COPY {HOST_CA} {host_trust.CA_IN_BUILD}\n"
         f"ENV PIP_CERT={host_trust.CA_IN_BUILD} PIP_DISABLE_PIP_VERSION_CHECK=1 "
         "PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=\n"
         "RUN mkdir -p /opt/agent/bin && python3 -m venv /opt/agent/venv && "
@@ -206,8 +208,7 @@ def dist(engine: Engine, cli: AgentCli, version: str, reporter: BuildReporter) -
         else:
             node = images.resolve(engine, "node", reporter, variant=cli.node)
             dockerfile = _dist_dockerfile(cli, version, node)
-        return images.tar_of({"Dockerfile": dockerfile.encode(),
-                              images.HOST_CA: host_trust.ca_bundle()})
+        return tar_of({"Dockerfile": dockerfile.encode(), HOST_CA: host_trust.ca_bundle()})
 
     return images.cached_or_built(
         engine, f"{DIST} {cli.name}@{version}", f"bakeoff/{DIST}:{cli.name}-{version}",
@@ -227,7 +228,7 @@ def layer(engine: ContainerEngine, base: BuiltImage, cli: AgentCli, version: str
           reporter: BuildReporter | None = None) -> BuiltImage:
     """The arm's image with the CLI added: `base` + the dist's files, on PATH."""
     engine = docker_engine(engine)
-    chosen = reporter or QuietReporter()
+    chosen = reporter or QuietBuildReporter()
     dist_image = dist(engine, cli, version, chosen)
     identity = layer_identity(base, dist_image)
 
@@ -239,7 +240,7 @@ def layer(engine: ContainerEngine, base: BuiltImage, cli: AgentCli, version: str
         dockerfile = (f"FROM {base.image_id}\nUSER root\n"
                       f"COPY --from={dist_image.tag} /opt/agent {AGENT_ROOT}\n"
                       f"ENV PATH={extra}:{path}\nUSER {sandbox.SANDBOX_UID}\n")
-        return images.tar_of({"Dockerfile": dockerfile.encode()})
+        return tar_of({"Dockerfile": dockerfile.encode()})
 
     return images.cached_or_built(
         engine, f"{LAYER} {cli.name}@{version}",

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from runner.containers import sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Labels
+from runner.containers.backend import ContainerEngine, Labels
 from runner.containers.images import BuiltImage
 from runner.store import layout
 from runner.store.records import ImageFact, load_fact, save_fact

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_BUILD_OF,
     LABEL_EXPERIMENT,
     LABEL_IDENTITY,
     LABEL_IMAGE,
-    docker_engine,
+    ContainerEngine,
 )
+from runner.containers.engine import docker_engine
 from runner.errors import EngineError, NotFoundError
 
 PREPARED = "prepared"  # the image label of a prepared image (`prepared.PREPARED`)

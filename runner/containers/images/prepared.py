@@ -49,17 +49,17 @@ from runner import workspace
 from runner.containers import browser as browser_mod
 from runner.containers import images
 from runner.containers import stacks as stack
-from runner.containers.backend import ContainerEngine
-from runner.containers.dockerclient import iter_stream
-from runner.containers.engine import (
+from runner.containers.backend import (
     LABEL_BUILD_OF,
     LABEL_IDENTITY,
     LABEL_IMAGE,
-    Engine,
+    ContainerEngine,
     Labels,
-    docker_engine,
 )
-from runner.containers.images import BuiltImage, host_trust, inspect
+from runner.containers.dockerclient import iter_stream
+from runner.containers.engine import Engine, docker_engine
+from runner.containers.images import BuiltImage, buildlog, host_trust, inspect, reporters
+from runner.containers.images.identity import HOST_CA
 from runner.containers.samples.tree import CAPS, listing, read_tree, write_tar
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest
@@ -215,7 +215,7 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup, tag: 
         f"FROM {toolchain.image_id} AS setup\nLABEL {LABEL_BUILD_OF}={tag}\n"
         "USER root\nCOPY tree/ /work/\n"
         "COPY tracked.txt keep.txt settle.sh /tmp/bakeoff/\n"
-        f"COPY {images.HOST_CA} {host_trust.CA_IN_BUILD}\n"
+        f"COPY {HOST_CA} {host_trust.CA_IN_BUILD}\n"
         "RUN chown -R 1000:1000 /work\nUSER 1000\nWORKDIR /work\n"
         f"RUN {host_trust.run_prefix()} && {script}\n"
         # Root-owned, outside the sample's tmpfs mounts: read-only for the code under test.
@@ -230,7 +230,7 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup, tag: 
                                        "keep.txt": "".join(f"{k}\n" for k in setup.keep)
                                        .encode(),
                                        "settle.sh": SETTLE.encode(),
-                                       images.HOST_CA: host_trust.ca_bundle()})
+                                       HOST_CA: host_trust.ca_bundle()})
 
 
 def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup: Setup,
@@ -243,15 +243,16 @@ def _build(engine: Engine, repo: Path, commit: str, toolchain: BuiltImage, setup
                              forcerm=True, decode=True, pull=False,
                              buildargs=host_trust.proxy_args(),
                              labels={LABEL_IMAGE: PREPARED, LABEL_IDENTITY: f"sha256:{digest}"})
-        with images.BuildLog(f"prepared-{digest[:16]}") as log:
+        with buildlog.BuildLog(f"prepared-{digest[:16]}") as log:
             return _built(engine, commit, tag, stream, log)
 
 
-def _built(engine: Engine, commit: str, tag: str, stream: Any, log: images.BuildLog) -> str:
+def _built(engine: Engine, commit: str, tag: str, stream: Any, log: buildlog.BuildLog) -> str:
     """The image id a build's stream ends with; every line to the log. `InfraError` when
     setup failed: its last lines, the log, the likely cause."""
-    image_id = images.read_build_stream(PREPARED, iter_stream(stream), images.QuietReporter(),
-                                        log, failed=f"toolchain setup failed for {commit[:12]}",
+    image_id = images.read_build_stream(PREPARED, iter_stream(stream),
+                                        reporters.QuietBuildReporter(), log,
+                                        failed=f"toolchain setup failed for {commit[:12]}",
                                         hint=likely_cause)
     return image_id or str(inspect(engine, tag)["Id"])  # type: ignore[index]
 

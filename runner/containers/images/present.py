@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.containers import images
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import LABEL_IDENTITY, Engine, docker_engine
+from runner.containers.backend import LABEL_IDENTITY, ContainerEngine
+from runner.containers.engine import Engine, docker_engine
+from runner.containers.images import catalog
+from runner.containers.images.identity import layers_digest
 
 Status = Literal["ok", "missing", "wrong"]
 
@@ -33,15 +35,15 @@ class ImageState:
 
 
 def states(engine: ContainerEngine, names: list[str]) -> list[ImageState]:
-    """The state of each image of `names` (`images.needed`: base first)."""
+    """The state of each image of `names` (`catalog.needed`: base first)."""
     engine = docker_engine(engine)
-    attrs = images.inspect(engine, images.BASE_TAG)
+    attrs = images.inspect(engine, catalog.BASE_TAG)
     base = None if attrs is None else images.BuiltImage(
-        images.BASE, images.BASE_TAG, attrs["Id"], images.layers_digest(attrs), cached=True)
+        catalog.BASE, catalog.BASE_TAG, attrs["Id"], layers_digest(attrs), cached=True)
     found = []
     for name in names:
-        if name == images.BASE:
-            found.append(ImageState(name, images.BASE_TAG, "missing") if base is None else
+        if name == catalog.BASE:
+            found.append(ImageState(name, catalog.BASE_TAG, "missing") if base is None else
                          ImageState(name, base.tag, "ok", base.image_id, base.identity,
                                     base.identity))
             continue
@@ -50,7 +52,7 @@ def states(engine: ContainerEngine, names: list[str]) -> list[ImageState]:
 
 
 def _state(engine: Engine, name: str, base: images.BuiltImage | None) -> ImageState:
-    tag = images.tag_for(name)
+    tag = catalog.tag_for(name)
     wanted = "" if base is None else images.plan(name, base)[2]
     attrs = images.inspect(engine, tag)
     if attrs is None:

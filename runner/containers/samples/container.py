@@ -28,8 +28,8 @@ from rig.guards.canary import Canary
 from rig.sample.record import BrowserRan
 from rig.sample.spec import SampleSpec
 from runner.containers import browser, images, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import NO_NETWORK, ContainerSpec, Labels, Tmpfs, disk_full
+from runner.containers.backend import NO_NETWORK, ContainerEngine, ContainerSpec, Labels, Tmpfs
+from runner.containers.engine import disk_full
 from runner.containers.images import BuiltImage
 from runner.containers.images.facts import TMPFS_DIRS, ImageFacts
 from runner.containers.samples import driver

@@ -29,8 +29,7 @@ from rig.preflight import program_of
 from rig.sample.spec import Execution, SampleSpec
 from rig.sample.tree import Caps, Entry
 from runner.containers import browser, database, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_RUN, Labels
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, ContainerEngine, Labels
 from runner.containers.images import BuiltImage
 from runner.containers.images.facts import ImageFacts
 from runner.containers.samples.container import SERVER_CGROUP, ContainerResult, SampleContainers

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from runner.containers import sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import Labels
+from runner.containers.backend import ContainerEngine, Labels
 
 TREE = "tree.tar"  # in the staging directory: the sample's tree, streamed last
 FILLER = "sample-inputs"  # the role label of a stack's inputs' volume and its filler

@@ -19,8 +19,7 @@ import time
 from collections.abc import Iterator
 
 from runner.containers import database, sandbox
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import NO_NETWORK, Labels
+from runner.containers.backend import NO_NETWORK, ContainerEngine, Labels
 from runner.containers.images import BuiltImage
 from runner.errors import DatabaseError, EngineError
 

@@ -36,11 +36,11 @@ from typing import Any
 from rig.sample.record import StackRecord
 from rig.sample.spec import SampleSpec, StackSpec
 from runner.containers import images
-from runner.containers.backend import ContainerEngine
+from runner.containers.backend import ContainerEngine, Labels
 from runner.containers.database import DB_ALIAS
-from runner.containers.engine import Labels
 from runner.containers.gateway import ALIAS as GATEWAY_ALIAS
-from runner.containers.images import BuiltImage
+from runner.containers.images import BuiltImage, catalog
+from runner.containers.images.identity import layers_digest
 from runner.containers.sandbox import SandboxLimits
 from runner.containers.stacks import file as stack_file
 from runner.errors import ComposeError, StackRefusedError
@@ -118,12 +118,12 @@ def check(engine: ContainerEngine, content: bytes, file: str, workdir: Path | No
 
 
 def _local_image(engine: ContainerEngine, ref: str) -> BuiltImage | None:
-    if images.project_name(ref) is not None:
+    if catalog.project_name(ref) is not None:
         return images.resolve(engine, ref)
     attrs = images.inspect(engine, ref)
     if attrs is None:
         return None
-    return BuiltImage(ref, ref, str(attrs["Id"]), images.layers_digest(attrs), cached=True)
+    return BuiltImage(ref, ref, str(attrs["Id"]), layers_digest(attrs), cached=True)
 
 
 def pinned_images(engine: ContainerEngine, stack: StackSpec, model: Mapping[str, Any]

@@ -32,8 +32,13 @@ from rig.persist import write_text_atomic
 from rig.sample.record import StackRecord
 from rig.sample.spec import StackSpec
 from runner.containers import stacks as stack
-from runner.containers.backend import ContainerEngine
-from runner.containers.engine import LABEL_EXPERIMENT, LABEL_ROLE, LABEL_RUN, Labels
+from runner.containers.backend import (
+    LABEL_EXPERIMENT,
+    LABEL_ROLE,
+    LABEL_RUN,
+    ContainerEngine,
+    Labels,
+)
 from runner.containers.sandbox import SandboxLimits
 from runner.containers.stacks import file as stack_file
 from runner.errors import ArmStackError, ComposeError, RunnerError

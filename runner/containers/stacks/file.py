@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.containers.engine import LABEL_PREFIX
+from runner.containers.backend import LABEL_PREFIX
 
 EXTENSION = "x-bakeoff"
 NETWORK_KEY = "bakeoff"  # the one network of a rendered file: the sample's, external
