@@ -34,7 +34,7 @@ from rig.sample.record import BrowserAsked
 from rig.sample.spec import SampleSpec, ServerSpec
 from runner.containers import browser, images, sandbox
 from runner.containers.engine import Engine
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 
 SERVER = '''import json, os
@@ -156,7 +156,7 @@ def main() -> None:
         rig_s, bare_s = [], []
         limits = sandbox.SandboxLimits(cpus=1.0, memory_mb=1024, pids=256)
         with DockerSampleExecutor(engine, repo, "bench-browser", app_image, limits) as executor:
-            executor.browser()  # the image's identity, asked once per executor
+            executor.containers.browser()  # the image's identity, asked once per executor
             for n in range(1, args.repeat + 1):
                 spec = SampleSpec(change="bench", arm="a", check="success", n=n, commit=head,
                                   base_commit=head, command="browser test_ui.py",

@@ -31,7 +31,7 @@ from rig.sample.oracle import run_sample
 from rig.sample.spec import SampleSpec
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from runner.containers.samples import DockerSampleExecutor, insample
+from runner.containers.samples.executor import DockerSampleExecutor, insample
 from tests.integration.helpers import PlainReporter, git
 
 PROTECTED = "tests/test_horizon.py"

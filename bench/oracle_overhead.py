@@ -25,7 +25,7 @@ from rig.sample.oracle import run_sample
 from rig.sample.spec import SampleSpec
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 
 

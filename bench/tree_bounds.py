@@ -4,9 +4,9 @@
 
 For each tree (built once from git objects in a temporary repository, as an attacker
 would: nested trees sharing one blob), a FRESH process does what the executor does before
-a sample's container starts (`DockerSampleExecutor._tree`): read the arm's and the base's
-trees (`sample_tree.read_tree`, capped by the default `[limits]`), lay the rig's layer on
-top (`sample_tree.build`: pinning, the protected file, the canaries) and write the tar.
+a sample's container starts (`SettingMaker._tree`): read the arm's and the base's
+trees (`tree.read_tree`, capped by the default `[limits]`), lay the rig's layer on
+top (`tree.build`: pinning, the protected file, the canaries) and write the tar.
 It prints the wall time, the outcome, and the process's peak RSS (VmHWM) before and after.
 `--code DIR` runs the same with another checkout's `rig`/`runner` (e.g. the code before
 issue 20: its `read_tree(repo, commit, limit_bytes)` and a tar in memory). No docker.
@@ -30,7 +30,7 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 from rig.sample.spec import SampleSpec
-from runner.containers.samples import tree as sample_tree
+from runner.containers.samples import tree
 
 def hwm():
     status = Path("/proc/self/status").read_text()
@@ -42,13 +42,13 @@ spec = SampleSpec(change="c", arm="a", check="success", n=1, commit=head, base_c
                   protected=("tests/test_h.py",), harness="base")
 before, started = hwm(), time.monotonic()
 try:
-    if hasattr(sample_tree, "listing"):  # streamed: caps, a tar file
-        arm = sample_tree.read_tree(repo, head)
-        built = sample_tree.build(spec, arm, sample_tree.read_tree(repo, base), out, repo)
+    if hasattr(tree, "listing"):  # streamed: caps, a tar file
+        arm = tree.read_tree(repo, head)
+        built = tree.build(spec, arm, tree.read_tree(repo, base), out, repo)
     else:  # before: every blob held, a tar in memory
         limit = 2048 * 1024 * 1024
-        arm = sample_tree.read_tree(repo, head, limit)
-        built = sample_tree.build(spec, arm, sample_tree.read_tree(repo, base, limit))
+        arm = tree.read_tree(repo, head, limit)
+        built = tree.build(spec, arm, tree.read_tree(repo, base, limit))
         out.write_bytes(built.tar)
     outcome = f"laid out: {len(arm)} paths, tar {out.stat().st_size // (1024 * 1024)} MiB"
 except Exception as error:  # the outcome is what is measured

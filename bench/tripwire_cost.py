@@ -20,7 +20,7 @@ from rig.sample.spec import SampleSpec
 from runner.commands import sample_runs
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 
 SAMPLES = 3

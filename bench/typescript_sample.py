@@ -31,7 +31,7 @@ from runner.containers import images, sandbox
 from runner.containers.backend import Labels
 from runner.containers.engine import Engine
 from runner.containers.images import prepared
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "ts-router"

@@ -21,7 +21,7 @@ from rig.sample.verdict import Verdict
 from rig.stats import PassRate, pass_rate
 from runner import contract, workspace
 from runner.commands import sample_plan, sample_runs
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.contract import RatchetBaseline
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest

@@ -33,7 +33,7 @@ from runner.commands.sample_plan import METRIC_PARSER
 from runner.containers import database, images, sandbox
 from runner.containers.backend import ContainerEngine
 from runner.containers.images import BuiltImage, catalog, prepared
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.containers.samples.tree import protected_hashes
 from runner.errors import BadInputError, InfraError
 from runner.manifest import LoadedManifest

@@ -25,7 +25,7 @@ from rig.sample.tree import UnsafeTreeError
 from runner.containers import database, sandbox
 from runner.containers.backend import ContainerEngine
 from runner.containers.images.prepared import ResolvedImages
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.errors import DatabaseError, OutageError
 from runner.manifest import LoadedManifest
 from runner.store import layout, state

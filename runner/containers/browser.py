@@ -53,7 +53,7 @@ from runner.containers.backend import (
 from runner.containers.images import BuiltImage
 from runner.containers.images.identity import tar_of
 from runner.containers.images.reporters import BuildReporter
-from runner.containers.samples import driver as sample_driver
+from runner.containers.samples import driver
 from runner.containers.samples.driver import Outputs
 from runner.containers.sandbox import Archive
 from runner.errors import SandboxUnavailableError
@@ -75,7 +75,7 @@ HOME = "/home/agent"
 PLAYWRIGHT_OUTPUT = "/tmp/playwright-output"  # pytest-playwright's own (unused) folder
 HEAD_BYTES = TAIL_BYTES = 1024 * 1024  # of pytest's output, kept
 # What the plugin may write (its own caps) plus the log and markers: a longer line is not
-# the script's (sample_driver.read_outputs drops it).
+# the script's (driver.read_outputs drops it).
 OUTPUTS_LIMIT = 72 * 1024 * 1024
 
 
@@ -208,7 +208,7 @@ exec "$@"
 
 
 def script() -> str:
-    return f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}\n" + sample_driver.usage_script() + SCRIPT
+    return f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}\n" + driver.usage_script() + SCRIPT
 
 
 def command(criterion: str, base_url: str, *, health: str = "/", wait_s: int = 30,
@@ -303,13 +303,14 @@ FROM_STDIN = (f'read n && head -c "$n" | tar -x -f - -C {IN} && cd {CRITERION_DI
 
 
 def from_stdin(argv: Iterable[str]) -> tuple[str, ...]:
-    """`argv`, once the inputs on its stdin are in IN (`sample_inputs.stream`'s form)."""
+    """`argv`, once the inputs on its stdin are in IN (the form of
+    `runner.containers.samples.inputs.stream`)."""
     return ("sh", "-c", FROM_STDIN, "bakeoff-inputs", *argv)
 
 
 def read_outputs(stdout: bytes) -> Outputs:
     """The output directory the script handed back on its stdout."""
-    return sample_driver.read_outputs([stdout], limit=OUTPUTS_LIMIT)
+    return driver.read_outputs([stdout], limit=OUTPUTS_LIMIT)
 
 
 # -- a browser sample --------------------------------------------------------------------

@@ -36,7 +36,7 @@ from runner.containers import images, sandbox
 from runner.containers.backend import LABEL_EXPERIMENT, Labels
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, cli, git, make_target
 
 BUG = "def clamp(x):\n    return x\n"
@@ -107,7 +107,7 @@ from rig.sample.oracle import run_sample
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.commands.sample_runs import BaseRuns
 
 

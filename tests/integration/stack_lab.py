@@ -19,7 +19,7 @@ from runner.containers import sandbox
 from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import git
 
 CACHEY = Path(__file__).resolve().parents[2] / "examples" / "cachey"

@@ -26,7 +26,7 @@ from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.browser import BrowserLimits
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.browser_lab import (
     ON_CLICK,
     PAGES,

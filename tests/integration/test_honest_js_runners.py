@@ -21,7 +21,7 @@ from runner.containers import images, sandbox
 from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.engine import Engine
 from runner.containers.images import prepared
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.attack_lab import Lab, commit, verdict
 from tests.integration.helpers import PlainReporter, git
 

@@ -26,7 +26,7 @@ from runner.containers import sandbox
 from runner.containers.backend import LABEL_EXPERIMENT, LABEL_ROLE
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.store import layout
 from tests.integration.helpers import git
 from tests.trees import write_files

@@ -31,7 +31,7 @@ from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.engine import Engine
 from runner.containers.images import catalog
 from runner.containers.images.prepared import ResolvedImages
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from runner.manifest import LoadedManifest, load_manifest
 from tests.integration.helpers import PlainReporter, cli, git, make_target
 

@@ -13,7 +13,7 @@ from rig.sample.spec import SampleSpec, ServerSpec
 from runner.containers import sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import git
 
 SERVER = '''import http.server, os, sys

@@ -19,7 +19,7 @@ from rig.sample.record import SampleRecord
 from rig.sample.spec import SampleSpec
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import PlainReporter, git
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

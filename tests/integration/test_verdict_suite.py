@@ -18,7 +18,7 @@ from rig.sample.spec import SampleSpec
 from runner.containers import images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.samples import DockerSampleExecutor
+from runner.containers.samples.executor import DockerSampleExecutor
 from tests.integration.helpers import git
 from tests.trees import write_files
 

@@ -3,9 +3,8 @@ takes): every Python file of runner/, rig/ and gateway/, the in-sample programs 
 rig/guards/insample/ included, counted as `wc -l` counts it. A file that grows past the limit is
 split along its seam (a command keeps the command, its library gets a module of its own).
 
-`KNOWN_OVER` lists the files still over while issue 35's other splits are under way (the
-docker wing's and the rig's rooms): the test fails on any file over that is not listed,
-and on a listed file that is no longer over (or no longer there), so the list only shrinks.
+There is no list of exceptions: the last three (the docker wing's sample executor and
+image builder, the in-sample browser plugin) were split, and the list went with them.
 """
 
 from __future__ import annotations
@@ -15,11 +14,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("runner", "rig", "gateway")
 MAX_LINES = 500
-KNOWN_OVER = {
-    "runner/containers/samples/__init__.py",
-}
-
-
 def product_files() -> list[Path]:
     """The product's Python files (a symlinked folder, such as the wheel's bundle, is not
     the product's code and is not followed)."""
@@ -37,18 +31,11 @@ def over(limit: int = MAX_LINES) -> dict[str, int]:
             if (count := lines(path)) > limit}
 
 
-def test_no_product_file_is_over_500_lines_but_the_known_ones() -> None:
+def test_no_product_file_is_over_500_lines() -> None:
     found = over()
-    new = {path: count for path, count in found.items() if path not in KNOWN_OVER}
-    assert not new, (f"over {MAX_LINES} lines: " + ", ".join(
-        f"{path} ({count})" for path, count in sorted(new.items()))
-        + ": split each along its seam into modules of their own (never add it to KNOWN_OVER)")
-
-
-def test_every_known_offender_is_still_over_so_the_list_only_shrinks() -> None:
-    done = sorted(KNOWN_OVER - set(over()))
-    assert not done, ("no longer over " + str(MAX_LINES) + " lines (split, moved or gone): "
-                      + ", ".join(done) + ": remove each from KNOWN_OVER")
+    assert not found, (f"over {MAX_LINES} lines: " + ", ".join(
+        f"{path} ({count})" for path, count in sorted(found.items()))
+        + ": split each along its seam into modules of their own")
 
 
 def test_the_count_sees_every_product_folder_and_the_in_sample_programs() -> None:

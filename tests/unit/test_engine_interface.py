@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from runner.commands.dispatch import process
-from runner.containers import backend, database, engine, samples, sandbox
+from runner.containers import backend, database, engine, sandbox
+from runner.containers.samples import container as sample_container
 from runner.errors import InfraError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +101,7 @@ def test_the_host_deadline_is_timeouts_kill_then_the_callers_grace() -> None:
     """One computation for every caller (a one-shot job, an exec, a sample, an agent):
     each keeps its own grace, so every deadline is what it was."""
     assert sandbox.host_deadline(100) == 100 + 5 + 30
-    assert sandbox.host_deadline(100, samples.HOST_GRACE_S) == 100 + 5 + 60
+    assert sandbox.host_deadline(100, sample_container.HOST_GRACE_S) == 100 + 5 + 60
     assert sandbox.host_deadline(100, process.HOST_GRACE_S) == 100 + 5 + 15
 
 

@@ -272,8 +272,8 @@ def test_a_sweep_the_engine_failed_under_says_so_not_that_resources_are_left(
 def test_the_engine_s_own_failures_are_outages_a_sample_runs_again_after(
         error: Exception) -> None:
     """The executor tells an outage by `EngineFailedError | EngineUnreachableError`
-    (runner.containers.samples): a full engine disk and an engine that stopped under a
-    sample are outages, so the sample is cut and run again, never graded."""
+    (runner.containers.samples.executor): a full engine disk and an engine that stopped
+    under a sample are outages, so the sample is cut and run again, never graded."""
     assert isinstance(mapped(error), EngineFailedError | EngineUnreachableError)
 
 
@@ -309,7 +309,7 @@ def test_the_engine_s_disk_is_asked_in_its_own_words_by_a_container_never_starte
 # -- a sample whose log the engine lost ---------------------------------------------------
 
 class LostLog:
-    """A stand-in engine for `DockerSampleExecutor._require_engine`: the container's log
+    """A stand-in engine for `SampleContainers._require_engine`: the container's log
     as given, the probe's create as given (`full`: the measured refusal)."""
 
     address = "tcp://10.0.0.2:2375"
@@ -334,14 +334,14 @@ class LostLog:
 
 
 def lost(log: bytes, code: int, *, full: bool = False) -> Exception | None:
-    from runner.containers.samples import DockerSampleExecutor
-    executor = DockerSampleExecutor.__new__(DockerSampleExecutor)
-    executor.engine = LostLog(log, full)  # type: ignore[assignment]
-    executor.image = SimpleNamespace(image_id="sha256:img")  # type: ignore[assignment]
-    executor.experiment, executor.run = "it-x", "r1"
+    from runner.containers.samples.container import SampleContainers
+    containers = SampleContainers.__new__(SampleContainers)
+    containers.engine = LostLog(log, full)  # type: ignore[assignment]
+    containers.image = SimpleNamespace(image_id="sha256:img")  # type: ignore[assignment]
+    containers.experiment, containers.run = "it-x", "r1"
     spec = SimpleNamespace(sample="c/A/success/1", arm="A")
     try:
-        executor._require_engine(spec, "c1", code)  # type: ignore[arg-type]
+        containers._require_engine(spec, "c1", code)  # type: ignore[arg-type]
     except EngineError as error:
         return error
     return None
@@ -386,7 +386,7 @@ def test_a_teardown_that_fails_after_an_outage_never_hides_the_outage(
     network the engine, just back, still held ("has active endpoints"), and the run ended
     on "1 of our resources are still there after removal" instead of the samples the
     outage cut. A teardown's failure is still raised when nothing else is."""
-    from runner.containers.samples import DockerSampleExecutor
+    from runner.containers.samples.executor import DockerSampleExecutor
     from runner.errors import LeftoverError, OutageError
     left = LeftoverError(["network n"], {"network n": "has active endpoints"})
 

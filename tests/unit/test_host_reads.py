@@ -12,7 +12,7 @@ from rig.sample.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import work
 from runner.commands.dispatch.redact import forms_of
-from runner.containers.samples import tree as sample_tree
+from runner.containers.samples.tree import read_tree
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -41,8 +41,8 @@ def test_a_secret_committed_base64_encoded_is_found(tmp_path: Path) -> None:
 def test_a_tree_larger_than_a_sample_can_hold_is_refused_unread(tmp_path: Path) -> None:
     head = commit(tmp_path, {"big.bin": b"x" * 4096, "app.py": b"V = 1\n"})
     with pytest.raises(UnsafeTreeError, match="add up to more than 4000 bytes"):
-        sample_tree.read_tree(tmp_path, head, Caps(100, 4000))
-    assert sorted(sample_tree.read_tree(tmp_path, head, Caps(100, 5000))) == ["app.py",
+        read_tree(tmp_path, head, Caps(100, 4000))
+    assert sorted(read_tree(tmp_path, head, Caps(100, 5000))) == ["app.py",
                                                                                "big.bin"]
 
 

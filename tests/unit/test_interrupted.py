@@ -131,7 +131,7 @@ def test_a_base_run_an_outage_cut_voids_the_arm_sample_that_asked_for_it(
 ])
 def test_an_outage_is_told_from_a_refusal(engine_down: str | None, server_down: str | None,
                                           error: str, expected: str | None) -> None:
-    from runner.containers.samples import DockerSampleExecutor
+    from runner.containers.samples.executor import DockerSampleExecutor
     from runner.errors import DatabaseError, EngineFailedError, EngineRefusedError
     errors = {"refusal": EngineRefusedError("tcp://e:2375", "create a container", "bad",
                                             status=400),

@@ -15,7 +15,7 @@ from rig.sample import links
 from rig.sample.links import LayoutCaps, Where
 from rig.sample.spec import SampleSpec
 from rig.sample.tree import Entry, Kind, Tree, UnsafeTreeError, directories
-from runner.containers.samples import tree as sample_tree
+from runner.containers.samples.tree import build
 
 BROKEN = b"def clamp(x:\n    return x\n"
 
@@ -211,7 +211,7 @@ def test_the_record_names_at_most_a_hundred_materialized_links() -> None:
     assert done.materialized[-1] == "... and 50 more links"
 
 
-# -- with the rest of the rig's layer (`sample_tree.build`) ------------------------------
+# -- with the rest of the rig's layer (`build`) ------------------------------
 
 
 TEST = b"from horizon import clamp\n\n\ndef test_horizon():\n    assert clamp(91) == 90\n"
@@ -226,7 +226,7 @@ def built(arm: Tree, base: Tree = BASE, protected: tuple[str, ...] = ("tests/tes
                       base_commit="b" * 40, command="pytest -q tests", parser="pytest",
                       timeout_s=10, protected=protected, harness="base")
     tree = dict(arm)  # every blob held: the tar never reads the (absent) repository
-    made = sample_tree.build(spec, tree, base, io.BytesIO(), Path("/nonexistent"),
+    made = build(spec, tree, base, io.BytesIO(), Path("/nonexistent"),
                              canaries=False)
     return tree, made.pinned.as_record()
 

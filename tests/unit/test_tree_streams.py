@@ -18,8 +18,8 @@ import pytest
 from rig.sample.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.containers.images import prepared
-from runner.containers.samples import tree as sample_tree
 from runner.containers.samples.driver import MARK, parse_outputs, read_outputs
+from runner.containers.samples.tree import HELD_BYTES, read_tree, sha256_of, write_tar
 from runner.workspace import merge
 from tests.integration.tree_lab import FILE, TREE, blob, commit_with, fan, tree
 
@@ -45,7 +45,7 @@ def test_a_million_file_listing_is_stopped_at_the_cap(tmp_path: Path) -> None:
     head = commit_with(tmp_path, base, {b"bomb": (TREE, bomb)})
     started = time.monotonic()
     with pytest.raises(UnsafeTreeError, match="more than 100000 files"):
-        sample_tree.read_tree(tmp_path, head, Caps(100_000, 2048 * MIB))
+        read_tree(tmp_path, head, Caps(100_000, 2048 * MIB))
     assert time.monotonic() - started < 8
 
 
@@ -53,9 +53,9 @@ def test_directories_count_as_entries(tmp_path: Path) -> None:
     base = repo_at(tmp_path, {"app.py": b"V = 1\n"})
     dirs = fan(tmp_path, (TREE, tree(tmp_path, {b"f": (FILE, blob(tmp_path, b""))})), [60])
     head = commit_with(tmp_path, base, {b"d": (TREE, dirs)})
-    assert len(sample_tree.read_tree(tmp_path, head, Caps(122, MIB))) == 61  # 61 files, 61 dirs
+    assert len(read_tree(tmp_path, head, Caps(122, MIB))) == 61  # 61 files, 61 dirs
     with pytest.raises(UnsafeTreeError, match="more than 121 files"):
-        sample_tree.read_tree(tmp_path, head, Caps(121, MIB))
+        read_tree(tmp_path, head, Caps(121, MIB))
 
 
 def test_a_name_of_a_megabyte_is_cut_and_refused(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_a_name_of_a_megabyte_is_cut_and_refused(tmp_path: Path) -> None:
     base = repo_at(tmp_path, {"app.py": b"V = 1\n"})
     head = commit_with(tmp_path, base, {b"n" * MIB: (FILE, blob(tmp_path, b"x"))})
     with pytest.raises(UnsafeTreeError, match="over PATH_MAX"):
-        sample_tree.read_tree(tmp_path, head)
+        read_tree(tmp_path, head)
     records = list(workspace.records(io.BytesIO(b"a\0" + b"b" * 5000 + b"\0c"), longest=100))
     assert records == [b"a", b"b" * 100, b"c"]
 
@@ -75,28 +75,28 @@ def test_large_blobs_are_not_held_and_stream_into_the_tar(tmp_path: Path) -> Non
     files = {"big.bin": bytes(range(256)) * (3 * MIB // 256),
              **{f"m/{i:02d}.bin": bytes([i]) * MIB for i in range(30)}, "small.py": b"x = 1\n"}
     head = repo_at(tmp_path / "r", files)
-    found = sample_tree.read_tree(tmp_path / "r", head)
+    found = read_tree(tmp_path / "r", head)
     held = sorted(p for p, e in found.items() if e.held)
     assert "big.bin" not in held and "small.py" in held
-    assert sum(found[p].length for p in held) <= sample_tree.HELD_BYTES
+    assert sum(found[p].length for p in held) <= HELD_BYTES
     out = tmp_path / "tree.tar"
     assert any(not found[f"m/{i:02d}.bin"].held for i in range(30))
-    digests = sample_tree.write_tar(out, found, tmp_path / "r", ["big.bin", "m/29.bin"])
+    digests = write_tar(out, found, tmp_path / "r", ["big.bin", "m/29.bin"])
     with tarfile.open(out) as tar:
         got = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}  # type: ignore[union-attr]
     assert got == files
     assert digests == {p: hashlib.sha256(files[p]).hexdigest() for p in ("big.bin", "m/29.bin")}
-    assert sample_tree.sha256_of(tmp_path / "r", {"b": found["big.bin"]}) == {
+    assert sha256_of(tmp_path / "r", {"b": found["big.bin"]}) == {
         "b": hashlib.sha256(files["big.bin"]).hexdigest()}
 
 
 def test_names_that_are_not_utf8_are_bytes_both_ways(tmp_path: Path) -> None:
     name = "caf\udce9/new\nline.txt"
     head = repo_at(tmp_path / "r", {name: b"data\n", "ok.txt": b"ok\n"})
-    found = sample_tree.read_tree(tmp_path / "r", head)
+    found = read_tree(tmp_path / "r", head)
     assert sorted(found) == [name, "ok.txt"]
     assert workspace.files_at(tmp_path / "r", head) == [name, "ok.txt"]
-    sample_tree.write_tar(tmp_path / "t.tar", found, tmp_path / "r")
+    write_tar(tmp_path / "t.tar", found, tmp_path / "r")
     with tarfile.open(tmp_path / "t.tar", encoding="utf-8", errors="surrogateescape") as tar:
         assert sorted(tar.getnames()) == [name, "ok.txt"]
     assert workspace.grep_files(tmp_path / "r", head, ["data"]) == [name]
@@ -177,7 +177,7 @@ def test_a_tree_naming_objects_the_repository_has_not_is_refused(tmp_path: Path)
     for mode in (FILE, TREE):
         head = commit_with(tmp_path, base, {b"x": (mode, missing)})
         with pytest.raises(UnsafeTreeError, match=r"does not have|git cannot list it"):
-            sample_tree.read_tree(tmp_path, head)
+            read_tree(tmp_path, head)
 
 
 def test_symlink_targets_count_as_names(tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ def test_symlink_targets_count_as_names(tmp_path: Path) -> None:
     links = fan(tmp_path, ("120000", blob(tmp_path, b"t" * 4000)), [20, 1000])
     head = commit_with(tmp_path, base, {b"links": (TREE, links)})
     with pytest.raises(UnsafeTreeError, match="bytes of names"):
-        sample_tree.read_tree(tmp_path, head)
+        read_tree(tmp_path, head)
 
 
 def test_what_the_rig_reads_is_held_first(tmp_path: Path) -> None:
@@ -197,6 +197,6 @@ def test_what_the_rig_reads_is_held_first(tmp_path: Path) -> None:
              "pkg/x_test.go": b"package pkg\n" + b"// x\n" * 180_000,
              "tests/conftest.py": b"#" * 900_000}
     head = repo_at(tmp_path, files)
-    found = sample_tree.read_tree(tmp_path, head)
+    found = read_tree(tmp_path, head)
     assert found["pkg/x_test.go"].held and found["tests/conftest.py"].held
     assert sum(found[p].held for p in files if p.startswith("data/")) == 22

@@ -23,7 +23,7 @@ from runner.commands.dispatch import process
 from runner.containers import checkout, sandbox
 from runner.containers.backend import ContainerEngine
 from runner.containers.checkout import ArmBox, Taken
-from runner.containers.samples import tree as sample_tree
+from runner.containers.samples.tree import listing
 from runner.manifest import MAX_FILES
 from runner.workspace import bundle
 from runner.workspace.bundle import WorkRefusedError
@@ -109,7 +109,7 @@ def past_caps(how: Keeping, tip: str) -> str | None:
     work is refused at once (every sample would be FAIL unsafe_work), and nothing reads
     or diffs it whole."""
     try:
-        sample_tree.listing(how.repo, tip, Caps(how.max_files, how.box.cap_bytes))
+        listing(how.repo, tip, Caps(how.max_files, how.box.cap_bytes))
     except UnsafeTreeError as error:
         return error.message
     return None

@@ -60,7 +60,7 @@ from runner.containers.dockerclient import iter_stream
 from runner.containers.engine import Engine, docker_engine
 from runner.containers.images import BuiltImage, buildlog, host_trust, inspect, reporters
 from runner.containers.images.identity import HOST_CA
-from runner.containers.samples import tree as sample_tree
+from runner.containers.samples.tree import CAPS, listing, read_tree, write_tar
 from runner.errors import BadInputError
 from runner.manifest import LoadedManifest, Toolchain
 from runner.manifest import node as node_mod
@@ -143,10 +143,10 @@ chown -R -h root:root "$out" && chmod -R go-w "$out"
 
 def dependency_hash(repo: Path, commit: str) -> str:
     """sha256 over the dependency manifests and lockfiles of a commit's tree (its listing
-    streamed, never held; past `sample_tree.CAPS` it is refused like a sample's). The
+    streamed, never held; past `CAPS` it is refused like a sample's). The
     lines hashed, and their order, are `git ls-tree -r`'s: keys made before stay."""
     lines = sorted(f"{_MODE[row.kind]} blob {row.oid}\t{shown(row.path)}"
-                   for row in sample_tree.listing(repo, commit, sample_tree.CAPS)
+                   for row in listing(repo, commit, CAPS)
                    if row.path.rsplit("/", 1)[-1] in DEPENDENCY_FILES)
     digest = hashlib.sha256()
     for line in lines:
@@ -205,7 +205,7 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup, tag: 
     object store), a Dockerfile, the settle step and its inputs (the tracked files,
     NUL-separated; `keep`). Two stages: setup's layers stay in the first, the image is the
     toolchain plus PREPARED_DIR."""
-    files = sample_tree.read_tree(repo, commit)
+    files = read_tree(repo, commit)
     tracked = b"".join(path.encode("utf-8", "surrogateescape") + b"\0"
                        for path in sorted(files))
     script = " && ".join(f"({command})" for command in setup.commands)
@@ -223,7 +223,7 @@ def _context(repo: Path, commit: str, toolchain: BuiltImage, setup: Setup, tag: 
         "&& sh /tmp/bakeoff/settle.sh /tmp/bakeoff/tracked.txt /tmp/bakeoff/keep.txt\n"
         f"FROM {toolchain.image_id}\n"
         f"COPY --from=setup {PREPARED_DIR} {PREPARED_DIR}\n")
-    sample_tree.write_tar(out, {f"tree/{path}": entry for path, entry in files.items()},
+    write_tar(out, {f"tree/{path}": entry for path, entry in files.items()},
                           repo, extra={"Dockerfile": dockerfile.encode(),
                                        "tracked.txt": tracked,
                                        "keep.txt": "".join(f"{k}\n" for k in setup.keep)

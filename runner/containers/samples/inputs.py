@@ -4,7 +4,7 @@
 The executor stages a sample's inputs in a scratch directory of the orchestrator's
 (`tree.tar`, the driver, the observer's files, ...). They reach the sample's container,
 and its server's, on the container's **stdin** (`stream`): a line with the size of a tar
-of the small inputs, that tar, then `tree.tar` as it is (`sample_driver.BOOT` extracts the
+of the small inputs, that tar, then `tree.tar` as it is (`driver.BOOT` extracts the
 first into a tmpfs at /bakeoff/in; the driver extracts the tree straight into /work, so
 the tree is never held twice in the container's memory). A stack's tree services get
 them in a volume on the engine's disk (`volume`), filled by a container that never

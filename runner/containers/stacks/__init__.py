@@ -206,8 +206,9 @@ class Stacks:
               network: str, limits: SandboxLimits) -> StackRun:
         """The sample's project up, its health awaited (bounded); a stack that never gets
         healthy is a value (`healthy` False, the reason in `detail`), not an error.
-        `inputs`: the volume of the sample's inputs (`sample_inputs.volume`, the entry
-        script in it); `scratch`: a directory of this machine for the project's files."""
+        `inputs`: the volume of the sample's inputs (`runner.containers.samples.inputs.volume`,
+        the entry script in it); `scratch`: a directory of this machine for the project's
+        files."""
         run = self._render(spec, stack, inputs, scratch, network, limits)
         try:
             health, stderr = bring_up(run)
