@@ -3,7 +3,7 @@
     .bakeoff/<experiment>/
       sandboxes.json               what `up` made (`runner.store.state`)
       lock                         the experiment lock (`runner.store.files`)
-      tools/<key>.json             an image's tool probes (`runner.containers.samples`)
+      tools/<key>.json             an image's tool probes (`runner.containers.images.facts`)
       OBSERVATION.json, RESULTS.md, REPORT.html
                                    `report`
       oracle/<name>/               an `oracle` run                       (a sample root)
