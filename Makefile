@@ -35,12 +35,16 @@ lint: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-# The suite is mostly containers: two workers, a test file each at a time (a module's
-# shared lab stays in one worker), keep both cores busy. JOBS=0 runs it in one process.
+# The suite is mostly containers, and mostly waiting on them: three workers on two cores,
+# a test file each at a time (a module's shared lab stays in one worker), 18-19 minutes
+# where two took 23 (docs/benchmarks.md). Three heavy modules at once need more networks
+# than dockerd's default pools: the engine scripts/ensure-engine.sh starts has 256, so
+# three workers when the engine is that one (its command line says so), two otherwise;
+# read when the recipe runs, after `setup` started the engine. JOBS=0: one process.
 # The files in the collection's order, the longest first (tests/integration/longest.py):
 # xdist would otherwise start the files with the fewest tests, the longest here, last.
-JOBS ?= 2
-WORKERS := $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile --no-loadscope-reorder)
+JOBS ?= $(shell grep -qs default-address-pool /proc/$$(cat .state/dockerd.pid 2>/dev/null)/cmdline && echo 3 || echo 2)
+WORKERS = $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile --no-loadscope-reorder)
 integration: setup
 	$(BIN)/pytest $(WORKERS) tests/integration
 

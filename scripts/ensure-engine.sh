@@ -48,8 +48,15 @@ command -v docker >/dev/null 2>&1 || { echo "ensure-engine: no docker client aft
 
 mkdir -p "$STATE_DIR"
 echo "ensure-engine: starting dockerd in the background (log: $STATE_DIR/dockerd.log)"
+# Address pools for many small networks: every arm, sample and stack gets an internal
+# network of its own, and dockerd's defaults (/16s and /20s) run out at about 31 at once
+# (three test workers reach that). 10.213.0.0/16 in /24s: 256 networks; dockerd skips any
+# that overlaps a route of this machine. Unless the machine's daemon.json sets its own
+# (a flag beside it would stop dockerd from starting).
+pools=(--default-address-pool base=10.213.0.0/16,size=24)
+if grep -qs default-address-pools /etc/docker/daemon.json; then pools=(); fi
 # setsid: dockerd must outlive this make invocation, and not get our terminal's signals.
-setsid dockerd >"$STATE_DIR/dockerd.log" 2>&1 < /dev/null &
+setsid dockerd "${pools[@]}" >"$STATE_DIR/dockerd.log" 2>&1 < /dev/null &
 echo $! > "$STATE_DIR/dockerd.pid"
 
 for _ in $(seq 1 "$WAIT_S"); do
