@@ -75,7 +75,8 @@ class DockerSampleExecutor:
         self.networks = SampleNetworks(engine, experiment, self.run, db_image, shared_db,
                                        db_policy)
         self.stacks = Stacks(engine, experiment, self.run)
-        self.facts = ImageFacts(engine, repo, experiment, image, self._labels("tool-check"))
+        self.facts = ImageFacts(engine, repo, experiment, image,
+                                Labels(experiment, "tool-check", run=self.run))
         self.scratch = Path(tempfile.mkdtemp(prefix=f"bakeoff-{experiment}-samples-"))
         self.scratch.chmod(0o755)
         self.trees = Trees(repo, Caps(limits.max_files, limits.disk_mb * 1024 * 1024))
@@ -111,9 +112,6 @@ class DockerSampleExecutor:
     def missing_tools(self, tools: Sequence[str]) -> tuple[str, ...]:
         """The tools not on PATH in this executor's image (`up`'s preflight asks)."""
         return self.facts.missing_tools(tools)
-
-    def _labels(self, role: str, arm: str = "") -> Labels:
-        return Labels(self.experiment, role, arm, self.run)
 
     # -- one sample ----------------------------------------------------------------------
 
