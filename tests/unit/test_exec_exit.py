@@ -132,3 +132,14 @@ def test_a_process_named_with_a_newline_is_a_leftover_never_a_crash_or_hidden(
                          "30 (sh) R 29 30\n12 (a\n", "")
     monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: listing)
     assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["12 (a"]
+
+
+def test_a_name_that_fakes_a_parent_of_one_is_still_a_leftover(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another route to hiding: a name `x) S 1 2` followed by a newline makes the cut line
+    read as a stat line whose parent is init. The pid is the kernel's, though, and the
+    sandbox's main process (the lowest pid under init) came first: still a leftover."""
+    listing = Listing(0, "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n"
+                         "30 (sh) R 29 30\n40 (x) S 1 2\n", "")
+    monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: listing)
+    assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["x"]
