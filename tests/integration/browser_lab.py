@@ -25,6 +25,7 @@ from runner.containers.backend import (
     Resources,
     Tmpfs,
 )
+from runner.containers.dockerspec import container_args
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.samples.driver import Outputs
@@ -164,6 +165,7 @@ class App:
     env: Mapping[str, str] = field(default_factory=dict)
     network: str | None = None
     health: str = "/index.html"
+    dns: tuple[str, ...] = ()  # where the engine's DNS sends what it cannot answer
 
 
 @dataclass(frozen=True)
@@ -251,12 +253,17 @@ class BrowserLab:
     def app(self, app: App) -> Iterator[Any]:
         """The app's container on its internal network: the sandbox user, a read-only
         root, the app's files read-only."""
-        container = created(self.engine, ContainerSpec(
+        spec = ContainerSpec(
             image=self.app_image.image_id, command=app.command, env=app.env,
             labels=self.labels("sample-server"), resources=Resources(1.0, 256, 64),
             user=sandbox.SANDBOX_USER, purpose="the lab's app", read_only=True,
             tmpfs=(Tmpfs("/tmp", 16),), mounts=(Bind(app.files, "/app"),),
-            network=app.network or self.network, working_dir="/app"))
+            network=app.network or self.network, working_dir="/app")
+        if app.dns:  # the same container, its DNS upstream a test's own (not a spec field)
+            container = self.engine.call("create the app", self.engine.client.containers.create,
+                                         **container_args(spec), dns=list(app.dns))
+        else:
+            container = created(self.engine, spec)
         try:
             self.engine.call("start the app", container.start)
             yield container

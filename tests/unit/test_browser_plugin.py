@@ -124,6 +124,10 @@ def test_the_context_is_fixed_and_what_defends_the_measurement_cannot_be_overrid
         "device_scale_factor": 1}
     assert not [arg for arg in plugin.LAUNCH_ARGS if "remote-debugging" in arg
                 or arg.startswith("--disable-features")]
+    # No name resolved but the app's origin's (every other origin is blocked anyway).
+    assert plugin.RESOLVER_RULES == "MAP * ~NOTFOUND, EXCLUDE localhost"
+    assert [a for a in plugin.LAUNCH_ARGS if "resolver" in a] == [
+        f"--host-resolver-rules={plugin.RESOLVER_RULES}"]
     assert set(plugin.OWNED) >= {"browser_type_launch_args", "launch_browser", "new_context",
                                  "connect_options", "browser"}
 
