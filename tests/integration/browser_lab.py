@@ -282,3 +282,12 @@ def browser_lab(engine: Engine, app_image: BuiltImage, browser_image: BuiltImage
         yield lab
     finally:
         lab.close()
+
+
+def module_lab(engine: Engine, built_images: dict[str, BuiltImage], browser_image: BuiltImage,
+               tmp_path_factory: Any) -> Iterator[BrowserLab]:
+    """A module's lab, on the python image (`lab = pytest.fixture(scope="module",
+    name="lab")(module_lab)` in the module)."""
+    with browser_lab(engine, built_images["python"], browser_image,
+                     tmp_path_factory.mktemp("browser")) as found:
+        yield found

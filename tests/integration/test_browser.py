@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from runner.containers import browser, images, sandbox
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.manifest.expectation import parse_expectation
-from tests.integration.browser_lab import BASE_URL, SPOOF, BrowserLab, BrowserRun, browser_lab
+from tests.integration.browser_lab import BASE_URL, SPOOF, BrowserLab, BrowserRun, module_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 POST = parse_expectation("POST /api/horizon")
@@ -181,12 +180,7 @@ def test_the_next_one(page: Page):
 '''
 
 
-@pytest.fixture(scope="module")
-def lab(engine: Engine, built_images: dict[str, BuiltImage], browser_image: BuiltImage,
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserLab]:
-    with browser_lab(engine, built_images["python"], browser_image,
-                     tmp_path_factory.mktemp("browser")) as found:
-        yield found
+lab = pytest.fixture(scope="module", name="lab")(module_lab)
 
 
 def node(test: str, name: str, *params: object) -> str:

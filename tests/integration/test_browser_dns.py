@@ -20,9 +20,8 @@ import pytest
 
 from runner.containers import browser
 from runner.containers.backend import ContainerSpec, Resources
-from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from tests.integration.browser_lab import BASE_URL, BrowserLab, browser_lab
+from tests.integration.browser_lab import BASE_URL, BrowserLab, module_lab
 from tests.integration.helpers import created
 
 # A DNS server of one socket: logs each query's name, answers NXDOMAIN.
@@ -69,12 +68,7 @@ print("control done")
 '''
 
 
-@pytest.fixture(scope="module")
-def lab(engine: Engine, built_images: dict[str, BuiltImage], browser_image: BuiltImage,
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserLab]:
-    with browser_lab(engine, built_images["python"], browser_image,
-                     tmp_path_factory.mktemp("browser-dns")) as found:
-        yield found
+lab = pytest.fixture(scope="module", name="lab")(module_lab)
 
 
 @pytest.fixture()
