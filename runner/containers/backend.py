@@ -125,6 +125,10 @@ class ContainerSpec:
     tty: bool = False                    # an interactive terminal (stdin open too)
     log_max_mb: int | None = None        # cap the container's log (None: the engine's)
     stdin: bool = False                  # its inputs come on stdin (no TTY): `start`
+    # False: only the names of its own network resolve; every other lookup goes nowhere
+    # outside the container and ends at once (`dockerspec.OWN_LOOPBACK`), never held by
+    # the engine's DNS waiting on an upstream a network with no way out cannot reach.
+    resolve_outside: bool = True
 
 
 

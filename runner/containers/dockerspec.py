@@ -79,6 +79,14 @@ def _network_args(spec: ContainerSpec) -> dict[str, str]:
     return {"network": spec.network}
 
 
+# The engine's DNS answers the names of a container's networks itself and forwards the
+# rest; an address given as the container's own DNS server is reached inside the
+# container's network namespace (Docker's rule for `--dns`), where nothing of ours
+# listens: the forward fails at once. Left to the engine's own upstream, from a network
+# with no way out, the forward waited 4 s and held the container's end that long.
+OWN_LOOPBACK = "127.0.0.1"
+
+
 def container_args(spec: ContainerSpec) -> dict[str, Any]:
     """The keyword arguments of docker's container create for `spec`: the one translation, with
     the policy every container gets whatever the spec says."""
@@ -100,6 +108,8 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
         mounts=[_mount(m) for m in spec.mounts], **_network_args(spec))
     if spec.cap_add:
         args["cap_add"] = list(spec.cap_add)
+    if not spec.resolve_outside and spec.joins is None and spec.network != NO_NETWORK:
+        args["dns"] = [OWN_LOOPBACK]
     optional = {"name": spec.name, "working_dir": spec.working_dir, "hostname": spec.hostname}
     args.update({key: value for key, value in optional.items() if value is not None})
     if spec.tty:

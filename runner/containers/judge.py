@@ -115,7 +115,7 @@ def run(engine: ContainerEngine, judges: JudgeGateway, experiment: str, job: Jud
         tmpfs=(Tmpfs("/tmp", SCRATCH_MB),
                Tmpfs(sandbox.HOME, SCRATCH_MB, "0755", owner=sandbox.SANDBOX_UID)),
         env={"HOME": sandbox.HOME, **job.env}, working_dir="/tmp", read_only=True,
-        log_max_mb=16)
+        log_max_mb=16, resolve_outside=False)
     container_id = engine.create(spec)
     try:
         engine.start(container_id, io.BytesIO(prompt.encode()), what=spec.purpose)

@@ -244,6 +244,34 @@ def test_an_internal_network_has_no_way_out(backend: Backend) -> None:
     assert (status, outside.split()[0]) == (0, "REACHED"), outside
 
 
+# A DNS server on the container's own loopback that only listens: each query's name.
+NAMES = ("perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalAddr => \"127.0.0.1\", "
+         "LocalPort => 53, Proto => \"udp\") or die $!; $| = 1; print \"listening\\n\"; "
+         "while ($s->recv($d, 4096)) { $i = 12; @l = (); while ($n = ord substr($d, $i, 1)) "
+         "{ push @l, substr($d, $i + 1, $n); $i += 1 + $n } print \"query \", join(\".\", "
+         "@l), \"\\n\" }' & sleep 0.5; getent hosts PEER | cut -d' ' -f1 | sed 's/^/peer /'; "
+         "timeout 2 getent hosts bakeoff-nowhere.invalid; sleep 0.5; echo end")
+
+
+@pytest.mark.parametrize("outside", [False, True])
+def test_a_container_that_resolves_only_its_networks_names_asks_nothing_outside(
+        backend: Backend, outside: bool) -> None:
+    """`resolve_outside=False`: a peer's name on its network resolves; any other name the
+    engine's DNS forwards to the container's own loopback (a listener there sees it), so
+    the lookup goes nowhere outside the container and nothing waits on it. The twin, the
+    engine's own upstream: the same listener sees nothing."""
+    network = backend.network(egress=False)
+    name = f"bakeoff-{backend.experiment}-peer-{secrets.token_hex(2)}"
+    peer = backend.running(backend.spec("peer", "sleep 60", network=network, name=name))
+    address = backend.engine.inspect(peer).networks[network]
+    status, out = backend.run(backend.spec("names", NAMES.replace("PEER", name),
+                                           network=network, resolve_outside=outside))
+    lines = [line for line in out.splitlines() if line != "listening"]
+    queried = {line for line in lines if line.startswith("query ")}
+    assert (status, lines[0], lines[-1]) == (0, f"peer {address}", "end"), out
+    assert queried == (set() if outside else {"query bakeoff-nowhere.invalid"}), out
+
+
 def test_a_shared_network_namespace_is_shared_or_refused(backend: Backend) -> None:
     """A container that joins another's network namespace reaches its loopback; a backend
     without the capability refuses the spec (never runs it apart)."""

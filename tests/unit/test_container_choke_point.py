@@ -25,7 +25,7 @@ from runner.containers.backend import (
     Tmpfs,
     Volume,
 )
-from runner.containers.dockerspec import container_args, state_of
+from runner.containers.dockerspec import OWN_LOOPBACK, container_args, state_of
 from runner.containers.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +92,18 @@ def test_a_container_joins_a_namespace_or_has_a_network_never_both() -> None:
     assert joined["network"] == "bakeoff-net" and "network_mode" not in joined
     with pytest.raises(ValueError, match="joins another's network namespace or has a network"):
         container_args(spec(joins="abc123", network="bakeoff-net"))
+
+
+def test_a_container_that_resolves_only_its_networks_names_has_its_own_dns_server() -> None:
+    """Its DNS server is its own loopback (the engine's DNS forwards there what it cannot
+    answer: nothing outside the container); only with a network of its own (a joined one
+    takes the namespace's, no network has none); every other container keeps the engine's."""
+    own = container_args(spec(network="bakeoff-net", resolve_outside=False))
+    assert own["dns"] == [OWN_LOOPBACK] == ["127.0.0.1"]
+    for kept in (spec(network="bakeoff-net"), spec(resolve_outside=False),
+                 spec(joins="abc123", resolve_outside=False)):
+        assert "dns" not in container_args(kept)
+    assert "dns" in RUN_HOST_CONFIG_KWARGS  # a keyword containers.create takes
 
 
 def test_tmpfs_mounts_carry_their_size_mode_and_owner() -> None:

@@ -138,7 +138,7 @@ class SampleContainers:
             labels=self._labels(role, spec.arm), resources=self.limits.resources(),
             user=DRIVER_USER, cap_add=DRIVER_CAPS, tmpfs=tmpfs, joins=joins,
             network=NO_NETWORK if joins is not None else setting.network, env=setting.env,
-            working_dir=sandbox.WORKDIR, stdin=True)
+            working_dir=sandbox.WORKDIR, stdin=True, resolve_outside=False)
 
     def driver_argv(self, mode: str, spec: SampleSpec, setting: SampleSetting,
                command: str | None = None, port: int | None = None) -> list[str]:
