@@ -1,0 +1,205 @@
+"""What the Kubernetes backend sends (issue 36), as plain dicts made from the engine
+interface's words (`ContainerSpec`, `Labels`): Pods, NetworkPolicies, Services, Secrets
+and the Role the tool needs. Pure: no client, no cluster. Every object validates strictly
+against the Kubernetes 1.37 schemas (tests/unit/test_kube_objects.py, from golden files
+reviewed once).
+
+The hardening is the conformance suite's list, as the docker backend's
+(`runner.containers.dockerspec.container_args`): the spec's uid, every capability dropped
+but the driver's few, no privilege escalation, a read-only root when asked, the
+runtime's seccomp profile, size-limited memory volumes for every tmpfs, CPU and memory
+limits equal to their requests, no service account token, no host namespace. What a Pod
+cannot say is refused here, never dropped: a host path (`Bind`), a named volume, an image
+by tag (a tag can move: a Pod names its image by digest). The pids limit has no field in
+the Pod spec (the kubelet's `podPidsLimit`, node-wide): the backend's `Capabilities` say
+so, and the engine refuses a spec unless the manifest accepts it.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runner.containers.backend import ContainerSpec, Labels, Tmpfs
+from runner.containers.dockerspec import ADDABLE_CAPS, OWN_LOOPBACK
+
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+LABEL_VALUE_MAX = 63
+NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # an RFC 1123 label: Pods, Services
+NAME_MAX = 63
+DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+GRACE_S = 10  # a stopped container's SIGTERM before its SIGKILL, as docker's default
+Obj = dict[str, Any]
+
+
+class KubeRefusal(ValueError):
+    """A spec a Pod cannot carry as the docker backend would: refused, never degraded."""
+
+
+def labels(found: Labels) -> dict[str, str]:
+    """Our labels, as Kubernetes labels (the same keys: valid label names); a value a
+    label cannot hold is refused (a selector would miss the object and `down` leave it)."""
+    values = found.as_dict()
+    for key, value in values.items():
+        if len(value) > LABEL_VALUE_MAX or not LABEL_VALUE.fullmatch(value):
+            raise KubeRefusal(f"label {key}={value!r} is not a Kubernetes label value "
+                              f"(at most {LABEL_VALUE_MAX} of [A-Za-z0-9_.-], alphanumeric "
+                              "at both ends)")
+    return values
+
+
+def name_checked(name: str) -> str:
+    """An object's name: an RFC 1123 label (lower case, digits, '-'), at most 63."""
+    if len(name) > NAME_MAX or not NAME.fullmatch(name):
+        raise KubeRefusal(f"{name!r} is not a Kubernetes object name (at most {NAME_MAX} of "
+                          "[a-z0-9-], alphanumeric at both ends)")
+    return name
+
+
+def metadata(name: str, namespace: str, found: Labels) -> Obj:
+    return {"name": name_checked(name), "namespace": namespace, "labels": labels(found)}
+
+
+def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec, str]], *,
+        deadline_s: float, hosts: Mapping[str, str] | None = None) -> Obj:
+    """One Pod of `containers` (name, spec, image by digest), which share its network
+    namespace and nothing else (a sample's server and its criterion: `joins`). The first
+    container's labels are the Pod's; `deadline_s` its `activeDeadlineSeconds`, behind the
+    driver's own deadline. `hosts` (name -> address): the only names a container that
+    does not resolve outside its network reaches (`ContainerSpec.resolve_outside`)."""
+    if not containers:
+        raise KubeRefusal(f"pod {name}: no container")
+    first = containers[0][1]
+    volumes: list[Obj] = []
+    made = [_container(cname, spec, image, volumes) for cname, spec, image in containers]
+    found: Obj = {
+        "restartPolicy": "Never", "activeDeadlineSeconds": max(1, math.ceil(deadline_s)),
+        "terminationGracePeriodSeconds": GRACE_S, "automountServiceAccountToken": False,
+        "enableServiceLinks": False, "hostNetwork": False, "hostPID": False,
+        "hostIPC": False, "shareProcessNamespace": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": made}
+    if volumes:
+        found["volumes"] = volumes
+    if not all(spec.resolve_outside for _, spec, _ in containers):
+        found["dnsPolicy"] = "None"  # no cluster DNS: it forwards what it cannot answer
+        found["dnsConfig"] = {"nameservers": [OWN_LOOPBACK]}
+        if hosts:
+            found["hostAliases"] = [{"ip": address, "hostnames": [host]}
+                                    for host, address in sorted(hosts.items())]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": metadata(name, namespace, first.labels), "spec": found}
+
+
+def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -> Obj:
+    """One container of a Pod from `spec`; its tmpfs mounts appended to `volumes`."""
+    if not DIGEST.fullmatch(image):
+        raise KubeRefusal(f"{spec.purpose}: the image {image!r} is not named by digest "
+                          "(repo@sha256:...): a tag can move under a run")
+    if spec.mounts:
+        raise KubeRefusal(f"{spec.purpose}: a Pod gets no host path and no named volume "
+                          f"here ({', '.join(m.target for m in spec.mounts)})")
+    extra = sorted(set(spec.cap_add) - ADDABLE_CAPS)
+    if extra:
+        raise KubeRefusal(f"{spec.purpose}: capabilities {extra} may not be added "
+                          f"(only {sorted(ADDABLE_CAPS)})")
+    uid, _, gid = spec.user.partition(":")
+    cpu, memory = f"{round(spec.resources.cpus * 1000)}m", f"{spec.resources.memory_mb}Mi"
+    security: Obj = {
+        "runAsUser": int(uid), "runAsGroup": int(gid or uid), "runAsNonRoot": int(uid) != 0,
+        "allowPrivilegeEscalation": False, "privileged": False,
+        "readOnlyRootFilesystem": spec.read_only, "procMount": "Default",
+        "capabilities": {"drop": ["ALL"], **({"add": sorted(spec.cap_add)}
+                                             if spec.cap_add else {})}}
+    found: Obj = {
+        "name": name_checked(name), "image": image, "command": list(spec.command),
+        "resources": {"limits": {"cpu": cpu, "memory": memory},
+                      "requests": {"cpu": cpu, "memory": memory}},
+        "securityContext": security, "imagePullPolicy": "IfNotPresent"}
+    if spec.env:
+        found["env"] = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
+    if spec.working_dir:
+        found["workingDir"] = spec.working_dir
+    if spec.stdin or spec.tty:  # inputs on stdin through attach, once (`Engine.start`)
+        found.update(stdin=True, stdinOnce=True, tty=spec.tty)
+    mounts = [_tmpfs(name, tmpfs, volumes) for tmpfs in spec.tmpfs]
+    if mounts:
+        found["volumeMounts"] = mounts
+    return found
+
+
+def _tmpfs(container: str, tmpfs: Tmpfs, volumes: list[Obj]) -> Obj:
+    """A tmpfs as a memory `emptyDir` of its size (charged to the Pod's memory, as
+    docker's tmpfs is to the container's)."""
+    volume = f"{container}-tmp-{len(volumes)}"
+    volumes.append({"name": volume, "emptyDir": {"medium": "Memory",
+                                                 "sizeLimit": f"{tmpfs.size_mb}Mi"}})
+    return {"name": volume, "mountPath": tmpfs.target}
+
+
+def deny_all(namespace: str, experiment: Labels) -> Obj:
+    """Every Pod of the experiment: no ingress, no egress (the rules below open what a
+    role needs). Enforced only by a CNI that enforces policies: preflight proves it."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": metadata(f"{experiment.experiment}-deny-all", namespace, experiment),
+            "spec": {"podSelector": {"matchLabels": {
+                "io.bakeoff.experiment": experiment.experiment}},
+                "policyTypes": ["Ingress", "Egress"]}}
+
+
+def allow(name: str, namespace: str, owner: Labels, source: Mapping[str, str],
+          target: Mapping[str, str], port: int) -> list[Obj]:
+    """`source` Pods may reach `target` Pods on TCP `port`, and nothing else is opened: an
+    egress rule on the source and an ingress rule on the target (both are needed under
+    `deny_all`)."""
+    peer = [{"port": port, "protocol": "TCP"}]
+    return [
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": metadata(f"{name}-egress", namespace, owner),
+         "spec": {"podSelector": {"matchLabels": dict(source)}, "policyTypes": ["Egress"],
+                  "egress": [{"to": [{"podSelector": {"matchLabels": dict(target)}}],
+                              "ports": peer}]}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": metadata(f"{name}-ingress", namespace, owner),
+         "spec": {"podSelector": {"matchLabels": dict(target)}, "policyTypes": ["Ingress"],
+                  "ingress": [{"from": [{"podSelector": {"matchLabels": dict(source)}}],
+                               "ports": peer}]}}]
+
+
+def service(name: str, namespace: str, owner: Labels, target: Mapping[str, str],
+            port: int) -> Obj:
+    """A ClusterIP Service in front of `target` Pods (the database, the gateway)."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata(name, namespace, owner),
+            "spec": {"type": "ClusterIP", "selector": dict(target),
+                     "ports": [{"name": "main", "port": port, "targetPort": port,
+                                "protocol": "TCP"}]}}
+
+
+def secret(name: str, namespace: str, owner: Labels, data: Mapping[str, str]) -> Obj:
+    """A Secret of `data` (the gateway's keys), immutable: a key is never edited in place."""
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata(name, namespace, owner),
+            "type": "Opaque", "immutable": True,
+            "data": {key: base64.b64encode(value.encode()).decode()
+                     for key, value in sorted(data.items())}}
+
+
+# What the tool does in its namespace, and nothing else (docs/scale-out.md's run book).
+RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("", ("pods",), ("create", "get", "list", "watch", "delete", "deletecollection")),
+    ("", ("pods/attach", "pods/exec"), ("create", "get")),
+    ("", ("pods/log",), ("get",)),
+    ("", ("services", "secrets"), ("create", "get", "list", "delete", "deletecollection")),
+    ("networking.k8s.io", ("networkpolicies",),
+     ("create", "get", "list", "delete", "deletecollection")),
+)
+
+
+def role(namespace: str, owner: Labels) -> Obj:
+    """The Role the tool needs in its namespace: `RULES`, no cluster-wide verb."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": metadata("bakeoff-sandbox", namespace, owner),
+            "rules": [{"apiGroups": [group], "resources": list(resources),
+                       "verbs": list(verbs)} for group, resources, verbs in RULES]}

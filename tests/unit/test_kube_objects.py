@@ -1,0 +1,152 @@
+"""The Kubernetes backend's objects (issue 36), checked two ways: equal to golden files
+reviewed once (tests/fixtures/kube/), and valid, strictly (no unknown field), against the
+Kubernetes 1.37 schemas that `kubernetes-validate` bundles (offline). What a Pod cannot
+carry as the docker backend would is refused with its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from runner.containers.backend import Bind, ContainerSpec, Labels, Resources, Tmpfs
+from runner.containers.kube import objects
+from runner.containers.kube.objects import KubeRefusal
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "kube"
+VERSION = "1.37.0"
+NS = "bakeoff"
+IMAGE = "registry.example.invalid/bakeoff/python@sha256:" + "ab" * 32
+BROWSER = "registry.example.invalid/bakeoff/browser@sha256:" + "cd" * 32
+SAMPLE = Labels("horizon", "sample", "fixer", "r1a2b3")
+OWNER = Labels("horizon", "network-policy", "", "r1a2b3")
+
+
+def driver(**changes: Any) -> ContainerSpec:
+    """A sample's driver, as `SampleContainers.container_spec` makes it."""
+    found: dict[str, Any] = dict(
+        image="sha256:local", command=("sh", "-c", "exec sh /bakeoff/in/driver.sh", "run"),
+        labels=SAMPLE, resources=Resources(1.0, 1024, 256), user="0:0",
+        purpose="sample cap-ui/fixer/success/1", cap_add=("CHOWN", "SETUID", "SETGID", "KILL"),
+        tmpfs=(Tmpfs("/tmp", 512), Tmpfs("/work", 512, "0755"),
+               Tmpfs("/bakeoff/run", 256, "0700", executable=False)),
+        env={"DATABASE_URL": "postgresql://u@db/x", "HOME": "/home/sandbox"},
+        working_dir="/work", stdin=True, resolve_outside=False)
+    found.update(changes)
+    return ContainerSpec(**found)
+
+
+def browser() -> ContainerSpec:
+    """A browser criterion's browser: the sandbox user, a read-only root, no capability."""
+    return ContainerSpec(
+        image="sha256:browser", command=("sh", "-c", "pytest"), labels=Labels(
+            "horizon", "sample-browser", "fixer", "r1a2b3"),
+        resources=Resources(2.0, 1536, 512), user="1000:1000",
+        purpose="the browser of cap-ui/fixer/success/1", read_only=True,
+        tmpfs=(Tmpfs("/tmp", 512),), stdin=True, resolve_outside=False)
+
+
+def made() -> dict[str, Any]:
+    """Every object the tests pin, by its golden file's name."""
+    server = driver(purpose="the server of cap-ui/fixer/success/1",
+                    labels=Labels("horizon", "sample-server", "fixer", "r1a2b3"))
+    sandbox = ContainerSpec(
+        image="sha256:agent", command=("sleep", "infinity"),
+        labels=Labels("horizon", "arm", "fixer", "r1a2b3"), resources=Resources(2.0, 4096, 512),
+        user="1000:1000", purpose="the sandbox of fixer", read_only=True,
+        tmpfs=(Tmpfs("/tmp", 1024),), env={"OPENAI_BASE_URL": "http://model-gateway:8080/v1"})
+    db = {"io.bakeoff.experiment": "horizon"}
+    return {
+        "sample-pod": objects.pod("horizon-cap-ui-fixer-success-1", NS, [
+            ("server", server, IMAGE), ("browser", browser(), BROWSER)],
+            deadline_s=240.5, hosts={"db": "10.96.0.17"}),
+        "sandbox-pod": objects.pod("horizon-fixer-sandbox", NS, [("sandbox", sandbox, IMAGE)],
+                                   deadline_s=7200),
+        "policies": [objects.deny_all(NS, OWNER), *objects.allow(
+            "horizon-fixer-gateway", NS, OWNER, {"io.bakeoff.arm": "fixer"},
+            {"io.bakeoff.role": "gateway", **db}, 8080)],
+        "service": objects.service("horizon-db", NS, Labels("horizon", "database"),
+                                   {"io.bakeoff.role": "database", **db}, 5432),
+        "secret": objects.secret("horizon-gateway-keys", NS, Labels("horizon", "gateway"),
+                                 {"OPENAI_API_KEY": "sk-test-not-a-key"}),
+        "role": objects.role(NS, Labels("horizon", "rbac")),
+    }
+
+
+def flat(found: Any) -> list[dict[str, Any]]:
+    return found if isinstance(found, list) else [found]
+
+
+@pytest.mark.parametrize("name", ["sample-pod", "sandbox-pod", "policies", "service", "secret",
+                                  "role"])
+def test_each_object_is_its_golden_file_and_valid_against_the_1_37_schemas(name: str) -> None:
+    found = made()[name]
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("BAKEOFF_WRITE_GOLDEN"):  # to review by hand, once, then commit
+        path.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+    assert found == json.loads(path.read_text())
+    for one in flat(found):
+        kubernetes_validate.validate(one, VERSION, strict=True)
+
+
+def test_the_validation_is_strict_an_unknown_field_fails() -> None:
+    pod = made()["sandbox-pod"]
+    pod["spec"]["containers"][0]["pidsLimit"] = 64  # no such field: the kubelet's, node-wide
+    with pytest.raises(kubernetes_validate.ValidationError,
+                       match=r"Additional properties are not allowed \('pidsLimit' was "
+                             r"unexpected\)"):
+        kubernetes_validate.validate(pod, VERSION, strict=True)
+
+
+def test_a_sample_pod_holds_the_hardening_of_the_conformance_list() -> None:
+    """What the docker backend gives every container, field by field."""
+    pod = made()["sample-pod"]
+    server, viewer = pod["spec"]["containers"]
+    assert (server["securityContext"], viewer["securityContext"]) == (
+        {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+         "allowPrivilegeEscalation": False, "privileged": False, "procMount": "Default",
+         "readOnlyRootFilesystem": False,
+         "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "KILL", "SETGID", "SETUID"]}},
+        {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True,
+         "allowPrivilegeEscalation": False, "privileged": False, "procMount": "Default",
+         "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}})
+    spec = pod["spec"]
+    assert (spec["restartPolicy"], spec["activeDeadlineSeconds"],
+            spec["automountServiceAccountToken"], spec["securityContext"]) == (
+        "Never", 241, False, {"seccompProfile": {"type": "RuntimeDefault"}})
+    assert [v["emptyDir"] for v in spec["volumes"]] == [
+        {"medium": "Memory", "sizeLimit": size} for size in ("512Mi", "512Mi", "256Mi", "512Mi")]
+    assert (server["resources"]["limits"], viewer["resources"]["limits"]) == (
+        {"cpu": "1000m", "memory": "1024Mi"}, {"cpu": "2000m", "memory": "1536Mi"})
+    assert all((c["stdin"], c["stdinOnce"]) == (True, True) for c in (server, viewer))
+    # Names: only the database's, by address; every other lookup to its own loopback.
+    assert (spec["dnsPolicy"], spec["dnsConfig"], spec["hostAliases"]) == (
+        "None", {"nameservers": ["127.0.0.1"]}, [{"ip": "10.96.0.17", "hostnames": ["db"]}])
+    assert "dnsPolicy" not in made()["sandbox-pod"]["spec"]  # resolves outside: the cluster's
+
+
+@pytest.mark.parametrize(("pod", "reason"), [
+    (lambda: [("main", driver(), "bakeoff/python:latest")],
+     "sample cap-ui/fixer/success/1: the image 'bakeoff/python:latest' is not named by digest "
+     "(repo@sha256:...): a tag can move under a run"),
+    (lambda: [("main", driver(mounts=(Bind(Path("/etc"), "/host"),)), IMAGE)],
+     "sample cap-ui/fixer/success/1: a Pod gets no host path and no named volume here (/host)"),
+    (lambda: [("main", driver(cap_add=("SYS_ADMIN", "CHOWN")), IMAGE)],
+     "sample cap-ui/fixer/success/1: capabilities ['SYS_ADMIN'] may not be added (only "
+     "['CHOWN', 'KILL', 'SETGID', 'SETUID'])"),
+    (lambda: [("Main", driver(), IMAGE)],
+     "'Main' is not a Kubernetes object name (at most 63 of [a-z0-9-], alphanumeric at both "
+     "ends)"),
+    (lambda: [("main", driver(labels=Labels("x" * 64, "sample")), IMAGE)],
+     f"label io.bakeoff.experiment={'x' * 64!r} is not a Kubernetes label value (at most 63 "
+     "of [A-Za-z0-9_.-], alphanumeric at both ends)"),
+    (lambda: [], "pod p: no container"),
+])
+def test_what_a_pod_cannot_carry_is_refused_with_its_reason(pod: Any, reason: str) -> None:
+    with pytest.raises(KubeRefusal) as refused:
+        objects.pod("p", NS, pod(), deadline_s=60)
+    assert str(refused.value) == reason
