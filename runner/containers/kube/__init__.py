@@ -1,3 +1,4 @@
 """The Kubernetes backend (issue 36), built in steps: `objects` (what it sends, validated
-against the Kubernetes schemas) first; the client and the `ContainerEngine` it implements
-next."""
+against the Kubernetes schemas) and `api` (the calls, raw JSON, a session per thread, what
+a Pod's status says) first; attach and exec over the API's channel protocol and the
+`ContainerEngine` on top of them next."""

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runner.containers.backend import ContainerSpec, Labels, Tmpfs
+from runner.containers.backend import LABEL_EXPERIMENT, ContainerSpec, Labels, Tmpfs
 from runner.containers.dockerspec import ADDABLE_CAPS, OWN_LOOPBACK
 
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -123,7 +123,7 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -
         found["env"] = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
     if spec.working_dir:
         found["workingDir"] = spec.working_dir
-    if spec.stdin or spec.tty:  # inputs on stdin through attach, once (`Engine.start`)
+    if spec.stdin or spec.tty:  # inputs on stdin through attach, once (`ContainerEngine.start`)
         found.update(stdin=True, stdinOnce=True, tty=spec.tty)
     mounts = [_tmpfs(name, tmpfs, volumes) for tmpfs in spec.tmpfs]
     if mounts:
@@ -146,7 +146,7 @@ def deny_all(namespace: str, experiment: Labels) -> Obj:
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": metadata(f"{experiment.experiment}-deny-all", namespace, experiment),
             "spec": {"podSelector": {"matchLabels": {
-                "io.bakeoff.experiment": experiment.experiment}},
+                LABEL_EXPERIMENT: experiment.experiment}},
                 "policyTypes": ["Ingress", "Egress"]}}
 
 

@@ -1,0 +1,206 @@
+"""The Kubernetes API as the backend speaks it (issue 36, step 2): raw JSON over HTTP, a
+session per thread, and what a Pod came to, read from its status.
+
+Built against what the anchors hit at scale: a `kubernetes` client shared by threads is
+not safe under concurrent exec (Harbor gave each environment its own), and its object
+deserialization stalled many-pod runs (inspect_k8s_sandbox parses raw JSON): here no
+client library, dicts in and out, one `requests.Session` per thread. A Pod is waited for
+by its own name and namespace, never by "any Pod with this label" (inspect_k8s_sandbox#249
+handed an agent the wrong container). What a Pod cannot become is said by its status:
+an image that cannot be pulled, an eviction, its deadline, never scheduled; each is an
+`EngineError` naming the Pod, never a hang.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from runner.errors import EngineError, EngineFailedError, EngineRefusedError, NotFoundError
+
+Obj = dict[str, Any]
+POLL_S = 0.2
+REQUEST_TIMEOUT_S = 30.0
+PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
+                           "ErrImageNeverPull"})
+# The API's path of each kind this backend makes, under /namespaces/NS/.
+PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods",
+         "Service": "/api/v1/namespaces/{ns}/services",
+         "Secret": "/api/v1/namespaces/{ns}/secrets",
+         "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where the API is and how to be let in: its server URL, the namespace the tool
+    works in, a bearer token and the CA that signs the server's certificate (None: the
+    system's; an http:// server, the tests' emulator, needs neither)."""
+
+    server: str
+    namespace: str
+    token: str | None = None
+    ca_file: str | None = None
+
+
+@dataclass(frozen=True)
+class PodState:
+    """What a Pod's status says: its phase, the reason the API gives, and per container
+    its exit code once it ended (None while it runs or waits)."""
+
+    phase: str
+    reason: str = ""
+    message: str = ""
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+class PodFailedError(EngineError):
+    """A Pod that cannot become what was asked (its image, its node, its deadline): the
+    Pod's name and the API's own words."""
+
+
+def pod_state(pod: Obj) -> PodState:
+    """`pod`'s status, read."""
+    status = pod.get("status") or {}
+    codes: dict[str, int | None] = {}
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        codes[str(container.get("name"))] = (None if terminated is None
+                                             else int(terminated.get("exitCode", -1)))
+    return PodState(str(status.get("phase") or "Pending"), str(status.get("reason") or ""),
+                    str(status.get("message") or ""), codes)
+
+
+def pod_problem(pod: Obj) -> str | None:
+    """Why `pod` will never run as asked, from its status; None while it still may."""
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in PULL_FAILURES:
+            return (f"its image {container.get('image')} cannot be pulled "
+                    f"({waiting['reason']}: {waiting.get('message', '')})")
+    reason = status.get("reason")
+    if status.get("phase") == "Failed" and reason == "Evicted":
+        return f"the node evicted it: {status.get('message', '')}"
+    if status.get("phase") == "Failed" and reason == "DeadlineExceeded":
+        return f"it outlived its activeDeadlineSeconds: {status.get('message', '')}"
+    return None
+
+
+def unscheduled(pod: Obj) -> str | None:
+    """The scheduler's words when it could not place `pod` (PodScheduled False)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f"{condition.get('reason', '')}: {condition.get('message', '')}"
+    return None
+
+
+class KubeApi:
+    """The API of one cluster, for every thread of the tool (each gets its own session)."""
+
+    def __init__(self, cluster: Cluster, *, timeout_s: float = REQUEST_TIMEOUT_S,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.cluster, self.timeout_s = cluster, timeout_s
+        self._clock, self._sleep = clock, sleep
+        self._local = threading.local()
+
+    def session(self) -> requests.Session:
+        """This thread's session (made on first use)."""
+        found: requests.Session | None = getattr(self._local, "session", None)
+        if found is None:
+            found = requests.Session()
+            if self.cluster.token:
+                found.headers["Authorization"] = f"Bearer {self.cluster.token}"
+            found.verify = self.cluster.ca_file or True
+            self._local.session = found
+        return found
+
+    def path(self, kind: str, name: str = "") -> str:
+        base = PATHS[kind].format(ns=quote(self.cluster.namespace, safe=""))
+        return f"{base}/{quote(name, safe='')}" if name else base
+
+    def call(self, method: str, path: str, what: str, *, body: Obj | None = None,
+             params: Mapping[str, str] | None = None) -> requests.Response:
+        """One request; the API's refusals and failures as the project's errors."""
+        try:
+            answer = self.session().request(method, self.cluster.server + path, json=body,
+                                            params=dict(params or {}),
+                                            timeout=self.timeout_s)
+        except requests.RequestException as error:
+            raise EngineFailedError(f"the Kubernetes API at {self.cluster.server} did not "
+                                    f"answer to {what}: {error}") from error
+        if answer.status_code >= 500:
+            raise EngineFailedError(f"the Kubernetes API at {self.cluster.server} failed to "
+                                    f"{what} ({answer.status_code}): {_words(answer)}")
+        if answer.status_code >= 400:
+            kind = NotFoundError if answer.status_code == 404 else EngineRefusedError
+            raise kind(self.cluster.server, what, _words(answer), status=answer.status_code)
+        return answer
+
+    def create(self, obj: Obj) -> Obj:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        found: Obj = self.call("POST", self.path(kind), f"create {kind} {name}",
+                               body=obj).json()
+        return found
+
+    def get(self, kind: str, name: str) -> Obj:
+        found: Obj = self.call("GET", self.path(kind, name), f"read {kind} {name}").json()
+        return found
+
+    def listed(self, kind: str, selector: Mapping[str, str]) -> list[Obj]:
+        """Every object of `kind` carrying all of `selector`'s labels."""
+        answer = self.call("GET", self.path(kind), f"list {kind}s",
+                           params={"labelSelector": label_selector(selector)}).json()
+        return list(answer.get("items") or [])
+
+    def delete_selected(self, kind: str, selector: Mapping[str, str]) -> None:
+        """Delete every object of `kind` carrying `selector`'s labels (one request)."""
+        self.call("DELETE", self.path(kind), f"delete the {kind}s of {dict(selector)}",
+                  params={"labelSelector": label_selector(selector)})
+
+    def logs(self, pod: str, container: str) -> bytes:
+        return self.call("GET", self.path("Pod", pod) + "/log", f"read the log of {pod}",
+                         params={"container": container}).content
+
+    def wait_pod(self, name: str, *, running: bool, deadline_s: float) -> PodState:
+        """Poll Pod `name` until it runs (`running`) or ends; a Pod that never can (its
+        image, an eviction, its deadline) or is still not there by `deadline_s` (never
+        scheduled, or slow) is a `PodFailedError` naming why."""
+        ends = self._clock() + deadline_s
+        while True:
+            pod = self.get("Pod", name)
+            problem = pod_problem(pod)
+            if problem is not None:
+                raise PodFailedError(f"pod {name}: {problem}")
+            state = pod_state(pod)
+            if state.ended or (running and state.phase == "Running"):
+                return state
+            if self._clock() >= ends:
+                why = unscheduled(pod)
+                raise PodFailedError(f"pod {name}: still {state.phase} after {deadline_s:g} s"
+                                     + (f" (never scheduled: {why})" if why else ""))
+            self._sleep(POLL_S)
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    """`key=value,...` (equality only), sorted: the same selector for the same labels."""
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def _words(answer: requests.Response) -> str:
+    """The API's own message (a Status object's), else its body's head."""
+    try:
+        body = answer.json()
+    except ValueError:
+        return answer.text[:500]
+    return str(body.get("message") or body)[:500] if isinstance(body, dict) else str(body)
