@@ -13,7 +13,8 @@ import pytest
 
 from runner.containers.backend import ContainerSpec, Labels, Resources
 from runner.containers.kube import objects
-from runner.containers.kube.api import Cluster, KubeApi, PodFailedError, PodState
+from runner.containers.kube.api import KubeApi, PodFailedError, PodState
+from runner.containers.kube.config import KubeTarget
 from runner.errors import EngineFailedError, EngineRefusedError, NotFoundError
 from tests.unit.kube_emulator import Emulator, emulated
 
@@ -45,7 +46,7 @@ def clock() -> Clock:
 
 @pytest.fixture()
 def api(emulator: Emulator, clock: Clock) -> KubeApi:
-    return KubeApi(Cluster(emulator.url, NS), clock=lambda: clock.now, sleep=clock.sleep)
+    return KubeApi(KubeTarget("test", emulator.url, NS), clock=lambda: clock.now, sleep=clock.sleep)
 
 
 def sample_pod(name: str = "horizon-s1", experiment: str = "horizon") -> dict[str, Any]:
@@ -194,7 +195,13 @@ def test_each_thread_has_its_own_session(api: KubeApi) -> None:
     assert theirs and theirs[0] is not mine
 
 
-def test_a_token_and_a_ca_go_with_every_request(emulator: Emulator) -> None:
-    api = KubeApi(Cluster(emulator.url, NS, token="t0k3n", ca_file="/etc/ca.crt"))
+def test_a_token_a_ca_and_a_client_certificate_go_with_every_request(
+        emulator: Emulator) -> None:
+    api = KubeApi(KubeTarget("test", emulator.url, NS, token="t0k3n", ca_file="/etc/ca.crt",
+                             client_cert="/c.crt", client_key="/c.key"))
     session = api.session()
-    assert (session.headers["Authorization"], session.verify) == ("Bearer t0k3n", "/etc/ca.crt")
+    assert (session.headers["Authorization"], session.verify, session.cert) == (
+        "Bearer t0k3n", "/etc/ca.crt", ("/c.crt", "/c.key"))
+    insecure = KubeApi(KubeTarget("test", emulator.url, NS, verify=False)).session()
+    assert (insecure.verify, insecure.cert, "Authorization" in insecure.headers) == (
+        False, None, False)

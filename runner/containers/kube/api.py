@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import requests
 
+from runner.containers.kube.config import KubeTarget
 from runner.errors import EngineError, EngineFailedError, EngineRefusedError, NotFoundError
 
 Obj = dict[str, Any]
@@ -34,18 +35,6 @@ PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods",
          "Service": "/api/v1/namespaces/{ns}/services",
          "Secret": "/api/v1/namespaces/{ns}/secrets",
          "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"}
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """Where the API is and how to be let in: its server URL, the namespace the tool
-    works in, a bearer token and the CA that signs the server's certificate (None: the
-    system's; an http:// server, the tests' emulator, needs neither)."""
-
-    server: str
-    namespace: str
-    token: str | None = None
-    ca_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +96,7 @@ def unscheduled(pod: Obj) -> str | None:
 class KubeApi:
     """The API of one cluster, for every thread of the tool (each gets its own session)."""
 
-    def __init__(self, cluster: Cluster, *, timeout_s: float = REQUEST_TIMEOUT_S,
+    def __init__(self, cluster: KubeTarget, *, timeout_s: float = REQUEST_TIMEOUT_S,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.cluster, self.timeout_s = cluster, timeout_s
@@ -121,7 +110,9 @@ class KubeApi:
             found = requests.Session()
             if self.cluster.token:
                 found.headers["Authorization"] = f"Bearer {self.cluster.token}"
-            found.verify = self.cluster.ca_file or True
+            found.verify = self.cluster.ca_file or self.cluster.verify
+            if self.cluster.client_cert and self.cluster.client_key:
+                found.cert = (self.cluster.client_cert, self.cluster.client_key)
             self._local.session = found
         return found
 
