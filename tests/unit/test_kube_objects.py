@@ -127,6 +127,13 @@ def test_a_sample_pod_holds_the_hardening_of_the_conformance_list() -> None:
     assert (spec["dnsPolicy"], spec["dnsConfig"], spec["hostAliases"]) == (
         "None", {"nameservers": ["127.0.0.1"]}, [{"ip": "10.96.0.17", "hostnames": ["db"]}])
     assert "dnsPolicy" not in made()["sandbox-pod"]["spec"]  # resolves outside: the cluster's
+    aliased = objects.pod("p", NS, [("main", driver(resolve_outside=True), IMAGE)],
+                          deadline_s=1, hosts={"gateway": "10.96.0.9"})
+    assert "dnsPolicy" not in aliased["spec"]
+    assert aliased["spec"]["hostAliases"] == [{"ip": "10.96.0.9", "hostnames": ["gateway"]}]
+    mixed = objects.pod("p", NS, [("a", driver(resolve_outside=True), IMAGE),
+                                  ("b", browser(), BROWSER)], deadline_s=1)
+    assert mixed["spec"]["dnsPolicy"] == "None"  # one container's rule is the Pod's
 
 
 @pytest.mark.parametrize(("pod", "reason"), [

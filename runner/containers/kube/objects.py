@@ -68,8 +68,10 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
     """One Pod of `containers` (name, spec, image by digest), which share its network
     namespace and nothing else (a sample's server and its criterion: `joins`). The first
     container's labels are the Pod's; `deadline_s` its `activeDeadlineSeconds`, behind the
-    driver's own deadline. `hosts` (name -> address): the only names a container that
-    does not resolve outside its network reaches (`ContainerSpec.resolve_outside`)."""
+    driver's own deadline. `hosts` (name -> address): names every container reaches by
+    `hostAliases`, the only ones for a Pod that does not resolve outside its network (a
+    Pod's DNS is the Pod's: one such container makes it so for all,
+    `ContainerSpec.resolve_outside`)."""
     if not containers:
         raise KubeRefusal(f"pod {name}: no container")
     first = containers[0][1]
@@ -87,9 +89,9 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
     if not all(spec.resolve_outside for _, spec, _ in containers):
         found["dnsPolicy"] = "None"  # no cluster DNS: it forwards what it cannot answer
         found["dnsConfig"] = {"nameservers": [OWN_LOOPBACK]}
-        if hosts:
-            found["hostAliases"] = [{"ip": address, "hostnames": [host]}
-                                    for host, address in sorted(hosts.items())]
+    if hosts:
+        found["hostAliases"] = [{"ip": address, "hostnames": [host]}
+                                for host, address in sorted(hosts.items())]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": metadata(name, namespace, first.labels), "spec": found}
 
