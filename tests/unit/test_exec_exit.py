@@ -96,9 +96,11 @@ class Listing:
 
 
 @pytest.mark.parametrize(("answer", "said"), [
-    (Listing(-1, "", ""), r"\(exit -1\): it printed nothing"),
-    (Listing(1, "", "sh: 1: cannot fork\n"), r"\(exit 1\): sh: 1: cannot fork"),
-    (Listing(0, "", ""), r"\(exit 0\): it printed nothing"),
+    (Listing(-1, "", ""), r"\(exit -1, 3 tries\): it printed nothing"),
+    (Listing(1, "", "sh: 1: cannot fork\n"), r"\(exit 1, 3 tries\): sh: 1: cannot fork"),
+    (Listing(0, "", ""), r"\(exit 0, 3 tries\): it printed nothing"),
+    (Listing(0, "1 (docker-init) S 0 1\nbakeoff-listed\n", ""),
+     r"\(exit 0, 3 tries\): 1 \(docker-init\) S 0 1\nbakeoff-listed"),
 ])
 def test_a_process_listing_that_fails_says_what_the_sandbox_answered(
         monkeypatch: pytest.MonkeyPatch, answer: Listing, said: str) -> None:
@@ -121,7 +123,7 @@ def test_a_process_that_ends_during_the_listing_is_skipped_and_the_listing_succe
     assert script != process.PROCESS_LIST[2]
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout.splitlines()[1:], done.stderr) == (
-        0, ["1 (init) S 0 1"], "")
+        0, ["1 (init) S 0 1", "bakeoff-listed"], "")
 
 
 def test_a_process_named_with_a_newline_is_a_leftover_never_a_crash_or_hidden(
@@ -129,7 +131,7 @@ def test_a_process_named_with_a_newline_is_a_leftover_never_a_crash_or_hidden(
     """A process may write its own /proc/self/comm, newline and all; its stat line is cut
     at the newline. Before, the listing raised ValueError and the arm's dispatch failed."""
     listing = Listing(0, "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n"
-                         "30 (sh) R 29 30\n12 (a\n", "")
+                         "30 (sh) R 29 30\n12 (a\nbakeoff-listed\n", "")
     monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: listing)
     assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["12 (a"]
 
@@ -140,6 +142,24 @@ def test_a_name_that_fakes_a_parent_of_one_is_still_a_leftover(
     read as a stat line whose parent is init. The pid is the kernel's, though, and the
     sandbox's main process (the lowest pid under init) came first: still a leftover."""
     listing = Listing(0, "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n"
-                         "30 (sh) R 29 30\n40 (x) S 1 2\n", "")
+                         "30 (sh) R 29 30\n40 (x) S 1 2\nbakeoff-listed\n", "")
     monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: listing)
     assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["x"]
+
+
+def test_a_listing_the_engine_cut_is_read_again_until_it_is_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measured under three test workers: a listing that exited 0 with no output, and one
+    whose first line (the probe's pid) never came, each stopped a round as an outage. A
+    listing is whole from its pid to its end line; a cut one is read again."""
+    whole = Listing(0, "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n"
+                       "30 (sh) R 29 30\n41 (sleep) S 7 41\nbakeoff-listed\n", "")
+    answers = [Listing(0, "", ""), Listing(0, "30 (sh) R 29 30\nbakeoff-listed\n", ""),
+               Listing(0, "30\n1 (docker-init) S 0 1\n", ""), whole]
+    monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: answers.pop(0))
+    with pytest.raises(SandboxUnavailableError, match=r"\(exit 0, 3 tries\): 30\n1 "):
+        process.leftovers(engine_with(LaggingApi(0)), "c1")  # three cut: unavailable
+    assert answers == [whole]
+    answers[:0] = [Listing(0, "", "")]
+    assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["sleep"]
+    assert answers == []

@@ -41,7 +41,13 @@ SIGNALLED = 128     # an exit code from here on: killed by a signal (128 + its n
 # and the listing still succeeds (`exit 0`: the loop's status was its last read's, so a
 # sandbox that spawned short-lived processes failed ~1 listing in 12, a round stopped).
 PROCESS_LIST = ["sh", "-c", 'echo $$; for d in /proc/[0-9]*; do '
-                'read -r s < "$d/stat" && echo "$s"; done 2>/dev/null; exit 0']
+                'read -r s < "$d/stat" && echo "$s"; done 2>/dev/null; echo bakeoff-listed; '
+                'exit 0']
+# The engine can lose an exec's output (measured under three test workers: a listing that
+# exited 0 and printed nothing, and one whose first line, the probe's pid, never came): a
+# listing is whole only from its pid to its end line, and read again if it is not.
+LISTED = "bakeoff-listed"
+LIST_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -188,14 +194,8 @@ def _await(engine: ContainerEngine, container_id: str, reader: _Reader, running:
 
 def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
     """Processes in the sandbox other than its init, its main process and this probe."""
-    listed = sandbox.exec_in(engine, container_id, PROCESS_LIST, timeout_s=30)
-    lines = listed.stdout.splitlines()
-    if listed.exit_code != 0 or not lines:
-        said = (listed.stderr or listed.stdout).strip()[:300] or "it printed nothing"
-        raise SandboxUnavailableError(f"cannot list the sandbox's processes (exit "
-                                      f"{listed.exit_code}): {said}")
-    probe = int(lines[0].strip())
-    read = [(line, parse_stat(line)) for line in lines[1:] if line.strip()]
+    probe, stats = _listing(engine, container_id)
+    read = [(line, parse_stat(line)) for line in stats if line.strip()]
     procs = [found for _, found in read if found is not None]
     main = min((pid for pid, ppid, _ in procs if ppid == 1), default=None)
     # The probe is the sh under exec_in's `timeout`: that `timeout` is ours too.
@@ -205,6 +205,20 @@ def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
     # never a crash of the listing, never a process hidden from it.
     odd = [line[:40] for line, found in read if found is None]
     return [name for pid, _, name in procs if pid not in ours] + odd
+
+
+def _listing(engine: ContainerEngine, container_id: str) -> tuple[int, list[str]]:
+    """The probe's pid and the stat lines of a whole listing (`LISTED`), up to
+    `LIST_TRIES` reads; a sandbox that never gives one is unavailable, with its answer."""
+    for _ in range(LIST_TRIES):
+        listed = sandbox.exec_in(engine, container_id, PROCESS_LIST, timeout_s=30)
+        lines = listed.stdout.splitlines()
+        if (listed.exit_code == 0 and len(lines) >= 2 and lines[0].strip().isdigit()
+                and lines[-1] == LISTED):
+            return int(lines[0]), lines[1:-1]
+    said = (listed.stderr or listed.stdout).strip()[:300] or "it printed nothing"
+    raise SandboxUnavailableError(f"cannot list the sandbox's processes (exit "
+                                  f"{listed.exit_code}, {LIST_TRIES} tries): {said}")
 
 
 def parse_stat(line: str) -> tuple[int, int, str] | None:
