@@ -15,18 +15,15 @@ from docker.types import LogConfig, Mount
 
 from runner.containers.backend import (
     NO_NETWORK,
+    OWN_LOOPBACK,
     Bind,
     ContainerSpec,
     ContainerState,
     EngineFacts,
     Volume,
     require_labels,
+    unaddable_caps,
 )
-
-# The only capabilities a spec may add back on top of cap_drop=ALL: what the sample
-# driver needs, as root, to lay a tree out and drop to the sandbox user (`setpriv`).
-# A new one is a decision taken here, where a reviewer sees it.
-ADDABLE_CAPS = frozenset({"CHOWN", "SETUID", "SETGID", "KILL"})
 
 
 def facts_of(info: Mapping[str, Any], version: Mapping[str, Any]) -> EngineFacts:
@@ -79,22 +76,13 @@ def _network_args(spec: ContainerSpec) -> dict[str, str]:
     return {"network": spec.network}
 
 
-# The engine's DNS answers the names of a container's networks itself and forwards the
-# rest; an address given as the container's own DNS server is reached inside the
-# container's network namespace (Docker's rule for `--dns`), where nothing of ours
-# listens: the forward fails at once. Left to the engine's own upstream, from a network
-# with no way out, the forward waited 4 s and held the container's end that long.
-OWN_LOOPBACK = "127.0.0.1"
-
-
 def container_args(spec: ContainerSpec) -> dict[str, Any]:
     """The keyword arguments of docker's container create for `spec`: the one translation, with
     the policy every container gets whatever the spec says."""
     require_labels(spec.labels, spec.purpose)
-    extra = sorted(set(spec.cap_add) - ADDABLE_CAPS)
-    if extra:
-        raise ValueError(f"{spec.purpose}: capabilities {extra} may not be added "
-                         f"(only {sorted(ADDABLE_CAPS)})")
+    refused = unaddable_caps(spec)
+    if refused is not None:
+        raise ValueError(refused)
     targets = [t.target for t in spec.tmpfs]
     if len(set(targets)) != len(targets):
         raise ValueError(f"{spec.purpose}: two tmpfs mounts at one path: {targets}")
@@ -108,6 +96,9 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
         mounts=[_mount(m) for m in spec.mounts], **_network_args(spec))
     if spec.cap_add:
         args["cap_add"] = list(spec.cap_add)
+    # Docker dials an address given as the container's DNS server inside the container's
+    # network namespace (its rule for `--dns`): the engine's DNS forwards every name it
+    # does not know there, where nothing of ours listens, and the forward fails at once.
     if not spec.resolve_outside and spec.joins is None and spec.network != NO_NETWORK:
         args["dns"] = [OWN_LOOPBACK]
     optional = {"name": spec.name, "working_dir": spec.working_dir, "hostname": spec.hostname}

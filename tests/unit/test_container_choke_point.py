@@ -18,6 +18,7 @@ from runner.containers.backend import (
     LABEL_EXPERIMENT,
     LABEL_ROLE,
     LABEL_RUN,
+    OWN_LOOPBACK,
     Bind,
     ContainerSpec,
     Labels,
@@ -25,7 +26,7 @@ from runner.containers.backend import (
     Tmpfs,
     Volume,
 )
-from runner.containers.dockerspec import OWN_LOOPBACK, container_args, state_of
+from runner.containers.dockerspec import container_args, state_of
 from runner.containers.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -95,6 +95,23 @@ class Listing:
         self.exit_code, self.stdout, self.stderr = exit_code, stdout, stderr
 
 
+# What of a listing is ours: the probe (30, under its `timeout`, 29), init and the
+# sandbox's main process (7).
+OURS = "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n30 (sh) R 29 30\n"
+
+
+def whole(*lines: str) -> Listing:
+    """A whole listing: ours, then `lines`, then its end line."""
+    return Listing(0, OURS + "".join(f"{line}\n" for line in lines) + "bakeoff-listed\n", "")
+
+
+def answering(monkeypatch: pytest.MonkeyPatch, *answers: Listing) -> list[Listing]:
+    """`sandbox.exec_in` gives `answers`, one per listing; the ones not yet given."""
+    queue = list(answers)
+    monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: queue.pop(0))
+    return queue
+
+
 @pytest.mark.parametrize(("answer", "said"), [
     (Listing(-1, "", ""), r"\(exit -1, 3 tries\): it printed nothing"),
     (Listing(1, "", "sh: 1: cannot fork\n"), r"\(exit 1, 3 tries\): sh: 1: cannot fork"),
@@ -104,7 +121,7 @@ class Listing:
 ])
 def test_a_process_listing_that_fails_says_what_the_sandbox_answered(
         monkeypatch: pytest.MonkeyPatch, answer: Listing, said: str) -> None:
-    monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: answer)
+    answering(monkeypatch, answer, answer, answer)
     with pytest.raises(SandboxUnavailableError,
                        match=r"cannot list the sandbox's processes " + said):
         process.leftovers(engine_with(LaggingApi(0)), "c1")
@@ -130,9 +147,7 @@ def test_a_process_named_with_a_newline_is_a_leftover_never_a_crash_or_hidden(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A process may write its own /proc/self/comm, newline and all; its stat line is cut
     at the newline. Before, the listing raised ValueError and the arm's dispatch failed."""
-    listing = Listing(0, "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n"
-                         "30 (sh) R 29 30\n12 (a\nbakeoff-listed\n", "")
-    monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: listing)
+    answering(monkeypatch, whole("12 (a"))
     assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["12 (a"]
 
 
@@ -141,9 +156,7 @@ def test_a_name_that_fakes_a_parent_of_one_is_still_a_leftover(
     """Another route to hiding: a name `x) S 1 2` followed by a newline makes the cut line
     read as a stat line whose parent is init. The pid is the kernel's, though, and the
     sandbox's main process (the lowest pid under init) came first: still a leftover."""
-    listing = Listing(0, "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n"
-                         "30 (sh) R 29 30\n40 (x) S 1 2\nbakeoff-listed\n", "")
-    monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: listing)
+    answering(monkeypatch, whole("40 (x) S 1 2"))
     assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["x"]
 
 
@@ -152,14 +165,13 @@ def test_a_listing_the_engine_cut_is_read_again_until_it_is_whole(
     """Measured under three test workers: a listing that exited 0 with no output, and one
     whose first line (the probe's pid) never came, each stopped a round as an outage. A
     listing is whole from its pid to its end line; a cut one is read again."""
-    whole = Listing(0, "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n"
-                       "30 (sh) R 29 30\n41 (sleep) S 7 41\nbakeoff-listed\n", "")
-    answers = [Listing(0, "", ""), Listing(0, "30 (sh) R 29 30\nbakeoff-listed\n", ""),
-               Listing(0, "30\n1 (docker-init) S 0 1\n", ""), whole]
-    monkeypatch.setattr(sandbox, "exec_in", lambda *_, **__: answers.pop(0))
+    last = whole("41 (sleep) S 7 41")
+    answers = answering(monkeypatch, Listing(0, "", ""),
+                        Listing(0, "30 (sh) R 29 30\nbakeoff-listed\n", ""),
+                        Listing(0, "30\n1 (docker-init) S 0 1\n", ""), last)
     with pytest.raises(SandboxUnavailableError, match=r"\(exit 0, 3 tries\): 30\n1 "):
         process.leftovers(engine_with(LaggingApi(0)), "c1")  # three cut: unavailable
-    assert answers == [whole]
+    assert answers == [last]
     answers[:0] = [Listing(0, "", "")]
     assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["sleep"]
     assert answers == []

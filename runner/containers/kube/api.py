@@ -117,8 +117,7 @@ class KubeApi:
         return found
 
     def path(self, kind: str, name: str = "") -> str:
-        base = PATHS[kind].format(ns=quote(self.cluster.namespace, safe=""))
-        return f"{base}/{quote(name, safe='')}" if name else base
+        return api_path(self.cluster.namespace, kind, name)
 
     def call(self, method: str, path: str, what: str, *, body: Obj | None = None,
              params: Mapping[str, str] | None = None) -> requests.Response:
@@ -181,6 +180,12 @@ class KubeApi:
                 raise PodFailedError(f"pod {name}: still {state.phase} after {deadline_s:g} s"
                                      + (f" (never scheduled: {why})" if why else ""))
             self._sleep(POLL_S)
+
+
+def api_path(namespace: str, kind: str, name: str = "") -> str:
+    """The API's path of `kind` in `namespace` (of one object, `name`)."""
+    base = PATHS[kind].format(ns=quote(namespace, safe=""))
+    return f"{base}/{quote(name, safe='')}" if name else base
 
 
 def label_selector(labels: Mapping[str, str]) -> str:

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 
 import websocket
 
+from runner.containers.kube.api import api_path
 from runner.containers.kube.config import KubeTarget
 from runner.errors import EngineFailedError, EngineRefusedError
 
@@ -53,8 +54,7 @@ def exit_code(status: dict[str, Any]) -> int:
 
 def url(target: KubeTarget, pod: str, what: str, query: Sequence[tuple[str, str]]) -> str:
     base = target.server.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
-    return (f"{base}/api/v1/namespaces/{target.namespace}/pods/{pod}/{what}?"
-            f"{urlencode(list(query))}")
+    return f"{base}{api_path(target.namespace, 'Pod', pod)}/{what}?{urlencode(list(query))}"
 
 
 def stream(target: KubeTarget, pod: str, container: str, *, command: Sequence[str] | None,

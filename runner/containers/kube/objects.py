@@ -23,8 +23,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runner.containers.backend import LABEL_EXPERIMENT, ContainerSpec, Labels, Tmpfs
-from runner.containers.dockerspec import ADDABLE_CAPS, OWN_LOOPBACK
+from runner.containers.backend import (
+    LABEL_EXPERIMENT,
+    OWN_LOOPBACK,
+    ContainerSpec,
+    Labels,
+    Tmpfs,
+    unaddable_caps,
+)
 
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 LABEL_VALUE_MAX = 63
@@ -104,10 +110,9 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -
     if spec.mounts:
         raise KubeRefusal(f"{spec.purpose}: a Pod gets no host path and no named volume "
                           f"here ({', '.join(m.target for m in spec.mounts)})")
-    extra = sorted(set(spec.cap_add) - ADDABLE_CAPS)
-    if extra:
-        raise KubeRefusal(f"{spec.purpose}: capabilities {extra} may not be added "
-                          f"(only {sorted(ADDABLE_CAPS)})")
+    refused = unaddable_caps(spec)
+    if refused is not None:
+        raise KubeRefusal(refused)
     uid, _, gid = spec.user.partition(":")
     cpu, memory = f"{round(spec.resources.cpus * 1000)}m", f"{spec.resources.memory_mb}Mi"
     security: Obj = {
