@@ -32,6 +32,8 @@ LABEL_ROLE = f"{LABEL_PREFIX}role"
 LABEL_RUN = f"{LABEL_PREFIX}run"
 LABEL_IMAGE = f"{LABEL_PREFIX}image"
 LABEL_IDENTITY = f"{LABEL_PREFIX}identity"
+# A Pod's network (the Kubernetes backend: a network is a NetworkPolicy over this label).
+LABEL_NETWORK = f"{LABEL_PREFIX}network"
 # A build stage's image (left dangling by the classic builder): the tag it was built for.
 LABEL_BUILD_OF = f"{LABEL_PREFIX}build-of"
 

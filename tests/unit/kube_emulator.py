@@ -2,7 +2,9 @@
 loopback: create, read, list and delete by label selector, a Pod's log. Every object
 created is validated strictly against the 1.37 schemas (what the backend sends must be
 what a cluster accepts); a Pod's status follows a script the test writes, one entry per
-read; every request is recorded for exact assertions."""
+read, or (`autorun`) every Pod runs once made and the test's `programs` play its
+containers' processes: what an attach gives a container, what an exec runs; every request
+is recorded for exact assertions."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import hashlib
 import json
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,9 +36,40 @@ class Emulator:
     protocols: tuple[str, ...] = ("v5.channel.k8s.io", "v4.channel.k8s.io")  # it speaks
     received: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (pod, exec|attach)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    autorun: bool = False  # a Pod made is a Pod running (no script needed)
+    split_streams: bool = True  # a log's `stream` honoured (KEP-3288), else both given
+    streams: dict[tuple[str, str, str], bytes] = field(default_factory=dict)  # pod, c, Stdout
+    # What a container's process does with what an attach gave it: (emulator, pod,
+    # container, stdin); and an exec by its program's name: (emulator, pod, container,
+    # argv, stdin) -> (stdout, stderr, exit code).
+    on_attach: Callable[[Emulator, str, str, bytes], None] | None = None
+    programs: dict[str, Callable[[Emulator, str, str, list[str], bytes],
+                                 tuple[bytes, bytes, int]]] = field(default_factory=dict)
+    execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
 
     def pods(self) -> list[str]:
         return sorted(name for (collection, name) in self.objects if collection.endswith("/pods"))
+
+    def pod(self, name: str) -> Obj:
+        return next(o for (c, n), o in self.objects.items() if c.endswith("/pods") and n == name)
+
+    def end(self, pod: str, container: str, code: int, *, stdout: bytes = b"",
+            stderr: bytes = b"", reason: str = "") -> None:
+        """`container` of `pod` ended with `code`, having written `stdout` and `stderr`."""
+        with self.lock:
+            self.streams[(pod, container, "Stdout")] = stdout
+            self.streams[(pod, container, "Stderr")] = stderr
+            self.logs[(pod, container)] = stdout + stderr
+            for found in self.pod(pod)["status"]["containerStatuses"]:
+                if found["name"] == container:
+                    found["state"] = {"terminated": {"exitCode": code,
+                                                     **({"reason": reason} if reason else {})}}
+
+
+def running_status(obj: Obj) -> Obj:
+    return {"phase": "Running", "podIP": "10.0.0.7", "containerStatuses": [
+        {"name": c["name"], "image": c["image"], "imageID": c["image"],
+         "state": {"running": {}}} for c in obj["spec"]["containers"]]}
 
 
 def status(code: int, message: str) -> bytes:
@@ -45,9 +78,24 @@ def status(code: int, message: str) -> bytes:
 
 
 def selected(obj: Obj, selector: str) -> bool:
+    """`key=value` terms, and `key` (it exists), as the API reads a label selector."""
     labels = obj["metadata"].get("labels") or {}
-    wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
-    return all(labels.get(key) == value for key, value in wanted.items())
+    terms = [term.partition("=") for term in selector.split(",") if term]
+    return all(labels.get(key) == value if equal else key in labels
+               for key, equal, value in terms)
+
+
+def unwrapped(command: list[str]) -> list[str]:
+    """The program an exec runs, past `env -C DIR K=V...` and `setpriv OPTIONS --`."""
+    argv = list(command)
+    if argv[:2] == ["env", "-C"]:
+        argv = argv[3:]
+        while argv and "=" in argv[0]:
+            argv = argv[1:]
+    if argv[:1] == ["setpriv"]:
+        argv = argv[argv.index("--") + 1:]
+        return unwrapped(argv)
+    return argv
 
 
 def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
@@ -96,7 +144,8 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 if (collection, name) in emulator.objects:
                     return self.answer(409, status(409, f'"{name}" already exists'))
                 if obj["kind"] == "Pod":
-                    obj["status"] = {"phase": "Pending"}
+                    obj["status"] = (running_status(obj) if emulator.autorun
+                                     else {"phase": "Pending"})
                 emulator.objects[(collection, name)] = obj
             self.answer(201, json.dumps(obj).encode())
 
@@ -106,6 +155,9 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             collection, name, sub, query = self.route()
             if self.failed():
                 return
+            if self.path == "/version":
+                return self.answer(200, json.dumps({"major": "1", "minor": "37",
+                                                    "gitVersion": "v1.37.0"}).encode())
             with emulator.lock:
                 if not name:
                     selector = (query.get("labelSelector") or [""])[0]
@@ -117,8 +169,14 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                     return self.answer(404, status(404, f'pods "{name}" not found'))
                 if sub == "log":
                     container = (query.get("container") or [""])[0]
-                    return self.answer(200, emulator.logs.get((name, container), b""),
-                                       "text/plain")
+                    stream = (query.get("stream") or [""])[0]
+                    log = (emulator.streams.get((name, container, stream), b"")
+                           if stream and emulator.split_streams
+                           else emulator.logs.get((name, container), b""))
+                    tail = (query.get("tailLines") or [""])[0]
+                    if tail:
+                        log = b"".join(log.splitlines(keepends=True)[-int(tail):])
+                    return self.answer(200, log, "text/plain")
                 script = emulator.scripts.get(name)
                 if script:
                     found["status"] = script.pop(0) if len(script) > 1 else script[0]
@@ -146,34 +204,55 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Sec-WebSocket-Protocol", chosen)
             self.end_headers()
             self.close_connection = True
+            container = (query.get("container") or [""])[0]
             command = query.get("command") or ["cat"]
             stdin = bytearray()
-            if (query.get("stdin") or [""])[0] == "true" and command[0] != "hang":
+            wants = {key: (query.get(key) or [""])[0] == "true"
+                     for key in ("stdin", "stdout")}
+            if wants["stdin"] and command[0] != "hang":
                 while True:
                     message = self.frame()
                     if message is None or message[:2] == bytes([255, 0]):
                         break
                     if message[:1] == b"\x00":
                         stdin += message[1:]
-                        if command[0] == "cat":
+                        if command[0] == "cat" and wants["stdout"]:
                             self.send_frame(b"\x01" + message[1:])
             with emulator.lock:
                 emulator.received[(pod, what)] = bytes(stdin)
+                if what == "exec":
+                    emulator.execs.append((pod, container, command))
             if command[0] == "hang":
                 while self.frame() is not None:  # until the client goes
                     pass
                 return
-            if command[0] == "emit":
-                for start in range(0, int(command[1]), 65536):
-                    self.send_frame(b"\x01" + b"x" * min(65536, int(command[1]) - start))
-            self.send_frame(b"\x02" + f"{what} {' '.join(command)}\n".encode())
-            code = int(command[-1]) if command[0] == "exit" else 0
+            if what == "attach" and emulator.on_attach is not None:
+                emulator.on_attach(emulator, pod, container, bytes(stdin))
+            if not wants["stdout"]:
+                return  # an attach that only gives stdin: its client is gone
+            out, err, code = self.run(pod, container, what, command, bytes(stdin))
+            for start in range(0, len(out), 65536):
+                self.send_frame(b"\x01" + out[start:start + 65536])
+            self.send_frame(b"\x02" + err)
             status = ({"status": "Success"} if code == 0 else {
                 "status": "Failure", "reason": "NonZeroExitCode", "message": "exit",
                 "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}})
             self.send_frame(b"\x03" + json.dumps(status).encode())
             self.wfile.write(b"\x88\x00")  # close
             self.wfile.flush()
+
+        def run(self, pod: str, container: str, what: str, command: list[str],
+                stdin: bytes) -> tuple[bytes, bytes, int]:
+            """A command's output: a test's program (by its name, past `env`'s and
+            `setpriv`'s options), else the emulator's own (`cat` echoed already, `exit N`,
+            `emit N` writes N bytes)."""
+            argv = unwrapped(command)
+            program = emulator.programs.get(argv[0])
+            if program is not None:
+                return program(emulator, pod, container, argv, stdin)
+            out = b"x" * int(argv[1]) if argv[0] == "emit" else b""
+            code = int(argv[-1]) if argv[0] == "exit" else 0
+            return out, f"{what} {' '.join(command)}\n".encode(), code
 
         def frame(self) -> bytes | None:
             """One client message (masked, as a client's are); None when it closed."""
@@ -199,9 +278,15 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def do_DELETE(self) -> None:
-            collection, _, _, query = self.route()
+            collection, name, _, query = self.route()
             if self.failed():
                 return
+            if name:
+                with emulator.lock:
+                    if emulator.objects.pop((collection, name), None) is None:
+                        return self.answer(404, status(404, f'"{name}" not found'))
+                return self.answer(200, json.dumps({"kind": "Status",
+                                                    "status": "Success"}).encode())
             selector = (query.get("labelSelector") or [""])[0]
             with emulator.lock:
                 gone = [key for key, o in emulator.objects.items()

@@ -15,15 +15,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import requests
 
+from runner.containers.backend import LABEL_NETWORK, NO_NETWORK, ContainerState
 from runner.containers.kube.config import KubeTarget
-from runner.errors import EngineError, EngineFailedError, EngineRefusedError, NotFoundError
+from runner.errors import (
+    ConflictError,
+    EngineError,
+    EngineFailedError,
+    EngineRefusedError,
+    NotFoundError,
+)
 
 Obj = dict[str, Any]
 POLL_S = 0.2
@@ -85,6 +92,28 @@ def pod_problem(pod: Obj) -> str | None:
     return None
 
 
+def container_state(container_id: str, pod: dict[str, Any],
+                    status: dict[str, Any]) -> ContainerState:
+    """Container `POD/NAME` of `pod` (its `status` in the Pod's), as the engine
+interface says a container's state."""
+    state = status.get("state") or {}
+    ended: Obj = state.get("terminated") or {}
+    name = container_id.partition("/")[2]
+    spec = next(c for c in pod["spec"]["containers"] if c["name"] == name)
+    labels = dict(pod["metadata"].get("labels") or {})
+    network = labels.get(LABEL_NETWORK, NO_NETWORK)
+    address = str((pod.get("status") or {}).get("podIP") or "")
+    return ContainerState(
+        id=container_id, name=container_id,
+        status="exited" if ended else "running" if "running" in state else "created",
+        exit_code=None if not ended else int(ended.get("exitCode", -1)),
+        oom_killed=ended.get("reason") == "OOMKilled",
+        image=str(status.get("imageID") or spec["image"]),
+        command=tuple(spec.get("command") or ()),
+        networks={} if network == NO_NETWORK else {network: address}, labels=labels)
+
+
+
 def unscheduled(pod: Obj) -> str | None:
     """The scheduler's words when it could not place `pod` (PodScheduled False)."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
@@ -129,13 +158,7 @@ class KubeApi:
         except requests.RequestException as error:
             raise EngineFailedError(f"the Kubernetes API at {self.cluster.server} did not "
                                     f"answer to {what}: {error}") from error
-        if answer.status_code >= 500:
-            raise EngineFailedError(f"the Kubernetes API at {self.cluster.server} failed to "
-                                    f"{what} ({answer.status_code}): {_words(answer)}")
-        if answer.status_code >= 400:
-            kind = NotFoundError if answer.status_code == 404 else EngineRefusedError
-            raise kind(self.cluster.server, what, _words(answer), status=answer.status_code)
-        return answer
+        return checked(answer, self.cluster.server, what)
 
     def create(self, obj: Obj) -> Obj:
         kind, name = obj["kind"], obj["metadata"]["name"]
@@ -158,9 +181,51 @@ class KubeApi:
         self.call("DELETE", self.path(kind), f"delete the {kind}s of {dict(selector)}",
                   params={"labelSelector": label_selector(selector)})
 
-    def logs(self, pod: str, container: str) -> bytes:
+    def delete(self, kind: str, name: str, *, grace_s: int | None = None) -> bool:
+        """Delete one object (`grace_s`: a Pod's termination grace, 0 for at once); False
+        when it was gone."""
+        params = {} if grace_s is None else {"gracePeriodSeconds": str(grace_s)}
+        try:
+            self.call("DELETE", self.path(kind, name), f"delete {kind} {name}", params=params)
+        except NotFoundError:
+            return False
+        return True
+
+    def logs(self, pod: str, container: str, *, stream: str | None = None,
+             tail: int | None = None) -> bytes:
+        """A container's log: both streams as the kubelet keeps them, or one (`stream`:
+        Stdout or Stderr, KEP-3288's `stream`; a cluster that ignores it is refused at
+        preflight, `KubeEngine.split_streams`); its last `tail` lines."""
+        params = {"container": container}
+        if stream is not None:
+            params["stream"] = stream
+        if tail is not None:
+            params["tailLines"] = str(tail)
         return self.call("GET", self.path("Pod", pod) + "/log", f"read the log of {pod}",
-                         params={"container": container}).content
+                         params=params).content
+
+    def follow_log(self, pod: str, container: str, *, stream: str | None = None
+                   ) -> Iterator[bytes]:
+        """A container's log as it is written, to the container's end (no read timeout:
+        a quiet container is not a dead API; the caller's deadline ends it)."""
+        params = {"container": container, "follow": "true"}
+        if stream is not None:
+            params["stream"] = stream
+        what = f"follow the log of {pod}"
+        try:
+            answer = self.session().get(self.cluster.server + self.path("Pod", pod) + "/log",
+                                        params=params, stream=True,
+                                        timeout=(self.timeout_s, None))
+        except requests.RequestException as error:
+            raise EngineFailedError(f"the Kubernetes API at {self.cluster.server} did not "
+                                    f"answer to {what}: {error}") from error
+        checked(answer, self.cluster.server, what)
+        return _chunks(answer, self.cluster.server, what)
+
+    def version(self) -> Obj:
+        """The API server's version (any authenticated user may read it)."""
+        found: Obj = self.call("GET", "/version", "read its version").json()
+        return found
 
     def wait_pod(self, name: str, *, running: bool, deadline_s: float) -> PodState:
         """Poll Pod `name` until it runs (`running`) or ends; a Pod that never can (its
@@ -182,6 +247,24 @@ class KubeApi:
             self._sleep(POLL_S)
 
 
+    def container_exit(self, name: str, container: str, *, deadline_s: float) -> int | None:
+        """Poll Pod `name` until its `container` ended: its exit code; None when it still
+        runs at `deadline_s`. A Pod that can never run it (its image, an eviction, its
+        deadline) is a `PodFailedError`."""
+        ends = self._clock() + deadline_s
+        while True:
+            pod = self.get("Pod", name)
+            problem = pod_problem(pod)
+            if problem is not None:
+                raise PodFailedError(f"pod {name}: {problem}")
+            code = pod_state(pod).exit_codes.get(container)
+            if code is not None:
+                return code
+            if self._clock() >= ends:
+                return None
+            self._sleep(POLL_S)
+
+
 def api_path(namespace: str, kind: str, name: str = "") -> str:
     """The API's path of `kind` in `namespace` (of one object, `name`)."""
     base = PATHS[kind].format(ns=quote(namespace, safe=""))
@@ -189,8 +272,32 @@ def api_path(namespace: str, kind: str, name: str = "") -> str:
 
 
 def label_selector(labels: Mapping[str, str]) -> str:
-    """`key=value,...` (equality only), sorted: the same selector for the same labels."""
-    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+    """`key=value,...` sorted (the same selector for the same labels); a value "" is any
+    value of the key (`key`: it exists), as the engine interface's filters mean it."""
+    return ",".join(f"{key}={value}" if value else key for key, value in sorted(labels.items()))
+
+
+def checked(answer: requests.Response, server: str, what: str) -> requests.Response:
+    """`answer`, or the API's refusal or failure as the project's error."""
+    if answer.status_code >= 500:
+        raise EngineFailedError(f"the Kubernetes API at {server} failed to {what} "
+                                f"({answer.status_code}): {_words(answer)}")
+    if answer.status_code >= 400:
+        kind = {404: NotFoundError, 409: ConflictError}.get(answer.status_code,
+                                                            EngineRefusedError)
+        raise kind(server, what, _words(answer), status=answer.status_code)
+    return answer
+
+
+def _chunks(answer: requests.Response, server: str, what: str) -> Iterator[bytes]:
+    """The body as it comes; a cut stream is the API's failure."""
+    try:
+        yield from answer.iter_content(chunk_size=None)
+    except requests.RequestException as error:
+        raise EngineFailedError(f"the Kubernetes API at {server} cut the stream to "
+                                f"{what}: {error}") from error
+    finally:
+        answer.close()
 
 
 def _words(answer: requests.Response) -> str:

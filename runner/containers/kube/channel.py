@@ -12,6 +12,7 @@ deadline a stream is cut and the engine is declared stuck.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 import time
@@ -74,6 +75,23 @@ def stream(target: KubeTarget, pod: str, container: str, *, command: Sequence[st
                 connection.send_binary(bytes([STDIN]) + chunk)
             connection.send_binary(bytes([CLOSE, STDIN]))
         return _read(connection, ends, f"{what} in {pod}/{container}")
+    finally:
+        connection.close()
+
+
+def send_stdin(target: KubeTarget, pod: str, container: str, stdin: IO[bytes], *,
+               deadline_s: float) -> None:
+    """Attach to the container's own process and give it `stdin` whole, then its end
+    (the container's `stdinOnce`: the first attach's end is its stdin's end); its output
+    is the container's log, not read here. A container that stops reading (it ended)
+    ends the sending, as the docker backend's `start` does: its exit says the rest."""
+    query = [("container", container), ("stdin", "true")]
+    connection = _connect(target, url(target, pod, "attach", query), deadline_s)
+    try:
+        with contextlib.suppress(OSError, websocket.WebSocketException):
+            while chunk := stdin.read(CHUNK):
+                connection.send_binary(bytes([STDIN]) + chunk)
+            connection.send_binary(bytes([CLOSE, STDIN]))
     finally:
         connection.close()
 

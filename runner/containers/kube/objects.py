@@ -25,6 +25,8 @@ from typing import Any
 
 from runner.containers.backend import (
     LABEL_EXPERIMENT,
+    LABEL_NETWORK,
+    NO_NETWORK,
     OWN_LOOPBACK,
     ContainerSpec,
     Labels,
@@ -45,10 +47,13 @@ class KubeRefusal(ValueError):
     """A spec a Pod cannot carry as the docker backend would: refused, never degraded."""
 
 
-def labels(found: Labels) -> dict[str, str]:
-    """Our labels, as Kubernetes labels (the same keys: valid label names); a value a
-    label cannot hold is refused (a selector would miss the object and `down` leave it)."""
+def labels(found: Labels, network: str = NO_NETWORK) -> dict[str, str]:
+    """Our labels, as Kubernetes labels (the same keys: valid label names), and the
+    network a Pod is on (its NetworkPolicies select it by that); a value a label cannot
+    hold is refused (a selector would miss the object and `down` leave it)."""
     values = found.as_dict()
+    if network != NO_NETWORK:
+        values[LABEL_NETWORK] = network
     for key, value in values.items():
         if len(value) > LABEL_VALUE_MAX or not LABEL_VALUE.fullmatch(value):
             raise KubeRefusal(f"label {key}={value!r} is not a Kubernetes label value "
@@ -65,8 +70,9 @@ def name_checked(name: str) -> str:
     return name
 
 
-def metadata(name: str, namespace: str, found: Labels) -> Obj:
-    return {"name": name_checked(name), "namespace": namespace, "labels": labels(found)}
+def metadata(name: str, namespace: str, found: Labels, network: str = NO_NETWORK) -> Obj:
+    return {"name": name_checked(name), "namespace": namespace,
+            "labels": labels(found, network)}
 
 
 def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec, str]], *,
@@ -99,7 +105,8 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
         found["hostAliases"] = [{"ip": address, "hostnames": [host]}
                                 for host, address in sorted(hosts.items())]
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": metadata(name, namespace, first.labels), "spec": found}
+            "metadata": metadata(name, namespace, first.labels, first.network),
+            "spec": found}
 
 
 def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -> Obj:
@@ -155,6 +162,18 @@ def deny_all(namespace: str, experiment: Labels) -> Obj:
             "spec": {"podSelector": {"matchLabels": {
                 LABEL_EXPERIMENT: experiment.experiment}},
                 "policyTypes": ["Ingress", "Egress"]}}
+
+
+def network(name: str, namespace: str, owner: Labels, *, egress: bool) -> Obj:
+    """A network of ours: its Pods (labelled with it) reach each other on every port, and
+    nothing else under `deny_all`, unless `egress` (then anywhere: the gateway's way out)."""
+    members = {"podSelector": {"matchLabels": {LABEL_NETWORK: name}}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": metadata(name, namespace, owner),
+            "spec": {"podSelector": {"matchLabels": {LABEL_NETWORK: name}},
+                     "policyTypes": ["Ingress", "Egress"],
+                     "ingress": [{"from": [members]}],
+                     "egress": [{"to": [members]}, *([{}] if egress else [])]}}
 
 
 def allow(name: str, namespace: str, owner: Labels, source: Mapping[str, str],

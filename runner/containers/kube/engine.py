@@ -1,0 +1,476 @@
+"""The Kubernetes backend of the engine interface (issue 36, step 5): `KubeEngine`, a
+`ContainerEngine` over the objects (`objects`), the API's calls (`api`) and its streams
+(`channel`).
+
+A container is one container of a Pod, named `POD/CONTAINER` (the engine's id). `create`
+only plans: the Pod is made at the first `start` of one of its containers, and a container
+that `joins` another (a server's criterion: one network namespace) is a second container
+of the joined one's Pod, so it must be created before that Pod starts (a Pod takes no
+container once made: refused, never degraded). A container's inputs come on its stdin
+through attach (`stdinOnce`: the first attach's end is their end), its result on its log.
+
+What Kubernetes does not do as docker does, and what this backend does instead:
+- no pids limit per Pod (the kubelet's `podPidsLimit` is node-wide): `Capabilities.pids_limit`
+  is False, and a spec is refused unless the caller accepted the node's limit
+  (`accept_node_pids`, which the records must say);
+- the API kills no single container: `kill` deletes the container's Pod at once, and
+  `stop` sends SIGTERM to the container's PID 1 by exec, then kills the Pod after the grace;
+- an exec runs as its container's user, in its working directory, with its environment:
+  the asked user must be the container's (or the container runs as root with SETUID and
+  SETGID, and `setpriv` drops to it); the directory and variables go through `env -C`;
+- no pause, no volume shared between Pods, no network joined or left while running: each
+  refused with the reason (`EngineRefusedError`, status None);
+- one stream of a log (`stream=Stdout`, KEP-3288) is only as good as the cluster's
+  support of it: preflight proves it before a run trusts it (a later step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import posixpath
+import secrets
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any
+
+from runner.containers.backend import (
+    LABEL_NETWORK,
+    LABEL_PREFIX,
+    Capabilities,
+    Completed,
+    ContainerSpec,
+    ContainerState,
+    EngineFacts,
+    EngineIdentity,
+    ExecState,
+    ExecStream,
+    HeldProcess,
+    Labels,
+    require_labels,
+)
+from runner.containers.kube import channel, objects
+from runner.containers.kube.api import KubeApi, container_state
+from runner.errors import (
+    ConflictError,
+    EngineError,
+    EngineRefusedError,
+    EngineUnreachableError,
+    InfraError,
+    NotFoundError,
+    SandboxUnavailableError,
+)
+
+if TYPE_CHECKING:
+    from runner.containers.backend import ContainerEngine
+
+MAIN = "main"                # the container a Pod is made for
+POD_DEADLINE_S = 6 * 3600    # a Pod's activeDeadlineSeconds when nothing shorter is known
+START_DEADLINE_S = 300.0     # scheduled, pulled and running, or the start failed
+STREAM_DEADLINE_S = 300.0    # an attach's stdin, an archive's exec
+KUBE_HINT = "check the cluster (kubectl get pods -n NAMESPACE) and the context's access"
+
+
+def by_digest(image: str) -> str:
+    """An image as a Pod names it: already `repo@sha256:...` (the registry step pushes
+    and resolves a local image; until then a spec must name its image by digest)."""
+    return image
+
+
+@dataclass
+class _Planned:
+    """A Pod as created so far: its containers, made at its first start."""
+
+    containers: list[tuple[str, ContainerSpec]]
+    made: bool = False
+    removed: set[str] = field(default_factory=set)
+
+
+class KubeEngine:
+    """The engine interface on one namespace of a cluster. `cpus`: the most a container
+    may ask (the configured size of a node's share, never this machine's count)."""
+
+    def __init__(self, api: KubeApi, *, cpus: int,
+                 image_ref: Callable[[str], str] = by_digest, accept_node_pids: bool = False,
+                 pod_deadline_s: float = POD_DEADLINE_S,
+                 start_deadline_s: float = START_DEADLINE_S,
+                 stream_deadline_s: float = STREAM_DEADLINE_S) -> None:
+        self.api, self._cpus, self.image_ref = api, cpus, image_ref
+        self.accept_node_pids = accept_node_pids
+        self.pod_deadline_s, self.start_deadline_s = pod_deadline_s, start_deadline_s
+        self.stream_deadline_s = stream_deadline_s
+        self._plans: dict[str, _Planned] = {}
+        self._denied: set[str] = set()  # experiments whose deny-all policy is made
+        self._lock = threading.Lock()
+        self._version: dict[str, Any] | None = None
+
+    # -- the engine ------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{self.api.cluster.server} (namespace {self.api.cluster.namespace})"
+
+    @property
+    def identity(self) -> EngineIdentity:
+        version = self._asked()
+        return EngineIdentity(self.address,
+                              f"{self.api.cluster.context}/{self.api.cluster.namespace}",
+                              f"Kubernetes {version.get('gitVersion', '?')}")
+
+    def _asked(self) -> dict[str, Any]:
+        if self._version is None:
+            self._version = self.api.version()
+        return self._version
+
+    def ping(self) -> None:
+        reason = self.down()
+        if reason is not None:
+            raise EngineUnreachableError(f"no Kubernetes API answers at {self.address}: "
+                                         f"{reason}", hint=KUBE_HINT)
+
+    def down(self) -> str | None:
+        try:
+            self.api.version()
+        except EngineError as error:
+            return str(error).splitlines()[0]
+        return None
+
+    def facts(self) -> EngineFacts:
+        """The API server's version; what is the nodes' (cgroups, storage) is said so."""
+        version = self._asked()
+        return EngineFacts(
+            server_version=str(version.get("gitVersion", "")),
+            api_version=f"{version.get('major', '')}.{version.get('minor', '')}",
+            cgroup_version="per node", cgroup_driver="per node",
+            limits={"memory": True, "swap": True, "cpu": True,
+                    "pids": self.accept_node_pids},
+            storage_driver="per node", backing_filesystem="per node")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(no_egress=True, shared_network_namespace=True, pids_limit=False,
+                            no_new_privileges=True, sized_volumes=True)
+
+    @property
+    def cpus(self) -> int:
+        return self._cpus
+
+    # -- containers ------------------------------------------------------------------
+
+    def create(self, spec: ContainerSpec) -> str:
+        """Plan the container of `spec` (its Pod is made at its first start); its id.
+        What the cluster cannot enforce, or a Pod cannot carry, is refused here."""
+        require_labels(spec.labels, spec.purpose)
+        unmet = [need for need in self.capabilities.unmet(spec)
+                 if not (need == "pids_limit" and self.accept_node_pids)]
+        if unmet:
+            raise InfraError(f"{spec.purpose} needs {', '.join(unmet)}, which the cluster at "
+                             f"{self.address} cannot enforce per Pod (a pids limit is the "
+                             "kubelet's, node-wide)",
+                             hint="accept the nodes' own pids limit explicitly, or run it "
+                                  "on a docker engine")
+        with self._lock:
+            if spec.joins is not None:
+                pod, _ = split(spec.joins)
+                plan = self._plans.get(pod)
+                if plan is None or plan.made:
+                    raise self._refused(f"create {spec.purpose}", f"it joins {spec.joins}, "
+                                        "whose Pod is already made or unknown: a Pod takes "
+                                        "no container once made (create the joining "
+                                        "container before starting the one it joins)")
+                name = f"c{len(plan.containers)}"
+                trial = [*plan.containers, (name, spec)]
+            else:
+                pod, name = self._pod_name(spec), MAIN
+                trial = [(name, spec)]
+            self._pod(pod, trial, f"create {spec.purpose}")  # refused now, not at start
+            if spec.joins is not None:
+                self._plans[pod].containers.append((name, spec))
+            else:
+                self._plans[pod] = _Planned(trial)
+        return f"{pod}/{name}"
+
+    def _pod_name(self, spec: ContainerSpec) -> str:
+        name = spec.name or ""
+        if name and objects.NAME.fullmatch(name) and len(name) <= objects.NAME_MAX:
+            return name
+        return f"bk-{secrets.token_hex(6)}"
+
+    def _pod(self, pod: str, containers: Sequence[tuple[str, ContainerSpec]],
+             what: str) -> dict[str, Any]:
+        try:
+            return objects.pod(pod, self.api.cluster.namespace,
+                               [(name, spec, self.image_ref(spec.image))
+                                for name, spec in containers],
+                               deadline_s=self.pod_deadline_s)
+        except objects.KubeRefusal as refusal:
+            raise self._refused(what, str(refusal)) from refusal
+
+    def _refused(self, what: str, why: str) -> EngineRefusedError:
+        return EngineRefusedError(self.address, what, why, status=None)
+
+    def start(self, container_id: str, stdin: IO[bytes] | None = None, *,
+              what: str = "the container") -> None:
+        """Make the container's Pod (its first start) and wait until it runs; `stdin`
+        given whole to the container through attach."""
+        pod, container = split(container_id)
+        with self._lock:
+            plan = self._plans.get(pod)
+            if plan is None:
+                raise NotFoundError(self.address, f"start {what}", f"no container "
+                                    f"{container_id} was created here", status=None)
+            make = not plan.made
+            plan.made = True
+        if make:
+            obj = self._pod(pod, plan.containers, f"start {what}")
+            self._deny_all(plan.containers[0][1].labels)
+            self.api.create(obj)
+            self.api.wait_pod(pod, running=True, deadline_s=self.start_deadline_s)
+        if stdin is not None:
+            channel.send_stdin(self.api.cluster, pod, container, stdin,
+                               deadline_s=self.stream_deadline_s)
+
+    def _deny_all(self, labels: Labels) -> None:
+        """The experiment's deny-all policy, made once (one already there is fine)."""
+        if labels.experiment in self._denied:
+            return
+        with contextlib.suppress(ConflictError):
+            self.api.create(objects.deny_all(self.api.cluster.namespace,
+                                             Labels(labels.experiment, "network-policy")))
+        self._denied.add(labels.experiment)
+
+    def wait(self, container_id: str, deadline_s: float) -> int | None:
+        pod, container = split(container_id)
+        return self.api.container_exit(pod, container, deadline_s=deadline_s)
+
+    def inspect(self, container_id: str) -> ContainerState:
+        pod, container = split(container_id)
+        plan = self._plans.get(pod)
+        if plan is not None and not plan.made:
+            spec = dict(plan.containers)[container]
+            return ContainerState(container_id, container_id, "created", None, False,
+                                  spec.image, spec.command, labels=objects.labels(
+                                      spec.labels, spec.network))
+        found = self.api.get("Pod", pod)
+        states = {str(s.get("name")): s for s in (found.get("status") or {}).get(
+            "containerStatuses") or []}
+        if container not in {c["name"] for c in found["spec"]["containers"]}:
+            raise NotFoundError(self.address, "inspect a container",
+                                f"pod {pod} has no container {container}", status=404)
+        return container_state(container_id, found, states.get(container, {}))
+
+    def logs(self, container_id: str, *, stdout: bool = True, stderr: bool = False,
+             tail: int | None = None) -> bytes:
+        pod, container = split(container_id)
+        if not (stdout or stderr) or self._unmade(pod):
+            return b""
+        stream = None if stdout and stderr else "Stdout" if stdout else "Stderr"
+        return self.api.logs(pod, container, stream=stream, tail=tail)
+
+    def follow_logs(self, container_id: str, *, follow: bool = True) -> Iterator[bytes]:
+        """The container's stdout (to its end with `follow`)."""
+        pod, container = split(container_id)
+        if self._unmade(pod):
+            return iter(())
+        if not follow:
+            return iter((self.api.logs(pod, container, stream="Stdout"),))
+        return self.api.follow_log(pod, container, stream="Stdout")
+
+    def _unmade(self, pod: str) -> bool:
+        plan = self._plans.get(pod)
+        return plan is not None and not plan.made
+
+    def kill(self, container_id: str, *, what: str = "a container") -> None:
+        """The API kills no single container: its Pod goes, at once."""
+        pod, _ = split(container_id)
+        self.api.delete("Pod", pod, grace_s=0)
+
+    def stop(self, container_id: str, *, grace_s: int, what: str = "a container") -> None:
+        """SIGTERM to the container's PID 1 (by exec, as its own user), its Pod killed
+        when it has not ended `grace_s` later."""
+        pod, container = split(container_id)
+        with contextlib.suppress(EngineError):  # it may have ended already
+            channel.stream(self.api.cluster, pod, container, command=["kill", "-TERM", "1"],
+                           stdin=None, deadline_s=self.stream_deadline_s)
+        if self.api.container_exit(pod, container, deadline_s=grace_s) is None:
+            self.kill(container_id, what=what)
+
+    def remove(self, container_id: str) -> bool:
+        """Forget the container; its Pod goes (at once) with its last container."""
+        pod, container = split(container_id)
+        with self._lock:
+            plan = self._plans.get(pod)
+            if plan is not None:
+                plan.removed.add(container)
+                if plan.removed < {name for name, _ in plan.containers}:
+                    return True
+                del self._plans[pod]
+                if not plan.made:
+                    return True
+        return self.api.delete("Pod", pod, grace_s=0)
+
+    def containers(self, filters: dict[str, str]) -> list[ContainerState]:
+        found: list[ContainerState] = []
+        for pod in self.api.listed("Pod", filters):
+            states = {str(s.get("name")): s for s in (pod.get("status") or {}).get(
+                "containerStatuses") or []}
+            name = pod["metadata"]["name"]
+            found += [container_state(f"{name}/{c['name']}", pod, states.get(c["name"], {}))
+                      for c in pod["spec"]["containers"]]
+        return found
+
+    def remove_labelled(self, filters: dict[str, str],
+                        keep: Callable[[dict[str, str]], bool] | None = None
+                        ) -> dict[str, int]:
+        """Our Pods, Services, Secrets and NetworkPolicies matching `filters`, each
+        deleted by name (a kept one stays); how many of each (containers: the Pods')."""
+        if not any(key.startswith(LABEL_PREFIX) for key in filters):
+            raise ValueError("refusing to remove resources without a bakeoff label filter")
+        removed = {"container": 0, "network": 0, "volume": 0, "service": 0, "secret": 0}
+        for kind, counted in (("Pod", "container"), ("Service", "service"),
+                              ("Secret", "secret"), ("NetworkPolicy", "network")):
+            for obj in self.api.listed(kind, filters):
+                if keep is not None and keep(dict(obj["metadata"].get("labels") or {})):
+                    continue
+                name = obj["metadata"]["name"]
+                if self.api.delete(kind, name, grace_s=0 if kind == "Pod" else None):
+                    removed[counted] += (len(obj["spec"]["containers"]) if kind == "Pod"
+                                         else 1)
+                if kind == "Pod":
+                    self._plans.pop(name, None)
+        return removed
+
+    # -- exec and archives -----------------------------------------------------------
+
+    def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
+             deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
+        pod, container = split(container_id)
+        command = self._as(container_id, user, ["env", "-C", workdir,
+                                                *(f"{k}={v}" for k, v in (env or {}).items()),
+                                                *argv])
+        done = channel.stream(self.api.cluster, pod, container, command=command, stdin=None,
+                              deadline_s=deadline_s)
+        return Completed(done.exit_code, done.stdout.decode(errors="replace"),
+                         done.stderr.decode(errors="replace"), 0.0)
+
+    def _as(self, container_id: str, user: str, argv: list[str]) -> list[str]:
+        """`argv` run as `user` in the container: as it is when that is the container's
+        user, through `setpriv` from a root container that may change ids, else refused."""
+        pod, container = split(container_id)
+        plan = self._plans.get(pod)
+        spec = None if plan is None else dict(plan.containers).get(container)
+        if spec is None:
+            raise self._refused("run an exec", f"{container_id} is not a container this "
+                                "engine made: its user is unknown")
+        own, asked = ids(spec.user), ids(user)
+        if own == asked:
+            return argv
+        if own[0] == "0" and {"SETUID", "SETGID"} <= set(spec.cap_add):
+            return ["setpriv", f"--reuid={asked[0]}", f"--regid={asked[1]}",
+                    "--clear-groups", "--", *argv]
+        raise self._refused("run an exec", f"an exec runs as its container's user "
+                            f"({spec.user}) on Kubernetes, not {user}")
+
+    def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
+        pod, container = split(container_id)
+        source = io.BytesIO(data) if isinstance(data, bytes) else data
+        done = channel.stream(self.api.cluster, pod, container,
+                              command=["tar", "-x", "-C", path], stdin=source,
+                              deadline_s=self.stream_deadline_s)
+        if done.exit_code != 0:
+            raise SandboxUnavailableError(f"the archive at {path} in {container_id} was not "
+                                          f"unpacked (tar exit {done.exit_code}): "
+                                          f"{done.stderr.decode(errors='replace')[:500]}")
+
+    def get_archive(self, container_id: str, path: str) -> Iterator[bytes]:
+        """The tar of `path` (a running container's only: no exec reaches an ended one)."""
+        pod, container = split(container_id)
+        parent, name = posixpath.split(path.rstrip("/") or "/")
+        done = channel.stream(self.api.cluster, pod, container,
+                              command=["tar", "-c", "-C", parent or "/", name or "."],
+                              stdin=None, deadline_s=self.stream_deadline_s)
+        if done.exit_code != 0:
+            raise NotFoundError(self.address, f"get the archive of {path}",
+                                done.stderr.decode(errors="replace")[:500], status=None)
+        return iter((done.stdout,))
+
+    # -- networks --------------------------------------------------------------------
+
+    def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
+        """A NetworkPolicy over the Pods labelled with `name` (`objects.network`)."""
+        require_labels(labels, f"network {name}")
+        self._deny_all(labels)
+        try:
+            self.api.create(objects.network(name, self.api.cluster.namespace, labels,
+                                            egress=egress))
+        except objects.KubeRefusal as refusal:
+            raise self._refused(f"create network {name}", str(refusal)) from refusal
+        return name
+
+    def remove_network(self, network_id: str) -> None:
+        self.api.delete("NetworkPolicy", network_id)
+
+    def find_network(self, name: str, *, what: str = "find network",
+                     retry: bool = True) -> str:
+        found = self.api.get("NetworkPolicy", name)
+        if LABEL_NETWORK not in found["spec"]["podSelector"].get("matchLabels", {}):
+            raise NotFoundError(self.address, what, f"{name} is not a network of ours",
+                                status=None)
+        return name
+
+    # -- what a cluster does not do --------------------------------------------------
+
+    def _not_here(self, what: str, why: str) -> EngineRefusedError:
+        return self._refused(what, f"{why} (Kubernetes)")
+
+    def pause(self, container_id: str, *, what: str = "a container") -> None:
+        raise self._not_here(f"pause {what}", "a Pod cannot be frozen")
+
+    def unpause(self, container_id: str, *, what: str = "a container") -> None:
+        raise self._not_here(f"unpause {what}", "a Pod cannot be frozen")
+
+    def create_volume(self, name: str, labels: Labels, *, size_mb: int | None,
+                      owner: int) -> str:
+        raise self._not_here(f"create volume {name}", "no volume is shared between Pods "
+                             "here: a Pod's inputs come on its stdin")
+
+    def remove_volume(self, name: str) -> None:
+        raise self._not_here(f"remove volume {name}", "this backend makes no volume")
+
+    def connect(self, network: str, container_id: str, *, aliases: Sequence[str] = (),
+                what: str = "connect a container") -> None:
+        raise self._not_here(what, "a Pod's networks are its labels, set when it is made")
+
+    def disconnect(self, network: str, container_id: str, *,
+                   what: str = "disconnect a container") -> None:
+        raise self._not_here(what, "a Pod's networks are its labels, set when it is made")
+
+    def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
+                    workdir: str, env: Mapping[str, str]) -> ExecStream:
+        raise self._not_here("stream an exec", "not built yet")
+
+    def exec_state(self, exec_id: str) -> ExecState:
+        raise self._not_here("inspect an exec", "not built yet")
+
+    def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
+                  env: Mapping[str, str] | None = None,
+                  what: str = "exec") -> contextlib.AbstractContextManager[HeldProcess]:
+        raise self._not_here(f"hold {what}", "not built yet")
+
+
+def split(container_id: str) -> tuple[str, str]:
+    """`POD/CONTAINER` (a bare Pod name is its main container)."""
+    pod, _, container = container_id.partition("/")
+    return pod, container or MAIN
+
+
+def ids(user: str) -> tuple[str, str]:
+    """`uid:gid` (a bare uid is its own group)."""
+    uid, _, gid = user.partition(":")
+    return uid, gid or uid
+
+
+if TYPE_CHECKING:
+    def _kube_is_a_container_engine(engine: KubeEngine) -> ContainerEngine:
+        return engine  # mypy proves the Kubernetes backend implements the interface

@@ -1,0 +1,432 @@
+"""The Kubernetes backend's whole call flow (issue 36, step 5): `KubeEngine`, the engine
+interface over the objects, the API's calls and its channel, against the emulator on
+loopback (tests/unit/kube_emulator.py: it validates every object strictly against the
+1.37 schemas and plays the containers' processes). Exact assertions on what was sent and
+what the engine concluded: a sample's Pod made at its start, its inputs through attach,
+its result on its log; a server and its criterion as one Pod; the failure modes (an image
+that cannot be pulled, an eviction, a deadline); exec as the container's user; removal
+by label; and what a cluster does not do, refused with the reason."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from runner.containers.backend import (
+    NO_NETWORK,
+    Bind,
+    ContainerSpec,
+    ContainerState,
+    Labels,
+    Resources,
+)
+from runner.containers.kube.api import KubeApi, PodFailedError
+from runner.containers.kube.config import KubeTarget
+from runner.containers.kube.engine import KubeEngine
+from runner.errors import EngineRefusedError, EngineUnreachableError, InfraError
+from tests.unit.kube_emulator import Emulator, emulated
+from tests.unit.test_kube_api import Clock
+
+NS = "bakeoff"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
+IMAGE = "registry.example.invalid/bakeoff/python@sha256:" + "ab" * 32
+DRIVER_CAPS = ("CHOWN", "SETUID", "SETGID", "KILL")
+
+
+def spec(name: str = "sample-1", **changes: object) -> ContainerSpec:
+    found = ContainerSpec(image=IMAGE, command=("bakeoff-driver", "run"),
+                          labels=Labels("horizon", "sample", "fixer", "r1"),
+                          resources=Resources(1.0, 256, 64), user="0:0",
+                          purpose="sample c/fixer/x/1", name=name, cap_add=DRIVER_CAPS,
+                          stdin=True)
+    return replace(found, **changes)  # type: ignore[arg-type]
+
+
+def driver(emulator: Emulator, pod: str, container: str, stdin: bytes) -> None:
+    """A sample's driver: its result (the digest of its inputs) on stdout, a word on
+    stderr, exit 0."""
+    emulator.end(pod, container, 0, stdout=b"bakeoff-out:" + hashlib.sha256(stdin)
+                 .hexdigest().encode() + b"\n", stderr=b"laid out\n")
+
+
+@pytest.fixture()
+def emulator() -> Iterator[Emulator]:
+    with emulated() as found:
+        found.autorun, found.on_attach = True, driver
+        yield found
+
+
+@pytest.fixture()
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture()
+def engine(emulator: Emulator, clock: Clock) -> KubeEngine:
+    api = KubeApi(KubeTarget("test", emulator.url, NS), clock=lambda: clock.now,
+                  sleep=clock.sleep)
+    return KubeEngine(api, cpus=4, accept_node_pids=True)
+
+
+def test_a_sample_is_a_pod_made_at_its_start_its_inputs_on_stdin_its_result_on_its_log(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    made = engine.create(spec())
+    assert made == "sample-1/main"
+    assert emulator.requests == []  # planned: nothing is made before its start
+    assert engine.inspect(made).status == "created"
+    inputs = os.urandom(300_000)
+    engine.start(made, io.BytesIO(inputs), what="sample c/fixer/x/1")
+    assert emulator.received[("sample-1", "attach")] == inputs
+    assert engine.wait(made, 30) == 0
+    result = b"bakeoff-out:" + hashlib.sha256(inputs).hexdigest().encode() + b"\n"
+    assert engine.logs(made) == result  # stdout only, as the interface's default
+    assert engine.logs(made, stdout=False, stderr=True) == b"laid out\n"
+    assert engine.logs(made, stdout=True, stderr=True) == result + b"laid out\n"
+    assert b"".join(engine.follow_logs(made, follow=False)) == result
+    state = engine.inspect(made)
+    assert (state.status, state.exit_code, state.oom_killed, state.image) == (
+        "exited", 0, False, IMAGE)
+    pod = emulator.pod("sample-1")
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["main"]
+    assert pod["spec"]["containers"][0]["stdinOnce"] is True
+    assert engine.remove(made) is True
+    assert emulator.pods() == []
+    attach = ("GET", f"{PODS}/sample-1/attach", "container=main&stdin=true")
+    log = f"{PODS}/sample-1/log"
+    assert emulator.requests == [
+        ("POST", POLICIES, ""),  # the experiment's deny-all, first
+        ("POST", PODS, ""), ("GET", f"{PODS}/sample-1", ""), attach,
+        ("GET", f"{PODS}/sample-1", ""),  # wait: ended at the first read
+        ("GET", log, "container=main&stream=Stdout"),
+        ("GET", log, "container=main&stream=Stderr"),
+        ("GET", log, "container=main"),
+        ("GET", log, "container=main&stream=Stdout"),
+        ("GET", f"{PODS}/sample-1", ""),
+        ("DELETE", f"{PODS}/sample-1", "gracePeriodSeconds=0")]
+    assert emulator.objects[(POLICIES, "horizon-deny-all")]["spec"]["policyTypes"] == [
+        "Ingress", "Egress"]
+
+
+def test_a_server_and_its_criterion_are_two_containers_of_one_pod(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    server = engine.create(spec("serve-1", command=("bakeoff-driver", "serve"),
+                                labels=Labels("horizon", "sample-server", "fixer", "r1")))
+    criterion = engine.create(spec(None, joins=server))
+    assert (server, criterion) == ("serve-1/main", "serve-1/c1")
+    served: list[str] = []
+    emulator.on_attach = lambda em, pod, container, stdin: (
+        served.append(container) if container == "main" else driver(em, pod, container, stdin))
+    engine.start(server, io.BytesIO(b"server inputs"))
+    engine.start(criterion, io.BytesIO(b"criterion inputs"))
+    assert [r for r in emulator.requests if r[0] == "POST"] == [
+        ("POST", POLICIES, ""), ("POST", PODS, "")]  # one Pod for both
+    pod = emulator.pod("serve-1")
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["main", "c1"]
+    assert pod["metadata"]["labels"]["io.bakeoff.role"] == "sample-server"
+    assert served == ["main"]
+    assert engine.wait(criterion, 30) == 0
+    assert engine.wait(server, 0) is None  # the server still runs
+    assert engine.remove(criterion) is True
+    assert emulator.pods() == ["serve-1"]  # its Pod goes with its last container
+    assert engine.remove(server) is True
+    assert emulator.pods() == []
+    assert emulator.requests[-1] == ("DELETE", f"{PODS}/serve-1", "gracePeriodSeconds=0")
+
+
+def test_a_container_cannot_join_a_pod_already_made(engine: KubeEngine) -> None:
+    server = engine.create(spec("serve-1"))
+    engine.start(server, io.BytesIO(b""))
+    with pytest.raises(EngineRefusedError) as refused:
+        engine.create(spec(None, joins=server))
+    assert str(refused.value) == (
+        f"the engine at {engine.address} refused to create sample c/fixer/x/1: it joins "
+        "serve-1/main, whose Pod is already made or unknown: a Pod takes no container once "
+        "made (create the joining container before starting the one it joins)")
+
+
+def test_a_pids_limit_is_refused_unless_the_nodes_own_is_accepted(
+        emulator: Emulator, clock: Clock) -> None:
+    api = KubeApi(KubeTarget("test", emulator.url, NS), clock=lambda: clock.now,
+                  sleep=clock.sleep)
+    strict = KubeEngine(api, cpus=4)
+    assert strict.capabilities.pids_limit is False
+    with pytest.raises(InfraError) as refused:
+        strict.create(spec())
+    assert refused.value.message == (
+        f"sample c/fixer/x/1 needs pids_limit, which the cluster at {emulator.url} "
+        f"(namespace {NS}) cannot enforce per Pod (a pids limit is the kubelet's, node-wide)")
+    assert refused.value.hint == ("accept the nodes' own pids limit explicitly, or run it on "
+                                  "a docker engine")
+    accepting = KubeEngine(api, cpus=4, accept_node_pids=True)
+    assert accepting.create(spec()) == "sample-1/main"
+    assert accepting.facts().limits["pids"] is True and strict.facts().limits["pids"] is False
+    assert emulator.requests == [("GET", "/version", ""), ("GET", "/version", "")]
+
+
+@pytest.mark.parametrize(("changes", "why"), [
+    ({"image": "bakeoff/python:latest"}, "sample c/fixer/x/1: the image "
+     "'bakeoff/python:latest' is not named by digest (repo@sha256:...): a tag can move "
+     "under a run"),
+    ({"mounts": (Bind(source=Path("/srv"), target="/srv"),)},
+     "sample c/fixer/x/1: a Pod gets no host path and no named volume here (/srv)"),
+    ({"cap_add": ("NET_ADMIN",)}, "sample c/fixer/x/1: capabilities ['NET_ADMIN'] may not "
+     "be added (only ['CHOWN', 'KILL', 'SETGID', 'SETUID'])"),
+])
+def test_what_a_pod_cannot_carry_is_refused_at_create(
+        engine: KubeEngine, emulator: Emulator, changes: dict[str, object], why: str) -> None:
+    with pytest.raises(EngineRefusedError) as refused:
+        engine.create(spec(**changes))
+    assert str(refused.value) == (f"the engine at {engine.address} refused to create "
+                                  f"sample c/fixer/x/1: {why}")
+    assert emulator.requests == []
+
+
+def test_an_image_that_cannot_be_pulled_fails_the_start_by_name(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    made = engine.create(spec())
+    emulator.scripts["sample-1"] = [{"phase": "Pending", "containerStatuses": [
+        {"name": "main", "image": IMAGE, "state": {"waiting": {
+            "reason": "ErrImagePull", "message": "manifest unknown"}}}]}]
+    with pytest.raises(PodFailedError) as failed:
+        engine.start(made, io.BytesIO(b"inputs"))
+    assert str(failed.value) == (f"pod sample-1: its image {IMAGE} cannot be pulled "
+                                 "(ErrImagePull: manifest unknown)")
+    assert ("sample-1", "attach") not in emulator.received  # no input went to it
+    assert engine.remove(made) is True and emulator.pods() == []
+
+
+def test_a_sample_past_its_deadline_is_none_and_killed_with_its_pod(
+        engine: KubeEngine, emulator: Emulator, clock: Clock) -> None:
+    emulator.on_attach = None  # it never ends
+    made = engine.create(spec())
+    engine.start(made, io.BytesIO(b"inputs"))
+    assert engine.wait(made, 5) is None
+    assert clock.now == pytest.approx(5.0)
+    engine.kill(made)
+    assert emulator.pods() == []
+    assert emulator.requests[-1] == ("DELETE", f"{PODS}/sample-1", "gracePeriodSeconds=0")
+    assert engine.remove(made) is False  # gone with its Pod
+
+
+def test_an_eviction_under_a_wait_is_the_pods_failure(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    emulator.on_attach = None
+    made = engine.create(spec())
+    engine.start(made, io.BytesIO(b"inputs"))
+    emulator.scripts["sample-1"] = [{"phase": "Failed", "reason": "Evicted",
+                                     "message": "The node was low on resource: memory."}]
+    with pytest.raises(PodFailedError, match=r"^pod sample-1: the node evicted it: The node "
+                                             r"was low on resource: memory\.$"):
+        engine.wait(made, 30)
+
+
+def test_an_oom_kill_is_said_by_inspect(engine: KubeEngine, emulator: Emulator) -> None:
+    emulator.on_attach = lambda em, pod, container, stdin: em.end(pod, container, 137,
+                                                                  reason="OOMKilled")
+    made = engine.create(spec())
+    engine.start(made, io.BytesIO(b"inputs"))
+    assert engine.wait(made, 30) == 137
+    assert (engine.inspect(made).oom_killed, engine.inspect(made).exit_code) == (True, 137)
+
+
+def test_an_exec_runs_as_its_containers_user_in_its_directory_with_its_variables(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    emulator.on_attach = None
+    emulator.programs["echo"] = lambda em, pod, c, argv, stdin: (
+        " ".join(argv[1:]).encode() + b"\n", b"", 3)
+    root = engine.create(spec())
+    engine.start(root, io.BytesIO(b""))
+    done = engine.exec(root, ["echo", "hi"], user="0:0", workdir="/work", deadline_s=10,
+                       env={"A": "1"})
+    assert (done.exit_code, done.stdout, done.stderr) == (3, "hi\n", "")
+    engine.exec(root, ["echo", "as", "sandbox"], user="1000:1000", workdir="/work",
+                deadline_s=10)
+    assert [command for _, _, command in emulator.execs] == [
+        ["env", "-C", "/work", "A=1", "echo", "hi"],
+        ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--",
+         "env", "-C", "/work", "echo", "as", "sandbox"]]
+    sandbox = engine.create(spec("sandbox-1", user="1000:1000", cap_add=()))
+    engine.start(sandbox)
+    assert engine.exec(sandbox, ["echo"], user="1000", workdir="/", deadline_s=5
+                       ).exit_code == 3
+    with pytest.raises(EngineRefusedError) as refused:
+        engine.exec(sandbox, ["echo"], user="0:0", workdir="/", deadline_s=5)
+    assert str(refused.value) == (f"the engine at {engine.address} refused to run an exec: "
+                                  "an exec runs as its container's user (1000:1000) on "
+                                  "Kubernetes, not 0:0")
+
+
+def test_stop_is_sigterm_to_pid_1_then_the_pod_after_the_grace(
+        engine: KubeEngine, emulator: Emulator, clock: Clock) -> None:
+    emulator.on_attach = None
+    killed: list[list[str]] = []
+
+    def kill(em: Emulator, pod: str, container: str, argv: list[str],
+             stdin: bytes) -> tuple[bytes, bytes, int]:
+        killed.append(argv)
+        if pod == "polite":
+            em.end(pod, container, 143, stdout=b"bakeoff-out:server\n")
+        return b"", b"", 0
+
+    emulator.programs["kill"] = kill
+    polite = engine.create(spec("polite"))
+    deaf = engine.create(spec("deaf"))
+    for made in (polite, deaf):
+        engine.start(made, io.BytesIO(b""))
+    engine.stop(polite, grace_s=10)
+    assert engine.inspect(polite).exit_code == 143
+    assert engine.logs(polite) == b"bakeoff-out:server\n"  # its log kept: read after
+    before = clock.now
+    engine.stop(deaf, grace_s=10)
+    assert 10.0 <= clock.now - before <= 10.2 + 1e-9  # read every 0.2 s to its grace
+    assert killed == [["kill", "-TERM", "1"]] * 2
+    assert emulator.pods() == ["polite"]  # the deaf one's Pod went after its grace
+
+
+def test_archives_go_in_and_out_through_tar_by_exec(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    emulator.on_attach = None
+    kept: dict[str, bytes] = {}
+
+    def tar(em: Emulator, pod: str, container: str, argv: list[str],
+            stdin: bytes) -> tuple[bytes, bytes, int]:
+        if argv[1] == "-x":
+            kept[argv[3]] = stdin
+            return b"", b"", 0
+        found = kept.get(os.path.join(argv[3], argv[4]))
+        return (b"", b"tar: no such file\n", 2) if found is None else (found, b"", 0)
+
+    emulator.programs["tar"] = tar
+    made = engine.create(spec())
+    engine.start(made, io.BytesIO(b""))
+    archive = os.urandom(2 * 1024 * 1024)
+    engine.put_archive(made, "/work", archive)
+    assert kept == {"/work": archive}
+    assert b"".join(engine.get_archive(made, "/work")) == archive
+    assert emulator.execs[-1][2] == ["tar", "-c", "-C", "/", "work"]
+    with pytest.raises(EngineRefusedError, match=r"get the archive of /nowhere: tar: no such"):
+        list(engine.get_archive(made, "/nowhere"))
+
+
+def test_a_network_is_a_policy_over_its_pods_label(engine: KubeEngine,
+                                                   emulator: Emulator) -> None:
+    owner = Labels("horizon", "sample-network", "fixer")
+    assert engine.create_network("horizon-fixer-net", owner, egress=False) == (
+        "horizon-fixer-net")
+    policy = emulator.objects[(POLICIES, "horizon-fixer-net")]["spec"]
+    members = [{"podSelector": {"matchLabels": {"io.bakeoff.network": "horizon-fixer-net"}}}]
+    assert (policy["ingress"], policy["egress"]) == ([{"from": members}], [{"to": members}])
+    made = engine.create(spec(network="horizon-fixer-net"))
+    engine.start(made, io.BytesIO(b""))
+    assert emulator.pod("sample-1")["metadata"]["labels"]["io.bakeoff.network"] == (
+        "horizon-fixer-net")
+    assert engine.inspect(made).networks == {"horizon-fixer-net": "10.0.0.7"}
+    assert engine.find_network("horizon-fixer-net") == "horizon-fixer-net"
+    engine.create_network("horizon-gateway-net", Labels("horizon", "gateway-network"),
+                          egress=True)
+    assert emulator.objects[(POLICIES, "horizon-gateway-net")]["spec"]["egress"] == [
+        {"to": [{"podSelector": {"matchLabels": {
+            "io.bakeoff.network": "horizon-gateway-net"}}}]}, {}]  # {}: anywhere
+    engine.remove_network("horizon-fixer-net")
+    assert (POLICIES, "horizon-fixer-net") not in emulator.objects
+    assert [r for r in emulator.requests if r[0] == "POST"].count(("POST", POLICIES, "")) == 3
+
+
+def test_removal_by_label_takes_every_kind_of_the_experiment_and_spares_the_kept(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    emulator.on_attach = None
+    for name, run in (("a-1", "r1"), ("a-2", "r2")):
+        engine.start(engine.create(spec(name, labels=Labels("horizon", "sample", "fixer",
+                                                            run))), io.BytesIO(b""))
+    other = KubeEngine(engine.api, cpus=4, accept_node_pids=True)
+    other.start(other.create(spec("b-1", labels=Labels("other", "sample"))), io.BytesIO(b""))
+    engine.create_network("horizon-net", Labels("horizon", "sample-network"), egress=False)
+    assert [s.id for s in engine.containers({"io.bakeoff.experiment": "horizon"})] == [
+        "a-1/main", "a-2/main"]
+    assert [s.id for s in engine.containers({"io.bakeoff.run": ""})] == [
+        "a-1/main", "a-2/main"]  # a key with any value; b-1 has no run
+    removed = engine.remove_labelled({"io.bakeoff.experiment": "horizon"},
+                                     keep=lambda labels: labels.get("io.bakeoff.run") == "r2")
+    assert removed == {"container": 1, "network": 2, "volume": 0, "service": 0, "secret": 0}
+    assert emulator.pods() == ["a-2", "b-1"]
+    assert sorted(name for (c, name) in emulator.objects if c == POLICIES) == [
+        "other-deny-all"]
+    with pytest.raises(ValueError, match="without a bakeoff label filter"):
+        engine.remove_labelled({"app": "x"})
+
+
+def test_samples_started_at_once_each_get_their_own_inputs(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    """Four threads, four Pods: each attach reaches its own container (an anchor's
+    readiness by label once handed an agent the wrong one)."""
+    inputs = {f"s-{n}": os.urandom(100_000) for n in range(4)}
+    made = {name: engine.create(spec(name)) for name in inputs}
+    threads = [threading.Thread(target=engine.start, args=(made[name], io.BytesIO(data)))
+               for name, data in inputs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for name, data in inputs.items():
+        assert engine.wait(made[name], 5) == 0
+        assert engine.logs(made[name]) == (b"bakeoff-out:" + hashlib.sha256(data).hexdigest()
+                                           .encode() + b"\n")
+
+
+def test_what_a_cluster_does_not_do_is_refused_with_the_reason(engine: KubeEngine) -> None:
+    made = engine.create(spec())
+    calls = {"pause": lambda: engine.pause(made, what="arm fixer"),
+             "volume": lambda: engine.create_volume("v", Labels("horizon", "inputs"),
+                                                    size_mb=None, owner=0),
+             "connect": lambda: engine.connect("net", made)}
+    said = {}
+    for name, call in calls.items():
+        with pytest.raises(EngineRefusedError) as refused:
+            call()
+        said[name] = str(refused.value).removeprefix(f"the engine at {engine.address} ")
+    assert said == {
+        "pause": "refused to pause arm fixer: a Pod cannot be frozen (Kubernetes)",
+        "volume": "refused to create volume v: no volume is shared between Pods here: a "
+                  "Pod's inputs come on its stdin (Kubernetes)",
+        "connect": "refused to connect a container: a Pod's networks are its labels, set "
+                   "when it is made (Kubernetes)"}
+
+
+def test_the_engine_is_the_api_server_and_says_so(engine: KubeEngine,
+                                                  emulator: Emulator) -> None:
+    engine.ping()
+    assert engine.down() is None
+    assert engine.identity.as_record() == {"host": engine.address, "id": f"test/{NS}",
+                                           "name": "Kubernetes v1.37.0"}
+    assert (engine.facts().server_version, engine.facts().api_version, engine.cpus) == (
+        "v1.37.0", "1.37", 4)
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    gone = KubeEngine(KubeApi(KubeTarget("test", f"http://127.0.0.1:{port}", NS),
+                              timeout_s=2), cpus=1)
+    assert (gone.down() or "").startswith(f"the Kubernetes API at http://127.0.0.1:{port} "
+                                           "did not answer to read its version")
+    with pytest.raises(EngineUnreachableError, match=r"^no Kubernetes API answers at "):
+        gone.ping()
+
+
+def test_a_state_read_from_a_pod_is_the_interfaces(engine: KubeEngine,
+                                                   emulator: Emulator) -> None:
+    emulator.on_attach = None
+    made = engine.create(spec(network=NO_NETWORK))
+    engine.start(made, io.BytesIO(b""))
+    assert engine.inspect(made) == ContainerState(
+        id="sample-1/main", name="sample-1/main", status="running", exit_code=None,
+        oom_killed=False, image=IMAGE, command=("bakeoff-driver", "run"), networks={},
+        labels={"io.bakeoff.experiment": "horizon", "io.bakeoff.role": "sample",
+                "io.bakeoff.arm": "fixer", "io.bakeoff.run": "r1"})
