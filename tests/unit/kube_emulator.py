@@ -43,9 +43,11 @@ class Emulator:
     # container, stdin); and an exec by its program's name: (emulator, pod, container,
     # argv, stdin) -> (stdout, stderr, exit code).
     on_attach: Callable[[Emulator, str, str, bytes], None] | None = None
+    on_create: Callable[[Emulator, str], None] | None = None  # a Pod just made: (pod)
     programs: dict[str, Callable[[Emulator, str, str, list[str], bytes],
                                  tuple[bytes, bytes, int]]] = field(default_factory=dict)
     execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
+    made: dict[tuple[str, str], Obj] = field(default_factory=dict)  # all ever created, in order
 
     def pods(self) -> list[str]:
         return sorted(name for (collection, name) in self.objects if collection.endswith("/pods"))
@@ -147,6 +149,9 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                     obj["status"] = (running_status(obj) if emulator.autorun
                                      else {"phase": "Pending"})
                 emulator.objects[(collection, name)] = obj
+                emulator.made[(collection, name)] = obj
+            if obj["kind"] == "Pod" and emulator.on_create is not None:
+                emulator.on_create(emulator, name)
             self.answer(201, json.dumps(obj).encode())
 
         def do_GET(self) -> None:

@@ -14,7 +14,7 @@ import io
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,10 +28,11 @@ from runner.containers.backend import (
     Labels,
     Resources,
 )
+from runner.containers.kube import preflight
 from runner.containers.kube.api import KubeApi, PodFailedError
 from runner.containers.kube.config import KubeTarget
 from runner.containers.kube.engine import KubeEngine
-from runner.errors import EngineRefusedError, EngineUnreachableError, InfraError
+from runner.errors import ConflictError, EngineRefusedError, EngineUnreachableError, InfraError
 from tests.unit.kube_emulator import Emulator, emulated
 from tests.unit.test_kube_api import Clock
 
@@ -58,10 +59,19 @@ def driver(emulator: Emulator, pod: str, container: str, stdin: bytes) -> None:
                  .hexdigest().encode() + b"\n", stderr=b"laid out\n")
 
 
+def shell(emulator: Emulator, pod: str) -> None:
+    """A Pod whose command is `sh -c 'echo A; echo B >&2'` (the log streams' probe) ends
+    as a shell would end it."""
+    command = emulator.pod(pod)["spec"]["containers"][0]["command"]
+    if command[:2] == ["sh", "-c"]:
+        out, err = (part.split()[-1] for part in command[2].replace(">&2", "").split(";"))
+        emulator.end(pod, "main", 0, stdout=f"{out}\n".encode(), stderr=f"{err}\n".encode())
+
+
 @pytest.fixture()
 def emulator() -> Iterator[Emulator]:
     with emulated() as found:
-        found.autorun, found.on_attach = True, driver
+        found.autorun, found.on_attach, found.on_create = True, driver, shell
         yield found
 
 
@@ -74,7 +84,11 @@ def clock() -> Clock:
 def engine(emulator: Emulator, clock: Clock) -> KubeEngine:
     api = KubeApi(KubeTarget("test", emulator.url, NS), clock=lambda: clock.now,
                   sleep=clock.sleep)
-    return KubeEngine(api, cpus=4, accept_node_pids=True)
+    made = KubeEngine(api, cpus=4, accept_node_pids=True)
+    preflight.prove_split(made, IMAGE, Labels("preflight", "probe"))  # as `up` will, first
+    emulator.requests.clear()
+    emulator.made.clear()
+    return made
 
 
 def test_a_sample_is_a_pod_made_at_its_start_its_inputs_on_stdin_its_result_on_its_log(
@@ -140,6 +154,12 @@ def test_a_server_and_its_criterion_are_two_containers_of_one_pod(
     assert engine.remove(server) is True
     assert emulator.pods() == []
     assert emulator.requests[-1] == ("DELETE", f"{PODS}/serve-1", "gracePeriodSeconds=0")
+
+
+def test_a_pod_name_planned_twice_is_a_conflict(engine: KubeEngine) -> None:
+    engine.create(spec())
+    with pytest.raises(ConflictError, match="a Pod named sample-1 is already planned"):
+        engine.create(spec())
 
 
 def test_a_container_cannot_join_a_pod_already_made(engine: KubeEngine) -> None:
@@ -359,7 +379,9 @@ def test_removal_by_label_takes_every_kind_of_the_experiment_and_spares_the_kept
     assert removed == {"container": 1, "network": 2, "volume": 0, "service": 0, "secret": 0}
     assert emulator.pods() == ["a-2", "b-1"]
     assert sorted(name for (c, name) in emulator.objects if c == POLICIES) == [
-        "other-deny-all"]
+        "other-deny-all", "preflight-deny-all"]
+    engine.start(engine.create(spec("a-3")), io.BytesIO(b""))
+    assert (POLICIES, "horizon-deny-all") in emulator.objects  # made again, never assumed
     with pytest.raises(ValueError, match="without a bakeoff label filter"):
         engine.remove_labelled({"app": "x"})
 
@@ -430,3 +452,79 @@ def test_a_state_read_from_a_pod_is_the_interfaces(engine: KubeEngine,
         oom_killed=False, image=IMAGE, command=("bakeoff-driver", "run"), networks={},
         labels={"io.bakeoff.experiment": "horizon", "io.bakeoff.role": "sample",
                 "io.bakeoff.arm": "fixer", "io.bakeoff.run": "r1"})
+def test_one_stream_of_a_log_is_trusted_only_once_the_cluster_proved_it_gives_one(
+        emulator: Emulator, clock: Clock) -> None:
+    """A sample's result is the last mark line of its stdout: a cluster that ignores
+    `stream` (KEP-3288's feature gate off) gives stderr too, where a line could be forged."""
+    api = KubeApi(KubeTarget("test", emulator.url, NS), clock=lambda: clock.now,
+                  sleep=clock.sleep)
+    unproved = KubeEngine(api, cpus=4, accept_node_pids=True)
+    made = unproved.create(spec())
+    unproved.start(made, io.BytesIO(b"inputs"))
+    assert unproved.logs(made, stdout=True, stderr=True).endswith(b"laid out\n")  # both: ok
+    with pytest.raises(EngineRefusedError) as refused:
+        unproved.logs(made)
+    assert str(refused.value) == (
+        f"the engine at {unproved.address} refused to read the stdout of sample-1/main: one "
+        "stream of a log is trusted only once the cluster proved it gives one "
+        "(kube.preflight.prove_split)")
+    with pytest.raises(EngineRefusedError, match="read the stdout of sample-1/main"):
+        list(unproved.follow_logs(made, follow=False))
+    emulator.split_streams = False  # an API server that ignores `stream`
+    with pytest.raises(InfraError) as mixed:
+        preflight.prove_split(unproved, IMAGE, Labels("horizon", "probe"))
+    assert mixed.value.message == (
+        f"the cluster at {unproved.address} does not give one stream of a log: asked for "
+        "stdout, it gave b'bakeoff-probe-stdout\\nbakeoff-probe-stderr\\n'")
+    assert emulator.pods() == ["sample-1"]  # the probe's Pod removed
+    emulator.split_streams = True
+    preflight.prove_split(unproved, IMAGE, Labels("horizon", "probe"))
+    assert unproved.logs(made) == (b"bakeoff-out:" + hashlib.sha256(b"inputs").hexdigest()
+                                   .encode() + b"\n")
+
+
+def connecting(enforced: bool, control: bool = True) -> Callable[[Emulator, str], None]:
+    """The isolation probe's clients on a cluster: one on the listener's network reaches
+    it (unless the `control` is broken), one on no network reaches it only where policies
+    are not `enforced`; each ends with the probe script's exit (0: reached)."""
+    def made(emulator: Emulator, pod: str) -> None:
+        obj = emulator.pod(pod)
+        command = obj["spec"]["containers"][0]["command"]
+        if command[2] != preflight.CONNECT:
+            return
+        same = "io.bakeoff.network" in obj["metadata"]["labels"]
+        emulator.end(pod, "main", 0 if (control if same else not enforced) else 1)
+    return made
+
+
+def test_isolation_is_proved_by_a_denied_connection_and_a_control_that_connects(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    emulator.on_create = connecting(enforced=True)
+    preflight.prove_isolation(engine, IMAGE, Labels("preflight", "probe"))
+    made = [(o["metadata"].get("labels", {}).get("io.bakeoff.network"),
+             o["spec"]["containers"][0]["command"][3:])
+            for (c, _), o in emulator.made.items() if c == PODS]
+    assert made == [("preflight-probe-net", []),  # the listener
+                    ("preflight-probe-net", ["10.0.0.7"]),  # the control, on its network
+                    (None, ["10.0.0.7"])]  # on no network: denied
+    assert emulator.pods() == [] and (POLICIES, "preflight-probe-net") not in emulator.objects
+
+
+@pytest.mark.parametrize(("enforced", "control", "said"), [
+    (False, True, "the cluster at {address} does not enforce NetworkPolicies: a Pod on no "
+     "network reached another Pod's port"),
+    (True, False, "the isolation probe on {address} could not reach its listener from the "
+     "same network (exit 1): the cluster's isolation cannot be proved"),
+    (False, False, "the isolation probe on {address} could not reach its listener from the "
+     "same network (exit 1): the cluster's isolation cannot be proved"),
+])
+def test_a_cluster_that_ignores_policies_or_a_probe_that_cannot_connect_is_refused(
+        engine: KubeEngine, emulator: Emulator, enforced: bool, control: bool,
+        said: str) -> None:
+    """A CNI that ignores NetworkPolicies must not pass as isolated; and a probe that never
+    connects proves nothing (its control fails first)."""
+    emulator.on_create = connecting(enforced, control)
+    with pytest.raises(InfraError) as refused:
+        preflight.prove_isolation(engine, IMAGE, Labels("preflight", "probe"))
+    assert refused.value.message == said.format(address=engine.address)
+    assert emulator.pods() == [] and (POLICIES, "preflight-probe-net") not in emulator.objects

@@ -104,6 +104,7 @@ class KubeEngine:
         self._denied: set[str] = set()  # experiments whose deny-all policy is made
         self._lock = threading.Lock()
         self._version: dict[str, Any] | None = None
+        self.split_proved = False  # one stream of a log is the cluster's (preflight)
 
     # -- the engine ------------------------------------------------------------------
 
@@ -183,6 +184,9 @@ class KubeEngine:
                 trial = [*plan.containers, (name, spec)]
             else:
                 pod, name = self._pod_name(spec), MAIN
+                if pod in self._plans:
+                    raise ConflictError(self.address, f"create {spec.purpose}",
+                                        f"a Pod named {pod} is already planned", status=None)
                 trial = [(name, spec)]
             self._pod(pod, trial, f"create {spec.purpose}")  # refused now, not at start
             if spec.joins is not None:
@@ -260,12 +264,19 @@ class KubeEngine:
                                 f"pod {pod} has no container {container}", status=404)
         return container_state(container_id, found, states.get(container, {}))
 
+    def _one_stream(self, what: str) -> None:
+        if not self.split_proved:
+            raise self._refused(what, "one stream of a log is trusted only once the cluster "
+                                "proved it gives one (kube.preflight.prove_split)")
+
     def logs(self, container_id: str, *, stdout: bool = True, stderr: bool = False,
              tail: int | None = None) -> bytes:
         pod, container = split(container_id)
         if not (stdout or stderr) or self._unmade(pod):
             return b""
         stream = None if stdout and stderr else "Stdout" if stdout else "Stderr"
+        if stream is not None:
+            self._one_stream(f"read the {stream.lower()} of {container_id}")
         return self.api.logs(pod, container, stream=stream, tail=tail)
 
     def follow_logs(self, container_id: str, *, follow: bool = True) -> Iterator[bytes]:
@@ -273,6 +284,7 @@ class KubeEngine:
         pod, container = split(container_id)
         if self._unmade(pod):
             return iter(())
+        self._one_stream(f"read the stdout of {container_id}")
         if not follow:
             return iter((self.api.logs(pod, container, stream="Stdout"),))
         return self.api.follow_log(pod, container, stream="Stdout")
@@ -328,6 +340,7 @@ class KubeEngine:
         if not any(key.startswith(LABEL_PREFIX) for key in filters):
             raise ValueError("refusing to remove resources without a bakeoff label filter")
         removed = {"container": 0, "network": 0, "volume": 0, "service": 0, "secret": 0}
+        self._denied.clear()  # a deny-all removed here is made again at the next start
         for kind, counted in (("Pod", "container"), ("Service", "service"),
                               ("Secret", "secret"), ("NetworkPolicy", "network")):
             for obj in self.api.listed(kind, filters):
