@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
@@ -33,6 +33,7 @@ from runner.errors import (
 )
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 POLL_S = 0.2
 REQUEST_TIMEOUT_S = 30.0
 PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
@@ -231,37 +232,41 @@ class KubeApi:
         """Poll Pod `name` until it runs (`running`) or ends; a Pod that never can (its
         image, an eviction, its deadline) or is still not there by `deadline_s` (never
         scheduled, or slow) is a `PodFailedError` naming why."""
-        ends = self._clock() + deadline_s
-        while True:
-            pod = self.get("Pod", name)
-            problem = pod_problem(pod)
-            if problem is not None:
-                raise PodFailedError(f"pod {name}: {problem}")
-            state = pod_state(pod)
-            if state.ended or (running and state.phase == "Running"):
-                return state
-            if self._clock() >= ends:
-                why = unscheduled(pod)
-                raise PodFailedError(f"pod {name}: still {state.phase} after {deadline_s:g} s"
-                                     + (f" (never scheduled: {why})" if why else ""))
-            self._sleep(POLL_S)
+        last: list[Obj] = []
 
+        def answer(pod: Obj) -> PodState | None:
+            last[:] = [pod]
+            state = pod_state(pod)
+            return state if state.ended or (running and state.phase == "Running") else None
+
+        found = self._polled(name, deadline_s, answer)
+        if found is None:
+            why = unscheduled(last[0])
+            raise PodFailedError(f"pod {name}: still {pod_state(last[0]).phase} after "
+                                 f"{deadline_s:g} s"
+                                 + (f" (never scheduled: {why})" if why else ""))
+        return found
 
     def container_exit(self, name: str, container: str, *, deadline_s: float) -> int | None:
         """Poll Pod `name` until its `container` ended: its exit code; None when it still
         runs at `deadline_s`. A Pod that can never run it (its image, an eviction, its
         deadline) is a `PodFailedError`."""
+        return self._polled(name, deadline_s,
+                            lambda pod: pod_state(pod).exit_codes.get(container))
+
+    def _polled(self, name: str, deadline_s: float,
+                answer: Callable[[Obj], T | None]) -> T | None:
+        """Read Pod `name` every POLL_S until `answer` says something of it (that), or
+        `deadline_s` passed (None); a Pod that never can run is a `PodFailedError`."""
         ends = self._clock() + deadline_s
         while True:
             pod = self.get("Pod", name)
             problem = pod_problem(pod)
             if problem is not None:
                 raise PodFailedError(f"pod {name}: {problem}")
-            code = pod_state(pod).exit_codes.get(container)
-            if code is not None:
-                return code
-            if self._clock() >= ends:
-                return None
+            found = answer(pod)
+            if found is not None or self._clock() >= ends:
+                return found
             self._sleep(POLL_S)
 
 
