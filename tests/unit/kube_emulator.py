@@ -214,7 +214,8 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             stdin = bytearray()
             wants = {key: (query.get(key) or [""])[0] == "true"
                      for key in ("stdin", "stdout")}
-            if wants["stdin"] and command[0] != "hang":
+            hangs = unwrapped(command)[0] == "hang"
+            if wants["stdin"] and not hangs:
                 while True:
                     message = self.frame()
                     if message is None or message[:2] == bytes([255, 0]):
@@ -227,7 +228,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 emulator.received[(pod, what)] = bytes(stdin)
                 if what == "exec":
                     emulator.execs.append((pod, container, command))
-            if command[0] == "hang":
+            if hangs:
                 while self.frame() is not None:  # until the client goes
                     pass
                 return

@@ -25,14 +25,22 @@ from runner.containers.backend import (
     Bind,
     ContainerSpec,
     ContainerState,
+    ExecState,
     Labels,
     Resources,
+    exit_after_output,
 )
 from runner.containers.kube import preflight
 from runner.containers.kube.api import KubeApi, PodFailedError
 from runner.containers.kube.config import KubeTarget
 from runner.containers.kube.engine import KubeEngine
-from runner.errors import ConflictError, EngineRefusedError, EngineUnreachableError, InfraError
+from runner.errors import (
+    ConflictError,
+    EngineRefusedError,
+    EngineUnreachableError,
+    InfraError,
+    NotFoundError,
+)
 from tests.unit.kube_emulator import Emulator, emulated
 from tests.unit.test_kube_api import Clock
 
@@ -528,3 +536,35 @@ def test_a_cluster_that_ignores_policies_or_a_probe_that_cannot_connect_is_refus
         preflight.prove_isolation(engine, IMAGE, Labels("preflight", "probe"))
     assert refused.value.message == said.format(address=engine.address)
     assert emulator.pods() == [] and (POLICIES, "preflight-probe-net") not in emulator.objects
+
+
+def test_a_streamed_exec_gives_both_streams_as_they_come_and_its_state_after(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    """An agent's run (`sandbox.exec_stream`): the API keeps no exec, so its state is the
+    engine's own record: running until its output ended, then the status channel's code."""
+    emulator.on_attach = None
+    emulator.programs["agent"] = lambda em, pod, c, argv, stdin: (b"x" * 200_000,
+                                                                  b"warned\n", 7)
+    sandbox = engine.create(spec("sandbox-1", user="1000:1000", cap_add=()))
+    engine.start(sandbox)
+    streamed = engine.exec_stream(sandbox, ["agent", "--brief"], user="1000:1000",
+                                  workdir="/work", env={"HOME": "/home/agent"})
+    assert engine.exec_state(streamed.exec_id) == ExecState(True, None)
+    assert b"".join(streamed.output) == b"x" * 200_000 + b"warned\n"
+    assert engine.exec_state(streamed.exec_id) == ExecState(False, 7)
+    assert exit_after_output(engine, streamed.exec_id) == ExecState(False, 7)
+    assert emulator.execs[-1] == ("sandbox-1", "main", [
+        "env", "-C", "/work", "HOME=/home/agent", "agent", "--brief"])
+    streamed.close()  # after its end: nothing to free
+    with pytest.raises(NotFoundError, match=r"no exec sandbox-1/main/exec-x was started here"):
+        engine.exec_state("sandbox-1/main/exec-x")
+
+
+def test_a_streamed_exec_closed_early_stays_running_as_docker_says_it(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    emulator.on_attach = None
+    sandbox = engine.create(spec("sandbox-1"))
+    engine.start(sandbox)
+    streamed = engine.exec_stream(sandbox, ["hang"], user="0:0", workdir="/", env={})
+    streamed.close()  # the caller's deadline: its output is freed, the process not waited
+    assert engine.exec_state(streamed.exec_id) == ExecState(True, None)

@@ -16,7 +16,7 @@ import contextlib
 import json
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlencode
@@ -124,19 +124,7 @@ def _connect(target: KubeTarget, address: str, deadline_s: float) -> websocket.W
 def _read(connection: websocket.WebSocket, ends: float, what: str) -> Streamed:
     out, err = bytearray(), bytearray()
     code: int | None = None
-    while True:
-        connection.settimeout(max(0.01, ends - time.monotonic()))
-        try:
-            opcode, data = connection.recv_data()
-        except (TimeoutError, websocket.WebSocketTimeoutException) as error:
-            raise EngineFailedError(f"the stream of {what} outlived its deadline") from error
-        except websocket.WebSocketConnectionClosedException:
-            break
-        if opcode == websocket.ABNF.OPCODE_CLOSE:
-            break
-        if not data:
-            continue
-        channel, payload = data[0], data[1:]
+    for channel, payload in _messages(connection, ends, what):
         if channel == STDOUT:
             out += payload
         elif channel == STDERR:
@@ -147,3 +135,45 @@ def _read(connection: websocket.WebSocket, ends: float, what: str) -> Streamed:
         raise EngineFailedError(f"the stream of {what} ended with no status: the command's "
                                 "end is unknown")
     return Streamed(code, bytes(out), bytes(err))
+
+
+def opened(target: KubeTarget, pod: str, container: str, command: Sequence[str], *,
+           deadline_s: float) -> websocket.WebSocket:
+    """An exec of `command` whose output is read as it comes (`output`)."""
+    query = [("container", container), ("stdout", "true"), ("stderr", "true"),
+             *(("command", part) for part in command)]
+    return _connect(target, url(target, pod, "exec", query), deadline_s)
+
+
+def output(connection: websocket.WebSocket, what: str,
+           ended: Callable[[int | None], None]) -> Iterator[bytes]:
+    """Both streams of an `opened` exec as they come (no deadline: the caller's);
+    `ended(code)` once they ended (None: no status came, the end is unknown)."""
+    code: int | None = None
+    try:
+        for channel, payload in _messages(connection, None, what):
+            if channel in (STDOUT, STDERR):
+                yield payload
+            elif channel == STATUS:
+                code = exit_code(json.loads(payload))
+        ended(code)
+    finally:
+        connection.close()
+
+
+def _messages(connection: websocket.WebSocket, ends: float | None,
+              what: str) -> Iterator[tuple[int, bytes]]:
+    """(channel, payload) of each message until the stream ends; past `ends` (None: no
+    deadline) the stream is cut and the engine declared stuck."""
+    while True:
+        connection.settimeout(None if ends is None else max(0.01, ends - time.monotonic()))
+        try:
+            opcode, data = connection.recv_data()
+        except (TimeoutError, websocket.WebSocketTimeoutException) as error:
+            raise EngineFailedError(f"the stream of {what} outlived its deadline") from error
+        except websocket.WebSocketConnectionClosedException:
+            return
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return
+        if data:
+            yield data[0], data[1:]

@@ -1,27 +1,16 @@
-"""The Kubernetes backend of the engine interface (issue 36, step 5): `KubeEngine`, a
+"""The Kubernetes backend of the engine interface (issue 36): `KubeEngine`, a
 `ContainerEngine` over the objects (`objects`), the API's calls (`api`) and its streams
 (`channel`).
 
-A container is one container of a Pod, named `POD/CONTAINER` (the engine's id). `create`
-only plans: the Pod is made at the first `start` of one of its containers, and a container
-that `joins` another (a server's criterion: one network namespace) is a second container
-of the joined one's Pod, so it must be created before that Pod starts (a Pod takes no
-container once made: refused, never degraded). A container's inputs come on its stdin
-through attach (`stdinOnce`: the first attach's end is their end), its result on its log.
-
-What Kubernetes does not do as docker does, and what this backend does instead:
-- no pids limit per Pod (the kubelet's `podPidsLimit` is node-wide): `Capabilities.pids_limit`
-  is False, and a spec is refused unless the caller accepted the node's limit
-  (`accept_node_pids`, which the records must say);
-- the API kills no single container: `kill` deletes the container's Pod at once, and
-  `stop` sends SIGTERM to the container's PID 1 by exec, then kills the Pod after the grace;
-- an exec runs as its container's user, in its working directory, with its environment:
-  the asked user must be the container's (or the container runs as root with SETUID and
-  SETGID, and `setpriv` drops to it); the directory and variables go through `env -C`;
-- no pause, no volume shared between Pods, no network joined or left while running: each
-  refused with the reason (`EngineRefusedError`, status None);
-- one stream of a log (`stream=Stdout`, KEP-3288) is only as good as the cluster's
-  support of it: preflight proves it before a run trusts it (a later step).
+A container is one container of a Pod, named `POD/CONTAINER`. `create` only plans: the
+Pod is made at the first `start` of one of its containers, and a container that `joins`
+another (a server's criterion: one network namespace) is a second container of the
+joined one's Pod, so it must be created before that Pod is made. A container's inputs
+come on its stdin through attach (`stdinOnce`), its result on its log. What Kubernetes
+does not do as docker does (no pids limit per Pod, no single container killed, an exec
+as its container's user only, no pause, no shared volume, one stream of a log only where
+the cluster proved it) and what this backend does instead: docs/scale-out.md, each
+refused with its reason where nothing can stand in, never degraded.
 """
 
 from __future__ import annotations
@@ -105,6 +94,7 @@ class KubeEngine:
         self._lock = threading.Lock()
         self._version: dict[str, Any] | None = None
         self.split_proved = False  # one stream of a log is the cluster's (preflight)
+        self._execs: dict[str, ExecState] = {}  # the streamed execs' states, by id
 
     # -- the engine ------------------------------------------------------------------
 
@@ -359,9 +349,7 @@ class KubeEngine:
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
              deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
         pod, container = split(container_id)
-        command = self._as(container_id, user, ["env", "-C", workdir,
-                                                *(f"{k}={v}" for k, v in (env or {}).items()),
-                                                *argv])
+        command = self._as(container_id, user, in_dir(argv, workdir, env))
         done = channel.stream(self.api.cluster, pod, container, command=command, stdin=None,
                               deadline_s=deadline_s)
         return Completed(done.exit_code, done.stdout.decode(errors="replace"),
@@ -461,10 +449,26 @@ class KubeEngine:
 
     def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
                     workdir: str, env: Mapping[str, str]) -> ExecStream:
-        raise self._not_here("stream an exec", "not built yet")
+        """Both streams of the exec as they come; its state is the engine's own record
+        (the API keeps none of an exec): running until its output ended, then its code."""
+        pod, container = split(container_id)
+        command = self._as(container_id, user, in_dir(argv, workdir, env))
+        connection = channel.opened(self.api.cluster, pod, container, command,
+                                    deadline_s=self.stream_deadline_s)
+        exec_id = f"{container_id}/exec-{secrets.token_hex(4)}"
+        self._execs[exec_id] = ExecState(True, None)
+
+        def ended(code: int | None) -> None:
+            self._execs[exec_id] = ExecState(False, code)
+        return ExecStream(exec_id, channel.output(connection, f"an exec in {container_id}",
+                                                  ended), connection.close)
 
     def exec_state(self, exec_id: str) -> ExecState:
-        raise self._not_here("inspect an exec", "not built yet")
+        found = self._execs.get(exec_id)
+        if found is None:
+            raise NotFoundError(self.address, "inspect an exec", f"no exec {exec_id} was "
+                                "started here", status=None)
+        return found
 
     def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
                   env: Mapping[str, str] | None = None,
@@ -476,6 +480,11 @@ def split(container_id: str) -> tuple[str, str]:
     """`POD/CONTAINER` (a bare Pod name is its main container)."""
     pod, _, container = container_id.partition("/")
     return pod, container or MAIN
+
+
+def in_dir(argv: Sequence[str], workdir: str, env: Mapping[str, str] | None) -> list[str]:
+    """`argv` run in `workdir` with `env` (a Pod's exec has neither: `env -C`)."""
+    return ["env", "-C", workdir, *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
 
 
 def ids(user: str) -> tuple[str, str]:
