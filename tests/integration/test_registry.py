@@ -1,0 +1,173 @@
+"""Images through a registry (issue 36, the Kubernetes backend's image step), on the real
+engine and a real registry: `images/registry` (Debian's docker-registry, CNCF
+distribution 2.8, FROM the local base) in a container of ours, published on 127.0.0.1
+only (an engine trusts a loopback registry over HTTP). A local image is pushed under its
+own id as the tag and named by the digest the registry gave it; the registry's own
+answer for that tag agrees, a pull by that digest gives back the very image (its id),
+two different images in one repository never share a tag, a push again is the same
+digest, and the push leaves no tag behind here."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import requests
+
+from runner.containers import images
+from runner.containers.backend import (
+    LABEL_EXPERIMENT,
+    LABEL_RUN,
+    ContainerSpec,
+    Labels,
+    Resources,
+)
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage, registry
+from runner.containers.kube.api import KubeApi
+from runner.containers.kube.config import KubeTarget
+from runner.containers.kube.engine import KubeEngine
+from runner.errors import EngineRefusedError
+from tests.integration.helpers import PlainReporter
+from tests.unit.kube_emulator import emulated
+
+READY_S = 30.0
+MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+@dataclass(frozen=True)
+class Registry:
+    address: str  # 127.0.0.1:PORT
+
+    def url(self, path: str) -> str:
+        return f"http://{self.address}{path}"
+
+
+@pytest.fixture(scope="module")
+def images_built(engine: Engine) -> dict[str, BuiltImage]:
+    return {b.name: b for b in images.build(engine, ["base", "registry"], PlainReporter())}
+
+
+@pytest.fixture(scope="module")
+def served(engine: Engine, images_built: dict[str, BuiltImage]) -> Iterator[Registry]:
+    """The registry, hardened as our containers are, its layers on a tmpfs; removed by
+    its labels afterwards, whatever happened."""
+    run = secrets.token_hex(3)
+    labels = Labels(f"registry{run}", "registry", run=run)
+    client = engine.client
+    try:
+        network: Any = engine.call("create the registry's network", client.networks.create,
+                                   f"bakeoff-registry-{run}", driver="bridge",
+                                   labels=labels.as_dict())
+        container: Any = engine.call(
+            "create the registry", client.containers.create, images_built["registry"].image_id,
+            name=f"bakeoff-registry-{run}", labels=labels.as_dict(), detach=True, init=True,
+            cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
+            tmpfs={"/var/lib/docker-registry": "size=1024m,uid=100,gid=101,mode=0700"},
+            mem_limit="1536m", memswap_limit="1536m", pids_limit=256, network=network.name,
+            ports={"5000/tcp": ("127.0.0.1", None)})
+        engine.call("start the registry", container.start)
+        container.reload()
+        port = container.attrs["NetworkSettings"]["Ports"]["5000/tcp"][0]["HostPort"]
+        served = Registry(f"127.0.0.1:{port}")
+        until = time.monotonic() + READY_S
+        while True:
+            try:
+                if requests.get(served.url("/v2/"), timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < until, f"the registry did not answer in {READY_S} s"
+            time.sleep(0.2)
+        yield served
+    finally:
+        engine.remove_labelled({LABEL_EXPERIMENT: labels.experiment, LABEL_RUN: run})
+
+
+def registry_digest(served: Registry, repo: str, tag: str) -> str:
+    answer = requests.head(served.url(f"/v2/{repo}/manifests/{tag}"),
+                           headers={"Accept": MANIFEST}, timeout=10)
+    assert answer.status_code == 200, answer.text
+    return str(answer.headers["Docker-Content-Digest"])
+
+
+def tags_of(engine: Engine, image_id: str) -> list[str]:
+    return list(engine.client.images.get(image_id).tags)
+
+
+def test_an_image_is_pushed_under_its_own_id_and_named_by_the_registrys_digest(
+        engine: Engine, images_built: dict[str, BuiltImage], served: Registry) -> None:
+    base = images_built["base"]
+    repo = registry.repository(served.address, base.tag)
+    assert repo == f"{served.address}/bakeoff/base"
+    tags_before = tags_of(engine, base.image_id)
+    pushed = registry.push(engine, base.image_id, repo)
+    content = base.image_id.removeprefix("sha256:")
+    assert pushed.tag == f"{repo}:id-{content}"
+    digest = registry_digest(served, "bakeoff/base", f"id-{content}")
+    assert pushed.reference == f"{repo}@{digest}"  # the registry's own answer agrees
+    assert tags_of(engine, base.image_id) == tags_before  # the push's tag is gone
+    assert registry.push(engine, base.image_id, repo) == pushed  # again: the same
+
+
+def test_a_pull_by_the_digest_gives_back_the_very_image_and_two_images_never_share_a_tag(
+        engine: Engine, images_built: dict[str, BuiltImage], served: Registry) -> None:
+    """Two different images pushed to ONE repository (an anchor's `:latest` for two
+    images handed a run the wrong one): two tags, two digests, and each digest pulled
+    is its own image."""
+    repo = f"{served.address}/bakeoff/app"
+    pushed = [registry.push(engine, built.image_id, repo) for built in images_built.values()]
+    assert len({p.tag for p in pushed}) == len({p.reference for p in pushed}) == 2
+    for found in pushed:
+        pulled = engine.call("pull by digest", engine.client.images.pull, found.reference)
+        try:
+            assert pulled.id == found.image_id
+        finally:
+            engine.call("drop the digest's name", engine.client.api.remove_image,
+                        found.reference, noprune=True)
+
+
+def test_a_registry_that_does_not_answer_is_the_pushs_refusal_and_leaves_no_tag(
+        engine: Engine, images_built: dict[str, BuiltImage]) -> None:
+    with socket.socket() as free:  # a loopback port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    base = images_built["base"]
+    repo = f"127.0.0.1:{port}/bakeoff/base"
+    tags_before = tags_of(engine, base.image_id)
+    with pytest.raises(EngineRefusedError) as refused:
+        registry.push(engine, base.image_id, repo)
+    assert refused.value.what == f"push {repo}:id-{base.image_id.removeprefix('sha256:')}"
+    assert f"127.0.0.1:{port}" in refused.value.answer
+    assert "connection refused" in refused.value.answer
+    assert tags_of(engine, base.image_id) == tags_before
+
+
+def test_a_kube_engine_runs_what_the_registry_holds_by_digest(
+        engine: Engine, images_built: dict[str, BuiltImage], served: Registry) -> None:
+    """The image step end to end up to the API: a container planned with a local image
+    (by id or by tag) is a Pod that names the registry's digest (the API is the
+    emulator's; the image and the registry are real)."""
+    base = images_built["base"]
+    images_of = registry.Registered(engine, served.address)
+    with emulated() as emulator:
+        emulator.autorun = True
+        kube = KubeEngine(KubeApi(KubeTarget("test", emulator.url, "bakeoff")), cpus=1,
+                          image_ref=images_of, accept_node_pids=True)
+        planned = [kube.create(ContainerSpec(
+            image=image, command=("true",), labels=Labels("registry", "sample"),
+            resources=Resources(0.5, 64, 16), user="65534:65534", purpose="a sample",
+            name=name)) for name, image in (("by-id", base.image_id), ("by-tag", base.tag))]
+        for made in planned:
+            kube.start(made)
+        (pushed,) = images_of.pushed  # by id and by tag: one image, pushed once
+        assert [emulator.pod(name)["spec"]["containers"][0]["image"]
+                for name in ("by-id", "by-tag")] == [pushed.reference] * 2
+    digest = registry_digest(served, "bakeoff/base", pushed.tag.rsplit(":", 1)[1])
+    assert pushed.reference == f"{served.address}/bakeoff/base@{digest}"
+    assert images_of(pushed.reference) == pushed.reference  # by digest: as it is
