@@ -27,7 +27,7 @@ from runner.cli.init import init_command
 from runner.cli.progress import ImageBuildView
 from runner.cli.records import reproduce_command, rescore_command
 from runner.cli.terminal import SECRETS, RedactedStream, err, out, redact, say
-from runner.commands import cleanup
+from runner.commands import cleanup, cluster
 from runner.commands import demo as demo_mod
 from runner.commands import doctor as doctor_mod
 from runner.commands import down as down_mod
@@ -38,13 +38,15 @@ from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.containers import images
 from runner.containers.engine import Engine
-from runner.containers.images import catalog, reporters
-from runner.errors import RunnerError
+from runner.containers.images import catalog, registry, reporters
+from runner.errors import InfraError, RunnerError
+from runner.install.engine import state_dir
 from runner.manifest import (
     DEFAULT_MANIFEST,
     LoadedManifest,
     json_schema,
 )
+from runner.manifest.models import KubernetesSection
 from runner.store import layout
 from runner.store import state as state_mod
 
@@ -59,8 +61,9 @@ DIST = "bakeoff-sandbox"  # the distribution whose metadata holds the version
 ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
 
 
-def _load(path: Path) -> LoadedManifest:
-    return terminal.load(path)  # the arms' secrets are redacted from here on
+def _load(path: Path, *, on_a_cluster: bool = False) -> LoadedManifest:
+    # the arms' secrets are redacted from here on
+    return terminal.load(path, on_a_cluster=on_a_cluster)
 
 
 _say = say
@@ -108,6 +111,35 @@ def images_build(
                   f"{image.identity}  {cache}", markup=False)
 
 
+def _diagnosed(engine: Engine, manifest: Path | None) -> doctor_mod.Report:
+    """This machine's checks, and the cluster's for a Kubernetes manifest."""
+    report = doctor_mod.diagnose(engine, manifest)
+    section = _cluster_of(manifest)
+    if section is None:
+        return report
+    images_of = registry.Registered(engine, section.registry)
+
+    def probe_image() -> str:
+        tag = catalog.tag_for(cluster.PROBE_IMAGE)
+        if images.inspect(engine, tag) is None:
+            raise InfraError(f"{tag} is not built here",
+                             hint=f"bakeoff-sandbox images build {cluster.PROBE_IMAGE}")
+        return images_of(tag)
+    return doctor_mod.Report(report.checks + tuple(cluster.checks(
+        section, os.environ, state_dir() / "kube", probe_image)))
+
+
+def _cluster_of(manifest: Path | None) -> KubernetesSection | None:
+    """The [kubernetes] table of a manifest whose engine is a cluster, else None."""
+    if manifest is None or not manifest.is_file():
+        return None
+    try:
+        parsed = catalog.manifest_at(manifest)
+    except RunnerError:
+        return None  # doctor's image line says why it cannot be read
+    return parsed.kubernetes if parsed.engine == "kubernetes" else None
+
+
 def _images_wanted(names: list[str], all_: bool, file: Path | None) -> list[str]:
     """The names given, every image (`[]`) for --all, else what the manifest needs."""
     if names and (all_ or file):
@@ -138,12 +170,13 @@ def doctor(
     """Check what a bake-off needs here: one line per check, and the command that fixes
     what is not ok. Exit 0 when all are ok, 3 otherwise."""
     manifest, engine = doctor_mod.manifest_path(file), Engine()
-    report = doctor_mod.diagnose(engine, manifest)
+    report = _diagnosed(engine, manifest)
     if fix and not report.ok:
         for line in report.lines():
             _say(line)
         with ImageBuildView(err) as view:
             report = doctor_mod.fix(engine, manifest, report, view, _say)
+        report = _diagnosed(engine, manifest) if _cluster_of(manifest) else report
     for line in report.lines():
         out.print(line, markup=False, soft_wrap=True)
     raise typer.Exit(0 if report.ok else 3)
@@ -338,7 +371,7 @@ def report(file: ManifestOpt = Path(DEFAULT_MANIFEST), open_page: Annotated[bool
         "--open", help="print REPORT.html's path; open it where a graphical browser exists")]
            = False) -> None:
     """RESULTS.md, OBSERVATION.json and REPORT.html across stages (stored records; no docker)."""
-    done = report_mod.report(_load(file))
+    done = report_mod.report(_load(file, on_a_cluster=True))
     out.print(done.results_file.read_text(encoding="utf-8"), markup=False)
     _say(f"report: {done.results_file}, {done.observation_file}, {done.page_file} "
          f"({len(done.observation.rounds)} round(s))")

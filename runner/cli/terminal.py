@@ -19,6 +19,7 @@ from typing import TextIO, cast
 
 from rich.console import Console
 
+from runner.commands import cluster
 from runner.commands.dispatch.redact import Redactor
 from runner.manifest import LoadedManifest, load_manifest
 
@@ -99,12 +100,17 @@ def redact(text: str) -> str:
     return SECRETS.redact(text)
 
 
-def load(path: Path, environ: Mapping[str, str] | None = None) -> LoadedManifest:
-    """`load_manifest`, with the arms' secret values added to `SECRETS` first."""
+def load(path: Path, environ: Mapping[str, str] | None = None, *,
+         on_a_cluster: bool = False) -> LoadedManifest:
+    """`load_manifest`, with the arms' secret values added to `SECRETS` first. A manifest
+    whose engine is a cluster is refused unless the command runs there (`on_a_cluster`:
+    `report`, which reads records only; `doctor` reads the manifest itself)."""
     env = os.environ if environ is None else environ
     SECRETS.add_names(declared_secrets(path), env)
     loaded = load_manifest(path)
     SECRETS.add_names((name for arm in loaded.manifest.arms for name in arm.secrets), env)
+    if loaded.manifest.engine == "kubernetes" and not on_a_cluster:
+        cluster.refuse(path)
     return loaded
 
 

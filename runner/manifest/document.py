@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -16,6 +17,7 @@ from runner.manifest.models import (
     ContractSection,
     Database,
     Experiment,
+    KubernetesSection,
     Limits,
     Section,
     Toolchain,
@@ -40,6 +42,11 @@ class Manifest(Section):
     changes: list[Change] = Field(min_length=1, description="one stage each, run in order")
     arms: list[Arm] = Field(min_length=1, description="the contestants; one is the control")
     gateway: Gateway = Field(default_factory=Gateway, description="the model gateway")
+    engine: Literal["docker", "kubernetes"] = Field(
+        default="docker", description="where the containers run: the Docker engine "
+        "DOCKER_HOST names (else this machine's), or a Kubernetes cluster ([kubernetes])")
+    kubernetes: KubernetesSection | None = Field(
+        default=None, description='the cluster, when engine = "kubernetes"')
 
     @property
     def control_arms(self) -> list[Arm]:
@@ -67,6 +74,7 @@ class Manifest(Section):
             *self._judge_violations(),
             *self._price_violations(),
             *self._upstream_violations(),
+            *self._engine_violations(),
         ])
         return self
 
@@ -90,6 +98,19 @@ class Manifest(Section):
                 )]
         return problems
 
+
+    def _engine_violations(self) -> list[RuleViolation]:
+        """A cluster is named exactly when the engine is one."""
+        if self.engine == "kubernetes" and self.kubernetes is None:
+            return [RuleViolation(("kubernetes",), 'engine = "kubernetes" needs a '
+                                  "[kubernetes] table (its registry at least)",
+                                  '[kubernetes] registry = "HOST[:PORT]" (context and '
+                                  "namespace: the kubeconfig's unless named)")]
+        if self.engine == "docker" and self.kubernetes is not None:
+            return [RuleViolation(("engine",), 'is "docker" while a [kubernetes] table is '
+                                  "given", 'set engine = "kubernetes" (at the top of the '
+                                  "file), or remove [kubernetes]", found=self.engine)]
+        return []
 
     def _upstream_violations(self) -> list[RuleViolation]:
         """Each arm's `upstream` is a [[gateway.upstreams]] entry its CLI can speak to,

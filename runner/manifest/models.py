@@ -335,6 +335,27 @@ class Limits(Section):
     )
 
 
+class KubernetesSection(Section):
+    """``[kubernetes]``: the cluster a run goes to when ``engine = "kubernetes"`` (issue 36;
+    docs/scale-out.md). The images are built here and pushed to `registry`."""
+
+    context: NonBlank | None = Field(
+        default=None, description="the kubeconfig context (KUBECONFIG honoured, else "
+                                  "~/.kube/config); default: its current context")
+    namespace: Slug | None = Field(
+        default=None, description="the namespace the tool works in; default: the context's, "
+                                  "else default")
+    registry: NonBlank = Field(
+        description="where the images are pushed, HOST[:PORT][/PATH]; a Pod runs them by digest")
+    accept_node_pids_limit: bool = Field(
+        default=False, description="run although a Pod has no pids limit of its own (the "
+                                   "kubelet's podPidsLimit is node-wide); every record says so")
+    parallelism: int = Field(
+        default=4, ge=1, le=256, description="Pods at once: the cluster's share, never this "
+                                             "machine's CPU count")
+    cpus: int = Field(default=4, ge=1, description="the most CPUs one container may ask")
+
+
 class Database(Section):
     """``[database]``: optional Postgres; a database + owner role per arm and per sample."""
 

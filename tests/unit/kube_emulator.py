@@ -48,6 +48,8 @@ class Emulator:
                                  tuple[bytes, bytes, int]]] = field(default_factory=dict)
     execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
     made: dict[tuple[str, str], Obj] = field(default_factory=dict)  # all ever created, in order
+    version: Obj = field(default_factory=lambda: {"major": "1", "minor": "37",
+                                                  "gitVersion": "v1.37.0"})
 
     def pods(self) -> list[str]:
         return sorted(name for (collection, name) in self.objects if collection.endswith("/pods"))
@@ -161,8 +163,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             if self.failed():
                 return
             if self.path == "/version":
-                return self.answer(200, json.dumps({"major": "1", "minor": "37",
-                                                    "gitVersion": "v1.37.0"}).encode())
+                return self.answer(200, json.dumps(emulator.version).encode())
             with emulator.lock:
                 if not name:
                     selector = (query.get("labelSelector") or [""])[0]

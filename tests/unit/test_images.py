@@ -100,7 +100,7 @@ def test_missing_other_images_name_how_to_get_them(monkeypatch: pytest.MonkeyPat
     folder (issue 34: the hint told a user to add a Dockerfile inside site-packages)."""
     monkeypatch.delenv("BAKEOFF_IMAGES_DIR", raising=False)
     known = ", ".join(catalog.known_names())
-    assert known == "base, browser, engine, go, node, postgres, python, redis, rust"
+    assert known == "base, browser, engine, go, node, postgres, python, redis, registry, rust"
     assert images._how_to_get("nosuchtool", "bakeoff/nosuchtool:latest") == (
         "name a local image in [toolchain] image (`docker build -t myorg/nosuchtool DIR`, "
         'then image = "myorg/nosuchtool"), or put a build context of your own in '
