@@ -343,9 +343,14 @@ def prepare(asked: BrowserAsked, directory: Path, token: str) -> Canary:
         raise SandboxUnavailableError(
             f"the browser criterion {asked.file} changed since the contract froze it",
             hint="restore it, or `up --refreeze` to grade with the new one")
-    canary = plant.browser(token)
-    write_inputs(directory, {criterion_name(asked): data, canary.path: canary.content})
-    return canary
+    found = canary(token)
+    write_inputs(directory, {criterion_name(asked): data, found.path: found.content})
+    return found
+
+
+def canary(token: str) -> Canary:
+    """The canaries of a browser sample with `token` (what `prepare` plants)."""
+    return plant.browser(token)
 
 
 def kept(outputs: Outputs) -> dict[str, bytes]:

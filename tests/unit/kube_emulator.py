@@ -92,8 +92,8 @@ def selected(obj: Obj, selector: str) -> bool:
 def unwrapped(command: list[str]) -> list[str]:
     """The program an exec runs, past `env -C DIR K=V...` and `setpriv OPTIONS --`."""
     argv = list(command)
-    if argv[:2] == ["env", "-C"]:
-        argv = argv[3:]
+    if argv[:2] == ["env", "-C"] and argv[3:4] == ["--"]:
+        argv = argv[4:]
         while argv and "=" in argv[0]:
             argv = argv[1:]
     if argv[:1] == ["setpriv"]:

@@ -279,9 +279,9 @@ def test_an_exec_runs_as_its_containers_user_in_its_directory_with_its_variables
     engine.exec(root, ["echo", "as", "sandbox"], user="1000:1000", workdir="/work",
                 deadline_s=10)
     assert [command for _, _, command in emulator.execs] == [
-        ["env", "-C", "/work", "A=1", "echo", "hi"],
+        ["env", "-C", "/work", "--", "A=1", "echo", "hi"],
         ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--",
-         "env", "-C", "/work", "echo", "as", "sandbox"]]
+         "env", "-C", "/work", "--", "echo", "as", "sandbox"]]
     sandbox = engine.create(spec("sandbox-1", user="1000:1000", cap_add=()))
     engine.start(sandbox)
     assert engine.exec(sandbox, ["echo"], user="1000", workdir="/", deadline_s=5
@@ -554,7 +554,7 @@ def test_a_streamed_exec_gives_both_streams_as_they_come_and_its_state_after(
     assert engine.exec_state(streamed.exec_id) == ExecState(False, 7)
     assert exit_after_output(engine, streamed.exec_id) == ExecState(False, 7)
     assert emulator.execs[-1] == ("sandbox-1", "main", [
-        "env", "-C", "/work", "HOME=/home/agent", "agent", "--brief"])
+        "env", "-C", "/work", "--", "HOME=/home/agent", "agent", "--brief"])
     streamed.close()  # after its end: nothing to free
     with pytest.raises(NotFoundError, match=r"no exec sandbox-1/main/exec-x was started here"):
         engine.exec_state("sandbox-1/main/exec-x")

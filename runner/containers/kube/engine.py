@@ -483,8 +483,9 @@ def split(container_id: str) -> tuple[str, str]:
 
 
 def in_dir(argv: Sequence[str], workdir: str, env: Mapping[str, str] | None) -> list[str]:
-    """`argv` run in `workdir` with `env` (a Pod's exec has neither: `env -C`)."""
-    return ["env", "-C", workdir, *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
+    """`argv` run in `workdir` with `env` (a Pod's exec has neither: `env -C`; `--` ends
+    env's options, so a program named `-i` is a program)."""
+    return ["env", "-C", workdir, "--", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
 
 
 def ids(user: str) -> tuple[str, str]:

@@ -79,6 +79,20 @@ class ContainerResult:
     canary: Canary | None = None  # a browser criterion's canaries (not the tree's)
 
 
+@dataclass(frozen=True)
+class Browsing:
+    """A browser criterion's container, created beside its server, and what it was made
+    with (its record says it)."""
+
+    container: str
+    token: str    # its canaries' (their files are written after the server's start)
+    inputs: Path
+    image: BuiltImage
+    identity: browser.BrowserIdentity
+    base_url: str
+    limits: browser.BrowserLimits
+
+
 class SampleContainers:
     """Runs one executor's sample containers: its image, limits and labels (`experiment`,
     `run`), what the image allows (`facts`), the samples' stacks (`stacks`); the browser
@@ -182,37 +196,47 @@ class SampleContainers:
             self.engine.remove_volume(filled)
 
     def _run_containers(self, spec: SampleSpec, setting: SampleSetting) -> ContainerResult:
-        """The sample's container (and its server's, if any), run and removed."""
+        """The sample's container (and its server's, if any), run and removed. The
+        criterion is created before its server starts: on Kubernetes the two are one Pod,
+        made at its first start, which takes no container after it."""
         port = random.randint(*SERVER_PORTS) if spec.server is not None else None
-        server = None if port is None else self._server(spec, setting, port)
-        container: str | None = None
+        server = None if port is None else self.engine.create(self.container_spec(
+            spec, setting, self.driver_argv("serve", spec, setting, port=port),
+            purpose=f"the server of {spec.sample}", role="sample-server"))
+        made = [] if server is None else [server]
         try:
-            if server is not None and spec.build and not self._built(spec, server):
-                return ContainerResult(None, Outputs(self._server_outputs(server)))
+            browsing = None
             if spec.browser is not None and server is not None and port is not None:
-                return self._browse(spec, setting, server, port)
-            container = self.engine.create(self.container_spec(
-                spec, setting, self.driver_argv("run", spec, setting, port=port),
-                purpose=f"sample {spec.sample}", joins=None if server is None else server))
+                browsing = self._browser_beside(spec, server, port, setting.inputs / "browser")
+                container = browsing.container
+            else:
+                container = self.engine.create(self.container_spec(
+                    spec, setting, self.driver_argv("run", spec, setting, port=port),
+                    purpose=f"sample {spec.sample}", joins=server))
+            made.insert(0, container)
+            if server is not None:
+                self._start(server, setting.inputs, f"the server of {spec.sample}")
+                if spec.build and not self._built(spec, server):
+                    return ContainerResult(None, Outputs(self._server_outputs(server)))
+            if browsing is not None and server is not None:
+                return self._browse(spec, server, browsing)
             ran = self._wait(spec, container, setting.inputs)
             if server is not None:
                 ran.outputs.files.update(self._server_outputs(server))
             return ran
         finally:
-            for made in (container, server):
-                if made is not None:
-                    self.engine.remove(made)
+            for each in made:
+                self.engine.remove(each)
 
-    def _browse(self, spec: SampleSpec, setting: SampleSetting, server: str,
-                port: int) -> ContainerResult:
-        """A browser criterion: the rig's pytest in the browser's own container, which
-        joins the server's network namespace and opens http://localhost:PORT (a secure
-        context), with the criterion as the contract froze it and the rig's canaries; the
-        server's log and build after."""
+    def _browser_beside(self, spec: SampleSpec, server: str, port: int,
+                        inputs: Path) -> Browsing:
+        """A browser criterion's container, created beside its server's (it joins the
+        server's network namespace and opens http://localhost:PORT, a secure context),
+        with the criterion as the contract froze it and the rig's canaries."""
         assert spec.browser is not None and spec.server is not None
         image, identity = self.browser()
-        inputs = setting.inputs / "browser"
-        canary = browser.prepare(spec.browser, inputs, spec.token or secrets.token_hex(4))
+        token = spec.token or secrets.token_hex(4)
+        canary = browser.canary(token)  # its files are written once the server started
         base_url = f"http://localhost:{port}"
         argv = browser.command(
             browser.criterion_name(spec.browser), base_url, health=spec.server.health,
@@ -224,12 +248,18 @@ class SampleContainers:
             self._labels("sample-browser", spec.arm), None, limits=limits,
             test_timeout_s=min(browser.TEST_TIMEOUT_S, spec.timeout_s),
             purpose=f"the browser of {spec.sample}"))
-        try:
-            ran = self._wait(spec, container, inputs, ready=None, limit=browser.OUTPUTS_LIMIT)
-        finally:
-            self.engine.remove(container)
+        return Browsing(container, token, inputs, image, identity, base_url, limits)
+
+    def _browse(self, spec: SampleSpec, server: str, browsing: Browsing) -> ContainerResult:
+        """The browser criterion run (its server started), then the server's log and build.
+        Its inputs are written only now: the server's went before, without them."""
+        assert spec.browser is not None
+        canary = browser.prepare(spec.browser, browsing.inputs, browsing.token)
+        ran = self._wait(spec, browsing.container, browsing.inputs, ready=None,
+                         limit=browser.OUTPUTS_LIMIT)
         ran.outputs.files.update(self._server_outputs(server))
-        found = browser.facts(browser.kept(ran.outputs), image, identity, base_url, limits)
+        found = browser.facts(browser.kept(ran.outputs), browsing.image, browsing.identity,
+                              browsing.base_url, browsing.limits)
         return dataclasses.replace(ran, browser=found, canary=canary)
 
     def browser(self) -> tuple[BuiltImage, browser.BrowserIdentity]:
@@ -311,19 +341,6 @@ class SampleContainers:
                                 f"{spec.sample} (exit {code}): the driver's output is lost",
                                 hint="check the engine's disk and its log, then run the "
                                      "same command again: the sample runs again")
-
-    def _server(self, spec: SampleSpec, setting: SampleSetting, port: int) -> str:
-        """The sample's server, started in a container of its own (its own tree, HOME and
-        /tmp): the criterion's container shares only its network namespace."""
-        server = self.engine.create(self.container_spec(
-            spec, setting, self.driver_argv("serve", spec, setting, port=port),
-            purpose=f"the server of {spec.sample}", role="sample-server"))
-        try:
-            self._start(server, setting.inputs, f"the server of {spec.sample}")
-        except BaseException:
-            self.engine.remove(server)
-            raise
-        return server
 
     def _built(self, spec: SampleSpec, server: str) -> bool:
         """Whether the server's build (run before the server starts) succeeded: its
