@@ -447,6 +447,15 @@ class ContainerEngine(Protocol):
         ...
 
 
+def line_at(buffer: bytearray, line: bytes) -> int:
+    """Where `line` starts as a whole line of `buffer`, else -1 (a held process's answer
+    ends at its marker line)."""
+    if buffer.startswith(line):
+        return 0
+    at = buffer.find(b"\n" + line)
+    return -1 if at < 0 else at + 1
+
+
 def exit_after_output(engine: ContainerEngine, exec_id: str) -> ExecState:
     """An exec's state once its output ended. The engine records the exit a moment after
     the output closes, longer under load or on a remote engine (a second engine once said

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from runner.containers.backend import ContainerEngine, ExecOutput, exit_after_output
+from runner.containers.backend import ContainerEngine, ExecOutput, exit_after_output, line_at
 from runner.containers.dockerclient import ENGINE_HINT, end_of_input
 from runner.containers.engine import Engine
 from runner.errors import SandboxUnavailableError
@@ -57,7 +57,7 @@ class HeldExec:
         deadline = time.monotonic() + timeout_s
         line = None if marker is None else marker + b"\n"
         while not self.ended:
-            at = -1 if line is None else _line_at(self._out, line)
+            at = -1 if line is None else line_at(self._out, line)
             if at >= 0:
                 out, err = bytes(self._out[:at]), bytes(self._err)
                 del self._out[:at + len(line or b"")]
@@ -109,14 +109,6 @@ class HeldExec:
                                               hint=ENGINE_HINT)
             data.extend(chunk)
         return bytes(data)
-
-
-def _line_at(buffer: bytearray, line: bytes) -> int:
-    """Where `line` starts as a whole line of `buffer`, else -1."""
-    if buffer.startswith(line):
-        return 0
-    at = buffer.find(b"\n" + line)
-    return -1 if at < 0 else at + 1
 
 
 @contextlib.contextmanager

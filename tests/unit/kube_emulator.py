@@ -223,7 +223,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                         break
                     if message[:1] == b"\x00":
                         stdin += message[1:]
-                        if command[0] == "cat" and wants["stdout"]:
+                        if unwrapped(command)[0] == "cat" and wants["stdout"]:
                             self.send_frame(b"\x01" + message[1:])
             with emulator.lock:
                 emulator.received[(pod, what)] = bytes(stdin)

@@ -25,6 +25,7 @@ from runner.containers.backend import (
     Bind,
     ContainerSpec,
     ContainerState,
+    ExecOutput,
     ExecState,
     Labels,
     Resources,
@@ -40,6 +41,7 @@ from runner.errors import (
     EngineUnreachableError,
     InfraError,
     NotFoundError,
+    SandboxUnavailableError,
 )
 from tests.unit.kube_emulator import Emulator, emulated
 from tests.unit.test_kube_api import Clock
@@ -568,3 +570,47 @@ def test_a_streamed_exec_closed_early_stays_running_as_docker_says_it(
     streamed = engine.exec_stream(sandbox, ["hang"], user="0:0", workdir="/", env={})
     streamed.close()  # the caller's deadline: its output is freed, the process not waited
     assert engine.exec_state(streamed.exec_id) == ExecState(True, None)
+
+
+def test_a_held_exec_answers_script_by_script_then_ends_with_its_code(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    """One process, many scripts (psql in the database's Pod): each answer read up to
+    the marker line it prints; after the input's end, the rest and the status's code."""
+    emulator.on_attach = None
+    made = engine.create(spec("db-1", user="999:999", cap_add=()))
+    engine.start(made)
+    with engine.hold_exec(made, ["cat"], user="999:999", what="psql") as held:
+        held.send(b"select 1;\nbakeoff-done\n")
+        assert held.until(b"bakeoff-done", 10) == ExecOutput(None, b"select 1;\n", b"")
+        held.send(b"x" * 200_000 + b"\nbakeoff-done\n")
+        assert held.until(b"bakeoff-done", 10).stdout == b"x" * 200_000 + b"\n"
+        held.send(b"tail\n")
+        held.close_input()
+        ended = held.until(None, 10)
+        assert (ended.exit_code, ended.stdout, held.ended) == (0, b"tail\n", True)
+        assert ended.stderr.startswith(b"exec env -C / -- cat")
+    assert emulator.execs[-1] == ("db-1", "main", ["env", "-C", "/", "--", "cat"])
+
+
+def test_a_held_exec_that_never_answers_is_the_sandbox_unavailable(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    emulator.on_attach = None
+    made = engine.create(spec("db-1"))
+    engine.start(made)
+    with (engine.hold_exec(made, ["hang"], user="0:0") as held,
+          pytest.raises(SandboxUnavailableError, match=r"^exec: no answer in time")):
+        held.until(b"bakeoff-done", 0.3)
+
+
+def test_exec_with_input_runs_on_the_kube_engine_as_on_docker(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    """The database's scripts go through `held_exec.exec_with_input`, backend-blind."""
+    from runner.containers.held_exec import exec_with_input
+    emulator.on_attach = None
+    emulator.programs["psql"] = lambda em, pod, c, argv, stdin: (
+        b"rows: " + str(stdin.count(b";")).encode() + b"\n", b"", 0)
+    made = engine.create(spec("db-1", user="999:999", cap_add=()))
+    engine.start(made)
+    done = exec_with_input(engine, made, ["psql", "-X"], b"select 1; select 2;\n",
+                           user="999:999", timeout_s=10, what="psql")
+    assert (done.exit_code, done.stdout) == (0, b"rows: 2\n")

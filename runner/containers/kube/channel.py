@@ -16,16 +16,17 @@ import contextlib
 import json
 import ssl
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlencode
 
 import websocket
 
+from runner.containers.backend import ExecOutput, line_at
 from runner.containers.kube.api import api_path
 from runner.containers.kube.config import KubeTarget
-from runner.errors import EngineFailedError, EngineRefusedError
+from runner.errors import EngineFailedError, EngineRefusedError, SandboxUnavailableError
 
 PROTOCOL = "v5.channel.k8s.io"
 OFFERED = [PROTOCOL, "v4.channel.k8s.io"]  # v4 offered only to refuse it by name
@@ -138,9 +139,10 @@ def _read(connection: websocket.WebSocket, ends: float, what: str) -> Streamed:
 
 
 def opened(target: KubeTarget, pod: str, container: str, command: Sequence[str], *,
-           deadline_s: float) -> websocket.WebSocket:
-    """An exec of `command` whose output is read as it comes (`output`)."""
+           deadline_s: float, stdin: bool = False) -> websocket.WebSocket:
+    """An exec of `command` whose output is read as it comes (`output`, `Held`)."""
     query = [("container", container), ("stdout", "true"), ("stderr", "true"),
+             *((("stdin", "true"),) if stdin else ()),
              *(("command", part) for part in command)]
     return _connect(target, url(target, pod, "exec", query), deadline_s)
 
@@ -165,6 +167,13 @@ def _messages(connection: websocket.WebSocket, ends: float | None,
               what: str) -> Iterator[tuple[int, bytes]]:
     """(channel, payload) of each message until the stream ends; past `ends` (None: no
     deadline) the stream is cut and the engine declared stuck."""
+    while (message := _message(connection, ends, what)) is not None:
+        yield message
+
+
+def _message(connection: websocket.WebSocket, ends: float | None,
+             what: str) -> tuple[int, bytes] | None:
+    """The next message with data (channel, payload); None when the stream ended."""
     while True:
         connection.settimeout(None if ends is None else max(0.01, ends - time.monotonic()))
         try:
@@ -172,8 +181,72 @@ def _messages(connection: websocket.WebSocket, ends: float | None,
         except (TimeoutError, websocket.WebSocketTimeoutException) as error:
             raise EngineFailedError(f"the stream of {what} outlived its deadline") from error
         except websocket.WebSocketConnectionClosedException:
-            return
+            return None
         if opcode == websocket.ABNF.OPCODE_CLOSE:
-            return
+            return None
         if data:
-            yield data[0], data[1:]
+            return data[0], data[1:]
+
+
+class Held:
+    """A process started by exec whose stdin stays open (the engine interface's
+    `HeldProcess`): scripts go in one after the other, each answer read up to a marker
+    line it prints; a broken stream or a deadline passed is `SandboxUnavailableError`,
+    the process ending is a value (its exit code from the status channel)."""
+
+    def __init__(self, connection: websocket.WebSocket, what: str) -> None:
+        self._connection, self.what = connection, what
+        self._out, self._err = bytearray(), bytearray()
+        self._code: int | None = None
+        self._ended = False
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def send(self, data: bytes) -> None:
+        try:
+            for start in range(0, len(data), CHUNK):
+                self._connection.send_binary(bytes([STDIN]) + data[start:start + CHUNK])
+        except (OSError, websocket.WebSocketException) as error:
+            raise SandboxUnavailableError(f"{self.what}: its stdin broke ({error})") from error
+
+    def close_input(self) -> None:
+        with contextlib.suppress(OSError, websocket.WebSocketException):
+            self._connection.send_binary(bytes([CLOSE, STDIN]))
+
+    def until(self, marker: bytes | None, timeout_s: float) -> ExecOutput:
+        """What came before a stdout line equal to `marker` (None: to the process's end)."""
+        ends = time.monotonic() + timeout_s
+        line = None if marker is None else marker + b"\n"
+        while not self._ended:
+            at = -1 if line is None else line_at(self._out, line)
+            if at >= 0:
+                out, err = bytes(self._out[:at]), bytes(self._err)
+                del self._out[:at + len(line or b"")]
+                self._err.clear()
+                return ExecOutput(None, out, err)
+            try:
+                message = _message(self._connection, ends, self.what)
+            except EngineFailedError as error:
+                raise SandboxUnavailableError(f"{self.what}: no answer in time") from error
+            if message is None:
+                self._ended = True
+            elif message[0] == STATUS:
+                self._code = exit_code(json.loads(message[1]))
+            else:
+                (self._err if message[0] == STDERR else self._out).extend(message[1])
+        out, err = bytes(self._out), bytes(self._err)
+        self._out.clear()
+        self._err.clear()
+        return ExecOutput(self._code, out, err)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, websocket.WebSocketException):
+            self._connection.close()
+
+
+def in_dir(argv: Sequence[str], workdir: str, env: Mapping[str, str] | None) -> list[str]:
+    """`argv` run in `workdir` with `env` (a Pod's exec has neither: `env -C`; `--` ends
+    env's options, so a program named `-i` is a program)."""
+    return ["env", "-C", workdir, "--", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]

@@ -96,7 +96,6 @@ class KubeEngine:
         self.split_proved = False  # one stream of a log is the cluster's (preflight)
         self._execs: dict[str, ExecState] = {}  # the streamed execs' states, by id
 
-    # -- the engine ------------------------------------------------------------------
 
     @property
     def address(self) -> str:
@@ -146,8 +145,6 @@ class KubeEngine:
     @property
     def cpus(self) -> int:
         return self._cpus
-
-    # -- containers ------------------------------------------------------------------
 
     def create(self, spec: ContainerSpec) -> str:
         """Plan the container of `spec` (its Pod is made at its first start); its id.
@@ -344,12 +341,10 @@ class KubeEngine:
                     self._plans.pop(name, None)
         return removed
 
-    # -- exec and archives -----------------------------------------------------------
-
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
              deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
         pod, container = split(container_id)
-        command = self._as(container_id, user, in_dir(argv, workdir, env))
+        command = self._as(container_id, user, channel.in_dir(argv, workdir, env))
         done = channel.stream(self.api.cluster, pod, container, command=command, stdin=None,
                               deadline_s=deadline_s)
         return Completed(done.exit_code, done.stdout.decode(errors="replace"),
@@ -396,8 +391,6 @@ class KubeEngine:
                                 done.stderr.decode(errors="replace")[:500], status=None)
         return iter((done.stdout,))
 
-    # -- networks --------------------------------------------------------------------
-
     def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
         """A NetworkPolicy over the Pods labelled with `name` (`objects.network`)."""
         require_labels(labels, f"network {name}")
@@ -419,8 +412,6 @@ class KubeEngine:
             raise NotFoundError(self.address, what, f"{name} is not a network of ours",
                                 status=None)
         return name
-
-    # -- what a cluster does not do --------------------------------------------------
 
     def _not_here(self, what: str, why: str) -> EngineRefusedError:
         return self._refused(what, f"{why} (Kubernetes)")
@@ -452,7 +443,7 @@ class KubeEngine:
         """Both streams of the exec as they come; its state is the engine's own record
         (the API keeps none of an exec): running until its output ended, then its code."""
         pod, container = split(container_id)
-        command = self._as(container_id, user, in_dir(argv, workdir, env))
+        command = self._as(container_id, user, channel.in_dir(argv, workdir, env))
         connection = channel.opened(self.api.cluster, pod, container, command,
                                     deadline_s=self.stream_deadline_s)
         exec_id = f"{container_id}/exec-{secrets.token_hex(4)}"
@@ -470,22 +461,26 @@ class KubeEngine:
                                 "started here", status=None)
         return found
 
+    @contextlib.contextmanager
     def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
                   env: Mapping[str, str] | None = None,
-                  what: str = "exec") -> contextlib.AbstractContextManager[HeldProcess]:
-        raise self._not_here(f"hold {what}", "not built yet")
+                  what: str = "exec") -> Iterator[HeldProcess]:
+        """`argv` with its stdin held open for the block (`channel.Held`)."""
+        pod, container = split(container_id)
+        command = self._as(container_id, user, channel.in_dir(argv, "/", env))
+        held = channel.Held(channel.opened(self.api.cluster, pod, container, command,
+                                           deadline_s=self.stream_deadline_s, stdin=True),
+                            what)
+        try:
+            yield held
+        finally:
+            held.close()
 
 
 def split(container_id: str) -> tuple[str, str]:
     """`POD/CONTAINER` (a bare Pod name is its main container)."""
     pod, _, container = container_id.partition("/")
     return pod, container or MAIN
-
-
-def in_dir(argv: Sequence[str], workdir: str, env: Mapping[str, str] | None) -> list[str]:
-    """`argv` run in `workdir` with `env` (a Pod's exec has neither: `env -C`; `--` ends
-    env's options, so a program named `-i` is a program)."""
-    return ["env", "-C", workdir, "--", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
 
 
 def ids(user: str) -> tuple[str, str]:
