@@ -261,7 +261,9 @@ def copy_image(source: Engine, target: Engine, ref: str) -> str:
     image = source.call(f"find {ref}", source.client.images.get, ref, retry=True)
     if image.id in held(target, ref):
         return str(image.id)
-    chunks = source.call(f"save {ref}", image.save, named=True)
+    # Saved by `ref` itself: the archive names that tag alone. (By the image, docker-py
+    # names its first tag, which another tag made meanwhile, a registry push's, can be.)
+    chunks = source.call(f"save {ref}", source.client.api.get_image, ref)
     said = target.call(f"load {ref}", target.client.api.load_image, chunks, quiet=True)
     for line in iter_stream(said):
         if "error" in line:

@@ -9,8 +9,10 @@ digest, and the push leaves no tag behind here."""
 
 from __future__ import annotations
 
+import io
 import secrets
 import socket
+import tarfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,6 +91,31 @@ def served(engine: Engine, images_built: dict[str, BuiltImage]) -> Iterator[Regi
         engine.remove_labelled({LABEL_EXPERIMENT: labels.experiment, LABEL_RUN: run})
 
 
+@pytest.fixture()
+def own_images(engine: Engine) -> Iterator[list[str]]:
+    """Two small images of this test's own (imported, no label of ours): pushing tags an
+    image for a moment, and the session's other workers use the shared ones."""
+    made = []
+    for n in range(2):
+        data = io.BytesIO()
+        with tarfile.open(fileobj=data, mode="w") as tar:
+            content = f"{n} {secrets.token_hex(8)}\n".encode()
+            info = tarfile.TarInfo("probe.txt")
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+        tag = f"registry-probe-{secrets.token_hex(4)}"
+        said = engine.call("import a probe image", engine.client.api.import_image_from_data,
+                           data.getvalue(), repository="bakeoff/registry-probe", tag=tag)
+        assert "error" not in str(said), said
+        made.append(f"bakeoff/registry-probe:{tag}")
+    try:
+        yield [str(engine.client.images.get(tag).id) for tag in made]
+    finally:
+        for tag in made:
+            engine.call("remove a probe image", engine.client.api.remove_image, tag,
+                        force=True)
+
+
 def registry_digest(served: Registry, repo: str, tag: str) -> str:
     answer = requests.head(served.url(f"/v2/{repo}/manifests/{tag}"),
                            headers={"Accept": MANIFEST}, timeout=10)
@@ -101,27 +128,27 @@ def tags_of(engine: Engine, image_id: str) -> list[str]:
 
 
 def test_an_image_is_pushed_under_its_own_id_and_named_by_the_registrys_digest(
-        engine: Engine, images_built: dict[str, BuiltImage], served: Registry) -> None:
-    base = images_built["base"]
-    repo = registry.repository(served.address, base.tag)
-    assert repo == f"{served.address}/bakeoff/base"
-    tags_before = tags_of(engine, base.image_id)
-    pushed = registry.push(engine, base.image_id, repo)
-    content = base.image_id.removeprefix("sha256:")
+        engine: Engine, own_images: list[str], served: Registry) -> None:
+    image_id = own_images[0]
+    (local,) = tags_of(engine, image_id)
+    repo = registry.repository(served.address, local)
+    assert repo == f"{served.address}/bakeoff/registry-probe"
+    pushed = registry.push(engine, image_id, repo)
+    content = image_id.removeprefix("sha256:")
     assert pushed.tag == f"{repo}:id-{content}"
-    digest = registry_digest(served, "bakeoff/base", f"id-{content}")
+    digest = registry_digest(served, "bakeoff/registry-probe", f"id-{content}")
     assert pushed.reference == f"{repo}@{digest}"  # the registry's own answer agrees
-    assert tags_of(engine, base.image_id) == tags_before  # the push's tag is gone
-    assert registry.push(engine, base.image_id, repo) == pushed  # again: the same
+    assert tags_of(engine, image_id) == [local]  # the push's tag is gone
+    assert registry.push(engine, image_id, repo) == pushed  # again: the same
 
 
 def test_a_pull_by_the_digest_gives_back_the_very_image_and_two_images_never_share_a_tag(
-        engine: Engine, images_built: dict[str, BuiltImage], served: Registry) -> None:
+        engine: Engine, own_images: list[str], served: Registry) -> None:
     """Two different images pushed to ONE repository (an anchor's `:latest` for two
     images handed a run the wrong one): two tags, two digests, and each digest pulled
     is its own image."""
     repo = f"{served.address}/bakeoff/app"
-    pushed = [registry.push(engine, built.image_id, repo) for built in images_built.values()]
+    pushed = [registry.push(engine, image_id, repo) for image_id in own_images]
     assert len({p.tag for p in pushed}) == len({p.reference for p in pushed}) == 2
     for found in pushed:
         pulled = engine.call("pull by digest", engine.client.images.pull, found.reference)
@@ -133,27 +160,28 @@ def test_a_pull_by_the_digest_gives_back_the_very_image_and_two_images_never_sha
 
 
 def test_a_registry_that_does_not_answer_is_the_pushs_refusal_and_leaves_no_tag(
-        engine: Engine, images_built: dict[str, BuiltImage]) -> None:
+        engine: Engine, own_images: list[str]) -> None:
     with socket.socket() as free:  # a loopback port nothing listens on
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    base = images_built["base"]
-    repo = f"127.0.0.1:{port}/bakeoff/base"
-    tags_before = tags_of(engine, base.image_id)
+    image_id = own_images[0]
+    repo = f"127.0.0.1:{port}/bakeoff/registry-probe"
+    tags_before = tags_of(engine, image_id)
     with pytest.raises(EngineRefusedError) as refused:
-        registry.push(engine, base.image_id, repo)
-    assert refused.value.what == f"push {repo}:id-{base.image_id.removeprefix('sha256:')}"
+        registry.push(engine, image_id, repo)
+    assert refused.value.what == f"push {repo}:id-{image_id.removeprefix('sha256:')}"
     assert f"127.0.0.1:{port}" in refused.value.answer
     assert "connection refused" in refused.value.answer
-    assert tags_of(engine, base.image_id) == tags_before
+    assert tags_of(engine, image_id) == tags_before
 
 
 def test_a_kube_engine_runs_what_the_registry_holds_by_digest(
-        engine: Engine, images_built: dict[str, BuiltImage], served: Registry) -> None:
+        engine: Engine, own_images: list[str], served: Registry) -> None:
     """The image step end to end up to the API: a container planned with a local image
     (by id or by tag) is a Pod that names the registry's digest (the API is the
     emulator's; the image and the registry are real)."""
-    base = images_built["base"]
+    image_id = own_images[0]
+    (local,) = tags_of(engine, image_id)
     images_of = registry.Registered(engine, served.address)
     with emulated() as emulator:
         emulator.autorun = True
@@ -162,12 +190,12 @@ def test_a_kube_engine_runs_what_the_registry_holds_by_digest(
         planned = [kube.create(ContainerSpec(
             image=image, command=("true",), labels=Labels("registry", "sample"),
             resources=Resources(0.5, 64, 16), user="65534:65534", purpose="a sample",
-            name=name)) for name, image in (("by-id", base.image_id), ("by-tag", base.tag))]
+            name=name)) for name, image in (("by-id", image_id), ("by-tag", local))]
         for made in planned:
             kube.start(made)
         (pushed,) = images_of.pushed  # by id and by tag: one image, pushed once
         assert [emulator.pod(name)["spec"]["containers"][0]["image"]
                 for name in ("by-id", "by-tag")] == [pushed.reference] * 2
-    digest = registry_digest(served, "bakeoff/base", pushed.tag.rsplit(":", 1)[1])
-    assert pushed.reference == f"{served.address}/bakeoff/base@{digest}"
+    digest = registry_digest(served, "bakeoff/registry-probe", pushed.tag.rsplit(":", 1)[1])
+    assert pushed.reference == f"{served.address}/bakeoff/registry-probe@{digest}"
     assert images_of(pushed.reference) == pushed.reference  # by digest: as it is
