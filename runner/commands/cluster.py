@@ -15,13 +15,14 @@ This machine's engine still builds the images and pushes them: `doctor`'s other 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import requests
 
 from runner.commands.doctor import DoctorCheck
-from runner.containers.backend import Labels
+from runner.containers.backend import LABEL_EXPERIMENT, Labels
 from runner.containers.kube import config, preflight
 from runner.containers.kube.api import KubeApi
 from runner.containers.kube.config import KubeTarget
@@ -93,11 +94,15 @@ def _cluster(section: KubernetesSection, environ: Mapping[str, str], secrets_dir
         return [*found, *(DoctorCheck(name, "missing", f"not checked: no probe image "
                                       f"({error.message})", error.hint or "")
                           for name in NAMES[3:])]
-    found.append(_proved("log-streams", lambda: preflight.prove_split(
-        engine, image, PROBE_LABELS), "one stream of a log is given alone"))
-    found.append(_proved("policies", lambda: preflight.prove_isolation(
-        engine, image, PROBE_LABELS), "NetworkPolicies are enforced (a denied connection "
-                                      "failed, the allowed one connected)"))
+    try:
+        found.append(_proved("log-streams", lambda: preflight.prove_split(
+            engine, image, PROBE_LABELS), "one stream of a log is given alone"))
+        found.append(_proved("policies", lambda: preflight.prove_isolation(
+            engine, image, PROBE_LABELS), "NetworkPolicies are enforced (a denied "
+                                          "connection failed, the allowed one connected)"))
+    finally:  # the probes' deny-all too: nothing of doctor's stays in the namespace
+        with contextlib.suppress(EngineError):
+            engine.remove_labelled({LABEL_EXPERIMENT: PROBE_LABELS.experiment})
     return found
 
 

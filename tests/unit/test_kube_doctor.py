@@ -144,6 +144,7 @@ def test_a_cluster_that_answers_and_proves_both_is_all_ok(
         ("policies", "ok", "NetworkPolicies are enforced (a denied connection failed, the "
                            "allowed one connected)")]
     assert emulator.pods() == []  # every probe's Pod removed
+    assert emulator.objects == {}  # and the probes' deny-all: nothing of doctor's stays
 
 
 def test_a_cluster_that_ignores_policies_or_mixes_the_streams_is_wrong(
