@@ -4,9 +4,14 @@ so the next backend (Kubernetes, issue 36) runs it unchanged. inspect_ai's sandb
 `self_check` is the model: one small probe per property, each test named after it.
 
 Run on this machine's engine and on a second engine (a Docker engine in a container,
-tests/integration/remote_engine.py), one of each per module. Only the `backend` fixture
-knows a backend's class; every test sees a `ContainerEngine` and an image on it.
-Network probes go only to containers this module made, on networks it made.
+tests/integration/remote_engine.py), one of each per module; and on a Kubernetes cluster
+when `BAKEOFF_TEST_KUBECONTEXT` names a context (`BAKEOFF_TEST_REGISTRY` the registry its
+nodes pull from, `BAKEOFF_TEST_KUBENAMESPACE` optional): without one, those tests are
+reported as skipped, "not run", never as passed. On a cluster, what Kubernetes does
+otherwise (docs/scale-out.md) is skipped with its reason, never asserted as docker's.
+Only the `backend` fixture knows a backend's class; every test sees a `ContainerEngine`
+and an image on it. Network probes go only to containers this module made, on networks
+it made.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,10 +41,14 @@ from runner.containers.backend import (
     Tmpfs,
 )
 from runner.containers.engine import Engine
-from runner.containers.images import BuiltImage
+from runner.containers.images import BuiltImage, registry
+from runner.containers.kube import config, preflight
+from runner.containers.kube.api import KubeApi
+from runner.containers.kube.engine import KubeEngine
 from runner.errors import InfraError, NotFoundError
 from tests.integration.remote_engine import copy_image, started
 
+KUBECONTEXT, REGISTRY = "BAKEOFF_TEST_KUBECONTEXT", "BAKEOFF_TEST_REGISTRY"
 USER = "1000:1000"
 LIMITS = Resources(cpus=0.5, memory_mb=64, pids=32)
 RUN_S = 60.0  # no probe takes a tenth of it
@@ -72,6 +82,7 @@ class Backend:
     engine: ContainerEngine
     image: str
     experiment: str
+    cluster: bool = False  # a Kubernetes cluster: what it does otherwise is skipped, said
 
     def spec(self, role: str, command: str, **fields: Any) -> ContainerSpec:
         """A hardened probe: the sandbox uid, a read-only root, small limits, no network."""
@@ -122,9 +133,28 @@ def second_engine(host: Engine, engine_image: BuiltImage,
         yield second, copy_image(host, second, base.tag)
 
 
-@pytest.fixture(scope="module", params=["this-engine", "second-engine"])
+def on_a_cluster(engine: Engine, tmp: Path) -> ContainerEngine:
+    """The cluster `BAKEOFF_TEST_KUBECONTEXT` names, its one stream of a log proved, the
+    images pushed to `BAKEOFF_TEST_REGISTRY`; skipped ("not run") without them."""
+    context, registry_at = os.environ.get(KUBECONTEXT), os.environ.get(REGISTRY)
+    if not context or not registry_at:
+        pytest.skip(f"not run: no cluster ({KUBECONTEXT} and {REGISTRY} name one)")
+    target = config.target(os.environ, tmp, context=context,
+                           namespace=os.environ.get("BAKEOFF_TEST_KUBENAMESPACE"))
+    return KubeEngine(KubeApi(target), cpus=2, accept_node_pids=True,
+                      image_ref=registry.Registered(engine, registry_at))
+
+
+def differs_on_a_cluster(backend: Backend, why: str) -> None:
+    """Skip a test whose property Kubernetes has otherwise, with the reason."""
+    if backend.cluster:
+        pytest.skip(f"on Kubernetes: {why} (docs/scale-out.md)")
+
+
+@pytest.fixture(scope="module", params=["this-engine", "second-engine", "kubernetes"])
 def backend(request: pytest.FixtureRequest, engine: Engine,
-            built_images: dict[str, BuiltImage]) -> Iterator[Backend]:
+            built_images: dict[str, BuiltImage],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     """The engine under test (the only place a backend's class is named); everything this
     module made there removed by its label."""
     base = built_images["base"]
@@ -134,9 +164,13 @@ def backend(request: pytest.FixtureRequest, engine: Engine,
         if request.param == "second-engine":
             found, image = stack.enter_context(second_engine(
                 engine, request.getfixturevalue("engine_image"), base))
+        if request.param == "kubernetes":
+            found = on_a_cluster(engine, tmp_path_factory.mktemp("kube"))
         experiment = f"conform-{secrets.token_hex(3)}"
         stack.callback(found.remove_labelled, {LABEL_EXPERIMENT: experiment})
-        yield Backend(found, image, experiment)
+        if isinstance(found, KubeEngine):
+            preflight.prove_split(found, image, Labels(experiment, "probe"))
+        yield Backend(found, image, experiment, cluster=request.param == "kubernetes")
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +198,9 @@ def test_a_read_only_root_filesystem_is_read_only(probe: list[str]) -> None:
     assert "root=read-only" in probe
 
 
-def test_the_pids_limit_stops_a_fork_loop(probe: list[str]) -> None:
+def test_the_pids_limit_stops_a_fork_loop(backend: Backend, probe: list[str]) -> None:
+    differs_on_a_cluster(backend, "a Pod has no pids limit of its own; the nodes' is "
+                                  "accepted (accept_node_pids_limit) and recorded")
     verdict, forks = probe[-1].split()
     assert verdict == "blocked" and 0 < int(forks) < LIMITS.pids, probe
 
@@ -198,6 +234,8 @@ def _tar(name: str, data: bytes) -> bytes:
 
 
 def test_an_archive_goes_in_and_comes_out_byte_exact(backend: Backend) -> None:
+    differs_on_a_cluster(backend, "archives go by tar through exec, into a running Pod "
+                                  "only (this test fills a created one)")
     data = os.urandom(24 * 1024 * 1024 + 3)
     container_id = backend.engine.create(backend.spec("archive", "true", read_only=False,
                                                       tmpfs=()))
@@ -214,6 +252,7 @@ def test_an_archive_goes_in_and_comes_out_byte_exact(backend: Backend) -> None:
 def test_a_container_past_its_deadline_is_reported_and_stopped(backend: Backend) -> None:
     """`wait` says the deadline (None, never a status) while it still runs; `kill` stops
     it (as the executor stops a sample past its deadline); `remove` leaves nothing."""
+    differs_on_a_cluster(backend, "the API kills no single container: `kill` deletes the Pod")
     container_id = backend.running(backend.spec("deadline", "sleep 300"))
     began = time.monotonic()
     assert backend.engine.wait(container_id, 3) is None
@@ -260,6 +299,8 @@ def test_a_container_that_resolves_only_its_networks_names_asks_nothing_outside(
     engine's DNS forwards to the container's own loopback (a listener there sees it), so
     the lookup goes nowhere outside the container and nothing waits on it. The twin, the
     engine's own upstream: the same listener sees nothing."""
+    differs_on_a_cluster(backend, "a Pod that resolves only its network's names gets them "
+                                  "as hostAliases, not from the engine's DNS")
     network = backend.network(egress=False)
     name = f"bakeoff-{backend.experiment}-peer-{secrets.token_hex(2)}"
     peer = backend.running(backend.spec("peer", "sleep 60", network=network, name=name))
@@ -275,6 +316,8 @@ def test_a_container_that_resolves_only_its_networks_names_asks_nothing_outside(
 def test_a_shared_network_namespace_is_shared_or_refused(backend: Backend) -> None:
     """A container that joins another's network namespace reaches its loopback; a backend
     without the capability refuses the spec (never runs it apart)."""
+    differs_on_a_cluster(backend, "the guest is a second container of the host's Pod, "
+                                  "created before the host starts (the samples' order)")
     host = backend.spec("namespace", LISTEN.replace("ADDR", "127.0.0.1"),
                         network=NO_NETWORK)
     host_id = backend.listening(host)
@@ -293,5 +336,6 @@ def test_removal_by_labels_leaves_nothing(backend: Backend) -> None:
     backend.running(backend.spec("removal", "sleep 300", network=backend.network(egress=False)))
     removed = engine.remove_labelled({LABEL_EXPERIMENT: backend.experiment})
     assert removed["container"] >= 1 and removed["network"] >= 1
-    assert engine.remove_labelled({LABEL_EXPERIMENT: backend.experiment}) == {
+    again = engine.remove_labelled({LABEL_EXPERIMENT: backend.experiment})
+    assert {kind: again[kind] for kind in ("container", "network", "volume")} == {
         "container": 0, "network": 0, "volume": 0}
