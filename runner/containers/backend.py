@@ -447,6 +447,33 @@ class ContainerEngine(Protocol):
         ...
 
 
+@dataclass
+class HeldOutput:
+    """A held process's output as it comes (`HeldProcess`), handed out answer by answer:
+    what came before a marker line, or at its end all that is left."""
+
+    out: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+
+    def before(self, marker: bytes | None) -> ExecOutput | None:
+        """What came before a stdout line equal to `marker`, taken; None until it came."""
+        line = None if marker is None else marker + b"\n"
+        at = -1 if line is None else line_at(self.out, line)
+        if line is None or at < 0:
+            return None
+        found = ExecOutput(None, bytes(self.out[:at]), bytes(self.err))
+        del self.out[:at + len(line)]
+        self.err.clear()
+        return found
+
+    def rest(self, exit_code: int | None) -> ExecOutput:
+        """All that is left, with the process's exit code."""
+        found = ExecOutput(exit_code, bytes(self.out), bytes(self.err))
+        self.out.clear()
+        self.err.clear()
+        return found
+
+
 def line_at(buffer: bytearray, line: bytes) -> int:
     """Where `line` starts as a whole line of `buffer`, else -1 (a held process's answer
     ends at its marker line)."""

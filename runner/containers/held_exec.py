@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from runner.containers.backend import ContainerEngine, ExecOutput, exit_after_output, line_at
+from runner.containers.backend import ContainerEngine, ExecOutput, HeldOutput, exit_after_output
 from runner.containers.dockerclient import ENGINE_HINT, end_of_input
 from runner.containers.engine import Engine
 from runner.errors import SandboxUnavailableError
@@ -35,7 +35,7 @@ class HeldExec:
     def __init__(self, engine: Engine, exec_id: str, sock: Any, what: str) -> None:
         self.engine, self.exec_id, self.what = engine, exec_id, what
         self._sock, self._raw = sock, getattr(sock, "_sock", sock)
-        self._out, self._err = bytearray(), bytearray()
+        self._output = HeldOutput()
         self.ended = False
 
     def send(self, data: bytes) -> None:
@@ -55,19 +55,12 @@ class HeldExec:
         """Read until a stdout line equal to `marker` (None: until the process ends); what
         came before it on stdout and stderr. `exit_code` is set once the process ended."""
         deadline = time.monotonic() + timeout_s
-        line = None if marker is None else marker + b"\n"
         while not self.ended:
-            at = -1 if line is None else line_at(self._out, line)
-            if at >= 0:
-                out, err = bytes(self._out[:at]), bytes(self._err)
-                del self._out[:at + len(line or b"")]
-                self._err.clear()
-                return ExecOutput(None, out, err)
+            found = self._output.before(marker)
+            if found is not None:
+                return found
             self._read_frame(deadline)
-        out, err = bytes(self._out), bytes(self._err)
-        self._out.clear()
-        self._err.clear()
-        return ExecOutput(self.exit_code(), out, err)
+        return self._output.rest(self.exit_code())
 
     def exit_code(self) -> int | None:
         state = (exit_after_output(self.engine, self.exec_id) if self.ended
@@ -87,7 +80,7 @@ class HeldExec:
             return
         stream, size = header[0], int.from_bytes(header[4:8], "big")
         data = self._read(size, deadline, eof_ok=False) or b""
-        (self._err if stream == STDERR else self._out).extend(data)
+        (self._output.err if stream == STDERR else self._output.out).extend(data)
 
     def _read(self, size: int, deadline: float, *, eof_ok: bool) -> bytes | None:
         data = bytearray()

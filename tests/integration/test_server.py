@@ -49,9 +49,8 @@ def test_value():
     (SERVER.replace("import http.server", "import http.server ("), ("FAIL", "server_unhealthy")),
 ], ids=["healthy-server-passes", "fake-summary-from-server-is-not-parsed",
         "broken-server-is-fail-not-rig-error"])
-def test_fresh_server_per_sample(engine: Engine, built_images: dict[str, BuiltImage],
-                                 tmp_path: Path, server_code: str,
-                                 expect: tuple[str, str | None]) -> None:
+def served(tmp_path: Path, server_code: str) -> tuple[Path, str]:
+    """A repository of a server and a test of it, committed; its path and commit."""
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
     (repo / "server.py").write_text(server_code)
@@ -59,7 +58,13 @@ def test_fresh_server_per_sample(engine: Engine, built_images: dict[str, BuiltIm
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "server")
-    head = git(repo, "rev-parse", "HEAD")
+    return repo, git(repo, "rev-parse", "HEAD")
+
+
+def test_fresh_server_per_sample(engine: Engine, built_images: dict[str, BuiltImage],
+                                 tmp_path: Path, server_code: str,
+                                 expect: tuple[str, str | None]) -> None:
+    repo, head = served(tmp_path, server_code)
     server = ServerSpec("python3 server.py", "/healthz", "PORT", 10)
     with DockerSampleExecutor(engine, repo, f"srv-{os.getpid()}", built_images["python"],
                               sandbox.SandboxLimits()) as executor:
@@ -104,14 +109,7 @@ def test_the_criterion_is_created_beside_its_server_before_the_server_starts(
     taking no container after: the criterion must exist before the server starts. Docker
     takes a container joining one that is created, not yet running (the honest sample
     still passes)."""
-    repo = tmp_path / "repo"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "server.py").write_text(SERVER)
-    (repo / "tests" / "test_value.py").write_text(TEST)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "server")
-    head = git(repo, "rev-parse", "HEAD")
+    repo, head = served(tmp_path, SERVER)
     recording = Recording(engine)
     with DockerSampleExecutor(recording, repo, f"order-{os.getpid()}", built_images["python"],
                               sandbox.SandboxLimits()) as executor:

@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 import websocket
 
-from runner.containers.backend import ExecOutput, line_at
+from runner.containers.backend import ExecOutput, HeldOutput
 from runner.containers.kube.api import api_path
 from runner.containers.kube.config import KubeTarget
 from runner.errors import EngineFailedError, EngineRefusedError, SandboxUnavailableError
@@ -196,7 +196,7 @@ class Held:
 
     def __init__(self, connection: websocket.WebSocket, what: str) -> None:
         self._connection, self.what = connection, what
-        self._out, self._err = bytearray(), bytearray()
+        self._output = HeldOutput()
         self._code: int | None = None
         self._ended = False
 
@@ -218,14 +218,10 @@ class Held:
     def until(self, marker: bytes | None, timeout_s: float) -> ExecOutput:
         """What came before a stdout line equal to `marker` (None: to the process's end)."""
         ends = time.monotonic() + timeout_s
-        line = None if marker is None else marker + b"\n"
         while not self._ended:
-            at = -1 if line is None else line_at(self._out, line)
-            if at >= 0:
-                out, err = bytes(self._out[:at]), bytes(self._err)
-                del self._out[:at + len(line or b"")]
-                self._err.clear()
-                return ExecOutput(None, out, err)
+            found = self._output.before(marker)
+            if found is not None:
+                return found
             try:
                 message = _message(self._connection, ends, self.what)
             except EngineFailedError as error:
@@ -235,11 +231,9 @@ class Held:
             elif message[0] == STATUS:
                 self._code = exit_code(json.loads(message[1]))
             else:
-                (self._err if message[0] == STDERR else self._out).extend(message[1])
-        out, err = bytes(self._out), bytes(self._err)
-        self._out.clear()
-        self._err.clear()
-        return ExecOutput(self._code, out, err)
+                output = self._output
+                (output.err if message[0] == STDERR else output.out).extend(message[1])
+        return self._output.rest(self._code)
 
     def close(self) -> None:
         with contextlib.suppress(OSError, websocket.WebSocketException):
