@@ -43,12 +43,6 @@ def test_value():
 '''
 
 
-@pytest.mark.parametrize(("server_code", "expect"), [
-    (SERVER, ("PASS", None)),
-    (SERVER.replace('VALUE = b"42"', 'VALUE = b"41"'), ("FAIL", "tests_failed")),
-    (SERVER.replace("import http.server", "import http.server ("), ("FAIL", "server_unhealthy")),
-], ids=["healthy-server-passes", "fake-summary-from-server-is-not-parsed",
-        "broken-server-is-fail-not-rig-error"])
 def served(tmp_path: Path, server_code: str) -> tuple[Path, str]:
     """A repository of a server and a test of it, committed; its path and commit."""
     repo = tmp_path / "repo"
@@ -61,6 +55,12 @@ def served(tmp_path: Path, server_code: str) -> tuple[Path, str]:
     return repo, git(repo, "rev-parse", "HEAD")
 
 
+@pytest.mark.parametrize(("server_code", "expect"), [
+    (SERVER, ("PASS", None)),
+    (SERVER.replace('VALUE = b"42"', 'VALUE = b"41"'), ("FAIL", "tests_failed")),
+    (SERVER.replace("import http.server", "import http.server ("), ("FAIL", "server_unhealthy")),
+], ids=["healthy-server-passes", "fake-summary-from-server-is-not-parsed",
+        "broken-server-is-fail-not-rig-error"])
 def test_fresh_server_per_sample(engine: Engine, built_images: dict[str, BuiltImage],
                                  tmp_path: Path, server_code: str,
                                  expect: tuple[str, str | None]) -> None:
