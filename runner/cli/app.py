@@ -111,9 +111,9 @@ def images_build(
                   f"{image.identity}  {cache}", markup=False)
 
 
-def _diagnosed(engine: Engine, manifest: Path | None) -> doctor_mod.Report:
-    """This machine's checks, and the cluster's for a Kubernetes manifest."""
-    report = doctor_mod.diagnose(engine, manifest)
+def _with_cluster(engine: Engine, manifest: Path | None,
+                  report: doctor_mod.Report) -> doctor_mod.Report:
+    """This machine's `report`, and the cluster's checks for a Kubernetes manifest."""
     section = _cluster_of(manifest)
     if section is None:
         return report
@@ -170,13 +170,13 @@ def doctor(
     """Check what a bake-off needs here: one line per check, and the command that fixes
     what is not ok. Exit 0 when all are ok, 3 otherwise."""
     manifest, engine = doctor_mod.manifest_path(file), Engine()
-    report = _diagnosed(engine, manifest)
+    report = _with_cluster(engine, manifest, doctor_mod.diagnose(engine, manifest))
     if fix and not report.ok:
         for line in report.lines():
             _say(line)
         with ImageBuildView(err) as view:
-            report = doctor_mod.fix(engine, manifest, report, view, _say)
-        report = _diagnosed(engine, manifest) if _cluster_of(manifest) else report
+            fixed = doctor_mod.fix(engine, manifest, report, view, _say)
+        report = _with_cluster(engine, manifest, fixed)
     for line in report.lines():
         out.print(line, markup=False, soft_wrap=True)
     raise typer.Exit(0 if report.ok else 3)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import requests
 
-from runner.commands.doctor import DoctorCheck
+from runner.commands.doctor import DoctorCheck, version_of
 from runner.containers.backend import LABEL_EXPERIMENT, Labels
 from runner.containers.kube import config, preflight
 from runner.containers.kube.api import KubeApi
@@ -125,11 +125,7 @@ def api_check(engine: KubeEngine) -> DoctorCheck:
         return DoctorCheck("kubernetes", "missing", str(error).splitlines()[0],
                            "check the context's server and credentials (kubectl version)")
     needed = ".".join(map(str, MIN_VERSION))
-    try:
-        version = tuple(int(part.rstrip("+")) for part in facts.api_version.split("."))
-    except ValueError:
-        version = ()
-    if version >= MIN_VERSION:
+    if version_of(facts.api_version) >= MIN_VERSION:
         return DoctorCheck("kubernetes", "ok", f"Kubernetes {facts.server_version} answers "
                            f"at {engine.api.cluster.server} (needs {needed} or later)")
     return DoctorCheck("kubernetes", "wrong", f"Kubernetes {facts.server_version or '?'}, "

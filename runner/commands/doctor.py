@@ -99,13 +99,17 @@ def engine_check(address: str, facts: EngineFacts | None, error: str = "") -> Do
                        engine_fix(address))
 
 
+def version_of(text: str) -> tuple[int, ...]:
+    """A dotted version as numbers (`1.41`, a cluster's `1.27+`); () when it is none."""
+    try:
+        return tuple(int(part.rstrip("+")) for part in text.split("."))
+    except ValueError:
+        return ()
+
+
 def api_check(facts: EngineFacts) -> DoctorCheck:
     needed = ".".join(map(str, MIN_API))
-    try:
-        version = tuple(int(part) for part in facts.api_version.split("."))
-    except ValueError:
-        version = ()
-    if version >= MIN_API:
+    if version_of(facts.api_version) >= MIN_API:
         return DoctorCheck("api", "ok", f"API {facts.api_version} (needs {needed} or later)")
     return DoctorCheck("api", "wrong", f"API {facts.api_version or '?'}, older than the {needed} "
                        "bakeoff-sandbox needs", "apt-get install -y docker.io (Debian 12's "

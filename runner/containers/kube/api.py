@@ -69,10 +69,9 @@ def pod_state(pod: Obj) -> PodState:
     """`pod`'s status, read."""
     status = pod.get("status") or {}
     codes: dict[str, int | None] = {}
-    for container in status.get("containerStatuses") or []:
+    for name, container in statuses(pod).items():
         terminated = (container.get("state") or {}).get("terminated")
-        codes[str(container.get("name"))] = (None if terminated is None
-                                             else int(terminated.get("exitCode", -1)))
+        codes[name] = None if terminated is None else int(terminated.get("exitCode", -1))
     return PodState(str(status.get("phase") or "Pending"), str(status.get("reason") or ""),
                     str(status.get("message") or ""), codes)
 
@@ -93,17 +92,23 @@ def pod_problem(pod: Obj) -> str | None:
     return None
 
 
-def container_state(container_id: str, pod: dict[str, Any],
-                    status: dict[str, Any]) -> ContainerState:
-    """Container `POD/NAME` of `pod` (its `status` in the Pod's), as the engine
-interface says a container's state."""
+def statuses(pod: Obj) -> dict[str, Obj]:
+    """Each container's status in `pod`, by the container's name."""
+    return {str(found.get("name")): found
+            for found in (pod.get("status") or {}).get("containerStatuses") or []}
+
+
+def container_state(pod: Obj, name: str) -> ContainerState:
+    """Container `name` of `pod`, as the engine interface says a container's state (its
+    id `POD/NAME`)."""
+    status = statuses(pod).get(name, {})
     state = status.get("state") or {}
     ended: Obj = state.get("terminated") or {}
-    name = container_id.partition("/")[2]
     spec = next(c for c in pod["spec"]["containers"] if c["name"] == name)
     labels = dict(pod["metadata"].get("labels") or {})
     network = labels.get(LABEL_NETWORK, NO_NETWORK)
     address = str((pod.get("status") or {}).get("podIP") or "")
+    container_id = f"{pod['metadata']['name']}/{name}"
     return ContainerState(
         id=container_id, name=container_id,
         status="exited" if ended else "running" if "running" in state else "created",
@@ -112,7 +117,6 @@ interface says a container's state."""
         image=str(status.get("imageID") or spec["image"]),
         command=tuple(spec.get("command") or ()),
         networks={} if network == NO_NETWORK else {network: address}, labels=labels)
-
 
 
 def unscheduled(pod: Obj) -> str | None:

@@ -13,6 +13,7 @@ deadline a stream is cut and the engine is declared stuck.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import ssl
 import time
@@ -63,17 +64,13 @@ def stream(target: KubeTarget, pod: str, container: str, *, command: Sequence[st
            stdin: IO[bytes] | None, deadline_s: float) -> Streamed:
     """Run `command` in `container` of `pod` (exec), or attach to the container's own
     process (`command` None); `stdin` sent whole, then closed; until the stream ends."""
-    query = [("container", container), ("stdout", "true"), ("stderr", "true")]
-    if stdin is not None:
-        query.append(("stdin", "true"))
-    query += [("command", part) for part in command or ()]
+    query = _query(container, command or (), stdin=stdin is not None)
     what = "attach" if command is None else "exec"
     ends = time.monotonic() + deadline_s
     connection = _connect(target, url(target, pod, what, query), deadline_s)
     try:
         if stdin is not None:
-            while chunk := stdin.read(CHUNK):
-                connection.send_binary(bytes([STDIN]) + chunk)
+            _give(connection, stdin)
             connection.send_binary(bytes([CLOSE, STDIN]))
         return _read(connection, ends, f"{what} in {pod}/{container}")
     finally:
@@ -86,15 +83,29 @@ def send_stdin(target: KubeTarget, pod: str, container: str, stdin: IO[bytes], *
     (the container's `stdinOnce`: the first attach's end is its stdin's end); its output
     is the container's log, not read here. A container that stops reading (it ended)
     ends the sending, as the docker backend's `start` does: its exit says the rest."""
-    query = [("container", container), ("stdin", "true")]
+    query = _query(container, (), stdin=True, output=False)
     connection = _connect(target, url(target, pod, "attach", query), deadline_s)
     try:
         with contextlib.suppress(OSError, websocket.WebSocketException):
-            while chunk := stdin.read(CHUNK):
-                connection.send_binary(bytes([STDIN]) + chunk)
+            _give(connection, stdin)
             connection.send_binary(bytes([CLOSE, STDIN]))
     finally:
         connection.close()
+
+
+def _query(container: str, command: Sequence[str], *, stdin: bool,
+           output: bool = True) -> list[tuple[str, str]]:
+    """An exec's or attach's query: the container, the streams it opens, the command."""
+    return [("container", container),
+            *((("stdout", "true"), ("stderr", "true")) if output else ()),
+            *((("stdin", "true"),) if stdin else ()),
+            *(("command", part) for part in command)]
+
+
+def _give(connection: websocket.WebSocket, source: IO[bytes]) -> None:
+    """Every byte of `source` on the stdin channel, in messages of CHUNK bytes."""
+    while chunk := source.read(CHUNK):
+        connection.send_binary(bytes([STDIN]) + chunk)
 
 
 def _connect(target: KubeTarget, address: str, deadline_s: float) -> websocket.WebSocket:
@@ -141,10 +152,8 @@ def _read(connection: websocket.WebSocket, ends: float, what: str) -> Streamed:
 def opened(target: KubeTarget, pod: str, container: str, command: Sequence[str], *,
            deadline_s: float, stdin: bool = False) -> websocket.WebSocket:
     """An exec of `command` whose output is read as it comes (`output`, `Held`)."""
-    query = [("container", container), ("stdout", "true"), ("stderr", "true"),
-             *((("stdin", "true"),) if stdin else ()),
-             *(("command", part) for part in command)]
-    return _connect(target, url(target, pod, "exec", query), deadline_s)
+    return _connect(target, url(target, pod, "exec", _query(container, command, stdin=stdin)),
+                    deadline_s)
 
 
 def output(connection: websocket.WebSocket, what: str,
@@ -206,8 +215,7 @@ class Held:
 
     def send(self, data: bytes) -> None:
         try:
-            for start in range(0, len(data), CHUNK):
-                self._connection.send_binary(bytes([STDIN]) + data[start:start + CHUNK])
+            _give(self._connection, io.BytesIO(data))
         except (OSError, websocket.WebSocketException) as error:
             raise SandboxUnavailableError(f"{self.what}: its stdin broke ({error})") from error
 

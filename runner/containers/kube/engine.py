@@ -20,6 +20,7 @@ import io
 import posixpath
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
@@ -95,7 +96,6 @@ class KubeEngine:
         self._version: dict[str, Any] | None = None
         self.split_proved = False  # one stream of a log is the cluster's (preflight)
         self._execs: dict[str, ExecState] = {}  # the streamed execs' states, by id
-
 
     @property
     def address(self) -> str:
@@ -237,19 +237,16 @@ class KubeEngine:
 
     def inspect(self, container_id: str) -> ContainerState:
         pod, container = split(container_id)
-        plan = self._plans.get(pod)
-        if plan is not None and not plan.made:
-            spec = dict(plan.containers)[container]
+        if self._unmade(pod):
+            spec = dict(self._plans[pod].containers)[container]
             return ContainerState(container_id, container_id, "created", None, False,
                                   spec.image, spec.command, labels=objects.labels(
                                       spec.labels, spec.network))
         found = self.api.get("Pod", pod)
-        states = {str(s.get("name")): s for s in (found.get("status") or {}).get(
-            "containerStatuses") or []}
         if container not in {c["name"] for c in found["spec"]["containers"]}:
             raise NotFoundError(self.address, "inspect a container",
                                 f"pod {pod} has no container {container}", status=404)
-        return container_state(container_id, found, states.get(container, {}))
+        return container_state(found, container)
 
     def _one_stream(self, what: str) -> None:
         if not self.split_proved:
@@ -310,14 +307,8 @@ class KubeEngine:
         return self.api.delete("Pod", pod, grace_s=0)
 
     def containers(self, filters: dict[str, str]) -> list[ContainerState]:
-        found: list[ContainerState] = []
-        for pod in self.api.listed("Pod", filters):
-            states = {str(s.get("name")): s for s in (pod.get("status") or {}).get(
-                "containerStatuses") or []}
-            name = pod["metadata"]["name"]
-            found += [container_state(f"{name}/{c['name']}", pod, states.get(c["name"], {}))
-                      for c in pod["spec"]["containers"]]
-        return found
+        return [container_state(pod, c["name"]) for pod in self.api.listed("Pod", filters)
+                for c in pod["spec"]["containers"]]
 
     def remove_labelled(self, filters: dict[str, str],
                         keep: Callable[[dict[str, str]], bool] | None = None
@@ -345,10 +336,12 @@ class KubeEngine:
              deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
         pod, container = split(container_id)
         command = self._as(container_id, user, channel.in_dir(argv, workdir, env))
+        started = time.monotonic()
         done = channel.stream(self.api.cluster, pod, container, command=command, stdin=None,
                               deadline_s=deadline_s)
         return Completed(done.exit_code, done.stdout.decode(errors="replace"),
-                         done.stderr.decode(errors="replace"), 0.0)
+                         done.stderr.decode(errors="replace"),
+                         round(time.monotonic() - started, 3))
 
     def _as(self, container_id: str, user: str, argv: list[str]) -> list[str]:
         """`argv` run as `user` in the container: as it is when that is the container's
@@ -359,7 +352,7 @@ class KubeEngine:
         if spec is None:
             raise self._refused("run an exec", f"{container_id} is not a container this "
                                 "engine made: its user is unknown")
-        own, asked = ids(spec.user), ids(user)
+        own, asked = objects.user_ids(spec.user), objects.user_ids(user)
         if own == asked:
             return argv
         if own[0] == "0" and {"SETUID", "SETGID"} <= set(spec.cap_add):
@@ -481,12 +474,6 @@ def split(container_id: str) -> tuple[str, str]:
     """`POD/CONTAINER` (a bare Pod name is its main container)."""
     pod, _, container = container_id.partition("/")
     return pod, container or MAIN
-
-
-def ids(user: str) -> tuple[str, str]:
-    """`uid:gid` (a bare uid is its own group)."""
-    uid, _, gid = user.partition(":")
-    return uid, gid or uid
 
 
 if TYPE_CHECKING:

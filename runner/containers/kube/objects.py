@@ -120,10 +120,10 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -
     refused = unaddable_caps(spec)
     if refused is not None:
         raise KubeRefusal(refused)
-    uid, _, gid = spec.user.partition(":")
+    uid, gid = user_ids(spec.user)
     cpu, memory = f"{round(spec.resources.cpus * 1000)}m", f"{spec.resources.memory_mb}Mi"
     security: Obj = {
-        "runAsUser": int(uid), "runAsGroup": int(gid or uid), "runAsNonRoot": int(uid) != 0,
+        "runAsUser": int(uid), "runAsGroup": int(gid), "runAsNonRoot": int(uid) != 0,
         "allowPrivilegeEscalation": False, "privileged": False,
         "readOnlyRootFilesystem": spec.read_only, "procMount": "Default",
         "capabilities": {"drop": ["ALL"], **({"add": sorted(spec.cap_add)}
@@ -143,6 +143,12 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -
     if mounts:
         found["volumeMounts"] = mounts
     return found
+
+
+def user_ids(user: str) -> tuple[str, str]:
+    """`uid:gid` as the spec says it (a bare uid is its own group)."""
+    uid, _, gid = user.partition(":")
+    return uid, gid or uid
 
 
 def _tmpfs(container: str, tmpfs: Tmpfs, volumes: list[Obj]) -> Obj:
