@@ -56,6 +56,7 @@ def record_of(spec: SampleSpec, execution: Execution, graded: Judged, started_at
         sample=spec.sample, change=spec.change, arm=spec.arm, check=spec.check, n=spec.n,
         commit=spec.commit, base_commit=spec.base_commit, image=execution.image,
         image_id=execution.image_id, image_identity=execution.image_identity,
+        image_ref=execution.image_ref or None,
         command=spec.command, parser=spec.parser, env=dict(execution.env),
         mounts=[dict(m) for m in execution.mounts], limits=dict(execution.limits),
         network=execution.network, db_schema=execution.db_schema,

@@ -64,6 +64,7 @@ class BrowserRan(_Part):
 
     image: str
     image_id: str
+    image_ref: str | None = None  # a cluster: the registry's `repo@sha256:...` it ran
     identity: dict[str, str] = {}
     base_url: str = ""  # the app as the browser opened it: http://localhost:PORT
     limits: dict[str, float] = {}  # its container's: cpus, memory_mb, pids, tmp/out/home MB
@@ -142,6 +143,7 @@ class Ran(_Part):
     image: str
     image_id: str
     image_identity: str
+    image_ref: str | None = None  # a cluster: the registry's `repo@sha256:...` it ran
     env: dict[str, str]  # secrets redacted
     mounts: list[dict[str, str]]
     limits: dict[str, float | int]

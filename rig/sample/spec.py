@@ -103,6 +103,7 @@ class Execution:
     image: str = ""
     image_id: str = ""
     image_identity: str = ""
+    image_ref: str = ""  # a cluster: the `repo@sha256:...` the Pod ran (Docker: empty)
     env: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[Mapping[str, str], ...] = ()
     limits: Mapping[str, float | int] = field(default_factory=dict)

@@ -189,8 +189,13 @@ class EngineIdentity:
     id: str
     name: str
 
+    # What the engine does not enforce that the manifest accepted, by limit: a cluster's
+    # pids limit is its nodes' own (`accept_node_pids_limit`); every record says so.
+    accepted: tuple[tuple[str, str], ...] = ()
+
     def as_record(self) -> dict[str, str]:
-        return {"host": self.host, "id": self.id, "name": self.name}
+        return {"host": self.host, "id": self.id, "name": self.name,
+                **{f"accepted_{limit}": how for limit, how in self.accepted}}
 
     def shown(self) -> str:
         return f"{self.host} ({self.name}, ID {self.id[:12]})"
@@ -321,6 +326,17 @@ class ContainerEngine(Protocol):
     @property
     def cpus(self) -> int:
         """The CPUs the engine has: no container's CPU limit may pass it."""
+        ...
+
+    @property
+    def workers(self) -> int:
+        """How many containers of ours it runs at once (samples, judges): Docker one per
+        CPU; a cluster its configured parallelism, never this machine's count."""
+        ...
+
+    def image_ref(self, image: str) -> str:
+        """`image` as a container of this engine names it: Docker the image as given; a
+        cluster the `repo@sha256:...` the registry answered for it (the record's)."""
         ...
 
     def create(self, spec: ContainerSpec) -> str:

@@ -361,9 +361,10 @@ def kept(outputs: Outputs) -> dict[str, bytes]:
 
 
 def facts(files: Mapping[str, bytes], image: BuiltImage, identity: BrowserIdentity | None,
-          base_url: str, limits: BrowserLimits) -> BrowserRan:
+          base_url: str, limits: BrowserLimits, image_ref: str = "") -> BrowserRan:
     """What the record says of a browser sample's browser (its files' names relative to
-    the sample's folder for them, `rig.sample.oracle.browser_folder`)."""
+    the sample's folder for them, `rig.sample.oracle.browser_folder`); `image_ref`: the
+    image as the engine ran it, when not by its ID (a cluster's digest)."""
     def lines(name: str, kinds: tuple[str, ...]) -> int:
         count = 0
         for line in files.get(name, b"").decode("utf-8", errors="replace").splitlines():
@@ -371,7 +372,8 @@ def facts(files: Mapping[str, bytes], image: BuiltImage, identity: BrowserIdenti
                 count += json.loads(line).get("kind") in kinds
         return count
     return BrowserRan(
-        image=image.tag, image_id=image.image_id, base_url=base_url,
+        image=image.tag, image_id=image.image_id, image_ref=image_ref or None,
+        base_url=base_url,
         identity={} if identity is None else identity.as_record(),
         limits=limits.as_record(),
         requests=lines(FILES["requests"], ("request",)),

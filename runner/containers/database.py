@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass
 from types import TracebackType
 
-from runner.containers import psql
+from runner.containers import psql, sandbox
 from runner.containers.backend import (
     LABEL_ARM,
     LABEL_EXPERIMENT,
@@ -106,9 +106,9 @@ class DbPolicy:
 
 def sample_databases(engine: ContainerEngine) -> int:
     """How many sample databases may exist at once on one server: an executor runs one
-    sample per CPU of the engine (`sandbox.workers`), and `score`, `oracle` and
+    sample per worker of the engine (`sandbox.workers`), and `score`, `oracle` and
     `reproduce` may share the experiment's server: four times that, never fewer than 8."""
-    return max(8, 4 * engine.cpus)
+    return max(8, 4 * sandbox.workers(engine))
 
 
 def server_command(policy: DbPolicy, databases: int) -> list[str]:

@@ -124,6 +124,13 @@ class Engine:
         assert self._cpus is not None
         return self._cpus
 
+    @property
+    def workers(self) -> int:
+        return max(1, self.cpus)
+
+    def image_ref(self, image: str) -> str:
+        return image
+
     def _ask(self) -> None:
         info = self.call("ask the engine who it is", self.client.info, retry=True)
         self._identity = EngineIdentity(self.address,

@@ -169,10 +169,10 @@ def host_deadline(timeout_s: float, grace_s: float = HOST_GRACE_S) -> float:
 
 
 def workers(engine: ContainerEngine) -> int:
-    """How many containers the host runs at once (samples, judges): one per CPU of the
-    engine (its `docker info` NCPU), never this machine's count, which says nothing of a
-    remote engine's."""
-    return max(1, engine.cpus)
+    """How many containers the host runs at once (samples, judges): the engine's own
+    `workers` (Docker: one per CPU of its `docker info` NCPU; a cluster: its configured
+    parallelism), never this machine's count, which says nothing of a remote engine's."""
+    return max(1, engine.workers)
 
 
 @dataclass(frozen=True)

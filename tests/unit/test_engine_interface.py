@@ -108,10 +108,10 @@ def test_the_host_deadline_is_timeouts_kill_then_the_callers_grace() -> None:
 def test_the_pools_follow_the_engine_s_cpus_never_this_machine_s() -> None:
     """A remote engine with 64 CPUs runs 64 samples at once, and its Postgres has room
     for them, whatever this machine has."""
-    assert sandbox.workers(SimpleNamespace(cpus=64)) == 64  # type: ignore[arg-type]
-    assert sandbox.workers(SimpleNamespace(cpus=0)) == 1  # type: ignore[arg-type]
-    assert database.sample_databases(SimpleNamespace(cpus=64)) == 256  # type: ignore[arg-type]
-    assert database.sample_databases(SimpleNamespace(cpus=1)) == 8  # type: ignore[arg-type]
+    assert sandbox.workers(SimpleNamespace(workers=64)) == 64  # type: ignore[arg-type]
+    assert sandbox.workers(SimpleNamespace(workers=0)) == 1  # type: ignore[arg-type]
+    assert database.sample_databases(SimpleNamespace(workers=64)) == 256  # type: ignore[arg-type]
+    assert database.sample_databases(SimpleNamespace(workers=1)) == 8  # type: ignore[arg-type]
 
 
 HOST_COUNT = re.compile(r"os\.cpu_count\(")

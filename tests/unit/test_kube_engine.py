@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from rig.sample.oracle import assess, record_of
+from rig.sample.spec import Execution, SampleSpec
+from runner.containers import browser, database, sandbox
 from runner.containers.backend import (
     NO_NETWORK,
     Bind,
@@ -31,10 +36,13 @@ from runner.containers.backend import (
     Resources,
     exit_after_output,
 )
+from runner.containers.engine import Engine
+from runner.containers.images import BuiltImage
 from runner.containers.kube import preflight
 from runner.containers.kube.api import KubeApi, PodFailedError
 from runner.containers.kube.config import KubeTarget
-from runner.containers.kube.engine import KubeEngine
+from runner.containers.kube.engine import ACCEPTED_PIDS, KubeEngine
+from runner.containers.samples.container import ran_as
 from runner.errors import (
     ConflictError,
     EngineRefusedError,
@@ -438,6 +446,10 @@ def test_the_engine_is_the_api_server_and_says_so(engine: KubeEngine,
     engine.ping()
     assert engine.down() is None
     assert engine.identity.as_record() == {"host": engine.address, "id": f"test/{NS}",
+                                           "name": "Kubernetes v1.37.0",
+                                           "accepted_pids": ACCEPTED_PIDS}
+    strict = KubeEngine(engine.api, cpus=4)
+    assert strict.identity.as_record() == {"host": engine.address, "id": f"test/{NS}",
                                            "name": "Kubernetes v1.37.0"}
     assert (engine.facts().server_version, engine.facts().api_version, engine.cpus) == (
         "v1.37.0", "1.37", 4)
@@ -614,3 +626,39 @@ def test_exec_with_input_runs_on_the_kube_engine_as_on_docker(
     done = exec_with_input(engine, made, ["psql", "-X"], b"select 1; select 2;\n",
                            user="999:999", timeout_s=10, what="psql")
     assert (done.exit_code, done.stdout) == (0, b"rows: 2\n")
+
+
+def test_a_record_names_the_image_by_the_digest_the_pod_ran(emulator: Emulator) -> None:
+    """The sample's and the browser's records carry the `repo@sha256:` the engine named
+    (pushed by content: `images.registry.Registered`); on Docker the field stays empty,
+    the image ID being what ran."""
+    pushed = {"sha256:" + "01" * 32: IMAGE, IMAGE: IMAGE}  # as `Registered` answers
+    kube = KubeEngine(KubeApi(KubeTarget("test", emulator.url, NS)), cpus=2,
+                      image_ref=pushed.__getitem__, accept_node_pids=True)
+    assert ran_as(kube, "sha256:" + "01" * 32) == IMAGE
+    assert ran_as(kube, IMAGE) == ""  # already by digest: nothing more to say
+    assert ran_as(Engine(SimpleNamespace()), "sha256:" + "01" * 32) == ""  # type: ignore[arg-type]
+    sample = SampleSpec(change="c", arm="A", check="success", n=1, commit="a" * 40,
+                        base_commit="b" * 40, command="pytest -q", parser="pytest",
+                        timeout_s=60)
+    execution = Execution(exit_code=0, log="", duration_s=1.0, image="bakeoff/python:x",
+                          image_id="sha256:" + "01" * 32, image_ref=IMAGE,
+                          engine=kube.identity.as_record())
+    record = record_of(sample, execution, assess(sample, execution), "now", "1.log")
+    assert (record.image_ref, record.engine["accepted_pids"]) == (IMAGE, ACCEPTED_PIDS)
+    docker = record_of(sample, replace(execution, image_ref=""), assess(sample, execution),
+                       "now", "1.log")
+    assert docker.image_ref is None
+    assert "image_ref" not in json.loads(docker.model_dump_json(exclude_none=True))
+    ran = browser.facts({}, BuiltImage("bakeoff/browser", "bakeoff/browser:x", "sha256:b",
+                                       "sha256:i", cached=True), None,
+                        "http://localhost:8000", browser.BrowserLimits(), IMAGE)
+    assert (ran.image_id, ran.image_ref) == ("sha256:b", IMAGE)
+
+
+def test_samples_run_as_many_at_once_as_the_manifest_s_parallelism(
+        emulator: Emulator) -> None:
+    """Not this machine's CPUs, nor the CPUs a container may ask: `parallelism`."""
+    kube = KubeEngine(KubeApi(KubeTarget("test", emulator.url, NS)), cpus=2, parallelism=24)
+    assert (sandbox.workers(kube), kube.cpus) == (24, 2)
+    assert database.sample_databases(kube) == 96

@@ -59,6 +59,9 @@ MAIN = "main"                # the container a Pod is made for
 POD_DEADLINE_S = 6 * 3600    # a Pod's activeDeadlineSeconds when nothing shorter is known
 START_DEADLINE_S = 300.0     # scheduled, pulled and running, or the start failed
 STREAM_DEADLINE_S = 300.0    # an attach's stdin, an archive's exec
+# What a record says of a pids limit on a cluster whose nodes' own the manifest accepted.
+ACCEPTED_PIDS = ("the nodes' podPidsLimit, not the container's own: the cluster sets no "
+                 "per-Pod limit, and the manifest accepted it (accept_node_pids_limit)")
 KUBE_HINT = "check the cluster (kubectl get pods -n NAMESPACE) and the context's access"
 
 
@@ -79,14 +82,17 @@ class _Planned:
 
 class KubeEngine:
     """The engine interface on one namespace of a cluster. `cpus`: the most a container
-    may ask (the configured size of a node's share, never this machine's count)."""
+    may ask (the configured size of a node's share, never this machine's count);
+    `parallelism`: how many containers of ours run at once (the manifest's); `image_ref`:
+    an image's `repo@sha256:...` (`images.registry.Registered` pushes it)."""
 
-    def __init__(self, api: KubeApi, *, cpus: int,
+    def __init__(self, api: KubeApi, *, cpus: int, parallelism: int = 1,
                  image_ref: Callable[[str], str] = by_digest, accept_node_pids: bool = False,
                  pod_deadline_s: float = POD_DEADLINE_S,
                  start_deadline_s: float = START_DEADLINE_S,
                  stream_deadline_s: float = STREAM_DEADLINE_S) -> None:
-        self.api, self._cpus, self.image_ref = api, cpus, image_ref
+        self.api, self._cpus, self._ref = api, cpus, image_ref
+        self.parallelism = parallelism
         self.accept_node_pids = accept_node_pids
         self.pod_deadline_s, self.start_deadline_s = pod_deadline_s, start_deadline_s
         self.stream_deadline_s = stream_deadline_s
@@ -106,7 +112,9 @@ class KubeEngine:
         version = self._asked()
         return EngineIdentity(self.address,
                               f"{self.api.cluster.context}/{self.api.cluster.namespace}",
-                              f"Kubernetes {version.get('gitVersion', '?')}")
+                              f"Kubernetes {version.get('gitVersion', '?')}",
+                              accepted=(("pids", ACCEPTED_PIDS),) if self.accept_node_pids
+                              else ())
 
     def _asked(self) -> dict[str, Any]:
         if self._version is None:
@@ -145,6 +153,13 @@ class KubeEngine:
     @property
     def cpus(self) -> int:
         return self._cpus
+
+    @property
+    def workers(self) -> int:
+        return self.parallelism
+
+    def image_ref(self, image: str) -> str:
+        return self._ref(image)
 
     def create(self, spec: ContainerSpec) -> str:
         """Plan the container of `spec` (its Pod is made at its first start); its id.
@@ -192,7 +207,7 @@ class KubeEngine:
              what: str) -> dict[str, Any]:
         try:
             return objects.pod(pod, self.api.cluster.namespace,
-                               [(name, spec, self.image_ref(spec.image))
+                               [(name, spec, self._ref(spec.image))
                                 for name, spec in containers],
                                deadline_s=self.pod_deadline_s)
         except objects.KubeRefusal as refusal:

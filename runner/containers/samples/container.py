@@ -259,7 +259,8 @@ class SampleContainers:
                          limit=browser.OUTPUTS_LIMIT)
         ran.outputs.files.update(self._server_outputs(server))
         found = browser.facts(browser.kept(ran.outputs), browsing.image, browsing.identity,
-                              browsing.base_url, browsing.limits)
+                              browsing.base_url, browsing.limits,
+                              ran_as(self.engine, browsing.image.image_id))
         return dataclasses.replace(ran, browser=found, canary=canary)
 
     def browser(self) -> tuple[BuiltImage, browser.BrowserIdentity]:
@@ -369,6 +370,13 @@ class SampleContainers:
             kept[SERVER_CGROUP] = found["cgroup"]
         return kept
 
+
+
+def ran_as(engine: ContainerEngine, image: str) -> str:
+    """`image` as the engine ran it, for the record, when that is not `image` itself (a
+    cluster: the registry's `repo@sha256:...`); empty on Docker."""
+    ref = engine.image_ref(image)
+    return "" if ref == image else ref
 
 
 def _kill(engine: ContainerEngine, container: str) -> None:

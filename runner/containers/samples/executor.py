@@ -32,7 +32,12 @@ from runner.containers import browser, database, sandbox
 from runner.containers.backend import LABEL_EXPERIMENT, LABEL_RUN, ContainerEngine, Labels
 from runner.containers.images import BuiltImage
 from runner.containers.images.facts import ImageFacts
-from runner.containers.samples.container import SERVER_CGROUP, ContainerResult, SampleContainers
+from runner.containers.samples.container import (
+    SERVER_CGROUP,
+    ContainerResult,
+    SampleContainers,
+    ran_as,
+)
 from runner.containers.samples.network import SampleNetworks
 from runner.containers.samples.setting import IN_DIR, SampleSetting, SettingMaker, observed
 from runner.containers.samples.tree import SampleTree, Trees
@@ -192,6 +197,7 @@ class DockerSampleExecutor:
             oom_killed=ran.oom_killed, program_present=program is None or program not in missing,
             missing_tools=missing, image=self.image.tag, image_id=self.image.image_id,
             image_identity=self.image.identity,
+            image_ref=ran_as(self.engine, self.image.image_id),
             env={k: redact_url(v) if k == self.url_env else v for k, v in setting.env.items()},
             mounts=self.mounts_record(spec), limits=self.limits.as_record(),
             network=setting.network,
