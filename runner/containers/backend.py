@@ -1,18 +1,13 @@
 """The engine interface: what every command asks of a container engine, and the words it
-asks in.
-
-Modelled on inspect_ai's `SandboxEnvironment` (exec, write_file, read_file, cleanup) and
-Harbor's `BaseEnvironment` (start, exec, upload and download, stop, and what a backend
-can do), kept to what this project uses: create and start (inputs on stdin), exec under a
-host deadline, a tar in and out (the archive API), logs, wait with a deadline, remove one
-container or everything carrying some of our labels; and `Capabilities`, the isolation a
-backend can enforce. The docker `ContainerEngine` (`runner.containers.engine`) is the one backend
-today; a second one (Kubernetes, a remote engine's own API) implements this protocol, or
-refuses a spec that asks for what it cannot enforce (`Capabilities.unmet`).
+asks in. Modelled on inspect_ai's `SandboxEnvironment` and Harbor's `BaseEnvironment`,
+kept to what this project uses: create and start (inputs on stdin), exec under a host
+deadline, a tar in and out, logs, wait with a deadline, remove one container or all that
+carry some of our labels; and `Capabilities`, the isolation a backend enforces (a spec
+asking for more is refused: `Capabilities.unmet`). Two backends: Docker, local or remote
+(`runner.containers.engine`), and Kubernetes (`runner.containers.kube.engine`).
 
 Errors are the project's own (`runner.errors.EngineError` and its subclasses): a backend
-maps its client's exceptions at its edge, so no command catches a client library's.
-Everything here is plain Python: no client library is imported.
+maps its client's exceptions at its edge. Plain Python: no client library is imported.
 """
 
 from __future__ import annotations
@@ -34,6 +29,8 @@ LABEL_IMAGE = f"{LABEL_PREFIX}image"
 LABEL_IDENTITY = f"{LABEL_PREFIX}identity"
 # A Pod's network (the Kubernetes backend: a network is a NetworkPolicy over this label).
 LABEL_NETWORK = f"{LABEL_PREFIX}network"
+# A Pod's own name (what the policies of a network it joined after it was made select).
+LABEL_POD = f"{LABEL_PREFIX}pod"
 # A build stage's image (left dangling by the classic builder): the tag it was built for.
 LABEL_BUILD_OF = f"{LABEL_PREFIX}build-of"
 
@@ -189,9 +186,7 @@ class EngineIdentity:
     id: str
     name: str
 
-    # What the engine does not enforce that the manifest accepted, by limit: a cluster's
-    # pids limit is its nodes' own (`accept_node_pids_limit`); every record says so.
-    accepted: tuple[tuple[str, str], ...] = ()
+    accepted: tuple[tuple[str, str], ...] = ()  # limit -> how the manifest accepted it
 
     def as_record(self) -> dict[str, str]:
         return {"host": self.host, "id": self.id, "name": self.name,
@@ -330,13 +325,11 @@ class ContainerEngine(Protocol):
 
     @property
     def workers(self) -> int:
-        """How many containers of ours it runs at once (samples, judges): Docker one per
-        CPU; a cluster its configured parallelism, never this machine's count."""
+        """How many containers of ours it runs at once: a CPU's worth each, or as set."""
         ...
 
     def image_ref(self, image: str) -> str:
-        """`image` as a container of this engine names it: Docker the image as given; a
-        cluster the `repo@sha256:...` the registry answered for it (the record's)."""
+        """`image` as its containers name it (a cluster: the registry's `repo@sha256:`)."""
         ...
 
     def create(self, spec: ContainerSpec) -> str:
@@ -345,8 +338,7 @@ class ContainerEngine(Protocol):
 
     def start(self, container_id: str, stdin: IO[bytes] | None = None, *,
               what: str = "the container") -> None:
-        """Start it; `stdin` (a spec with `stdin`) streamed to it, then closed. `what`
-        names it in errors."""
+        """Start it; `stdin` (a spec with `stdin`) streamed to it, then closed."""
         ...
 
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
@@ -381,8 +373,7 @@ class ContainerEngine(Protocol):
 
     def create_volume(self, name: str, labels: Labels, *, size_mb: int | None,
                       owner: int) -> str:
-        """A volume of ours: a tmpfs of `size_mb` owned by `owner`, or (None) on the
-        engine's disk; its name."""
+        """A volume of ours, a tmpfs of `size_mb` (None: on disk) owned by `owner`."""
         ...
 
     def remove_volume(self, name: str) -> None:
@@ -410,8 +401,7 @@ class ContainerEngine(Protocol):
 
     def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
                     workdir: str, env: Mapping[str, str]) -> ExecStream:
-        """Start `argv` in a running container, its output streamed (no deadline: the
-        caller's)."""
+        """Start `argv` in a running container, its output streamed (no deadline)."""
         ...
 
     def exec_state(self, exec_id: str) -> ExecState:
@@ -421,8 +411,7 @@ class ContainerEngine(Protocol):
     def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
                   env: Mapping[str, str] | None = None,
                   what: str = "exec") -> AbstractContextManager[HeldProcess]:
-        """Start `argv` in a running container with its stdin held open for the block:
-        one process to send many scripts to (an exec costs ~50 ms to start)."""
+        """`argv` started, its stdin held open for the block (many scripts, one exec)."""
         ...
 
     def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
@@ -451,15 +440,13 @@ class ContainerEngine(Protocol):
         ...
 
     def containers(self, filters: dict[str, str]) -> list[ContainerState]:
-        """Our containers (running or not) whose labels match every `filters` item (a
-        value "" matches any value of the key)."""
+        """Our containers whose labels match every `filters` item ("" matches any)."""
         ...
 
     def remove_labelled(self, filters: dict[str, str],
                         keep: Callable[[dict[str, str]], bool] | None = None
                         ) -> dict[str, int]:
-        """Remove our containers, networks and volumes matching `filters` (never one
-        without our labels); how many of each kind."""
+        """Remove all of ours matching `filters` (never unlabelled); counts by kind."""
         ...
 
 

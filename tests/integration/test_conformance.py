@@ -313,6 +313,27 @@ def test_a_container_that_resolves_only_its_networks_names_asks_nothing_outside(
     assert queried == (set() if outside else {"query bakeoff-nowhere.invalid"}), out
 
 
+def test_a_container_joined_to_a_network_is_reached_there_by_its_alias(
+        backend: Backend) -> None:
+    """`connect` (the database, the gateway): a running listener joins a second network
+    under an alias; a container made there after reaches it by that name, resolving only
+    its network's names. One on a network it did not join does not, nor one made there
+    after it left (`disconnect`)."""
+    home, joined, apart = (backend.network(egress=False) for _ in range(3))
+    alias = "conform-peer"
+    peer = backend.listening(backend.spec("peer", LISTEN.replace("ADDR", "0.0.0.0"),
+                                          network=home))
+    backend.engine.connect(joined, peer, aliases=[alias])
+
+    def reach(network: str) -> tuple[int | None, str]:
+        return backend.run(backend.spec("client", REACH.replace("TARGETS", alias),
+                                        network=network, resolve_outside=False))
+    assert reach(joined) == (0, f"REACHED {alias}\n")
+    assert reach(apart) == (0, f"blocked {alias}\n")
+    backend.engine.disconnect(joined, peer)
+    assert reach(joined) == (0, f"blocked {alias}\n")
+
+
 def test_a_shared_network_namespace_is_shared_or_refused(backend: Backend) -> None:
     """A container that joins another's network namespace reaches its loopback; a backend
     without the capability refuses the spec (never runs it apart)."""

@@ -48,6 +48,7 @@ class Emulator:
                                  tuple[bytes, bytes, int]]] = field(default_factory=dict)
     execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
     made: dict[tuple[str, str], Obj] = field(default_factory=dict)  # all ever created, in order
+    addresses: dict[str, str] = field(default_factory=dict)  # a Pod's IP (else 10.0.0.7)
     version: Obj = field(default_factory=lambda: {"major": "1", "minor": "37",
                                                   "gitVersion": "v1.37.0"})
 
@@ -70,8 +71,8 @@ class Emulator:
                                                      **({"reason": reason} if reason else {})}}
 
 
-def running_status(obj: Obj) -> Obj:
-    return {"phase": "Running", "podIP": "10.0.0.7", "containerStatuses": [
+def running_status(obj: Obj, address: str = "10.0.0.7") -> Obj:
+    return {"phase": "Running", "podIP": address, "containerStatuses": [
         {"name": c["name"], "image": c["image"], "imageID": c["image"],
          "state": {"running": {}}} for c in obj["spec"]["containers"]]}
 
@@ -148,7 +149,8 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 if (collection, name) in emulator.objects:
                     return self.answer(409, status(409, f'"{name}" already exists'))
                 if obj["kind"] == "Pod":
-                    obj["status"] = (running_status(obj) if emulator.autorun
+                    obj["status"] = (running_status(obj, emulator.addresses.get(
+                        name, "10.0.0.7")) if emulator.autorun
                                      else {"phase": "Pending"})
                 emulator.objects[(collection, name)] = obj
                 emulator.made[(collection, name)] = obj

@@ -461,7 +461,7 @@ def test_a_sample_that_lost_a_test_settles_the_graft_and_no_other_can_undo_it() 
     assert graft.judge({"tests": 1.0, "success": 1.0}, before, {"tests": [lost]}).kept is False
 
 
-ONE_CPU = SimpleNamespace(engine=SimpleNamespace(cpus=1))  # an executor on a 1-CPU engine
+ONE_CPU = SimpleNamespace(engine=SimpleNamespace(workers=1))  # an executor one at a time
 
 
 def test_run_all_starts_no_sample_once_the_samples_so_far_settle_it(monkeypatch) -> None:

@@ -31,7 +31,7 @@ class Scripted:
     def __init__(self, cut: set[str]) -> None:
         self.cut, self.ran = set(cut), []  # type: list[str]
         self.image = SimpleNamespace(image_id="sha256:1mage")
-        self.engine = SimpleNamespace(cpus=1)  # one at a time (the pool: the engine's CPUs)
+        self.engine = SimpleNamespace(workers=1)  # one at a time (the pool: its workers)
         self.lock = threading.Lock()
 
     def execute(self, spec: SampleSpec) -> Execution:

@@ -38,7 +38,7 @@ from runner.containers.backend import (
 )
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.kube import preflight
+from runner.containers.kube import objects, preflight
 from runner.containers.kube.api import KubeApi, PodFailedError
 from runner.containers.kube.config import KubeTarget
 from runner.containers.kube.engine import ACCEPTED_PIDS, KubeEngine
@@ -426,8 +426,7 @@ def test_what_a_cluster_does_not_do_is_refused_with_the_reason(engine: KubeEngin
     made = engine.create(spec())
     calls = {"pause": lambda: engine.pause(made, what="arm fixer"),
              "volume": lambda: engine.create_volume("v", Labels("horizon", "inputs"),
-                                                    size_mb=None, owner=0),
-             "connect": lambda: engine.connect("net", made)}
+                                                    size_mb=None, owner=0)}
     said = {}
     for name, call in calls.items():
         with pytest.raises(EngineRefusedError) as refused:
@@ -436,9 +435,7 @@ def test_what_a_cluster_does_not_do_is_refused_with_the_reason(engine: KubeEngin
     assert said == {
         "pause": "refused to pause arm fixer: a Pod cannot be frozen (Kubernetes)",
         "volume": "refused to create volume v: no volume is shared between Pods here: a "
-                  "Pod's inputs come on its stdin (Kubernetes)",
-        "connect": "refused to connect a container: a Pod's networks are its labels, set "
-                   "when it is made (Kubernetes)"}
+                  "Pod's inputs come on its stdin (Kubernetes)"}
 
 
 def test_the_engine_is_the_api_server_and_says_so(engine: KubeEngine,
@@ -473,7 +470,8 @@ def test_a_state_read_from_a_pod_is_the_interfaces(engine: KubeEngine,
         id="sample-1/main", name="sample-1/main", status="running", exit_code=None,
         oom_killed=False, image=IMAGE, command=("bakeoff-driver", "run"), networks={},
         labels={"io.bakeoff.experiment": "horizon", "io.bakeoff.role": "sample",
-                "io.bakeoff.arm": "fixer", "io.bakeoff.run": "r1"})
+                "io.bakeoff.arm": "fixer", "io.bakeoff.run": "r1",
+                "io.bakeoff.pod": "sample-1"})  # what a network it joins selects
 def test_one_stream_of_a_log_is_trusted_only_once_the_cluster_proved_it_gives_one(
         emulator: Emulator, clock: Clock) -> None:
     """A sample's result is the last mark line of its stdout: a cluster that ignores
@@ -662,3 +660,68 @@ def test_samples_run_as_many_at_once_as_the_manifest_s_parallelism(
     kube = KubeEngine(KubeApi(KubeTarget("test", emulator.url, NS)), cpus=2, parallelism=24)
     assert (sandbox.workers(kube), kube.cpus) == (24, 2)
     assert database.sample_databases(kube) == 96
+
+
+def test_the_database_joins_a_network_and_the_pods_made_after_reach_it_by_name(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    """`database.attach`, as the samples' networks call it: two policies open the running
+    Postgres Pod and the network's Pods to each other, and `db` is its address in the
+    hosts of every Pod made on the network from then on (none resolves through the
+    cluster's DNS); what cannot hold is refused by name, never left half made."""
+    emulator.on_attach = None
+    emulator.addresses["scoredb"] = "10.0.0.9"
+    for net in ("horizon-scoredb", "horizon-fixer-samples", "horizon-other-samples"):
+        engine.create_network(net, Labels("horizon", "sample-network"), egress=False)
+    server = Labels("horizon", "score-database", "", "r1")
+    db = engine.create(spec("scoredb", network="horizon-scoredb", labels=server))
+    with pytest.raises(EngineRefusedError, match=r"refused to connect db: scoredb/main is "
+                       r"not running: a name on a network is its Pod's address \(connect "
+                       r"it once started\)"):
+        database.attach(engine, db, "horizon-fixer-samples")
+    engine.start(db)
+    database.attach(engine, db, "horizon-fixer-samples")
+    on_pod, on_net = objects.joined_names("scoredb", "horizon-fixer-samples")
+    member = {"podSelector": {"matchLabels": {"io.bakeoff.network": "horizon-fixer-samples"}}}
+    it = {"podSelector": {"matchLabels": {"io.bakeoff.pod": "scoredb"}}}
+    for name, selects, peer in ((on_pod, it, member), (on_net, member, it)):
+        policy = emulator.objects[(POLICIES, name)]
+        assert policy["spec"] == {**selects, "policyTypes": ["Ingress", "Egress"],
+                                  "ingress": [{"from": [peer]}], "egress": [{"to": [peer]}]}
+        assert policy["metadata"]["labels"]["io.bakeoff.experiment"] == "horizon"
+    assert engine.inspect(db).networks == {"horizon-scoredb": "10.0.0.9",
+                                           "horizon-fixer-samples": "10.0.0.9"}
+    engine.start(engine.create(spec("s-1", network="horizon-fixer-samples")), io.BytesIO(b""))
+    assert emulator.pod("s-1")["spec"]["hostAliases"] == [{"ip": "10.0.0.9",
+                                                           "hostnames": ["db"]}]
+    engine.start(engine.create(spec("s-2", network="horizon-other-samples")), io.BytesIO(b""))
+    assert "hostAliases" not in emulator.pod("s-2")["spec"]  # not joined there
+    said = []
+    for call in (lambda: database.attach(engine, db, "horizon-other-samples"),
+                 lambda: engine.connect("horizon-scoredb", db, aliases=["Db_1"]),
+                 lambda: engine.connect("horizon-nowhere", db, aliases=["db"])):
+        with pytest.raises((EngineRefusedError, NotFoundError)) as refused:
+            call()
+        said.append(str(refused.value).removeprefix(f"the engine at {engine.address} "))
+    assert said[:2] == [
+        "refused to connect db: Pods already made on horizon-other-samples (s-2) would not "
+        "resolve its names (a Pod's hosts are fixed when it is made: connect before "
+        "starting them)",
+        "refused to connect a container: 'Db_1' is not a host name (RFC 1123 label)"]
+    assert "horizon-nowhere" in said[2]
+    engine.create_network("horizon-late-samples", Labels("horizon", "sample-network"),
+                          egress=False)
+    other = engine.create(spec("scoredb2", network="horizon-scoredb", labels=server))
+    engine.start(other)
+    database.attach(engine, db, "horizon-late-samples")
+    with pytest.raises(EngineRefusedError, match=r"refused to connect db: db already names "
+                                                 r"another Pod on horizon-late-samples$"):
+        database.attach(engine, other, "horizon-late-samples")
+    engine.disconnect("horizon-late-samples", db)
+    assert {(POLICIES, name) for name in objects.joined_names(
+        "scoredb", "horizon-late-samples")}.isdisjoint(emulator.objects)
+    engine.start(engine.create(spec("s-3", network="horizon-late-samples")), io.BytesIO(b""))
+    assert "hostAliases" not in emulator.pod("s-3")["spec"]  # its name went with it
+    assert engine.remove(db) is True  # the Pod and the policies of what it joined
+    assert {(POLICIES, on_pod), (POLICIES, on_net)}.isdisjoint(emulator.objects)
+    engine.start(engine.create(spec("s-4", network="horizon-fixer-samples")), io.BytesIO(b""))
+    assert "hostAliases" not in emulator.pod("s-4")["spec"]

@@ -74,6 +74,9 @@ def made() -> dict[str, Any]:
         "secret": objects.secret("horizon-gateway-keys", NS, Labels("horizon", "gateway"),
                                  {"OPENAI_API_KEY": "sk-test-not-a-key"}),
         "role": objects.role(NS, Labels("horizon", "rbac")),
+        "joined": objects.joined("bakeoff-horizon-scoredb-r1a2b3",
+                                 "bakeoff-horizon-fixer-samples-r1a2b3", NS,
+                                 Labels("horizon", "score-database", "", "r1a2b3")),
     }
 
 
@@ -82,7 +85,7 @@ def flat(found: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", ["sample-pod", "sandbox-pod", "policies", "service", "secret",
-                                  "role"])
+                                  "role", "joined"])
 def test_each_object_is_its_golden_file_and_valid_against_the_1_37_schemas(name: str) -> None:
     found = made()[name]
     path = GOLDEN / f"{name}.json"

@@ -22,11 +22,10 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from runner.containers.backend import (
-    LABEL_NETWORK,
     LABEL_PREFIX,
     Capabilities,
     Completed,
@@ -42,6 +41,7 @@ from runner.containers.backend import (
 )
 from runner.containers.kube import channel, objects
 from runner.containers.kube.api import KubeApi, container_state
+from runner.containers.kube.networks import PodNetworks
 from runner.errors import (
     ConflictError,
     EngineError,
@@ -97,11 +97,11 @@ class KubeEngine:
         self.pod_deadline_s, self.start_deadline_s = pod_deadline_s, start_deadline_s
         self.stream_deadline_s = stream_deadline_s
         self._plans: dict[str, _Planned] = {}
-        self._denied: set[str] = set()  # experiments whose deny-all policy is made
         self._lock = threading.Lock()
         self._version: dict[str, Any] | None = None
         self.split_proved = False  # one stream of a log is the cluster's (preflight)
         self._execs: dict[str, ExecState] = {}  # the streamed execs' states, by id
+        self.policies = PodNetworks(api, self._refused)
 
     @property
     def address(self) -> str:
@@ -209,7 +209,8 @@ class KubeEngine:
             return objects.pod(pod, self.api.cluster.namespace,
                                [(name, spec, self._ref(spec.image))
                                 for name, spec in containers],
-                               deadline_s=self.pod_deadline_s)
+                               deadline_s=self.pod_deadline_s,
+                               hosts=self.policies.hosts(containers[0][1].network))
         except objects.KubeRefusal as refusal:
             raise self._refused(what, str(refusal)) from refusal
 
@@ -230,21 +231,12 @@ class KubeEngine:
             plan.made = True
         if make:
             obj = self._pod(pod, plan.containers, f"start {what}")
-            self._deny_all(plan.containers[0][1].labels)
+            self.policies.deny_all(plan.containers[0][1].labels)
             self.api.create(obj)
             self.api.wait_pod(pod, running=True, deadline_s=self.start_deadline_s)
         if stdin is not None:
             channel.send_stdin(self.api.cluster, pod, container, stdin,
                                deadline_s=self.stream_deadline_s)
-
-    def _deny_all(self, labels: Labels) -> None:
-        """The experiment's deny-all policy, made once (one already there is fine)."""
-        if labels.experiment in self._denied:
-            return
-        with contextlib.suppress(ConflictError):
-            self.api.create(objects.deny_all(self.api.cluster.namespace,
-                                             Labels(labels.experiment, "network-policy")))
-        self._denied.add(labels.experiment)
 
     def wait(self, container_id: str, deadline_s: float) -> int | None:
         pod, container = split(container_id)
@@ -261,7 +253,8 @@ class KubeEngine:
         if container not in {c["name"] for c in found["spec"]["containers"]}:
             raise NotFoundError(self.address, "inspect a container",
                                 f"pod {pod} has no container {container}", status=404)
-        return container_state(found, container)
+        state = container_state(found, container)
+        return replace(state, networks={**state.networks, **self.policies.joined(pod)})
 
     def _one_stream(self, what: str) -> None:
         if not self.split_proved:
@@ -319,6 +312,7 @@ class KubeEngine:
                 del self._plans[pod]
                 if not plan.made:
                     return True
+        self.policies.leave(pod)
         return self.api.delete("Pod", pod, grace_s=0)
 
     def containers(self, filters: dict[str, str]) -> list[ContainerState]:
@@ -333,7 +327,7 @@ class KubeEngine:
         if not any(key.startswith(LABEL_PREFIX) for key in filters):
             raise ValueError("refusing to remove resources without a bakeoff label filter")
         removed = {"container": 0, "network": 0, "volume": 0, "service": 0, "secret": 0}
-        self._denied.clear()  # a deny-all removed here is made again at the next start
+        self.policies.removed()  # a deny-all removed here is made again at the next start
         for kind, counted in (("Pod", "container"), ("Service", "service"),
                               ("Secret", "secret"), ("NetworkPolicy", "network")):
             for obj in self.api.listed(kind, filters):
@@ -345,6 +339,7 @@ class KubeEngine:
                                          else 1)
                 if kind == "Pod":
                     self._plans.pop(name, None)
+                    self.policies.removed(name)  # its policies: labelled, gone too
         return removed
 
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
@@ -401,25 +396,14 @@ class KubeEngine:
 
     def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
         """A NetworkPolicy over the Pods labelled with `name` (`objects.network`)."""
-        require_labels(labels, f"network {name}")
-        self._deny_all(labels)
-        try:
-            self.api.create(objects.network(name, self.api.cluster.namespace, labels,
-                                            egress=egress))
-        except objects.KubeRefusal as refusal:
-            raise self._refused(f"create network {name}", str(refusal)) from refusal
-        return name
+        return self.policies.create(name, labels, egress=egress)
 
     def remove_network(self, network_id: str) -> None:
         self.api.delete("NetworkPolicy", network_id)
 
     def find_network(self, name: str, *, what: str = "find network",
                      retry: bool = True) -> str:
-        found = self.api.get("NetworkPolicy", name)
-        if LABEL_NETWORK not in found["spec"]["podSelector"].get("matchLabels", {}):
-            raise NotFoundError(self.address, what, f"{name} is not a network of ours",
-                                status=None)
-        return name
+        return self.policies.find(name, what)
 
     def _not_here(self, what: str, why: str) -> EngineRefusedError:
         return self._refused(what, f"{why} (Kubernetes)")
@@ -440,11 +424,26 @@ class KubeEngine:
 
     def connect(self, network: str, container_id: str, *, aliases: Sequence[str] = (),
                 what: str = "connect a container") -> None:
-        raise self._not_here(what, "a Pod's networks are its labels, set when it is made")
+        """The running Pod of `container_id` joins `network` (the database, the gateway),
+        its aliases in the hosts of the network's Pods made from now on (`PodNetworks`).
+        Refused: a Pod not running (it has no address), a network with a Pod of ours
+        already made (it would not resolve the names), an alias already taken there."""
+        pod, _ = split(container_id)
+        with self._lock:
+            plan = self._plans.get(pod)
+            early = sorted(name for name, other in self._plans.items()
+                           if other.made and name != pod
+                           and other.containers[0][1].network == network)
+        if plan is None or not plan.made:
+            raise self._refused(what, f"{container_id} is not running: a name on a network "
+                                "is its Pod's address (connect it once started)")
+        self.policies.join(pod, network, aliases, plan.containers[0][1].labels,
+                           early=early, what=what)
 
     def disconnect(self, network: str, container_id: str, *,
                    what: str = "disconnect a container") -> None:
-        raise self._not_here(what, "a Pod's networks are its labels, set when it is made")
+        """Its two policies deleted: the network's Pods no longer reach it."""
+        self.policies.leave(split(container_id)[0], network)
 
     def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
                     workdir: str, env: Mapping[str, str]) -> ExecStream:

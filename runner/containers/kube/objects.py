@@ -18,6 +18,7 @@ so, and the engine refuses a spec unless the manifest accepts it.
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,7 @@ from typing import Any
 from runner.containers.backend import (
     LABEL_EXPERIMENT,
     LABEL_NETWORK,
+    LABEL_POD,
     NO_NETWORK,
     OWN_LOOPBACK,
     ContainerSpec,
@@ -104,9 +106,9 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
     if hosts:
         found["hostAliases"] = [{"ip": address, "hostnames": [host]}
                                 for host, address in sorted(hosts.items())]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": metadata(name, namespace, first.labels, first.network),
-            "spec": found}
+    meta = metadata(name, namespace, first.labels, first.network)
+    meta["labels"][LABEL_POD] = name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": found}
 
 
 def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -> Obj:
@@ -180,6 +182,26 @@ def network(name: str, namespace: str, owner: Labels, *, egress: bool) -> Obj:
                      "policyTypes": ["Ingress", "Egress"],
                      "ingress": [{"from": [members]}],
                      "egress": [{"to": [members]}, *([{}] if egress else [])]}}
+
+
+def joined_names(pod: str, network: str) -> tuple[str, str]:
+    """The two policies of `joined`: by a digest of both names (each may be 63 long)."""
+    digest = hashlib.sha256(f"{pod}/{network}".encode()).hexdigest()[:16]
+    return f"join-{digest}-pod", f"join-{digest}-net"
+
+
+def joined(pod: str, network: str, namespace: str, owner: Labels) -> list[Obj]:
+    """Pod `pod` on `network` after it was made (`connect`: the database, the gateway):
+    it and the network's Pods reach each other on every port, as a network's own members
+    do (`network`); one policy selects each side (both are needed under `deny_all`)."""
+    one = {"podSelector": {"matchLabels": {LABEL_POD: pod}}}
+    members = {"podSelector": {"matchLabels": {LABEL_NETWORK: network}}}
+    return [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+             "metadata": metadata(name, namespace, owner),
+             "spec": {**side, "policyTypes": ["Ingress", "Egress"],
+                      "ingress": [{"from": [peer]}], "egress": [{"to": [peer]}]}}
+            for name, side, peer in zip(joined_names(pod, network), (one, members),
+                                        (members, one), strict=True)]
 
 
 def allow(name: str, namespace: str, owner: Labels, source: Mapping[str, str],

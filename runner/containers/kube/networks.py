@@ -1,0 +1,119 @@
+"""The Kubernetes backend's networks (issue 36): NetworkPolicies, not bridges. A network
+is a policy over the Pods labelled with it (`objects.network`) under the experiment's
+deny-all (`objects.deny_all`, made once, never assumed); a Pod that joins a network once
+made (the database, the gateway: `connect`) is opened to it by two policies
+(`objects.joined`), and its aliases name its address in the hosts (`hostAliases`) of the
+network's Pods made from then on: a Pod of ours resolves no name through the cluster's
+DNS (deny-all leaves it no way there), and a Pod's hosts are fixed when it is made."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+
+from runner.containers.backend import LABEL_NETWORK, Labels, require_labels
+from runner.containers.kube import objects
+from runner.containers.kube.api import KubeApi
+from runner.errors import ConflictError, EngineRefusedError, NotFoundError
+
+
+class PodNetworks:
+    """The networks of one engine: what it made, and who joined which, in this process."""
+
+    def __init__(self, api: KubeApi, refused: Callable[[str, str], EngineRefusedError]
+                 ) -> None:
+        self.api, self.refused = api, refused
+        self._denied: set[str] = set()  # experiments whose deny-all policy is made
+        self._hosts: dict[str, dict[str, str]] = {}  # network -> alias -> address
+        self._joined: dict[str, dict[str, str]] = {}  # pod -> network -> its address
+        self._lock = threading.Lock()
+
+    def deny_all(self, labels: Labels) -> None:
+        """The experiment's deny-all policy, made once (one already there is fine)."""
+        if labels.experiment in self._denied:
+            return
+        with contextlib.suppress(ConflictError):
+            self.api.create(objects.deny_all(self.api.cluster.namespace,
+                                             Labels(labels.experiment, "network-policy")))
+        self._denied.add(labels.experiment)
+
+    def removed(self, pod: str | None = None) -> None:
+        """What a removal by label took: the deny-alls (made again at the next start),
+        and `pod`'s names (its policies, labelled, went with it)."""
+        self._denied.clear()
+        if pod is not None:
+            self._unjoined(pod)
+
+    def create(self, name: str, labels: Labels, *, egress: bool) -> str:
+        require_labels(labels, f"network {name}")
+        self.deny_all(labels)
+        try:
+            self.api.create(objects.network(name, self.api.cluster.namespace, labels,
+                                            egress=egress))
+        except objects.KubeRefusal as refusal:
+            raise self.refused(f"create network {name}", str(refusal)) from refusal
+        return name
+
+    def find(self, name: str, what: str) -> str:
+        found = self.api.get("NetworkPolicy", name)
+        if LABEL_NETWORK not in found["spec"]["podSelector"].get("matchLabels", {}):
+            raise NotFoundError(self.api.cluster.server, what,
+                                f"{name} is not a network of ours", status=None)
+        return name
+
+    def hosts(self, network: str) -> dict[str, str]:
+        """The names a Pod made now on `network` resolves (alias -> address)."""
+        with self._lock:
+            return dict(self._hosts.get(network, {}))
+
+    def joined(self, pod: str) -> dict[str, str]:
+        """The networks `pod` joined once made, with its address there."""
+        with self._lock:
+            return dict(self._joined.get(pod, {}))
+
+    def join(self, pod: str, network: str, aliases: Sequence[str], owner: Labels, *,
+             early: Sequence[str], what: str) -> None:
+        """`pod` (running) on `network` as `aliases`; `early`: the network's Pods of ours
+        already made (refused: they would not resolve the names)."""
+        self.find(network, what)
+        for alias in aliases:
+            if not objects.NAME.fullmatch(alias) or len(alias) > objects.NAME_MAX:
+                raise self.refused(what, f"{alias!r} is not a host name (RFC 1123 label)")
+        if early:
+            raise self.refused(what, f"Pods already made on {network} ({', '.join(early)}) "
+                               "would not resolve its names (a Pod's hosts are fixed when "
+                               "it is made: connect before starting them)")
+        taken = sorted(set(aliases) & set(self.hosts(network)))
+        if taken:
+            raise self.refused(what, f"{', '.join(taken)} already names another Pod on "
+                               f"{network}")
+        address = str((self.api.get("Pod", pod).get("status") or {}).get("podIP") or "")
+        if not address:
+            raise self.refused(what, f"the Pod {pod} has no address yet")
+        for policy in objects.joined(pod, network, self.api.cluster.namespace, owner):
+            with contextlib.suppress(ConflictError):  # joined before: the same policy
+                self.api.create(policy)
+        with self._lock:
+            self._hosts.setdefault(network, {}).update(dict.fromkeys(aliases, address))
+            self._joined.setdefault(pod, {})[network] = address
+
+    def leave(self, pod: str, only: str | None = None) -> None:
+        """`pod` off the networks it joined (`only` that one: known here or not): their
+        policies deleted, its names dropped from their hosts (a Pod made with one keeps
+        it, and it leads nowhere now)."""
+        left = self._unjoined(pod, only)
+        for network in left if only is None else [only]:
+            for name in objects.joined_names(pod, network):
+                self.api.delete("NetworkPolicy", name)
+
+    def _unjoined(self, pod: str, only: str | None = None) -> list[str]:
+        with self._lock:
+            joined = self._joined.get(pod, {})
+            left = {network: joined.pop(network) for network in list(joined)
+                    if only in (None, network)}
+            for network, address in left.items():
+                hosts = self._hosts.get(network, {})
+                for alias in [alias for alias, ip in hosts.items() if ip == address]:
+                    del hosts[alias]
+        return list(left)
