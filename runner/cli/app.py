@@ -286,11 +286,19 @@ def gc(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="with --images: list, remove nothing")] = False,
 ) -> None:
-    """Remove orphans by label (leftovers of an interrupted `up`); with --images, the
-    images of ours no experiment uses."""
+    """Remove orphans by label (leftovers of an interrupted `up`; a Kubernetes manifest's
+    on its cluster); with --images, the images of ours no experiment uses."""
     if images:
         for line in cleanup.image_lines(cleanup.gc_images(Engine(), dry_run=dry_run)):
             _say(line)
+        return
+    section = None if all_ else _cluster_of(file)
+    if section is not None:  # the experiment's objects on its cluster, by label selector
+        on = cluster.engine(section, os.environ, state_dir() / "kube")
+        removed = down_mod.gc(on, _load(file, on_a_cluster=True))
+        _say(f"gc: removed {removed['container']} containers, {removed['network']} network "
+             f"policies, {removed['service']} services, {removed['secret']} secrets at "
+             f"{on.address}")
         return
     removed = down_mod.gc(Engine(), None if all_ else _load(file))
     _say(f"gc: removed {removed['container']} containers, {removed['network']} networks, "

@@ -1,5 +1,6 @@
 """A manifest with ``engine = "kubernetes"`` (issue 36): what `doctor` checks of the cluster,
-and the refusal of every command the backend does not run yet.
+the cluster as `gc` sweeps it, and the refusal of every command the backend does not run
+yet.
 
 `doctor` checks, one line each, every one after the last that failed said "not checked":
 - `kubeconfig`: the context resolves (`KUBECONFIG`, else ~/.kube/config): its server, its
@@ -43,12 +44,22 @@ PIDS_FIX = ("set accept_node_pids_limit = true in [kubernetes] to run with the n
 
 
 def refuse(manifest: Path) -> None:
-    """A command on a Kubernetes manifest (all but `doctor` and `report`): refused, saying
-    what is left."""
-    raise BadInputError(f'{manifest}: engine = "kubernetes": only `doctor` and `report` run '
-                        f"with a cluster yet: {NOT_YET}",
+    """A command on a Kubernetes manifest (all but `doctor`, `gc` and `report`): refused,
+    saying what is left."""
+    raise BadInputError(f'{manifest}: engine = "kubernetes": only `doctor`, `gc` and `report` '
+                        f"run with a cluster yet: {NOT_YET}",
                         hint=f"check the cluster with `bakeoff-sandbox doctor -f {manifest}`; "
                              'run the bake-off with engine = "docker"')
+
+
+def engine(section: KubernetesSection, environ: Mapping[str, str],
+           secrets_dir: Path) -> KubeEngine:
+    """The manifest's cluster as an engine: its context and namespace, its CPUs per
+    container, its parallelism, the nodes' pids limit as the manifest accepts it."""
+    target = config.target(environ, secrets_dir, context=section.context,
+                           namespace=section.namespace)
+    return KubeEngine(KubeApi(target), cpus=section.cpus, parallelism=section.parallelism,
+                      accept_node_pids=section.accept_node_pids_limit)
 
 
 def checks(section: KubernetesSection, environ: Mapping[str, str], secrets_dir: Path,

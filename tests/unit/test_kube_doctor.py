@@ -6,6 +6,7 @@ preflight proofs run by Pods of their own (a cluster that ignores policies is `w
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,11 +18,13 @@ import yaml
 from runner.cli import terminal
 from runner.commands import cluster, demo
 from runner.commands.doctor import DoctorCheck
+from runner.containers.backend import Labels
+from runner.containers.kube import objects
 from runner.errors import BadInputError, InfraError, ManifestError
 from runner.manifest import load_manifest
 from runner.manifest.models import KubernetesSection
 from tests.unit.kube_emulator import Emulator, emulated
-from tests.unit.test_kube_engine import IMAGE, connecting, shell
+from tests.unit.test_kube_engine import IMAGE, connecting, shell, spec
 
 KUBE = '\n[kubernetes]\nregistry = "127.0.0.1:5000"\n'
 
@@ -52,8 +55,8 @@ def test_the_commands_refuse_a_cluster_saying_what_is_left_but_report(tmp_path: 
     with pytest.raises(BadInputError) as refused:
         terminal.load(path)
     assert refused.value.message == (
-        f'{path}: engine = "kubernetes": only `doctor` and `report` run with a cluster yet: '
-        "the Kubernetes backend's engine, images and proofs are built; the arms' sandboxes, "
+        f'{path}: engine = "kubernetes": only `doctor`, `gc` and `report` run with a cluster '
+        "yet: the Kubernetes backend's engine, images and proofs are built; the arms' sandboxes, "
         "the database and the gateway on a cluster are not yet (docs/scale-out.md)")
     assert refused.value.hint == (f"check the cluster with `bakeoff-sandbox doctor -f {path}`; "
                                   'run the bake-off with engine = "docker"')
@@ -217,3 +220,36 @@ def test_the_run_books_role_is_the_one_the_tool_needs() -> None:
     text = (Path(__file__).parents[2] / "docs" / "scale-out.md").read_text()
     block = text.split("7. **This Role**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     assert yaml.safe_load(block) == objects.role("bakeoff", Labels("bakeoff-sandbox", "rbac"))
+
+
+def test_gc_on_a_cluster_removes_the_experiments_objects_by_selector_and_no_others(
+        tmp_path: Path, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gc -f` with a Kubernetes manifest: every Pod, policy, Service and Secret labelled
+    with the experiment goes, by label selector, from the manifest's namespace; another
+    experiment's stay, and this machine's engine is never asked."""
+    from typer.testing import CliRunner
+
+    from runner.cli import app as app_module
+    from runner.containers.kube.engine import KubeEngine
+    path = example(tmp_path)
+    name = load_manifest(path).manifest.experiment.name
+    for key, value in kubeconfig(tmp_path, emulator.url).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(app_module, "Engine", None)  # called: a TypeError, the test fails
+    api = cluster.engine(KubernetesSection(registry="r:5000"), os.environ,
+                         tmp_path / "s").api
+    planted = KubeEngine(api, cpus=1, accept_node_pids=True)
+    emulator.on_attach = None
+    for pod, experiment in (("a-1", name), ("a-2", name), ("b-1", "other")):
+        planted.start(planted.create(spec(pod, labels=Labels(experiment, "sample"))))
+    planted.create_network(f"{name}-net", Labels(name, "sample-network"), egress=False)
+    api.create(objects.service(f"{name}-db", "bakeoff", Labels(name, "database"),
+                               {"io.bakeoff.role": "database"}, 5432))
+    api.create(objects.secret(f"{name}-keys", "bakeoff", Labels(name, "gateway"),
+                              {"KEY": "k"}))
+    done = CliRunner().invoke(app_module.app, ["gc", "-f", str(path)])
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines()[-1] == (
+        f"gc: removed 2 containers, 2 network policies, 1 services, 1 secrets at "
+        f"{emulator.url} (namespace bakeoff)")
+    assert sorted(name for _, name in emulator.objects) == ["b-1", "other-deny-all"]
