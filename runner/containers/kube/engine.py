@@ -204,13 +204,13 @@ class KubeEngine:
         return f"bk-{secrets.token_hex(6)}"
 
     def _pod(self, pod: str, containers: Sequence[tuple[str, ContainerSpec]],
-             what: str) -> dict[str, Any]:
+             what: str, hosts: Mapping[str, str] | None = None) -> dict[str, Any]:
         try:
             return objects.pod(pod, self.api.cluster.namespace,
                                [(name, spec, self._ref(spec.image))
                                 for name, spec in containers],
                                deadline_s=self.pod_deadline_s,
-                               hosts=self.policies.hosts(containers[0][1].network))
+                               hosts=hosts)
         except objects.KubeRefusal as refusal:
             raise self._refused(what, str(refusal)) from refusal
 
@@ -229,8 +229,9 @@ class KubeEngine:
                                     f"{container_id} was created here", status=None)
             make = not plan.made
             plan.made = True
+            hosts = self.policies.hosts(plan.containers[0][1].network)  # as of its making
         if make:
-            obj = self._pod(pod, plan.containers, f"start {what}")
+            obj = self._pod(pod, plan.containers, f"start {what}", hosts)
             self.policies.deny_all(plan.containers[0][1].labels)
             self.api.create(obj)
             self.api.wait_pod(pod, running=True, deadline_s=self.start_deadline_s)
@@ -431,14 +432,16 @@ class KubeEngine:
         pod, _ = split(container_id)
         with self._lock:
             plan = self._plans.get(pod)
-            early = sorted(name for name, other in self._plans.items()
-                           if other.made and name != pod
-                           and other.containers[0][1].network == network)
         if plan is None or not plan.made:
             raise self._refused(what, f"{container_id} is not running: a name on a network "
                                 "is its Pod's address (connect it once started)")
-        self.policies.join(pod, network, aliases, plan.containers[0][1].labels,
-                           early=early, what=what)
+        address = self.policies.address(pod, network, aliases, what)
+        with self._lock:  # no Pod is made between the check of those made and the record
+            early = sorted(name for name, other in self._plans.items()
+                           if other.made and name != pod
+                           and other.containers[0][1].network == network)
+            self.policies.record(pod, network, aliases, address, early=early, what=what)
+        self.policies.open(pod, network, plan.containers[0][1].labels)
 
     def disconnect(self, network: str, container_id: str, *,
                    what: str = "disconnect a container") -> None:

@@ -72,31 +72,47 @@ class PodNetworks:
         with self._lock:
             return dict(self._joined.get(pod, {}))
 
-    def join(self, pod: str, network: str, aliases: Sequence[str], owner: Labels, *,
-             early: Sequence[str], what: str) -> None:
-        """`pod` (running) on `network` as `aliases`; `early`: the network's Pods of ours
-        already made (refused: they would not resolve the names)."""
+    def address(self, pod: str, network: str, aliases: Sequence[str], what: str) -> str:
+        """Whether `pod` may join `network` as `aliases` (the network is ours, each alias a
+        host name), and its address (it runs)."""
         self.find(network, what)
         for alias in aliases:
             if not objects.NAME.fullmatch(alias) or len(alias) > objects.NAME_MAX:
                 raise self.refused(what, f"{alias!r} is not a host name (RFC 1123 label)")
+        address = str((self.api.get("Pod", pod).get("status") or {}).get("podIP") or "")
+        if not address:
+            raise self.refused(what, f"the Pod {pod} has no address yet")
+        return address
+
+    def record(self, pod: str, network: str, aliases: Sequence[str], address: str, *,
+               early: Sequence[str], what: str) -> None:
+        """`pod` on `network` as `aliases` from now on (the engine holds its lock over this
+        and over a Pod's making: no Pod is made between the check and the record);
+        `early`: the network's Pods of ours already made, refused (they would not resolve
+        the names), as is an alias another Pod has there."""
         if early:
             raise self.refused(what, f"Pods already made on {network} ({', '.join(early)}) "
                                "would not resolve its names (a Pod's hosts are fixed when "
                                "it is made: connect before starting them)")
-        taken = sorted(set(aliases) & set(self.hosts(network)))
-        if taken:
-            raise self.refused(what, f"{', '.join(taken)} already names another Pod on "
-                               f"{network}")
-        address = str((self.api.get("Pod", pod).get("status") or {}).get("podIP") or "")
-        if not address:
-            raise self.refused(what, f"the Pod {pod} has no address yet")
-        for policy in objects.joined(pod, network, self.api.cluster.namespace, owner):
-            with contextlib.suppress(ConflictError):  # joined before: the same policy
-                self.api.create(policy)
         with self._lock:
-            self._hosts.setdefault(network, {}).update(dict.fromkeys(aliases, address))
+            hosts = self._hosts.setdefault(network, {})
+            taken = sorted(a for a in set(aliases) & set(hosts) if hosts[a] != address)
+            if taken:
+                raise self.refused(what, f"{', '.join(taken)} already names another Pod on "
+                                   f"{network}")
+            hosts.update(dict.fromkeys(aliases, address))
             self._joined.setdefault(pod, {})[network] = address
+
+    def open(self, pod: str, network: str, owner: Labels) -> None:
+        """The two policies of `pod` on `network` (recorded first: until they exist the
+        names lead nowhere, never anywhere else); on a failure the record is undone."""
+        try:
+            for policy in objects.joined(pod, network, self.api.cluster.namespace, owner):
+                with contextlib.suppress(ConflictError):  # joined before: the same policy
+                    self.api.create(policy)
+        except BaseException:
+            self.leave(pod, network)
+            raise
 
     def leave(self, pod: str, only: str | None = None) -> None:
         """`pod` off the networks it joined (`only` that one: known here or not): their
