@@ -155,6 +155,12 @@ def test_a_sample_pod_holds_the_hardening_of_the_conformance_list() -> None:
      f"label io.bakeoff.experiment={'x' * 64!r} is not a Kubernetes label value (at most 63 "
      "of [A-Za-z0-9_.-], alphanumeric at both ends)"),
     (lambda: [], "pod p: no container"),
+    (lambda: [("main", driver(user="postgres", purpose="Postgres pg"), IMAGE)],
+     "Postgres pg: the user 'postgres' is not uid:gid: a Pod runs as numbers (runAsUser), "
+     "never a name its image resolves"),  # the experiment's Postgres, as Docker runs it
+    (lambda: [("main", driver(user="1000:staff"), IMAGE)],
+     "sample cap-ui/fixer/success/1: the user '1000:staff' is not uid:gid: a Pod runs as "
+     "numbers (runAsUser), never a name its image resolves"),
 ])
 def test_what_a_pod_cannot_carry_is_refused_with_its_reason(pod: Any, reason: str) -> None:
     with pytest.raises(KubeRefusal) as refused:

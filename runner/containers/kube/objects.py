@@ -123,6 +123,9 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -
     if refused is not None:
         raise KubeRefusal(refused)
     uid, gid = user_ids(spec.user)
+    if not (uid.isdigit() and gid.isdigit()):
+        raise KubeRefusal(f"{spec.purpose}: the user {spec.user!r} is not uid:gid: a Pod runs "
+                          "as numbers (runAsUser), never a name its image resolves")
     cpu, memory = f"{round(spec.resources.cpus * 1000)}m", f"{spec.resources.memory_mb}Mi"
     security: Obj = {
         "runAsUser": int(uid), "runAsGroup": int(gid), "runAsNonRoot": int(uid) != 0,
