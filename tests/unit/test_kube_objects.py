@@ -134,6 +134,9 @@ def test_a_sample_pod_holds_the_hardening_of_the_conformance_list() -> None:
                           deadline_s=1, hosts={"gateway": "10.96.0.9"})
     assert "dnsPolicy" not in aliased["spec"]
     assert aliased["spec"]["hostAliases"] == [{"ip": "10.96.0.9", "hostnames": ["gateway"]}]
+    named = [objects.pod("p", NS, [("main", driver(hostname=name), IMAGE)], deadline_s=1)
+             ["spec"].get("hostname") for name in ("fixer", "Claude_Code", None)]
+    assert named == ["fixer", None, None]  # a name a Pod cannot take: the Pod's own
     mixed = objects.pod("p", NS, [("a", driver(resolve_outside=True), IMAGE),
                                   ("b", browser(), BROWSER)], deadline_s=1)
     assert mixed["spec"]["dnsPolicy"] == "None"  # one container's rule is the Pod's

@@ -103,6 +103,8 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
     if not all(spec.resolve_outside for _, spec, _ in containers):
         found["dnsPolicy"] = "None"  # no cluster DNS: it forwards what it cannot answer
         found["dnsConfig"] = {"nameservers": [OWN_LOOPBACK]}
+    if first.hostname and NAME.fullmatch(first.hostname) and len(first.hostname) <= NAME_MAX:
+        found["hostname"] = first.hostname  # else the Pod's name, as Kubernetes gives it
     if hosts:
         found["hostAliases"] = [{"ip": address, "hostnames": [host]}
                                 for host, address in sorted(hosts.items())]
