@@ -141,8 +141,9 @@ def on_a_cluster(engine: Engine, tmp: Path) -> ContainerEngine:
         pytest.skip(f"not run: no cluster ({KUBECONTEXT} and {REGISTRY} name one)")
     target = config.target(os.environ, tmp, context=context,
                            namespace=os.environ.get("BAKEOFF_TEST_KUBENAMESPACE"))
-    return KubeEngine(KubeApi(target), cpus=2, accept_node_pids=True,
-                      image_ref=registry.Registered(engine, registry_at))
+    registered = registry.Registered(engine, registry_at)
+    return KubeEngine(KubeApi(target), cpus=2, accept_node_pids=True, image_ref=registered,
+                      user_of=registered.user)
 
 
 def differs_on_a_cluster(backend: Backend, why: str) -> None:

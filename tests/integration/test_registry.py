@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import requests
 
-from runner.containers import images
+from runner.containers import database, images
 from runner.containers.backend import (
     LABEL_EXPERIMENT,
     LABEL_RUN,
@@ -34,7 +34,7 @@ from runner.containers.images import BuiltImage, registry
 from runner.containers.kube.api import KubeApi
 from runner.containers.kube.config import KubeTarget
 from runner.containers.kube.engine import KubeEngine
-from runner.errors import EngineRefusedError
+from runner.errors import EngineRefusedError, InfraError
 from tests.integration.helpers import PlainReporter
 from tests.unit.kube_emulator import emulated
 
@@ -199,3 +199,29 @@ def test_a_kube_engine_runs_what_the_registry_holds_by_digest(
     digest = registry_digest(served, "bakeoff/registry-probe", pushed.tag.rsplit(":", 1)[1])
     assert pushed.reference == f"{served.address}/bakeoff/registry-probe@{digest}"
     assert images_of(pushed.reference) == pushed.reference  # by digest: as it is
+
+
+def test_a_user_named_in_an_image_is_the_ids_docker_runs_it_as(
+        engine: Engine, built_images: dict[str, BuiltImage]) -> None:
+    """A Pod holds numbers only: the experiment's Postgres (`postgres`, its image's user)
+    runs on a cluster as the uid:gid its image's /etc/passwd gives the name, the ids
+    Docker runs the same server as here; read from a container that never starts (the
+    image's entrypoint never runs). A name the image lacks is refused."""
+    postgres = built_images["postgres"].image_id
+    experiment = f"ids-{secrets.token_hex(3)}"
+    try:
+        found = registry.Registered(engine, "127.0.0.1:9").user(postgres, "postgres")
+        network = f"bakeoff-{experiment}-net"
+        engine.create_network(network, Labels(experiment, "score-network"), egress=False)
+        server = database.start_server(engine, postgres, Labels(experiment,
+                                                                "score-database"),
+                                       network, f"bakeoff-{experiment}-db", databases=2)
+        ran = engine.exec(server.container_id, ["sh", "-c", "id -u; id -g"],
+                          user=database.USER, workdir="/", deadline_s=30)
+        assert (ran.exit_code, found) == (0, ":".join(ran.stdout.split())), ran
+        assert not found.startswith("0:")
+        with pytest.raises(InfraError, match=r"has no user 'nobody-here' in its /etc/passwd"):
+            registry.Registered(engine, "127.0.0.1:9").user(postgres, "nobody-here")
+        assert engine.containers({LABEL_EXPERIMENT: registry.USER_CHECK.experiment}) == []
+    finally:
+        engine.remove_labelled({LABEL_EXPERIMENT: experiment})

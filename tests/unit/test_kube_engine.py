@@ -725,3 +725,35 @@ def test_the_database_joins_a_network_and_the_pods_made_after_reach_it_by_name(
     assert {(POLICIES, on_pod), (POLICIES, on_net)}.isdisjoint(emulator.objects)
     engine.start(engine.create(spec("s-4", network="horizon-fixer-samples")), io.BytesIO(b""))
     assert "hostAliases" not in emulator.pod("s-4")["spec"]
+
+
+def test_a_user_named_in_its_image_runs_as_the_ids_the_image_gives_it(
+        emulator: Emulator) -> None:
+    """The experiment's Postgres runs as `postgres` (its image's user, whatever its uid):
+    a Pod holds numbers only, so the name is resolved in the image (`user_of`); an exec
+    as that name runs as the container's own user. Without a resolver: refused at create,
+    with the reason."""
+    asked: list[tuple[str, str]] = []
+
+    def user_of(image: str, user: str) -> str:
+        asked.append((image, user))
+        return "103:109"
+    api = KubeApi(KubeTarget("test", emulator.url, NS))
+    kube = KubeEngine(api, cpus=2, accept_node_pids=True, user_of=user_of)
+    db = kube.create(spec("pg", user="postgres", cap_add=(), stdin=False))
+    emulator.programs["psql"] = lambda em, pod, c, argv, stdin: (b"ok\n", b"", 0)
+    kube.start(db)
+    security = emulator.pod("pg")["spec"]["containers"][0]["securityContext"]
+    assert (security["runAsUser"], security["runAsGroup"], security["runAsNonRoot"]) == (
+        103, 109, True)
+    assert asked[0] == (IMAGE, "postgres")
+    done = kube.exec(db, ["psql", "-c", "select 1"], user="postgres", workdir="/",
+                     deadline_s=10)
+    assert (done.exit_code, done.stdout) == (0, "ok\n")
+    assert emulator.execs[-1][2][-3:] == ["psql", "-c", "select 1"]  # no setpriv
+    assert "setpriv" not in emulator.execs[-1][2]
+    strict = KubeEngine(api, cpus=2, accept_node_pids=True)
+    with pytest.raises(EngineRefusedError, match=r"refused to create sample c/fixer/x/1: "
+                       r"sample c/fixer/x/1: the user 'postgres' is not uid:gid: a Pod runs "
+                       r"as numbers \(runAsUser\), never a name its image resolves"):
+        strict.create(spec("pg2", user="postgres"))

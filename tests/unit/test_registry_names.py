@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from runner.containers.images import registry
 from runner.containers.images.registry import content_tag, repository
 
 ID = "sha256:" + "0f" * 32
@@ -31,3 +32,13 @@ def test_anything_but_an_image_id_is_refused_as_a_tag(bad: str) -> None:
 ])
 def test_the_repository_is_the_local_name_under_the_registry(local: str, repo: str) -> None:
     assert repository("reg.example:5000/", local) == repo
+
+
+def test_a_user_is_found_by_its_whole_name_with_numeric_ids_only() -> None:
+    passwd = (b"root:x:0:0:root:/root:/bin/bash\n# a comment\n"
+              b"postgresql:x:7:7::/:/bin/sh\npostgres:x:103:109:PostgreSQL:/var/lib/postgresql"
+              b":/bin/bash\nodd:x:12a:1::/:/bin/sh\nshort:x:5\n")
+    assert registry.passwd_ids(passwd, "postgres") == "103:109"  # not postgresql's
+    assert registry.passwd_ids(passwd, "root") == "0:0"
+    assert [registry.passwd_ids(passwd, name) for name in ("odd", "short", "nobody", "")] == [
+        None, None, None, None]

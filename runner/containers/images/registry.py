@@ -12,16 +12,22 @@ removed after it (the image keeps its own tags): nothing of the push is left her
 from __future__ import annotations
 
 import contextlib
+import io
 import re
+import tarfile
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from runner.containers import sandbox
+from runner.containers.backend import ContainerSpec, Labels
 from runner.containers.dockerclient import iter_stream
 from runner.containers.engine import Engine
-from runner.errors import EngineError, EngineFailedError, EngineRefusedError
+from runner.errors import EngineError, EngineFailedError, EngineRefusedError, InfraError
 
 TAG_PREFIX = "id-"
+USER_CHECK = Labels("registry", "user-check")  # the container that reads an image's users
+PASSWD_MAX = 1 << 20
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 PUSH_HINT = ("check that the registry answers and accepts pushes from this engine (an "
              "HTTP registry must be on loopback or in the engine's insecure-registries)")
@@ -86,6 +92,7 @@ class Registered:
     def __init__(self, engine: Engine, registry: str) -> None:
         self.engine, self.registry = engine, registry
         self._pushed: dict[str, Pushed] = {}
+        self._users: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def __call__(self, image: str) -> str:
@@ -104,7 +111,49 @@ class Registered:
                 self._pushed[image_id] = found
         return found.reference
 
+    def user(self, image: str, user: str) -> str:
+        """`user` as a Pod runs it (numbers only: `runAsUser`): a name looked up in the
+        image's own /etc/passwd, its uid and primary gid, as Docker resolves it when it
+        runs the image (read from a container of it that never starts, once per image
+        and name)."""
+        with self._lock:
+            found = self._users.get((image, user))
+        if found is None:
+            found = passwd_ids(image_file(self.engine, image, "/etc/passwd"), user)
+            if found is None:
+                raise InfraError(f"the image {image} has no user {user!r} in its /etc/passwd",
+                                 hint="name the user by uid:gid, or add it to the image")
+            with self._lock:
+                self._users[(image, user)] = found
+        return found
+
     @property
     def pushed(self) -> list[Pushed]:
         """Every image pushed so far (what a record of the run names)."""
         return list(self._pushed.values())
+
+
+def image_file(engine: Engine, image: str, path: str) -> bytes:
+    """A small file of `image` (at most `PASSWD_MAX`), read through a container of it that
+    is created and never started: nothing of the image runs."""
+    holder = engine.create(ContainerSpec(
+        image=image, command=("true",), labels=USER_CHECK, resources=sandbox.CHECK_RESOURCES,
+        user=sandbox.KEEPER_USER, purpose=f"the reader of {path} in {image}"))
+    try:
+        data = b"".join(engine.get_archive(holder, path))
+    finally:
+        sandbox.remove(engine, holder)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        member = tar.next()
+        handle = None if member is None or not member.isfile() else tar.extractfile(member)
+        return b"" if handle is None else handle.read(PASSWD_MAX)
+
+
+def passwd_ids(passwd: bytes, user: str) -> str | None:
+    """`uid:gid` of `user` in an /etc/passwd (name:password:uid:gid:...), else None."""
+    for line in passwd.decode(errors="replace").splitlines():
+        fields = line.split(":")
+        if len(fields) >= 4 and fields[0] == user and fields[2].isdigit() \
+                and fields[3].isdigit():
+            return f"{fields[2]}:{fields[3]}"
+    return None

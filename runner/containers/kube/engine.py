@@ -84,15 +84,17 @@ class KubeEngine:
     """The engine interface on one namespace of a cluster. `cpus`: the most a container
     may ask (the configured size of a node's share, never this machine's count);
     `parallelism`: how many containers of ours run at once (the manifest's); `image_ref`:
-    an image's `repo@sha256:...` (`images.registry.Registered` pushes it)."""
+    an image's `repo@sha256:...` (`images.registry.Registered` pushes it); `user_of`: a
+    user named in an image as `uid:gid` (`Registered.user`)."""
 
     def __init__(self, api: KubeApi, *, cpus: int, parallelism: int = 1,
                  image_ref: Callable[[str], str] = by_digest, accept_node_pids: bool = False,
+                 user_of: Callable[[str, str], str] | None = None,
                  pod_deadline_s: float = POD_DEADLINE_S,
                  start_deadline_s: float = START_DEADLINE_S,
                  stream_deadline_s: float = STREAM_DEADLINE_S) -> None:
         self.api, self._cpus, self._ref = api, cpus, image_ref
-        self.parallelism = parallelism
+        self.parallelism, self._user_of = parallelism, user_of
         self.accept_node_pids = accept_node_pids
         self.pod_deadline_s, self.start_deadline_s = pod_deadline_s, start_deadline_s
         self.stream_deadline_s = stream_deadline_s
@@ -207,8 +209,8 @@ class KubeEngine:
              what: str, hosts: Mapping[str, str] | None = None) -> dict[str, Any]:
         try:
             return objects.pod(pod, self.api.cluster.namespace,
-                               [(name, spec, self._ref(spec.image))
-                                for name, spec in containers],
+                               [(name, objects.with_ids(spec, self._user_of),
+                                 self._ref(spec.image)) for name, spec in containers],
                                deadline_s=self.pod_deadline_s,
                                hosts=hosts)
         except objects.KubeRefusal as refusal:
@@ -363,14 +365,11 @@ class KubeEngine:
         if spec is None:
             raise self._refused("run an exec", f"{container_id} is not a container this "
                                 "engine made: its user is unknown")
-        own, asked = objects.user_ids(spec.user), objects.user_ids(user)
-        if own == asked:
-            return argv
-        if own[0] == "0" and {"SETUID", "SETGID"} <= set(spec.cap_add):
-            return ["setpriv", f"--reuid={asked[0]}", f"--regid={asked[1]}",
-                    "--clear-groups", "--", *argv]
-        raise self._refused("run an exec", f"an exec runs as its container's user "
-                            f"({spec.user}) on Kubernetes, not {user}")
+        found = objects.exec_as(spec, user, argv)
+        if found is None:
+            raise self._refused("run an exec", f"an exec runs as its container's user "
+                                f"({spec.user}) on Kubernetes, not {user}")
+        return found
 
     def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
         pod, container = split(container_id)

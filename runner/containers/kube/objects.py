@@ -21,7 +21,8 @@ import base64
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from runner.containers.backend import (
@@ -125,7 +126,7 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -
     if refused is not None:
         raise KubeRefusal(refused)
     uid, gid = user_ids(spec.user)
-    if not (uid.isdigit() and gid.isdigit()):
+    if not numeric(spec.user):
         raise KubeRefusal(f"{spec.purpose}: the user {spec.user!r} is not uid:gid: a Pod runs "
                           "as numbers (runAsUser), never a name its image resolves")
     cpu, memory = f"{round(spec.resources.cpus * 1000)}m", f"{spec.resources.memory_mb}Mi"
@@ -150,6 +151,32 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -
     if mounts:
         found["volumeMounts"] = mounts
     return found
+
+
+def with_ids(spec: ContainerSpec, user_of: Callable[[str, str], str] | None
+             ) -> ContainerSpec:
+    """`spec` with its user as numbers, a name resolved in its image by `user_of`
+    (`images.registry.Registered.user`); without one, `pod` refuses the name."""
+    if user_of is None or numeric(spec.user):
+        return spec
+    return replace(spec, user=user_of(spec.image, spec.user))
+
+
+def exec_as(spec: ContainerSpec, user: str, argv: list[str]) -> list[str] | None:
+    """`argv` run as `user` in the container of `spec`: as it is when that is its user,
+    through `setpriv` from a root container that may change ids; None: it cannot."""
+    own, asked = user_ids(spec.user), user_ids(user)
+    if own == asked:
+        return argv
+    if own[0] == "0" and {"SETUID", "SETGID"} <= set(spec.cap_add):
+        return ["setpriv", f"--reuid={asked[0]}", f"--regid={asked[1]}", "--clear-groups",
+                "--", *argv]
+    return None
+
+
+def numeric(user: str) -> bool:
+    """Whether `user` is `uid[:gid]` in numbers (what a Pod's securityContext holds)."""
+    return all(part.isdigit() for part in user_ids(user))
 
 
 def user_ids(user: str) -> tuple[str, str]:
