@@ -201,9 +201,7 @@ class KubeEngine:
 
     def _pod_name(self, spec: ContainerSpec) -> str:
         name = spec.name or ""
-        if name and objects.NAME.fullmatch(name) and len(name) <= objects.NAME_MAX:
-            return name
-        return f"bk-{secrets.token_hex(6)}"
+        return name if objects.is_name(name) else f"bk-{secrets.token_hex(6)}"
 
     def _pod(self, pod: str, containers: Sequence[tuple[str, ContainerSpec]],
              what: str, hosts: Mapping[str, str] | None = None) -> dict[str, Any]:

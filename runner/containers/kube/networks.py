@@ -77,7 +77,7 @@ class PodNetworks:
         host name), and its address (it runs)."""
         self.find(network, what)
         for alias in aliases:
-            if not objects.NAME.fullmatch(alias) or len(alias) > objects.NAME_MAX:
+            if not objects.is_name(alias):
                 raise self.refused(what, f"{alias!r} is not a host name (RFC 1123 label)")
         address = str((self.api.get("Pod", pod).get("status") or {}).get("podIP") or "")
         if not address:

@@ -65,9 +65,14 @@ def labels(found: Labels, network: str = NO_NETWORK) -> dict[str, str]:
     return values
 
 
+def is_name(text: str) -> bool:
+    """An RFC 1123 label (lower case, digits, '-'), at most 63: an object's name, a host's."""
+    return len(text) <= NAME_MAX and NAME.fullmatch(text) is not None
+
+
 def name_checked(name: str) -> str:
-    """An object's name: an RFC 1123 label (lower case, digits, '-'), at most 63."""
-    if len(name) > NAME_MAX or not NAME.fullmatch(name):
+    """An object's name (`is_name`), else refused."""
+    if not is_name(name):
         raise KubeRefusal(f"{name!r} is not a Kubernetes object name (at most {NAME_MAX} of "
                           "[a-z0-9-], alphanumeric at both ends)")
     return name
@@ -104,7 +109,7 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
     if not all(spec.resolve_outside for _, spec, _ in containers):
         found["dnsPolicy"] = "None"  # no cluster DNS: it forwards what it cannot answer
         found["dnsConfig"] = {"nameservers": [OWN_LOOPBACK]}
-    if first.hostname and NAME.fullmatch(first.hostname) and len(first.hostname) <= NAME_MAX:
+    if is_name(first.hostname or ""):
         found["hostname"] = first.hostname  # else the Pod's name, as Kubernetes gives it
     if hosts:
         found["hostAliases"] = [{"ip": address, "hostnames": [host]}
