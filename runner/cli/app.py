@@ -292,15 +292,16 @@ def gc(
         for line in cleanup.image_lines(cleanup.gc_images(Engine(), dry_run=dry_run)):
             _say(line)
         return
-    section = None if all_ else _cluster_of(file)
+    loaded = None if all_ else _load(file, on_a_cluster=True)
+    section = None if loaded is None else loaded.manifest.kubernetes
     if section is not None:  # the experiment's objects on its cluster, by label selector
         on = cluster.engine(section, os.environ, state_dir() / "kube")
-        removed = down_mod.gc(on, _load(file, on_a_cluster=True))
+        removed = down_mod.gc(on, loaded)
         _say(f"gc: removed {removed['container']} containers, {removed['network']} network "
              f"policies, {removed['service']} services, {removed['secret']} secrets at "
              f"{on.address}")
         return
-    removed = down_mod.gc(Engine(), None if all_ else _load(file))
+    removed = down_mod.gc(Engine(), loaded)
     _say(f"gc: removed {removed['container']} containers, {removed['network']} networks, "
          f"{removed['volume']} volumes")
 

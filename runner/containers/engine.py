@@ -126,7 +126,7 @@ class Engine:
 
     @property
     def workers(self) -> int:
-        return max(1, self.cpus)
+        return self.cpus  # one container per CPU (`cpus` is at least 1)
 
     def image_ref(self, image: str) -> str:
         return image

@@ -328,7 +328,7 @@ class KubeEngine:
         if not any(key.startswith(LABEL_PREFIX) for key in filters):
             raise ValueError("refusing to remove resources without a bakeoff label filter")
         removed = {"container": 0, "network": 0, "volume": 0, "service": 0, "secret": 0}
-        self.policies.removed()  # a deny-all removed here is made again at the next start
+        self.policies.undenied()
         for kind, counted in (("Pod", "container"), ("Service", "service"),
                               ("Secret", "secret"), ("NetworkPolicy", "network")):
             for obj in self.api.listed(kind, filters):
@@ -340,7 +340,7 @@ class KubeEngine:
                                          else 1)
                 if kind == "Pod":
                     self._plans.pop(name, None)
-                    self.policies.removed(name)  # its policies: labelled, gone too
+                    self.policies.forget(name)  # its policies: labelled, gone too
         return removed
 
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,

@@ -38,12 +38,9 @@ class PodNetworks:
                                              Labels(labels.experiment, "network-policy")))
         self._denied.add(labels.experiment)
 
-    def removed(self, pod: str | None = None) -> None:
-        """What a removal by label took: the deny-alls (made again at the next start),
-        and `pod`'s names (its policies, labelled, went with it)."""
+    def undenied(self) -> None:
+        """A removal by label took the deny-alls: each is made again at the next start."""
         self._denied.clear()
-        if pod is not None:
-            self._unjoined(pod)
 
     def create(self, name: str, labels: Labels, *, egress: bool) -> str:
         require_labels(labels, f"network {name}")
@@ -118,12 +115,14 @@ class PodNetworks:
         """`pod` off the networks it joined (`only` that one: known here or not): their
         policies deleted, its names dropped from their hosts (a Pod made with one keeps
         it, and it leads nowhere now)."""
-        left = self._unjoined(pod, only)
+        left = self.forget(pod, only)
         for network in left if only is None else [only]:
             for name in objects.joined_names(pod, network):
                 self.api.delete("NetworkPolicy", name)
 
-    def _unjoined(self, pod: str, only: str | None = None) -> list[str]:
+    def forget(self, pod: str, only: str | None = None) -> list[str]:
+        """`pod`'s names on the networks it joined (`only` that one) dropped here, its
+        policies left as they are (a removal by label takes them); those networks."""
         with self._lock:
             joined = self._joined.get(pod, {})
             left = {network: joined.pop(network) for network in list(joined)
