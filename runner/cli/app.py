@@ -298,7 +298,8 @@ def gc(
         on = cluster.engine(section, os.environ, state_dir() / "kube")
         removed = down_mod.gc(on, loaded)
         _say(f"gc: removed {removed['container']} containers, {removed['network']} network "
-             f"policies, {removed['service']} services, {removed['secret']} secrets at "
+             f"policies, {removed['volume']} volume claims, {removed['service']} services, "
+             f"{removed['secret']} secrets at "
              f"{on.address}")
         return
     removed = down_mod.gc(Engine(), loaded)

@@ -35,8 +35,8 @@ MIN_VERSION = (1, 30)  # the v5 channel protocol (stdin closed, output still rea
 REGISTRY_TIMEOUT_S = 10.0
 PROBE_LABELS = Labels(experiment="doctor", role="cluster-probe")
 PROBE_IMAGE = "python"  # the proofs' Pods run python3
-NOT_YET = ("the Kubernetes backend's engine, images and proofs are built; the arms' "
-           "sandboxes, the database and the gateway on a cluster are not yet "
+NOT_YET = ("the Kubernetes backend's engine, images, volumes and proofs are built; the "
+           "arms' sandboxes, the database and the gateway on a cluster are not yet "
            "(docs/scale-out.md)")
 NAMES = ("kubeconfig", "kubernetes", "registry", "log-streams", "policies")
 PIDS_FIX = ("set accept_node_pids_limit = true in [kubernetes] to run with the nodes' own "
@@ -55,11 +55,13 @@ def refuse(manifest: Path) -> None:
 def engine(section: KubernetesSection, environ: Mapping[str, str],
            secrets_dir: Path) -> KubeEngine:
     """The manifest's cluster as an engine: its context and namespace, its CPUs per
-    container, its parallelism, the nodes' pids limit as the manifest accepts it."""
+    container, its parallelism, the nodes' pids limit as the manifest accepts it, its
+    volumes' class and size."""
     target = config.target(environ, secrets_dir, context=section.context,
                            namespace=section.namespace)
     return KubeEngine(KubeApi(target), cpus=section.cpus, parallelism=section.parallelism,
-                      accept_node_pids=section.accept_node_pids_limit)
+                      accept_node_pids=section.accept_node_pids_limit,
+                      volume_mb=section.volume_mb, storage_class=section.storage_class)
 
 
 def checks(section: KubernetesSection, environ: Mapping[str, str], secrets_dir: Path,

@@ -27,10 +27,10 @@ LABEL_ROLE = f"{LABEL_PREFIX}role"
 LABEL_RUN = f"{LABEL_PREFIX}run"
 LABEL_IMAGE = f"{LABEL_PREFIX}image"
 LABEL_IDENTITY = f"{LABEL_PREFIX}identity"
-# A Pod's network (the Kubernetes backend: a network is a NetworkPolicy over this label).
-LABEL_NETWORK = f"{LABEL_PREFIX}network"
-# A Pod's own name (what the policies of a network it joined after it was made select).
-LABEL_POD = f"{LABEL_PREFIX}pod"
+# Kubernetes: a Pod's network (a NetworkPolicy selects it by it), a Pod's own name (what
+# a network it joined once made selects), a claim's owner uid (its Pods' fsGroup).
+LABEL_NETWORK, LABEL_POD = f"{LABEL_PREFIX}network", f"{LABEL_PREFIX}pod"
+LABEL_OWNER = f"{LABEL_PREFIX}owner"
 # A build stage's image (left dangling by the classic builder): the tag it was built for.
 LABEL_BUILD_OF = f"{LABEL_PREFIX}build-of"
 

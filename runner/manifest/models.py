@@ -354,6 +354,13 @@ class KubernetesSection(Section):
         default=4, ge=1, le=256, description="Pods at once: the cluster's share, never this "
                                              "machine's CPU count")
     cpus: int = Field(default=4, ge=1, description="the most CPUs one container may ask")
+    storage_class: Slug | None = Field(
+        default=None, description="the StorageClass of the volumes' claims (one that gives "
+                                  "the size asked: a larger one is refused); default: the "
+                                  "cluster's default class")
+    volume_mb: int = Field(
+        default=1024, ge=1, description="the size of a volume docker keeps on its disk "
+                                        "uncapped (a brief, a bundle, the gateway's state), MiB")
 
 
 class Database(Section):

@@ -235,8 +235,9 @@ def _tar(name: str, data: bytes) -> bytes:
 
 
 def test_an_archive_goes_in_and_comes_out_byte_exact(backend: Backend) -> None:
-    differs_on_a_cluster(backend, "archives go by tar through exec, into a running Pod "
-                                  "only (this test fills a created one)")
+    differs_on_a_cluster(backend, "archives go by tar through exec as the container's "
+                                  "user (this test puts one at the root of a created "
+                                  "container, which only docker's daemon may write)")
     data = os.urandom(24 * 1024 * 1024 + 3)
     container_id = backend.engine.create(backend.spec("archive", "true", read_only=False,
                                                       tmpfs=()))

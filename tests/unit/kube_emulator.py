@@ -49,6 +49,10 @@ class Emulator:
     execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
     made: dict[tuple[str, str], Obj] = field(default_factory=dict)  # all ever created, in order
     addresses: dict[str, str] = field(default_factory=dict)  # a Pod's IP (else 10.0.0.7)
+    # A Pod's node when its affinity names none (else node-a); a claim's bound size (else
+    # the size it asked).
+    nodes: dict[str, str] = field(default_factory=dict)
+    capacity: dict[str, str] = field(default_factory=dict)
     version: Obj = field(default_factory=lambda: {"major": "1", "minor": "37",
                                                   "gitVersion": "v1.37.0"})
 
@@ -75,6 +79,17 @@ def running_status(obj: Obj, address: str = "10.0.0.7") -> Obj:
     return {"phase": "Running", "podIP": address, "containerStatuses": [
         {"name": c["name"], "image": c["image"], "imageID": c["image"],
          "state": {"running": {}}} for c in obj["spec"]["containers"]]}
+
+
+def pinned(pod: Obj) -> str | None:
+    """The node a Pod's required node affinity names (by `metadata.name`), if any."""
+    terms = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    for term in terms:
+        for field_ in term.get("matchFields") or []:
+            if field_["key"] == "metadata.name" and field_["operator"] == "In":
+                return str(field_["values"][0])
+    return None
 
 
 def status(code: int, message: str) -> bytes:
@@ -123,7 +138,8 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             segments = parts.path.split("/")
             if segments[-1] == "log":
                 return "/".join(segments[:-2]), segments[-2], "log", query
-            if segments[-1] in ("pods", "services", "secrets", "networkpolicies"):
+            if segments[-1] in ("pods", "services", "secrets", "networkpolicies",
+                                "persistentvolumeclaims"):
                 return parts.path, "", "", query
             return "/".join(segments[:-1]), segments[-1], "", query
 
@@ -152,6 +168,13 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                     obj["status"] = (running_status(obj, emulator.addresses.get(
                         name, "10.0.0.7")) if emulator.autorun
                                      else {"phase": "Pending"})
+                    if emulator.autorun:
+                        obj["spec"]["nodeName"] = pinned(obj) or emulator.nodes.get(
+                            name, "node-a")
+                if obj["kind"] == "PersistentVolumeClaim":
+                    asked = obj["spec"]["resources"]["requests"]["storage"]
+                    obj["status"] = {"phase": "Bound", "capacity": {
+                        "storage": emulator.capacity.get(name, asked)}}
                 emulator.objects[(collection, name)] = obj
                 emulator.made[(collection, name)] = obj
             if obj["kind"] == "Pod" and emulator.on_create is not None:

@@ -56,8 +56,8 @@ def test_the_commands_refuse_a_cluster_saying_what_is_left_but_report(tmp_path: 
         terminal.load(path)
     assert refused.value.message == (
         f'{path}: engine = "kubernetes": only `doctor`, `gc` and `report` run with a cluster '
-        "yet: the Kubernetes backend's engine, images and proofs are built; the arms' sandboxes, "
-        "the database and the gateway on a cluster are not yet (docs/scale-out.md)")
+        "yet: the Kubernetes backend's engine, images, volumes and proofs are built; the arms' "
+        "sandboxes, the database and the gateway on a cluster are not yet (docs/scale-out.md)")
     assert refused.value.hint == (f"check the cluster with `bakeoff-sandbox doctor -f {path}`; "
                                   'run the bake-off with engine = "docker"')
     assert terminal.load(path, on_a_cluster=True).manifest.engine == "kubernetes"
@@ -218,14 +218,14 @@ def test_the_run_books_role_is_the_one_the_tool_needs() -> None:
     from runner.containers.backend import Labels
     from runner.containers.kube import objects
     text = (Path(__file__).parents[2] / "docs" / "scale-out.md").read_text()
-    block = text.split("7. **This Role**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    block = text.split("8. **This Role**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     assert yaml.safe_load(block) == objects.role("bakeoff", Labels("bakeoff-sandbox", "rbac"))
 
 
 def test_gc_on_a_cluster_removes_the_experiments_objects_by_selector_and_no_others(
         tmp_path: Path, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`gc -f` with a Kubernetes manifest: every Pod, policy, Service and Secret labelled
-    with the experiment goes, by label selector, from the manifest's namespace; another
+    """`gc -f` with a Kubernetes manifest: every Pod, policy, claim, Service and Secret
+    labelled with the experiment goes, by label selector, from the manifest's namespace; another
     experiment's stay, and this machine's engine is never asked."""
     from typer.testing import CliRunner
 
@@ -247,9 +247,11 @@ def test_gc_on_a_cluster_removes_the_experiments_objects_by_selector_and_no_othe
                                {"io.bakeoff.role": "database"}, 5432))
     api.create(objects.secret(f"{name}-keys", "bakeoff", Labels(name, "gateway"),
                               {"KEY": "k"}))
+    planted.create_volume(f"{name}-fixer-work", Labels(name, "arm-checkout", "fixer"),
+                          size_mb=64, owner=1000)
     done = CliRunner().invoke(app_module.app, ["gc", "-f", str(path)])
     assert done.exit_code == 0, done.output
     assert done.output.splitlines()[-1] == (
-        f"gc: removed 2 containers, 2 network policies, 1 services, 1 secrets at "
-        f"{emulator.url} (namespace bakeoff)")
+        f"gc: removed 2 containers, 2 network policies, 1 volume claims, 1 services, "
+        f"1 secrets at {emulator.url} (namespace bakeoff)")
     assert sorted(name for _, name in emulator.objects) == ["b-1", "other-deny-all"]

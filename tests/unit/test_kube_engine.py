@@ -215,7 +215,7 @@ def test_a_pids_limit_is_refused_unless_the_nodes_own_is_accepted(
      "'bakeoff/python:latest' is not named by digest (repo@sha256:...): a tag can move "
      "under a run"),
     ({"mounts": (Bind(source=Path("/srv"), target="/srv"),)},
-     "sample c/fixer/x/1: a Pod gets no host path and no named volume here (/srv)"),
+     "sample c/fixer/x/1: a Pod gets no host path (/srv)"),
     ({"cap_add": ("NET_ADMIN",)}, "sample c/fixer/x/1: capabilities ['NET_ADMIN'] may not "
      "be added (only ['CHOWN', 'KILL', 'SETGID', 'SETUID'])"),
 ])
@@ -425,7 +425,8 @@ def test_samples_started_at_once_each_get_their_own_inputs(
 def test_what_a_cluster_does_not_do_is_refused_with_the_reason(engine: KubeEngine) -> None:
     made = engine.create(spec())
     calls = {"pause": lambda: engine.pause(made, what="arm fixer"),
-             "volume": lambda: engine.create_volume("v", Labels("horizon", "inputs"),
+             "unpause": lambda: engine.unpause(made, what="arm fixer"),
+             "volume": lambda: engine.create_volume("V_1", Labels("horizon", "inputs"),
                                                     size_mb=None, owner=0)}
     said = {}
     for name, call in calls.items():
@@ -434,8 +435,9 @@ def test_what_a_cluster_does_not_do_is_refused_with_the_reason(engine: KubeEngin
         said[name] = str(refused.value).removeprefix(f"the engine at {engine.address} ")
     assert said == {
         "pause": "refused to pause arm fixer: a Pod cannot be frozen (Kubernetes)",
-        "volume": "refused to create volume v: no volume is shared between Pods here: a "
-                  "Pod's inputs come on its stdin (Kubernetes)"}
+        "unpause": "refused to unpause arm fixer: a Pod cannot be frozen (Kubernetes)",
+        "volume": "refused to create volume V_1: 'V_1' is not a Kubernetes object name (at "
+                  "most 63 of [a-z0-9-], alphanumeric at both ends)"}
 
 
 def test_the_engine_is_the_api_server_and_says_so(engine: KubeEngine,

@@ -13,7 +13,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from runner.containers.backend import Bind, ContainerSpec, Labels, Resources, Tmpfs
+from runner.containers.backend import Bind, ContainerSpec, Labels, Resources, Tmpfs, Volume
 from runner.containers.kube import objects
 from runner.containers.kube.objects import KubeRefusal
 
@@ -58,14 +58,21 @@ def made() -> dict[str, Any]:
         image="sha256:agent", command=("sleep", "infinity"),
         labels=Labels("horizon", "arm", "fixer", "r1a2b3"), resources=Resources(2.0, 4096, 512),
         user="1000:1000", purpose="the sandbox of fixer", read_only=True,
-        tmpfs=(Tmpfs("/tmp", 1024),), env={"OPENAI_BASE_URL": "http://model-gateway:8080/v1"})
+        tmpfs=(Tmpfs("/tmp", 1024),), env={"OPENAI_BASE_URL": "http://model-gateway:8080/v1"},
+        mounts=(Volume("horizon-fixer-work", "/work"), Volume("horizon-fixer-home",
+                                                             "/home/sandbox"),
+                Volume("horizon-brief", "/bakeoff/brief", read_only=True)))
+    claims = {"horizon-fixer-work": 1000, "horizon-fixer-home": 1000, "horizon-brief": 0}
     db = {"io.bakeoff.experiment": "horizon"}
     return {
         "sample-pod": objects.pod("horizon-cap-ui-fixer-success-1", NS, [
             ("server", server, IMAGE), ("browser", browser(), BROWSER)],
             deadline_s=240.5, hosts={"db": "10.96.0.17"}),
         "sandbox-pod": objects.pod("horizon-fixer-sandbox", NS, [("sandbox", sandbox, IMAGE)],
-                                   deadline_s=7200),
+                                   deadline_s=7200, claims=claims, node="node-b"),
+        "claim": objects.claim("horizon-fixer-work", NS, Labels("horizon", "arm-checkout",
+                                                                "fixer", "r1a2b3"),
+                               size_mb=2048, uid=1000, storage_class="fast-ssd"),
         "policies": [objects.deny_all(NS, OWNER), *objects.allow(
             "horizon-fixer-gateway", NS, OWNER, {"io.bakeoff.arm": "fixer"},
             {"io.bakeoff.role": "gateway", **db}, 8080)],
@@ -84,8 +91,8 @@ def flat(found: Any) -> list[dict[str, Any]]:
     return found if isinstance(found, list) else [found]
 
 
-@pytest.mark.parametrize("name", ["sample-pod", "sandbox-pod", "policies", "service", "secret",
-                                  "role", "joined"])
+@pytest.mark.parametrize("name", ["sample-pod", "sandbox-pod", "claim", "policies", "service",
+                                  "secret", "role", "joined"])
 def test_each_object_is_its_golden_file_and_valid_against_the_1_37_schemas(name: str) -> None:
     found = made()[name]
     path = GOLDEN / f"{name}.json"
@@ -147,7 +154,14 @@ def test_a_sample_pod_holds_the_hardening_of_the_conformance_list() -> None:
      "sample cap-ui/fixer/success/1: the image 'bakeoff/python:latest' is not named by digest "
      "(repo@sha256:...): a tag can move under a run"),
     (lambda: [("main", driver(mounts=(Bind(Path("/etc"), "/host"),)), IMAGE)],
-     "sample cap-ui/fixer/success/1: a Pod gets no host path and no named volume here (/host)"),
+     "sample cap-ui/fixer/success/1: a Pod gets no host path (/host)"),
+    (lambda: [("main", driver(mounts=(Volume("elsewhere", "/work"),)), IMAGE)],
+     "sample cap-ui/fixer/success/1: the volume 'elsewhere' is no claim of ours "
+     "(create_volume makes one)"),
+    (lambda: [("main", driver(mounts=(Volume("work", "/work"),)), IMAGE),
+              ("c1", driver(mounts=(Volume("out", "/out"),)), IMAGE)],
+     "sample cap-ui/fixer/success/1: it writes to volumes of owners [1000, 1001]: a Pod "
+     "has one fsGroup"),
     (lambda: [("main", driver(cap_add=("SYS_ADMIN", "CHOWN")), IMAGE)],
      "sample cap-ui/fixer/success/1: capabilities ['SYS_ADMIN'] may not be added (only "
      "['CHOWN', 'KILL', 'SETGID', 'SETUID'])"),
@@ -167,5 +181,44 @@ def test_a_sample_pod_holds_the_hardening_of_the_conformance_list() -> None:
 ])
 def test_what_a_pod_cannot_carry_is_refused_with_its_reason(pod: Any, reason: str) -> None:
     with pytest.raises(KubeRefusal) as refused:
-        objects.pod("p", NS, pod(), deadline_s=60)
+        objects.pod("p", NS, pod(), deadline_s=60, claims={"work": 1000, "out": 1001})
     assert str(refused.value) == reason
+
+
+def test_a_sandbox_pod_mounts_its_claims_as_their_owners_group_on_their_node() -> None:
+    """A named volume is its claim, mounted read-only when the spec says so; the Pod's
+    fsGroup is the owner of what it writes to (root's brief, read-only, does not count);
+    the node is where its claims are held."""
+    spec = made()["sandbox-pod"]["spec"]
+    assert [(v["name"], v.get("persistentVolumeClaim")) for v in spec["volumes"]] == [
+        ("sandbox-tmp-0", None),
+        ("claim-1", {"claimName": "horizon-fixer-work"}),
+        ("claim-2", {"claimName": "horizon-fixer-home"}),
+        ("claim-3", {"claimName": "horizon-brief"})]
+    assert spec["containers"][0]["volumeMounts"][1:] == [
+        {"name": "claim-1", "mountPath": "/work", "readOnly": False},
+        {"name": "claim-2", "mountPath": "/home/sandbox", "readOnly": False},
+        {"name": "claim-3", "mountPath": "/bakeoff/brief", "readOnly": True}]
+    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"},
+                                       "fsGroup": 1000, "fsGroupChangePolicy": "OnRootMismatch"}
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] \
+        == {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["node-b"]}]}]}
+    # Two containers of one Pod mounting one claim: one volume; only root's: no fsGroup.
+    shared = objects.pod("p", NS, [
+        ("main", driver(mounts=(Volume("inputs", "/in", read_only=True),)), IMAGE),
+        ("c1", driver(mounts=(Volume("inputs", "/in"),)), IMAGE)],
+        deadline_s=60, claims={"inputs": 0})["spec"]
+    assert [v["name"] for v in shared["volumes"] if "persistentVolumeClaim" in v] == ["claim-3"]
+    assert "fsGroup" not in shared["securityContext"] and "affinity" not in shared
+
+
+def test_a_claim_is_its_size_its_owner_and_its_class() -> None:
+    claim = made()["claim"]
+    assert (claim["metadata"]["labels"]["io.bakeoff.owner"], claim["spec"]) == ("1000", {
+        "accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+        "resources": {"requests": {"storage": "2048Mi"}}, "storageClassName": "fast-ssd"})
+    default = objects.claim("v", NS, OWNER, size_mb=1024, uid=0, storage_class=None)
+    assert "storageClassName" not in default["spec"]  # the cluster's default class
+    with pytest.raises(KubeRefusal, match="'Work_1' is not a Kubernetes object name"):
+        objects.claim("Work_1", NS, OWNER, size_mb=1, uid=0, storage_class=None)

@@ -42,6 +42,7 @@ PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName
 PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods",
          "Service": "/api/v1/namespaces/{ns}/services",
          "Secret": "/api/v1/namespaces/{ns}/secrets",
+         "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims",
          "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"}
 
 

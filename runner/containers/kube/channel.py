@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import posixpath
 import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -252,3 +253,27 @@ def in_dir(argv: Sequence[str], workdir: str, env: Mapping[str, str] | None) -> 
     """`argv` run in `workdir` with `env` (a Pod's exec has neither: `env -C`; `--` ends
     env's options, so a program named `-i` is a program)."""
     return ["env", "-C", workdir, "--", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
+
+
+def untar(target: KubeTarget, pod: str, container: str, path: str, source: IO[bytes], *,
+          deadline_s: float) -> None:
+    """An archive unpacked at `path` by tar in the container, its stdin the archive."""
+    done = stream(target, pod, container, command=["tar", "-x", "-C", path], stdin=source,
+                  deadline_s=deadline_s)
+    if done.exit_code != 0:
+        raise SandboxUnavailableError(f"the archive at {path} in {pod}/{container} was not "
+                                      f"unpacked (tar exit {done.exit_code}): "
+                                      f"{done.stderr.decode(errors='replace')[:500]}")
+
+
+def tar(target: KubeTarget, pod: str, container: str, path: str, *,
+        deadline_s: float) -> bytes:
+    """The tar of `path` in the container (its members under the path's last part), by
+    tar on the exec's stdout; a path tar cannot read is `FileNotFoundError`."""
+    parent, name = posixpath.split(path.rstrip("/") or "/")
+    done = stream(target, pod, container, command=["tar", "-c", "-C", parent or "/",
+                                                   name or "."],
+                  stdin=None, deadline_s=deadline_s)
+    if done.exit_code != 0:
+        raise FileNotFoundError(done.stderr.decode(errors="replace")[:500])
+    return done.stdout

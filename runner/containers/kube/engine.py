@@ -8,20 +8,21 @@ another (a server's criterion: one network namespace) is a second container of t
 joined one's Pod, so it must be created before that Pod is made. A container's inputs
 come on its stdin through attach (`stdinOnce`), its result on its log. What Kubernetes
 does not do as docker does (no pids limit per Pod, no single container killed, an exec
-as its container's user only, no pause, no shared volume, one stream of a log only where
-the cluster proved it) and what this backend does instead: docs/scale-out.md, each
-refused with its reason where nothing can stand in, never degraded.
+as its container's user only, no pause, a named volume one node's at a time, one stream
+of a log only where the cluster proved it) and what it does instead: docs/scale-out.md,
+each refused with its reason where nothing can stand in, never degraded. A named volume
+is a claim (`volumes`); a container given an archive before it started (how files reach
+a volume) is its Pod made to hold (`volumes.holding`), never started after.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import posixpath
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
@@ -41,7 +42,9 @@ from runner.containers.backend import (
 )
 from runner.containers.kube import channel, objects
 from runner.containers.kube.api import KubeApi, container_state
+from runner.containers.kube.execs import PodExecs
 from runner.containers.kube.networks import PodNetworks
+from runner.containers.kube.volumes import DEFAULT_VOLUME_MB, PodVolumes, claimed, holding
 from runner.errors import (
     ConflictError,
     EngineError,
@@ -49,7 +52,6 @@ from runner.errors import (
     EngineUnreachableError,
     InfraError,
     NotFoundError,
-    SandboxUnavailableError,
 )
 
 if TYPE_CHECKING:
@@ -65,12 +67,6 @@ ACCEPTED_PIDS = ("the nodes' podPidsLimit, not the container's own: the cluster 
 KUBE_HINT = "check the cluster (kubectl get pods -n NAMESPACE) and the context's access"
 
 
-def by_digest(image: str) -> str:
-    """An image as a Pod names it: already `repo@sha256:...` (the registry step pushes
-    and resolves a local image; until then a spec must name its image by digest)."""
-    return image
-
-
 @dataclass
 class _Planned:
     """A Pod as created so far: its containers, made at its first start."""
@@ -78,6 +74,7 @@ class _Planned:
     containers: list[tuple[str, ContainerSpec]]
     made: bool = False
     removed: set[str] = field(default_factory=set)
+    holds: bool = False  # made to hold for an archive (never started as asked)
 
 
 class KubeEngine:
@@ -85,11 +82,13 @@ class KubeEngine:
     may ask (the configured size of a node's share, never this machine's count);
     `parallelism`: how many containers of ours run at once (the manifest's); `image_ref`:
     an image's `repo@sha256:...` (`images.registry.Registered` pushes it); `user_of`: a
-    user named in an image as `uid:gid` (`Registered.user`)."""
+    user named in an image as `uid:gid` (`Registered.user`); `volume_mb` and
+    `storage_class`: the claims' (`volumes`)."""
 
     def __init__(self, api: KubeApi, *, cpus: int, parallelism: int = 1,
-                 image_ref: Callable[[str], str] = by_digest, accept_node_pids: bool = False,
-                 user_of: Callable[[str, str], str] | None = None,
+                 image_ref: Callable[[str], str] = objects.by_digest,
+                 accept_node_pids: bool = False, user_of: Callable[[str, str], str] | None = None,
+                 volume_mb: int = DEFAULT_VOLUME_MB, storage_class: str | None = None,
                  pod_deadline_s: float = POD_DEADLINE_S,
                  start_deadline_s: float = START_DEADLINE_S,
                  stream_deadline_s: float = STREAM_DEADLINE_S) -> None:
@@ -102,8 +101,10 @@ class KubeEngine:
         self._lock = threading.Lock()
         self._version: dict[str, Any] | None = None
         self.split_proved = False  # one stream of a log is the cluster's (preflight)
-        self._execs: dict[str, ExecState] = {}  # the streamed execs' states, by id
         self.policies = PodNetworks(api, self._refused)
+        self.claims = PodVolumes(api, self._refused, volume_mb=volume_mb,
+                                  storage_class=storage_class)
+        self.execs = PodExecs(api.cluster, self.address, stream_deadline_s)
 
     @property
     def address(self) -> str:
@@ -204,13 +205,21 @@ class KubeEngine:
         return name if objects.is_name(name) else f"bk-{secrets.token_hex(6)}"
 
     def _pod(self, pod: str, containers: Sequence[tuple[str, ContainerSpec]],
-             what: str, hosts: Mapping[str, str] | None = None) -> dict[str, Any]:
+             what: str, hosts: Mapping[str, str] | None = None, *,
+             placed: bool = False) -> dict[str, Any]:
+        """The Pod's object; `placed`: its claims' owners and node asked of the cluster
+        (when it is made), else every claim taken as root's (a check of the spec)."""
+        claims = claimed(containers)
+        owners, node = dict.fromkeys(claims, 0), None
+        if placed and claims:
+            owners = self.claims.owners(claims)
+            node = self.claims.node(claims, containers[0][1].labels.experiment, what)
         try:
             return objects.pod(pod, self.api.cluster.namespace,
                                [(name, objects.with_ids(spec, self._user_of),
                                  self._ref(spec.image)) for name, spec in containers],
                                deadline_s=self.pod_deadline_s,
-                               hosts=hosts)
+                               hosts=hosts, claims=owners, node=node)
         except objects.KubeRefusal as refusal:
             raise self._refused(what, str(refusal)) from refusal
 
@@ -227,17 +236,41 @@ class KubeEngine:
             if plan is None:
                 raise NotFoundError(self.address, f"start {what}", f"no container "
                                     f"{container_id} was created here", status=None)
+            if plan.holds:
+                raise self._refused(f"start {what}", f"{container_id} holds for the archive "
+                                    "it was given before it started: it never runs its own "
+                                    "command (a container that is filled is not started)")
             make = not plan.made
             plan.made = True
             hosts = self.policies.hosts(plan.containers[0][1].network)  # as of its making
         if make:
-            obj = self._pod(pod, plan.containers, f"start {what}", hosts)
-            self.policies.deny_all(plan.containers[0][1].labels)
-            self.api.create(obj)
-            self.api.wait_pod(pod, running=True, deadline_s=self.start_deadline_s)
+            self._make(pod, plan.containers, f"start {what}", hosts)
         if stdin is not None:
             channel.send_stdin(self.api.cluster, pod, container, stdin,
                                deadline_s=self.stream_deadline_s)
+
+    def _make(self, pod: str, containers: Sequence[tuple[str, ContainerSpec]], what: str,
+              hosts: Mapping[str, str]) -> None:
+        """Make the Pod, wait until it runs; a claim bound larger than asked: refused."""
+        self.policies.deny_all(containers[0][1].labels)
+        self.api.create(self._pod(pod, containers, what, hosts, placed=True))
+        self.api.wait_pod(pod, running=True, deadline_s=self.start_deadline_s)
+        self.claims.sized(claimed(containers), what, undo=lambda: self.api.delete(
+            "Pod", pod, grace_s=0))
+
+    def _held(self, container_id: str, what: str) -> None:
+        """A container not started yet, asked for an archive (docker's "created, never
+        started"): its Pod made holding (`volumes.holding`), never started after."""
+        pod, _ = split(container_id)
+        with self._lock:
+            plan = self._plans.get(pod)
+            if plan is None or plan.made:
+                return
+            plan.made = plan.holds = True
+            hosts = self.policies.hosts(plan.containers[0][1].network)
+        plan.containers = holding(plan.containers, self.claims.owners(claimed(
+            plan.containers)), self.pod_deadline_s)
+        self._make(pod, plan.containers, what, hosts)
 
     def wait(self, container_id: str, deadline_s: float) -> int | None:
         pod, container = split(container_id)
@@ -330,7 +363,8 @@ class KubeEngine:
         removed = {"container": 0, "network": 0, "volume": 0, "service": 0, "secret": 0}
         self.policies.undenied()
         for kind, counted in (("Pod", "container"), ("Service", "service"),
-                              ("Secret", "secret"), ("NetworkPolicy", "network")):
+                              ("Secret", "secret"), ("NetworkPolicy", "network"),
+                              ("PersistentVolumeClaim", "volume")):
             for obj in self.api.listed(kind, filters):
                 if keep is not None and keep(dict(obj["metadata"].get("labels") or {})):
                     continue
@@ -341,18 +375,14 @@ class KubeEngine:
                 if kind == "Pod":
                     self._plans.pop(name, None)
                     self.policies.forget(name)  # its policies: labelled, gone too
+                if kind == "PersistentVolumeClaim":
+                    self.claims.forget([name])
         return removed
 
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
              deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
-        pod, container = split(container_id)
-        command = self._as(container_id, user, channel.in_dir(argv, workdir, env))
-        started = time.monotonic()
-        done = channel.stream(self.api.cluster, pod, container, command=command, stdin=None,
-                              deadline_s=deadline_s)
-        return Completed(done.exit_code, done.stdout.decode(errors="replace"),
-                         done.stderr.decode(errors="replace"),
-                         round(time.monotonic() - started, 3))
+        return self.execs.run(*split(container_id), self._as(
+            container_id, user, channel.in_dir(argv, workdir, env)), deadline_s)
 
     def _as(self, container_id: str, user: str, argv: list[str]) -> list[str]:
         """`argv` run as `user` in the container: as it is when that is the container's
@@ -370,27 +400,25 @@ class KubeEngine:
         return found
 
     def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
+        """`data` unpacked at `path` by tar in the container (one not started yet holds
+        for it: `_held`)."""
+        self._held(container_id, f"put an archive in {container_id}")
         pod, container = split(container_id)
-        source = io.BytesIO(data) if isinstance(data, bytes) else data
-        done = channel.stream(self.api.cluster, pod, container,
-                              command=["tar", "-x", "-C", path], stdin=source,
-                              deadline_s=self.stream_deadline_s)
-        if done.exit_code != 0:
-            raise SandboxUnavailableError(f"the archive at {path} in {container_id} was not "
-                                          f"unpacked (tar exit {done.exit_code}): "
-                                          f"{done.stderr.decode(errors='replace')[:500]}")
+        channel.untar(self.api.cluster, pod, container, path,
+                      io.BytesIO(data) if isinstance(data, bytes) else data,
+                      deadline_s=self.stream_deadline_s)
 
     def get_archive(self, container_id: str, path: str) -> Iterator[bytes]:
-        """The tar of `path` (a running container's only: no exec reaches an ended one)."""
+        """The tar of `path` (a running container's, or one not started yet made to hold:
+        no exec reaches an ended one)."""
+        self._held(container_id, f"get an archive of {container_id}")
         pod, container = split(container_id)
-        parent, name = posixpath.split(path.rstrip("/") or "/")
-        done = channel.stream(self.api.cluster, pod, container,
-                              command=["tar", "-c", "-C", parent or "/", name or "."],
-                              stdin=None, deadline_s=self.stream_deadline_s)
-        if done.exit_code != 0:
-            raise NotFoundError(self.address, f"get the archive of {path}",
-                                done.stderr.decode(errors="replace")[:500], status=None)
-        return iter((done.stdout,))
+        try:
+            return iter((channel.tar(self.api.cluster, pod, container, path,
+                                     deadline_s=self.stream_deadline_s),))
+        except FileNotFoundError as gone:
+            raise NotFoundError(self.address, f"get the archive of {path}", str(gone),
+                                status=None) from gone
 
     def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
         """A NetworkPolicy over the Pods labelled with `name` (`objects.network`)."""
@@ -403,22 +431,23 @@ class KubeEngine:
                      retry: bool = True) -> str:
         return self.policies.find(name, what)
 
-    def _not_here(self, what: str, why: str) -> EngineRefusedError:
-        return self._refused(what, f"{why} (Kubernetes)")
-
     def pause(self, container_id: str, *, what: str = "a container") -> None:
-        raise self._not_here(f"pause {what}", "a Pod cannot be frozen")
+        raise self._refused(f"pause {what}", "a Pod cannot be frozen (Kubernetes)")
 
     def unpause(self, container_id: str, *, what: str = "a container") -> None:
-        raise self._not_here(f"unpause {what}", "a Pod cannot be frozen")
+        raise self._refused(f"unpause {what}", "a Pod cannot be frozen (Kubernetes)")
 
     def create_volume(self, name: str, labels: Labels, *, size_mb: int | None,
                       owner: int) -> str:
-        raise self._not_here(f"create volume {name}", "no volume is shared between Pods "
-                             "here: a Pod's inputs come on its stdin")
+        """A claim of `size_mb` (None: the manifest's `volume_mb`) owned by `owner`."""
+        require_labels(labels, f"volume {name}")
+        try:
+            return self.claims.create(name, labels, size_mb=size_mb, owner=owner)
+        except objects.KubeRefusal as refusal:
+            raise self._refused(f"create volume {name}", str(refusal)) from refusal
 
     def remove_volume(self, name: str) -> None:
-        raise self._not_here(f"remove volume {name}", "this backend makes no volume")
+        self.claims.remove(name)
 
     def connect(self, network: str, container_id: str, *, aliases: Sequence[str] = (),
                 what: str = "connect a container") -> None:
@@ -447,41 +476,17 @@ class KubeEngine:
 
     def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
                     workdir: str, env: Mapping[str, str]) -> ExecStream:
-        """Both streams of the exec as they come; its state is the engine's own record
-        (the API keeps none of an exec): running until its output ended, then its code."""
-        pod, container = split(container_id)
-        command = self._as(container_id, user, channel.in_dir(argv, workdir, env))
-        connection = channel.opened(self.api.cluster, pod, container, command,
-                                    deadline_s=self.stream_deadline_s)
-        exec_id = f"{container_id}/exec-{secrets.token_hex(4)}"
-        self._execs[exec_id] = ExecState(True, None)
-
-        def ended(code: int | None) -> None:
-            self._execs[exec_id] = ExecState(False, code)
-        return ExecStream(exec_id, channel.output(connection, f"an exec in {container_id}",
-                                                  ended), connection.close)
+        return self.execs.stream(*split(container_id), self._as(
+            container_id, user, channel.in_dir(argv, workdir, env)))
 
     def exec_state(self, exec_id: str) -> ExecState:
-        found = self._execs.get(exec_id)
-        if found is None:
-            raise NotFoundError(self.address, "inspect an exec", f"no exec {exec_id} was "
-                                "started here", status=None)
-        return found
+        return self.execs.state(exec_id)
 
-    @contextlib.contextmanager
     def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
                   env: Mapping[str, str] | None = None,
-                  what: str = "exec") -> Iterator[HeldProcess]:
-        """`argv` with its stdin held open for the block (`channel.Held`)."""
-        pod, container = split(container_id)
-        command = self._as(container_id, user, channel.in_dir(argv, "/", env))
-        held = channel.Held(channel.opened(self.api.cluster, pod, container, command,
-                                           deadline_s=self.stream_deadline_s, stdin=True),
-                            what)
-        try:
-            yield held
-        finally:
-            held.close()
+                  what: str = "exec") -> AbstractContextManager[HeldProcess]:
+        return self.execs.held(*split(container_id), self._as(
+            container_id, user, channel.in_dir(argv, "/", env)), what)
 
 
 def split(container_id: str) -> tuple[str, str]:

@@ -1,18 +1,20 @@
 """What the Kubernetes backend sends (issue 36), as plain dicts made from the engine
-interface's words (`ContainerSpec`, `Labels`): Pods, NetworkPolicies, Services, Secrets
-and the Role the tool needs. Pure: no client, no cluster. Every object validates strictly
-against the Kubernetes 1.37 schemas (tests/unit/test_kube_objects.py, from golden files
-reviewed once).
+interface's words (`ContainerSpec`, `Labels`): Pods, PersistentVolumeClaims,
+NetworkPolicies, Services, Secrets and the Role the tool needs. Pure: no client, no
+cluster. Every object validates strictly against the Kubernetes 1.37 schemas
+(tests/unit/test_kube_objects.py, from golden files reviewed once).
 
 The hardening is the conformance suite's list, as the docker backend's
 (`runner.containers.dockerspec.container_args`): the spec's uid, every capability dropped
 but the driver's few, no privilege escalation, a read-only root when asked, the
 runtime's seccomp profile, size-limited memory volumes for every tmpfs, CPU and memory
 limits equal to their requests, no service account token, no host namespace. What a Pod
-cannot say is refused here, never dropped: a host path (`Bind`), a named volume, an image
-by tag (a tag can move: a Pod names its image by digest). The pids limit has no field in
-the Pod spec (the kubelet's `podPidsLimit`, node-wide): the backend's `Capabilities` say
-so, and the engine refuses a spec unless the manifest accepts it.
+cannot say is refused here, never dropped: a host path (`Bind`), an image by tag (a tag
+can move: a Pod names its image by digest). A named volume is a PersistentVolumeClaim of
+its name (`claim`), mounted by name, its owner the `fsGroup` of the Pods that write to
+it. The pids limit has no field in the Pod spec (the kubelet's `podPidsLimit`,
+node-wide): the backend's `Capabilities` say so, and the engine refuses a spec unless the
+manifest accepts it.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from typing import Any
 from runner.containers.backend import (
     LABEL_EXPERIMENT,
     LABEL_NETWORK,
+    LABEL_OWNER,
     LABEL_POD,
     NO_NETWORK,
     OWN_LOOPBACK,
+    Bind,
     ContainerSpec,
     Labels,
     Tmpfs,
+    Volume,
     unaddable_caps,
 )
 
@@ -48,6 +53,12 @@ Obj = dict[str, Any]
 
 class KubeRefusal(ValueError):
     """A spec a Pod cannot carry as the docker backend would: refused, never degraded."""
+
+
+def by_digest(image: str) -> str:
+    """An image as a Pod names it: already `repo@sha256:...` (the registry step pushes
+    and resolves a local image; until then a spec must name its image by digest)."""
+    return image
 
 
 def labels(found: Labels, network: str = NO_NETWORK) -> dict[str, str]:
@@ -84,28 +95,37 @@ def metadata(name: str, namespace: str, found: Labels, network: str = NO_NETWORK
 
 
 def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec, str]], *,
-        deadline_s: float, hosts: Mapping[str, str] | None = None) -> Obj:
+        deadline_s: float, hosts: Mapping[str, str] | None = None,
+        claims: Mapping[str, int] | None = None, node: str | None = None) -> Obj:
     """One Pod of `containers` (name, spec, image by digest), which share its network
     namespace and nothing else (a sample's server and its criterion: `joins`). The first
     container's labels are the Pod's; `deadline_s` its `activeDeadlineSeconds`, behind the
     driver's own deadline. `hosts` (name -> address): names every container reaches by
     `hostAliases`, the only ones for a Pod that does not resolve outside its network (a
     Pod's DNS is the Pod's: one such container makes it so for all,
-    `ContainerSpec.resolve_outside`)."""
+    `ContainerSpec.resolve_outside`). `claims` (name -> owner uid): the claims its
+    containers' named volumes are; `node`: the node it must run on (where a claim it
+    mounts is held already)."""
     if not containers:
         raise KubeRefusal(f"pod {name}: no container")
     first = containers[0][1]
     volumes: list[Obj] = []
-    made = [_container(cname, spec, image, volumes) for cname, spec, image in containers]
+    made = [_container(cname, spec, image, volumes, claims or {})
+            for cname, spec, image in containers]
     found: Obj = {
         "restartPolicy": "Never", "activeDeadlineSeconds": max(1, math.ceil(deadline_s)),
         "terminationGracePeriodSeconds": GRACE_S, "automountServiceAccountToken": False,
         "enableServiceLinks": False, "hostNetwork": False, "hostPID": False,
         "hostIPC": False, "shareProcessNamespace": False,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"},
+                            **_group(containers, claims or {})},
         "containers": made}
     if volumes:
         found["volumes"] = volumes
+    if node is not None:
+        found["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
     if not all(spec.resolve_outside for _, spec, _ in containers):
         found["dnsPolicy"] = "None"  # no cluster DNS: it forwards what it cannot answer
         found["dnsConfig"] = {"nameservers": [OWN_LOOPBACK]}
@@ -119,14 +139,15 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": found}
 
 
-def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -> Obj:
-    """One container of a Pod from `spec`; its tmpfs mounts appended to `volumes`."""
+def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj],
+               claims: Mapping[str, int]) -> Obj:
+    """One container of a Pod from `spec`; its tmpfs and claims appended to `volumes`."""
     if not DIGEST.fullmatch(image):
         raise KubeRefusal(f"{spec.purpose}: the image {image!r} is not named by digest "
                           "(repo@sha256:...): a tag can move under a run")
-    if spec.mounts:
-        raise KubeRefusal(f"{spec.purpose}: a Pod gets no host path and no named volume "
-                          f"here ({', '.join(m.target for m in spec.mounts)})")
+    binds = [m.target for m in spec.mounts if isinstance(m, Bind)]
+    if binds:
+        raise KubeRefusal(f"{spec.purpose}: a Pod gets no host path ({', '.join(binds)})")
     refused = unaddable_caps(spec)
     if refused is not None:
         raise KubeRefusal(refused)
@@ -153,6 +174,8 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj]) -
     if spec.stdin or spec.tty:  # inputs on stdin through attach, once (`ContainerEngine.start`)
         found.update(stdin=True, stdinOnce=True, tty=spec.tty)
     mounts = [_tmpfs(name, tmpfs, volumes) for tmpfs in spec.tmpfs]
+    mounts += [_claimed(spec, mount, volumes, claims) for mount in spec.mounts
+               if isinstance(mount, Volume)]
     if mounts:
         found["volumeMounts"] = mounts
     return found
@@ -197,6 +220,48 @@ def _tmpfs(container: str, tmpfs: Tmpfs, volumes: list[Obj]) -> Obj:
     volumes.append({"name": volume, "emptyDir": {"medium": "Memory",
                                                  "sizeLimit": f"{tmpfs.size_mb}Mi"}})
     return {"name": volume, "mountPath": tmpfs.target}
+
+
+def _claimed(spec: ContainerSpec, mount: Volume, volumes: list[Obj],
+             claims: Mapping[str, int]) -> Obj:
+    """A named volume as its claim, one Pod volume per claim whichever containers mount it."""
+    if mount.name not in claims:
+        raise KubeRefusal(f"{spec.purpose}: the volume {mount.name!r} is no claim of ours "
+                          "(create_volume makes one)")
+    volume = next((v["name"] for v in volumes if (v.get("persistentVolumeClaim") or {})
+                   .get("claimName") == mount.name), None)
+    if volume is None:
+        volume = f"claim-{len(volumes)}"
+        volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": mount.name}})
+    return {"name": volume, "mountPath": mount.target, "readOnly": mount.read_only}
+
+
+def _group(containers: Sequence[tuple[str, ContainerSpec, str]],
+           claims: Mapping[str, int]) -> Obj:
+    """The Pod's `fsGroup`: the owner of the claims it writes to (the volume is that
+    user's, as docker makes it); none when only root's; two owners cannot be one group."""
+    owners = {claims[m.name] for _, spec, _ in containers for m in spec.mounts
+              if isinstance(m, Volume) and not m.read_only and m.name in claims} - {0}
+    if len(owners) > 1:
+        raise KubeRefusal(f"{containers[0][1].purpose}: it writes to volumes of owners "
+                          f"{sorted(owners)}: a Pod has one fsGroup")
+    return {"fsGroup": owners.pop(), "fsGroupChangePolicy": "OnRootMismatch"} if owners else {}
+
+
+def claim(name: str, namespace: str, owner: Labels, *, size_mb: int, uid: int,
+          storage_class: str | None) -> Obj:
+    """A named volume of ours as a PersistentVolumeClaim of `size_mb` (its cap: the
+    engine refuses a class that gives more, `KubeEngine.start`), on one node at a time
+    (ReadWriteOnce: the engine puts every Pod that mounts it where it is held), its owner
+    `uid` in a label (the fsGroup of the Pods that write to it)."""
+    meta = metadata(name, namespace, owner)
+    meta["labels"][LABEL_OWNER] = str(uid)
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+                 "resources": {"requests": {"storage": f"{size_mb}Mi"}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+            "spec": spec}
 
 
 def deny_all(namespace: str, experiment: Labels) -> Obj:
@@ -282,7 +347,8 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("", ("pods",), ("create", "get", "list", "watch", "delete", "deletecollection")),
     ("", ("pods/attach", "pods/exec"), ("create", "get")),
     ("", ("pods/log",), ("get",)),
-    ("", ("services", "secrets"), ("create", "get", "list", "delete", "deletecollection")),
+    ("", ("services", "secrets", "persistentvolumeclaims"),
+     ("create", "get", "list", "delete", "deletecollection")),
     ("networking.k8s.io", ("networkpolicies",),
      ("create", "get", "list", "delete", "deletecollection")),
 )
