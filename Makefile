@@ -45,10 +45,16 @@ unit: venv
 # xdist would otherwise start the files with the fewest tests, the longest here, last.
 JOBS ?= $(shell grep -qs default-address-pool /proc/$$(cat .state/dockerd.pid 2>/dev/null)/cmdline && echo 3 || echo 2)
 WORKERS = $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile --no-loadscope-reorder)
+# The package compiled once: with PYTHONDONTWRITEBYTECODE set (as on these machines) every
+# `python -m runner.cli` a test starts compiled it again, 0.2 s of CPU each
+# (docs/benchmarks.md); a stale file is never read (Python checks the source's mtime).
+COMPILED = $(BIN)/python -m compileall -q runner rig gateway
 integration: setup
+	$(COMPILED)
 	$(BIN)/pytest $(WORKERS) tests/integration
 
 test: setup lint
+	$(COMPILED)
 	$(BIN)/pytest $(WORKERS)
 
 demo: setup
