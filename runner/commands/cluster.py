@@ -7,9 +7,10 @@ yet.
   namespace, how its user authenticates (a plugin is refused: the tool runs none);
 - `kubernetes`: the API answers, 1.30 or later (exec and attach need the v5 channel);
 - `registry`: the registry answers its `/v2/` (200, or 401: it asks for credentials);
-- `log-streams` and `policies`: the preflight proofs (`kube.preflight`), by Pods of their
-  own running the probe image by digest: one stream of a log is given alone, and a
-  NetworkPolicy is enforced (a control that connects, a denied client that does not).
+- `log-streams`, `policies` and `volumes`: the preflight proofs (`kube.preflight`), by
+  Pods of their own running the probe image by digest: one stream of a log is given
+  alone, a NetworkPolicy is enforced (a control that connects, a denied client that does
+  not), a claim of `volume_mb` holds that much and no more.
 
 This machine's engine still builds the images and pushes them: `doctor`'s other lines.
 """
@@ -38,7 +39,7 @@ PROBE_IMAGE = "python"  # the proofs' Pods run python3
 NOT_YET = ("the Kubernetes backend's engine, images, volumes and proofs are built; the "
            "arms' sandboxes, the database and the gateway on a cluster are not yet "
            "(docs/scale-out.md)")
-NAMES = ("kubeconfig", "kubernetes", "registry", "log-streams", "policies")
+NAMES = ("kubeconfig", "kubernetes", "registry", "log-streams", "policies", "volumes")
 PIDS_FIX = ("set accept_node_pids_limit = true in [kubernetes] to run with the nodes' own "
             "limit (every record says so), or run on a docker engine")
 
@@ -95,7 +96,8 @@ def _cluster(section: KubernetesSection, environ: Mapping[str, str], secrets_dir
     found.append(DoctorCheck("kubeconfig", "ok", described(target)))
     # The probes' own Pods: a handful of processes each, whatever the nodes' limit is.
     engine = KubeEngine(KubeApi(target), cpus=section.cpus, image_ref=lambda image: image,
-                        accept_node_pids=True)
+                        accept_node_pids=True, volume_mb=section.volume_mb,
+                        storage_class=section.storage_class)
     found.append(api_check(engine))
     found.append(registry_check(section.registry))
     if any(check.status != "ok" for check in found):
@@ -113,7 +115,10 @@ def _cluster(section: KubernetesSection, environ: Mapping[str, str], secrets_dir
         found.append(_proved("policies", lambda: preflight.prove_isolation(
             engine, image, PROBE_LABELS), "NetworkPolicies are enforced (a denied "
                                           "connection failed, the allowed one connected)"))
-    finally:  # the probes' deny-all too: nothing of doctor's stays in the namespace
+        found.append(_proved("volumes", lambda: preflight.prove_sized(
+            engine, image, PROBE_LABELS, section.volume_mb), f"a claim of "
+            f"{section.volume_mb} MiB holds that much and no more (its class caps it)"))
+    finally:  # the probes' deny-all and claim too: nothing of doctor's stays
         with contextlib.suppress(EngineError):
             engine.remove_labelled({LABEL_EXPERIMENT: PROBE_LABELS.experiment})
     return found

@@ -118,6 +118,7 @@ class ContainerSpec:
     network: str = NO_NETWORK            # a network of ours by name, or none
     joins: str | None = None             # a container whose network namespace it shares
     env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: Mapping[str, str] = field(default_factory=dict)  # env's keys: a Secret on k8s
     working_dir: str | None = None
     hostname: str | None = None
     read_only: bool = False              # the root filesystem
@@ -136,10 +137,9 @@ class ContainerSpec:
 # A new one is a decision taken here, where a reviewer sees it; every backend refuses
 # the rest (`unaddable_caps`).
 ADDABLE_CAPS = frozenset({"CHOWN", "SETUID", "SETGID", "KILL"})
-# The DNS server of a container that does not resolve outside its network: its own
-# loopback, where nothing of ours listens. Measured on Docker: from a network with no way
-# out, the engine's forward of an unknown name to its upstream waited 4 s and held the
-# container's end that long; to this address it fails at once.
+# The DNS server of a container that does not resolve outside its network: its own loopback
+# (nothing of ours listens). On Docker, from a network with no way out, the engine's forward
+# of an unknown name waited 4 s and held the container's end that long; here it fails at once.
 OWN_LOOPBACK = "127.0.0.1"
 
 

@@ -91,7 +91,8 @@ def container_args(spec: ContainerSpec) -> dict[str, Any]:
         image=spec.image, command=list(spec.command), labels=spec.labels.as_dict(),
         user=spec.user, cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
         nano_cpus=int(limits.cpus * 1e9), mem_limit=memory, memswap_limit=memory,
-        pids_limit=limits.pids, read_only=spec.read_only, environment=dict(spec.env),
+        pids_limit=limits.pids, read_only=spec.read_only,
+        environment={**spec.env, **spec.secret_env},
         tmpfs={t.target: t.options() for t in spec.tmpfs},
         mounts=[_mount(m) for m in spec.mounts], **_network_args(spec))
     if spec.cap_add:

@@ -12,9 +12,10 @@ records back with `read_records` into the stage's `gateway/` directory, where th
 of the runner finds them (`layout.gateway_requests`).
 
 It holds the arms' real API keys in its environment (never in a file, never in an arm's
-container) and answers each gateway arm's network as `model-gateway`. Its first network
-reaches the upstreams: `[gateway] upstream_network` when set (then it has no other
-egress), else a network of its own with egress.
+container; `secret_env`: on a cluster, from a Secret, never in its Pod's spec) and
+answers each gateway arm's network as `model-gateway`. Its first network reaches the
+upstreams: `[gateway] upstream_network` when set (then it has no other egress), else a
+network of its own with egress.
 """
 
 from __future__ import annotations
@@ -136,21 +137,23 @@ def state_archive(settings: dict[str, Any]) -> bytes:
 
 
 def start(engine: ContainerEngine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
-    """Create the gateway's volume and container, put its state in, start it; return the
-    container's id (it is not healthy yet: `wait_healthy`)."""
+    """Create the gateway's volume and put its state in (`sandbox.fill`: a container put
+    to nothing else, so the gateway's own is started as made, on a cluster too), then
+    create and start the gateway; return the container's id (it is not healthy yet:
+    `wait_healthy`)."""
     built = image(engine, spec.base_id)
     volume = engine.create_volume(state_volume(spec.name), spec.labels, size_mb=None,
                            owner=sandbox.SANDBOX_UID)
+    sandbox.fill(engine, volume, built.image_id, spec.labels, state_archive(settings))
     container_spec = ContainerSpec(
         image=built.image_id, labels=spec.labels, resources=RESOURCES,
         command=("python3", "-m", "gateway", "--state", STATE_MOUNT, "--port", str(PORT)),
         user=sandbox.SANDBOX_USER, purpose=f"model gateway {spec.name}", name=spec.name,
         hostname=ALIAS, read_only=True, tmpfs=(Tmpfs("/tmp", 64),), network=spec.network,
-        mounts=(Volume(volume, STATE_MOUNT),), env=dict(spec.keys), working_dir="/tmp",
+        mounts=(Volume(volume, STATE_MOUNT),), secret_env=dict(spec.keys), working_dir="/tmp",
         log_max_mb=8)
     container_id = engine.create(container_spec)
     try:
-        engine.put_archive(container_id, STATE_MOUNT, state_archive(settings))
         engine.start(container_id, what="the model gateway")
     except BaseException:
         sandbox.remove(engine, container_id)

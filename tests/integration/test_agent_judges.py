@@ -162,7 +162,12 @@ def test_the_judge_and_its_gateway_get_nothing_through_a_host_path(
     recording = RecordingEngine(engine)
     stage, commits, _ = _judge(recording, _manifest(tmp_path, upstream, MODEL), monkeypatch)
     roles = sorted(c["Config"]["Labels"]["io.bakeoff.role"] for c in recording.created)
-    assert roles == ["judge"] * len(commits) + ["judge-gateway"]
+    # The gateway, and the filler that put its state into its volume (never started).
+    assert roles == ["judge"] * len(commits) + ["judge-gateway"] * 2
+    started = [c for c in recording.created if c["Config"]["Cmd"][:3] == ["python3", "-m",
+                                                                          "gateway"]]
+    assert len(started) == 1 and started[0]["Config"]["Labels"]["io.bakeoff.role"] == \
+        "judge-gateway"
     for created in recording.created:
         host = created["HostConfig"]
         assert not host["Binds"], created["Name"]

@@ -245,3 +245,12 @@ def test_an_inspect_answer_is_a_typed_state_with_an_exit_code_only_once_exited()
                                                           {LABEL_EXPERIMENT: "it-abc"})
     running = state_of({**answer, "State": {"Status": "running", "ExitCode": 0}})
     assert (running.exit_code, running.oom_killed) == (None, False)
+
+
+def test_a_secret_env_is_the_containers_environment_on_docker() -> None:
+    """Docker has no Secret outside a swarm: the keys are the container's environment (its
+    inspect shows them to whoever holds the engine, as before), a key of both the one
+    given as secret."""
+    args = container_args(spec(env={"HOME": "/tmp", "KEY": "plain"},
+                               secret_env={"KEY": "sk-real", "OTHER_KEY": "sk-2"}))
+    assert args["environment"] == {"HOME": "/tmp", "KEY": "sk-real", "OTHER_KEY": "sk-2"}

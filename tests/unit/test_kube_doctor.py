@@ -25,6 +25,7 @@ from runner.manifest import load_manifest
 from runner.manifest.models import KubernetesSection
 from tests.unit.kube_emulator import Emulator, emulated
 from tests.unit.test_kube_engine import IMAGE, connecting, shell, spec
+from tests.unit.test_kube_volumes import filling
 
 KUBE = '\n[kubernetes]\nregistry = "127.0.0.1:5000"\n'
 
@@ -137,7 +138,7 @@ def test_the_pids_line_is_the_manifests_acceptance_of_the_nodes_limit() -> None:
 
 def test_a_cluster_that_answers_and_proves_both_is_all_ok(
         tmp_path: Path, emulator: Emulator, registry: str) -> None:
-    emulator.on_create = on_create(shell, connecting(enforced=True))
+    emulator.on_create = on_create(shell, connecting(enforced=True), filling(3, 1016))
     assert doctor(tmp_path, emulator, registry) == [
         ("kubeconfig", "ok", f"context lab: {emulator.url}, namespace bakeoff, a token"),
         ("kubernetes", "ok", f"Kubernetes v1.37.0 answers at {emulator.url} (needs 1.30 or "
@@ -145,18 +146,22 @@ def test_a_cluster_that_answers_and_proves_both_is_all_ok(
         ("registry", "ok", f"http://{registry}/v2/ answers"),
         ("log-streams", "ok", "one stream of a log is given alone"),
         ("policies", "ok", "NetworkPolicies are enforced (a denied connection failed, the "
-                           "allowed one connected)")]
+                           "allowed one connected)"),
+        ("volumes", "ok", "a claim of 1024 MiB holds that much and no more (its class caps "
+                          "it)")]
     assert emulator.pods() == []  # every probe's Pod removed
-    assert emulator.objects == {}  # and the probes' deny-all: nothing of doctor's stays
+    assert emulator.objects == {}  # and the probes' deny-all and claim: nothing stays
 
 
 def test_a_cluster_that_ignores_policies_or_mixes_the_streams_is_wrong(
         tmp_path: Path, emulator: Emulator, registry: str) -> None:
-    emulator.on_create = on_create(shell, connecting(enforced=False))
+    emulator.on_create = on_create(shell, connecting(enforced=False), filling(0, 1032))
     emulator.split_streams = False
     lines = {name: (status, found) for name, status, found in doctor(tmp_path, emulator,
                                                                       registry)}
-    assert lines["log-streams"][0] == lines["policies"][0] == "wrong"
+    assert lines["log-streams"][0] == lines["policies"][0] == lines["volumes"][0] == "wrong"
+    assert lines["volumes"][1] == (f"the storage class at {emulator.url} (namespace bakeoff) "
+                                   "does not cap a volume: a claim of 1024 MiB took 1032 MiB")
     assert lines["log-streams"][1].endswith("asked for stdout, it gave "
                                             "b'bakeoff-probe-stdout\\nbakeoff-probe-stderr\\n'")
     assert lines["policies"][1].endswith("does not enforce NetworkPolicies: a Pod on no "
@@ -170,7 +175,7 @@ def test_what_fails_first_is_named_and_the_rest_not_checked(
     assert lines[1] == ("kubernetes", "wrong", "Kubernetes v1.29.4, older than 1.30: exec and "
                         "attach need the v5 channel protocol")
     assert lines[3:] == [(name, "missing", "not checked: kubernetes is not ok (fix it first)")
-                         for name in ("log-streams", "policies")]
+                         for name in ("log-streams", "policies", "volumes")]
     assert emulator.requests == [("GET", "/version", "")]  # no Pod was made
 
 
@@ -182,7 +187,7 @@ def test_a_registry_that_does_not_answer_is_missing(tmp_path: Path, emulator: Em
     lines = doctor(tmp_path, emulator, f"127.0.0.1:{port}")
     assert lines[2] == ("registry", "missing", f"no registry answers at "
                         f"http://127.0.0.1:{port}/v2/: ConnectionError")
-    assert [status for _, status, _ in lines] == ["ok", "ok", "missing", "missing", "missing"]
+    assert [status for _, status, _ in lines] == ["ok", "ok"] + ["missing"] * 4
 
 
 def test_no_kubeconfig_is_the_first_line_with_its_fix(tmp_path: Path) -> None:
@@ -192,7 +197,7 @@ def test_no_kubeconfig_is_the_first_line_with_its_fix(tmp_path: Path) -> None:
     assert found[1] == DoctorCheck("kubeconfig", "missing", "KUBECONFIG names no file that "
                                    f"exists: {tmp_path / 'nowhere'}", "point it at a kubeconfig")
     assert [check.found for check in found[2:]] == [
-        "not checked: kubeconfig is not ok (fix it first)"] * 4
+        "not checked: kubeconfig is not ok (fix it first)"] * 5
 
 
 def test_without_a_probe_image_the_proofs_are_not_checked(
@@ -202,7 +207,8 @@ def test_without_a_probe_image_the_proofs_are_not_checked(
                          hint="bakeoff-sandbox images build python")
     lines = doctor(tmp_path, emulator, registry, missing)
     assert lines[3:] == [(name, "missing", "not checked: no probe image (bakeoff/python:latest "
-                          "is not built here)") for name in ("log-streams", "policies")]
+                          "is not built here)") for name in ("log-streams", "policies",
+                                                             "volumes")]
     assert emulator.pods() == []
 
 

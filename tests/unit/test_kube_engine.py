@@ -39,9 +39,10 @@ from runner.containers.backend import (
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
 from runner.containers.kube import objects, preflight
+from runner.containers.kube.about import ACCEPTED_PIDS
 from runner.containers.kube.api import KubeApi, PodFailedError
 from runner.containers.kube.config import KubeTarget
-from runner.containers.kube.engine import ACCEPTED_PIDS, KubeEngine
+from runner.containers.kube.engine import KubeEngine
 from runner.containers.samples.container import ran_as
 from runner.errors import (
     ConflictError,
@@ -759,3 +760,27 @@ def test_a_user_named_in_its_image_runs_as_the_ids_the_image_gives_it(
                        r"sample c/fixer/x/1: the user 'postgres' is not uid:gid: a Pod runs "
                        r"as numbers \(runAsUser\), never a name its image resolves"):
         strict.create(spec("pg2", user="postgres"))
+
+
+def test_a_containers_keys_go_in_a_secret_made_before_its_pod_and_removed_with_it(
+        engine: KubeEngine, emulator: Emulator) -> None:
+    """The gateway's real keys (`secret_env`): a Secret of the Pod's, made before the Pod
+    (which names it, never the value), deleted with the Pod, and by label at `down`."""
+    keyed = spec("gateway-1", command=("python3", "-m", "gateway"), stdin=False, cap_add=(),
+                 user="1000:1000", secret_env={"ANTHROPIC_API_KEY": "sk-ant-real"})
+    made = engine.create(keyed)
+    engine.start(made)
+    secrets_path = f"/api/v1/namespaces/{NS}/secrets"
+    assert [(m, p) for m, p, _ in emulator.requests if m == "POST"][-2:] == [
+        ("POST", secrets_path), ("POST", PODS)]
+    assert "sk-ant-real" not in json.dumps(emulator.pod("gateway-1"))
+    assert sorted(n for (c, n) in emulator.objects if c == secrets_path) == [
+        "gateway-1-main-env"]
+    engine.remove(made)
+    assert (emulator.requests[-1][:2], emulator.requests[-1][2]) == (
+        ("DELETE", secrets_path), "labelSelector=io.bakeoff.pod%3Dgateway-1")
+    assert [n for (c, n) in emulator.objects if c == secrets_path] == []
+    again = engine.create(replace(keyed, name="gateway-2"))
+    engine.start(again)
+    removed = engine.remove_labelled({"io.bakeoff.experiment": "horizon"})
+    assert (removed["container"], removed["secret"]) == (1, 1)

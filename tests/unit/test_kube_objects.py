@@ -64,7 +64,14 @@ def made() -> dict[str, Any]:
                 Volume("horizon-brief", "/bakeoff/brief", read_only=True)))
     claims = {"horizon-fixer-work": 1000, "horizon-fixer-home": 1000, "horizon-brief": 0}
     db = {"io.bakeoff.experiment": "horizon"}
+    gateway = ContainerSpec(
+        image="sha256:gateway", command=("python3", "-m", "gateway", "--state", "/state"),
+        labels=Labels("horizon", "gateway", "", "r1a2b3"), resources=Resources(1.0, 512, 128),
+        user="1000:1000", purpose="model gateway horizon-gw", read_only=True,
+        env={"PYTHONUNBUFFERED": "1"}, secret_env={"OPENAI_API_KEY": "sk-test-not-a-key"})
     return {
+        "gateway-pod": [objects.pod("horizon-gw", NS, [("main", gateway, IMAGE)], deadline_s=60),
+                        *objects.env_secrets("horizon-gw", NS, [("main", gateway)])],
         "sample-pod": objects.pod("horizon-cap-ui-fixer-success-1", NS, [
             ("server", server, IMAGE), ("browser", browser(), BROWSER)],
             deadline_s=240.5, hosts={"db": "10.96.0.17"}),
@@ -92,7 +99,7 @@ def flat(found: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", ["sample-pod", "sandbox-pod", "claim", "policies", "service",
-                                  "secret", "role", "joined"])
+                                  "secret", "role", "joined", "gateway-pod"])
 def test_each_object_is_its_golden_file_and_valid_against_the_1_37_schemas(name: str) -> None:
     found = made()[name]
     path = GOLDEN / f"{name}.json"
@@ -222,3 +229,20 @@ def test_a_claim_is_its_size_its_owner_and_its_class() -> None:
     assert "storageClassName" not in default["spec"]  # the cluster's default class
     with pytest.raises(KubeRefusal, match="'Work_1' is not a Kubernetes object name"):
         objects.claim("Work_1", NS, OWNER, size_mb=1, uid=0, storage_class=None)
+
+
+def test_a_key_is_read_from_its_secret_never_written_in_the_pod() -> None:
+    """`secret_env` (the gateway's real keys): the Pod names the Secret and the key, the
+    value is only in the Secret (immutable, labelled with the Pod: removed with it)."""
+    pod, secret = made()["gateway-pod"]
+    (container,) = pod["spec"]["containers"]
+    assert container["env"] == [
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {
+            "name": "horizon-gw-main-env", "key": "OPENAI_API_KEY"}}}]
+    assert "sk-test-not-a-key" not in json.dumps(pod)
+    assert (secret["metadata"]["name"], secret["metadata"]["labels"]["io.bakeoff.pod"],
+            secret["immutable"], secret["data"]) == (
+        "horizon-gw-main-env", "horizon-gw", True,
+        {"OPENAI_API_KEY": "c2stdGVzdC1ub3QtYS1rZXk="})
+    assert objects.env_secrets("p", NS, [("main", driver())]) == []  # no key, no Secret

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from runner.containers import sandbox
 from runner.containers.backend import ContainerSpec, Labels, Resources, Volume
+from runner.containers.kube import preflight
 from runner.containers.kube.api import KubeApi
 from runner.containers.kube.config import KubeTarget
 from runner.containers.kube.engine import KubeEngine
 from runner.containers.kube.volumes import quantity_bytes
-from runner.errors import ConflictError, EngineRefusedError
+from runner.errors import ConflictError, EngineRefusedError, InfraError
 from tests.unit.kube_emulator import Emulator, emulated
 
 NS = "bakeoff"
@@ -64,7 +66,7 @@ def refused_start(engine: KubeEngine, container_id: str, what: str) -> str:
     return str(refused.value).removeprefix(f"the engine at {engine.address} refused to ")
 
 
-def test_a_claim_is_filled_and_read_through_a_pod_that_holds_as_its_owner(
+def test_a_claim_is_filled_by_a_holding_root_and_read_by_its_owner(
         emulator: Emulator) -> None:
     engine = engine_on(emulator, volume_mb=512, storage_class="fast-ssd")
     assert engine.create_volume("horizon-fixer-out", ARM, size_mb=None, owner=1000) == \
@@ -82,11 +84,11 @@ def test_a_claim_is_filled_and_read_through_a_pod_that_holds_as_its_owner(
     (pod,) = [name for (c, name) in emulator.made if c.endswith("/pods")]
     held = emulator.made[(f"/api/v1/namespaces/{NS}/pods", pod)]["spec"]
     (container,) = held["containers"]
-    # The tool's filler runs as root with no capability; on a cluster it holds as the
-    # volume's owner, so tar keeps the entry the archive gives that user.
+    # It holds as root with CHOWN alone, so tar keeps the owners the archive gives (the
+    # sandbox user's directory), as docker's daemon does; the Pod's group is the owner's.
     assert (container["command"], container["securityContext"]["runAsUser"],
             container["securityContext"]["capabilities"], held["securityContext"]) == (
-        ["sleep", "21600"], 1000, {"drop": ["ALL"]},
+        ["sleep", "21600"], 0, {"drop": ["ALL"], "add": ["CHOWN"]},
         {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 1000,
          "fsGroupChangePolicy": "OnRootMismatch"})
     assert container["volumeMounts"] == [{"name": "claim-0", "mountPath": sandbox.FILL_TARGET,
@@ -95,14 +97,16 @@ def test_a_claim_is_filled_and_read_through_a_pod_that_holds_as_its_owner(
         ["tar", "-x", "-C", sandbox.FILL_TARGET]]
     assert emulator.received[(pod, "tar")] == owned.getvalue()
     assert emulator.pods() == []  # removed once filled
-    # Another process of the tool reads it back: the owner from the claim's label.
+    # Another process of the tool reads it back as the owner (who reads what it kept to
+    # itself), with no capability: the owner from the claim's label.
     emulator.received[("filled", "tar")] = b"the tar of the volume"
     out = io.BytesIO()
     sandbox.read_volume(engine_on(emulator), "horizon-fixer-out", IMAGE, ARM, out)
     assert out.getvalue() == b"the tar of the volume"
     reader = [o for (c, _), o in emulator.made.items() if c.endswith("/pods")][-1]["spec"]
     assert (reader["containers"][0]["securityContext"]["runAsUser"],
-            reader["securityContext"]["fsGroup"]) == (1000, 1000)
+            reader["containers"][0]["securityContext"]["capabilities"],
+            reader["securityContext"]["fsGroup"]) == (1000, {"drop": ["ALL"]}, 1000)
     assert emulator.pods() == []
 
 
@@ -118,9 +122,10 @@ def test_a_container_that_was_filled_is_never_started(emulator: Emulator) -> Non
     assert (spec["containers"][0]["command"], spec["containers"][0]["securityContext"]
             ["runAsUser"], "fsGroup" in spec["securityContext"]) == (
         ["sleep", "21600"], 0, False)  # root's volume: root holds, no group
-    # A container writing to no volume of ours holds as its own user, never as root.
+    # Asked for an archive first, a container writing to no volume of ours holds as its
+    # own user, never as root.
     plain = engine.create(box("plain", user="1000:1000"))
-    engine.put_archive(plain, "/tmp", b"a tar")
+    assert b"".join(engine.get_archive(plain, "/tmp")) == b""
     assert emulator.pod("plain")["spec"]["containers"][0]["securityContext"][
         "runAsUser"] == 1000
 
@@ -203,3 +208,65 @@ def test_claims_go_by_label_and_a_second_create_is_the_same_volume(
     engine.remove_volume("cachey-fixer-work")  # one already gone is fine
     assert [(m, p) for m, p, _ in emulator.requests if m == "DELETE"][-2:] == [
         ("DELETE", f"{CLAIMS}/cachey-fixer-work")] * 2
+
+
+def filling(code: int, written: int) -> Callable[[Emulator, str], None]:
+    """The volume probe's Pod on a cluster: it ends with `code`, `written` MiB said."""
+    def made(emulator: Emulator, pod: str) -> None:
+        if emulator.pod(pod)["spec"]["containers"][0]["command"][2:3] == [preflight.FILL]:
+            emulator.end(pod, "main", code, stdout=f"{written}\n".encode())
+    return made
+
+
+@pytest.mark.parametrize(("code", "written", "capacity", "why"), [
+    (3, 1016, "1Gi", None),  # refused past its size, after most of it: capped
+    (0, 1032, "1Gi", "the storage class at {at} does not cap a volume: a claim of 1024 MiB "
+                     "took 1032 MiB"),
+    (3, 12, "1Gi", "the volume probe on {at} could not fill its claim of 1024 MiB (exit 3, "
+                   "12 MiB written): the volumes' cap cannot be proved"),
+    (4, 0, "1Gi", "the volume probe on {at} could not fill its claim of 1024 MiB (exit 4, 0 "
+                  "MiB written): the volumes' cap cannot be proved"),
+    (3, 1016, "10Gi", "the engine at {at} refused to start the container: the volume "
+                      "preflight-probe-volume was given 10Gi for the 1024Mi asked: its size "
+                      "would not cap it (ask what the storage class gives exactly, or name a "
+                      "class that does in [kubernetes] storage_class)"),
+])
+def test_the_volumes_cap_is_proved_by_a_write_past_it_with_a_control(
+        emulator: Emulator, code: int, written: int, capacity: str, why: str | None) -> None:
+    engine = engine_on(emulator)
+    emulator.on_create = filling(code, written)
+    emulator.capacity["preflight-probe-volume"] = capacity
+    labels = Labels("preflight", "probe")
+    if why is None:
+        preflight.prove_sized(engine, IMAGE, labels, 1024)
+    else:
+        with pytest.raises(InfraError) as failed:
+            preflight.prove_sized(engine, IMAGE, labels, 1024)
+        assert failed.value.message == why.format(at=engine.address)
+    (probe,) = [o for (c, _), o in emulator.made.items() if c.endswith("/pods")]
+    container = probe["spec"]["containers"][0]
+    assert (container["command"][3:], container["volumeMounts"], probe["spec"]
+            ["securityContext"]["fsGroup"]) == (
+        ["1024", "/probe"], [{"name": "claim-0", "mountPath": "/probe", "readOnly": False}],
+        65534)
+    # The probe's Pod and claim gone, whatever it found (the deny-all: doctor's, by label).
+    assert [name for _, name in emulator.objects] == ["preflight-deny-all"]
+
+
+def test_the_fill_script_is_refused_past_a_real_cap(tmp_path: Path) -> None:
+    """The probe's own script, run here against a file size limit (RLIMIT_FSIZE: EFBIG)
+    and without one: refused past the cap after writing up to it; all of it without."""
+    import resource
+    import subprocess
+    import sys
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 2**20, 16 * 2**20))
+    capped = subprocess.run([sys.executable, "-c", preflight.FILL, "16", str(tmp_path)],
+                            capture_output=True, text=True, preexec_fn=limited, check=False)
+    assert (capped.returncode, capped.stdout) == (3, "16\n")
+    (tmp_path / "fill").unlink()
+    free = subprocess.run([sys.executable, "-c", preflight.FILL, "4", str(tmp_path)],
+                          capture_output=True, text=True, check=False)
+    assert (free.returncode, free.stdout, (tmp_path / "fill").stat().st_size) == (
+        0, "12\n", 12 * 2**20)

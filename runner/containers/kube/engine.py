@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from runner.containers.backend import (
+    LABEL_POD,
     LABEL_PREFIX,
     Capabilities,
     Completed,
@@ -41,6 +42,7 @@ from runner.containers.backend import (
     require_labels,
 )
 from runner.containers.kube import channel, objects
+from runner.containers.kube.about import About
 from runner.containers.kube.api import KubeApi, container_state
 from runner.containers.kube.execs import PodExecs
 from runner.containers.kube.networks import PodNetworks
@@ -49,7 +51,6 @@ from runner.errors import (
     ConflictError,
     EngineError,
     EngineRefusedError,
-    EngineUnreachableError,
     InfraError,
     NotFoundError,
 )
@@ -61,10 +62,6 @@ MAIN = "main"                # the container a Pod is made for
 POD_DEADLINE_S = 6 * 3600    # a Pod's activeDeadlineSeconds when nothing shorter is known
 START_DEADLINE_S = 300.0     # scheduled, pulled and running, or the start failed
 STREAM_DEADLINE_S = 300.0    # an attach's stdin, an archive's exec
-# What a record says of a pids limit on a cluster whose nodes' own the manifest accepted.
-ACCEPTED_PIDS = ("the nodes' podPidsLimit, not the container's own: the cluster sets no "
-                 "per-Pod limit, and the manifest accepted it (accept_node_pids_limit)")
-KUBE_HINT = "check the cluster (kubectl get pods -n NAMESPACE) and the context's access"
 
 
 @dataclass
@@ -99,12 +96,12 @@ class KubeEngine:
         self.stream_deadline_s = stream_deadline_s
         self._plans: dict[str, _Planned] = {}
         self._lock = threading.Lock()
-        self._version: dict[str, Any] | None = None
         self.split_proved = False  # one stream of a log is the cluster's (preflight)
         self.policies = PodNetworks(api, self._refused)
         self.claims = PodVolumes(api, self._refused, volume_mb=volume_mb,
                                   storage_class=storage_class)
         self.execs = PodExecs(api.cluster, self.address, stream_deadline_s)
+        self.about = About(api, self.address, accept_node_pids)
 
     @property
     def address(self) -> str:
@@ -112,41 +109,16 @@ class KubeEngine:
 
     @property
     def identity(self) -> EngineIdentity:
-        version = self._asked()
-        return EngineIdentity(self.address,
-                              f"{self.api.cluster.context}/{self.api.cluster.namespace}",
-                              f"Kubernetes {version.get('gitVersion', '?')}",
-                              accepted=(("pids", ACCEPTED_PIDS),) if self.accept_node_pids
-                              else ())
-
-    def _asked(self) -> dict[str, Any]:
-        if self._version is None:
-            self._version = self.api.version()
-        return self._version
+        return self.about.identity()
 
     def ping(self) -> None:
-        reason = self.down()
-        if reason is not None:
-            raise EngineUnreachableError(f"no Kubernetes API answers at {self.address}: "
-                                         f"{reason}", hint=KUBE_HINT)
+        self.about.ping()
 
     def down(self) -> str | None:
-        try:
-            self.api.version()
-        except EngineError as error:
-            return str(error).splitlines()[0]
-        return None
+        return self.about.down()
 
     def facts(self) -> EngineFacts:
-        """The API server's version; what is the nodes' (cgroups, storage) is said so."""
-        version = self._asked()
-        return EngineFacts(
-            server_version=str(version.get("gitVersion", "")),
-            api_version=f"{version.get('major', '')}.{version.get('minor', '')}",
-            cgroup_version="per node", cgroup_driver="per node",
-            limits={"memory": True, "swap": True, "cpu": True,
-                    "pids": self.accept_node_pids},
-            storage_driver="per node", backing_filesystem="per node")
+        return self.about.facts()
 
     @property
     def capabilities(self) -> Capabilities:
@@ -253,12 +225,15 @@ class KubeEngine:
               hosts: Mapping[str, str]) -> None:
         """Make the Pod, wait until it runs; a claim bound larger than asked: refused."""
         self.policies.deny_all(containers[0][1].labels)
-        self.api.create(self._pod(pod, containers, what, hosts, placed=True))
+        obj = self._pod(pod, containers, what, hosts, placed=True)
+        for secret in objects.env_secrets(pod, self.api.cluster.namespace, containers):
+            self.api.create(secret)
+        self.api.create(obj)
         self.api.wait_pod(pod, running=True, deadline_s=self.start_deadline_s)
         self.claims.sized(claimed(containers), what, undo=lambda: self.api.delete(
             "Pod", pod, grace_s=0))
 
-    def _held(self, container_id: str, what: str) -> None:
+    def _held(self, container_id: str, what: str, *, putting: bool) -> None:
         """A container not started yet, asked for an archive (docker's "created, never
         started"): its Pod made holding (`volumes.holding`), never started after."""
         pod, _ = split(container_id)
@@ -269,7 +244,7 @@ class KubeEngine:
             plan.made = plan.holds = True
             hosts = self.policies.hosts(plan.containers[0][1].network)
         plan.containers = holding(plan.containers, self.claims.owners(claimed(
-            plan.containers)), self.pod_deadline_s)
+            plan.containers)), self.pod_deadline_s, putting=putting)
         self._make(pod, plan.containers, what, hosts)
 
     def wait(self, container_id: str, deadline_s: float) -> int | None:
@@ -335,7 +310,8 @@ class KubeEngine:
             self.kill(container_id, what=what)
 
     def remove(self, container_id: str) -> bool:
-        """Forget the container; its Pod goes (at once) with its last container."""
+        """Forget the container; its Pod goes (at once) with its last container, and the
+        Secrets of its containers' keys (a Pod of another process: by label, at `down`)."""
         pod, container = split(container_id)
         with self._lock:
             plan = self._plans.get(pod)
@@ -347,7 +323,10 @@ class KubeEngine:
                 if not plan.made:
                     return True
         self.policies.leave(pod)
-        return self.api.delete("Pod", pod, grace_s=0)
+        gone = self.api.delete("Pod", pod, grace_s=0)
+        if plan is not None and any(spec.secret_env for _, spec in plan.containers):
+            self.api.delete_selected("Secret", {LABEL_POD: pod})
+        return gone
 
     def containers(self, filters: dict[str, str]) -> list[ContainerState]:
         return [container_state(pod, c["name"]) for pod in self.api.listed("Pod", filters)
@@ -402,7 +381,7 @@ class KubeEngine:
     def put_archive(self, container_id: str, path: str, data: bytes | IO[bytes]) -> None:
         """`data` unpacked at `path` by tar in the container (one not started yet holds
         for it: `_held`)."""
-        self._held(container_id, f"put an archive in {container_id}")
+        self._held(container_id, f"put an archive in {container_id}", putting=True)
         pod, container = split(container_id)
         channel.untar(self.api.cluster, pod, container, path,
                       io.BytesIO(data) if isinstance(data, bytes) else data,
@@ -411,7 +390,7 @@ class KubeEngine:
     def get_archive(self, container_id: str, path: str) -> Iterator[bytes]:
         """The tar of `path` (a running container's, or one not started yet made to hold:
         no exec reaches an ended one)."""
-        self._held(container_id, f"get an archive of {container_id}")
+        self._held(container_id, f"get an archive of {container_id}", putting=False)
         pod, container = split(container_id)
         try:
             return iter((channel.tar(self.api.cluster, pod, container, path,

@@ -110,7 +110,7 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
         raise KubeRefusal(f"pod {name}: no container")
     first = containers[0][1]
     volumes: list[Obj] = []
-    made = [_container(cname, spec, image, volumes, claims or {})
+    made = [_container(cname, spec, image, volumes, claims or {}, env_secret(name, cname))
             for cname, spec, image in containers]
     found: Obj = {
         "restartPolicy": "Never", "activeDeadlineSeconds": max(1, math.ceil(deadline_s)),
@@ -140,8 +140,9 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
 
 
 def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj],
-               claims: Mapping[str, int]) -> Obj:
-    """One container of a Pod from `spec`; its tmpfs and claims appended to `volumes`."""
+               claims: Mapping[str, int], secret_name: str) -> Obj:
+    """One container of a Pod from `spec`; its tmpfs and claims appended to `volumes`;
+    its `secret_env` read from the Secret `secret_name` (`env_secrets`)."""
     if not DIGEST.fullmatch(image):
         raise KubeRefusal(f"{spec.purpose}: the image {image!r} is not named by digest "
                           "(repo@sha256:...): a tag can move under a run")
@@ -167,8 +168,12 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj],
         "resources": {"limits": {"cpu": cpu, "memory": memory},
                       "requests": {"cpu": cpu, "memory": memory}},
         "securityContext": security, "imagePullPolicy": "IfNotPresent"}
-    if spec.env:
-        found["env"] = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
+    env: list[Obj] = [{"name": key, "value": value} for key, value in sorted(spec.env.items())
+                      if key not in spec.secret_env]
+    env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}
+            for key in sorted(spec.secret_env)]
+    if env:
+        found["env"] = env
     if spec.working_dir:
         found["workingDir"] = spec.working_dir
     if spec.stdin or spec.tty:  # inputs on stdin through attach, once (`ContainerEngine.start`)
@@ -332,6 +337,25 @@ def service(name: str, namespace: str, owner: Labels, target: Mapping[str, str],
             "spec": {"type": "ClusterIP", "selector": dict(target),
                      "ports": [{"name": "main", "port": port, "targetPort": port,
                                 "protocol": "TCP"}]}}
+
+
+def env_secret(pod: str, container: str) -> str:
+    """The name of the Secret a container of `pod` reads its `secret_env` from."""
+    return f"{pod}-{container}-env"
+
+
+def env_secrets(pod: str, namespace: str,
+                containers: Sequence[tuple[str, ContainerSpec]]) -> list[Obj]:
+    """A Secret per container with a `secret_env` (an API key: in the Pod's spec it would
+    be read by whoever may read Pods), made before the Pod, labelled with the Pod's name
+    (removed with it) and the container's labels (and by them)."""
+    found = []
+    for container, spec in containers:
+        if spec.secret_env:
+            made = secret(env_secret(pod, container), namespace, spec.labels, spec.secret_env)
+            made["metadata"]["labels"][LABEL_POD] = pod
+            found.append(made)
+    return found
 
 
 def secret(name: str, namespace: str, owner: Labels, data: Mapping[str, str]) -> Obj:

@@ -159,19 +159,22 @@ def claimed(containers: Sequence[tuple[str, ContainerSpec]]) -> list[str]:
 
 
 def holding(containers: Sequence[tuple[str, ContainerSpec]], owners: Mapping[str, int],
-            deadline_s: float) -> list[tuple[str, ContainerSpec]]:
-    """The containers of a Pod made only for an archive to go in or out of its volumes
-    (docker's container "created, never started"): each holds (`sleep`, its image's own
-    coreutils) with no capability, as the owner of the volume it writes to (`holder`):
-    tar then keeps what the archive gives that user, as docker's does."""
+            deadline_s: float, *, putting: bool) -> list[tuple[str, ContainerSpec]]:
+    """The containers of a Pod made only for an archive to go in or out (docker's container
+    "created, never started"): each holds (`sleep`, its image's coreutils) and never runs
+    its own command. To put one in, as root with CHOWN alone: tar keeps the owners the
+    archive gives, as docker's daemon does (root's entries root's, the sandbox user's
+    its own); to take one out, as the owner of the volume it writes to (`reader`), who
+    reads what that user kept to itself, with no capability."""
     held = ("sleep", str(math.ceil(deadline_s)))
-    return [(name, replace(spec, command=held, cap_add=(), user=holder(spec, owners)))
+    return [(name, replace(spec, command=held, cap_add=("CHOWN",), user="0:0") if putting
+             else replace(spec, command=held, cap_add=(), user=reader(spec, owners)))
             for name, spec in containers]
 
 
-def holder(spec: ContainerSpec, owners: Mapping[str, int]) -> str:
-    """Who a container holding for an archive runs as: the owner of the volume it writes
-    to, else its own user (it writes to none of ours)."""
+def reader(spec: ContainerSpec, owners: Mapping[str, int]) -> str:
+    """Who takes an archive out of a container holding for it: the owner of the volume it
+    writes to, else its own user (it writes to none of ours)."""
     owner = next((owners[m.name] for m in spec.mounts if isinstance(m, Volume)
                   and not m.read_only and m.name in owners), None)
     return spec.user if owner is None else f"{owner}:{owner}"
