@@ -179,6 +179,12 @@ def test_a_class_that_gives_more_than_asked_is_refused_once_bound(
         "1024Mi asked: its size would not cap it (ask what the storage class gives exactly, "
         "or name a class that does in [kubernetes] storage_class)")
     assert emulator.pods() == ["exact"]  # the refused one is not left running
+    emulator.capacity["horizon-unread"] = "1.5Gi"  # not the API's form: never taken as capped
+    engine.create_volume("horizon-unread", ARM, size_mb=1024, owner=1000)
+    assert refused_start(engine, engine.create(box("unread", Volume("horizon-unread", "/w"))),
+                         "the sandbox of fixer").startswith(
+        "start the sandbox of fixer: the volume horizon-unread was given 1.5Gi for the 1024Mi "
+        "asked: its size would not cap it")
 
 
 @pytest.mark.parametrize(("text", "found"), [

@@ -63,7 +63,7 @@ class PodVolumes:
         """The claim `name` of `size_mb` (None: the manifest's `volume_mb`); one of ours of
         that name already there is the same volume (as docker's create is)."""
         obj = objects.claim(name, self.api.cluster.namespace, labels,
-                            size_mb=size_mb or self.volume_mb, uid=owner,
+                            size_mb=self.volume_mb if size_mb is None else size_mb, uid=owner,
                             storage_class=self.storage_class)
         try:
             self.api.create(obj)
@@ -132,7 +132,8 @@ class PodVolumes:
 
     def sized(self, names: Iterable[str], what: str, undo: Callable[[], object]) -> None:
         """Each bound claim's size is the one asked, else `undo()` and refused: a larger
-        one would not cap what is written to it (checked once per claim, once bound)."""
+        one (or one that cannot be read) would not cap what is written to it (checked once
+        per claim, once bound)."""
         for name in sorted(set(names)):
             with self._lock:
                 if name in self._sized:
@@ -142,7 +143,8 @@ class PodVolumes:
             given = ((found.get("status") or {}).get("capacity") or {}).get("storage")
             if given is None:
                 continue  # not bound yet: checked at the next Pod that mounts it
-            if (quantity_bytes(str(given)) or 0) > (quantity_bytes(str(asked)) or 0):
+            bound = quantity_bytes(str(given))
+            if bound is None or bound > (quantity_bytes(str(asked)) or 0):
                 undo()
                 raise self._refused(what, f"the volume {name} was given {given} for the "
                                     f"{asked} asked: its size would not cap it (ask what "
