@@ -137,10 +137,10 @@ def state_archive(settings: dict[str, Any]) -> bytes:
 
 
 def start(engine: ContainerEngine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
-    """Create the gateway's volume and put its state in (`sandbox.fill`: a container put
-    to nothing else, so the gateway's own is started as made, on a cluster too), then
-    create and start the gateway; return the container's id (it is not healthy yet:
-    `wait_healthy`)."""
+    """Create the gateway's volume and put its state in through a filler that never
+    starts (`sandbox.fill`: a Pod takes no archive before it starts, so the gateway's own
+    container is never given one), then create and start the gateway; return the
+    container's id (it is not healthy yet: `wait_healthy`)."""
     built = image(engine, spec.base_id)
     volume = engine.create_volume(state_volume(spec.name), spec.labels, size_mb=None,
                            owner=sandbox.SANDBOX_UID)
