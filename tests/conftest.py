@@ -1,15 +1,27 @@
 """The whole suite's hooks: how a distributed run's workers spent it (tests/schedule.py),
-printed after the slowest tests (`--durations`, pyproject.toml)."""
+printed after the slowest tests (`--durations`, pyproject.toml); a unit test's time limit."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.schedule import Schedule
 
 SCHEDULE = Schedule(time.monotonic())
+# A unit test runs no container and takes under a second: past this it hangs (a thread
+# waiting on an emulator, a socket never answered) and fails alone, with its stacks,
+# instead of holding its worker to the suite's end (pyproject.toml's `timeout`).
+UNIT_TIMEOUT_S = 120
+UNIT = Path(__file__).parent / "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(UNIT) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
