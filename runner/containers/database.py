@@ -69,6 +69,8 @@ ADMIN_CONNECTIONS = 10
 # WAL_LOG (PG15's default) vs FILE_COPY on the tmpfs cluster: bench/database_cost.py.
 STRATEGY: Strategy = "WAL_LOG"
 USER = "postgres"  # the image's; the server and every psql of ours run as it
+# The admin's password: a Secret's on a cluster (`secret_env`), never in the Pod's spec.
+PASSWORD_ENV = "POSTGRES_PASSWORD"
 DATA = "/var/lib/postgresql/data"  # a tmpfs; the cluster in a directory initdb makes
 PGDATA = f"{DATA}/cluster"
 DATA_MB = 4096  # the cluster, temp files included (each role's temp_file_limit is less)
@@ -199,8 +201,8 @@ def server_spec(image_id: str, labels: Labels, network: str, name: str, password
         # 1777: initdb, as postgres, makes the cluster's own 0700 directory inside.
         tmpfs=(Tmpfs(DATA, DATA_MB, mode="1777", executable=False),),
         network=network, log_max_mb=64,
-        env={"POSTGRES_USER": ADMIN_USER, "POSTGRES_PASSWORD": password,
-             "POSTGRES_DB": DB_NAME, "PGDATA": PGDATA})
+        env={"POSTGRES_USER": ADMIN_USER, "POSTGRES_DB": DB_NAME, "PGDATA": PGDATA},
+        secret_env={PASSWORD_ENV: password})
 
 
 def start_server(engine: ContainerEngine, image_id: str, labels: Labels, network: str, name: str,
@@ -218,7 +220,7 @@ def start_server(engine: ContainerEngine, image_id: str, labels: Labels, network
                                              policy, databases, engine.cpus))
     try:
         engine.start(container_id, what=f"Postgres {name}")
-        _wait_ready(engine, container_id, password)
+        _wait_ready(engine, container_id)
     except Exception as error:
         with contextlib.suppress(Exception):  # `gc` catches anything left
             engine.remove(container_id)
@@ -228,17 +230,20 @@ def start_server(engine: ContainerEngine, image_id: str, labels: Labels, network
     return DbServer(container_id, password, policy)
 
 
-def _wait_ready(engine: ContainerEngine, container_id: str, password: str) -> None:
+def _wait_ready(engine: ContainerEngine, container_id: str) -> None:
     """Until psql logs in over TCP with the password, inside the container (the server
     that listens on TCP starts only once the entrypoint's init is done): one exec that
-    polls in there, so the wait costs no exec start per attempt."""
+    polls in there, so the wait costs no exec start per attempt. The password is the
+    container's own variable, never in the exec's command: on a cluster that command is
+    in the API request's URL (audit logs keep it) and in the Pod's process list."""
     probe = (f"psql -X -q -h 127.0.0.1 -U {ADMIN_USER} -d {DB_NAME} -c 'SELECT 1'")
     tries = int(READY_S / POLL_S)
-    script = (f"i=0; while [ $i -lt {tries} ]; do {probe} >/dev/null 2>&1 && exit 0; "
+    script = (f'PGPASSWORD="${PASSWORD_ENV}"; export PGPASSWORD; '
+              f"i=0; while [ $i -lt {tries} ]; do {probe} >/dev/null 2>&1 && exit 0; "
               f"i=$((i+1)); sleep {POLL_S}; done; {probe}")
     out = exec_with_input(engine, container_id, ["sh", "-c", script], b"", user=USER,
                           timeout_s=READY_S * 2, what="Postgres' readiness check",
-                          env={"PGPASSWORD": password, "PGCONNECT_TIMEOUT": "5"})
+                          env={"PGCONNECT_TIMEOUT": "5"})
     if out.exit_code == 0:
         return
     status = engine.inspect(container_id).status
@@ -293,7 +298,7 @@ def recreated(engine: ContainerEngine, container_id: str, admin_password: str,
     for name in others:
         with contextlib.suppress(NotFoundError):  # a killed score's network, since removed
             attach(engine, made, name)
-    _wait_ready(engine, made, admin_password)
+    _wait_ready(engine, made)
     return DbServer(made, admin_password, policy)
 
 

@@ -175,6 +175,8 @@ def test_postgres_is_a_container_of_ours_with_no_port_no_host_path_and_its_limit
     assert (args["mem_limit"], args["memswap_limit"], args["pids_limit"]) == (
         f"{database.DATA_MB + 2048}m", f"{database.DATA_MB + 2048}m", 4 * 5 + 10 + 64)
     assert args["labels"] == LABELS.as_dict()
+    # The admin's password: the container's variable on docker (a Secret's on a cluster).
+    assert args["environment"][database.PASSWORD_ENV] == "pw"
     assert database.policy_from(args["command"]) == policy
     with pytest.raises(ValueError, match=r"^refusing to create Postgres pg without an "):
         database.start_server(Engine(), "sha256:img", Labels("", "database"), "net", "pg")

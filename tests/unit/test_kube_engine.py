@@ -81,7 +81,7 @@ def driver(emulator: Emulator, pod: str, container: str, stdin: bytes) -> None:
 def shell(emulator: Emulator, pod: str) -> None:
     """A Pod whose command is `sh -c 'echo A; echo B >&2'` (the log streams' probe) ends
     as a shell would end it."""
-    command = emulator.pod(pod)["spec"]["containers"][0]["command"]
+    command = emulator.pod(pod)["spec"]["containers"][0]["args"]
     if command[:2] == ["sh", "-c"]:
         out, err = (part.split()[-1] for part in command[2].replace(">&2", "").split(";"))
         emulator.end(pod, "main", 0, stdout=f"{out}\n".encode(), stderr=f"{err}\n".encode())
@@ -512,7 +512,7 @@ def connecting(enforced: bool, control: bool = True) -> Callable[[Emulator, str]
     are not `enforced`; each ends with the probe script's exit (0: reached)."""
     def made(emulator: Emulator, pod: str) -> None:
         obj = emulator.pod(pod)
-        command = obj["spec"]["containers"][0]["command"]
+        command = obj["spec"]["containers"][0]["args"]
         if command[2] != preflight.CONNECT:
             return
         same = "io.bakeoff.network" in obj["metadata"]["labels"]
@@ -525,7 +525,7 @@ def test_isolation_is_proved_by_a_denied_connection_and_a_control_that_connects(
     emulator.on_create = connecting(enforced=True)
     preflight.prove_isolation(engine, IMAGE, Labels("preflight", "probe"))
     made = [(o["metadata"].get("labels", {}).get("io.bakeoff.network"),
-             o["spec"]["containers"][0]["command"][3:])
+             o["spec"]["containers"][0]["args"][3:])
             for (c, _), o in emulator.made.items() if c == PODS]
     assert made == [("preflight-probe-net", []),  # the listener
                     ("preflight-probe-net", ["10.0.0.7"]),  # the control, on its network

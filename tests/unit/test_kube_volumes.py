@@ -91,6 +91,7 @@ def test_a_claim_is_filled_by_a_holding_root_and_read_by_its_owner(
         ["sleep", "21600"], 0, {"drop": ["ALL"], "add": ["CHOWN"]},
         {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 1000,
          "fsGroupChangePolicy": "OnRootMismatch"})
+    assert "args" not in container  # its sleep replaces the image's entrypoint
     assert container["volumeMounts"] == [{"name": "claim-0", "mountPath": sandbox.FILL_TARGET,
                                           "readOnly": False}]
     assert [argv for p, _, argv in emulator.execs if p == pod] == [
@@ -219,7 +220,7 @@ def test_claims_go_by_label_and_a_second_create_is_the_same_volume(
 def filling(code: int, written: int) -> Callable[[Emulator, str], None]:
     """The volume probe's Pod on a cluster: it ends with `code`, `written` MiB said."""
     def made(emulator: Emulator, pod: str) -> None:
-        if emulator.pod(pod)["spec"]["containers"][0]["command"][2:3] == [preflight.FILL]:
+        if emulator.pod(pod)["spec"]["containers"][0]["args"][2:3] == [preflight.FILL]:
             emulator.end(pod, "main", code, stdout=f"{written}\n".encode())
     return made
 
@@ -251,7 +252,7 @@ def test_the_volumes_cap_is_proved_by_a_write_past_it_with_a_control(
         assert failed.value.message == why.format(at=engine.address)
     (probe,) = [o for (c, _), o in emulator.made.items() if c.endswith("/pods")]
     container = probe["spec"]["containers"][0]
-    assert (container["command"][3:], container["volumeMounts"], probe["spec"]
+    assert (container["args"][3:], container["volumeMounts"], probe["spec"]
             ["securityContext"]["fsGroup"]) == (
         ["1024", "/probe"], [{"name": "claim-0", "mountPath": "/probe", "readOnly": False}],
         65534)

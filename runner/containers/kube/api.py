@@ -116,7 +116,9 @@ def container_state(pod: Obj, name: str) -> ContainerState:
         exit_code=None if not ended else int(ended.get("exitCode", -1)),
         oom_killed=ended.get("reason") == "OOMKilled",
         image=str(status.get("imageID") or spec["image"]),
-        command=tuple(spec.get("command") or ()),
+        # Its command as docker's `Cmd`: the arguments of the image's entrypoint, or what
+        # replaced the entrypoint (a Pod made holding: `volumes.holding`).
+        command=tuple(spec.get("args") or spec.get("command") or ()),
         networks={} if network == NO_NETWORK else {network: address}, labels=labels)
 
 

@@ -178,7 +178,7 @@ class KubeEngine:
 
     def _pod(self, pod: str, containers: Sequence[tuple[str, ContainerSpec]],
              what: str, hosts: Mapping[str, str] | None = None, *,
-             placed: bool = False) -> dict[str, Any]:
+             placed: bool = False, holds: bool = False) -> dict[str, Any]:
         """The Pod's object; `placed`: its claims' owners and node asked of the cluster
         (when it is made), else every claim taken as root's (a check of the spec)."""
         claims = claimed(containers)
@@ -191,7 +191,7 @@ class KubeEngine:
                                [(name, objects.with_ids(spec, self._user_of),
                                  self._ref(spec.image)) for name, spec in containers],
                                deadline_s=self.pod_deadline_s,
-                               hosts=hosts, claims=owners, node=node)
+                               hosts=hosts, claims=owners, node=node, holds=holds)
         except objects.KubeRefusal as refusal:
             raise self._refused(what, str(refusal)) from refusal
 
@@ -222,10 +222,10 @@ class KubeEngine:
                                deadline_s=self.stream_deadline_s)
 
     def _make(self, pod: str, containers: Sequence[tuple[str, ContainerSpec]], what: str,
-              hosts: Mapping[str, str]) -> None:
+              hosts: Mapping[str, str], *, holds: bool = False) -> None:
         """Make the Pod, wait until it runs; a claim bound larger than asked: refused."""
         self.policies.deny_all(containers[0][1].labels)
-        obj = self._pod(pod, containers, what, hosts, placed=True)
+        obj = self._pod(pod, containers, what, hosts, placed=True, holds=holds)
         for secret in objects.env_secrets(pod, self.api.cluster.namespace, containers):
             self.api.create(secret)
         self.api.create(obj)
@@ -245,7 +245,7 @@ class KubeEngine:
             hosts = self.policies.hosts(plan.containers[0][1].network)
         plan.containers = holding(plan.containers, self.claims.owners(claimed(
             plan.containers)), self.pod_deadline_s, putting=putting)
-        self._make(pod, plan.containers, what, hosts)
+        self._make(pod, plan.containers, what, hosts, holds=True)
 
     def wait(self, container_id: str, deadline_s: float) -> int | None:
         pod, container = split(container_id)

@@ -96,7 +96,8 @@ def metadata(name: str, namespace: str, found: Labels, network: str = NO_NETWORK
 
 def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec, str]], *,
         deadline_s: float, hosts: Mapping[str, str] | None = None,
-        claims: Mapping[str, int] | None = None, node: str | None = None) -> Obj:
+        claims: Mapping[str, int] | None = None, node: str | None = None,
+        holds: bool = False) -> Obj:
     """One Pod of `containers` (name, spec, image by digest), which share its network
     namespace and nothing else (a sample's server and its criterion: `joins`). The first
     container's labels are the Pod's; `deadline_s` its `activeDeadlineSeconds`, behind the
@@ -105,13 +106,15 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
     Pod's DNS is the Pod's: one such container makes it so for all,
     `ContainerSpec.resolve_outside`). `claims` (name -> owner uid): the claims its
     containers' named volumes are; `node`: the node it must run on (where a claim it
-    mounts is held already)."""
+    mounts is held already). A container's command is its image's entrypoint's `args`, as
+    docker's `Cmd` is (the experiment's Postgres initialises its data in its entrypoint);
+    `holds`: a Pod made to hold for an archive, whose command replaces the entrypoint."""
     if not containers:
         raise KubeRefusal(f"pod {name}: no container")
     first = containers[0][1]
     volumes: list[Obj] = []
-    made = [_container(cname, spec, image, volumes, claims or {}, env_secret(name, cname))
-            for cname, spec, image in containers]
+    made = [_container(cname, spec, image, volumes, claims or {}, env_secret(name, cname),
+                       holds) for cname, spec, image in containers]
     found: Obj = {
         "restartPolicy": "Never", "activeDeadlineSeconds": max(1, math.ceil(deadline_s)),
         "terminationGracePeriodSeconds": GRACE_S, "automountServiceAccountToken": False,
@@ -140,7 +143,7 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
 
 
 def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj],
-               claims: Mapping[str, int], secret_name: str) -> Obj:
+               claims: Mapping[str, int], secret_name: str, holds: bool = False) -> Obj:
     """One container of a Pod from `spec`; its tmpfs and claims appended to `volumes`;
     its `secret_env` read from the Secret `secret_name` (`env_secrets`)."""
     if not DIGEST.fullmatch(image):
@@ -164,7 +167,8 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj],
         "capabilities": {"drop": ["ALL"], **({"add": sorted(spec.cap_add)}
                                              if spec.cap_add else {})}}
     found: Obj = {
-        "name": name_checked(name), "image": image, "command": list(spec.command),
+        "name": name_checked(name), "image": image,
+        "command" if holds else "args": list(spec.command),
         "resources": {"limits": {"cpu": cpu, "memory": memory},
                       "requests": {"cpu": cpu, "memory": memory}},
         "securityContext": security, "imagePullPolicy": "IfNotPresent"}
