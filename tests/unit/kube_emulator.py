@@ -22,6 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import kubernetes_validate
 
+from runner.containers.kube import channel
+
 Obj = dict[str, Any]
 
 
@@ -47,6 +49,8 @@ class Emulator:
     programs: dict[str, Callable[[Emulator, str, str, list[str], bytes],
                                  tuple[bytes, bytes, int]]] = field(default_factory=dict)
     execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
+    # Each exec's variables as its command's stdin gave them (`channel.in_dir`), in order.
+    exec_env: list[dict[str, str]] = field(default_factory=list)
     made: dict[tuple[str, str], Obj] = field(default_factory=dict)  # all ever created, in order
     addresses: dict[str, str] = field(default_factory=dict)  # a Pod's IP (else 10.0.0.7)
     # A Pod's node when its affinity names none (else node-a); a claim's bound size (else
@@ -106,16 +110,30 @@ def selected(obj: Obj, selector: str) -> bool:
 
 
 def unwrapped(command: list[str]) -> list[str]:
-    """The program an exec runs, past `env -C DIR K=V...` and `setpriv OPTIONS --`."""
+    """The program an exec runs, past `env -C DIR --`, the script that reads its variables
+    from stdin (`channel.ENV_SCRIPT`) and `setpriv OPTIONS --`."""
     argv = list(command)
     if argv[:2] == ["env", "-C"] and argv[3:4] == ["--"]:
         argv = argv[4:]
-        while argv and "=" in argv[0]:
-            argv = argv[1:]
+    if argv[:4] == ["sh", "-c", channel.ENV_SCRIPT, channel.ENV_NAME]:
+        argv = argv[5:]
     if argv[:1] == ["setpriv"]:
         argv = argv[argv.index("--") + 1:]
         return unwrapped(argv)
     return argv
+
+
+def reads_env(command: list[str]) -> bool:
+    """The command reads its variables from its stdin first (`channel.in_dir`)."""
+    if command[:1] == ["setpriv"]:
+        command = command[command.index("--") + 1:]
+    return command[:3] == ["sh", "-c", channel.ENV_SCRIPT]
+
+
+def env_of(preamble: bytes) -> dict[str, str]:
+    """The variables of an exec's preamble (`NAME=BASE64` lines)."""
+    return {key: base64.b64decode(value).decode() for key, _, value in
+            (line.partition("=") for line in preamble.decode().splitlines() if line)}
 
 
 def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
@@ -241,15 +259,25 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             wants = {key: (query.get(key) or [""])[0] == "true"
                      for key in ("stdin", "stdout")}
             hangs = unwrapped(command)[0] == "hang"
+            preamble = bytearray() if reads_env(command) else None
             if wants["stdin"] and not hangs:
                 while True:
                     message = self.frame()
                     if message is None or message[:2] == bytes([255, 0]):
                         break
-                    if message[:1] == b"\x00":
-                        stdin += message[1:]
-                        if unwrapped(command)[0] == "cat" and wants["stdout"]:
-                            self.send_frame(b"\x01" + message[1:])
+                    if message[:1] != b"\x00":
+                        continue
+                    data = message[1:]
+                    if preamble is not None and not preamble.endswith(b"\n\n"):
+                        preamble += data  # the variables come first, whole
+                        head, found, data = bytes(preamble).partition(b"\n\n")
+                        preamble[:] = head + found
+                    stdin += data
+                    if unwrapped(command)[0] == "cat" and wants["stdout"] and data:
+                        self.send_frame(b"\x01" + data)
+            if preamble is not None:
+                with emulator.lock:
+                    emulator.exec_env.append(env_of(bytes(preamble)))
             with emulator.lock:
                 emulator.received[(pod, what)] = bytes(stdin)
                 if what == "exec":

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from runner.containers.kube.channel import Streamed, exit_code, stream
+from runner.containers.kube.channel import ExecCommand, Streamed, exit_code, in_dir, stream
 from runner.containers.kube.config import KubeTarget
 from runner.errors import EngineFailedError, EngineRefusedError
 from tests.unit.kube_emulator import Emulator, emulated
@@ -87,3 +90,31 @@ def test_the_status_message_says_the_exit_code_or_why_nothing_ran() -> None:
         exit_code({"status": "Failure", "reason": "InternalError",
                    "message": 'container "main" not found'})
     assert failed.value.message == 'the command did not run: container "main" not found'
+
+
+def test_an_execs_variables_go_on_its_stdin_and_the_real_shell_sets_them_exactly(
+        tmp_path: Path) -> None:
+    """`in_dir`'s command run by this machine's sh and coreutils, as a Pod's would: every
+    value exactly (quotes, `$(...)`, newlines, a trailing one, `=`, empty, unicode), the
+    program in its directory with its arguments as given, and its stdin what follows the
+    variables; none of them in the command."""
+    env = {"PLAIN": "sk-ant-1", "SPACED": "  a b  ", "QUOTES": "'\"`$(touch pwned)`\\",
+           "LINES": "one\ntwo\n", "EQUALS": "a=b=c", "EMPTY": "", "UNICODE": "é✓"}
+    command = in_dir(["python3", "-c", DUMP, "an arg"], str(tmp_path), env)
+    assert not any(value in part for value in env.values() if value
+                   for part in command.argv)
+    done = subprocess.run(command.argv, input=command.preamble + b"the rest\n",
+                          capture_output=True, timeout=30, check=True, env={
+                              "PATH": os.environ["PATH"]})
+    seen = json.loads(done.stdout)
+    assert {key: seen["env"][key] for key in env} == env
+    assert (seen["cwd"], seen["argv"], seen["stdin"]) == (str(tmp_path), ["an arg"],
+                                                           "the rest\n")
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+    assert in_dir(["true"], "/", {}) == ExecCommand(["env", "-C", "/", "--", "true"], b"")
+    with pytest.raises(ValueError, match=r"^not a variable's name: '1X', 'A;B'$"):
+        in_dir(["true"], "/", {"A;B": "1", "1X": "2"})
+
+
+DUMP = ("import json, os, sys; print(json.dumps({'env': dict(os.environ), 'cwd': os.getcwd(),"
+        " 'argv': sys.argv[1:], 'stdin': sys.stdin.read()}))")

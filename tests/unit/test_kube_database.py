@@ -89,6 +89,7 @@ def test_postgres_is_a_pod_of_its_image_s_user_its_password_a_secret_s_only(
     # Ready once psql logs in, the password read from the container's own variable.
     assert [argv[:2] for argv in asked] == [["sh", "-c"]]
     assert f'PGPASSWORD="${database.PASSWORD_ENV}"' in asked[0][2]
+    assert emulator.exec_env == [{"PGCONNECT_TIMEOUT": "5"}]  # on its stdin, first
     database.Admin(engine, server).run(psql.lock_down())
     assert scripts == [psql.lock_down().encode()]
     assert emulator.execs[-1][2][-len(psql.ARGV):] == list(psql.ARGV)

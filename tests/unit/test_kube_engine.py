@@ -38,7 +38,7 @@ from runner.containers.backend import (
 )
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.kube import objects, preflight
+from runner.containers.kube import channel, objects, preflight
 from runner.containers.kube.about import ACCEPTED_PIDS
 from runner.containers.kube.api import KubeApi, PodFailedError
 from runner.containers.kube.config import KubeTarget
@@ -285,14 +285,21 @@ def test_an_exec_runs_as_its_containers_user_in_its_directory_with_its_variables
     root = engine.create(spec())
     engine.start(root, io.BytesIO(b""))
     done = engine.exec(root, ["echo", "hi"], user="0:0", workdir="/work", deadline_s=10,
-                       env={"A": "1"})
+                       env={"A": "1", "KEY": "sk-real"})
     assert (done.exit_code, done.stdout, done.stderr) == (3, "hi\n", "")
     engine.exec(root, ["echo", "as", "sandbox"], user="1000:1000", workdir="/work",
                 deadline_s=10)
+    # The variables on stdin, never in the command (the request's URL: audit logs keep it).
     assert [command for _, _, command in emulator.execs] == [
-        ["env", "-C", "/work", "--", "A=1", "echo", "hi"],
+        ["sh", "-c", channel.ENV_SCRIPT, "bakeoff-env", "/work", "echo", "hi"],
         ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--",
          "env", "-C", "/work", "--", "echo", "as", "sandbox"]]
+    assert emulator.exec_env == [{"A": "1", "KEY": "sk-real"}]
+    assert not [query for _, _, query in emulator.requests if "sk-real" in query]
+    with pytest.raises(EngineRefusedError, match=r"refused to run an exec: not a variable's "
+                                                 r"name: 'A B', 'X=Y'$"):
+        engine.exec(root, ["echo"], user="0:0", workdir="/", deadline_s=5,
+                    env={"X=Y": "1", "A B": "2", "OK": "3"})
     sandbox = engine.create(spec("sandbox-1", user="1000:1000", cap_add=()))
     engine.start(sandbox)
     assert engine.exec(sandbox, ["echo"], user="1000", workdir="/", deadline_s=5
@@ -569,7 +576,8 @@ def test_a_streamed_exec_gives_both_streams_as_they_come_and_its_state_after(
     assert engine.exec_state(streamed.exec_id) == ExecState(False, 7)
     assert exit_after_output(engine, streamed.exec_id) == ExecState(False, 7)
     assert emulator.execs[-1] == ("sandbox-1", "main", [
-        "env", "-C", "/work", "--", "HOME=/home/agent", "agent", "--brief"])
+        "sh", "-c", channel.ENV_SCRIPT, "bakeoff-env", "/work", "agent", "--brief"])
+    assert emulator.exec_env == [{"HOME": "/home/agent"}]
     streamed.close()  # after its end: nothing to free
     with pytest.raises(NotFoundError, match=r"no exec sandbox-1/main/exec-x was started here"):
         engine.exec_state("sandbox-1/main/exec-x")

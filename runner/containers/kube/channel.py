@@ -12,10 +12,12 @@ deadline a stream is cut and the engine is declared stuck.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
 import posixpath
+import re
 import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,6 +36,7 @@ PROTOCOL = "v5.channel.k8s.io"
 OFFERED = [PROTOCOL, "v4.channel.k8s.io"]  # v4 offered only to refuse it by name
 STDIN, STDOUT, STDERR, STATUS, CLOSE = 0, 1, 2, 3, 255
 CHUNK = 64 * 1024
+VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -150,11 +153,22 @@ def _read(connection: websocket.WebSocket, ends: float, what: str) -> Streamed:
     return Streamed(code, bytes(out), bytes(err))
 
 
-def opened(target: KubeTarget, pod: str, container: str, command: Sequence[str], *,
+def opened(target: KubeTarget, pod: str, container: str, command: ExecCommand, *,
            deadline_s: float, stdin: bool = False) -> websocket.WebSocket:
-    """An exec of `command` whose output is read as it comes (`output`, `Held`)."""
-    return _connect(target, url(target, pod, "exec", _query(container, command, stdin=stdin)),
-                    deadline_s)
+    """An exec of `command` whose output is read as it comes (`output`, `Held`): its
+    preamble sent, then its stdin kept open (`stdin`) or closed."""
+    query = _query(container, command.argv, stdin=stdin or bool(command.preamble))
+    connection = _connect(target, url(target, pod, "exec", query), deadline_s)
+    if command.preamble:
+        try:
+            _give(connection, io.BytesIO(command.preamble))
+            if not stdin:
+                connection.send_binary(bytes([CLOSE, STDIN]))
+        except (OSError, websocket.WebSocketException) as error:
+            connection.close()
+            raise EngineFailedError(f"the Kubernetes API at {target.server} broke the "
+                                    f"stream of an exec: {error}") from error
+    return connection
 
 
 def output(connection: websocket.WebSocket, what: str,
@@ -249,10 +263,36 @@ class Held:
             self._connection.close()
 
 
-def in_dir(argv: Sequence[str], workdir: str, env: Mapping[str, str] | None) -> list[str]:
+# Reads `NAME=BASE64` lines from stdin up to an empty one, exports each (a value keeps a
+# trailing newline: the `x` guards it from `$(...)`), then runs the command in the
+# directory, its stdin what follows. Every image of ours has sh and coreutils' base64.
+ENV_SCRIPT = ('d=$1; shift; while IFS= read -r l && [ -n "$l" ]; do '
+              'v=$(printf %s "${l#*=}" | base64 -d; printf x); export "${l%%=*}=${v%x}"; '
+              'done; exec env -C "$d" -- "$@"')
+ENV_NAME = "bakeoff-env"  # the script's $0
+
+
+@dataclass(frozen=True)
+class ExecCommand:
+    """An exec's command line and what goes on its stdin before anything else."""
+
+    argv: list[str]
+    preamble: bytes = b""
+
+
+def in_dir(argv: Sequence[str], workdir: str, env: Mapping[str, str] | None) -> ExecCommand:
     """`argv` run in `workdir` with `env` (a Pod's exec has neither: `env -C`; `--` ends
-    env's options, so a program named `-i` is a program)."""
-    return ["env", "-C", workdir, "--", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
+    env's options, so a program named `-i` is a program). The variables go on stdin,
+    never in the command: an exec's command is its request's URL, which the API server's
+    audit log keeps, and an arm's keys and the database's password are among them."""
+    if not env:
+        return ExecCommand(["env", "-C", workdir, "--", *argv])
+    bad = sorted(key for key in env if not VARIABLE.fullmatch(key))
+    if bad:
+        raise ValueError(f"not a variable's name: {', '.join(map(repr, bad))}")
+    lines = "".join(f"{key}={base64.b64encode(value.encode()).decode()}\n"
+                    for key, value in env.items())
+    return ExecCommand(["sh", "-c", ENV_SCRIPT, ENV_NAME, workdir, *argv], f"{lines}\n".encode())
 
 
 def untar(target: KubeTarget, pod: str, container: str, path: str, source: IO[bytes], *,

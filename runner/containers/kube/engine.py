@@ -360,8 +360,17 @@ class KubeEngine:
 
     def exec(self, container_id: str, argv: Sequence[str], *, user: str, workdir: str,
              deadline_s: float, env: Mapping[str, str] | None = None) -> Completed:
-        return self.execs.run(*split(container_id), self._as(
-            container_id, user, channel.in_dir(argv, workdir, env)), deadline_s)
+        return self.execs.run(*split(container_id), self._command(
+            container_id, user, argv, workdir, env, "run an exec"), deadline_s)
+
+    def _command(self, container_id: str, user: str, argv: Sequence[str], workdir: str,
+                 env: Mapping[str, str] | None, what: str) -> channel.ExecCommand:
+        """`argv` in `workdir` with `env` (on stdin: `channel.in_dir`), as `user`."""
+        try:
+            made = channel.in_dir(argv, workdir, env)
+        except ValueError as error:
+            raise self._refused(what, str(error)) from error
+        return replace(made, argv=self._as(container_id, user, made.argv))
 
     def _as(self, container_id: str, user: str, argv: list[str]) -> list[str]:
         """`argv` run as `user` in the container: as it is when that is the container's
@@ -455,8 +464,8 @@ class KubeEngine:
 
     def exec_stream(self, container_id: str, argv: Sequence[str], *, user: str,
                     workdir: str, env: Mapping[str, str]) -> ExecStream:
-        return self.execs.stream(*split(container_id), self._as(
-            container_id, user, channel.in_dir(argv, workdir, env)))
+        return self.execs.stream(*split(container_id), self._command(
+            container_id, user, argv, workdir, env, "run an exec"))
 
     def exec_state(self, exec_id: str) -> ExecState:
         return self.execs.state(exec_id)
@@ -464,8 +473,8 @@ class KubeEngine:
     def hold_exec(self, container_id: str, argv: Sequence[str], *, user: str,
                   env: Mapping[str, str] | None = None,
                   what: str = "exec") -> AbstractContextManager[HeldProcess]:
-        return self.execs.held(*split(container_id), self._as(
-            container_id, user, channel.in_dir(argv, "/", env)), what)
+        return self.execs.held(*split(container_id), self._command(
+            container_id, user, argv, "/", env, f"run {what}"), what)
 
 
 def split(container_id: str) -> tuple[str, str]:

@@ -6,10 +6,11 @@ running until its output ended, then its exit code."""
 from __future__ import annotations
 
 import contextlib
+import io
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from runner.containers.backend import Completed, ExecState, ExecStream, HeldProcess
 from runner.containers.kube import channel
@@ -26,17 +27,18 @@ class PodExecs:
         self._states: dict[str, ExecState] = {}
         self._lock = threading.Lock()
 
-    def run(self, pod: str, container: str, command: Sequence[str],
+    def run(self, pod: str, container: str, command: channel.ExecCommand,
             deadline_s: float) -> Completed:
         """`command` to its end (or its deadline): its code and both streams."""
         started = time.monotonic()
-        done = channel.stream(self.cluster, pod, container, command=command, stdin=None,
+        done = channel.stream(self.cluster, pod, container, command=command.argv,
+                              stdin=io.BytesIO(command.preamble) if command.preamble else None,
                               deadline_s=deadline_s)
         return Completed(done.exit_code, done.stdout.decode(errors="replace"),
                          done.stderr.decode(errors="replace"),
                          round(time.monotonic() - started, 3))
 
-    def stream(self, pod: str, container: str, command: Sequence[str]) -> ExecStream:
+    def stream(self, pod: str, container: str, command: channel.ExecCommand) -> ExecStream:
         """Both streams of `command` as they come; its state kept (`state`)."""
         connection = channel.opened(self.cluster, pod, container, command,
                                     deadline_s=self.deadline_s)
@@ -59,7 +61,7 @@ class PodExecs:
         return found
 
     @contextlib.contextmanager
-    def held(self, pod: str, container: str, command: Sequence[str],
+    def held(self, pod: str, container: str, command: channel.ExecCommand,
              what: str) -> Iterator[HeldProcess]:
         """`command` with its stdin held open for the block (`channel.Held`)."""
         held = channel.Held(channel.opened(self.cluster, pod, container, command,
