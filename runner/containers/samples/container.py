@@ -53,6 +53,12 @@ RUN_DIR = driver.RUN
 STOPPED_FROM_OUTSIDE = frozenset({128 + 15, 128 + 9})
 LAYOUT_EXIT = 125  # the driver's: a layout that never happened (driver.BOOT)
 RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head and tail
+# The driver's outputs (`driver.OUT`: the log's head and tail, the observer's records, the
+# files read back, a browser's): in memory, as every other directory a sample writes,
+# never on the engine's disk. On the container's layer, an engine whose disk was full
+# lost the observer's records while the command ran, and an honest pass was judged
+# `tampered` ("the observer heard nothing"); measured in test_engine_outage.py.
+OUT_TMPFS_MB = 96  # above the most any of them reads back (`browser.OUTPUTS_LIMIT`, 72)
 HOST_GRACE_S = 60
 LINE_KEPT = 4096  # of a line of a server's driver read while it runs
 SERVER_PORTS = (20000, 60000)
@@ -145,6 +151,7 @@ class SampleContainers:
                  Tmpfs(sandbox.WORKDIR, disk, "0755"), Tmpfs(HOME, disk, "0755"),
                  Tmpfs(RUN_DIR, RUN_TMPFS_MB, "0700", executable=False),
                  Tmpfs(driver.OBS, 1, "0755", executable=False),
+                 Tmpfs(driver.OUT, OUT_TMPFS_MB, "0700", executable=False),
                  Tmpfs(IN_DIR, driver.IN_MB, "0755", executable=False),
                  *(Tmpfs(path, disk, "0755") for path in self.facts.writable_dirs()))
         return ContainerSpec(

@@ -34,8 +34,9 @@ processes. The layout:
   criterion reaches it on 127.0.0.1), so the server, the arm's code running before the
   criterion starts, cannot write a conftest or anything else the criterion reads. The
   criterion's driver health-checks it; its state is the driver's, never the server's.
-- /var/lib/bakeoff/out (root only): `ready` (the layout is done), `log` (+
-  `log.truncated`), `server`, `server.log`, `observer.jsonl`, `files/N` (+ `files/N.path`),
+- /var/lib/bakeoff/out (tmpfs, root only: never the engine's disk): `ready` (the layout
+  is done), `log` (+ `log.truncated`), `server`, `server.log`, `observer.jsonl`,
+  `files/N` (+ `files/N.path`),
   `cgroup` (the container's own cgroup counters and limits, `rig.headroom.CGROUP_FILES`,
   read as the driver ends: cgroup files are a read-only mount inside, so the code under
   test can write none of them; `rig.headroom.usage` reads either version).
