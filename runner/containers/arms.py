@@ -150,17 +150,19 @@ def prepare(engine: ContainerEngine, setup: ArmSetup, arm: Arm) -> PreparedArm:
 def start(engine: ContainerEngine, setup: ArmSetup, arm: PreparedArm, db_url: str | None,
           progress: Progress, token: str | None = None) -> ArmSandbox:
     """The arm's container, holding its volumes (the checkout is made in them later:
-    `checkout.make`)."""
+    `checkout.make`). Its database URL (its role's password) is a secret variable: on a
+    cluster a Secret's, never in the Pod's spec; on docker its environment."""
     env: dict[str, str] = {"BAKEOFF_EXPERIMENT": setup.experiment, "BAKEOFF_ARM": arm.arm,
                            "HOME": sandbox.HOME}
-    if db_url is not None and setup.url_env is not None:
-        env[setup.url_env] = db_url
+    secret_env = ({setup.url_env: db_url} if db_url is not None and setup.url_env is not None
+                  else {})
     limits = setup.limits
     agent = setup.agents.get(arm.arm)
     spec = sandbox.SandboxSpec(
         name=setup.name(arm.arm), labels=setup.labels("arm", arm.arm),
         image_id=agent.image.image_id if agent else setup.image_id,
         checkout=arm.box.volume, home=arm.box.home, network=arm.network, env=env,
+        secret_env=secret_env,
         limits=sandbox.SandboxLimits(limits.cpus, limits.memory_mb, limits.pids,
                                       limits.disk_mb),
         hostname=arm.arm.lower(), read_only=setup.read_only)

@@ -89,6 +89,7 @@ class SandboxSpec:
     network: str
     limits: SandboxLimits = SandboxLimits()
     env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: Mapping[str, str] = field(default_factory=dict)  # its database URL: a Secret's
     home: str | None = None       # the arm's HOME volume (else a plain tmpfs)
     hostname: str = "sandbox"
     read_only: tuple[tuple[str, str], ...] = ()  # (one of our volumes, container path)
@@ -123,7 +124,8 @@ def container_spec(spec: SandboxSpec) -> ContainerSpec:
         image=spec.image_id, command=("sleep", "infinity"), labels=spec.labels,
         resources=spec.limits.resources(), user=KEEPER_USER, purpose=f"sandbox {spec.name}",
         name=spec.name, hostname=spec.hostname, working_dir=WORKDIR, read_only=True,
-        tmpfs=tuple(tmpfs), mounts=tuple(mounts), network=spec.network, env=spec.env)
+        tmpfs=tuple(tmpfs), mounts=tuple(mounts), network=spec.network, env=spec.env,
+        secret_env=spec.secret_env)
 
 
 def create(engine: ContainerEngine, spec: SandboxSpec) -> str:

@@ -132,6 +132,16 @@ def test_the_sandbox_and_a_rig_job_are_what_they_were_before_the_choke_point() -
         network="net", limits=sandbox.SandboxLimits(2, 1024, 100, 64), home=None)))
     assert (box["user"], box["read_only"], box["network"], box["command"]) == (
         "0:0", True, "net", ["sleep", "infinity"])
+    # An arm's database URL (its role's password): a Secret's on a cluster, its
+    # environment here, as before.
+    url = "postgresql://bk_x_a:pw@db:5432/bk_x_a"
+    keyed = sandbox.container_spec(sandbox.SandboxSpec(
+        name="bakeoff-x-a-r1", image_id="sha256:img", labels=LABELS, checkout="work-vol",
+        network="net", env={"HOME": "/home/agent"}, secret_env={"DATABASE_URL": url}))
+    assert (dict(keyed.env), dict(keyed.secret_env)) == ({"HOME": "/home/agent"},
+                                                         {"DATABASE_URL": url})
+    assert container_args(keyed)["environment"] == {"HOME": "/home/agent",
+                                                    "DATABASE_URL": url}
     assert box["tmpfs"] == {"/tmp": "size=64m,exec,mode=1777",
                             "/var/tmp": "size=64m,exec,mode=1777",
                             "/home/agent": "size=64m,exec,mode=0755,uid=1000,gid=1000"}
