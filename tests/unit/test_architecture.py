@@ -433,6 +433,21 @@ def test_processes_start_only_in_the_wings_and_rigs_command_runners() -> None:
                        "(ARCHITECTURE.md, Invariants):\n" + "\n".join(wrong))
 
 
+def test_no_child_process_runs_python_code_before_its_exec() -> None:
+    """subprocess's pre-exec hook runs Python code in a child forked from a process with
+    threads (ours have them; an xdist worker and the tests' emulators have more): Python
+    documents it as unsafe there, a deadlock before exec. A test that used it is the likeliest cause
+    of the CI run that hung at 99% with no trace. A limit goes on the child by itself
+    (`resource` then `os.execv`), a session by `start_new_session`."""
+    word = "preexec" + "_fn"  # spelled apart: this file is read too
+    found = [f"{path.relative_to(ROOT)}:{number}" for folder in ("runner", "rig", "gateway",
+                                                                "tests", "bench")
+             for path in sorted((ROOT / folder).rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if word in line]
+    assert found == []
+
+
 def test_only_the_git_wing_runs_git_on_the_host() -> None:
     """Every host git call goes through runner.workspace (its timeout, safe.directory,
     one git stack); git inside containers is a script the container runs, not this."""

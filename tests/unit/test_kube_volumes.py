@@ -9,6 +9,8 @@ class that gives more than asked refused; removal by label."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -260,20 +262,25 @@ def test_the_volumes_cap_is_proved_by_a_write_past_it_with_a_control(
     assert [name for _, name in emulator.objects] == ["preflight-deny-all"]
 
 
+# Sets a file size limit on itself, then becomes `python3 -c SCRIPT ARGS...` (a limit
+# outlives exec). Never a function run in the child before its exec: Python code in a
+# child forked from a process with threads (an xdist worker has its own, and the
+# emulator's are left in it) can deadlock, and the test with it (test_architecture.py).
+LIMITED = ("import os, resource, sys; n = int(sys.argv[1]); "
+           "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); "
+           "os.execv(sys.executable, [sys.executable, '-c', *sys.argv[2:]])")
+
+
 def test_the_fill_script_is_refused_past_a_real_cap(tmp_path: Path) -> None:
     """The probe's own script, run here against a file size limit (RLIMIT_FSIZE: EFBIG)
     and without one: refused past the cap after writing up to it; all of it without."""
-    import resource
-    import subprocess
-    import sys
-
-    def limited() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 2**20, 16 * 2**20))
-    capped = subprocess.run([sys.executable, "-c", preflight.FILL, "16", str(tmp_path)],
-                            capture_output=True, text=True, preexec_fn=limited, check=False)
-    assert (capped.returncode, capped.stdout) == (3, "16\n")
+    capped = subprocess.run([sys.executable, "-c", LIMITED, str(16 * 2**20), preflight.FILL,
+                             "16", str(tmp_path)],
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert (capped.returncode, capped.stdout) == (3, "16\n"), capped.stderr
+    assert (tmp_path / "fill").stat().st_size == 16 * 2**20
     (tmp_path / "fill").unlink()
     free = subprocess.run([sys.executable, "-c", preflight.FILL, "4", str(tmp_path)],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, timeout=60)
     assert (free.returncode, free.stdout, (tmp_path / "fill").stat().st_size) == (
         0, "12\n", 12 * 2**20)

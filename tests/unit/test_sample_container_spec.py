@@ -29,6 +29,10 @@ def test_the_driver_s_outputs_are_in_memory_root_s_alone_and_hold_the_most_read_
     mounted = {t.target: t for t in made.tmpfs}
     assert mounted[driver.OUT] == Tmpfs(driver.OUT, OUT_TMPFS_MB, "0700", executable=False)
     assert max(driver.OUTPUTS_LIMIT, browser.OUTPUTS_LIMIT) < OUT_TMPFS_MB * 1024 * 1024
+    # At its fullest: everything read back, and one more file written whole before it is
+    # weighed against what is left (the driver's collect loop); a file cut short there
+    # by a full tmpfs would be read back as if it were whole.
+    assert driver.OUTPUTS_LIMIT + driver.FILE_LIMIT + 1 < OUT_TMPFS_MB * 1024 * 1024
     # Every directory the driver writes: its outputs, the run's output, the observer's
     # socket, its inputs; and the command's: /work, HOME, /tmp and the image's own.
     assert {driver.OUT, driver.RUN, driver.OBS, driver.IN, sandbox.WORKDIR, "/tmp",
