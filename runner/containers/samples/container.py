@@ -143,9 +143,10 @@ class SampleContainers:
                        *, purpose: str, role: str = "sample",
                        joins: str | None = None) -> ContainerSpec:
         """A sample's container: the driver's user and capabilities, limits, labels,
-        network, tmpfs mounts; the rig's inputs come on its stdin (`_start`). `reproduce`
-        re-creates a sample with exactly these. `joins`: the id of the sample's server
-        container, whose network namespace the criterion shares."""
+        network, tmpfs mounts, env (its database URL a secret variable: a Secret's on a
+        cluster, never in the Pod's spec); the rig's inputs come on its stdin (`_start`).
+        `reproduce` re-creates a sample with exactly these. `joins`: the id of the
+        sample's server container, whose network namespace the criterion shares."""
         disk = self.limits.disk_mb
         tmpfs = (*(Tmpfs(path, disk) for path in TMPFS_DIRS[1:]),
                  Tmpfs(sandbox.WORKDIR, disk, "0755"), Tmpfs(HOME, disk, "0755"),
@@ -158,7 +159,9 @@ class SampleContainers:
             image=self.image.image_id, command=tuple(command), purpose=purpose,
             labels=self._labels(role, spec.arm), resources=self.limits.resources(),
             user=DRIVER_USER, cap_add=DRIVER_CAPS, tmpfs=tmpfs, joins=joins,
-            network=NO_NETWORK if joins is not None else setting.network, env=setting.env,
+            network=NO_NETWORK if joins is not None else setting.network,
+            env={k: v for k, v in setting.env.items() if k not in setting.secrets},
+            secret_env={k: v for k, v in setting.env.items() if k in setting.secrets},
             working_dir=sandbox.WORKDIR, stdin=True, resolve_outside=False)
 
     def driver_argv(self, mode: str, spec: SampleSpec, setting: SampleSetting,

@@ -48,6 +48,7 @@ class SampleSetting:
     schema: database.DbSchema | None
     tree: SampleTree | None  # None: the tree was refused
     refused: str | None = None
+    secrets: frozenset[str] = frozenset()  # env's keys that are secrets (the database URL)
 
 
 class SettingMaker:
@@ -76,7 +77,8 @@ class SettingMaker:
             with own as stack_network, fresh as schema:
                 network = stack_network or self.networks.network(spec.arm)
                 env = self._env(spec, tree, schema, extra_env)
-                yield SampleSetting(inputs, env, network, schema, tree, refused)
+                secrets = frozenset({self.url_env} & env.keys() if self.url_env else ())
+                yield SampleSetting(inputs, env, network, schema, tree, refused, secrets)
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
 
