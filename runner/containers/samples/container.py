@@ -58,7 +58,9 @@ RUN_TMPFS_MB = 256  # the command's whole output, before the rig keeps its head 
 # never on the engine's disk. On the container's layer, an engine whose disk was full
 # lost the observer's records while the command ran, and an honest pass was judged
 # `tampered` ("the observer heard nothing"); measured in test_engine_outage.py.
-OUT_TMPFS_MB = 96  # above the most any of them reads back (`browser.OUTPUTS_LIMIT`, 72)
+# Above the most they hold at once: the driver's, all it reads back and one more file
+# before it is weighed (just over 88 MiB); a browser's (`browser.OUTPUTS_LIMIT`, 72).
+OUT_TMPFS_MB = 96
 HOST_GRACE_S = 60
 LINE_KEPT = 4096  # of a line of a server's driver read while it runs
 SERVER_PORTS = (20000, 60000)

@@ -75,7 +75,7 @@ class DockerSampleExecutor:
                  shared_db: database.DbServer | None = None,
                  db_policy: database.DbPolicy | None = None) -> None:
         self.engine, self.repo, self.experiment = engine, repo, experiment
-        self.image, self.limits, self.url_env = image, limits, url_env
+        self.image, self.limits = image, limits
         self.run = secrets.token_hex(3)
         self.networks = SampleNetworks(engine, experiment, self.run, db_image, shared_db,
                                        db_policy)
@@ -198,7 +198,7 @@ class DockerSampleExecutor:
             missing_tools=missing, image=self.image.tag, image_id=self.image.image_id,
             image_identity=self.image.identity,
             image_ref=ran_as(self.engine, self.image.image_id),
-            env={k: redact_url(v) if k == self.url_env else v for k, v in setting.env.items()},
+            env={k: redact_url(v) if k in setting.secrets else v for k, v in setting.env.items()},
             mounts=self.mounts_record(spec), limits=self.limits.as_record(),
             network=setting.network,
             db_schema=None if setting.schema is None else setting.schema.name,
