@@ -62,6 +62,7 @@ from runner.containers.dockerclient import (
 from runner.containers.dockerspec import container_args, facts_of, state_of
 from runner.errors import (
     EngineError,
+    EngineFailedError,
     EngineUnreachableError,
     InfraError,
     NotFoundError,
@@ -82,6 +83,12 @@ API_TIMEOUT_S = 120
 RETRIES = 2
 RETRY_BACKOFF_S = 0.5
 WAIT_SLACK_S = 1.0  # a wait cut this much before its deadline is not the deadline
+# runc freezes a cgroup v1 by "a game of chances" (its own words): a cgroup whose processes
+# are still exiting (a sweep has just killed them) or forking may stay FREEZING, and runc
+# thaws it back and answers "unable to freeze" (seen at a load of 8 to 10 on 2 cores, in
+# CI too). Such a pause is asked again, these many seconds apart; anything else is not.
+UNABLE_TO_FREEZE = "unable to freeze"
+PAUSE_RETRY_S = (0.5, 1.0, 2.0, 4.0)
 
 # What a local docker engine enforces: internal networks with no address on the bridge,
 # `container:` network modes, pids limits, no-new-privileges, tmpfs volumes with a size.
@@ -341,7 +348,14 @@ class Engine:
         return state_of(found)
 
     def pause(self, container_id: str, *, what: str = "a container") -> None:
-        self.call(f"pause {what}", self.client.api.pause, container_id)
+        for wait_s in (*PAUSE_RETRY_S, None):
+            try:
+                self.call(f"pause {what}", self.client.api.pause, container_id)
+                return
+            except EngineFailedError as error:
+                if wait_s is None or UNABLE_TO_FREEZE not in str(error.__cause__):
+                    raise
+            time.sleep(wait_s)
 
     def unpause(self, container_id: str, *, what: str = "a container") -> None:
         self.call(f"unpause {what}", self.client.api.unpause, container_id)

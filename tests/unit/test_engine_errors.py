@@ -109,6 +109,65 @@ def test_only_a_transient_failure_of_a_repeatable_call_is_retried(
     assert len(calls) == 1
 
 
+FREEZE_FAILED = ("Cannot pause container 177e: OCI runtime pause failed: unable to "
+                 "freeze: unknown")
+
+
+def pausing(answers: list[Exception | None], calls: list[str]) -> Engine:
+    """An engine whose client answers each pause with the next of `answers` (None: done)."""
+    def pause(container_id: str) -> None:
+        calls.append(container_id)
+        answer = answers.pop(0)
+        if answer is not None:
+            raise answer
+    return Engine(SimpleNamespace(api=SimpleNamespace(  # type: ignore[arg-type]
+        base_url="http+docker://localhost", pause=pause)))
+
+
+def test_a_pause_runc_could_not_freeze_is_asked_again_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins the CI run that failed a whole module: a sandbox whose processes a sweep had
+    just killed could not be frozen at once (cgroup v1), and the arm's dispatch was cut
+    as the engine's failure."""
+    slept: list[float] = []
+    monkeypatch.setattr(engine.time, "sleep", slept.append)
+    calls: list[str] = []
+    twice = [api_error(500, FREEZE_FAILED), api_error(500, FREEZE_FAILED), None]
+    pausing(twice, calls).pause("177e", what="sandbox")
+    assert calls == ["177e"] * 3 and slept == [0.5, 1.0]
+
+
+def test_a_pause_that_never_freezes_fails_after_its_last_try_with_the_engine_s_words(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    slept: list[float] = []
+    monkeypatch.setattr(engine.time, "sleep", slept.append)
+    calls: list[str] = []
+    never = [api_error(500, FREEZE_FAILED) for _ in range(5)]
+    with pytest.raises(EngineFailedError) as caught:
+        pausing(never, calls).pause("177e", what="sandbox")
+    assert len(calls) == 5 and slept == [0.5, 1.0, 2.0, 4.0]
+    assert str(caught.value).startswith(
+        f"the engine at {dockerclient.LOCAL_ENGINE} failed to pause sandbox: ")
+    assert "unable to freeze: unknown" in str(caught.value)
+
+
+@pytest.mark.parametrize(("answer", "raised"), [
+    (api_error(500, "Cannot pause container 177e: OCI runtime pause failed: no such "
+                    "process"), EngineFailedError),
+    (api_error(409, "Container 177e is already paused"), ConflictError),
+    (api_error(404, "No such container: 177e"), NotFoundError)])
+def test_any_other_failed_pause_is_not_asked_again(
+        monkeypatch: pytest.MonkeyPatch, answer: Exception, raised: type[Exception]) -> None:
+    """Twin: only runc's "unable to freeze" is repeated; another failure, a container that
+    is already paused or gone, is said at once."""
+    monkeypatch.setattr(engine.time, "sleep", pytest.fail)
+    calls: list[str] = []
+    with pytest.raises(raised):
+        pausing([answer], calls).pause("177e", what="sandbox")
+    assert calls == ["177e"]
+
+
 def test_no_engine_at_the_address_is_engine_unreachable(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # discard: nothing answers
