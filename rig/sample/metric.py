@@ -125,5 +125,6 @@ def missing(metric: str, files: Mapping[str, str]) -> str:
     if path is None:
         return f"{describe(metric)} matched nothing in the output"
     if path not in files:
-        return f"the command wrote no regular file {path} (coverage-json:{path})"
+        return (f"the command wrote no regular file {path} that was read back whole "
+                f"(coverage-json:{path})")
     return f"{path} holds no totals.percent_covered (not a coverage.py JSON report)"

@@ -49,7 +49,8 @@ Before anything is read back, every process of the sandbox user is killed: nothi
 command left behind can write once it is over. A file read back is opened as the sandbox
 user, non-blocking, never through a symlink, only when it is a regular file, and under a
 root `timeout` (a FIFO or a device where a report was expected reads as nothing, never as
-a hang). The container's exit status is the command's.
+a hang), and kept only when it was read whole (`COLLECT`). The container's exit status is
+the command's.
 """
 
 from __future__ import annotations
@@ -96,6 +97,35 @@ usage() {
   for f in $CGROUP_FILES; do
     case "$f" in */*) r="$cg/$f" ;; *) r="$d/$f" ;; esac
     if [ -f "$r" ]; then printf '== %s\n' "$f"; head -c 4096 "$r"; fi
+  done
+}
+'''
+
+# The files a check reads back (a coverage report), one path under $1 per line of stdin,
+# once every process of the sandbox user is gone: `files/N` and `files/N.path` in $out.
+# Each is read as that user, only a regular file, never through a link, non-blocking,
+# under a root deadline, at most LIMIT (FILE_LIMIT + 1) bytes; it is kept only when what
+# was read is the whole file, as large as its own size says (not a read cut short by the
+# deadline or a refused write), no larger than FILE_LIMIT, and only while the files
+# kept, together, fit COLLECTED.
+COLLECT = r'''
+collect() {
+  n=0; left=$COLLECTED
+  while IFS= read -r p; do
+    n=$(( n + 1 ))
+    f="$1/$p"
+    if as test -f "$f" && ! as test -L "$f"; then
+      timeout -k 1 5 $AS dd if="$f" iflag=nonblock,nofollow bs=65536 \
+        count="$(( LIMIT / 65536 + 1 ))" status=none 2>/dev/null | head -c "$LIMIT" \
+        > "$out/files/$n"
+      size=$(wc -c < "$out/files/$n")
+      whole=$(as stat -c %s -- "$f" 2>/dev/null) || whole=-1
+      if [ "$size" != "$whole" ] || [ "$size" -ge "$LIMIT" ] || [ "$size" -gt "$left" ]; then
+        rm -f "$out/files/$n"; continue
+      fi
+      left=$(( left - size ))
+      printf '%s\n' "$p" > "$out/files/$n.path"
+    fi
   done
 }
 '''
@@ -244,21 +274,7 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.sendto(b"bakeoff-stop", sys.argv[1])' "$obs/sock" 2>/dev/null || kill "$reader" 2>/dev/null
   wait "$reader"
 fi
-if [ -s "$in/collect" ]; then
-  n=0; left=$COLLECTED  # the files read back, together: past it, a file is left out
-  while IFS= read -r p; do
-    n=$(( n + 1 ))
-    if as test -f "/work/$p" && ! as test -L "/work/$p"; then
-      timeout -k 1 5 $AS dd if="/work/$p" iflag=nonblock,nofollow bs=65536 \
-        count="$(( LIMIT / 65536 + 1 ))" status=none 2>/dev/null | head -c "$LIMIT" \
-        > "$out/files/$n"
-      size=$(wc -c < "$out/files/$n")
-      if [ "$size" -gt "$left" ]; then rm -f "$out/files/$n"; continue; fi
-      left=$(( left - size ))
-      printf '%s\n' "$p" > "$out/files/$n.path"
-    fi
-  done < "$in/collect"
-fi
+if [ -s "$in/collect" ]; then collect /work < "$in/collect"; fi
 finish "$code"
 '''
 
@@ -286,7 +302,7 @@ def script() -> str:
     """The driver with its limits filled in."""
     return (f"HEAD={HEAD_BYTES}; TAIL={TAIL_BYTES}; LIMIT={FILE_LIMIT + 1}; "
             f"OBSERVED={OBSERVER_LIMIT}; COLLECTED={COLLECTED_LIMIT}\n" + usage_script()
-            + SCRIPT)
+            + COLLECT + SCRIPT)
 
 
 @dataclass
