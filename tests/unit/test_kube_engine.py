@@ -348,8 +348,13 @@ def test_archives_go_in_and_out_through_tar_by_exec(
         if argv[1] == "-x":
             kept[argv[3]] = stdin
             return b"", b"", 0
+        if argv[4] == "secret":  # GNU tar's words, as the container's user
+            return (b"", b"tar: secret: Cannot open: Permission denied\n"
+                         b"tar: Exiting with failure status due to previous errors\n", 2)
         found = kept.get(os.path.join(argv[3], argv[4]))
-        return (b"", b"tar: no such file\n", 2) if found is None else (found, b"", 0)
+        return ((b"", f"tar: {argv[4]}: Cannot stat: No such file or directory\n"
+                      "tar: Exiting with failure status due to previous errors\n".encode(), 2)
+                if found is None else (found, b"", 0))
 
     emulator.programs["tar"] = tar
     made = engine.create(spec())
@@ -359,8 +364,18 @@ def test_archives_go_in_and_out_through_tar_by_exec(
     assert kept == {"/work": archive}
     assert b"".join(engine.get_archive(made, "/work")) == archive
     assert emulator.execs[-1][2] == ["tar", "-c", "-C", "/", "work"]
-    with pytest.raises(EngineRefusedError, match=r"get the archive of /nowhere: tar: no such"):
+    with pytest.raises(NotFoundError) as missing:
         list(engine.get_archive(made, "/nowhere"))
+    assert missing.value.answer == ("tar exit 2: tar: nowhere: Cannot stat: No such file or "
+                                    "directory\ntar: Exiting with failure status due to "
+                                    "previous errors")
+    # A path the container's user may not read is refused, never said to be absent (an
+    # optional file's reader would take it for none).
+    with pytest.raises(EngineRefusedError) as refused:
+        list(engine.get_archive(made, "/work/secret"))
+    assert type(refused.value) is EngineRefusedError
+    assert refused.value.answer.startswith("tar exit 2: tar: secret: Cannot open: "
+                                           "Permission denied")
 
 
 def test_a_network_is_a_policy_over_its_pods_label(engine: KubeEngine,

@@ -306,14 +306,16 @@ def untar(target: KubeTarget, pod: str, container: str, path: str, source: IO[by
                                       f"{done.stderr.decode(errors='replace')[:500]}")
 
 
+# What GNU tar says of a path that is not there (and only of that: a file it may not read
+# is "Cannot open: Permission denied", which is no absence).
+MISSING = ": Cannot stat: No such file or directory"
+
+
 def tar(target: KubeTarget, pod: str, container: str, path: str, *,
-        deadline_s: float) -> bytes:
-    """The tar of `path` in the container (its members under the path's last part), by
-    tar on the exec's stdout; a path tar cannot read is `FileNotFoundError`."""
+        deadline_s: float) -> Streamed:
+    """tar of `path` in the container (its members under the path's last part) on the
+    exec's stdout, with its exit code and its words (`MISSING`)."""
     parent, name = posixpath.split(path.rstrip("/") or "/")
-    done = stream(target, pod, container, command=["tar", "-c", "-C", parent or "/",
+    return stream(target, pod, container, command=["tar", "-c", "-C", parent or "/",
                                                    name or "."],
                   stdin=None, deadline_s=deadline_s)
-    if done.exit_code != 0:
-        raise FileNotFoundError(done.stderr.decode(errors="replace")[:500])
-    return done.stdout

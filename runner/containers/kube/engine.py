@@ -401,12 +401,16 @@ class KubeEngine:
         no exec reaches an ended one)."""
         self._held(container_id, f"get an archive of {container_id}", putting=False)
         pod, container = split(container_id)
-        try:
-            return iter((channel.tar(self.api.cluster, pod, container, path,
-                                     deadline_s=self.stream_deadline_s),))
-        except FileNotFoundError as gone:
-            raise NotFoundError(self.address, f"get the archive of {path}", str(gone),
-                                status=None) from gone
+        done = channel.tar(self.api.cluster, pod, container, path,
+                           deadline_s=self.stream_deadline_s)
+        if done.exit_code == 0:
+            return iter((done.stdout,))
+        said = done.stderr.decode(errors="replace")[:500].strip()
+        # A path that is not there is docker's 404; one the container's user may not read
+        # is a refusal, never an absence (docker's daemon reads as root: it has none).
+        refusal = NotFoundError if channel.MISSING in said else EngineRefusedError
+        raise refusal(self.address, f"get the archive of {path}",
+                      f"tar exit {done.exit_code}: {said}", status=None)
 
     def create_network(self, name: str, labels: Labels, *, egress: bool) -> str:
         """A NetworkPolicy over the Pods labelled with `name` (`objects.network`)."""
