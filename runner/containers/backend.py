@@ -125,17 +125,17 @@ class ContainerSpec:
     tty: bool = False                    # an interactive terminal (stdin open too)
     log_max_mb: int | None = None        # cap the container's log (None: the engine's)
     stdin: bool = False                  # its inputs come on stdin (no TTY): `start`
-    # False: only the names of its own network resolve; every other lookup goes nowhere
-    # outside the container and ends at once (`OWN_LOOPBACK`), never held by the engine's
-    # DNS waiting on an upstream a network with no way out cannot reach.
+    # False: only its own network's names resolve; any other lookup ends at once, inside
+    # (`OWN_LOOPBACK`), never held by the engine's DNS on an upstream it cannot reach.
     resolve_outside: bool = True
-
+    # Users an exec runs as besides its own: where an exec runs as its container's user (a
+    # Pod), a root one gets SETUID and SETGID for `setpriv` (docker's daemon switches itself).
+    exec_users: tuple[str, ...] = ()
 
 
 # The only capabilities a spec may add back on top of dropping them all: what the sample
-# driver needs, as root, to lay a tree out and drop to the sandbox user (`setpriv`).
-# A new one is a decision taken here, where a reviewer sees it; every backend refuses
-# the rest (`unaddable_caps`).
+# driver needs, as root, to lay a tree out and drop to the sandbox user (`setpriv`). A new
+# one is a decision taken here, where a reviewer sees it; the rest is refused (`unaddable_caps`).
 ADDABLE_CAPS = frozenset({"CHOWN", "SETUID", "SETGID", "KILL"})
 # The DNS server of a container that does not resolve outside its network: its own loopback
 # (nothing of ours listens). On Docker, from a network with no way out, the engine's forward

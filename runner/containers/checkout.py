@@ -280,7 +280,9 @@ def _fresh_out(scratch: Path) -> Path:
 
 def _out_volume(engine: ContainerEngine, box: ArmBox) -> str:
     """A volume on the engine's disk that only the bundler mounts, its root the sandbox
-    user's (a directory entry of the filler's tar), for what the bundler leaves."""
+    user's (a directory entry of the filler's tar), for what the bundler leaves. Filled
+    beside the checkout: on a cluster it is made on the checkout's node, where the
+    bundler must run."""
     name = box.job_name(BUNDLER_ROLE) + "-out"
     made = engine.create_volume(name, box.labels(BUNDLER_ROLE), size_mb=None,
                          owner=sandbox.SANDBOX_UID)
@@ -290,7 +292,8 @@ def _out_volume(engine: ContainerEngine, box: ArmBox) -> str:
         info.type, info.mode = tarfile.DIRTYPE, 0o700
         info.uid = info.gid = sandbox.SANDBOX_UID
         tar.addfile(info)
-    sandbox.fill(engine, made, box.image_id, box.labels(BUNDLER_ROLE), owned.getvalue())
+    sandbox.fill(engine, made, box.image_id, box.labels(BUNDLER_ROLE), owned.getvalue(),
+                 beside=box.volume)
     return made
 
 
@@ -301,7 +304,8 @@ def _take_out(engine: ContainerEngine, box: ArmBox, volume: str, out: Path) -> N
     """What the bundler left in its volume, read through the engine into `out`: only the
     regular files it writes, each at most the bundle cap."""
     with tempfile.TemporaryFile() as archive:
-        sandbox.read_volume(engine, volume, box.image_id, box.labels(BUNDLER_ROLE), archive)
+        sandbox.read_volume(engine, volume, box.image_id, box.labels(BUNDLER_ROLE), archive,
+                            beside=box.volume)
         archive.seek(0)
         with tarfile.open(fileobj=archive) as tar:
             for member in tar:

@@ -125,7 +125,7 @@ def container_spec(spec: SandboxSpec) -> ContainerSpec:
         resources=spec.limits.resources(), user=KEEPER_USER, purpose=f"sandbox {spec.name}",
         name=spec.name, hostname=spec.hostname, working_dir=WORKDIR, read_only=True,
         tmpfs=tuple(tmpfs), mounts=tuple(mounts), network=spec.network, env=spec.env,
-        secret_env=spec.secret_env)
+        secret_env=spec.secret_env, exec_users=(SANDBOX_USER,))
 
 
 def create(engine: ContainerEngine, spec: SandboxSpec) -> str:
@@ -280,12 +280,17 @@ FILL_TARGET = "/bakeoff/fill"  # where a filler or a reader mounts a volume
 
 
 def fill(engine: ContainerEngine, volume: str, image_id: str, labels: Labels,
-         data: bytes | IO[bytes]) -> None:
+         data: bytes | IO[bytes], *, beside: str | None = None) -> None:
     """Put a tar into one of our volumes on the engine's disk, through a container of
     `image_id` that mounts it and never starts (docs/scale-out.md: files reach a
     container through the engine, never a path of this machine). A running container
-    that mounts the volume read-only sees them at once."""
-    keeper = engine.create(_holder(volume, image_id, labels, "the filler"))
+    that mounts the volume read-only sees them at once.
+
+    `beside`: a volume the filled one will be mounted with, mounted read-only by the
+    filler too. On a cluster a new volume is made where its first Pod runs (a node's
+    local disk, a zone's), and a Pod that mounts one a running Pod holds is put on that
+    node: so the filler goes where the two will be used together, never elsewhere."""
+    keeper = engine.create(_holder(volume, image_id, labels, "the filler", beside))
     try:
         engine.put_archive(keeper, FILL_TARGET, data)
     finally:
@@ -293,10 +298,11 @@ def fill(engine: ContainerEngine, volume: str, image_id: str, labels: Labels,
 
 
 def read_volume(engine: ContainerEngine, volume: str, image_id: str, labels: Labels,
-                out: IO[bytes]) -> None:
+                out: IO[bytes], *, beside: str | None = None) -> None:
     """The tar of one of our volumes' content written to `out` (its members under the
-    volume's own name: `FILL_TARGET`'s last part), through a container that never starts."""
-    keeper = engine.create(_holder(volume, image_id, labels, "the reader"))
+    volume's own name: `FILL_TARGET`'s last part), through a container that never starts
+    (`beside`: as `fill`'s, where the volume was used: no volume moved between nodes)."""
+    keeper = engine.create(_holder(volume, image_id, labels, "the reader", beside))
     try:
         for chunk in engine.get_archive(keeper, FILL_TARGET):
             out.write(chunk)
@@ -304,11 +310,16 @@ def read_volume(engine: ContainerEngine, volume: str, image_id: str, labels: Lab
         remove(engine, keeper)
 
 
-def _holder(volume: str, image_id: str, labels: Labels, what: str) -> ContainerSpec:
+BESIDE = "/bakeoff/beside"  # where a filler mounts the volume it goes beside (`fill`)
+
+
+def _holder(volume: str, image_id: str, labels: Labels, what: str,
+            beside: str | None = None) -> ContainerSpec:
+    mounts = (Volume(volume, FILL_TARGET),
+              *(() if beside is None else (Volume(beside, BESIDE, read_only=True),)))
     return ContainerSpec(image=image_id, command=("true",), labels=labels,
                          resources=CHECK_RESOURCES, user=KEEPER_USER,
-                         purpose=f"{what} of volume {volume}",
-                         mounts=(Volume(volume, FILL_TARGET),))
+                         purpose=f"{what} of volume {volume}", mounts=mounts)
 
 
 def check_image(engine: ContainerEngine, image_id: str, command: list[str], labels: Labels,

@@ -16,6 +16,7 @@ import pytest
 from runner.containers.backend import Bind, ContainerSpec, Labels, Resources, Tmpfs, Volume
 from runner.containers.kube import objects
 from runner.containers.kube.objects import KubeRefusal
+from runner.containers.sandbox import SandboxLimits, SandboxSpec, container_spec
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "kube"
 VERSION = "1.37.0"
@@ -54,14 +55,14 @@ def made() -> dict[str, Any]:
     """Every object the tests pin, by its golden file's name."""
     server = driver(purpose="the server of cap-ui/fixer/success/1",
                     labels=Labels("horizon", "sample-server", "fixer", "r1a2b3"))
-    sandbox = ContainerSpec(
-        image="sha256:agent", command=("sleep", "infinity"),
-        labels=Labels("horizon", "arm", "fixer", "r1a2b3"), resources=Resources(2.0, 4096, 512),
-        user="1000:1000", purpose="the sandbox of fixer", read_only=True,
-        tmpfs=(Tmpfs("/tmp", 1024),), env={"OPENAI_BASE_URL": "http://model-gateway:8080/v1"},
-        mounts=(Volume("horizon-fixer-work", "/work"), Volume("horizon-fixer-home",
-                                                             "/home/sandbox"),
-                Volume("horizon-brief", "/bakeoff/brief", read_only=True)))
+    # The tool's own sandbox (`sandbox.container_spec`): root's keeper, exec'd into as the
+    # sandbox user.
+    sandbox = container_spec(SandboxSpec(
+        name="horizon-fixer-sandbox", image_id="sha256:agent",
+        labels=Labels("horizon", "arm", "fixer", "r1a2b3"), checkout="horizon-fixer-work",
+        network="horizon-fixer-net", limits=SandboxLimits(2.0, 4096, 512, 1024),
+        env={"OPENAI_BASE_URL": "http://model-gateway:8080/v1"}, home="horizon-fixer-home",
+        hostname="fixer", read_only=(("horizon-brief", "/bakeoff/brief"),)))
     claims = {"horizon-fixer-work": 1000, "horizon-fixer-home": 1000, "horizon-brief": 0}
     db = {"io.bakeoff.experiment": "horizon"}
     gateway = ContainerSpec(
@@ -198,14 +199,14 @@ def test_a_sandbox_pod_mounts_its_claims_as_their_owners_group_on_their_node() -
     the node is where its claims are held."""
     spec = made()["sandbox-pod"]["spec"]
     assert [(v["name"], v.get("persistentVolumeClaim")) for v in spec["volumes"]] == [
-        ("sandbox-tmp-0", None),
-        ("claim-1", {"claimName": "horizon-fixer-work"}),
-        ("claim-2", {"claimName": "horizon-fixer-home"}),
-        ("claim-3", {"claimName": "horizon-brief"})]
-    assert spec["containers"][0]["volumeMounts"][1:] == [
-        {"name": "claim-1", "mountPath": "/work", "readOnly": False},
-        {"name": "claim-2", "mountPath": "/home/sandbox", "readOnly": False},
-        {"name": "claim-3", "mountPath": "/bakeoff/brief", "readOnly": True}]
+        ("sandbox-tmp-0", None), ("sandbox-tmp-1", None),
+        ("claim-2", {"claimName": "horizon-fixer-work"}),
+        ("claim-3", {"claimName": "horizon-fixer-home"}),
+        ("claim-4", {"claimName": "horizon-brief"})]
+    assert spec["containers"][0]["volumeMounts"][2:] == [
+        {"name": "claim-2", "mountPath": "/work", "readOnly": False},
+        {"name": "claim-3", "mountPath": "/home/agent", "readOnly": False},
+        {"name": "claim-4", "mountPath": "/bakeoff/brief", "readOnly": True}]
     assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"},
                                        "fsGroup": 1000, "fsGroupChangePolicy": "OnRootMismatch"}
     assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] \

@@ -192,12 +192,20 @@ def _await(engine: ContainerEngine, container_id: str, reader: _Reader, running:
     return False, False
 
 
+KEEPER = "sleep"  # the sandbox's main process (`sandbox.container_spec`)
+
+
 def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
-    """Processes in the sandbox other than its init, its main process and this probe."""
+    """Processes in the sandbox other than its init, its main process and this probe.
+    Under docker's init the main process is PID 1's first child; where the keeper is PID
+    1 itself (a Pod's command: Kubernetes runs no init), PID 1's children are the
+    orphans the agent left, every one of them a leftover."""
     probe, stats = _listing(engine, container_id)
     read = [(line, parse_stat(line)) for line in stats if line.strip()]
     procs = [found for _, found in read if found is not None]
-    main = min((pid for pid, ppid, _ in procs if ppid == 1), default=None)
+    keeper_is_init = any(pid == 1 and name == KEEPER for pid, _, name in procs)
+    main = None if keeper_is_init else min((pid for pid, ppid, _ in procs if ppid == 1),
+                                           default=None)
     # The probe is the sh under exec_in's `timeout`: that `timeout` is ours too.
     ours = {1, main, probe, *(ppid for pid, ppid, _ in procs if pid == probe)}
     # A line that does not read as a stat line is a process whose name holds a newline
@@ -235,10 +243,9 @@ def parse_stat(line: str) -> tuple[int, int, str] | None:
 def sweep(engine: ContainerEngine, container_id: str, *, force: bool = False) -> list[str]:
     """Kill every process of the sandbox user (the agent's and anything it left behind);
     return the ones found besides ours. The container keeps running (its main process
-    is root's), and so does its checkout."""
+    is root's), and so does its checkout. The kill never depends on the listing (a
+    process it would take for ours dies all the same); `force`: no listing at all."""
     found = [] if force else leftovers(engine, container_id)
-    if not found and not force:
-        return []
     with contextlib.suppress(EngineError):  # a broken or vanished sandbox too
         sandbox.kill_all(engine, container_id)
     return found

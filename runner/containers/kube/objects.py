@@ -160,12 +160,12 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj],
         raise KubeRefusal(f"{spec.purpose}: the user {spec.user!r} is not uid:gid: a Pod runs "
                           "as numbers (runAsUser), never a name its image resolves")
     cpu, memory = f"{round(spec.resources.cpus * 1000)}m", f"{spec.resources.memory_mb}Mi"
+    caps = capabilities(spec)
     security: Obj = {
         "runAsUser": int(uid), "runAsGroup": int(gid), "runAsNonRoot": int(uid) != 0,
         "allowPrivilegeEscalation": False, "privileged": False,
         "readOnlyRootFilesystem": spec.read_only, "procMount": "Default",
-        "capabilities": {"drop": ["ALL"], **({"add": sorted(spec.cap_add)}
-                                             if spec.cap_add else {})}}
+        "capabilities": {"drop": ["ALL"], **({"add": sorted(caps)} if caps else {})}}
     found: Obj = {
         "name": name_checked(name), "image": image,
         "command" if holds else "args": list(spec.command),
@@ -205,10 +205,21 @@ def exec_as(spec: ContainerSpec, user: str, argv: list[str]) -> list[str] | None
     own, asked = user_ids(spec.user), user_ids(user)
     if own == asked:
         return argv
-    if own[0] == "0" and {"SETUID", "SETGID"} <= set(spec.cap_add):
+    if own[0] == "0" and capabilities(spec) >= SWITCH:
         return ["setpriv", f"--reuid={asked[0]}", f"--regid={asked[1]}", "--clear-groups",
                 "--", *argv]
     return None
+
+
+SWITCH = frozenset({"SETUID", "SETGID"})  # what `setpriv` needs to change ids
+
+
+def capabilities(spec: ContainerSpec) -> frozenset[str]:
+    """The container's capabilities: its own, and SWITCH for a root container that an exec
+    runs in as another user (`ContainerSpec.exec_users`)."""
+    own = user_ids(spec.user)
+    switches = own[0] == "0" and any(user_ids(user) != own for user in spec.exec_users)
+    return frozenset(spec.cap_add) | (SWITCH if switches else frozenset())
 
 
 def numeric(user: str) -> bool:
