@@ -6,10 +6,12 @@ own (so a one-shot rig container can share them while the sandbox holds them), /
 /var/tmp are plain tmpfs (with `exec`: toolchains run binaries from /tmp). Filling any of
 them is ENOSPC for the arm, never a full host disk.
 
-The container's main process (`sleep infinity` under docker's init) runs as ROOT with no
+The container's main process (`KEEPER`, under docker's init) runs as ROOT with no
 capabilities and no-new-privileges, so the sweep's `kill -KILL -1` as the sandbox user
-cannot end it (and with it the tmpfs checkout). Everything we run inside runs as the
-sandbox user: `exec_in` and every helper default to `SANDBOX_USER`.
+cannot end it (and with it the tmpfs checkout). It reaps: in a Pod there is no init and
+the keeper is PID 1, the parent of every orphan the agent leaves, which `sleep` would
+keep as zombies for the sandbox's life. Everything we run inside runs as the sandbox
+user: `exec_in` and every helper default to `SANDBOX_USER`.
 
 A command that ran and failed is a value (`ExecResult`); a broken engine or a vanished
 container is an exception (`SandboxUnavailableError`), as in inspect_ai's sandboxes.
@@ -52,6 +54,9 @@ SANDBOX_UID = 1000
 SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
 KEEPER_USER = "0:0"   # the main process only; see the module docstring
 SCRATCH_DIRS = ("/tmp", "/var/tmp")
+# sh's `wait` reaps every child it has, its own sleep's and any orphan's (dash: measured,
+# a Pod-like container with this as PID 1 kept no zombie, one with `sleep` kept three).
+KEEPER = ("sh", "-c", "while :; do sleep infinity & wait; done")
 # Inside the container `timeout` sends TERM at the deadline and KILL this much later;
 # the host waits this much more before it declares the engine stuck.
 KILL_GRACE_S = 5
@@ -121,7 +126,7 @@ def container_spec(spec: SandboxSpec) -> ContainerSpec:
         tmpfs.append(Tmpfs(HOME, disk, "0755", owner=SANDBOX_UID))
     mounts += [Volume(source, target, read_only=True) for source, target in spec.read_only]
     return ContainerSpec(
-        image=spec.image_id, command=("sleep", "infinity"), labels=spec.labels,
+        image=spec.image_id, command=KEEPER, labels=spec.labels,
         resources=spec.limits.resources(), user=KEEPER_USER, purpose=f"sandbox {spec.name}",
         name=spec.name, hostname=spec.hostname, working_dir=WORKDIR, read_only=True,
         tmpfs=tuple(tmpfs), mounts=tuple(mounts), network=spec.network, env=spec.env,

@@ -125,13 +125,16 @@ def test_volumes_never_copy_the_image_content_and_binds_are_read_only_by_default
 
 
 def test_the_sandbox_and_a_rig_job_are_what_they_were_before_the_choke_point() -> None:
-    """The sandbox: root's idle keeper on a read-only root filesystem; a rig job: the
-    sandbox user under `timeout`, no network, a capped log."""
+    """The sandbox: root's idle keeper (it reaps: `sandbox.KEEPER`) on a read-only root
+    filesystem, with no capability on docker; a rig job: the sandbox user under
+    `timeout`, no network, a capped log."""
     box = container_args(sandbox.container_spec(sandbox.SandboxSpec(
         name="bakeoff-x-a-r1", image_id="sha256:img", labels=LABELS, checkout="work-vol",
         network="net", limits=sandbox.SandboxLimits(2, 1024, 100, 64), home=None)))
-    assert (box["user"], box["read_only"], box["network"], box["command"]) == (
-        "0:0", True, "net", ["sleep", "infinity"])
+    assert (box["user"], box["read_only"], box["network"], box["command"], box["cap_drop"],
+            "cap_add" in box) == (
+        "0:0", True, "net", ["sh", "-c", "while :; do sleep infinity & wait; done"], ["ALL"],
+        False)
     # An arm's database URL (its role's password): a Secret's on a cluster, its
     # environment here, as before.
     url = "postgresql://bk_x_a:pw@db:5432/bk_x_a"

@@ -306,16 +306,15 @@ def test_plain_view_prints_state_changes_and_throttled_log_lines() -> None:
     assert lines == ["[A] running", "[A] | first line", "[A] finished: exit 0, 1.0s, commit abc"]
 
 
-def test_parse_stat_reads_pid_ppid_and_a_name_with_spaces_and_parens() -> None:
-    assert process.parse_stat("7 (sleep) S 1 7 7 0 -1") == (7, 1, "sleep")
-    assert process.parse_stat("42 (my (odd) name) R 18 42 42") == (42, 18, "my (odd) name")
+def test_parse_status_reads_pid_ppid_uid_state_and_a_name_with_spaces() -> None:
+    assert process.parse_status("7 1 0 S sleep") == process.Listed(7, 1, 0, "S", "sleep")
+    assert process.parse_status("42 18 1000 R my (odd) name") == process.Listed(
+        42, 18, 1000, "R", "my (odd) name")
 
 
-@pytest.mark.parametrize("line", ["9 (a", "9 (b) S", "x (b) S 1", "(b) S 1 2", "9 b) S 1 2",
-                                  "9 (b) S x 2"])
-def test_parse_stat_reads_no_pid_from_what_is_not_a_stat_line(line: str) -> None:
-    """The first line of a process whose name holds a newline, and other such."""
-    assert process.parse_stat(line) is None
+@pytest.mark.parametrize("line", ["9 (a", "9 1 S", "x 1 1000 S b", "9 1 u S b", "9 -1 0 S b"])
+def test_parse_status_reads_no_process_from_what_is_not_a_listing_line(line: str) -> None:
+    assert process.parse_status(line) is None
 
 
 def test_parse_shortstat() -> None:

@@ -95,9 +95,10 @@ class Listing:
         self.exit_code, self.stdout, self.stderr = exit_code, stdout, stderr
 
 
-# What of a listing is ours: the probe (30, under its `timeout`, 29), init and the
-# sandbox's main process (7).
-OURS = "30\n1 (docker-init) S 0 1\n7 (sh) S 1 7\n29 (timeout) S 0 29\n30 (sh) R 29 30\n"
+# What of a listing is ours: the probe (30, under its `timeout`, 29, both the sandbox
+# user's), init and the sandbox's keeper (7, 8: root's).
+OURS = ("30\n1 0 0 S docker-init\n7 1 0 S sh\n8 7 0 S sleep\n29 0 1000 S timeout\n"
+        "30 29 1000 R sh\n")
 
 
 def whole(*lines: str) -> Listing:
@@ -116,8 +117,8 @@ def answering(monkeypatch: pytest.MonkeyPatch, *answers: Listing) -> list[Listin
     (Listing(-1, "", ""), r"\(exit -1, 3 tries\): it printed nothing"),
     (Listing(1, "", "sh: 1: cannot fork\n"), r"\(exit 1, 3 tries\): sh: 1: cannot fork"),
     (Listing(0, "", ""), r"\(exit 0, 3 tries\): it printed nothing"),
-    (Listing(0, "1 (docker-init) S 0 1\nbakeoff-listed\n", ""),
-     r"\(exit 0, 3 tries\): 1 \(docker-init\) S 0 1\nbakeoff-listed"),
+    (Listing(0, "1 0 0 S docker-init\nbakeoff-listed\n", ""),
+     r"\(exit 0, 3 tries\): 1 0 0 S docker-init\nbakeoff-listed"),
 ])
 def test_a_process_listing_that_fails_says_what_the_sandbox_answered(
         monkeypatch: pytest.MonkeyPatch, answer: Listing, said: str) -> None:
@@ -127,37 +128,65 @@ def test_a_process_listing_that_fails_says_what_the_sandbox_answered(
         process.leftovers(engine_with(LaggingApi(0)), "c1")
 
 
-def test_a_process_that_ends_during_the_listing_is_skipped_and_the_listing_succeeds(
-        tmp_path: Path) -> None:
-    """The listing's own script, run by this machine's sh on a stand-in /proc whose last
-    entry has gone (its process ended between the glob and the read): before, the loop's
-    status was that read's and the sweep read "cannot list the sandbox's processes"."""
+def status(name: str, pid: int, ppid: int, uid: int, state: str = "S (sleeping)") -> str:
+    """A /proc/<pid>/status as the kernel writes it (its first nine lines)."""
+    return (f"Name:\t{name}\nUmask:\t0022\nState:\t{state}\nTgid:\t{pid}\nNgid:\t0\n"
+            f"Pid:\t{pid}\nPPid:\t{ppid}\nTracerPid:\t0\n"
+            f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+
+
+def listed(tmp_path: Path, processes: dict[int, str | None]) -> subprocess.CompletedProcess[str]:
+    """The listing's own script, run by this machine's sh on a stand-in /proc (None: a
+    process that ended between the glob and the read, its status gone)."""
     proc = tmp_path / "proc"
-    (proc / "1").mkdir(parents=True)
-    (proc / "1" / "stat").write_text("1 (init) S 0 1\n")
-    (proc / "9").mkdir()  # ended: its stat is gone
+    for pid, text in processes.items():
+        (proc / str(pid)).mkdir(parents=True)
+        if text is not None:
+            (proc / str(pid) / "status").write_text(text)
     script = process.PROCESS_LIST[2].replace("/proc/", f"{proc}/")
     assert script != process.PROCESS_LIST[2]
-    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False,
+                          timeout=60)
+
+
+def test_a_process_that_ends_during_the_listing_is_skipped_and_the_listing_succeeds(
+        tmp_path: Path) -> None:
+    """Before, the loop's status was that read's and the sweep read "cannot list the
+    sandbox's processes"."""
+    done = listed(tmp_path, {1: status("docker-init", 1, 0, 0), 9: None})
     assert (done.returncode, done.stdout.splitlines()[1:], done.stderr) == (
-        0, ["1 (init) S 0 1", "bakeoff-listed"], "")
+        0, ["1 0 0 S docker-init", "bakeoff-listed"], "")
 
 
-def test_a_process_named_with_a_newline_is_a_leftover_never_a_crash_or_hidden(
+def test_the_listing_reads_each_process_s_real_uid_and_its_escaped_name(
+        tmp_path: Path) -> None:
+    """A name with spaces stays whole; one with a newline is one line (the kernel escapes
+    it in status: `a\\n9 (b`), never a second, forged process; a zombie says Z."""
+    done = listed(tmp_path, {
+        1: status("sleep", 1, 0, 0), 23: status("my daemon", 23, 1, 1000),
+        24: status("a\\n9 (b) S 1", 24, 1, 1000), 25: status("node", 25, 1, 1000,
+                                                             "Z (zombie)")})
+    assert done.stdout.splitlines()[1:] == [
+        "1 0 0 S sleep", "23 1 1000 S my daemon", "24 1 1000 S a\\n9 (b) S 1",
+        "25 1 1000 Z node", "bakeoff-listed"]
+
+
+def test_the_sandbox_user_s_processes_are_the_leftovers_whatever_their_pids_and_names(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process may write its own /proc/self/comm, newline and all; its stat line is cut
-    at the newline. Before, the listing raised ValueError and the arm's dispatch failed."""
-    answering(monkeypatch, whole("12 (a"))
-    assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["12 (a"]
+    """Neither a pid nor a parent nor a name makes a process ours: root's are (docker's
+    init, the keeper), the probe and its `timeout` are; every other one is a leftover,
+    and a dead one is not. Before, the lowest pid under PID 1 was taken for the keeper,
+    and where the keeper is PID 1 (a Pod) an orphan the agent left passed for it."""
+    answering(monkeypatch, whole("2 1 1000 S sleep", "23 1 1000 S my daemon",
+                                 "24 0 1000 S a\\n9 (b) S 1", "25 1 1000 Z node"))
+    assert process.leftovers(engine_with(LaggingApi(0)), "c1") == [
+        "sleep", "my daemon", "a\\n9 (b) S 1"]
 
 
-def test_a_name_that_fakes_a_parent_of_one_is_still_a_leftover(
+def test_a_line_that_does_not_read_is_a_leftover_never_a_crash(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another route to hiding: a name `x) S 1 2` followed by a newline makes the cut line
-    read as a stat line whose parent is init. The pid is the kernel's, though, and the
-    sandbox's main process (the lowest pid under init) came first: still a leftover."""
-    answering(monkeypatch, whole("40 (x) S 1 2"))
-    assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["x"]
+    answering(monkeypatch, whole("12 (a", "x 1 1000 S b"))
+    assert process.leftovers(engine_with(LaggingApi(0)), "c1") == ["12 (a", "x 1 1000 S b"]
 
 
 def test_a_listing_the_engine_cut_is_read_again_until_it_is_whole(
@@ -165,10 +194,10 @@ def test_a_listing_the_engine_cut_is_read_again_until_it_is_whole(
     """Measured under three test workers: a listing that exited 0 with no output, and one
     whose first line (the probe's pid) never came, each stopped a round as an outage. A
     listing is whole from its pid to its end line; a cut one is read again."""
-    last = whole("41 (sleep) S 7 41")
+    last = whole("41 7 1000 S sleep")
     answers = answering(monkeypatch, Listing(0, "", ""),
-                        Listing(0, "30 (sh) R 29 30\nbakeoff-listed\n", ""),
-                        Listing(0, "30\n1 (docker-init) S 0 1\n", ""), last)
+                        Listing(0, "30 29 1000 R sh\nbakeoff-listed\n", ""),
+                        Listing(0, "30\n1 0 0 S docker-init\n", ""), last)
     with pytest.raises(SandboxUnavailableError, match=r"\(exit 0, 3 tries\): 30\n1 "):
         process.leftovers(engine_with(LaggingApi(0)), "c1")  # three cut: unavailable
     assert answers == [last]

@@ -158,7 +158,7 @@ def test_an_arm_s_sandbox_its_checkout_and_its_work_taken_on_a_cluster(
     (keeper,) = sandbox_pod["spec"]["containers"]
     assert (keeper["args"], keeper["securityContext"]["runAsUser"],
             keeper["securityContext"]["capabilities"]) == (
-        ["sleep", "infinity"], 0, {"drop": ["ALL"], "add": ["SETGID", "SETUID"]})
+        list(sandbox.KEEPER), 0, {"drop": ["ALL"], "add": ["SETGID", "SETUID"]})
     assert URL not in json.dumps(sandbox_pod) and "s3cret-pw" not in json.dumps(sandbox_pod)
     assert keeper["env"][-1] == {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {
         "name": f"{SANDBOX}-main-env", "key": "DATABASE_URL"}}}
@@ -206,26 +206,28 @@ def test_an_arm_s_sandbox_its_checkout_and_its_work_taken_on_a_cluster(
     assert [key for key in emulator.objects if "horizon" in key[1]] == []
 
 
-# /proc/<pid>/stat lines as `process.PROCESS_LIST` prints them, after the probe's own pid.
-STAT = "{pid} ({name}) S {ppid} {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0"
-ON_A_CLUSTER = [(1, "sleep", 0),     # the keeper is PID 1: a Pod's command, no init
-                (23, "node", 1),     # a daemon the agent left (double fork): an orphan
-                (40, "timeout", 0), (41, "sh", 40)]  # the probe under its exec's timeout
-ON_DOCKER = [(1, "docker-init", 0), (7, "sleep", 1),  # docker's init, then the keeper
-             (23, "node", 1), (40, "timeout", 0), (41, "sh", 40)]
-NOTHING_LEFT = [(1, "sleep", 0), (40, "timeout", 0), (41, "sh", 40)]
+# A listing as `process.PROCESS_LIST` prints it after the probe's pid: PID PPID UID STATE
+# NAME. The probe is 41 under its exec's timeout (40), both the sandbox user's.
+PROBE = [(40, 0, 1000, "S", "timeout"), (41, 40, 1000, "R", "sh")]
+ON_A_CLUSTER = [(1, 0, 0, "S", "sh"), (7, 1, 0, "S", "sleep"),  # the keeper is PID 1: no init
+                (23, 1, 1000, "S", "node"),  # a daemon the agent left: an orphan of PID 1
+                (24, 1, 1000, "Z", "git"), *PROBE]  # a zombie: dead, no leftover
+ON_DOCKER = [(1, 0, 0, "S", "docker-init"), (7, 1, 0, "S", "sh"), (8, 7, 0, "S", "sleep"),
+             (23, 1, 1000, "S", "node"), *PROBE]
+NOTHING_LEFT = [(1, 0, 0, "S", "sh"), (7, 1, 0, "S", "sleep"), *PROBE]
 
 
 @pytest.mark.parametrize(("listing", "left"), [(ON_A_CLUSTER, ["node"]), (ON_DOCKER, ["node"]),
                                                (NOTHING_LEFT, [])])
 def test_the_sweep_finds_and_kills_what_the_agent_left_where_the_keeper_is_pid_1(
-        engine: KubeEngine, emulator: Emulator, listing: list[tuple[int, str, int]],
+        engine: KubeEngine, emulator: Emulator, listing: list[tuple[int, int, int, str, str]],
         left: list[str]) -> None:
     """Pins: the listing took PID 1's first child for the sandbox's main process, as under
     docker's init; in a Pod the keeper is PID 1 itself, so a daemon the agent left (an
-    orphan of PID 1) passed for the keeper and, alone, was never killed. The kill no longer
-    depends on the listing; the listing under docker's init reads as before (twin)."""
-    lines = "\n".join(STAT.format(pid=pid, name=name, ppid=ppid) for pid, name, ppid in listing)
+    orphan of PID 1) passed for the keeper and, alone, was never killed. The listing goes
+    by uid now, and the kill no longer depends on it; under docker's init it reads as
+    before (twin)."""
+    lines = "\n".join(" ".join(map(str, found)) for found in listing)
     killed: list[str] = []
 
     def sh(em: Emulator, pod: str, container: str, argv: list[str],

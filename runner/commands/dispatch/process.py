@@ -35,14 +35,20 @@ HOST_GRACE_S = 15   # after timeout's own KILL, the host waits this much more
 STOP_WAIT_S = 10    # after a forced stop, how long the output may take to end
 POLL_S = 0.25
 SIGNALLED = 128     # an exit code from here on: killed by a signal (128 + its number)
-# Shell builtins only (no `ps`: any image has sh and /proc): this shell's pid, then one
-# /proc/<pid>/stat line per process: `pid (comm) state ppid ...`. A process that ends
-# between the glob and its read is no leftover: skipped, silently (the loop's stderr),
+# Shell builtins only (no `ps`: any image has sh and /proc): this shell's pid, then per
+# process `PID PPID UID STATE NAME`, read from /proc/<pid>/status, where the kernel gives
+# the real uid (a process cannot change it without a capability) and escapes the name (a
+# process may write its own /proc/self/comm, newlines and all: it stays one line here;
+# printf, never echo, which would turn the kernel's `\n` back into a newline).
+# A process that ends between the glob and its read is no leftover: skipped, silently,
 # and the listing still succeeds (`exit 0`: the loop's status was its last read's, so a
 # sandbox that spawned short-lived processes failed ~1 listing in 12, a round stopped).
-PROCESS_LIST = ["sh", "-c", 'echo $$; for d in /proc/[0-9]*; do '
-                'read -r s < "$d/stat" && echo "$s"; done 2>/dev/null; echo bakeoff-listed; '
-                'exit 0']
+PROCESS_LIST = ["sh", "-c", 'echo $$; for d in /proc/[0-9]*; do n= s= p= q= u=; '
+                '{ while read -r k v; do case $k in Name:) n=$v ;; State:) s=${v%% *} ;; '
+                'Pid:) p=$v ;; PPid:) q=$v ;; Uid:) set -- $v; u=$1; break ;; esac; '
+                'done < "$d/status"; } 2>/dev/null; '
+                '[ -n "$u" ] && printf "%s %s %s %s %s\\n" "$p" "$q" "$u" "$s" "$n"; '
+                'done; echo bakeoff-listed; exit 0']
 # The engine can lose an exec's output (measured under three test workers: a listing that
 # exited 0 and printed nothing, and one whose first line, the probe's pid, never came): a
 # listing is whole only from its pid to its end line, and read again if it is not.
@@ -192,27 +198,21 @@ def _await(engine: ContainerEngine, container_id: str, reader: _Reader, running:
     return False, False
 
 
-KEEPER = "sleep"  # the sandbox's main process (`sandbox.container_spec`)
-
-
 def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
-    """Processes in the sandbox other than its init, its main process and this probe.
-    Under docker's init the main process is PID 1's first child; where the keeper is PID
-    1 itself (a Pod's command: Kubernetes runs no init), PID 1's children are the
-    orphans the agent left, every one of them a leftover."""
-    probe, stats = _listing(engine, container_id)
-    read = [(line, parse_stat(line)) for line in stats if line.strip()]
+    """The sandbox user's processes, by name, other than this probe: every process of a
+    uid other than root's (the keeper, and docker's init, are root's; no agent's process
+    can become root: no capability, no-new-privileges) that is not dead (a zombie does
+    nothing). Nothing rests on which pid or parent a process has: in a Pod the keeper is
+    PID 1 and no init runs, under docker an init is PID 1, and a name may say anything."""
+    probe, lines = _listing(engine, container_id)
+    read = [(line, parse_status(line)) for line in lines if line.strip()]
     procs = [found for _, found in read if found is not None]
-    keeper_is_init = any(pid == 1 and name == KEEPER for pid, _, name in procs)
-    main = None if keeper_is_init else min((pid for pid, ppid, _ in procs if ppid == 1),
-                                           default=None)
     # The probe is the sh under exec_in's `timeout`: that `timeout` is ours too.
-    ours = {1, main, probe, *(ppid for pid, ppid, _ in procs if pid == probe)}
-    # A line that does not read as a stat line is a process whose name holds a newline
-    # (a process may write its own /proc/self/comm): a leftover, so the sweep kills it,
-    # never a crash of the listing, never a process hidden from it.
+    ours = {probe, *(p.ppid for p in procs if p.pid == probe)}
+    # A line that does not read is a leftover (the sweep kills it), never a crash.
     odd = [line[:40] for line, found in read if found is None]
-    return [name for pid, _, name in procs if pid not in ours] + odd
+    return [p.name for p in procs
+            if p.uid != 0 and p.state not in DEAD and p.pid not in ours] + odd
 
 
 def _listing(engine: ContainerEngine, container_id: str) -> tuple[int, list[str]]:
@@ -229,15 +229,26 @@ def _listing(engine: ContainerEngine, container_id: str) -> tuple[int, list[str]
                                   f"{listed.exit_code}, {LIST_TRIES} tries): {said}")
 
 
-def parse_stat(line: str) -> tuple[int, int, str] | None:
-    """`12 (sleep) S 1 ...` -> (12, 1, "sleep"); the name may hold spaces and parens.
-    None for what is not such a line (the first line of a name with a newline in it)."""
-    head, _, tail = line.rpartition(")")
-    pid, paren, name = head.partition(" (")
-    fields = tail.split()
-    if not (paren and pid.isdigit() and len(fields) > 1 and fields[1].isdigit()):
+DEAD = ("Z", "X")  # a zombie, a process being reaped: it runs nothing
+
+
+@dataclass(frozen=True)
+class Listed:
+    pid: int
+    ppid: int
+    uid: int
+    state: str
+    name: str
+
+
+def parse_status(line: str) -> Listed | None:
+    """`12 1 1000 S my name` -> Listed(12, 1, 1000, "S", "my name"); None for what is not
+    such a line."""
+    fields = line.split(" ", 4)
+    if len(fields) < 4 or not all(field.isdigit() for field in fields[:3]):
         return None
-    return int(pid), int(fields[1]), name
+    return Listed(int(fields[0]), int(fields[1]), int(fields[2]), fields[3],
+                  fields[4] if len(fields) == 5 else "")
 
 
 def sweep(engine: ContainerEngine, container_id: str, *, force: bool = False) -> list[str]:
