@@ -160,14 +160,14 @@ def require_labels(labels: Labels, what: str) -> None:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """The isolation a backend enforces, each one a structural guarantee (docs/design.md principle
-    6), never a convention: a backend without one refuses what needs it."""
+    """The isolation a backend enforces, each a structural guarantee: one it lacks is refused."""
 
     no_egress: bool                 # networks with no way out, not even to the host
     shared_network_namespace: bool  # a container joins another's (a browser beside its app)
     pids_limit: bool                # a cap on the processes a container may start
     no_new_privileges: bool         # setuid binaries gain nothing
     sized_volumes: bool             # volumes with a size limit (tmpfs), ENOSPC when full
+    freeze: bool = True             # a container's processes frozen (`pause`); a Pod's: never
 
     def unmet(self, spec: ContainerSpec) -> list[str]:
         """What `spec` needs that this backend cannot enforce (every container needs the

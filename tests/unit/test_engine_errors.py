@@ -190,7 +190,7 @@ def test_the_docker_engine_reports_the_isolation_it_enforces() -> None:
     capabilities = Engine(SimpleNamespace()).capabilities  # type: ignore[arg-type]
     assert capabilities == backend.Capabilities(
         no_egress=True, shared_network_namespace=True, pids_limit=True,
-        no_new_privileges=True, sized_volumes=True)
+        no_new_privileges=True, sized_volumes=True, freeze=True)
 
 
 def test_a_spec_the_engine_cannot_enforce_is_refused_before_anything_is_created(

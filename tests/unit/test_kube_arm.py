@@ -12,19 +12,22 @@ import base64
 import io
 import json
 import re
+import subprocess
 import tarfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from runner.commands.dispatch import process
+from runner.commands.dispatch import process, work
 from runner.containers import arms, checkout, sandbox
 from runner.containers.backend import Labels
 from runner.containers.kube import preflight
 from runner.containers.kube.api import KubeApi
 from runner.containers.kube.config import KubeTarget
 from runner.containers.kube.engine import KubeEngine
+from runner.errors import SandboxUnavailableError
 from runner.manifest import Arm, Limits
 from tests.unit.kube_emulator import Emulator, emulated, pinned
 from tests.unit.test_kube_engine import shell
@@ -248,3 +251,115 @@ def test_the_sweep_finds_and_kills_what_the_agent_left_where_the_keeper_is_pid_1
     assert emulator.execs[-1][2] == ["setpriv", "--reuid=1000", "--regid=1000",
                                      "--clear-groups", "--", "env", "-C", "/work", "--",
                                      "kill", "-KILL", "-1"]
+
+
+def git_in(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()
+
+
+def work_bundle(tmp_path: Path) -> tuple[Path, str, str, bytes]:
+    """The experiment's repository at the base; the arm's work, one commit on it in a clone
+    (as in its checkout), bundled as the bundler bundles it: (repo, base, work, bundle)."""
+    repo, arm = tmp_path / "repo", tmp_path / "arm"
+    repo.mkdir()
+    git_in(repo, "init", "-q", "-b", "main")
+    (repo / "app.py").write_text("def answer():\n    return 41\n")
+    git_in(repo, "add", "app.py")
+    git_in(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    base = git_in(repo, "rev-parse", "HEAD")
+    subprocess.run(["git", "clone", "-q", str(repo), str(arm)], check=True, timeout=60)
+    git_in(arm, "checkout", "-q", "-b", checkout.ARM_BRANCH)
+    (arm / "app.py").write_text("def answer():\n    return 42\n")
+    git_in(arm, "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qam", "the fix")
+    git_in(arm, "bundle", "create", "-q", str(tmp_path / "work.bundle"),
+           f"refs/heads/{checkout.ARM_BRANCH}", f"^{base}")
+    return repo, base, git_in(arm, "rev-parse", "HEAD"), (tmp_path / "work.bundle").read_bytes()
+
+
+def test_an_arm_s_work_is_kept_on_a_cluster_its_sandbox_emptied_never_frozen(
+        engine: KubeEngine, emulator: Emulator, tmp_path: Path) -> None:
+    """A Pod cannot be frozen (the engine refuses a pause): while the bundler takes the
+    work, the sandbox holds no process of the sandbox user, proved by a listing after the
+    sweep's kill, before the bundler is made. The work is then imported as on docker (a
+    real bundle, checked object by object into the experiment's repository)."""
+    repo, base, tip, bundled = work_bundle(tmp_path)
+    seen = {"listings": 0, "kills": 0}
+    at_bundler: list[dict[str, int]] = []
+
+    def sh(em: Emulator, pod: str, container: str, argv: list[str],
+           stdin: bytes) -> tuple[bytes, bytes, int]:
+        seen["listings"] += 1
+        agent = "" if seen["kills"] else "23 1 1000 S node\n"
+        return f"41\n1 0 0 S sh\n7 1 0 S sleep\n{agent}40 0 1000 S timeout\n41 40 1000 R sh\n" \
+               f"{process.LISTED}\n".encode(), b"", 0
+
+    def kill(em: Emulator, pod: str, container: str, argv: list[str],
+             stdin: bytes) -> tuple[bytes, bytes, int]:
+        seen["kills"] += 1
+        return b"", b"", 0
+
+    def bundler_runs(em: Emulator, pod: str) -> None:
+        if f"-{checkout.BUNDLER_ROLE}-" in pod:
+            at_bundler.append(dict(seen))
+            em.end(pod, "main", 0)
+
+    def bundler_left_work(em: Emulator, pod: str, container: str, argv: list[str],
+                          stdin: bytes) -> tuple[bytes, bytes, int]:
+        if argv[1] == "-x":
+            return b"", b"", 0
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            for name, data in (("why", b"ok\n"), ("head", f"{tip}\n".encode()),
+                               ("tip", f"{tip}\n".encode()), ("work.bundle", bundled)):
+                info = tarfile.TarInfo(f"fill/out/{name}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return out.getvalue(), b"", 0
+
+    emulator.programs.update(sh=sh, kill=kill, tar=bundler_left_work)
+    emulator.on_create = bundler_runs
+    setup = arms.ArmSetup("horizon", "r1", IMAGE, Limits(), ())
+    prepared = arms.prepare(engine, setup, Arm.model_validate({"id": "fixer", "command": "true"}))
+    up = arms.start(engine, setup, prepared, None, lambda _: None)
+    kept = work.keep(engine, work.Keeping(
+        repo=repo, box=prepared.box, container_id=up.container_id, base=base,
+        branch="bakeoff/horizon/fixer", message="bakeoff: the arm's stranded work",
+        force_add=[], scratch=tmp_path / "scratch", repo_lock=threading.Lock()))
+    assert (kept.commit, kept.commits, kept.files_changed, kept.left_running,
+            kept.work_refused, kept.no_work) == (tip, 1, 1, ["node"], None, None)
+    assert git_in(repo, "rev-parse", "refs/heads/bakeoff/horizon/fixer") == tip
+    # The sweep listed the daemon and killed; a second listing found nothing; then the
+    # bundler. No pause was asked (the engine refuses one).
+    assert at_bundler == [{"listings": 2, "kills": 1}]
+    assert not any(path.endswith("/pause") for _, path, _ in emulator.requests)
+
+
+def test_a_process_that_outlives_every_kill_stops_the_keep_before_any_bundler(
+        engine: KubeEngine, emulator: Emulator, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twin: a sandbox that is never found empty is unavailable, with what stayed; nothing
+    reads its checkout meanwhile."""
+    monkeypatch.setattr(process, "EMPTY_WAIT_S", 0)
+    repo, base, _, _ = work_bundle(tmp_path)
+
+    def sh(em: Emulator, pod: str, container: str, argv: list[str],
+           stdin: bytes) -> tuple[bytes, bytes, int]:
+        return (f"41\n1 0 0 S sh\n23 1 1000 D node\n40 0 1000 S timeout\n41 40 1000 R sh\n"
+                f"{process.LISTED}\n").encode(), b"", 0
+
+    emulator.programs.update(sh=sh, kill=lambda *_: (b"", b"", 0))
+    setup = arms.ArmSetup("horizon", "r1", IMAGE, Limits(), ())
+    prepared = arms.prepare(engine, setup, Arm.model_validate({"id": "fixer", "command": "true"}))
+    up = arms.start(engine, setup, prepared, None, lambda _: None)
+    with pytest.raises(SandboxUnavailableError) as stopped:
+        work.keep(engine, work.Keeping(
+            repo=repo, box=prepared.box, container_id=up.container_id, base=base,
+            branch="bakeoff/horizon/fixer", message="m", force_add=[],
+            scratch=tmp_path / "scratch", repo_lock=threading.Lock()))
+    assert (stopped.value.message, stopped.value.hint) == (
+        f"the sandbox user's processes outlived {process.EMPTY_TRIES} kills: node",
+        "once the engine answers, run the same command again")
+    assert [name for name in emulator.pods() if checkout.BUNDLER_ROLE in name] == []
+    assert [argv[-3:] for pod, _, argv in emulator.execs].count(
+        ["kill", "-KILL", "-1"]) == 1 + process.EMPTY_TRIES

@@ -197,7 +197,7 @@ def test_a_pids_limit_is_refused_unless_the_nodes_own_is_accepted(
     api = KubeApi(KubeTarget("test", emulator.url, NS), clock=lambda: clock.now,
                   sleep=clock.sleep)
     strict = KubeEngine(api, cpus=4)
-    assert strict.capabilities.pids_limit is False
+    assert (strict.capabilities.pids_limit, strict.capabilities.freeze) == (False, False)
     with pytest.raises(InfraError) as refused:
         strict.create(spec())
     assert refused.value.message == (

@@ -251,6 +251,38 @@ def parse_status(line: str) -> Listed | None:
                   fields[4] if len(fields) == 5 else "")
 
 
+EMPTY_TRIES = 5  # listings (a kill after each) before a sandbox keeping a process is unavailable
+EMPTY_WAIT_S = 0.2  # times the try: a process killed may take a moment to be gone
+
+
+@contextlib.contextmanager
+def still(engine: ContainerEngine, container_id: str) -> Iterator[None]:
+    """Nothing of the agent runs in the block (its work is taken). Frozen where the engine
+    freezes (docker's pause, thawed after); elsewhere (a Pod cannot be frozen) every
+    process of the sandbox user is killed until a listing finds none: `kill -1` is whole
+    (a fork either came first and is killed, or fails), and nothing but an exec of ours
+    could start another, so an empty sandbox stays empty."""
+    if engine.capabilities.freeze:
+        sandbox.pause(engine, container_id)
+        try:
+            yield
+        finally:
+            sandbox.unpause(engine, container_id)
+        return
+    for attempt in range(EMPTY_TRIES):
+        found = leftovers(engine, container_id)
+        if not found:
+            break
+        sweep(engine, container_id, force=True)
+        time.sleep(EMPTY_WAIT_S * (attempt + 1))
+    else:
+        raise SandboxUnavailableError(
+            f"the sandbox user's processes outlived {EMPTY_TRIES} kills: "
+            f"{', '.join(found[:5])}",
+            hint="once the engine answers, run the same command again")
+    yield
+
+
 def sweep(engine: ContainerEngine, container_id: str, *, force: bool = False) -> list[str]:
     """Kill every process of the sandbox user (the agent's and anything it left behind);
     return the ones found besides ours. The container keeps running (its main process

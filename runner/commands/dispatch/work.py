@@ -1,9 +1,10 @@
 """Keeping an arm's work: every process stopped, a checked bundle imported, a diffstat.
 
 The host never runs git in an arm's checkout. Once the agent has stopped: `sweep` kills
-every process of the sandbox user, the sandbox is paused (nothing of the agent runs
-while its work is taken), a fresh rig container bundles the work (`runner.containers.checkout`),
-the sandbox is unpaused, and the bundle is imported with every object checked
+every process of the sandbox user, the sandbox is held still (`process.still`: paused, or
+on a cluster emptied; nothing of the agent runs while its work is taken), a fresh rig
+container bundles the work (`runner.containers.checkout`), the sandbox is unpaused, and
+the bundle is imported with every object checked
 (`runner.workspace.bundle`). Whatever the arm did to its `.git`, the outcome is a value: work
 kept, no work (`no_work`, the branch at the base), or work refused (`work_refused`,
 the branch at the base), never a rig error.
@@ -20,7 +21,7 @@ from pathlib import Path
 from rig.sample.tree import Caps, UnsafeTreeError
 from runner import workspace
 from runner.commands.dispatch import process
-from runner.containers import checkout, sandbox
+from runner.containers import checkout
 from runner.containers.backend import ContainerEngine
 from runner.containers.checkout import ArmBox, Taken
 from runner.containers.samples.tree import listing
@@ -69,13 +70,10 @@ class Keeping:
 def keep(engine: ContainerEngine, how: Keeping) -> KeptWork:
     """Stop the arm, take its work out, import it checked; the branch always exists."""
     left = process.sweep(engine, how.container_id)
-    sandbox.pause(engine, how.container_id)
     try:
-        try:
+        with process.still(engine, how.container_id):
             taken = checkout.take(engine, how.box, how.base, how.message, how.force_add,
                                   how.scratch)
-        finally:
-            sandbox.unpause(engine, how.container_id)
         with how.repo_lock:
             kept = _import(how, taken)
     finally:

@@ -123,7 +123,7 @@ class KubeEngine:
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(no_egress=True, shared_network_namespace=True, pids_limit=False,
-                            no_new_privileges=True, sized_volumes=True)
+                            no_new_privileges=True, sized_volumes=True, freeze=False)
 
     @property
     def cpus(self) -> int:
