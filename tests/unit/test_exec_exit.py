@@ -175,12 +175,13 @@ def test_the_sandbox_user_s_processes_are_the_leftovers_whatever_their_pids_and_
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither a pid nor a parent nor a name makes a process ours: root's are (docker's
     init, the keeper), the probe and its `timeout` are; every other one is a leftover,
-    and a dead one is not. Before, the lowest pid under PID 1 was taken for the keeper,
-    and where the keeper is PID 1 (a Pod) an orphan the agent left passed for it."""
+    a zombie too (a leader that ended may leave threads running). Before, the lowest pid
+    under PID 1 was taken for the keeper, and where the keeper is PID 1 (a Pod) an
+    orphan the agent left passed for it."""
     answering(monkeypatch, whole("2 1 1000 S sleep", "23 1 1000 S my daemon",
                                  "24 0 1000 S a\\n9 (b) S 1", "25 1 1000 Z node"))
     assert process.leftovers(engine_with(LaggingApi(0)), "c1") == [
-        "sleep", "my daemon", "a\\n9 (b) S 1"]
+        "sleep", "my daemon", "a\\n9 (b) S 1", "node"]
 
 
 def test_a_line_that_does_not_read_is_a_leftover_never_a_crash(

@@ -201,9 +201,10 @@ def _await(engine: ContainerEngine, container_id: str, reader: _Reader, running:
 def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
     """The sandbox user's processes, by name, other than this probe: every process of a
     uid other than root's (the keeper, and docker's init, are root's; no agent's process
-    can become root: no capability, no-new-privileges) that is not dead (a zombie does
-    nothing). Nothing rests on which pid or parent a process has: in a Pod the keeper is
-    PID 1 and no init runs, under docker an init is PID 1, and a name may say anything."""
+    can become root: no capability, no-new-privileges), a zombie too (one whose leader
+    ended may still run threads; the keeper and docker's init reap the rest at once).
+    Nothing rests on which pid or parent a process has: in a Pod the keeper is PID 1 and
+    no init runs, under docker an init is PID 1, and a name may say anything."""
     probe, lines = _listing(engine, container_id)
     read = [(line, parse_status(line)) for line in lines if line.strip()]
     procs = [found for _, found in read if found is not None]
@@ -211,8 +212,7 @@ def leftovers(engine: ContainerEngine, container_id: str) -> list[str]:
     ours = {probe, *(p.ppid for p in procs if p.pid == probe)}
     # A line that does not read is a leftover (the sweep kills it), never a crash.
     odd = [line[:40] for line, found in read if found is None]
-    return [p.name for p in procs
-            if p.uid != 0 and p.state not in DEAD and p.pid not in ours] + odd
+    return [p.name for p in procs if p.uid != 0 and p.pid not in ours] + odd
 
 
 def _listing(engine: ContainerEngine, container_id: str) -> tuple[int, list[str]]:
@@ -227,9 +227,6 @@ def _listing(engine: ContainerEngine, container_id: str) -> tuple[int, list[str]
     said = (listed.stderr or listed.stdout).strip()[:300] or "it printed nothing"
     raise SandboxUnavailableError(f"cannot list the sandbox's processes (exit "
                                   f"{listed.exit_code}, {LIST_TRIES} tries): {said}")
-
-
-DEAD = ("Z", "X")  # a zombie, a process being reaped: it runs nothing
 
 
 @dataclass(frozen=True)
