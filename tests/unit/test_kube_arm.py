@@ -12,7 +12,6 @@ import base64
 import io
 import json
 import re
-import subprocess
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from runner.containers.kube.config import KubeTarget
 from runner.containers.kube.engine import KubeEngine
 from runner.errors import SandboxUnavailableError
 from runner.manifest import Arm, Limits
+from tests.integration.helpers import committed_repo, git
 from tests.unit.kube_emulator import Emulator, emulated, pinned
 from tests.unit.test_kube_engine import shell
 
@@ -40,7 +40,7 @@ URL = "postgresql://bakeoff_horizon_fixer:s3cret-pw@db.horizon:5432/bakeoff_hori
 SANDBOX = "bakeoff-horizon-fixer-r1"
 
 
-def bundler_left() -> bytes:
+def bundler_left(head: str, tip: str, bundle: bytes) -> bytes:
     """The tar of the bundler's volume as a reader's tar gives it: its status files and
     the bundle, under the volume's mount point's name."""
     out = io.BytesIO()
@@ -48,8 +48,8 @@ def bundler_left() -> bytes:
         folder = tarfile.TarInfo("fill/out")
         folder.type = tarfile.DIRTYPE
         tar.addfile(folder)
-        for name, data in (("why", b"ok\n"), ("head", f"{HEAD}\n".encode()),
-                           ("tip", f"{TIP}\n".encode()), ("work.bundle", b"the arm's work")):
+        for name, data in (("why", b"ok\n"), ("head", f"{head}\n".encode()),
+                           ("tip", f"{tip}\n".encode()), ("work.bundle", bundle)):
             info = tarfile.TarInfo(f"fill/out/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -61,11 +61,12 @@ def tar(emulator: Emulator, pod: str, container: str, argv: list[str],
     if argv[1] == "-x":  # a filler's: keep what it was given
         emulator.received[(pod, "tar")] = stdin
         return b"", b"", 0
-    return bundler_left(), b"", 0
+    return bundler_left(HEAD, TIP, b"the arm's work"), b"", 0
 
 
-def git(emulator: Emulator, pod: str, container: str, argv: list[str],
-        stdin: bytes) -> tuple[bytes, bytes, int]:
+def git_head(emulator: Emulator, pod: str, container: str, argv: list[str],
+             stdin: bytes) -> tuple[bytes, bytes, int]:
+    """git in the sandbox (the HEAD probe): the checkout's HEAD."""
     return f"{HEAD}\n".encode(), b"", 0
 
 
@@ -90,7 +91,7 @@ def bundler_ends(emulator: Emulator, pod: str) -> None:
 def emulator() -> Iterator[Emulator]:
     with emulated() as found:
         found.autorun, found.on_create = True, shell
-        found.programs.update(tar=tar, git=git, timeout=timeout)
+        found.programs.update(tar=tar, git=git_head, timeout=timeout)
         yield found
 
 
@@ -218,6 +219,13 @@ ON_A_CLUSTER = [(1, 0, 0, "S", "sh"), (7, 1, 0, "S", "sleep"),  # the keeper is 
 ON_DOCKER = [(1, 0, 0, "S", "docker-init"), (7, 1, 0, "S", "sh"), (8, 7, 0, "S", "sleep"),
              (23, 1, 1000, "S", "node"), *PROBE]
 NOTHING_LEFT = [(1, 0, 0, "S", "sh"), (7, 1, 0, "S", "sleep"), *PROBE]
+AGENT_LEFT = [(1, 0, 0, "S", "sh"), (7, 1, 0, "S", "sleep"), (23, 1, 1000, "S", "node"), *PROBE]
+
+
+def listed(rows: list[tuple[int, int, int, str, str]]) -> tuple[bytes, bytes, int]:
+    """The listing's exec as it answers: the probe's pid, `rows`, the end line."""
+    lines = "\n".join(" ".join(map(str, row)) for row in rows)
+    return f"41\n{lines}\n{process.LISTED}\n".encode(), b"", 0
 
 
 @pytest.mark.parametrize(("listing", "left"), [(ON_A_CLUSTER, ["node", "git"]),
@@ -231,12 +239,11 @@ def test_the_sweep_finds_and_kills_what_the_agent_left_where_the_keeper_is_pid_1
     orphan of PID 1) passed for the keeper and, alone, was never killed. The listing goes
     by uid now, and the kill no longer depends on it; under docker's init it reads as
     before (twin)."""
-    lines = "\n".join(" ".join(map(str, found)) for found in listing)
     killed: list[str] = []
 
     def sh(em: Emulator, pod: str, container: str, argv: list[str],
            stdin: bytes) -> tuple[bytes, bytes, int]:
-        return f"41\n{lines}\n{process.LISTED}\n".encode(), b"", 0
+        return listed(listing)
 
     def kill(em: Emulator, pod: str, container: str, argv: list[str],
              stdin: bytes) -> tuple[bytes, bytes, int]:
@@ -254,28 +261,19 @@ def test_the_sweep_finds_and_kills_what_the_agent_left_where_the_keeper_is_pid_1
                                      "kill", "-KILL", "-1"]
 
 
-def git_in(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True, timeout=60).stdout.strip()
-
-
 def work_bundle(tmp_path: Path) -> tuple[Path, str, str, bytes]:
     """The experiment's repository at the base; the arm's work, one commit on it in a clone
     (as in its checkout), bundled as the bundler bundles it: (repo, base, work, bundle)."""
     repo, arm = tmp_path / "repo", tmp_path / "arm"
-    repo.mkdir()
-    git_in(repo, "init", "-q", "-b", "main")
-    (repo / "app.py").write_text("def answer():\n    return 41\n")
-    git_in(repo, "add", "app.py")
-    git_in(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
-    base = git_in(repo, "rev-parse", "HEAD")
-    subprocess.run(["git", "clone", "-q", str(repo), str(arm)], check=True, timeout=60)
-    git_in(arm, "checkout", "-q", "-b", checkout.ARM_BRANCH)
+    committed_repo(repo, {"app.py": "def answer():\n    return 41\n"}, "")
+    base = git(repo, "rev-parse", "HEAD")
+    git(tmp_path, "clone", "-q", str(repo), str(arm))
+    git(arm, "checkout", "-q", "-b", checkout.ARM_BRANCH)
     (arm / "app.py").write_text("def answer():\n    return 42\n")
-    git_in(arm, "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qam", "the fix")
-    git_in(arm, "bundle", "create", "-q", str(tmp_path / "work.bundle"),
-           f"refs/heads/{checkout.ARM_BRANCH}", f"^{base}")
-    return repo, base, git_in(arm, "rev-parse", "HEAD"), (tmp_path / "work.bundle").read_bytes()
+    git(arm, "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qam", "the fix")
+    git(arm, "bundle", "create", "-q", str(tmp_path / "work.bundle"),
+        f"refs/heads/{checkout.ARM_BRANCH}", f"^{base}")
+    return repo, base, git(arm, "rev-parse", "HEAD"), (tmp_path / "work.bundle").read_bytes()
 
 
 def test_an_arm_s_work_is_kept_on_a_cluster_its_sandbox_emptied_never_frozen(
@@ -291,9 +289,7 @@ def test_an_arm_s_work_is_kept_on_a_cluster_its_sandbox_emptied_never_frozen(
     def sh(em: Emulator, pod: str, container: str, argv: list[str],
            stdin: bytes) -> tuple[bytes, bytes, int]:
         seen["listings"] += 1
-        agent = "" if seen["kills"] else "23 1 1000 S node\n"
-        return f"41\n1 0 0 S sh\n7 1 0 S sleep\n{agent}40 0 1000 S timeout\n41 40 1000 R sh\n" \
-               f"{process.LISTED}\n".encode(), b"", 0
+        return listed(NOTHING_LEFT if seen["kills"] else AGENT_LEFT)
 
     def kill(em: Emulator, pod: str, container: str, argv: list[str],
              stdin: bytes) -> tuple[bytes, bytes, int]:
@@ -309,14 +305,7 @@ def test_an_arm_s_work_is_kept_on_a_cluster_its_sandbox_emptied_never_frozen(
                           stdin: bytes) -> tuple[bytes, bytes, int]:
         if argv[1] == "-x":
             return b"", b"", 0
-        out = io.BytesIO()
-        with tarfile.open(fileobj=out, mode="w") as tar:
-            for name, data in (("why", b"ok\n"), ("head", f"{tip}\n".encode()),
-                               ("tip", f"{tip}\n".encode()), ("work.bundle", bundled)):
-                info = tarfile.TarInfo(f"fill/out/{name}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return out.getvalue(), b"", 0
+        return bundler_left(tip, tip, bundled), b"", 0
 
     emulator.programs.update(sh=sh, kill=kill, tar=bundler_left_work)
     emulator.on_create = bundler_runs
@@ -329,7 +318,7 @@ def test_an_arm_s_work_is_kept_on_a_cluster_its_sandbox_emptied_never_frozen(
         force_add=[], scratch=tmp_path / "scratch", repo_lock=threading.Lock()))
     assert (kept.commit, kept.commits, kept.files_changed, kept.left_running,
             kept.work_refused, kept.no_work) == (tip, 1, 1, ["node"], None, None)
-    assert git_in(repo, "rev-parse", "refs/heads/bakeoff/horizon/fixer") == tip
+    assert git(repo, "rev-parse", "refs/heads/bakeoff/horizon/fixer") == tip
     # The sweep listed the daemon and killed; a second listing found nothing; then the
     # bundler. No pause was asked (the engine refuses one).
     assert at_bundler == [{"listings": 2, "kills": 1}]
@@ -346,8 +335,7 @@ def test_a_process_that_outlives_every_kill_stops_the_keep_before_any_bundler(
 
     def sh(em: Emulator, pod: str, container: str, argv: list[str],
            stdin: bytes) -> tuple[bytes, bytes, int]:
-        return (f"41\n1 0 0 S sh\n23 1 1000 D node\n40 0 1000 S timeout\n41 40 1000 R sh\n"
-                f"{process.LISTED}\n").encode(), b"", 0
+        return listed([(1, 0, 0, "S", "sh"), (23, 1, 1000, "D", "node"), *PROBE])
 
     emulator.programs.update(sh=sh, kill=lambda *_: (b"", b"", 0))
     setup = arms.ArmSetup("horizon", "r1", IMAGE, Limits(), ())
