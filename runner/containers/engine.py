@@ -32,7 +32,7 @@ import docker.errors
 import requests
 
 from runner import errors
-from runner.containers import sweep
+from runner.containers import hijack, sweep
 from runner.containers.backend import (
     Capabilities,
     Completed,
@@ -282,7 +282,7 @@ class Engine:
 
         def target() -> None:
             try:
-                box["out"] = self.client.api.exec_start(exec_id, demux=True)
+                box["out"] = hijack.output(hijack.start(self.client.api, exec_id))
             except Exception as error:  # re-raised on the caller's thread below
                 box["error"] = error
 
@@ -415,7 +415,7 @@ class Engine:
         api = self.client.api
         exec_id = str(self.call("create an exec", api.exec_create, container_id, list(argv),
                                 environment=dict(env), workdir=workdir, user=user)["Id"])
-        output: Any = self.call("start the exec", api.exec_start, exec_id, stream=True)
+        output = hijack.stream(self.call("start the exec", hijack.start, api, exec_id))
 
         def close() -> None:
             with contextlib.suppress(OSError, EngineError), mapped("close an exec's output"):

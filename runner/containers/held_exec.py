@@ -2,9 +2,10 @@
 to a program in a container it cannot reach over the network (psql in the database's
 container, on any engine, local or DOCKER_HOST=tcp://… / ssh://…).
 
-docker's low-level exec with stdin attached (`exec_create(stdin=True)`, `exec_start(
-socket=True)`), the output read back demultiplexed (8-byte frame headers, no TTY) with a
-deadline on every read: `exec_with_input` sends a whole input and reads both streams to
+docker's low-level exec with stdin attached (`exec_create(stdin=True)`, started as
+`hijack.start`), the output read back demultiplexed (8-byte frame headers, no TTY) from
+the buffered file the headers came from (`hijack`: never past it), with a deadline on
+every read: `exec_with_input` sends a whole input and reads both streams to
 the end; `hold_exec` keeps one process open so many scripts share one exec start (~50 ms
 each), each answer read up to a marker line the script prints. Engine calls go through
 `Engine.call` (the project's errors); a broken socket or a deadline passed is
@@ -16,15 +17,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
+from runner.containers import hijack
 from runner.containers.backend import ContainerEngine, ExecOutput, HeldOutput, exit_after_output
 from runner.containers.dockerclient import ENGINE_HINT, end_of_input
 from runner.containers.engine import Engine
 from runner.errors import SandboxUnavailableError
-
-FRAME_HEADER = 8
-STDOUT, STDERR = 1, 2
 
 
 class HeldExec:
@@ -32,9 +30,11 @@ class HeldExec:
     (`send`), each answer read up to a marker line it prints (`until`). A broken socket or
     a deadline passed is `SandboxUnavailableError`; the process ending is a value (`ended`)."""
 
-    def __init__(self, engine: Engine, exec_id: str, sock: Any, what: str) -> None:
+    def __init__(self, engine: Engine, exec_id: str, started: hijack.Hijacked,
+                 what: str) -> None:
         self.engine, self.exec_id, self.what = engine, exec_id, what
-        self._sock, self._raw = sock, getattr(sock, "_sock", sock)
+        self._file, self._sock = started.file, started.sock
+        self._raw = getattr(self._sock, "_sock", self._sock)
         self._output = HeldOutput()
         self.ended = False
 
@@ -74,13 +74,13 @@ class HeldExec:
             self._raw.close()
 
     def _read_frame(self, deadline: float) -> None:
-        header = self._read(FRAME_HEADER, deadline, eof_ok=True)
+        header = self._read(hijack.FRAME_HEADER, deadline, eof_ok=True)
         if header is None:
             self.ended = True
             return
         stream, size = header[0], int.from_bytes(header[4:8], "big")
         data = self._read(size, deadline, eof_ok=False) or b""
-        (self._output.err if stream == STDERR else self._output.out).extend(data)
+        (self._output.err if stream == hijack.STDERR else self._output.out).extend(data)
 
     def _read(self, size: int, deadline: float, *, eof_ok: bool) -> bytes | None:
         data = bytearray()
@@ -90,7 +90,7 @@ class HeldExec:
                 if left <= 0:
                     raise TimeoutError
                 self._raw.settimeout(left)
-                chunk = self._raw.recv(size - len(data))
+                chunk = self._file.read1(size - len(data))
             except OSError as error:  # TimeoutError included
                 raise SandboxUnavailableError(
                     f"{self.what}: no answer in time ({error or 'deadline passed'})",
@@ -113,8 +113,8 @@ def hold_exec(engine: Engine, container_id: str, argv: Sequence[str], *, user: s
     api = engine.client.api
     exec_id = str(engine.call(f"create {what}", api.exec_create, container_id, list(argv),
                               stdin=True, user=user, environment=dict(env or {}))["Id"])
-    sock = engine.call(f"start {what}", api.exec_start, exec_id, socket=True)
-    held = HeldExec(engine, exec_id, sock, what)
+    started = engine.call(f"start {what}", hijack.start, api, exec_id, timeout=True)
+    held = HeldExec(engine, exec_id, started, what)
     try:
         yield held
     finally:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BACKEND = ("runner/containers/engine.py", "runner/containers/dockerclient.py",
            "runner/containers/dockerspec.py",
            "runner/containers/sweep.py", "runner/containers/held_exec.py",
-           "runner/containers/images/")
+           "runner/containers/hijack.py", "runner/containers/images/")
 # A docker client reached through an engine, or one of the backend's docker-level helpers.
 CLIENT = re.compile(r"\.client\.|\b(engine|self\.engine)\.(call|labelled)\(")
 

@@ -8,6 +8,7 @@ bounded time; what is still running after it stays running (the callers decide).
 
 from __future__ import annotations
 
+import io
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from runner.containers import backend, sandbox
 from runner.containers.backend import ExecState, exit_after_output
 from runner.containers.engine import Engine
 from runner.containers.held_exec import HeldExec
+from runner.containers.hijack import Hijacked
 from runner.errors import SandboxUnavailableError
 
 
@@ -34,8 +36,20 @@ class LaggingApi:
     def exec_create(self, *_: Any, **__: Any) -> dict[str, str]:
         return {"Id": "e1"}
 
-    def exec_start(self, *_: Any, **__: Any) -> tuple[bytes, bytes]:
-        return self.out, b""
+    # The exec's start as `hijack.start` asks it: the output in frames on the response.
+    def _url(self, path: str, *args: str) -> str:
+        return path.format(*args)
+
+    def _post_json(self, *_: Any, **__: Any) -> SimpleNamespace:
+        framed = bytes([1, 0, 0, 0]) + len(self.out).to_bytes(4, "big") + self.out
+        return SimpleNamespace(raw=SimpleNamespace(_fp=SimpleNamespace(fp=io.BytesIO(framed))),
+                               close=lambda: None)
+
+    def _get_raw_response_socket(self, _: Any) -> None:
+        return None
+
+    def _disable_socket_timeout(self, _: Any) -> None:
+        return None
 
     def exec_inspect(self, exec_id: str) -> dict[str, Any]:
         assert exec_id == "e1"
@@ -76,14 +90,16 @@ def test_a_failed_exit_read_late_keeps_its_own_code() -> None:
 
 def test_a_held_exec_that_ended_reads_its_late_exit() -> None:
     api = LaggingApi(lag=3, code=2)
-    held = HeldExec(engine_with(api), "e1", SimpleNamespace(), "psql")
+    held = HeldExec(engine_with(api), "e1", Hijacked(None, SimpleNamespace(), SimpleNamespace()),  # type: ignore[arg-type]
+                    "psql")
     held.ended = True
     assert held.exit_code() == 2
 
 
 def test_a_held_exec_still_running_has_no_exit_code_and_is_asked_once() -> None:
     api = LaggingApi(lag=5)
-    held = HeldExec(engine_with(api), "e1", SimpleNamespace(), "psql")
+    held = HeldExec(engine_with(api), "e1", Hijacked(None, SimpleNamespace(), SimpleNamespace()),  # type: ignore[arg-type]
+                    "psql")
     assert held.exit_code() is None
     assert api.inspected == 1
 

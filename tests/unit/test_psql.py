@@ -11,6 +11,7 @@ import pytest
 from runner.containers import database, psql
 from runner.containers.backend import ExecOutput, ExecState
 from runner.containers.held_exec import HeldExec
+from runner.containers.hijack import Hijacked
 from runner.errors import DatabaseError, SandboxUnavailableError
 from runner.store.state import DbState
 
@@ -144,7 +145,7 @@ class FakeSocket:
     def settimeout(self, _: float) -> None:
         return None
 
-    def recv(self, size: int) -> bytes:
+    def read1(self, size: int) -> bytes:
         chunk, self.data = self.data[:min(size, self.piece)], self.data[min(size, self.piece):]
         return chunk
 
@@ -177,7 +178,7 @@ def test_a_held_exec_reads_each_answer_up_to_its_marker_across_split_frames() ->
     sock = FakeSocket(frame(1, b"one\nM") + frame(2, b"warn\n") + frame(1, b"\ntwo\nM\n")
                       + frame(2, b"ERROR:  42501: no\n"))
     held = HeldExec(FakeEngine({"Running": False, "ExitCode": 3}),  # type: ignore[arg-type]
-                    "e1", sock, "psql")
+                    "e1", Hijacked(None, sock, sock), "psql")  # type: ignore[arg-type]
     held.send(b"script")
     assert sock.sent == b"script"
     assert held.until(b"M", 5) == ExecOutput(None, b"one\n", b"warn\n")
@@ -188,9 +189,11 @@ def test_a_held_exec_reads_each_answer_up_to_its_marker_across_split_frames() ->
 
 def test_a_held_exec_that_says_nothing_in_time_is_an_unavailable_sandbox() -> None:
     class Silent(FakeSocket):
-        def recv(self, size: int) -> bytes:
+        def read1(self, size: int) -> bytes:
             raise TimeoutError("timed out")
 
-    held = HeldExec(FakeEngine({}), "e1", Silent(b""), "psql")  # type: ignore[arg-type]
+    silent = Silent(b"")
+    held = HeldExec(FakeEngine({}), "e1", Hijacked(None, silent, silent),  # type: ignore[arg-type]
+                    "psql")
     with pytest.raises(SandboxUnavailableError, match="psql: no answer in time"):
         held.until(b"M", 0.5)
