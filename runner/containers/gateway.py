@@ -136,17 +136,17 @@ def state_archive(settings: dict[str, Any]) -> bytes:
                          archive.Member(RECORDS, None, 0o755, sandbox.SANDBOX_UID)])
 
 
-def start(engine: ContainerEngine, spec: GatewaySpec, settings: dict[str, Any]) -> str:
+def start(engine: ContainerEngine, spec: GatewaySpec, settings: dict[str, Any],
+          image_id: str) -> str:
     """Create the gateway's volume and put its state in through a filler that never
     starts (`sandbox.fill`: a Pod takes no archive before it starts, so the gateway's own
-    container is never given one), then create and start the gateway; return the
-    container's id (it is not healthy yet: `wait_healthy`)."""
-    built = image(engine, spec.base_id)
+    container is never given one), then create and start the gateway of `image_id`
+    (`image`); return the container's id (it is not healthy yet: `wait_healthy`)."""
     volume = engine.create_volume(state_volume(spec.name), spec.labels, size_mb=None,
-                           owner=sandbox.SANDBOX_UID)
-    sandbox.fill(engine, volume, built.image_id, spec.labels, state_archive(settings))
+                                  owner=sandbox.SANDBOX_UID)
+    sandbox.fill(engine, volume, image_id, spec.labels, state_archive(settings))
     container_spec = ContainerSpec(
-        image=built.image_id, labels=spec.labels, resources=RESOURCES,
+        image=image_id, labels=spec.labels, resources=RESOURCES,
         command=("python3", "-m", "gateway", "--state", STATE_MOUNT, "--port", str(PORT)),
         user=sandbox.SANDBOX_USER, purpose=f"model gateway {spec.name}", name=spec.name,
         hostname=ALIAS, read_only=True, tmpfs=(Tmpfs("/tmp", 64),), network=spec.network,
@@ -279,16 +279,20 @@ def plan_launch(section: Gateway, name: str, base_id: str, labels: Labels, state
                   settings)
 
 
-def launch(engine: ContainerEngine, plan: Launch, network_labels: Labels) -> str:
-    """The gateway up and healthy on its networks; return its container id. Its own
-    network (when it needs one) is made here, with egress, labelled `network_labels`."""
+def launch(engine: ContainerEngine, plan: Launch, network_labels: Labels,
+           images: ContainerEngine | None = None) -> str:
+    """The gateway up and healthy on its networks; return its container id. Its image is
+    built by `images` (a docker engine: on a cluster, the one whose images are pushed to
+    its registry), else by `engine`. Its own network (when it needs one) is made here,
+    with egress, labelled `network_labels`."""
+    built = image(images or engine, plan.spec.base_id)
     if plan.own_network:
         engine.create_network(plan.spec.network, network_labels, egress=True)
     else:
         require_network(engine, plan.spec.network)
     plan.spec.state_dir.mkdir(parents=True, exist_ok=True)
     write_config(plan.spec.state_dir, plan.config)
-    container_id = start(engine, plan.spec, plan.config)
+    container_id = start(engine, plan.spec, plan.config, built.image_id)
     for network in dict.fromkeys(door.network for door in plan.doors):
         attach(engine, container_id, network)
     wait_healthy(engine, container_id)

@@ -200,9 +200,10 @@ def with_ids(spec: ContainerSpec, user_of: Callable[[str, str], str] | None
 
 
 def exec_as(spec: ContainerSpec, user: str, argv: list[str]) -> list[str] | None:
-    """`argv` run as `user` in the container of `spec`: as it is when that is its user,
-    through `setpriv` from a root container that may change ids; None: it cannot."""
-    own, asked = user_ids(spec.user), user_ids(user)
+    """`argv` run as `user` in the container of `spec`: as it is when that is its user (an
+    empty `user` is the container's own, as docker's exec means it), through `setpriv`
+    from a root container that may change ids; None: it cannot."""
+    own, asked = user_ids(spec.user), user_ids(user or spec.user)
     if own == asked:
         return argv
     if own[0] == "0" and capabilities(spec) >= SWITCH:
