@@ -106,7 +106,7 @@ class Service:
     arm: str = ""
 
     def __str__(self) -> str:
-        return f"{self.shown} (container {self.container_id[:12]})"
+        return f"{self.shown} (container {sandbox.shown_id(self.container_id)})"
 
 
 def services(current: ExperimentState) -> list[Service]:

@@ -165,7 +165,7 @@ class DbServer:
     policy: DbPolicy = DbPolicy()
 
     def shown(self) -> str:
-        return f"in container {self.container_id[:12]}"
+        return f"in container {sandbox.shown_id(self.container_id)}"
 
 
 @dataclass(frozen=True)
@@ -261,15 +261,17 @@ def find_server(engine: ContainerEngine, container_id: str, admin_password: str 
     try:
         container = engine.inspect(container_id)
     except NotFoundError as error:
-        raise DatabaseError(f"the experiment's Postgres (container {container_id[:12]}) is "
-                            "gone", hint=CANNOT_REACH) from error
+        raise DatabaseError(f"the experiment's Postgres (container "
+                            f"{sandbox.shown_id(container_id)}) is gone",
+                            hint=CANNOT_REACH) from error
     labels = container.labels
     if LABEL_EXPERIMENT not in labels or labels.get(LABEL_ROLE) not in ROLES:
-        raise DatabaseError(f"container {container_id[:12]} is not a Postgres of ours",
+        raise DatabaseError(f"container {sandbox.shown_id(container_id)} is not a Postgres of ours",
                             hint="run `bakeoff-sandbox gc`, then `up` again")
     if container.status != "running":
-        raise DatabaseError(f"the experiment's Postgres (container {container_id[:12]}) is "
-                            f"{container.status}", hint=CANNOT_REACH)
+        raise DatabaseError(f"the experiment's Postgres (container "
+                            f"{sandbox.shown_id(container_id)}) is {container.status}",
+                            hint=CANNOT_REACH)
     return DbServer(container.id, admin_password, policy_from(list(container.command)))
 
 

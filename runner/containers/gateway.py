@@ -171,7 +171,8 @@ def read_records(engine: ContainerEngine, container_id: str, state_dir: Path) ->
         container = engine.inspect(container_id)
     except NotFoundError:
         raise SandboxUnavailableError(
-            f"the model gateway {container_id[:12]} is gone: its records cannot be read back",
+            f"the model gateway {sandbox.shown_id(container_id)} is gone: its records cannot "
+            "be read back",
             hint="its volume (named after it, `...-state`) keeps them until `down` or "
                  "`gc` removes it") from None
     with _READING:
@@ -212,7 +213,8 @@ def wait_healthy(engine: ContainerEngine, container_id: str,
     logs = engine.logs(container_id, stdout=True, stderr=True, tail=20).decode(
         errors="replace")
     raise InfraError(f"the model gateway did not answer /healthz within {timeout_s:.0f}s: "
-                     f"{last}\n{logs}", hint="see its log: docker logs " + container_id[:12])
+                     f"{last}\n{logs}", hint="see its log: docker logs (kubectl logs on a "
+                                             f"cluster) {sandbox.shown_id(container_id)}")
 
 
 def write_config(state_dir: Path, config: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -353,12 +354,21 @@ def identity_file(engine: ContainerEngine, image_id: str, path: str, fields: Seq
                          ) from error
 
 
+DOCKER_ID = re.compile(r"[0-9a-f]{64}")
+
+
+def shown_id(container_id: str) -> str:
+    """A container's id as a message shows it: docker's 64 hex digits cut to 12, as
+    docker shows them; any other engine's (a Pod's `name/container`) whole."""
+    return container_id[:12] if DOCKER_ID.fullmatch(container_id) else container_id
+
+
 def _container(engine: ContainerEngine, container_id: str) -> ContainerState:
     try:
         return engine.inspect(container_id)
     except NotFoundError as error:
         raise SandboxUnavailableError(
-            f"sandbox container {container_id[:12]} has vanished",
+            f"sandbox container {shown_id(container_id)} has vanished",
             hint="run `bakeoff-sandbox up` again (or `gc` to clear leftovers)") from error
 
 

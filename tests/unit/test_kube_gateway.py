@@ -162,7 +162,16 @@ def test_the_records_of_a_gateway_gone_are_said_gone(
         engine: KubeEngine, emulator: Emulator, tmp_path: Path) -> None:
     container_id = gateway.start(engine, spec(tmp_path), {}, IMAGE)
     engine.remove(container_id)
-    # (named by the first 12 characters, docker's short id: on a cluster, a Pod's name cut)
-    with pytest.raises(SandboxUnavailableError, match=r"^the model gateway bakeoff-hori is "
+    # Named whole (a docker id is shown cut to 12 characters, a Pod's name never is).
+    with pytest.raises(SandboxUnavailableError, match=rf"^the model gateway {NAME}/main is "
                                                       r"gone: its records cannot be read back\n"):
         gateway.read_records(engine, container_id, tmp_path / "gateway")
+
+
+@pytest.mark.parametrize(("container_id", "shown"), [
+    ("0f" * 32, "0f0f0f0f0f0f"),                         # docker's id: cut, as docker shows it
+    (f"{NAME}/main", f"{NAME}/main"),                     # a Pod's container: whole
+    ("0f" * 31, "0f" * 31)])                              # not docker's 64 digits: whole
+def test_a_container_is_named_by_docker_s_short_id_or_whole(container_id: str,
+                                                            shown: str) -> None:
+    assert sandbox.shown_id(container_id) == shown

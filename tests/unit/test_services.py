@@ -40,7 +40,7 @@ def test_running_is_kept_stopped_is_started_gone_is_refused_unless_nothing_needs
 
 
 def state(*, db: bool = True, gateway: bool = True) -> ExperimentState:
-    arms = [ArmSandbox(arm=arm, container_id=f"{arm.lower()}" * 16, container_name=arm,
+    arms = [ArmSandbox(arm=arm, container_id=f"{arm.lower()}" * 64, container_name=arm,
                        network="n", egress=False, checkout="w", home="h",
                        schema_name=f"bk_e_{arm.lower()}", schema_password="pw")
             for arm in ("A", "B")]
@@ -49,14 +49,14 @@ def state(*, db: bool = True, gateway: bool = True) -> ExperimentState:
         image="i", image_id="sha256:i", image_identity="x", limits={}, arms=arms,
         db=DbState(container_id="d" * 64, admin_password="p", network="n",
                    url_env="DATABASE_URL") if db else None,
-        gateway=GatewayState(container_id="g" * 64, container_name="g", network="n",
+        gateway=GatewayState(container_id="e" * 64, container_name="g", network="n",
                              state_dir="s") if gateway else None)
 
 
 def test_the_services_are_the_postgres_then_the_gateway_then_each_arms_sandbox() -> None:
     shown = [str(s) for s in services.services(state())]
     assert shown == ["the experiment's Postgres (container dddddddddddd)",
-                     "the model gateway (container gggggggggggg)",
+                     "the model gateway (container eeeeeeeeeeee)",
                      "arm A's sandbox (container aaaaaaaaaaaa)",
                      "arm B's sandbox (container bbbbbbbbbbbb)"]
     assert [s.kind for s in services.services(state(db=False, gateway=False))] == [
@@ -66,7 +66,7 @@ def test_the_services_are_the_postgres_then_the_gateway_then_each_arms_sandbox()
 def test_an_engine_restart_starts_every_stopped_service_and_keeps_the_running_ones() -> None:
     """What a daemon restart leaves: every container exited; one already started again."""
     current = state()
-    states = {"d" * 64: "exited", "g" * 64: "exited", "a" * 16: "running", "b" * 16: "created"}
+    states = {"d" * 64: "exited", "e" * 64: "exited", "a" * 64: "running", "b" * 64: "created"}
     chosen = services.plan(current, states, done={"B"})
     assert [(s.kind, s.arm, step) for s, step in chosen.steps] == [
         ("postgres", "", Step.START), ("gateway", "", Step.START),
@@ -77,7 +77,7 @@ def test_an_engine_restart_starts_every_stopped_service_and_keeps_the_running_on
 
 def test_a_container_the_engine_lost_that_an_arm_still_needs_is_refused_with_the_fix() -> None:
     current = state()
-    states = {"g" * 64: "running", "a" * 16: "running", "b" * 16: "dead"}  # no Postgres
+    states = {"e" * 64: "running", "a" * 64: "running", "b" * 64: "dead"}  # no Postgres
     chosen = services.plan(current, states, done=set())
     assert [str(s) for s in chosen.gone] == [
         "the experiment's Postgres (container dddddddddddd)",
