@@ -36,9 +36,9 @@ MIN_VERSION = (1, 30)  # the v5 channel protocol (stdin closed, output still rea
 REGISTRY_TIMEOUT_S = 10.0
 PROBE_LABELS = Labels(experiment="doctor", role="cluster-probe")
 PROBE_IMAGE = "python"  # the proofs' Pods run python3
-NOT_YET = ("the Kubernetes backend's engine, images, volumes and proofs are built; the "
-           "arms' sandboxes, the database and the gateway on a cluster are not yet "
-           "(docs/scale-out.md)")
+NOT_YET = ("the Kubernetes backend's engine, images, volumes, proofs, the arms' "
+           "sandboxes, the database and the gateway are built; the commands that run them "
+           "on a cluster are not yet (docs/scale-out.md)")
 NAMES = ("kubeconfig", "kubernetes", "registry", "log-streams", "policies", "volumes")
 PIDS_FIX = ("set accept_node_pids_limit = true in [kubernetes] to run with the nodes' own "
             "limit (every record says so), or run on a docker engine")

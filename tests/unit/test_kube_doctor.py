@@ -57,8 +57,9 @@ def test_the_commands_refuse_a_cluster_saying_what_is_left_but_report(tmp_path: 
         terminal.load(path)
     assert refused.value.message == (
         f'{path}: engine = "kubernetes": only `doctor`, `gc` and `report` run with a cluster '
-        "yet: the Kubernetes backend's engine, images, volumes and proofs are built; the arms' "
-        "sandboxes, the database and the gateway on a cluster are not yet (docs/scale-out.md)")
+        "yet: the Kubernetes backend's engine, images, volumes, proofs, the arms' sandboxes, "
+        "the database and the gateway are built; the commands that run them on a cluster are "
+        "not yet (docs/scale-out.md)")
     assert refused.value.hint == (f"check the cluster with `bakeoff-sandbox doctor -f {path}`; "
                                   'run the bake-off with engine = "docker"')
     assert terminal.load(path, on_a_cluster=True).manifest.engine == "kubernetes"
