@@ -1,6 +1,6 @@
 """The gateway as a container, for its integration tests and its bench: an internal
 network the caller's experiment label owns, a stdlib SSE upstream (`sse_upstream.py`) and
-the gateway on it, started as the runner starts it (`runner.containers.gateway.start`: its
+the gateway on it, started as the runner starts it (`gateway.image`, then `gateway.start`: its
 image built on the engine, its state a volume), and one-shot client containers that reach
 both by name. No container here gets a path of this machine: the scripts travel on their
 stdin, the records come back through the engine's archive API, so the lab runs on a
@@ -124,7 +124,9 @@ def gateway_lab(engine: Engine, image: str, tmp: Path, *, events: int = 3,
                                        Labels(experiment, "gateway"), state, network,
                                        {"BAKEOFF_KEY_0": REAL_KEY})
         settings = gateway_config(f"http://{experiment}-upstream:{PORT}", **(budget or {}))
-        gateway = engine.client.containers.get(gateway_mod.start(engine, spec, settings))
+        built = gateway_mod.image(engine, image)
+        gateway = engine.client.containers.get(gateway_mod.start(engine, spec, settings,
+                                                                 built.image_id))
         yield GatewayLab(engine, experiment, network, image, state, upstream, gateway)
     finally:
         engine.remove_labelled({LABEL_EXPERIMENT: experiment})
