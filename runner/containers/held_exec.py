@@ -74,11 +74,11 @@ class HeldExec:
             self._raw.close()
 
     def _read_frame(self, deadline: float) -> None:
-        header = self._read(hijack.FRAME_HEADER, deadline, eof_ok=True)
-        if header is None:
+        raw = self._read(hijack.FRAME_HEADER, deadline, eof_ok=True)
+        if raw is None:
             self.ended = True
             return
-        stream, size = header[0], int.from_bytes(header[4:8], "big")
+        stream, size = hijack.header(raw)
         data = self._read(size, deadline, eof_ok=False) or b""
         (self._output.err if stream == hijack.STDERR else self._output.out).extend(data)
 

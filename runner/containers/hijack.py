@@ -20,7 +20,7 @@ from typing import Any
 from docker.types import CancellableStream
 
 FRAME_HEADER = 8
-STDOUT, STDERR = 1, 2
+STDERR = 2  # a frame's stream: 1 is stdout
 UPGRADE = {"Connection": "Upgrade", "Upgrade": "tcp"}
 
 
@@ -47,13 +47,18 @@ def start(api: Any, exec_id: str, *, timeout: bool = False) -> Hijacked:
     return Hijacked(response, response.raw._fp.fp, sock)
 
 
+def header(raw: bytes) -> tuple[int, int]:
+    """A frame's header (FRAME_HEADER bytes) as its stream and its data's length."""
+    return raw[0], int.from_bytes(raw[4:8], "big")
+
+
 def frames(file: io.BufferedIOBase) -> Iterator[tuple[int, bytes]]:
     """(stream, data) of each frame to the end of the output (a frame cut short: what came)."""
-    while len(header := file.read(FRAME_HEADER)) == FRAME_HEADER:
-        size = int.from_bytes(header[4:8], "big")
+    while len(raw := file.read(FRAME_HEADER)) == FRAME_HEADER:
+        stream, size = header(raw)
         data = file.read(size) if size else b""
         if data:
-            yield header[0], data
+            yield stream, data
         if len(data) < size:
             return
 
