@@ -281,13 +281,11 @@ def plan_launch(section: Gateway, name: str, base_id: str, labels: Labels, state
                   settings)
 
 
-def launch(engine: ContainerEngine, plan: Launch, network_labels: Labels,
-           images: ContainerEngine | None = None) -> str:
-    """The gateway up and healthy on its networks; return its container id. Its image is
-    built by `images` (a docker engine: on a cluster, the one whose images are pushed to
-    its registry), else by `engine`. Its own network (when it needs one) is made here,
-    with egress, labelled `network_labels`."""
-    built = image(images or engine, plan.spec.base_id)
+def launch(engine: ContainerEngine, plan: Launch, network_labels: Labels) -> str:
+    """The gateway up and healthy on its networks; return its container id. Its image
+    first (`image`); its own network (when it needs one) is made here, with egress,
+    labelled `network_labels`."""
+    built = image(engine, plan.spec.base_id)
     if plan.own_network:
         engine.create_network(plan.spec.network, network_labels, egress=True)
     else:
