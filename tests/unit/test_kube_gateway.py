@@ -11,7 +11,7 @@ import base64
 import io
 import json
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,7 +57,8 @@ def tar(emulator: Emulator, pod: str, container: str, argv: list[str],
     return b"", f"tar: {argv[-1]}: Cannot stat: No such file or directory\n".encode(), 2
 
 
-def healthz(answers: list[int]) -> object:
+def healthz(answers: list[int]) -> Callable[[Emulator, str, str, list[str], bytes],
+                                            tuple[bytes, bytes, int]]:
     """python3's /healthz probe in the gateway: its exit codes in turn, then 0."""
     def run(emulator: Emulator, pod: str, container: str, argv: list[str],
             stdin: bytes) -> tuple[bytes, bytes, int]:
