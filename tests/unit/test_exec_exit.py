@@ -63,6 +63,12 @@ def engine_with(api: LaggingApi) -> Engine:
     return Engine(SimpleNamespace(api=api))  # type: ignore[arg-type]
 
 
+def held_exec(api: LaggingApi) -> HeldExec:
+    """psql's held exec on `api`, its connection never read."""
+    unread: Any = SimpleNamespace()
+    return HeldExec(engine_with(api), "e1", Hijacked(None, unread, unread), "psql")
+
+
 def test_an_exit_the_engine_records_late_is_read_not_taken_for_no_exit() -> None:
     api = LaggingApi(lag=4, code=0, out=b"17\n")
     done = engine_with(api).exec("c1", ["true"], user="sandbox", workdir="/work",
@@ -90,16 +96,14 @@ def test_a_failed_exit_read_late_keeps_its_own_code() -> None:
 
 def test_a_held_exec_that_ended_reads_its_late_exit() -> None:
     api = LaggingApi(lag=3, code=2)
-    held = HeldExec(engine_with(api), "e1", Hijacked(None, SimpleNamespace(), SimpleNamespace()),  # type: ignore[arg-type]
-                    "psql")
+    held = held_exec(api)
     held.ended = True
     assert held.exit_code() == 2
 
 
 def test_a_held_exec_still_running_has_no_exit_code_and_is_asked_once() -> None:
     api = LaggingApi(lag=5)
-    held = HeldExec(engine_with(api), "e1", Hijacked(None, SimpleNamespace(), SimpleNamespace()),  # type: ignore[arg-type]
-                    "psql")
+    held = held_exec(api)
     assert held.exit_code() is None
     assert api.inspected == 1
 

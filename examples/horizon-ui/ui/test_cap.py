@@ -31,6 +31,7 @@ def answered(page: Page) -> Locator:
     expect(status).not_to_have_text(PENDING, timeout=ANSWER_MS)
     return status
 
+
 EXPECTED = {
     1: "Forecast for 1 day: total 123.8, peak 123.77 on day 1",
     45: "Forecast for 45 days: total 5411.9, peak 125.82 on day 44",
