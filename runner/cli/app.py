@@ -37,6 +37,7 @@ from runner.commands import run as run_mod
 from runner.commands import score as score_mod
 from runner.commands import up as up_mod
 from runner.containers import images
+from runner.containers.backend import ContainerEngine
 from runner.containers.engine import Engine
 from runner.containers.images import catalog, registry, reporters
 from runner.errors import InfraError, RunnerError
@@ -61,9 +62,15 @@ DIST = "bakeoff-sandbox"  # the distribution whose metadata holds the version
 ManifestOpt = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
 
 
-def _load(path: Path, *, on_a_cluster: bool = False) -> LoadedManifest:
+def _load(path: Path) -> LoadedManifest:
     # the arms' secrets are redacted from here on
-    return terminal.load(path, on_a_cluster=on_a_cluster)
+    return terminal.load(path)
+
+
+def _engine(loaded: LoadedManifest, *, proved: bool = True) -> ContainerEngine:
+    """The command's engine: docker's, or the manifest's cluster (proved first when the
+    command runs containers there)."""
+    return terminal.engine(loaded, proved=proved)
 
 
 _say = say
@@ -201,7 +208,7 @@ def up(
     loaded = _load(file)
     options = up_mod.UpOptions(refreeze=refreeze,
                                   allow_passing_baseline=allow_passing_baseline)
-    made = up_mod.up(Engine(), loaded, change, progress=_say, options=options)
+    made = up_mod.up(_engine(loaded), loaded, change, progress=_say, options=options)
     _say(f"experiment {made.experiment} is up: {len(made.arms)} arms, change {made.change}, "
          f"base {made.base_commit[:12]}, image {made.image_id[:19]}")
     _print_status(loaded, as_json=False)
@@ -217,7 +224,7 @@ def status(
 
 
 def _print_status(loaded: LoadedManifest, *, as_json: bool) -> None:
-    rows = down_mod.status_rows(Engine(), loaded)
+    rows = down_mod.status_rows(_engine(loaded, proved=False), loaded)
     if as_json:
         sys.stdout.write(redact(json.dumps(rows, indent=2)) + "\n")
         return
@@ -246,7 +253,8 @@ def exec_(
     command = [a for a in ctx.args if a != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
     if not command:
         raise typer.BadParameter("give the command after --, e.g. exec C0 -- git log")
-    result = down_mod.exec_arm(Engine(), _load(file), arm, command)
+    loaded = _load(file)
+    result = down_mod.exec_arm(_engine(loaded, proved=False), loaded, arm, command)
     sys.stdout.write(redact(result.stdout))
     sys.stderr.write(redact(result.stderr))
     if result.timed_out:
@@ -266,7 +274,7 @@ def down(
     """Remove this experiment's containers, networks, databases and roles (work is kept),
     and its prepared images; list the branches it leaves."""
     loaded = _load(file)
-    cleaned = cleanup.down(Engine(), loaded, _say, keep_images=keep_images)
+    cleaned = cleanup.down(_engine(loaded, proved=False), loaded, _say, keep_images=keep_images)
     lines = cleanup.image_lines(cleaned.images)
     if branches:
         deleted = cleanup.delete_branches(loaded, cleaned.branches)
@@ -292,7 +300,7 @@ def gc(
         for line in cleanup.image_lines(cleanup.gc_images(Engine(), dry_run=dry_run)):
             _say(line)
         return
-    loaded = None if all_ else _load(file, on_a_cluster=True)
+    loaded = None if all_ else _load(file)
     section = None if loaded is None else loaded.manifest.kubernetes
     if section is not None:  # the experiment's objects on its cluster, by label selector
         on = cluster.engine(section, os.environ, state_dir() / "kube")
@@ -316,7 +324,8 @@ def oracle(
     file: ManifestOpt = Path(DEFAULT_MANIFEST),
 ) -> None:
     """Score one commit: N samples, each in a fresh container; print verdicts and pass-rate."""
-    records, rate, stage = score_mod.oracle(Engine(), _load(file), commit, check, samples,
+    loaded = _load(file)
+    records, rate, stage = score_mod.oracle(_engine(loaded), loaded, commit, check, samples,
                                           change, _say)
     table = Table("sample", "verdict", "reason", "exit", "passed", "failed", "skipped",
                   "errors", "seconds", box=None)
@@ -352,7 +361,7 @@ def score(
     """Re-score every arm's committed code in fresh containers; write SCORECARD.md."""
     loaded = _load(file)
     chosen = change or state_mod.current_change(loaded)
-    arms, card = score_mod.score(Engine(), loaded, chosen, _say,
+    arms, card = score_mod.score(_engine(loaded), loaded, chosen, _say,
                                  redo_rig_errors=redo_rig_errors)
     out.print(card.read_text(encoding="utf-8"), markup=False)
     _say(f"scorecard: {card}")
@@ -371,7 +380,7 @@ def merge_(
     """Best-of + verified grafts onto the experiment branch."""
     loaded = _load(file)
     chosen = change or state_mod.current_change(loaded)
-    record = merge_mod.merge_stage(Engine(), loaded, chosen, _say, base_arm=base,
+    record = merge_mod.merge_stage(_engine(loaded), loaded, chosen, _say, base_arm=base,
                                      grafts=list(graft or []))
     out.print(str(record["note"]), markup=False)
 
@@ -381,7 +390,7 @@ def report(file: ManifestOpt = Path(DEFAULT_MANIFEST), open_page: Annotated[bool
         "--open", help="print REPORT.html's path; open it where a graphical browser exists")]
            = False) -> None:
     """RESULTS.md, OBSERVATION.json and REPORT.html across stages (stored records; no docker)."""
-    done = report_mod.report(_load(file, on_a_cluster=True))
+    done = report_mod.report(_load(file))
     out.print(done.results_file.read_text(encoding="utf-8"), markup=False)
     _say(f"report: {done.results_file}, {done.observation_file}, {done.page_file} "
          f"({len(done.observation.rounds)} round(s))")
@@ -406,7 +415,7 @@ def run_(file: ManifestOpt = Path(DEFAULT_MANIFEST),
 def _run_loop(loaded: LoadedManifest, *, go_on: bool = False) -> None:
     arms = [a.id for a in loaded.manifest.arms]
     with DispatchView(err, arms) as view:
-        obs = run_mod.run(Engine(), loaded, _say, view, go_on=go_on)
+        obs = run_mod.run(_engine(loaded), loaded, _say, view, go_on=go_on)
     directory = layout.experiment_dir(loaded.repo_path, loaded.manifest.experiment.name)
     results = layout.results_file(directory)
     out.print(results.read_text(encoding="utf-8"), markup=False)

@@ -15,9 +15,8 @@ import typer
 from rich.table import Table
 
 from runner.cli.dispatch_view import DispatchView
-from runner.cli.terminal import err, load, out, redact
+from runner.cli.terminal import engine, err, load, out, redact
 from runner.commands.dispatch.run import DispatchReport, dispatch
-from runner.containers.engine import Engine
 from runner.manifest import DEFAULT_MANIFEST
 
 ManifestOption = Annotated[Path, typer.Option("-f", "--file", help="the manifest")]
@@ -31,7 +30,7 @@ def dispatch_command(file: ManifestOption = Path(DEFAULT_MANIFEST),
     loaded = load(file)
     arms = list(arm) if arm else [a.id for a in loaded.manifest.arms]
     with DispatchView(err, arms) as view:
-        report = dispatch(Engine(), loaded, arms, view,
+        report = dispatch(engine(loaded), loaded, arms, view,
                           say=lambda line: err.print(line, markup=False))
     out.print(summary_table(report))
     err.print(f"dispatch: {len(report.outcomes)} arm(s), change {report.change}, brief sha256 "

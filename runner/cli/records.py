@@ -14,8 +14,10 @@ from rich.table import Table
 
 from rig.sample.record import SampleRecord
 from runner.cli.progress import ImageBuildView
+from runner.cli.terminal import engine as engine_for
 from runner.cli.terminal import err, out
 from runner.cli.terminal import load as load_manifest
+from runner.commands import cluster
 from runner.commands import report as report_mod
 from runner.commands import reproduce as rep
 from runner.commands import rescore as rescore_mod
@@ -56,7 +58,11 @@ def reproduce_command(
                             hint="run it from a terminal, or give the command: -- CMD...")
     loaded = _manifest(file, sample)
     located = rep.locate(sample, loaded)
-    engine = Engine()
+    if loaded is not None and (shell or command):
+        cluster.refuse(loaded, "a shell or a command attached to this terminal (reproduce "
+                               "--shell, -- CMD) goes through the docker CLI; re-run the "
+                               "sample without them")
+    engine = Engine() if loaded is None else engine_for(loaded)
     if shell or command:
         raise typer.Exit(rep.enter(engine, located, loaded, command or None, _say))
     done = rep.rerun(engine, located, loaded, _say)
@@ -105,7 +111,7 @@ def rescore_command(
 ) -> None:
     """Re-score recorded samples (same images, or --rebuild); print which verdicts changed."""
     loaded = load_manifest(file)
-    engine = Engine()
+    engine = engine_for(loaded)
     with ImageBuildView(err) as view:
         results = rescore_mod.rescore(engine, loaded, change, arm, rebuild, view, _say)
     for result in results:

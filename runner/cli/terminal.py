@@ -21,6 +21,10 @@ from rich.console import Console
 
 from runner.commands import cluster
 from runner.commands.dispatch.redact import Redactor
+from runner.containers.backend import ContainerEngine
+from runner.containers.engine import Engine
+from runner.containers.images import registry
+from runner.install.engine import state_dir
 from runner.manifest import LoadedManifest, load_manifest
 
 
@@ -100,18 +104,30 @@ def redact(text: str) -> str:
     return SECRETS.redact(text)
 
 
-def load(path: Path, environ: Mapping[str, str] | None = None, *,
-         on_a_cluster: bool = False) -> LoadedManifest:
-    """`load_manifest`, with the arms' secret values added to `SECRETS` first. A manifest
-    whose engine is a cluster is refused unless the command runs there (`on_a_cluster`:
-    `report`, which reads records only; `doctor` reads the manifest itself)."""
+def load(path: Path, environ: Mapping[str, str] | None = None) -> LoadedManifest:
+    """`load_manifest`, with the arms' secret values added to `SECRETS` first."""
     env = os.environ if environ is None else environ
     SECRETS.add_names(declared_secrets(path), env)
     loaded = load_manifest(path)
     SECRETS.add_names((name for arm in loaded.manifest.arms for name in arm.secrets), env)
-    if loaded.manifest.engine == "kubernetes" and not on_a_cluster:
-        cluster.refuse(path)
     return loaded
+
+
+def engine(loaded: LoadedManifest, *, proved: bool = True) -> ContainerEngine:
+    """A command's engine: this machine's docker engine (or DOCKER_HOST's), else the
+    manifest's cluster: refused for what it cannot run (`cluster.refuse`), its images built
+    by this machine's docker engine and pushed to its registry, and, when the command runs
+    containers there (`proved`), proved first (`cluster.prepare`, its progress on stderr)."""
+    section = loaded.manifest.kubernetes
+    if section is None:
+        return Engine()
+    cluster.refuse(loaded)
+    docker = Engine()  # lazy: asked at the first image
+    on = cluster.engine(section, os.environ, state_dir() / "kube",
+                        registry.Registered(docker, section.registry), lambda: docker)
+    if proved:
+        cluster.prepare(on, loaded, say)
+    return on
 
 
 def declared_secrets(path: Path) -> list[str]:

@@ -445,9 +445,14 @@ class Engine:
 
 def docker_engine(engine: ContainerEngine) -> Engine:
     """The docker engine behind `engine`, for what only docker's API does today: the image
-    store (builds, tags, imports, the inventory). Another backend is refused, saying so."""
+    store (builds, tags, imports, the inventory): a cluster's is the docker engine that
+    pushes to its registry (`image_store`). Another backend is refused, saying so."""
     if isinstance(engine, Engine):
         return engine
+    store = getattr(engine, "image_store", None)  # a cluster's: this machine's docker
+    found = store() if callable(store) else None
+    if isinstance(found, Engine):
+        return found
     raise InfraError(f"the engine at {engine.address} has no docker image store: images are "
                      "built, tagged and listed through docker's API only",
                      hint="run this command against a docker engine (DOCKER_HOST)")

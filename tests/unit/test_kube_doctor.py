@@ -1,5 +1,4 @@
-"""A manifest with `engine = "kubernetes"` (issue 36): its rules, the commands that refuse
-it (all but `doctor` and `report`, with what is left), and `doctor`'s checks of the
+"""A manifest with `engine = "kubernetes"` (issue 36): its rules, and `doctor`'s checks of the
 cluster against the emulator of the API (tests/unit/kube_emulator.py) and a registry's
 `/v2/` on loopback: each line exact, every line after a failed one "not checked", and the
 preflight proofs run by Pods of their own (a cluster that ignores policies is `wrong`)."""
@@ -20,7 +19,7 @@ from runner.commands import cluster, demo
 from runner.commands.doctor import DoctorCheck
 from runner.containers.backend import Labels
 from runner.containers.kube import objects
-from runner.errors import BadInputError, InfraError, ManifestError
+from runner.errors import InfraError, ManifestError
 from runner.manifest import load_manifest
 from runner.manifest.models import KubernetesSection
 from tests.unit.kube_emulator import Emulator, emulated
@@ -51,20 +50,12 @@ def test_a_cluster_is_named_exactly_when_the_engine_is_one(tmp_path: Path) -> No
         load_manifest(example(tmp_path / "c", head='engine = "swarm"\n'))
 
 
-def test_the_commands_refuse_a_cluster_saying_what_is_left_but_report(tmp_path: Path) -> None:
-    path = example(tmp_path)
-    with pytest.raises(BadInputError) as refused:
-        terminal.load(path)
-    assert refused.value.message == (
-        f'{path}: engine = "kubernetes": only `doctor`, `gc` and `report` run with a cluster '
-        "yet: the Kubernetes backend's engine, images, volumes, proofs, the arms' sandboxes, "
-        "the database and the gateway are built; the commands that run them on a cluster are "
-        "not yet (docs/scale-out.md)")
-    assert refused.value.hint == (f"check the cluster with `bakeoff-sandbox doctor -f {path}`; "
-                                  'run the bake-off with engine = "docker"')
-    assert terminal.load(path, on_a_cluster=True).manifest.engine == "kubernetes"
+def test_a_kubernetes_manifest_loads_for_every_command(tmp_path: Path) -> None:
+    """The commands run on a cluster (tests/unit/test_kube_commands.py): loading it refuses
+    nothing; what a cluster cannot run is refused by `cluster.refuse`, by name."""
+    assert terminal.load(example(tmp_path)).manifest.engine == "kubernetes"
     docker = demo.prepare(tmp_path / "docker")
-    assert terminal.load(docker).manifest.engine == "docker"  # the honest twin
+    assert terminal.load(docker).manifest.engine == "docker"
 
 
 class Registry(BaseHTTPRequestHandler):

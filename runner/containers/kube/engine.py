@@ -80,7 +80,8 @@ class KubeEngine:
     `parallelism`: how many containers of ours run at once (the manifest's); `image_ref`:
     an image's `repo@sha256:...` (`images.registry.Registered` pushes it); `user_of`: a
     user named in an image as `uid:gid` (`Registered.user`); `volume_mb` and
-    `storage_class`: the claims' (`volumes`)."""
+    `storage_class`: the claims' (`volumes`); `image_store()`: the docker engine that builds
+    and pushes the images (`engine.docker_engine` returns it)."""
 
     def __init__(self, api: KubeApi, *, cpus: int, parallelism: int = 1,
                  image_ref: Callable[[str], str] = objects.by_digest,
@@ -88,8 +89,9 @@ class KubeEngine:
                  volume_mb: int = DEFAULT_VOLUME_MB, storage_class: str | None = None,
                  pod_deadline_s: float = POD_DEADLINE_S,
                  start_deadline_s: float = START_DEADLINE_S,
-                 stream_deadline_s: float = STREAM_DEADLINE_S) -> None:
-        self.api, self._cpus, self._ref = api, cpus, image_ref
+                 stream_deadline_s: float = STREAM_DEADLINE_S,
+                 image_store: Callable[[], object] | None = None) -> None:
+        self.api, self._cpus, self._ref, self.image_store = api, cpus, image_ref, image_store
         self.parallelism, self._user_of = parallelism, user_of
         self.accept_node_pids = accept_node_pids
         self.pod_deadline_s, self.start_deadline_s = pod_deadline_s, start_deadline_s
