@@ -13,18 +13,14 @@ import io
 import secrets
 import socket
 import tarfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 import requests
 
-from runner.containers import database, images
+from runner.containers import database
 from runner.containers.backend import (
     LABEL_EXPERIMENT,
-    LABEL_RUN,
     ContainerSpec,
     Labels,
     Resources,
@@ -35,60 +31,11 @@ from runner.containers.kube.api import KubeApi
 from runner.containers.kube.config import KubeTarget
 from runner.containers.kube.engine import KubeEngine
 from runner.errors import EngineRefusedError, InfraError
-from tests.integration.helpers import PlainReporter
+from tests.integration.registry_lab import Registry, images_built, served
 from tests.unit.kube_emulator import emulated
 
-READY_S = 30.0
 MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-
-
-@dataclass(frozen=True)
-class Registry:
-    address: str  # 127.0.0.1:PORT
-
-    def url(self, path: str) -> str:
-        return f"http://{self.address}{path}"
-
-
-@pytest.fixture(scope="module")
-def images_built(engine: Engine) -> dict[str, BuiltImage]:
-    return {b.name: b for b in images.build(engine, ["base", "registry"], PlainReporter())}
-
-
-@pytest.fixture(scope="module")
-def served(engine: Engine, images_built: dict[str, BuiltImage]) -> Iterator[Registry]:
-    """The registry, hardened as our containers are, its layers on a tmpfs; removed by
-    its labels afterwards, whatever happened."""
-    run = secrets.token_hex(3)
-    labels = Labels(f"registry{run}", "registry", run=run)
-    client = engine.client
-    try:
-        network: Any = engine.call("create the registry's network", client.networks.create,
-                                   f"bakeoff-registry-{run}", driver="bridge",
-                                   labels=labels.as_dict())
-        container: Any = engine.call(
-            "create the registry", client.containers.create, images_built["registry"].image_id,
-            name=f"bakeoff-registry-{run}", labels=labels.as_dict(), detach=True, init=True,
-            cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
-            tmpfs={"/var/lib/docker-registry": "size=1024m,uid=100,gid=101,mode=0700"},
-            mem_limit="1536m", memswap_limit="1536m", pids_limit=256, network=network.name,
-            ports={"5000/tcp": ("127.0.0.1", None)})
-        engine.call("start the registry", container.start)
-        container.reload()
-        port = container.attrs["NetworkSettings"]["Ports"]["5000/tcp"][0]["HostPort"]
-        served = Registry(f"127.0.0.1:{port}")
-        until = time.monotonic() + READY_S
-        while True:
-            try:
-                if requests.get(served.url("/v2/"), timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < until, f"the registry did not answer in {READY_S} s"
-            time.sleep(0.2)
-        yield served
-    finally:
-        engine.remove_labelled({LABEL_EXPERIMENT: labels.experiment, LABEL_RUN: run})
+__all__ = ["images_built", "served"]  # the lab's fixtures, used here
 
 
 @pytest.fixture()

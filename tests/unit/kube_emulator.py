@@ -46,6 +46,7 @@ class Emulator:
     # argv, stdin) -> (stdout, stderr, exit code).
     on_attach: Callable[[Emulator, str, str, bytes], None] | None = None
     on_create: Callable[[Emulator, str], None] | None = None  # a Pod just made: (pod)
+    on_delete: Callable[[Emulator, str], None] | None = None  # a Pod just deleted: (pod)
     programs: dict[str, Callable[[Emulator, str, str, list[str], bytes],
                                  tuple[bytes, bytes, int]]] = field(default_factory=dict)
     execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
@@ -345,6 +346,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 with emulator.lock:
                     if emulator.objects.pop((collection, name), None) is None:
                         return self.answer(404, status(404, f'"{name}" not found'))
+                self.deleted(collection, [name])
                 return self.answer(200, json.dumps({"kind": "Status",
                                                     "status": "Success"}).encode())
             selector = (query.get("labelSelector") or [""])[0]
@@ -353,7 +355,13 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                         if key[0] == collection and selected(o, selector)]
                 for key in gone:
                     del emulator.objects[key]
+            self.deleted(collection, [name for _, name in gone])
             self.answer(200, json.dumps({"kind": "Status", "status": "Success"}).encode())
+
+        def deleted(self, collection: str, names: list[str]) -> None:
+            if collection.endswith("/pods") and emulator.on_delete is not None:
+                for name in names:
+                    emulator.on_delete(emulator, name)
 
     return Handler
 

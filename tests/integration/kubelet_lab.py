@@ -1,0 +1,222 @@
+"""A node for the emulator of the Kubernetes API (tests/unit/kube_emulator.py): every Pod
+the tool makes there runs on this machine's docker engine, as a kubelet would run it, so
+a command on a cluster measures real processes (issue 36).
+
+What it plays, from the Pod's spec only (never from the tool's own objects): the image by
+the digest the Pod names, pulled from the registry (what a node does: the registry must
+hold what the Pod names); `command`/`args`, `env` (a Secret's key read from the Secret the
+tool made), `workingDir`, the user and group, the capabilities, a read-only root,
+`allowPrivilegeEscalation: false`, the CPU and memory limits; a memory `emptyDir` as a
+tmpfs of its `sizeLimit`; a claim as a docker volume on a tmpfs of the claim's size (a
+class that caps, as the volume proof asks); `hostAliases`. A Pod's network is its
+`io.bakeoff.network` label, a docker internal network of the lab's own (NetworkPolicies
+as this tool writes them: members reach each other, nothing else); a Pod with none has
+no network at all. A container with `stdin` starts when the tool's attach gave its input
+(stdinOnce: the attach's end is its end), any other when its Pod is made; its end, exit
+code and each stream's log go back to the emulator. One container per Pod (a server and
+its criterion share a Pod: not played here, refused loudly). Deleting a Pod removes its
+containers; the lab removes whatever it made at the end, by its own labels.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import secrets
+import threading
+from typing import Any
+
+import docker.errors
+from docker.types import Mount
+
+from runner.containers.backend import LABEL_EXPERIMENT, LABEL_NETWORK, LABEL_ROLE
+from runner.containers.engine import Engine
+from runner.errors import EngineError
+from tests.unit.kube_emulator import Emulator
+
+Obj = dict[str, Any]
+UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+
+
+def size_of(quantity: str) -> int:
+    """Bytes of a Kubernetes quantity as the tool writes them (`512Mi`, `1Gi`)."""
+    for unit, factor in UNITS.items():
+        if quantity.endswith(unit):
+            return int(quantity[: -len(unit)]) * factor
+    return int(quantity)
+
+
+class Kubelet:
+    """The emulator's node: `attach(emulator)` hooks it in; `close()` removes all it made."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.run = engine, secrets.token_hex(3)
+        self.label = {LABEL_EXPERIMENT: f"kubelet{self.run}"}
+        self.containers: dict[str, str] = {}  # pod -> docker container id
+        self.networks: dict[str, str] = {}    # network label -> docker network name
+        self.volumes: dict[str, str] = {}     # claim -> docker volume name
+        self.pulled: set[str] = set()
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+        self.played: list[tuple[str, str]] = []  # every Pod run (name, role), in order
+
+    def attach(self, emulator: Emulator) -> None:
+        emulator.autorun = True
+        emulator.on_create = self.created
+        emulator.on_attach = self.attached
+        emulator.on_delete = self.deleted
+
+    # The emulator's hooks.
+    def created(self, emulator: Emulator, pod: str) -> None:
+        obj = emulator.pod(pod)
+        containers = obj["spec"]["containers"]
+        assert len(containers) == 1, f"{pod}: a Pod of {len(containers)} containers"
+        made = self.make(emulator, obj, containers[0])
+        if not containers[0].get("stdin"):
+            self.begin(emulator, pod, containers[0]["name"], made, None)
+
+    def attached(self, emulator: Emulator, pod: str, container: str, stdin: bytes) -> None:
+        with self.lock:
+            made = self.containers[pod]
+        self.begin(emulator, pod, container, made, stdin)
+
+    def deleted(self, emulator: Emulator, pod: str) -> None:
+        with self.lock:
+            made = self.containers.pop(pod, None)
+        if made is not None:
+            self.engine.remove(made)
+
+    # A Pod on docker.
+    def make(self, emulator: Emulator, obj: Obj, container: Obj) -> str:
+        pod, spec = obj["metadata"]["name"], obj["spec"]
+        image = self.pulled_image(container["image"])
+        context = container.get("securityContext") or {}
+        caps = context.get("capabilities") or {}
+        mounts, tmpfs = self.mounts(emulator, spec, container)
+        limits = (container.get("resources") or {}).get("limits") or {}
+        network = (obj["metadata"].get("labels") or {}).get(LABEL_NETWORK)
+        api = self.engine.client.api
+        host = api.create_host_config(
+            cap_drop=caps.get("drop") or [], cap_add=caps.get("add") or [],
+            read_only=bool(context.get("readOnlyRootFilesystem")), tmpfs=tmpfs, mounts=mounts,
+            security_opt=(["no-new-privileges"] if context.get(
+                "allowPrivilegeEscalation") is False else []),
+            mem_limit=size_of(limits["memory"]) if "memory" in limits else None,
+            nano_cpus=int(limits["cpu"].removesuffix("m")) * 1_000_000 if "cpu" in limits
+            else None, init=False,
+            extra_hosts={name: alias["ip"] for alias in spec.get("hostAliases") or []
+                         for name in alias["hostnames"]},
+            network_mode=self.network(network) if network else "none")
+        made = api.create_container(
+            image, command=container.get("args"), entrypoint=container.get("command"),
+            environment=self.env(emulator, obj, container), working_dir=container.get(
+                "workingDir"), user=f"{context.get('runAsUser', 0)}:"
+                                    f"{context.get('runAsGroup', 0)}",
+            stdin_open=bool(container.get("stdin")),  # docker-py sets StdinOnce with it
+            labels={**self.label, "pod": pod}, host_config=host)["Id"]
+        with self.lock:
+            self.containers[pod] = made
+            self.played.append((pod, (obj["metadata"].get("labels") or {}).get(
+                LABEL_ROLE, "")))
+        if not container.get("stdin"):  # started now: its address is the Pod's
+            api.start(made)
+            if network:
+                found = api.inspect_container(made)["NetworkSettings"]["Networks"]
+                obj["status"]["podIP"] = found[self.networks[network]]["IPAddress"]
+        return str(made)
+
+    def begin(self, emulator: Emulator, pod: str, container: str, made: str,
+              stdin: bytes | None) -> None:
+        def run() -> None:
+            try:
+                if stdin is not None:
+                    self.engine.start(made, io.BytesIO(stdin))
+                code = int(self.engine.client.api.wait(made)["StatusCode"])
+                out = self.engine.client.api.logs(made, stdout=True, stderr=False)
+                err = self.engine.client.api.logs(made, stdout=False, stderr=True)
+            except (docker.errors.APIError, EngineError):
+                with self.lock:
+                    if self.containers.get(pod) != made:
+                        return  # its Pod was deleted while it ran (a listener)
+                raise
+            with self.lock:
+                if self.containers.get(pod) != made:
+                    return  # deleted meanwhile
+            emulator.end(pod, container, code, stdout=out, stderr=err)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def pulled_image(self, reference: str) -> str:
+        """The image a Pod names by digest, pulled from its registry (loopback: ours) when
+        it is not here (`imagePullPolicy: IfNotPresent`; a push's untag may have taken the
+        reference since)."""
+        repo, digest = reference.split("@", 1)
+        with self.lock:
+            try:
+                self.engine.client.api.inspect_image(reference)
+            except docker.errors.ImageNotFound:
+                said = str(self.engine.client.api.pull(repo, tag=digest))
+                assert '"error"' not in said, f"the node could not pull {reference}: {said}"
+            self.pulled.add(reference)
+        return reference
+
+    def network(self, name: str) -> str:
+        with self.lock:
+            if name not in self.networks:
+                made = f"kubelet{self.run}-{name}"[:60]
+                self.engine.client.api.create_network(made, driver="bridge", internal=True,
+                                                      labels=self.label)
+                self.networks[name] = made
+            return self.networks[name]
+
+    def mounts(self, emulator: Emulator, spec: Obj, container: Obj
+               ) -> tuple[list[Any], dict[str, str]]:
+        volumes = {volume["name"]: volume for volume in spec.get("volumes") or []}
+        mounts, tmpfs = [], {}
+        for mount in container.get("volumeMounts") or []:
+            volume = volumes[mount["name"]]
+            if "emptyDir" in volume:
+                size = size_of(volume["emptyDir"].get("sizeLimit", "64Mi"))
+                tmpfs[mount["mountPath"]] = f"size={size},mode=1777"
+                continue
+            claim = volume["persistentVolumeClaim"]["claimName"]
+            mounts.append(Mount(mount["mountPath"], self.volume(emulator, claim),
+                                type="volume", read_only=bool(mount.get("readOnly"))))
+        return mounts, tmpfs
+
+    def volume(self, emulator: Emulator, claim: str) -> str:
+        with self.lock:
+            if claim not in self.volumes:
+                found = next(obj for (collection, name), obj in emulator.objects.items()
+                             if name == claim and collection.endswith(
+                                 "/persistentvolumeclaims"))
+                size = size_of(found["spec"]["resources"]["requests"]["storage"])
+                made = f"kubelet{self.run}-{claim}"[:60]
+                self.engine.client.api.create_volume(made, driver="local", driver_opts={
+                    "type": "tmpfs", "device": "tmpfs", "o": f"size={size},mode=1777"},
+                    labels=self.label)
+                self.volumes[claim] = made
+            return self.volumes[claim]
+
+    def env(self, emulator: Emulator, obj: Obj, container: Obj) -> dict[str, str]:
+        found = {}
+        for variable in container.get("env") or []:
+            if "value" in variable:
+                found[variable["name"]] = variable["value"]
+                continue
+            ref = variable["valueFrom"]["secretKeyRef"]
+            secret = next(o for (collection, name), o in emulator.objects.items()
+                          if name == ref["name"] and collection.endswith("/secrets"))
+            found[variable["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+        return found
+
+    def close(self) -> None:
+        """Everything the lab made: containers, networks, volumes, pulled references."""
+        self.engine.remove_labelled(self.label)
+        for thread in self.threads:
+            thread.join(10)
+        for reference in self.pulled:  # the digest's reference only: the image stays
+            with contextlib.suppress(docker.errors.APIError):
+                self.engine.client.api.remove_image(reference, noprune=True)
