@@ -67,11 +67,14 @@ cat > {BASE_BUNDLE}  # the bundle, on stdin: through the engine, never a path of
 command -v git >/dev/null || {{ echo "the image has no git" >&2; exit 10; }}
 wipe() {{ chmod -R u+rwX "$1" 2>/dev/null || true
          find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} + ; }}
+# $1's entries into $2, preserving $3: never $2's own mode or times (a cluster's volume
+# root is root's, writable through the Pod's fsGroup: not ours to change).
+into() {{ find "$1" -mindepth 1 -maxdepth 1 -exec cp -R --preserve="$3" -t "$2" -- {{}} + ; }}
 wipe /work
 home=/home/agent; [ ! -d {PREPARED}/home ] || home={PREPARED}/home
 if [ -d {NEW_HOME} ]; then
   wipe {NEW_HOME}
-  [ ! -d "$home" ] || cp -R --preserve=mode,timestamps,links "$home"/. {NEW_HOME}/
+  [ ! -d "$home" ] || into "$home" {NEW_HOME} mode,timestamps,links
 fi
 cd /work
 git init -q -b {ARM_BRANCH}
@@ -82,7 +85,7 @@ test "$(git rev-parse HEAD)" = "$base"
 # The dependencies setup installed, as a sample has them (links to the image's, copies of
 # what a tool writes in), never part of the arm's work.
 for d in skel copy; do
-  [ ! -d {PREPARED}/$d ] || cp -R --preserve=mode,links {PREPARED}/$d/. /work/
+  [ ! -d {PREPARED}/$d ] || into {PREPARED}/$d /work mode,links
 done
 {EXCLUDE_KEPT} .git/info/exclude
 """

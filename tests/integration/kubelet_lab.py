@@ -36,6 +36,7 @@ from runner.errors import EngineError
 from tests.unit.kube_emulator import Emulator
 
 Obj = dict[str, Any]
+EXEC_S = 600.0
 UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 
 
@@ -66,12 +67,21 @@ class Kubelet:
         emulator.on_create = self.created
         emulator.on_attach = self.attached
         emulator.on_delete = self.deleted
+        emulator.on_exec = self.executed
 
     # The emulator's hooks.
     def created(self, emulator: Emulator, pod: str) -> None:
         obj = emulator.pod(pod)
         containers = obj["spec"]["containers"]
         assert len(containers) == 1, f"{pod}: a Pod of {len(containers)} containers"
+        for init in obj["spec"].get("initContainers") or []:  # each to its end, in order
+            made = self.make(emulator, obj, init, pod=f"{pod}/{init['name']}")
+            code = int(self.engine.client.api.wait(made)["StatusCode"])
+            self.engine.remove(made)
+            if code != 0:
+                obj["status"] = {"phase": "Failed", "initContainerStatuses": [{
+                    "name": init["name"], "state": {"terminated": {"exitCode": code}}}]}
+                return
         made = self.make(emulator, obj, containers[0])
         if not containers[0].get("stdin"):
             self.begin(emulator, pod, containers[0]["name"], made, None)
@@ -81,6 +91,19 @@ class Kubelet:
             made = self.containers[pod]
         self.begin(emulator, pod, container, made, stdin)
 
+    def executed(self, emulator: Emulator, pod: str, container: str, command: list[str],
+                 stdin: bytes) -> tuple[bytes, bytes, int]:
+        """An exec in the Pod's container, as its own user, given all of `stdin` (the
+        emulator's channel gives the output once the exec ended)."""
+        with self.lock:
+            made = self.containers[pod]
+        with self.engine.hold_exec(made, command, user="", what=f"exec in {pod}") as held:
+            if stdin:
+                held.send(stdin)
+            held.close_input()
+            done = held.until(None, EXEC_S)
+        return done.stdout, done.stderr, -1 if done.exit_code is None else done.exit_code
+
     def deleted(self, emulator: Emulator, pod: str) -> None:
         with self.lock:
             made = self.containers.pop(pod, None)
@@ -88,12 +111,17 @@ class Kubelet:
             self.engine.remove(made)
 
     # A Pod on docker.
-    def make(self, emulator: Emulator, obj: Obj, container: Obj) -> str:
-        pod, spec = obj["metadata"]["name"], obj["spec"]
+    def make(self, emulator: Emulator, obj: Obj, container: Obj, pod: str = "") -> str:
+        """`container` of the Pod `obj` created (and started, unless it waits for its
+        stdin), as `pod` (an init container's: POD/NAME, run to its end by the caller)."""
+        spec = obj["spec"]
+        init = bool(pod)
+        pod = pod or obj["metadata"]["name"]
         image = self.pulled_image(container["image"])
         context = container.get("securityContext") or {}
+        pod_context = spec.get("securityContext") or {}
         caps = context.get("capabilities") or {}
-        mounts, tmpfs = self.mounts(emulator, spec, container)
+        mounts, tmpfs = self.mounts(emulator, spec, container, image)
         limits = (container.get("resources") or {}).get("limits") or {}
         network = (obj["metadata"].get("labels") or {}).get(LABEL_NETWORK)
         api = self.engine.client.api
@@ -107,7 +135,9 @@ class Kubelet:
             else None, init=False,
             extra_hosts={name: alias["ip"] for alias in spec.get("hostAliases") or []
                          for name in alias["hostnames"]},
-            network_mode=self.network(network) if network else "none")
+            network_mode=self.network(network) if network else "none",
+            group_add=[str(g) for g in ([pod_context["fsGroup"]] if "fsGroup" in pod_context
+                                        else []) + pod_context.get("supplementalGroups", [])])
         made = api.create_container(
             image, command=container.get("args"), entrypoint=container.get("command"),
             environment=self.env(emulator, obj, container), working_dir=container.get(
@@ -116,12 +146,13 @@ class Kubelet:
             stdin_open=bool(container.get("stdin")),  # docker-py sets StdinOnce with it
             labels={**self.label, "pod": pod}, host_config=host)["Id"]
         with self.lock:
-            self.containers[pod] = made
+            if not init:
+                self.containers[pod] = made
             self.played.append((pod, (obj["metadata"].get("labels") or {}).get(
                 LABEL_ROLE, "")))
         if not container.get("stdin"):  # started now: its address is the Pod's
             api.start(made)
-            if network:
+            if network and not init:
                 found = api.inspect_container(made)["NetworkSettings"]["Networks"]
                 obj["status"]["podIP"] = found[self.networks[network]]["IPAddress"]
         return str(made)
@@ -171,7 +202,7 @@ class Kubelet:
                 self.networks[name] = made
             return self.networks[name]
 
-    def mounts(self, emulator: Emulator, spec: Obj, container: Obj
+    def mounts(self, emulator: Emulator, spec: Obj, container: Obj, image: str
                ) -> tuple[list[Any], dict[str, str]]:
         volumes = {volume["name"]: volume for volume in spec.get("volumes") or []}
         mounts, tmpfs = [], {}
@@ -182,11 +213,16 @@ class Kubelet:
                 tmpfs[mount["mountPath"]] = f"size={size},mode=1777"
                 continue
             claim = volume["persistentVolumeClaim"]["claimName"]
-            mounts.append(Mount(mount["mountPath"], self.volume(emulator, claim),
-                                type="volume", read_only=bool(mount.get("readOnly"))))
+            group = (spec.get("securityContext") or {}).get("fsGroup", 0)
+            mounts.append(Mount(mount["mountPath"], self.volume(emulator, claim, group, image),
+                                type="volume", read_only=bool(mount.get("readOnly")),
+                                no_copy=True))  # a node copies nothing of the image in
         return mounts, tmpfs
 
-    def volume(self, emulator: Emulator, claim: str) -> str:
+    def volume(self, emulator: Emulator, claim: str, group: int, image: str) -> str:
+        """A claim as a node gives it: its root root's, the first Pod's `fsGroup` its group
+        (setgid, group-writable), its size capped (a tmpfs), and what it holds kept from Pod
+        to Pod (a keeper container holds the tmpfs mounted for the claim's life)."""
         with self.lock:
             if claim not in self.volumes:
                 found = next(obj for (collection, name), obj in emulator.objects.items()
@@ -194,9 +230,16 @@ class Kubelet:
                                  "/persistentvolumeclaims"))
                 size = size_of(found["spec"]["resources"]["requests"]["storage"])
                 made = f"kubelet{self.run}-{claim}"[:60]
-                self.engine.client.api.create_volume(made, driver="local", driver_opts={
-                    "type": "tmpfs", "device": "tmpfs", "o": f"size={size},mode=1777"},
-                    labels=self.label)
+                api = self.engine.client.api
+                api.create_volume(made, driver="local", driver_opts={
+                    "type": "tmpfs", "device": "tmpfs",
+                    "o": f"size={size},uid=0,gid={group},mode=2775"}, labels=self.label)
+                keeper = api.create_container(
+                    image, command=["sleep", "infinity"], entrypoint=[], user="65534:65534",
+                    labels={**self.label, "claim": claim}, host_config=api.create_host_config(
+                        network_mode="none", cap_drop=["ALL"], mounts=[Mount(
+                            "/claim", made, type="volume", read_only=True, no_copy=True)]))
+                api.start(keeper)
                 self.volumes[claim] = made
             return self.volumes[claim]
 

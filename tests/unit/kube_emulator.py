@@ -47,6 +47,10 @@ class Emulator:
     on_attach: Callable[[Emulator, str, str, bytes], None] | None = None
     on_create: Callable[[Emulator, str], None] | None = None  # a Pod just made: (pod)
     on_delete: Callable[[Emulator, str], None] | None = None  # a Pod just deleted: (pod)
+    # Every exec, when set (a node that runs the Pods): (emulator, pod, container, command,
+    # stdin) -> (stdout, stderr, exit code); else `programs`.
+    on_exec: Callable[[Emulator, str, str, list[str], bytes],
+                      tuple[bytes, bytes, int]] | None = None
     programs: dict[str, Callable[[Emulator, str, str, list[str], bytes],
                                  tuple[bytes, bytes, int]]] = field(default_factory=dict)
     execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
@@ -307,6 +311,8 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             """A command's output: a test's program (by its name, past `env`'s and
             `setpriv`'s options), else the emulator's own (`cat` echoed already, `exit N`,
             `emit N` writes N bytes)."""
+            if what == "exec" and emulator.on_exec is not None:
+                return emulator.on_exec(emulator, pod, container, command, stdin)
             argv = unwrapped(command)
             program = emulator.programs.get(argv[0])
             if program is not None:

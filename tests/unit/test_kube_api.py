@@ -205,3 +205,13 @@ def test_a_token_a_ca_and_a_client_certificate_go_with_every_request(
     insecure = KubeApi(KubeTarget("test", emulator.url, NS, verify=False)).session()
     assert (insecure.verify, insecure.cert, "Authorization" in insecure.headers) == (
         False, None, False)
+
+
+def test_an_init_container_that_failed_is_why_the_pod_never_runs() -> None:
+    from runner.containers.kube.api import pod_problem
+    failed = {"status": {"phase": "Failed", "initContainerStatuses": [
+        {"name": "owners", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}
+    assert pod_problem(failed) == "its init container owners failed (exit 1: Error)"
+    done = {"status": {"phase": "Running", "initContainerStatuses": [
+        {"name": "owners", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}}
+    assert pod_problem(done) is None

@@ -85,6 +85,11 @@ def pod_problem(pod: Obj) -> str | None:
         if waiting.get("reason") in PULL_FAILURES:
             return (f"its image {container.get('image')} cannot be pulled "
                     f"({waiting['reason']}: {waiting.get('message', '')})")
+    for init in status.get("initContainerStatuses") or []:
+        ended = (init.get("state") or {}).get("terminated") or {}
+        if ended.get("exitCode", 0) != 0:
+            return (f"its init container {init.get('name')} failed (exit "
+                    f"{ended['exitCode']}: {ended.get('message') or ended.get('reason', '')})")
     reason = status.get("reason")
     if status.get("phase") == "Failed" and reason == "Evicted":
         return f"the node evicted it: {status.get('message', '')}"

@@ -125,6 +125,9 @@ def pod(name: str, namespace: str, containers: Sequence[tuple[str, ContainerSpec
         "containers": made}
     if volumes:
         found["volumes"] = volumes
+    owned = _owned(containers, claims or {}, volumes)
+    if owned is not None:
+        found["initContainers"] = [owned]
     if node is not None:
         found["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [
@@ -255,6 +258,40 @@ def _claimed(spec: ContainerSpec, mount: Volume, volumes: list[Obj],
         volume = f"claim-{len(volumes)}"
         volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": mount.name}})
     return {"name": volume, "mountPath": mount.target, "readOnly": mount.read_only}
+
+
+OWNED = "owners"  # the init container that gives a claim's root to its owner
+OWNED_AT = "/bakeoff/claims"
+OWN_SCRIPT = ('for pair; do d="${pair%=*}"; o="${pair##*=}"; '
+              '[ "$(stat -c %u "$d")" = "$o" ] || chown "$o:$o" "$d" || exit 1; done')
+
+
+def _owned(containers: Sequence[tuple[str, ContainerSpec, str]], claims: Mapping[str, int],
+           volumes: Sequence[Obj]) -> Obj | None:
+    """The init container that makes each claim the Pod writes to its owner's at its root,
+    as docker makes a volume its owner's: a provisioner gives the root to root, `fsGroup`
+    changes only its group, and git refuses a checkout whose top is not its user's
+    ("dubious ownership"). Root with CHOWN alone, the root directory only (never what is
+    in it), and nothing when it is its owner's already; None when no such claim."""
+    owners = {m.name: claims[m.name] for _, spec, _ in containers for m in spec.mounts
+              if isinstance(m, Volume) and not m.read_only and claims.get(m.name)}
+    if not owners:
+        return None
+    named = {str((v.get("persistentVolumeClaim") or {}).get("claimName")): str(v["name"])
+             for v in volumes}
+    pairs = [f"{OWNED_AT}/{named[claim]}={uid}" for claim, uid in sorted(owners.items())]
+    return {
+        "name": OWNED, "image": containers[0][2], "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", OWN_SCRIPT, OWNED, *pairs],
+        "resources": {"limits": {"cpu": "100m", "memory": "32Mi"},
+                      "requests": {"cpu": "100m", "memory": "32Mi"}},
+        "securityContext": {
+            "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+            "allowPrivilegeEscalation": False, "privileged": False,
+            "readOnlyRootFilesystem": True, "procMount": "Default",
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]}},
+        "volumeMounts": [{"name": named[claim], "mountPath": f"{OWNED_AT}/{named[claim]}"}
+                         for claim in sorted(owners)]}
 
 
 def _group(containers: Sequence[tuple[str, ContainerSpec, str]],
