@@ -57,11 +57,11 @@ def reproduce_command(
         raise BadInputError("--shell needs a terminal on stdin",
                             hint="run it from a terminal, or give the command: -- CMD...")
     loaded = _manifest(file, sample)
-    located = rep.locate(sample, loaded)
     if loaded is not None and (shell or command):
         cluster.refuse(loaded, "a shell or a command attached to this terminal (reproduce "
                                "--shell, -- CMD) goes through the docker CLI; re-run the "
                                "sample without them")
+    located = rep.locate(sample, loaded)
     engine = Engine() if loaded is None else engine_for(loaded)
     if shell or command:
         raise typer.Exit(rep.enter(engine, located, loaded, command or None, _say))

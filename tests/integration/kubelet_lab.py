@@ -3,19 +3,24 @@ the tool makes there runs on this machine's docker engine, as a kubelet would ru
 a command on a cluster measures real processes (issue 36).
 
 What it plays, from the Pod's spec only (never from the tool's own objects): the image by
-the digest the Pod names, pulled from the registry (what a node does: the registry must
-hold what the Pod names); `command`/`args`, `env` (a Secret's key read from the Secret the
-tool made), `workingDir`, the user and group, the capabilities, a read-only root,
-`allowPrivilegeEscalation: false`, the CPU and memory limits; a memory `emptyDir` as a
-tmpfs of its `sizeLimit`; a claim as a docker volume on a tmpfs of the claim's size (a
-class that caps, as the volume proof asks); `hostAliases`. A Pod's network is its
-`io.bakeoff.network` label, a docker internal network of the lab's own (NetworkPolicies
-as this tool writes them: members reach each other, nothing else); a Pod with none has
-no network at all. A container with `stdin` starts when the tool's attach gave its input
-(stdinOnce: the attach's end is its end), any other when its Pod is made; its end, exit
-code and each stream's log go back to the emulator. One container per Pod (a server and
-its criterion share a Pod: not played here, refused loudly). Deleting a Pod removes its
-containers; the lab removes whatever it made at the end, by its own labels.
+the digest the Pod names, pulled from the registry when it is not here (the registry
+must hold what the Pod names); `command`/`args`, `env` (a Secret's key read from the
+Secret the tool made), `workingDir`, the user, the group and the `fsGroup` as a
+supplementary group, the capabilities, a read-only root, `allowPrivilegeEscalation:
+false`, the CPU and memory limits, the hostname, the DNS servers, `hostAliases`; its
+init containers first, each to its end (one that fails fails the Pod). A memory
+`emptyDir` is a tmpfs of its `sizeLimit`. A claim is what a provisioner gives: a docker
+volume on a tmpfs of the claim's size (a class that caps, as the volume proof asks),
+kept from Pod to Pod (a keeper container holds it mounted), its root root's with the
+first Pod's `fsGroup` as its group (setgid, group-writable), nothing of the image copied
+in. A Pod's network is its `io.bakeoff.network` label: a docker internal network of the
+lab's own (the NetworkPolicies as this tool writes them: members reach each other,
+nothing else); a Pod with none has no network at all. A container with `stdin` starts
+when the tool's attach gave its input (stdinOnce: the attach's end is its end), any
+other when its Pod is made; its end, exit code and each stream's log go back to the
+emulator; an exec runs by docker's exec, given all of its input. Not played: two
+containers in one Pod (refused loudly), a Pod joined to a second network. Deleting a Pod
+removes its containers; `close` removes all the lab made, by its own labels.
 """
 
 from __future__ import annotations
@@ -136,12 +141,13 @@ class Kubelet:
             extra_hosts={name: alias["ip"] for alias in spec.get("hostAliases") or []
                          for name in alias["hostnames"]},
             network_mode=self.network(network) if network else "none",
+            dns=(spec.get("dnsConfig") or {}).get("nameservers"),
             group_add=[str(g) for g in ([pod_context["fsGroup"]] if "fsGroup" in pod_context
                                         else []) + pod_context.get("supplementalGroups", [])])
         made = api.create_container(
             image, command=container.get("args"), entrypoint=container.get("command"),
-            environment=self.env(emulator, obj, container), working_dir=container.get(
-                "workingDir"), user=f"{context.get('runAsUser', 0)}:"
+            environment=self.env(emulator, obj, container), hostname=spec.get("hostname"),
+            working_dir=container.get("workingDir"), user=f"{context.get('runAsUser', 0)}:"
                                     f"{context.get('runAsGroup', 0)}",
             stdin_open=bool(container.get("stdin")),  # docker-py sets StdinOnce with it
             labels={**self.label, "pod": pod}, host_config=host)["Id"]

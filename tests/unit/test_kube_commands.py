@@ -139,12 +139,17 @@ def test_a_compose_stack_is_refused_on_a_cluster_by_its_key_and_runs_on_docker(
 
 
 def test_reproduce_with_a_shell_or_a_command_is_refused_on_a_cluster(
-        tmp_path: Path, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, emulator: Emulator, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     loaded = loaded_on(tmp_path, emulator, monkeypatch)
-    with pytest.raises(BadInputError) as refused:
-        cluster.refuse(loaded, "a shell or a command attached to this terminal (reproduce "
-                               "--shell, -- CMD) goes through the docker CLI")
-    assert refused.value.message.startswith(f'{loaded.path}: engine = "kubernetes": a shell')
+    code = app_module.main(["reproduce", "first/a/success/1", "-f", str(loaded.path), "--",
+                            "true"])
+    said = " ".join(capsys.readouterr().err.split())
+    assert code == 2
+    assert said.startswith(f'error: {loaded.path}: engine = "kubernetes": a shell or a '
+                           "command attached to this terminal (reproduce --shell, -- CMD) "
+                           "goes through the docker CLI; re-run the sample without them")
+    assert emulator.requests == []  # refused before the cluster is asked anything
     cluster.refuse(loaded)  # the same manifest, no stack: every other command runs
     docker = demo.prepare(tmp_path / "docker")
     cluster.refuse(terminal.load(docker), "anything")  # a docker manifest: nothing refused
