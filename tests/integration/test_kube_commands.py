@@ -36,7 +36,9 @@ from tests.unit.kube_emulator import Emulator, emulated
 from tests.unit.test_kube_doctor import kubeconfig
 
 __all__ = ["images_built", "served"]  # the registry lab's fixtures, used here
-FIX = "sed -i 's/^VALUE = 1/VALUE = 2/' app.py; git add -A; git commit -qm fix"
+# The fixer reads its change from its environment (given on an exec's stdin on a cluster).
+FIX = ("[ \"$BAKEOFF_CHANGE\" = first ] && sed -i 's/^VALUE = 1/VALUE = 2/' app.py; "
+       "git add -A; git commit -qm fix")
 USES_APP = "from app import VALUE\n\n\ndef test_app():\n    assert VALUE == 2\n"
 
 

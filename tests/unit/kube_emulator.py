@@ -48,7 +48,8 @@ class Emulator:
     on_create: Callable[[Emulator, str], None] | None = None  # a Pod just made: (pod)
     on_delete: Callable[[Emulator, str], None] | None = None  # a Pod just deleted: (pod)
     # Every exec, when set (a node that runs the Pods): (emulator, pod, container, command,
-    # stdin) -> (stdout, stderr, exit code); else `programs`.
+    # all its stdin, the variables' preamble first) -> (stdout, stderr, exit code); else
+    # `programs`.
     on_exec: Callable[[Emulator, str, str, list[str], bytes],
                       tuple[bytes, bytes, int]] | None = None
     programs: dict[str, Callable[[Emulator, str, str, list[str], bytes],
@@ -260,7 +261,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
             container = (query.get("container") or [""])[0]
             command = query.get("command") or ["cat"]
-            stdin = bytearray()
+            stdin, raw = bytearray(), bytearray()  # raw: with the variables' preamble
             wants = {key: (query.get(key) or [""])[0] == "true"
                      for key in ("stdin", "stdout")}
             hangs = unwrapped(command)[0] == "hang"
@@ -273,6 +274,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                     if message[:1] != b"\x00":
                         continue
                     data = message[1:]
+                    raw += data
                     if preamble is not None and not preamble.endswith(b"\n\n"):
                         preamble += data  # the variables come first, whole
                         head, found, data = bytes(preamble).partition(b"\n\n")
@@ -295,7 +297,10 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 emulator.on_attach(emulator, pod, container, bytes(stdin))
             if not wants["stdout"]:
                 return  # an attach that only gives stdin: its client is gone
-            out, err, code = self.run(pod, container, what, command, bytes(stdin))
+            if what == "exec" and emulator.on_exec is not None:  # a node: the whole input
+                out, err, code = emulator.on_exec(emulator, pod, container, command, bytes(raw))
+            else:
+                out, err, code = self.run(pod, container, what, command, bytes(stdin))
             for start in range(0, len(out), 65536):
                 self.send_frame(b"\x01" + out[start:start + 65536])
             self.send_frame(b"\x02" + err)
@@ -311,8 +316,6 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             """A command's output: a test's program (by its name, past `env`'s and
             `setpriv`'s options), else the emulator's own (`cat` echoed already, `exit N`,
             `emit N` writes N bytes)."""
-            if what == "exec" and emulator.on_exec is not None:
-                return emulator.on_exec(emulator, pod, container, command, stdin)
             argv = unwrapped(command)
             program = emulator.programs.get(argv[0])
             if program is not None:
