@@ -18,7 +18,7 @@ lab's own (the NetworkPolicies as this tool writes them: members reach each othe
 nothing else); a Pod with none has no network at all. A container with `stdin` starts
 when the tool's attach gave its input (stdinOnce: the attach's end is its end), any
 other when its Pod is made; its end, exit code and each stream's log go back to the
-emulator; an exec runs by docker's exec, given all of its input. Not played: two
+emulator; an exec runs by docker's exec, its input and output as they come. Not played: two
 containers in one Pod (refused loudly), a Pod joined to a second network. Deleting a Pod
 removes its containers; `close` removes all the lab made, by its own labels.
 """
@@ -30,18 +30,25 @@ import contextlib
 import io
 import secrets
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import docker.errors
 from docker.types import Mount
 
-from runner.containers.backend import LABEL_EXPERIMENT, LABEL_NETWORK, LABEL_ROLE
+from runner.containers import hijack
+from runner.containers.backend import (
+    LABEL_EXPERIMENT,
+    LABEL_NETWORK,
+    LABEL_ROLE,
+    exit_after_output,
+)
+from runner.containers.dockerclient import end_of_input
 from runner.containers.engine import Engine
 from runner.errors import EngineError
 from tests.unit.kube_emulator import Emulator
 
 Obj = dict[str, Any]
-EXEC_S = 600.0
 UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 
 
@@ -72,7 +79,7 @@ class Kubelet:
         emulator.on_create = self.created
         emulator.on_attach = self.attached
         emulator.on_delete = self.deleted
-        emulator.on_exec = self.executed
+        emulator.on_stream = self.executed
 
     # The emulator's hooks.
     def created(self, emulator: Emulator, pod: str) -> None:
@@ -97,17 +104,30 @@ class Kubelet:
         self.begin(emulator, pod, container, made, stdin)
 
     def executed(self, emulator: Emulator, pod: str, container: str, command: list[str],
-                 stdin: bytes) -> tuple[bytes, bytes, int]:
-        """An exec in the Pod's container, as its own user, given all of `stdin` (the
-        emulator's channel gives the output once the exec ended)."""
+                 read: Callable[[], bytes | None], send: Callable[[int, bytes], None]) -> int:
+        """An exec in the Pod's container, as its own user, by docker's exec: its input as
+        the tool's messages come (a held psql sends a script, reads its answer, sends the
+        next), its output as the process writes it, then its exit code."""
         with self.lock:
             made = self.containers[pod]
-        with self.engine.hold_exec(made, command, user="", what=f"exec in {pod}") as held:
-            if stdin:
-                held.send(stdin)
-            held.close_input()
-            done = held.until(None, EXEC_S)
-        return done.stdout, done.stderr, -1 if done.exit_code is None else done.exit_code
+        api = self.engine.client.api
+        exec_id = str(api.exec_create(made, command, stdin=True, stdout=True,
+                                      stderr=True)["Id"])
+        hijacked = hijack.start(api, exec_id)
+
+        raw = getattr(hijacked.sock, "_sock", hijacked.sock)
+
+        def forward() -> None:  # the tool's input, to its end (or the process's)
+            with contextlib.suppress(OSError):
+                while (data := read()) is not None:
+                    raw.sendall(data)
+                end_of_input(raw)
+        threading.Thread(target=forward, daemon=True).start()
+        for stream, data in hijack.frames(hijacked.file):
+            send(stream, data)
+        hijacked.response.close()
+        state = exit_after_output(self.engine, exec_id)
+        return -1 if state.exit_code is None else state.exit_code
 
     def deleted(self, emulator: Emulator, pod: str) -> None:
         with self.lock:

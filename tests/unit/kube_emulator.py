@@ -52,6 +52,10 @@ class Emulator:
     # `programs`.
     on_exec: Callable[[Emulator, str, str, list[str], bytes],
                       tuple[bytes, bytes, int]] | None = None
+    # Or every exec as it streams (a held session): (emulator, pod, container, command,
+    # read: the next stdin bytes, None at its end, send: (stream 1|2, data)) -> exit code.
+    on_stream: Callable[[Emulator, str, str, list[str], Callable[[], bytes | None],
+                         Callable[[int, bytes], None]], int] | None = None
     programs: dict[str, Callable[[Emulator, str, str, list[str], bytes],
                                  tuple[bytes, bytes, int]]] = field(default_factory=dict)
     execs: list[tuple[str, str, list[str]]] = field(default_factory=list)  # pod, c, command
@@ -261,6 +265,11 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
             container = (query.get("container") or [""])[0]
             command = query.get("command") or ["cat"]
+            if what == "exec" and emulator.on_stream is not None:
+                with emulator.lock:
+                    emulator.execs.append((pod, container, command))
+                return self.relayed(pod, container, command,
+                                    (query.get("stdin") or [""])[0] == "true")
             stdin, raw = bytearray(), bytearray()  # raw: with the variables' preamble
             wants = {key: (query.get(key) or [""])[0] == "true"
                      for key in ("stdin", "stdout")}
@@ -304,12 +313,42 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             for start in range(0, len(out), 65536):
                 self.send_frame(b"\x01" + out[start:start + 65536])
             self.send_frame(b"\x02" + err)
+            self.ended(code)
+
+        def ended(self, code: int) -> None:
             status = ({"status": "Success"} if code == 0 else {
                 "status": "Failure", "reason": "NonZeroExitCode", "message": "exit",
                 "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}})
-            self.send_frame(b"\x03" + json.dumps(status).encode())
-            self.wfile.write(b"\x88\x00")  # close
-            self.wfile.flush()
+            try:
+                self.send_frame(b"\x03" + json.dumps(status).encode())
+                self.wfile.write(b"\x88\x00")  # close
+                self.wfile.flush()
+            except OSError:  # the client went once it had what it asked for
+                pass
+
+        def relayed(self, pod: str, container: str, command: list[str], stdin: bool) -> None:
+            """An exec as it streams (`on_stream`): stdin as its messages come (none when
+            the exec asked for none), output frames as the process writes them, then its
+            exit code."""
+            sending = threading.Lock()
+
+            def read() -> bytes | None:
+                while stdin:
+                    message = self.frame()
+                    if message is None or message[:2] == bytes([255, 0]):
+                        return None
+                    if message[:1] == b"\x00" and len(message) > 1:
+                        return message[1:]
+                return None
+
+            def send(stream: int, data: bytes) -> None:
+                with sending:
+                    for start in range(0, len(data), 65536):
+                        self.send_frame(bytes([stream]) + data[start:start + 65536])
+            assert emulator.on_stream is not None
+            code = emulator.on_stream(emulator, pod, container, command, read, send)
+            with sending:
+                self.ended(code)
 
         def run(self, pod: str, container: str, what: str, command: list[str],
                 stdin: bytes) -> tuple[bytes, bytes, int]:
