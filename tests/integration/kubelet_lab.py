@@ -18,9 +18,12 @@ lab's own (the NetworkPolicies as this tool writes them: members reach each othe
 nothing else); a Pod with none has no network at all. A container with `stdin` starts
 when the tool's attach gave its input (stdinOnce: the attach's end is its end), any
 other when its Pod is made; its end, exit code and each stream's log go back to the
-emulator; an exec runs by docker's exec, its input and output as they come. Not played: two
-containers in one Pod (refused loudly), a Pod joined to a second network. Deleting a Pod
-removes its containers; `close` removes all the lab made, by its own labels.
+emulator; an exec runs by docker's exec, its input and output as they come. A Pod joined
+to a network after it was made (the policies `objects.joined` writes) is connected to it
+and has an address of its own there, which the aliases of the Pods made on that network
+later name (where a cluster's flat network gives one address). Not played: two
+containers in one Pod (refused loudly). Deleting a Pod removes its containers; `close`
+removes all the lab made, by its own labels.
 """
 
 from __future__ import annotations
@@ -30,23 +33,26 @@ import contextlib
 import io
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import docker.errors
+import pytest
 from docker.types import Mount
 
 from runner.containers import hijack
 from runner.containers.backend import (
     LABEL_EXPERIMENT,
     LABEL_NETWORK,
+    LABEL_POD,
     LABEL_ROLE,
     exit_after_output,
 )
 from runner.containers.dockerclient import end_of_input
 from runner.containers.engine import Engine
 from runner.errors import EngineError
-from tests.unit.kube_emulator import Emulator
+from tests.unit.kube_emulator import Emulator, emulated
 
 Obj = dict[str, Any]
 UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
@@ -70,6 +76,8 @@ class Kubelet:
         self.networks: dict[str, str] = {}    # network label -> docker network name
         self.volumes: dict[str, str] = {}     # claim -> docker volume name
         self.pulled: set[str] = set()
+        self.addresses: dict[tuple[str, str], str] = {}  # (pod, network) -> its address there
+        self.pod_ips: dict[str, str] = {}  # pod -> its address (its own network's)
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
         self.played: list[tuple[str, str]] = []  # every Pod run (name, role), in order
@@ -80,6 +88,7 @@ class Kubelet:
         emulator.on_attach = self.attached
         emulator.on_delete = self.deleted
         emulator.on_stream = self.executed
+        emulator.on_object = self.policy
 
     # The emulator's hooks.
     def created(self, emulator: Emulator, pod: str) -> None:
@@ -129,6 +138,25 @@ class Kubelet:
         state = exit_after_output(self.engine, exec_id)
         return -1 if state.exit_code is None else state.exit_code
 
+    def policy(self, emulator: Emulator, obj: Obj) -> None:
+        """A Pod joined to a network after it was made (`objects.joined`: the database,
+        the gateway): the node connects its container to that network, where it has an
+        address of its own; a Pod made on that network later reaches it there by the
+        aliases that name its Pod's address (`make`)."""
+        if obj["kind"] != "NetworkPolicy" or not obj["metadata"]["name"].endswith("-pod") \
+                or not obj["metadata"]["name"].startswith("join-"):
+            return
+        pod = obj["spec"]["podSelector"]["matchLabels"][LABEL_POD]
+        network = obj["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"][
+            LABEL_NETWORK]
+        with self.lock:
+            made = self.containers[pod]
+        api = self.engine.client.api
+        api.connect_container_to_network(made, self.network(network))
+        found = api.inspect_container(made)["NetworkSettings"]["Networks"]
+        with self.lock:
+            self.addresses[(pod, network)] = found[self.networks[network]]["IPAddress"]
+
     def deleted(self, emulator: Emulator, pod: str) -> None:
         with self.lock:
             made = self.containers.pop(pod, None)
@@ -158,7 +186,8 @@ class Kubelet:
             mem_limit=size_of(limits["memory"]) if "memory" in limits else None,
             nano_cpus=int(limits["cpu"].removesuffix("m")) * 1_000_000 if "cpu" in limits
             else None, init=False,
-            extra_hosts={name: alias["ip"] for alias in spec.get("hostAliases") or []
+            extra_hosts={name: self.address(alias["ip"], network)
+                         for alias in spec.get("hostAliases") or []
                          for name in alias["hostnames"]},
             network_mode=self.network(network) if network else "none",
             dns=(spec.get("dnsConfig") or {}).get("nameservers"),
@@ -181,7 +210,16 @@ class Kubelet:
             if network and not init:
                 found = api.inspect_container(made)["NetworkSettings"]["Networks"]
                 obj["status"]["podIP"] = found[self.networks[network]]["IPAddress"]
+                with self.lock:
+                    self.pod_ips[pod] = obj["status"]["podIP"]
         return str(made)
+
+    def address(self, pod_ip: str, network: str | None) -> str:
+        """Where a Pod on `network` reaches the Pod whose address is `pod_ip`: there, if
+        that Pod was joined to it, else at its own."""
+        with self.lock:
+            owner = next((pod for pod, ip in self.pod_ips.items() if ip == pod_ip), None)
+            return self.addresses.get((owner or "", network or ""), pod_ip)
 
     def begin(self, emulator: Emulator, pod: str, container: str, made: str,
               stdin: bytes | None) -> None:
@@ -289,3 +327,20 @@ class Kubelet:
         for reference in self.pulled:  # the digest's reference only: the image stays
             with contextlib.suppress(docker.errors.APIError):
                 self.engine.client.api.remove_image(reference, noprune=True)
+
+
+@contextlib.contextmanager
+def on_a_node(engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+              ) -> Iterator[tuple[Emulator, Kubelet]]:
+    """The emulator of the API with this lab's node, KUBECONFIG naming it (its context
+    `lab`, namespace `bakeoff`); everything the node made removed after."""
+    from tests.unit.test_kube_doctor import kubeconfig
+    with emulated() as emulator:
+        node = Kubelet(engine)
+        node.attach(emulator)
+        for key, value in kubeconfig(tmp_path, emulator.url).items():
+            monkeypatch.setenv(key, value)
+        try:
+            yield emulator, node
+        finally:
+            node.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,12 +18,17 @@ import pytest
 from rig.report import read_observation
 from rig.report.page import CSP, flag_summary
 from rig.report.pairs import Pair, RankInterval
+from runner.cli.app import main
+from runner.commands import demo as demo_mod
 from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
+from runner.containers.kube.about import ACCEPTED_PIDS
 from tests.integration import create_spy
 from tests.integration.helpers import flat_record, git
 from tests.integration.installed import Installed
+from tests.integration.kubelet_lab import on_a_node
+from tests.integration.registry_lab import Registry, images_built, served
 from tests.integration.remote_engine import RemoteEngine, copy_image
 from tests.integration.report_browser import (
     PAGE_URL,
@@ -35,6 +41,8 @@ from tests.unit.html_page import numbers_compared, parse
 from tests.unit.test_report_page import CHART_NAMES, RANK_CHART
 
 ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["images_built", "served"]  # the registry lab's fixtures, used here
+DIGEST_REF = re.compile(r"^[^@ ]+/bakeoff/[a-z0-9._/-]+@sha256:[0-9a-f]{64}$")
 CGROUP_V1 = not Path("/sys/fs/cgroup/cgroup.controllers").exists()  # the engine's, if local
 
 
@@ -348,3 +356,35 @@ def test_the_demo_on_a_second_engine_ranks_and_scores_as_on_this_one(
     assert swept.returncode == 0, swept.stderr[-2000:]
     assert [(m["name"], create_spy.host_paths(m)) for m in inspected()
             if create_spy.host_paths(m)] == []
+
+
+# --- the same demo on a cluster (issue 36) -------------------------------------------------
+
+def test_the_demo_on_a_cluster_ranks_and_scores_as_on_this_one(
+        engine: Engine, local_demo: Demo, served: Registry, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`engine = "kubernetes"`: the bundled demo's whole loop (the cluster's proofs, up,
+    dispatch, score, merge, report; Postgres administered by psql's held exec, the judge,
+    the grafts) against the emulator of the API, whose Pods a node of this machine's
+    docker engine runs from their specs (tests/integration/kubelet_lab.py), every image
+    pushed to a real registry and run by its digest: the same ranking, verdicts and scores
+    as on this machine's engine, and nothing left on the cluster."""
+    with on_a_node(engine, tmp_path, monkeypatch) as (emulator, node):
+        manifest = demo_mod.prepare(tmp_path / "example")
+        manifest.write_text('engine = "kubernetes"\n' + manifest.read_text() + (
+            f'\n[kubernetes]\nregistry = "{served.address}"\naccept_node_pids_limit = true\n'
+            "parallelism = 2\ncpus = 2\nvolume_mb = 16\n"))
+        code = main(["run", "-f", str(manifest)])
+        said = capsys.readouterr().err
+        assert code == 0, said[-3000:]
+        state = manifest.parent / "repo" / ".bakeoff" / "horizon"
+        assert outcome(state) == outcome(local_demo.state)
+        records = [flat_record(p) for p in state.glob("stages/*/samples/*/*/*.json")]
+        assert len(records) == 2 * 5 * 9
+        assert {r["image_ref"].split("/")[0] for r in records} == {served.address}
+        assert all(DIGEST_REF.search(r["image_ref"]) for r in records)  # by digest only
+        assert {r["engine"]["accepted_pids"] for r in records} == {ACCEPTED_PIDS}
+        roles = {role for _, role in node.played}
+        assert {"database", "arm", "sample", "cluster-probe"} <= roles, roles
+        assert emulator.objects == {}  # every Pod, policy, claim, Service and Secret
+    assert engine.labelled("container", {LABEL_EXPERIMENT: "horizon"}) == []

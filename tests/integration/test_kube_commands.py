@@ -30,10 +30,9 @@ from runner.cli.app import main
 from runner.containers.engine import Engine
 from runner.containers.kube.about import ACCEPTED_PIDS
 from tests.integration.helpers import MANIFEST, arms_toml, committed_repo, flat_record, git
-from tests.integration.kubelet_lab import Kubelet
+from tests.integration.kubelet_lab import Kubelet, on_a_node
 from tests.integration.registry_lab import Registry, images_built, served
-from tests.unit.kube_emulator import Emulator, emulated
-from tests.unit.test_kube_doctor import kubeconfig
+from tests.unit.kube_emulator import Emulator
 
 __all__ = ["images_built", "served"]  # the registry lab's fixtures, used here
 # The fixer reads its change from its environment (given on an exec's stdin on a cluster).
@@ -42,18 +41,12 @@ FIX = ("[ \"$BAKEOFF_CHANGE\" = first ] && sed -i 's/^VALUE = 1/VALUE = 2/' app.
 USES_APP = "from app import VALUE\n\n\ndef test_app():\n    assert VALUE == 2\n"
 
 
+
 @pytest.fixture()
 def cluster(engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             ) -> Iterator[tuple[Emulator, Kubelet]]:
-    with emulated() as emulator:
-        node = Kubelet(engine)
-        node.attach(emulator)
-        for key, value in kubeconfig(tmp_path, emulator.url).items():
-            monkeypatch.setenv(key, value)
-        try:
-            yield emulator, node
-        finally:
-            node.close()
+    with on_a_node(engine, tmp_path, monkeypatch) as found:
+        yield found
 
 
 def experiment(root: Path, registry_at: str | None) -> Path:
@@ -65,7 +58,7 @@ def experiment(root: Path, registry_at: str | None) -> Path:
     if registry_at is not None:
         text = 'engine = "kubernetes"\n' + text + (
             f'\n[kubernetes]\nregistry = "{registry_at}"\naccept_node_pids_limit = true\n'
-            "parallelism = 2\nvolume_mb = 16\n")
+            "parallelism = 2\ncpus = 2\nvolume_mb = 16\n")
     return committed_repo(root, files, text)
 
 
@@ -141,3 +134,4 @@ def test_the_bake_off_on_a_cluster_gives_the_results_it_gives_on_docker(
     assert {role for pod, role in node.played if pod in owned} == {
         "arm", "arm-checkout-init", "arm-bundler", "cluster-probe"}  # the briefs' is root's
     assert emulator.objects == {}  # every Pod, policy, claim and Secret removed
+

@@ -47,6 +47,7 @@ class Emulator:
     on_attach: Callable[[Emulator, str, str, bytes], None] | None = None
     on_create: Callable[[Emulator, str], None] | None = None  # a Pod just made: (pod)
     on_delete: Callable[[Emulator, str], None] | None = None  # a Pod just deleted: (pod)
+    on_object: Callable[[Emulator, Obj], None] | None = None  # any other object just made
     # Every exec, when set (a node that runs the Pods): (emulator, pod, container, command,
     # all its stdin, the variables' preamble first) -> (stdout, stderr, exit code); else
     # `programs`.
@@ -207,6 +208,8 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 emulator.made[(collection, name)] = obj
             if obj["kind"] == "Pod" and emulator.on_create is not None:
                 emulator.on_create(emulator, name)
+            elif obj["kind"] != "Pod" and emulator.on_object is not None:
+                emulator.on_object(emulator, obj)
             self.answer(201, json.dumps(obj).encode())
 
         def do_GET(self) -> None:
