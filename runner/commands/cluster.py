@@ -94,7 +94,7 @@ def engine(section: KubernetesSection, environ: Mapping[str, str], secrets_dir: 
 def probe_image(on: KubeEngine) -> str:
     """The proofs' image (`bakeoff/python`: python3), built by the cluster's image store if
     it is not, pushed, by the registry's digest."""
-    built = images.build(on, [PROBE_IMAGE], reporters.QuietBuildReporter())
+    built = images.build(on, [PROBE_IMAGE], reporters.current_reporter())  # shown, if built
     return on.image_ref(built[-1].image_id)
 
 
