@@ -87,7 +87,7 @@ def gateway_config(upstream_url: str, **budget: Any) -> dict[str, Any]:
                                     "cache_write": 18.75}}}
 
 
-def _spec(lab_name: str, image: str, network: str, role: str, command: tuple[str, ...],
+def lab_spec(lab_name: str, image: str, network: str, role: str, command: tuple[str, ...],
           env: dict[str, str], cpus: float = 1.0) -> ContainerSpec:
     """A container whose script comes on its stdin (`python3 - ARGS`)."""
     return ContainerSpec(
@@ -97,7 +97,7 @@ def _spec(lab_name: str, image: str, network: str, role: str, command: tuple[str
         env=env, read_only=True, tmpfs=(Tmpfs("/tmp", 16),), stdin=True)
 
 
-def _started(engine: Engine, spec: ContainerSpec, script: Path) -> Any:
+def started(engine: Engine, spec: ContainerSpec, script: Path) -> Any:
     container = created(engine, spec)
     with script.open("rb") as source:
         engine.start(container.id, source, what=spec.purpose)
@@ -116,7 +116,7 @@ def gateway_lab(engine: Engine, image: str, tmp: Path, *, events: int = 3,
         engine.create_network(network, Labels(experiment, "gateway-lab"), egress=False)
         state = tmp / "gateway-state"
         state.mkdir()
-        upstream = _started(engine, _spec(
+        upstream = started(engine, lab_spec(
             experiment, image, network, "upstream",
             ("python3", "-", str(PORT), str(events), str(delay_s)),
             {"EXPECTED_KEY": REAL_KEY}), UPSTREAM_SCRIPT)
@@ -138,7 +138,7 @@ def run_client(lab: GatewayLab, script: Path, *args: str, cpus: float = 1.0,
     lab's network; its exit status and stdout (stderr is appended after a marker line
     when it is not empty)."""
     name = f"client-{secrets.token_hex(3)}"
-    container = _started(lab.engine, _spec(
+    container = started(lab.engine, lab_spec(
         lab.experiment, lab.image, lab.network, name, ("python3", "-", *args),
         {"GATEWAY": f"http://{lab.gateway_host}:{PORT}",
          "UPSTREAM": f"http://{lab.upstream_host}:{PORT}", "TOKEN": TOKEN}, cpus=cpus), script)

@@ -21,9 +21,13 @@ other when its Pod is made; its end, exit code and each stream's log go back to 
 emulator; an exec runs by docker's exec, its input and output as they come. A Pod joined
 to a network after it was made (the policies `objects.joined` writes) is connected to it
 and has an address of its own there, which the aliases of the Pods made on that network
-later name (where a cluster's flat network gives one address). Not played: two
-containers in one Pod (refused loudly). Deleting a Pod removes its containers; `close`
-removes all the lab made, by its own labels.
+later name (where a cluster's flat network gives one address). A Pod of two containers (a
+sample's server and its criterion) is a sandbox container first, as a kubelet's pause
+container: it holds the Pod's network namespace (its network, hostname, DNS, aliases and
+address), which each of the Pod's containers joins, so they reach each other on
+localhost and nothing else is shared (each its own emptyDirs; a claim is one volume
+whichever containers mount it). Deleting a Pod removes its containers; `close` removes
+all the lab made, by its own labels.
 """
 
 from __future__ import annotations
@@ -72,7 +76,8 @@ class Kubelet:
     def __init__(self, engine: Engine) -> None:
         self.engine, self.run = engine, secrets.token_hex(3)
         self.label = {LABEL_EXPERIMENT: f"kubelet{self.run}"}
-        self.containers: dict[str, str] = {}  # pod -> docker container id
+        self.containers: dict[str, str] = {}  # POD/CONTAINER -> docker container id
+        self.holders: dict[str, str] = {}     # pod -> the container of its network namespace
         self.networks: dict[str, str] = {}    # network label -> docker network name
         self.volumes: dict[str, str] = {}     # claim -> docker volume name
         self.pulled: set[str] = set()
@@ -94,22 +99,23 @@ class Kubelet:
     def created(self, emulator: Emulator, pod: str) -> None:
         obj = emulator.pod(pod)
         containers = obj["spec"]["containers"]
-        assert len(containers) == 1, f"{pod}: a Pod of {len(containers)} containers"
         for init in obj["spec"].get("initContainers") or []:  # each to its end, in order
-            made = self.make(emulator, obj, init, pod=f"{pod}/{init['name']}")
+            made = self.make(emulator, obj, init, init=True)
             code = int(self.engine.client.api.wait(made)["StatusCode"])
             self.engine.remove(made)
             if code != 0:
                 obj["status"] = {"phase": "Failed", "initContainerStatuses": [{
                     "name": init["name"], "state": {"terminated": {"exitCode": code}}}]}
                 return
-        made = self.make(emulator, obj, containers[0])
-        if not containers[0].get("stdin"):
-            self.begin(emulator, pod, containers[0]["name"], made, None)
+        holder = self.pause(obj) if len(containers) > 1 else None
+        for container in containers:
+            made = self.make(emulator, obj, container, joins=holder)
+            if not container.get("stdin"):
+                self.begin(emulator, pod, container["name"], made, None)
 
     def attached(self, emulator: Emulator, pod: str, container: str, stdin: bytes) -> None:
         with self.lock:
-            made = self.containers[pod]
+            made = self.containers[f"{pod}/{container}"]
         self.begin(emulator, pod, container, made, stdin)
 
     def executed(self, emulator: Emulator, pod: str, container: str, command: list[str],
@@ -118,7 +124,7 @@ class Kubelet:
         the tool's messages come (a held psql sends a script, reads its answer, sends the
         next), its output as the process writes it, then its exit code."""
         with self.lock:
-            made = self.containers[pod]
+            made = self.containers[f"{pod}/{container}"]
         api = self.engine.client.api
         exec_id = str(api.exec_create(made, command, stdin=True, stdout=True,
                                       stderr=True)["Id"])
@@ -150,7 +156,7 @@ class Kubelet:
         network = obj["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"][
             LABEL_NETWORK]
         with self.lock:
-            made = self.containers[pod]
+            made = self.holders[pod]
         api = self.engine.client.api
         api.connect_container_to_network(made, self.network(network))
         found = api.inspect_container(made)["NetworkSettings"]["Networks"]
@@ -159,24 +165,28 @@ class Kubelet:
 
     def deleted(self, emulator: Emulator, pod: str) -> None:
         with self.lock:
-            made = self.containers.pop(pod, None)
-        if made is not None:
+            gone = [self.containers.pop(key) for key in list(self.containers)
+                    if key.partition("/")[0] == pod]
+            holder = self.holders.pop(pod, None)
+        for made in gone:
             self.engine.remove(made)
+        if holder is not None and holder not in gone:
+            self.engine.remove(holder)
 
     # A Pod on docker.
-    def make(self, emulator: Emulator, obj: Obj, container: Obj, pod: str = "") -> str:
+    def make(self, emulator: Emulator, obj: Obj, container: Obj, *, init: bool = False,
+             joins: str | None = None) -> str:
         """`container` of the Pod `obj` created (and started, unless it waits for its
-        stdin), as `pod` (an init container's: POD/NAME, run to its end by the caller)."""
+        stdin); `init`: an init container (run to its end by the caller); `joins`: the
+        container holding the Pod's network namespace (`pause`), else its own."""
         spec = obj["spec"]
-        init = bool(pod)
-        pod = pod or obj["metadata"]["name"]
+        pod, name = obj["metadata"]["name"], container["name"]
         image = self.pulled_image(container["image"])
         context = container.get("securityContext") or {}
         pod_context = spec.get("securityContext") or {}
         caps = context.get("capabilities") or {}
         mounts, tmpfs = self.mounts(emulator, spec, container, image)
         limits = (container.get("resources") or {}).get("limits") or {}
-        network = (obj["metadata"].get("labels") or {}).get(LABEL_NETWORK)
         api = self.engine.client.api
         host = api.create_host_config(
             cap_drop=caps.get("drop") or [], cap_add=caps.get("add") or [],
@@ -186,33 +196,69 @@ class Kubelet:
             mem_limit=size_of(limits["memory"]) if "memory" in limits else None,
             nano_cpus=int(limits["cpu"].removesuffix("m")) * 1_000_000 if "cpu" in limits
             else None, init=False,
-            extra_hosts={name: self.address(alias["ip"], network)
-                         for alias in spec.get("hostAliases") or []
-                         for name in alias["hostnames"]},
-            network_mode=self.network(network) if network else "none",
-            dns=(spec.get("dnsConfig") or {}).get("nameservers"),
             group_add=[str(g) for g in ([pod_context["fsGroup"]] if "fsGroup" in pod_context
-                                        else []) + pod_context.get("supplementalGroups", [])])
-        made = api.create_container(
+                                        else []) + pod_context.get("supplementalGroups", [])],
+            **(self.namespace(obj) if joins is None else {"network_mode": f"container:{joins}"}))
+        made = str(api.create_container(
             image, command=container.get("args"), entrypoint=container.get("command"),
-            environment=self.env(emulator, obj, container), hostname=spec.get("hostname"),
+            environment=self.env(emulator, obj, container),
+            hostname=spec.get("hostname") if joins is None else None,
             working_dir=container.get("workingDir"), user=f"{context.get('runAsUser', 0)}:"
                                     f"{context.get('runAsGroup', 0)}",
             stdin_open=bool(container.get("stdin")),  # docker-py sets StdinOnce with it
-            labels={**self.label, "pod": pod}, host_config=host)["Id"]
+            labels={**self.label, "pod": f"{pod}/{name}"}, host_config=host)["Id"])
+        main = not init and container is spec["containers"][0]
         with self.lock:
             if not init:
-                self.containers[pod] = made
-            self.played.append((pod, (obj["metadata"].get("labels") or {}).get(
-                LABEL_ROLE, "")))
+                self.containers[f"{pod}/{name}"] = made
+            if main and joins is None:
+                self.holders[pod] = made
+            self.played.append((pod if main else f"{pod}/{name}", (
+                obj["metadata"].get("labels") or {}).get(LABEL_ROLE, "")))
         if not container.get("stdin"):  # started now: its address is the Pod's
             api.start(made)
-            if network and not init:
-                found = api.inspect_container(made)["NetworkSettings"]["Networks"]
-                obj["status"]["podIP"] = found[self.networks[network]]["IPAddress"]
-                with self.lock:
-                    self.pod_ips[pod] = obj["status"]["podIP"]
-        return str(made)
+            if main and joins is None:
+                self.addressed(obj, made)
+        return made
+
+    def namespace(self, obj: Obj) -> dict[str, Any]:
+        """The network namespace of the Pod `obj`, as docker's host config says it: the
+        network of its label (none without), its DNS servers, its aliases."""
+        spec = obj["spec"]
+        network = (obj["metadata"].get("labels") or {}).get(LABEL_NETWORK)
+        return {"network_mode": self.network(network) if network else "none",
+                "dns": (spec.get("dnsConfig") or {}).get("nameservers"),
+                "extra_hosts": {name: self.address(alias["ip"], network)
+                                for alias in spec.get("hostAliases") or []
+                                for name in alias["hostnames"]}}
+
+    def pause(self, obj: Obj) -> str:
+        """The container that holds a Pod's network namespace for its containers (a
+        kubelet's sandbox): it sleeps, as nobody, with no capability and a read-only root;
+        its address is the Pod's."""
+        pod = obj["metadata"]["name"]
+        api = self.engine.client.api
+        made = str(api.create_container(
+            self.pulled_image(obj["spec"]["containers"][0]["image"]),
+            command=["sleep", "infinity"], entrypoint=[], user="65534:65534",
+            hostname=obj["spec"].get("hostname"), labels={**self.label, "pod": f"{pod}/pause"},
+            host_config=api.create_host_config(read_only=True, cap_drop=["ALL"], init=False,
+                                               **self.namespace(obj)))["Id"])
+        api.start(made)
+        with self.lock:
+            self.holders[pod] = made
+        self.addressed(obj, made)
+        return made
+
+    def addressed(self, obj: Obj, made: str) -> None:
+        """The Pod's address: that of `made` (its namespace's) on its network, if any."""
+        network = (obj["metadata"].get("labels") or {}).get(LABEL_NETWORK)
+        if not network:
+            return
+        found = self.engine.client.api.inspect_container(made)["NetworkSettings"]["Networks"]
+        obj["status"]["podIP"] = found[self.networks[network]]["IPAddress"]
+        with self.lock:
+            self.pod_ips[obj["metadata"]["name"]] = obj["status"]["podIP"]
 
     def address(self, pod_ip: str, network: str | None) -> str:
         """Where a Pod on `network` reaches the Pod whose address is `pod_ip`: there, if
@@ -232,11 +278,11 @@ class Kubelet:
                 err = self.engine.client.api.logs(made, stdout=False, stderr=True)
             except (docker.errors.APIError, EngineError):
                 with self.lock:
-                    if self.containers.get(pod) != made:
+                    if self.containers.get(f"{pod}/{container}") != made:
                         return  # its Pod was deleted while it ran (a listener)
                 raise
             with self.lock:
-                if self.containers.get(pod) != made:
+                if self.containers.get(f"{pod}/{container}") != made:
                     return  # deleted meanwhile
             emulator.end(pod, container, code, stdout=out, stderr=err)
         thread = threading.Thread(target=run, daemon=True)

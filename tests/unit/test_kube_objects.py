@@ -173,6 +173,10 @@ def test_a_sample_pod_holds_the_hardening_of_the_conformance_list() -> None:
     (lambda: [("main", driver(cap_add=("SYS_ADMIN", "CHOWN")), IMAGE)],
      "sample cap-ui/fixer/success/1: capabilities ['SYS_ADMIN'] may not be added (only "
      "['CHOWN', 'KILL', 'SETGID', 'SETUID'])"),
+    # FOWNER is the archive filler's alone (`FILLER_CAPS`, a Pod made holding), never a spec's.
+    (lambda: [("main", driver(cap_add=("CHOWN", "FOWNER")), IMAGE)],
+     "sample cap-ui/fixer/success/1: capabilities ['FOWNER'] may not be added (only "
+     "['CHOWN', 'KILL', 'SETGID', 'SETUID'])"),
     (lambda: [("Main", driver(), IMAGE)],
      "'Main' is not a Kubernetes object name (at most 63 of [a-z0-9-], alphanumeric at both "
      "ends)"),

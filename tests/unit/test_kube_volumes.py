@@ -86,11 +86,12 @@ def test_a_claim_is_filled_by_a_holding_root_and_read_by_its_owner(
     (pod,) = [name for (c, name) in emulator.made if c.endswith("/pods")]
     held = emulator.made[(f"/api/v1/namespaces/{NS}/pods", pod)]["spec"]
     (container,) = held["containers"]
-    # It holds as root with CHOWN alone, so tar keeps the owners the archive gives (the
-    # sandbox user's directory), as docker's daemon does; the Pod's group is the owner's.
+    # It holds as root with CHOWN and FOWNER alone, so tar keeps the owners and modes the
+    # archive gives (the sandbox user's directory), as docker's daemon does; the Pod's
+    # group is the owner's.
     assert (container["command"], container["securityContext"]["runAsUser"],
             container["securityContext"]["capabilities"], held["securityContext"]) == (
-        ["sleep", "21600"], 0, {"drop": ["ALL"], "add": ["CHOWN"]},
+        ["sleep", "21600"], 0, {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]},
         {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 1000,
          "fsGroupChangePolicy": "OnRootMismatch"})
     assert "args" not in container  # its sleep replaces the image's entrypoint

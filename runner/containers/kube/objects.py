@@ -155,7 +155,7 @@ def _container(name: str, spec: ContainerSpec, image: str, volumes: list[Obj],
     binds = [m.target for m in spec.mounts if isinstance(m, Bind)]
     if binds:
         raise KubeRefusal(f"{spec.purpose}: a Pod gets no host path ({', '.join(binds)})")
-    refused = unaddable_caps(spec)
+    refused = None if holds and set(spec.cap_add) <= FILLER_CAPS else unaddable_caps(spec)
     if refused is not None:
         raise KubeRefusal(refused)
     uid, gid = user_ids(spec.user)
@@ -216,6 +216,11 @@ def exec_as(spec: ContainerSpec, user: str, argv: list[str]) -> list[str] | None
 
 
 SWITCH = frozenset({"SETUID", "SETGID"})  # what `setpriv` needs to change ids
+# What a Pod made to hold for an archive (`volumes.holding`) runs tar with, as docker's
+# daemon unpacks one as root: CHOWN keeps the archive's owners, FOWNER then sets the
+# modes of what it gave away (GNU tar chowns before it chmods, and a directory it made is
+# 0700 until then). Only the backend's own holder (`holds`), never a spec's.
+FILLER_CAPS = frozenset({"CHOWN", "FOWNER"})
 
 
 def capabilities(spec: ContainerSpec) -> frozenset[str]:

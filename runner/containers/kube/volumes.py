@@ -164,12 +164,13 @@ def holding(containers: Sequence[tuple[str, ContainerSpec]], owners: Mapping[str
             deadline_s: float, *, putting: bool) -> list[tuple[str, ContainerSpec]]:
     """The containers of a Pod made only for an archive to go in or out (docker's container
     "created, never started"): each holds (`sleep`, its image's coreutils) and never runs
-    its own command. To put one in, as root with CHOWN alone: tar keeps the owners the
-    archive gives, as docker's daemon does (root's entries root's, the sandbox user's
-    its own); to take one out, as the owner of the volume it writes to (`reader`), who
-    reads what that user kept to itself, with no capability."""
+    its own command. To put one in, as root with `objects.FILLER_CAPS` alone: tar keeps
+    the owners and modes the archive gives, as docker's daemon does (root's entries
+    root's, the sandbox user's its own); to take one out, as the owner of the volume it
+    writes to (`reader`), who reads what that user kept to itself, with no capability."""
     held = ("sleep", str(math.ceil(deadline_s)))
-    return [(name, replace(spec, command=held, cap_add=("CHOWN",), user="0:0") if putting
+    caps = tuple(sorted(objects.FILLER_CAPS))
+    return [(name, replace(spec, command=held, cap_add=caps, user="0:0") if putting
              else replace(spec, command=held, cap_add=(), user=reader(spec, owners)))
             for name, spec in containers]
 
