@@ -2,8 +2,8 @@
 the tool makes there runs on this machine's docker engine, as a kubelet would run it, so
 a command on a cluster measures real processes (issue 36).
 
-What it plays, from the Pod's spec only (never from the tool's own objects): the image by
-the digest the Pod names, pulled from the registry when it is not here (the registry
+What it plays, from the Pod's spec only (never from the tool's own objects): the image
+by the digest the Pod names, pulled from the registry when it is not here (the registry
 must hold what the Pod names); `command`/`args`, `env` (a Secret's key read from the
 Secret the tool made), `workingDir`, the user, the group and the `fsGroup` as a
 supplementary group, the capabilities, a read-only root, `allowPrivilegeEscalation:
@@ -14,20 +14,21 @@ volume on a tmpfs of the claim's size (a class that caps, as the volume proof as
 kept from Pod to Pod (a keeper container holds it mounted), its root root's with the
 first Pod's `fsGroup` as its group (setgid, group-writable), nothing of the image copied
 in. A Pod's network is its `io.bakeoff.network` label: a docker internal network of the
-lab's own (the NetworkPolicies as this tool writes them: members reach each other,
-nothing else); a Pod with none has no network at all. A container with `stdin` starts
-when the tool's attach gave its input (stdinOnce: the attach's end is its end), any
-other when its Pod is made; its end, exit code and each stream's log go back to the
-emulator; an exec runs by docker's exec, its input and output as they come. A Pod joined
-to a network after it was made (the policies `objects.joined` writes) is connected to it
-and has an address of its own there, which the aliases of the Pods made on that network
-later name (where a cluster's flat network gives one address). A Pod of two containers (a
-sample's server and its criterion) is a sandbox container first, as a kubelet's pause
-container: it holds the Pod's network namespace (its network, hostname, DNS, aliases and
-address), which each of the Pod's containers joins, so they reach each other on
-localhost and nothing else is shared (each its own emptyDirs; a claim is one volume
-whichever containers mount it). Deleting a Pod removes its containers; `close` removes
-all the lab made, by its own labels.
+lab's own whose bridge has no address (the NetworkPolicies as this tool writes them:
+members reach each other, nothing else, not this machine); a Pod with none has no
+network at all. A container with `stdin` starts when the tool's attach gave its input
+(stdinOnce: the attach's end is its end), any other when its Pod is made; a running
+container's log is read as it grows (a listener's "listening"); its end, exit code and
+each stream's log go back to the emulator; an exec runs by docker's exec, its input and
+output as they come. A Pod joined to a network after it was made (the policies
+`objects.joined` writes) is connected to it and has an address of its own there, which
+the aliases of the Pods made on that network later name (where a cluster's flat network
+gives one address). A Pod of two containers (a sample's server and its criterion) is a
+sandbox container first, as a kubelet's pause container: it holds the Pod's network
+namespace (its network, hostname, DNS, aliases and address), which each of the Pod's
+containers joins, so they reach each other on localhost and nothing else is shared (each
+its own emptyDirs; a claim is one volume whichever containers mount it). Deleting a Pod
+removes its containers; `close` removes all the lab made, by its own labels.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class Kubelet:
         emulator.on_delete = self.deleted
         emulator.on_stream = self.executed
         emulator.on_object = self.policy
+        emulator.on_log = self.log
 
     # The emulator's hooks.
     def created(self, emulator: Emulator, pod: str) -> None:
@@ -162,6 +164,22 @@ class Kubelet:
         found = api.inspect_container(made)["NetworkSettings"]["Networks"]
         with self.lock:
             self.addresses[(pod, network)] = found[self.networks[network]]["IPAddress"]
+
+    def log(self, emulator: Emulator, pod: str, container: str, stream: str) -> bytes | None:
+        """A running container's log so far (a listener's "listening"); None once it
+        ended (its log is then the emulator's, as `begin` gave it)."""
+        with self.lock:
+            made = self.containers.get(f"{pod}/{container}")
+        if made is None:
+            return None
+        api = self.engine.client.api
+        try:
+            if not api.inspect_container(made)["State"]["Running"]:
+                return None
+            return bytes(api.logs(made, stdout=stream in ("", "Stdout"),
+                                  stderr=stream in ("", "Stderr")))
+        except docker.errors.NotFound:
+            return None
 
     def deleted(self, emulator: Emulator, pod: str) -> None:
         with self.lock:
@@ -307,8 +325,9 @@ class Kubelet:
         with self.lock:
             if name not in self.networks:
                 made = f"kubelet{self.run}-{name}"[:60]
-                self.engine.client.api.create_network(made, driver="bridge", internal=True,
-                                                      labels=self.label)
+                self.engine.client.api.create_network(  # the bridge has no address: the
+                    made, driver="bridge", internal=True, labels=self.label,  # host is apart
+                    options={"com.docker.network.bridge.inhibit_ipv4": "true"})
                 self.networks[name] = made
             return self.networks[name]
 

@@ -4,9 +4,13 @@ so the next backend (Kubernetes, issue 36) runs it unchanged. inspect_ai's sandb
 `self_check` is the model: one small probe per property, each test named after it.
 
 Run on this machine's engine and on a second engine (a Docker engine in a container,
-tests/integration/remote_engine.py), one of each per module; and on a Kubernetes cluster
-when `BAKEOFF_TEST_KUBECONTEXT` names a context (`BAKEOFF_TEST_REGISTRY` the registry its
-nodes pull from, `BAKEOFF_TEST_KUBENAMESPACE` optional): without one, those tests are
+tests/integration/remote_engine.py), one of each per module; on the emulated cluster
+whose Pods this machine's docker runs as a node would (tests/integration/kubelet_lab.py,
+its images by digest from a real registry: the Pods the backend writes, played as
+written; what the node cannot give, egress, skipped with its reason); and on a
+Kubernetes cluster when `BAKEOFF_TEST_KUBECONTEXT` names a context
+(`BAKEOFF_TEST_REGISTRY` the registry its nodes pull from, `BAKEOFF_TEST_KUBENAMESPACE`
+optional): without one, those tests are
 reported as skipped, "not run", never as passed. On a cluster, what Kubernetes does
 otherwise (docs/scale-out.md) is skipped with its reason, never asserted as docker's.
 Only the `backend` fixture knows a backend's class; every test sees a `ContainerEngine`
@@ -46,7 +50,11 @@ from runner.containers.kube import config, preflight
 from runner.containers.kube.api import KubeApi
 from runner.containers.kube.engine import KubeEngine
 from runner.errors import InfraError, NotFoundError
+from tests.integration.kubelet_lab import on_a_node
+from tests.integration.registry_lab import Registry, images_built, served
 from tests.integration.remote_engine import copy_image, started
+
+__all__ = ["images_built", "served"]  # the registry lab's fixtures, used by the node's
 
 KUBECONTEXT, REGISTRY = "BAKEOFF_TEST_KUBECONTEXT", "BAKEOFF_TEST_REGISTRY"
 USER = "1000:1000"
@@ -83,6 +91,7 @@ class Backend:
     image: str
     experiment: str
     cluster: bool = False  # a Kubernetes cluster: what it does otherwise is skipped, said
+    node: bool = False     # the node lab's (an emulated API): it gives no egress
 
     def spec(self, role: str, command: str, **fields: Any) -> ContainerSpec:
         """A hardened probe: the sandbox uid, a read-only root, small limits, no network."""
@@ -146,13 +155,25 @@ def on_a_cluster(engine: Engine, tmp: Path) -> ContainerEngine:
                       user_of=registered.user)
 
 
+@contextlib.contextmanager
+def on_the_node(engine: Engine, registry_at: Registry, tmp: Path) -> Iterator[ContainerEngine]:
+    """A `KubeEngine` on the emulator of the API whose node is this machine's docker
+    (its context `lab`), its images pushed to the lab's registry; all it made removed."""
+    with pytest.MonkeyPatch.context() as patch, on_a_node(engine, tmp, patch):
+        target = config.target(os.environ, tmp, context="lab")
+        registered = registry.Registered(engine, registry_at.address)
+        yield KubeEngine(KubeApi(target), cpus=2, accept_node_pids=True,
+                         image_ref=registered, user_of=registered.user)
+
+
 def differs_on_a_cluster(backend: Backend, why: str) -> None:
     """Skip a test whose property Kubernetes has otherwise, with the reason."""
     if backend.cluster:
         pytest.skip(f"on Kubernetes: {why} (docs/scale-out.md)")
 
 
-@pytest.fixture(scope="module", params=["this-engine", "second-engine", "kubernetes"])
+@pytest.fixture(scope="module",
+                params=["this-engine", "second-engine", "node-lab", "kubernetes"])
 def backend(request: pytest.FixtureRequest, engine: Engine,
             built_images: dict[str, BuiltImage],
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
@@ -165,13 +186,18 @@ def backend(request: pytest.FixtureRequest, engine: Engine,
         if request.param == "second-engine":
             found, image = stack.enter_context(second_engine(
                 engine, request.getfixturevalue("engine_image"), base))
+        if request.param == "node-lab":
+            found = stack.enter_context(on_the_node(
+                engine, request.getfixturevalue("served"), tmp_path_factory.mktemp("node")))
         if request.param == "kubernetes":
             found = on_a_cluster(engine, tmp_path_factory.mktemp("kube"))
         experiment = f"conform-{secrets.token_hex(3)}"
         stack.callback(found.remove_labelled, {LABEL_EXPERIMENT: experiment})
         if isinstance(found, KubeEngine):
             preflight.prove_split(found, image, Labels(experiment, "probe"))
-        yield Backend(found, image, experiment, cluster=request.param == "kubernetes")
+        yield Backend(found, image, experiment,
+                      cluster=request.param in ("node-lab", "kubernetes"),
+                      node=request.param == "node-lab")
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +262,7 @@ def _tar(name: str, data: bytes) -> bytes:
 
 def test_an_archive_goes_in_and_comes_out_byte_exact(backend: Backend) -> None:
     """Into a container created and never started, and back (on a cluster its Pod holds
-    for it as root with CHOWN alone: tar by exec keeps the archive's owner)."""
+    for it as root with CHOWN and FOWNER: tar by exec keeps the archive's owner)."""
     data = os.urandom(24 * 1024 * 1024 + 3)
     container_id = backend.engine.create(backend.spec("archive", "true", read_only=False,
                                                       tmpfs=()))
@@ -248,6 +274,38 @@ def test_an_archive_goes_in_and_comes_out_byte_exact(backend: Backend) -> None:
     with tarfile.open(fileobj=io.BytesIO(back)) as tar:
         member = tar.extractfile("blob")
         assert member is not None and member.read() == data
+
+
+# Entries of root's and of the sandbox user's, some with modes a umask would change (all
+# readable: a cluster reads one back as the root that put it, who reads no user's secret).
+OWNED = [("config.json", tarfile.REGTYPE, 0, 0o644), ("records", tarfile.DIRTYPE, 1000, 0o755),
+         ("records/shared", tarfile.REGTYPE, 1000, 0o775),
+         ("records/team", tarfile.REGTYPE, 1000, 0o664),
+         ("records/sub", tarfile.DIRTYPE, 1000, 0o775)]
+
+
+def test_an_archive_keeps_its_owners_and_modes(backend: Backend) -> None:
+    """As docker's daemon unpacks one (as root): each entry its owner and its mode (a
+    directory of the sandbox user's, 0755; its group-writable files; root's config,
+    0644), read back as the archive gave them. On a cluster the Pod made to hold for it runs tar
+    as root with CHOWN and FOWNER: GNU tar sets a mode after the owner."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, kind, uid, mode in OWNED:
+            info = tarfile.TarInfo(name)
+            info.type, info.uid, info.gid, info.mode = kind, uid, uid, mode
+            tar.addfile(info, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+    container_id = backend.engine.create(backend.spec("owners", "true", read_only=False,
+                                                      tmpfs=(), user="0:0"))
+    try:
+        backend.engine.put_archive(container_id, "/srv", buffer.getvalue())
+        back = b"".join(backend.engine.get_archive(container_id, "/srv"))
+    finally:
+        backend.engine.remove(container_id)
+    with tarfile.open(fileobj=io.BytesIO(back)) as tar:
+        found = [(m.name.removeprefix("srv/"), m.type, m.uid, m.mode & 0o7777) for m in tar
+                 if m.name != "srv"]
+    assert sorted(found) == sorted(OWNED)
 
 
 def test_a_container_past_its_deadline_is_reported_and_stopped(backend: Backend) -> None:
@@ -279,6 +337,9 @@ def test_an_internal_network_has_no_way_out(backend: Backend) -> None:
     targets = REACH.replace("TARGETS", f"{address} {GATEWAY}")
     status, inside = backend.run(backend.spec("egress", targets, network=peer_net))
     assert [line.split()[0] for line in inside.splitlines()] == ["REACHED", "blocked"], inside
+    if backend.node:
+        pytest.skip("on the node lab: it gives no network egress (every network of it is "
+                    "internal), so the twin cannot be played")
     status, outside = backend.run(backend.spec("egress", REACH.replace("TARGETS", GATEWAY),
                                                network=out_net))
     assert (status, outside.split()[0]) == (0, "REACHED"), outside

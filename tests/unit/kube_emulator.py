@@ -48,6 +48,10 @@ class Emulator:
     on_create: Callable[[Emulator, str], None] | None = None  # a Pod just made: (pod)
     on_delete: Callable[[Emulator, str], None] | None = None  # a Pod just deleted: (pod)
     on_object: Callable[[Emulator, Obj], None] | None = None  # any other object just made
+    # A running container's log as its node has it so far: (emulator, pod, container,
+    # stream: "Stdout" | "Stderr" | "" for both) -> the log, None once it ended (then
+    # what `end` stored is read).
+    on_log: Callable[[Emulator, str, str, str], bytes | None] | None = None
     # Every exec, when set (a node that runs the Pods): (emulator, pod, container, command,
     # all its stdin, the variables' preamble first) -> (stdout, stderr, exit code); else
     # `programs`.
@@ -232,9 +236,12 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 if sub == "log":
                     container = (query.get("container") or [""])[0]
                     stream = (query.get("stream") or [""])[0]
-                    log = (emulator.streams.get((name, container, stream), b"")
-                           if stream and emulator.split_streams
-                           else emulator.logs.get((name, container), b""))
+                    live = None if emulator.on_log is None else emulator.on_log(
+                        emulator, name, container, stream if emulator.split_streams else "")
+                    log = live if live is not None else (
+                        emulator.streams.get((name, container, stream), b"")
+                        if stream and emulator.split_streams
+                        else emulator.logs.get((name, container), b""))
                     tail = (query.get("tailLines") or [""])[0]
                     if tail:
                         log = b"".join(log.splitlines(keepends=True)[-int(tail):])
