@@ -6,15 +6,18 @@ names them by the registry's digest; the node pulls that digest and runs each Po
 as written, its claims as a provisioner gives them (the root root's, the Pod's fsGroup its
 group). The cluster is proved first, for real: the log's streams, the policies (the
 node's networks: a client on no network cannot reach the listener) and a claim's cap.
-Then up (the baseline's proof samples, the arms' sandboxes and checkouts), dispatch (the
-agents by exec, the work taken with the sandbox emptied, never frozen), score and merge,
-and nothing is left on the cluster. The same experiment on docker gives the same
-verdicts, counts, exit codes, trees and merge.
+Then up (the baseline's proof samples, the arms' sandboxes and checkouts, the model
+gateway on the user's upstream network), dispatch (the agents by exec, one through the
+gateway; the work taken with the sandbox emptied, never frozen), score (each sample a
+fresh server of the tree and the criterion that asks it: one Pod of two containers) and
+merge, and nothing is left on the cluster but the user's network. The same experiment on
+docker gives the same verdicts, counts, exit codes, trees, merge and gateway record.
 
 What it found, mended: a claim's root is root's on a cluster, so the checkout's init (as
 the sandbox user) could not make /work/.git; an init container gives each claim a Pod
 writes to its owner at the root (`kube.objects` `OWNED`), as docker makes a volume its
-owner's."""
+owner's; the archive filler (root with CHOWN alone) could not set the mode of an entry
+it gave the sandbox user, so the gateway's state never went in: it has FOWNER too."""
 
 from __future__ import annotations
 
