@@ -10,12 +10,11 @@ its images by digest from a real registry: the Pods the backend writes, played a
 written; what the node cannot give, egress, skipped with its reason); and on a
 Kubernetes cluster when `BAKEOFF_TEST_KUBECONTEXT` names a context
 (`BAKEOFF_TEST_REGISTRY` the registry its nodes pull from, `BAKEOFF_TEST_KUBENAMESPACE`
-optional): without one, those tests are
-reported as skipped, "not run", never as passed. On a cluster, what Kubernetes does
-otherwise (docs/scale-out.md) is skipped with its reason, never asserted as docker's.
-Only the `backend` fixture knows a backend's class; every test sees a `ContainerEngine`
-and an image on it. Network probes go only to containers this module made, on networks
-it made.
+optional): without one, those tests are reported as skipped, "not run", never as
+passed. On a cluster, what Kubernetes does otherwise (docs/scale-out.md) is skipped with
+its reason, never asserted as docker's. Only the `backend` fixture knows a backend's
+class; every test sees a `ContainerEngine` and an image on it. Network probes go only to
+containers this module made, on networks it made.
 """
 
 from __future__ import annotations
@@ -148,8 +147,14 @@ def on_a_cluster(engine: Engine, tmp: Path) -> ContainerEngine:
     context, registry_at = os.environ.get(KUBECONTEXT), os.environ.get(REGISTRY)
     if not context or not registry_at:
         pytest.skip(f"not run: no cluster ({KUBECONTEXT} and {REGISTRY} name one)")
-    target = config.target(os.environ, tmp, context=context,
-                           namespace=os.environ.get("BAKEOFF_TEST_KUBENAMESPACE"))
+    return kube_engine(engine, registry_at, config.target(
+        os.environ, tmp, context=context,
+        namespace=os.environ.get("BAKEOFF_TEST_KUBENAMESPACE")))
+
+
+def kube_engine(engine: Engine, registry_at: str, target: config.KubeTarget) -> KubeEngine:
+    """A `KubeEngine` on `target`, its images pushed by this engine to `registry_at` and
+    run by digest, the nodes' pids limit accepted."""
     registered = registry.Registered(engine, registry_at)
     return KubeEngine(KubeApi(target), cpus=2, accept_node_pids=True, image_ref=registered,
                       user_of=registered.user)
@@ -160,10 +165,8 @@ def on_the_node(engine: Engine, registry_at: Registry, tmp: Path) -> Iterator[Co
     """A `KubeEngine` on the emulator of the API whose node is this machine's docker
     (its context `lab`), its images pushed to the lab's registry; all it made removed."""
     with pytest.MonkeyPatch.context() as patch, on_a_node(engine, tmp, patch):
-        target = config.target(os.environ, tmp, context="lab")
-        registered = registry.Registered(engine, registry_at.address)
-        yield KubeEngine(KubeApi(target), cpus=2, accept_node_pids=True,
-                         image_ref=registered, user_of=registered.user)
+        yield kube_engine(engine, registry_at.address,
+                          config.target(os.environ, tmp, context="lab"))
 
 
 def differs_on_a_cluster(backend: Backend, why: str) -> None:
@@ -287,8 +290,8 @@ OWNED = [("config.json", tarfile.REGTYPE, 0, 0o644), ("records", tarfile.DIRTYPE
 def test_an_archive_keeps_its_owners_and_modes(backend: Backend) -> None:
     """As docker's daemon unpacks one (as root): each entry its owner and its mode (a
     directory of the sandbox user's, 0755; its group-writable files; root's config,
-    0644), read back as the archive gave them. On a cluster the Pod made to hold for it runs tar
-    as root with CHOWN and FOWNER: GNU tar sets a mode after the owner."""
+    0644), read back as the archive gave them. On a cluster the Pod made to hold for it
+    runs tar as root with CHOWN and FOWNER: GNU tar sets a mode after the owner."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, kind, uid, mode in OWNED:

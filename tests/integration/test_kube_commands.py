@@ -93,7 +93,6 @@ REAL_KEY = "sk-ant-kube-REAL-" + "9" * 24
 UPSTREAM_PORT = 8080
 
 
-
 @pytest.fixture()
 def cluster(engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             ) -> Iterator[tuple[Emulator, Kubelet]]:

@@ -52,13 +52,10 @@ class Emulator:
     # stream: "Stdout" | "Stderr" | "" for both) -> the log, None once it ended (then
     # what `end` stored is read).
     on_log: Callable[[Emulator, str, str, str], bytes | None] | None = None
-    # Every exec, when set (a node that runs the Pods): (emulator, pod, container, command,
-    # all its stdin, the variables' preamble first) -> (stdout, stderr, exit code); else
+    # Every exec as it streams, when set (a node that runs the Pods; a held session):
+    # (emulator, pod, container, command, read: the next stdin bytes, the variables'
+    # preamble first, None at its end, send: (stream 1|2, data)) -> exit code; else
     # `programs`.
-    on_exec: Callable[[Emulator, str, str, list[str], bytes],
-                      tuple[bytes, bytes, int]] | None = None
-    # Or every exec as it streams (a held session): (emulator, pod, container, command,
-    # read: the next stdin bytes, None at its end, send: (stream 1|2, data)) -> exit code.
     on_stream: Callable[[Emulator, str, str, list[str], Callable[[], bytes | None],
                          Callable[[int, bytes], None]], int] | None = None
     programs: dict[str, Callable[[Emulator, str, str, list[str], bytes],
@@ -280,7 +277,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                     emulator.execs.append((pod, container, command))
                 return self.relayed(pod, container, command,
                                     (query.get("stdin") or [""])[0] == "true")
-            stdin, raw = bytearray(), bytearray()  # raw: with the variables' preamble
+            stdin = bytearray()
             wants = {key: (query.get(key) or [""])[0] == "true"
                      for key in ("stdin", "stdout")}
             hangs = unwrapped(command)[0] == "hang"
@@ -293,7 +290,6 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                     if message[:1] != b"\x00":
                         continue
                     data = message[1:]
-                    raw += data
                     if preamble is not None and not preamble.endswith(b"\n\n"):
                         preamble += data  # the variables come first, whole
                         head, found, data = bytes(preamble).partition(b"\n\n")
@@ -316,10 +312,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 emulator.on_attach(emulator, pod, container, bytes(stdin))
             if not wants["stdout"]:
                 return  # an attach that only gives stdin: its client is gone
-            if what == "exec" and emulator.on_exec is not None:  # a node: the whole input
-                out, err, code = emulator.on_exec(emulator, pod, container, command, bytes(raw))
-            else:
-                out, err, code = self.run(pod, container, what, command, bytes(stdin))
+            out, err, code = self.run(pod, container, what, command, bytes(stdin))
             for start in range(0, len(out), 65536):
                 self.send_frame(b"\x01" + out[start:start + 65536])
             self.send_frame(b"\x02" + err)
