@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import kubernetes_validate
 
 from runner.containers.kube import channel
+from tests.unit import kube_schema
 
 Obj = dict[str, Any]
 
@@ -187,7 +188,7 @@ def handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 return
             obj = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             try:
-                kubernetes_validate.validate(obj, "1.37.0", strict=True)
+                kube_schema.validate(obj)
             except kubernetes_validate.ValidationError as error:
                 return self.answer(422, status(422, f"invalid: {error.message}"))
             name = obj["metadata"]["name"]

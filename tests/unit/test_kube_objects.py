@@ -17,6 +17,7 @@ from runner.containers.backend import Bind, ContainerSpec, Labels, Resources, Tm
 from runner.containers.kube import objects
 from runner.containers.kube.objects import KubeRefusal
 from runner.containers.sandbox import SandboxLimits, SandboxSpec, container_spec
+from tests.unit import kube_schema
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "kube"
 VERSION = "1.37.0"
@@ -108,16 +109,27 @@ def test_each_object_is_its_golden_file_and_valid_against_the_1_37_schemas(name:
         path.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     assert found == json.loads(path.read_text())
     for one in flat(found):
-        kubernetes_validate.validate(one, VERSION, strict=True)
+        kube_schema.validate(one)
 
 
 def test_the_validation_is_strict_an_unknown_field_fails() -> None:
     pod = made()["sandbox-pod"]
     pod["spec"]["containers"][0]["pidsLimit"] = 64  # no such field: the kubelet's, node-wide
-    with pytest.raises(kubernetes_validate.ValidationError,
-                       match=r"Additional properties are not allowed \('pidsLimit' was "
-                             r"unexpected\)"):
+    said = r"Additional properties are not allowed \('pidsLimit' was unexpected\)"
+    with pytest.raises(kubernetes_validate.ValidationError, match=said):
         kubernetes_validate.validate(pod, VERSION, strict=True)
+    with pytest.raises(kubernetes_validate.ValidationError, match=said):  # as the emulator
+        kube_schema.validate(pod)  # checks, each schema read once
+
+
+def test_the_emulator_s_check_agrees_with_the_library_on_every_kind() -> None:
+    for one in (o for found in made().values() for o in flat(found)):
+        assert kubernetes_validate.validate(one, VERSION, strict=True) == "1.37"
+        kube_schema.validate(one)
+        broken = {**one, "spec": {**one.get("spec", {}), "nope": 1}} if "spec" in one else {
+            **one, "nope": 1}
+        with pytest.raises(kubernetes_validate.ValidationError, match="'nope' was unexpected"):
+            kube_schema.validate(broken)
 
 
 def test_a_sample_pod_holds_the_hardening_of_the_conformance_list() -> None:
