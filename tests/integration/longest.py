@@ -24,6 +24,7 @@ LONGEST_FIRST: dict[str, int] = {
     "test_ratchets.py": 81,
     "test_resume_services.py": 78,
     "test_real_agents.py": 69,
+    "test_kube_browser.py": 66,
     "test_lifecycle.py": 65,
     "test_verdict_suite.py": 61,
 }

@@ -153,11 +153,12 @@ def on_a_cluster(engine: Engine, tmp: Path) -> ContainerEngine:
 
 
 def kube_engine(engine: Engine, registry_at: str, target: config.KubeTarget) -> KubeEngine:
-    """A `KubeEngine` on `target`, its images pushed by this engine to `registry_at` and
-    run by digest, the nodes' pids limit accepted."""
+    """A `KubeEngine` on `target` as the commands make one: its images built by this
+    engine (its image store), pushed to `registry_at` and run by digest, the nodes' pids
+    limit accepted."""
     registered = registry.Registered(engine, registry_at)
     return KubeEngine(KubeApi(target), cpus=2, accept_node_pids=True, image_ref=registered,
-                      user_of=registered.user)
+                      user_of=registered.user, image_store=lambda: engine)
 
 
 @contextlib.contextmanager
