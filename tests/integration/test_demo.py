@@ -365,10 +365,11 @@ def test_the_demo_on_a_cluster_ranks_and_scores_as_on_this_one(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """`engine = "kubernetes"`: the bundled demo's whole loop (the cluster's proofs, up,
     dispatch, score, merge, report; Postgres administered by psql's held exec, the judge,
-    the grafts) against the emulator of the API, whose Pods a node of this machine's
-    docker engine runs from their specs (tests/integration/kubelet_lab.py), every image
-    pushed to a real registry and run by its digest: the same ranking, verdicts and scores
-    as on this machine's engine, and nothing left on the cluster."""
+    the grafts), then `reproduce` and `rescore`, against the emulator of the API, whose
+    Pods a node of this machine's docker engine runs from their specs
+    (tests/integration/kubelet_lab.py), every image pushed to a real registry and run by
+    its digest: the same ranking, verdicts and scores as on this machine's engine, the
+    same verdicts again, and nothing left on the cluster."""
     with on_a_node(engine, tmp_path, monkeypatch) as (emulator, node):
         manifest = demo_mod.prepare(tmp_path / "example")
         manifest.write_text('engine = "kubernetes"\n' + manifest.read_text() + (
@@ -387,4 +388,23 @@ def test_the_demo_on_a_cluster_ranks_and_scores_as_on_this_one(
         roles = {role for _, role in node.played}
         assert {"database", "arm", "sample", "cluster-probe"} <= roles, roles
         assert emulator.objects == {}  # every Pod, policy, claim, Service and Secret
+        # A sample re-created on the cluster from its record (its image by digest, its
+        # database a fresh one), and the fixer's samples re-scored: what they were.
+        for args, said in ((["reproduce", "cap-horizon/fixer/success/1"],
+                            "reproduced: the same verdict, counts and exit code"),
+                           (["rescore", "--change", "cap-horizon", "--arm", "fixer"],
+                            "9 samples re-scored: 0 verdicts changed.")):
+            code = main([*args, "-f", str(manifest)])
+            shown = capsys.readouterr()
+            assert code == 0, shown.out[-2000:] + shown.err[-2000:]
+            assert said in shown.out, shown.out[-2000:]
+        # What they leave is the experiment's deny-all (inert: it closes only the
+        # experiment's Pods; removing it while another command's Pods rely on it would
+        # open them): `gc` takes it, as `down` would.
+        assert [name for _, name in emulator.objects] == ["horizon-deny-all"]
+        assert main(["gc", "-f", str(manifest)]) == 0
+        shown = capsys.readouterr()
+        assert ("gc: removed 0 containers, 1 network policies, 0 volume claims, 0 services, "
+                "0 secrets at ") in shown.out + shown.err
+        assert emulator.objects == {}
     assert engine.labelled("container", {LABEL_EXPERIMENT: "horizon"}) == []
