@@ -16,11 +16,15 @@ import secrets
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
+
+import pytest
 
 from runner.containers.backend import LABEL_EXPERIMENT
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
+from runner.errors import SandboxUnavailableError
 from tests.integration.helpers import flat_record, make_target
 from tests.integration.remote_engine import RemoteEngine, copy_image
 
@@ -58,8 +62,9 @@ def ssh_environment(engine: Engine, remote: RemoteEngine, tmp_path: Path) -> dic
                    check=True, timeout=30)
     outer = engine.client.containers.get(remote.container_id)
     assert outer.put_archive("/root", authorized(key.with_suffix(".pub").read_bytes()))
-    started = outer.exec_run(["sh", "-c", "ssh-keygen -A && mkdir -p /run/sshd && "
-                              "/usr/sbin/sshd -o PasswordAuthentication=no"])
+    started = outer.exec_run(["sh", "-c", "[ -e /run/sshd.pid ] || { ssh-keygen -A && "
+                              "mkdir -p /run/sshd && /usr/sbin/sshd -o "
+                              "PasswordAuthentication=no; }"])  # once per engine
     assert started.exit_code == 0, started.output
     config = tmp_path / "ssh_config"
     config.write_text(SSH_CONFIG.format(address=remote.address, key=key))
@@ -99,3 +104,32 @@ def test_an_oracle_sample_runs_on_an_engine_reached_over_ssh(
     assert flat_record(record)["engine"] == {
         "host": "ssh://remote-engine", "id": info["ID"], "name": info["Name"]}
     assert remote_engine.engine.labelled("container", {LABEL_EXPERIMENT: name}) == []
+
+
+def test_a_held_exec_that_stops_answering_over_ssh_ends_at_its_deadline(
+        engine: Engine, built_images: dict[str, BuiltImage], remote_engine: RemoteEngine,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over ssh:// an exec's output is the ssh process's pipe, which a socket's timeout
+    never reaches: a held exec (psql's, the database's administration) whose program
+    stops answering is `SandboxUnavailableError` at its deadline, as over tcp or the local
+    socket, never a wait without end. Its twin: what the program says is read."""
+    copy_image(engine, remote_engine.engine, built_images["base"].tag)
+    environ = ssh_environment(engine, remote_engine, tmp_path)
+    for key in ("PATH", "DOCKER_HOST"):
+        monkeypatch.setenv(key, environ[key])
+    over_ssh = Engine()
+    name = f"ssh-held-{secrets.token_hex(3)}"
+    container = remote_engine.engine.client.containers.run(
+        built_images["base"].tag, ["sleep", "300"], detach=True, network_mode="none",
+        labels={LABEL_EXPERIMENT: name})
+    try:
+        with over_ssh.hold_exec(container.id, ["sh", "-c", "echo ready; cat >/dev/null"],
+                                user="root", what="a silent exec") as held:
+            assert held.until(b"ready", 60).stdout == b""  # what came is read
+            started = time.monotonic()
+            with pytest.raises(SandboxUnavailableError,
+                               match="a silent exec: no answer in time"):
+                held.until(b"never", 3)
+            assert 3 <= time.monotonic() - started < 10
+    finally:
+        remote_engine.engine.remove_labelled({LABEL_EXPERIMENT: name})
