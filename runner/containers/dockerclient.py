@@ -10,7 +10,9 @@ whose dropped connection is the project's error (`iter_stream`)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import select
 import shutil
 import socket
 import threading
@@ -105,6 +107,24 @@ def end_of_input(raw: Any) -> None:
         return
     proc.stdin.close()
     threading.Thread(target=_reap, args=(proc,), daemon=True).start()
+
+
+def await_output(raw: Any, file: io.BufferedIOBase, timeout_s: float) -> None:
+    """Before a read of `file` (what `raw`, a hijacked connection, sends): a socket's
+    read is bounded by its timeout. Over `ssh://` the output is the `ssh` process's pipe,
+    which no socket timeout reaches: wait up to `timeout_s` for it to hold something (or
+    its end), unless the buffered file already does (looked at without waiting, the
+    pipe non-blocking for that one look); else `TimeoutError`."""
+    if getattr(raw, "proc", None) is None or not isinstance(file, io.BufferedReader):
+        return
+    fd = file.fileno()
+    os.set_blocking(fd, False)
+    try:
+        buffered = file.peek(1)  # b"" when nothing came yet (or at the end)
+    finally:
+        os.set_blocking(fd, True)
+    if not buffered and not select.select([fd], [], [], timeout_s)[0]:
+        raise TimeoutError
 
 
 def _reap(proc: Any) -> None:

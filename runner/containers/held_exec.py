@@ -15,15 +15,12 @@ each), each answer read up to a marker line the script prints. Engine calls go t
 from __future__ import annotations
 
 import contextlib
-import io
-import os
-import select
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from runner.containers import hijack
 from runner.containers.backend import ContainerEngine, ExecOutput, HeldOutput, exit_after_output
-from runner.containers.dockerclient import ENGINE_HINT, end_of_input
+from runner.containers.dockerclient import ENGINE_HINT, await_output, end_of_input
 from runner.containers.engine import Engine
 from runner.errors import SandboxUnavailableError
 
@@ -85,23 +82,6 @@ class HeldExec:
         data = self._read(size, deadline, eof_ok=False) or b""
         (self._output.err if stream == hijack.STDERR else self._output.out).extend(data)
 
-    def _await_pipe(self, left: float) -> None:
-        """Over ssh:// the output is the ssh process's pipe (docker-py's `SSHSocket`), which
-        no socket timeout reaches: wait up to `left` seconds for it to hold something (or
-        its end), unless the buffered file already does (read without waiting, the pipe
-        made non-blocking for that one look). Another connection: nothing to do."""
-        if getattr(self._raw, "proc", None) is None or not isinstance(self._file,
-                                                                      io.BufferedReader):
-            return
-        fd = self._file.fileno()
-        os.set_blocking(fd, False)
-        try:
-            buffered = self._file.peek(1)  # b"" when nothing came yet (or at the end)
-        finally:
-            os.set_blocking(fd, True)
-        if not buffered and not select.select([fd], [], [], left)[0]:
-            raise TimeoutError
-
     def _read(self, size: int, deadline: float, *, eof_ok: bool) -> bytes | None:
         data = bytearray()
         while len(data) < size:
@@ -110,7 +90,7 @@ class HeldExec:
                 if left <= 0:
                     raise TimeoutError
                 self._raw.settimeout(left)
-                self._await_pipe(left)
+                await_output(self._raw, self._file, left)
                 chunk = self._file.read1(size - len(data))
             except OSError as error:  # TimeoutError included
                 raise SandboxUnavailableError(

@@ -49,9 +49,10 @@ from runner.containers.kube import config, preflight
 from runner.containers.kube.api import KubeApi
 from runner.containers.kube.engine import KubeEngine
 from runner.errors import InfraError, NotFoundError
-from tests.integration.kubelet_lab import on_a_node
+from tests.integration.kubelet_lab import Kubelet, on_a_node
 from tests.integration.registry_lab import Registry, images_built, served
 from tests.integration.remote_engine import copy_image, started
+from tests.unit.kube_emulator import Emulator
 
 __all__ = ["images_built", "served"]  # the registry lab's fixtures, used by the node's
 
@@ -162,12 +163,15 @@ def kube_engine(engine: Engine, registry_at: str, target: config.KubeTarget) -> 
 
 
 @contextlib.contextmanager
-def on_the_node(engine: Engine, registry_at: Registry, tmp: Path) -> Iterator[ContainerEngine]:
+def on_the_node(engine: Engine, registry_at: Registry, tmp: Path
+                ) -> Iterator[tuple[KubeEngine, Emulator, Kubelet]]:
     """A `KubeEngine` on the emulator of the API whose node is this machine's docker
-    (its context `lab`), its images pushed to the lab's registry; all it made removed."""
-    with pytest.MonkeyPatch.context() as patch, on_a_node(engine, tmp, patch):
-        yield kube_engine(engine, registry_at.address,
-                          config.target(os.environ, tmp, context="lab"))
+    (its context `lab`), its images pushed to the lab's registry; the emulator and the
+    node beside it; all it made removed."""
+    with pytest.MonkeyPatch.context() as patch, on_a_node(engine, tmp, patch) as (
+            emulator, node):
+        yield (kube_engine(engine, registry_at.address,
+                           config.target(os.environ, tmp, context="lab")), emulator, node)
 
 
 def differs_on_a_cluster(backend: Backend, why: str) -> None:
@@ -191,7 +195,7 @@ def backend(request: pytest.FixtureRequest, engine: Engine,
             found, image = stack.enter_context(second_engine(
                 engine, request.getfixturevalue("engine_image"), base))
         if request.param == "node-lab":
-            found = stack.enter_context(on_the_node(
+            found, _, _ = stack.enter_context(on_the_node(
                 engine, request.getfixturevalue("served"), tmp_path_factory.mktemp("node")))
         if request.param == "kubernetes":
             found = on_a_cluster(engine, tmp_path_factory.mktemp("kube"))

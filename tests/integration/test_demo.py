@@ -405,6 +405,6 @@ def test_the_demo_on_a_cluster_ranks_and_scores_as_on_this_one(
         assert main(["gc", "-f", str(manifest)]) == 0
         shown = capsys.readouterr()
         assert ("gc: removed 0 containers, 1 network policies, 0 volume claims, 0 services, "
-                "0 secrets at ") in shown.out + shown.err
+                "0 secrets at ") in shown.err
         assert emulator.objects == {}
     assert engine.labelled("container", {LABEL_EXPERIMENT: "horizon"}) == []

@@ -12,7 +12,6 @@ until its renderer dies fails by its test, each with the verdict it gets on dock
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Iterator
 
@@ -22,13 +21,13 @@ from rig.sample.record import SampleRecord
 from runner.containers.backend import LABEL_EXPERIMENT, Labels
 from runner.containers.engine import Engine
 from runner.containers.images import BuiltImage
-from runner.containers.kube import config, preflight
+from runner.containers.kube import preflight
 from runner.containers.kube.about import ACCEPTED_PIDS
 from tests.integration.browser_lab import PAGES
-from tests.integration.kubelet_lab import Kubelet, on_a_node
+from tests.integration.kubelet_lab import Kubelet
 from tests.integration.registry_lab import Registry, images_built, served
 from tests.integration.test_attacks_browser import FIXED, INDEX, Lab, tree, verdict
-from tests.integration.test_conformance import kube_engine
+from tests.integration.test_conformance import on_the_node
 
 __all__ = ["images_built", "served"]  # the registry lab's fixtures, used here
 
@@ -51,10 +50,7 @@ class NodeLab:
 def node_lab(engine: Engine, built_images: dict[str, BuiltImage], browser_image: BuiltImage,
              served: Registry, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeLab]:
     root = tmp_path_factory.mktemp("kube-browser")
-    with pytest.MonkeyPatch.context() as patch, on_a_node(engine, root, patch) as (
-            emulator, node):
-        kube = kube_engine(engine, served.address,
-                           config.target(os.environ, root, context="lab"))
+    with on_the_node(engine, served, root) as (kube, emulator, node):
         proof = Labels(f"kube-browser-{secrets.token_hex(3)}", "probe")
         preflight.prove_split(kube, built_images["python"].image_id, proof)
         kube.remove_labelled({LABEL_EXPERIMENT: proof.experiment})

@@ -16,7 +16,7 @@ from kubernetes_validate import utils
 from referencing import Registry, Resource
 
 VERSION = "1.37.0"
-STRICT = "kubernetes-json-schema/v1.37.0-local-strict"
+STRICT = f"kubernetes-json-schema/v{VERSION}-local-strict"
 
 
 @functools.cache
@@ -31,7 +31,7 @@ def _validator(kind: str, api_version: str) -> jsonschema.Draft202012Validator:
     try:
         schema = utils.schema_contents(f"{STRICT}/{kind.lower()}-{group}.json", VERSION)
     except FileNotFoundError:
-        raise utils.SchemaNotFoundError(version="1.37", kind=kind,
+        raise utils.SchemaNotFoundError(version=utils.major_minor(VERSION), kind=kind,
                                         api_version=api_version) from None
     registry = _definitions() @ (Resource.from_contents(schema) @ Registry())
     return jsonschema.Draft202012Validator(schema, registry=registry)
@@ -43,4 +43,5 @@ def validate(obj: dict[str, Any]) -> None:
     try:
         _validator(obj["kind"], obj["apiVersion"]).validate(obj)
     except jsonschema.ValidationError as error:
-        raise kubernetes_validate.ValidationError(error, version="1.37") from None
+        raise kubernetes_validate.ValidationError(
+            error, version=utils.major_minor(VERSION)) from None

@@ -20,7 +20,7 @@ from runner.containers.sandbox import SandboxLimits, SandboxSpec, container_spec
 from tests.unit import kube_schema
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "kube"
-VERSION = "1.37.0"
+VERSION = kube_schema.VERSION
 NS = "bakeoff"
 IMAGE = "registry.example.invalid/bakeoff/python@sha256:" + "ab" * 32
 BROWSER = "registry.example.invalid/bakeoff/browser@sha256:" + "cd" * 32
@@ -126,8 +126,8 @@ def test_the_emulator_s_check_agrees_with_the_library_on_every_kind() -> None:
     for one in (o for found in made().values() for o in flat(found)):
         assert kubernetes_validate.validate(one, VERSION, strict=True) == "1.37"
         kube_schema.validate(one)
-        broken = {**one, "spec": {**one.get("spec", {}), "nope": 1}} if "spec" in one else {
-            **one, "nope": 1}
+        broken = ({**one, "spec": {**one["spec"], "nope": 1}} if "spec" in one
+                  else {**one, "nope": 1})
         with pytest.raises(kubernetes_validate.ValidationError, match="'nope' was unexpected"):
             kube_schema.validate(broken)
 
